@@ -1,0 +1,68 @@
+/* The O(n) fix for flow_expiry: the scan resumes where the previous one stopped. */
+#include "common.h"
+#include <stdint.h>
+#include <string.h>
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+__attribute__((noinline)) void sort_flow_times(uint64_t *times, long n)
+{
+    qsort(times, (size_t)n, sizeof(*times), cmp_u64);
+}
+
+/* Finds the next active flow at or after word *cursor: amortized O(1) per call. */
+__attribute__((noinline)) long flow_find_next(const uint64_t *bitmap, long nwords, long *cursor)
+{
+    for (long w = *cursor; w < nwords; w++) {
+        if (bitmap[w]) {
+            *cursor = w;
+            return w * 64 + __builtin_ctzll(bitmap[w]);
+        }
+    }
+    *cursor = nwords;
+    return -1;
+}
+
+__attribute__((noinline)) long expire_flows(uint64_t *bitmap, long n)
+{
+    long nwords = (n + 63) / 64, expired = 0, cursor = 0, f;
+    while ((f = flow_find_next(bitmap, nwords, &cursor)) >= 0) {
+        bitmap[f / 64] &= ~(1ULL << (f % 64));
+        expired++;
+    }
+    return expired;
+}
+
+int main(int argc, char **argv)
+{
+    long n = corpus_arg(argc, argv, 10000);
+    long nwords = (n + 63) / 64;
+    uint64_t *bitmap = calloc((size_t)nwords, sizeof(uint64_t));
+    uint64_t *times = malloc((size_t)n * sizeof(uint64_t));
+    if (!bitmap || !times)
+        return 1;
+    uint64_t x = 88172645463325252ULL;
+    for (long i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        times[i] = x;
+        bitmap[i / 64] |= 1ULL << (i % 64);
+    }
+    long rounds = corpus_scaled(100);
+    long expired = 0;
+    for (long r = 0; r < rounds; r++) {
+        memset(bitmap, 0, (size_t)nwords * sizeof(uint64_t));
+        for (long i = 0; i < n; i++)
+            bitmap[i / 64] |= 1ULL << (i % 64);
+        sort_flow_times(times, n);
+        expired += expire_flows(bitmap, n);
+        times[r % n] ^= x;
+    }
+    printf("ops=%ld\n", expired);
+    return 0;
+}

@@ -1,0 +1,339 @@
+//! From stored repeats to the run document: per-point throughput, speedup, efficiency,
+//! spreads, the scaling model and typed measurement warnings.
+
+use scalprof_model::{
+    Finding, Point, PointRepeat, Repeat, RunDocument, RunHeader, Spread, ThroughputInfo,
+    ThroughputSource, Warning, WarningKind, RUN_SCHEMA,
+};
+
+use crate::usl;
+
+/// Repeats of one point whose wall times spread more than this fraction of their median
+/// are flagged (the issue's 10%; hyperfine warns on outliers in the same spirit).
+pub const NOISY_SPREAD: f64 = 0.10;
+
+/// Builds the run document from a run's header and its stored repeats.
+pub fn assemble(header: &RunHeader, repeats: &[PointRepeat], findings: Vec<Finding>) -> RunDocument {
+    let source = throughput_source(header, repeats);
+    let mut points: Vec<Point> = Vec::new();
+    let mut values: Vec<u64> = header.sweep.values.clone();
+    // Points measured but not in the declared sweep (should not happen) still show up.
+    for r in repeats {
+        if !values.contains(&r.value) {
+            values.push(r.value);
+        }
+    }
+    for value in values {
+        let mut reps: Vec<Repeat> = repeats
+            .iter()
+            .filter(|r| r.value == value)
+            .map(|r| r.repeat.clone())
+            .collect();
+        if reps.is_empty() {
+            continue;
+        }
+        reps.sort_by_key(|r| r.index);
+        points.push(summarize_point(value, reps, source));
+    }
+
+    // Speedup against the first point with a throughput, scaled to its parameter value
+    // (so a sweep starting at 2 threads still reads as "speedup over one thread").
+    if let Some((v0, x0)) = points
+        .iter()
+        .find_map(|p| p.throughput.map(|x| (p.value as f64, x)))
+    {
+        for p in &mut points {
+            if let Some(x) = p.throughput {
+                let speedup = x / x0 * v0;
+                p.speedup = Some(speedup);
+                p.efficiency = Some(speedup / p.value as f64);
+            }
+        }
+    }
+
+    let observations: Vec<(f64, f64)> = points
+        .iter()
+        .flat_map(|p| {
+            p.repeats
+                .iter()
+                .filter_map(move |r| repeat_throughput(p.value, r, source).map(|x| (p.value as f64, x)))
+        })
+        .collect();
+    let model = usl::fit(&observations).ok();
+    let warnings = warnings(header, &points);
+
+    RunDocument {
+        schema: RUN_SCHEMA.to_string(),
+        id: header.id.clone(),
+        label: header.label.clone(),
+        created: header.created.clone(),
+        status: header.status,
+        command: header.command.clone(),
+        sweep: header.sweep.clone(),
+        host: header.host.clone(),
+        throughput: ThroughputInfo {
+            source,
+            unit: source.unit().to_string(),
+            ops_regex: (source == ThroughputSource::Ops).then(|| header.ops_regex.clone()),
+        },
+        points,
+        model,
+        warnings,
+        findings,
+        output_dir: header.output_dir.clone(),
+    }
+}
+
+/// Ops when every successful repeat reported them; otherwise the run's scaling mode.
+fn throughput_source(header: &RunHeader, repeats: &[PointRepeat]) -> ThroughputSource {
+    let mut ok = repeats.iter().filter(|r| r.repeat.succeeded()).peekable();
+    if ok.peek().is_some() && ok.all(|r| r.repeat.ops.is_some()) {
+        ThroughputSource::Ops
+    } else {
+        header.scaling
+    }
+}
+
+/// Throughput of one repeat, `None` if it failed or cannot be computed.
+pub fn repeat_throughput(value: u64, r: &Repeat, source: ThroughputSource) -> Option<f64> {
+    if !r.succeeded() || r.wall_s <= 0.0 {
+        return None;
+    }
+    let work = match source {
+        ThroughputSource::Ops => r.ops? as f64,
+        ThroughputSource::Weak => value as f64,
+        ThroughputSource::Strong => 1.0,
+    };
+    (work > 0.0).then(|| work / r.wall_s)
+}
+
+fn summarize_point(value: u64, repeats: Vec<Repeat>, source: ThroughputSource) -> Point {
+    let ok: Vec<&Repeat> = repeats.iter().filter(|r| r.succeeded()).collect();
+    let wall = spread(ok.iter().map(|r| r.wall_s));
+    let user = spread(ok.iter().map(|r| r.user_s));
+    let sys = spread(ok.iter().map(|r| r.sys_s));
+    let tput = spread(ok.iter().filter_map(|r| repeat_throughput(value, r, source)));
+    Point {
+        value,
+        throughput: tput.map(|s| s.median),
+        speedup: None,
+        efficiency: None,
+        wall_s: wall,
+        user_s: user,
+        sys_s: sys,
+        throughput_spread: tput,
+        repeats,
+    }
+}
+
+/// Median (mean of the middle two for even counts), minimum and maximum.
+pub fn spread(values: impl Iterator<Item = f64>) -> Option<Spread> {
+    let mut v: Vec<f64> = values.filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let median = if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    };
+    Some(Spread {
+        median,
+        min: v[0],
+        max: v[n - 1],
+    })
+}
+
+fn warnings(header: &RunHeader, points: &[Point]) -> Vec<Warning> {
+    let mut out = Vec::new();
+    let cpus = header.host.cpus as u64;
+    for p in points {
+        if let Some(w) = p.wall_s {
+            let ok = p.repeats.iter().filter(|r| r.succeeded()).count();
+            if ok >= 2 && w.median > 0.0 && (w.max - w.min) / w.median > NOISY_SPREAD {
+                let hint = if ok < 5 {
+                    "run more repeats (--repeat 5) on a quieter machine"
+                } else {
+                    "other work on the machine is interfering; quiet it and rerun"
+                };
+                out.push(Warning {
+                    kind: WarningKind::NoisyRepeats,
+                    point: Some(p.value),
+                    message: format!(
+                        "{} {}: wall time of {ok} repeats spreads {:.0}% ({:.3}–{:.3} s); {hint}",
+                        header.sweep.parameter,
+                        p.value,
+                        100.0 * (w.max - w.min) / w.median,
+                        w.min,
+                        w.max
+                    ),
+                });
+            }
+        }
+        let failed = p.repeats.iter().filter(|r| !r.succeeded()).count();
+        if failed > 0 {
+            let how: Vec<String> = p.repeats.iter().filter(|r| !r.succeeded()).map(|r| r.outcome()).collect();
+            out.push(Warning {
+                kind: WarningKind::FailedRepeats,
+                point: Some(p.value),
+                message: format!(
+                    "{} {}: {failed} of {} repeats failed ({}); they are kept but not counted in throughput",
+                    header.sweep.parameter,
+                    p.value,
+                    p.repeats.len(),
+                    how.join(", ")
+                ),
+            });
+        }
+        if header.sweep.parameter == "threads" && cpus > 0 && p.value > cpus {
+            out.push(Warning {
+                kind: WarningKind::OversubscribedPoint,
+                point: Some(p.value),
+                message: format!(
+                    "threads {}: more threads than the {cpus} online CPUs; this point measures time-sharing, not scaling",
+                    p.value
+                ),
+            });
+        }
+    }
+    let measured = points.iter().filter(|p| p.throughput.is_some()).count();
+    if measured < 3 {
+        let hint = if cpus < 3 {
+            format!(" (this machine has {cpus} CPUs: more points would oversubscribe it; run the sweep on a larger machine)")
+        } else {
+            " (sweep at least 3 values, e.g. -t 1,2,4)".to_string()
+        };
+        out.push(Warning {
+            kind: WarningKind::TooFewPoints,
+            point: None,
+            message: format!(
+                "{measured} measured point{}: too few for the USL, {}{hint}",
+                if measured == 1 { "" } else { "s" },
+                if measured == 2 { "fitted Amdahl's law instead" } else { "no model fitted" }
+            ),
+        });
+    }
+    if !points.is_empty() && points.iter().all(|p| p.repeats.len() == 1) {
+        out.push(Warning {
+            kind: WarningKind::SingleRepeat,
+            point: None,
+            message: "one repeat per point: the spread between runs is unknown (use --repeat 3 or more)".to_string(),
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use scalprof_model::{Host, RunStatus, Sweep};
+
+    fn header(values: Vec<u64>) -> RunHeader {
+        RunHeader {
+            id: "1".into(),
+            label: "t".into(),
+            created: "2026-01-01T00:00:00Z".into(),
+            command: vec!["./x".into(), "{threads}".into()],
+            status: RunStatus::Complete,
+            sweep: Sweep {
+                parameter: "threads".into(),
+                values,
+            },
+            host: Host {
+                kernel: "6.18".into(),
+                cpus: 2,
+                cpu_model: "cpu".into(),
+                pmu: false,
+            },
+            scaling: ThroughputSource::Weak,
+            ops_regex: r"ops=(\d+)".into(),
+            output_dir: "/tmp".into(),
+        }
+    }
+
+    fn rep(value: u64, index: u32, wall: f64, ops: Option<u64>, exit: i32) -> PointRepeat {
+        PointRepeat {
+            value,
+            repeat: Repeat {
+                index,
+                wall_s: wall,
+                user_s: wall * value as f64,
+                sys_s: 0.0,
+                ops,
+                exit_code: Some(exit),
+                signal: None,
+                timed_out: false,
+                voluntary_csw: 0,
+                involuntary_csw: 0,
+                minor_faults: 0,
+                major_faults: 0,
+                stdout_path: None,
+                stderr_path: None,
+            },
+        }
+    }
+
+    #[test]
+    fn ops_throughput_speedup_and_efficiency() {
+        let reps = vec![
+            rep(1, 0, 1.0, Some(100), 0),
+            rep(1, 1, 1.1, Some(100), 0),
+            rep(1, 2, 0.9, Some(100), 0),
+            rep(2, 0, 2.0, Some(200), 0),
+            rep(2, 1, 2.0, Some(200), 0),
+            rep(2, 2, 2.0, Some(200), 0),
+        ];
+        let doc = assemble(&header(vec![1, 2]), &reps, vec![]);
+        assert_eq!(doc.throughput.source, ThroughputSource::Ops);
+        assert_eq!(doc.points.len(), 2);
+        assert!((doc.points[0].throughput.unwrap() - 100.0).abs() < 1e-9);
+        assert!((doc.points[1].throughput.unwrap() - 100.0).abs() < 1e-9);
+        assert!((doc.points[1].speedup.unwrap() - 1.0).abs() < 1e-9);
+        assert!((doc.points[1].efficiency.unwrap() - 0.5).abs() < 1e-9);
+        let kinds: Vec<WarningKind> = doc.warnings.iter().map(|w| w.kind).collect();
+        assert!(kinds.contains(&WarningKind::NoisyRepeats), "{kinds:?}");
+        assert!(kinds.contains(&WarningKind::TooFewPoints));
+        let m = doc.model.unwrap();
+        assert_eq!(m.kind, scalprof_model::ModelKind::Amdahl);
+        assert!(m.sigma > 0.9, "two threads doing no better than one: σ≈1, got {}", m.sigma);
+    }
+
+    #[test]
+    fn weak_scaling_without_ops_and_failed_repeats_are_not_counted() {
+        let reps = vec![
+            rep(1, 0, 1.0, None, 0),
+            rep(2, 0, 1.0, None, 0),
+            rep(2, 1, 0.1, None, 3),
+            rep(4, 0, 1.0, None, 0),
+        ];
+        let doc = assemble(&header(vec![1, 2, 4]), &reps, vec![]);
+        assert_eq!(doc.throughput.source, ThroughputSource::Weak);
+        assert!((doc.points[1].throughput.unwrap() - 2.0).abs() < 1e-9);
+        assert!((doc.points[2].efficiency.unwrap() - 1.0).abs() < 1e-9);
+        let kinds: Vec<WarningKind> = doc.warnings.iter().map(|w| w.kind).collect();
+        assert!(kinds.contains(&WarningKind::FailedRepeats));
+        assert!(kinds.contains(&WarningKind::OversubscribedPoint));
+        assert!(!kinds.contains(&WarningKind::TooFewPoints));
+        assert_eq!(doc.model.unwrap().kind, scalprof_model::ModelKind::Usl);
+    }
+
+    #[test]
+    fn a_point_whose_repeats_all_failed_has_no_throughput() {
+        let reps = vec![rep(1, 0, 1.0, Some(10), 0), rep(2, 0, 1.0, Some(10), 1)];
+        let doc = assemble(&header(vec![1, 2]), &reps, vec![]);
+        assert_eq!(doc.points[1].throughput, None);
+        assert_eq!(doc.points[1].efficiency, None);
+        assert!(doc.model.is_none(), "one usable point cannot be fitted");
+    }
+
+    #[test]
+    fn median_of_even_and_odd_counts() {
+        let s = spread([3.0, 1.0, 2.0].into_iter()).unwrap();
+        assert_eq!((s.median, s.min, s.max), (2.0, 1.0, 3.0));
+        let s = spread([4.0, 1.0, 2.0, 3.0].into_iter()).unwrap();
+        assert_eq!(s.median, 2.5);
+        assert!(spread(std::iter::empty()).is_none());
+    }
+}

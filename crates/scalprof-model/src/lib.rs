@@ -1,0 +1,386 @@
+//! The scalprof run document (`scalprof.run/1`) and its parts.
+//!
+//! These are plain serde types shared by every stage of the pipeline
+//! (collect → analyze → model → store → report). The JSON shape is a contract read by
+//! other tools and by our acceptance tests: add fields freely, never rename or remove one.
+
+use serde::{Deserialize, Serialize};
+
+/// The value of the `schema` field of every run document.
+pub const RUN_SCHEMA: &str = "scalprof.run/1";
+
+/// How a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Still measuring (only seen while scalprof runs, or after scalprof itself was killed).
+    Running,
+    /// Every point was measured.
+    Complete,
+    /// Stopped by SIGINT/SIGTERM (or scalprof died); every finished repeat is kept.
+    Interrupted,
+    /// The sweep stopped because the workload failed (without `--keep-going`).
+    Failed,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Complete => "complete",
+            RunStatus::Interrupted => "interrupted",
+            RunStatus::Failed => "failed",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<RunStatus> {
+        Some(match s {
+            "running" => RunStatus::Running,
+            "complete" => RunStatus::Complete,
+            "interrupted" => RunStatus::Interrupted,
+            "failed" => RunStatus::Failed,
+            _ => return None,
+        })
+    }
+}
+
+/// Where a point's throughput comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ThroughputSource {
+    /// Operations printed by the workload (`--ops-regex`), divided by wall time.
+    Ops,
+    /// Weak scaling: each thread does the same work, throughput = N / wall.
+    Weak,
+    /// Strong scaling: fixed total work, throughput = 1 / wall.
+    Strong,
+}
+
+impl ThroughputSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThroughputSource::Ops => "ops",
+            ThroughputSource::Weak => "weak",
+            ThroughputSource::Strong => "strong",
+        }
+    }
+
+    /// The unit of throughput values computed from this source.
+    pub fn unit(self) -> &'static str {
+        match self {
+            ThroughputSource::Ops => "ops/s",
+            ThroughputSource::Weak => "thread-runs/s",
+            ThroughputSource::Strong => "runs/s",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Sweep {
+    /// `threads` for thread sweeps (later: `size`).
+    pub parameter: String,
+    pub values: Vec<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Host {
+    pub kernel: String,
+    /// Online CPUs.
+    pub cpus: u32,
+    pub cpu_model: String,
+    /// Whether a hardware PMU (cycles) is usable.
+    pub pmu: bool,
+}
+
+/// One execution of the workload at one sweep point.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Repeat {
+    /// 0-based index of the repeat within its point (warm-up runs are not stored).
+    pub index: u32,
+    pub wall_s: f64,
+    /// CPU time of the whole process tree (rusage of the waited-for children).
+    pub user_s: f64,
+    pub sys_s: f64,
+    /// Operations the workload reported (`--ops-regex`), if it printed any.
+    pub ops: Option<u64>,
+    /// Exit code, or `null` when the workload died on a signal.
+    pub exit_code: Option<i32>,
+    /// The signal that killed the workload, if any.
+    pub signal: Option<i32>,
+    /// Killed by scalprof after `--timeout`.
+    #[serde(default)]
+    pub timed_out: bool,
+    pub voluntary_csw: u64,
+    pub involuntary_csw: u64,
+    pub minor_faults: u64,
+    pub major_faults: u64,
+    /// Files holding the workload's stdout and stderr for this repeat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdout_path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr_path: Option<String>,
+}
+
+impl Repeat {
+    /// A repeat counts towards throughput only if the workload exited 0 in time.
+    pub fn succeeded(&self) -> bool {
+        self.exit_code == Some(0) && !self.timed_out
+    }
+
+    /// A short description of how the repeat ended, for terminals and logs.
+    pub fn outcome(&self) -> String {
+        if self.timed_out {
+            "timed out".to_string()
+        } else if let Some(sig) = self.signal {
+            format!("killed by signal {sig}")
+        } else {
+            match self.exit_code {
+                Some(0) => "ok".to_string(),
+                Some(code) => format!("exited with status {code}"),
+                None => "unknown exit".to_string(),
+            }
+        }
+    }
+}
+
+/// Median, minimum and maximum of one measure over a point's successful repeats.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Point {
+    /// The sweep parameter's value (thread count).
+    pub value: u64,
+    pub repeats: Vec<Repeat>,
+    /// Median throughput over successful repeats (`null` if none succeeded).
+    pub throughput: Option<f64>,
+    /// Throughput relative to the first point, scaled to its parameter value.
+    pub speedup: Option<f64>,
+    /// Speedup divided by the parameter value.
+    pub efficiency: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_s: Option<Spread>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_s: Option<Spread>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sys_s: Option<Spread>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput_spread: Option<Spread>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelKind {
+    /// Universal Scalability Law (σ, κ, λ).
+    Usl,
+    /// Amdahl's law (κ fixed at 0), used when there are fewer than 3 distinct points.
+    Amdahl,
+}
+
+/// Standard errors and 95% confidence intervals of the fitted parameters, where the
+/// fit had degrees of freedom to spare.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    pub std_error: f64,
+    pub ci95: [f64; 2],
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Model {
+    pub kind: ModelKind,
+    /// Contention (serial fraction).
+    pub sigma: f64,
+    /// Coherency (crosstalk) penalty; 0 for Amdahl.
+    pub kappa: f64,
+    /// Throughput of one unit of concurrency, fitted.
+    pub lambda: f64,
+    /// N* = sqrt((1−σ)/κ); `null` when κ = 0 (throughput never peaks).
+    pub peak: Option<f64>,
+    pub r2: f64,
+    /// Number of observations the fit used.
+    pub observations: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sigma_est: Option<Estimate>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kappa_est: Option<Estimate>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lambda_est: Option<Estimate>,
+    /// Why a simpler model was used, or what limits this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl Model {
+    /// Predicted throughput at concurrency `n`.
+    pub fn predict(&self, n: f64) -> f64 {
+        self.lambda * n / (1.0 + self.sigma * (n - 1.0) + self.kappa * n * (n - 1.0))
+    }
+}
+
+/// Typed measurement-quality warnings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WarningKind {
+    /// Repeats of one point spread more than 10% in wall time.
+    NoisyRepeats,
+    /// A point asks for more threads than online CPUs.
+    OversubscribedPoint,
+    /// Fewer than 3 distinct points: the USL cannot be fitted.
+    TooFewPoints,
+    /// Some repeats failed, crashed or timed out.
+    FailedRepeats,
+    /// Only one repeat per point: spread is unknown.
+    SingleRepeat,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Warning {
+    pub kind: WarningKind,
+    /// The sweep point concerned, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub point: Option<u64>,
+    pub message: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    /// `lock_contention`, `false_sharing`, `true_sharing`, `superlinear_cost`,
+    /// `kernel_hotspot` or `serial_fraction`.
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    pub subject: String,
+    /// 0..1: the share of lost scaling (or cost) this finding explains.
+    pub score: f64,
+    pub evidence: String,
+    pub suggestion: String,
+    #[serde(default)]
+    pub details: serde_json::Value,
+}
+
+/// What the store keeps about a run besides its repeats.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunHeader {
+    pub id: String,
+    pub label: String,
+    /// RFC 3339, UTC.
+    pub created: String,
+    pub command: Vec<String>,
+    pub status: RunStatus,
+    pub sweep: Sweep,
+    pub host: Host,
+    /// Throughput when the workload prints no ops: `weak` or `strong`.
+    pub scaling: ThroughputSource,
+    /// The regex that extracts `ops` from the workload's stdout.
+    pub ops_regex: String,
+    /// Where the workload's stdout/stderr files are kept.
+    pub output_dir: String,
+}
+
+/// One stored repeat together with the sweep point it belongs to.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PointRepeat {
+    pub value: u64,
+    pub repeat: Repeat,
+}
+
+/// The whole run document, `scalprof.run/1`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunDocument {
+    pub schema: String,
+    pub id: String,
+    pub label: String,
+    pub created: String,
+    pub status: RunStatus,
+    pub command: Vec<String>,
+    pub sweep: Sweep,
+    pub host: Host,
+    pub throughput: ThroughputInfo,
+    pub points: Vec<Point>,
+    /// `null` when no point has a throughput.
+    pub model: Option<Model>,
+    pub warnings: Vec<Warning>,
+    pub findings: Vec<Finding>,
+    pub output_dir: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ThroughputInfo {
+    pub source: ThroughputSource,
+    pub unit: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ops_regex: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_round_trips_through_its_string() {
+        for s in [
+            RunStatus::Running,
+            RunStatus::Complete,
+            RunStatus::Interrupted,
+            RunStatus::Failed,
+        ] {
+            assert_eq!(RunStatus::parse(s.as_str()), Some(s));
+            assert_eq!(
+                serde_json::to_value(s).unwrap(),
+                serde_json::Value::String(s.as_str().into())
+            );
+        }
+        assert_eq!(RunStatus::parse("done"), None);
+    }
+
+    #[test]
+    fn usl_prediction_matches_the_formula() {
+        let m = Model {
+            kind: ModelKind::Usl,
+            sigma: 0.1,
+            kappa: 0.01,
+            lambda: 100.0,
+            peak: None,
+            r2: 1.0,
+            observations: 0,
+            sigma_est: None,
+            kappa_est: None,
+            lambda_est: None,
+            note: None,
+        };
+        assert_eq!(m.predict(1.0), 100.0);
+        // 100*4 / (1 + 0.3 + 0.12)
+        assert!((m.predict(4.0) - 400.0 / 1.42).abs() < 1e-9);
+    }
+
+    #[test]
+    fn repeat_outcome_names_signal_and_timeout() {
+        let mut r = Repeat {
+            index: 0,
+            wall_s: 1.0,
+            user_s: 0.0,
+            sys_s: 0.0,
+            ops: None,
+            exit_code: Some(0),
+            signal: None,
+            timed_out: false,
+            voluntary_csw: 0,
+            involuntary_csw: 0,
+            minor_faults: 0,
+            major_faults: 0,
+            stdout_path: None,
+            stderr_path: None,
+        };
+        assert!(r.succeeded());
+        r.exit_code = None;
+        r.signal = Some(11);
+        assert_eq!(r.outcome(), "killed by signal 11");
+        assert!(!r.succeeded());
+        r.timed_out = true;
+        assert_eq!(r.outcome(), "timed out");
+    }
+}

@@ -1,0 +1,92 @@
+//! scalprof collection: runs the workload at every sweep point and measures it.
+//!
+//! - [`exec`]: one execution in its own process group, with rusage of the whole tree,
+//!   a timeout, and stdout/stderr captured to files.
+//! - [`sweep`]: the sweep loop (warm-ups, repeats, `{threads}` substitution), reporting
+//!   each finished repeat to a sink the moment it ends.
+//! - [`interrupt`]: SIGINT/SIGTERM forwarded to the workload's process group.
+//! - [`host`]: facts about the machine recorded with every run.
+
+pub mod exec;
+pub mod host;
+pub mod interrupt;
+pub mod sweep;
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CollectError {
+    #[error("command not found: {0}")]
+    CommandNotFound(String),
+    #[error("{path} is not executable (chmod +x {path}, or check the path)")]
+    NotExecutable { path: String },
+    #[error("no command given: put it after `--`, e.g. scalprof run -- ./bench {{threads}}")]
+    EmptyCommand,
+    #[error("could not start {program}: {source}")]
+    Spawn {
+        program: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("could not create output file {path}: {source}")]
+    OutputFile {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("waiting for the workload failed: {0}")]
+    Wait(#[source] std::io::Error),
+    #[error("could not install the SIGINT/SIGTERM handler: {0}")]
+    Signals(#[source] std::io::Error),
+    #[error("invalid sweep list {text:?}: {reason}")]
+    BadSweepList { text: String, reason: String },
+    #[error("storing a measurement failed: {0}")]
+    Sink(String),
+}
+
+/// Finds the program the way execvp would, so that a missing command fails at once,
+/// before any run is created.
+pub fn resolve_program(program: &str) -> Result<PathBuf, CollectError> {
+    use std::os::unix::fs::PermissionsExt;
+    let check = |p: PathBuf| -> Result<PathBuf, CollectError> {
+        match std::fs::metadata(&p) {
+            Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => Ok(p),
+            Ok(_) => Err(CollectError::NotExecutable {
+                path: p.display().to_string(),
+            }),
+            Err(_) => Err(CollectError::CommandNotFound(p.display().to_string())),
+        }
+    };
+    if program.is_empty() {
+        return Err(CollectError::EmptyCommand);
+    }
+    if program.contains('/') {
+        return check(PathBuf::from(program));
+    }
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    for dir in std::env::split_paths(&path) {
+        if let Ok(p) = check(dir.join(program)) {
+            return Ok(p);
+        }
+    }
+    Err(CollectError::CommandNotFound(format!("{program} (not in PATH)")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_programs_in_path_and_rejects_missing_ones() {
+        assert!(resolve_program("sh").unwrap().is_absolute());
+        let e = resolve_program("/nonexistent").unwrap_err();
+        assert_eq!(e.to_string(), "command not found: /nonexistent");
+        let e = resolve_program("no-such-program-xyz").unwrap_err();
+        assert!(e.to_string().contains("no-such-program-xyz"));
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("data.txt");
+        std::fs::write(&plain, "not a program").unwrap();
+        let e = resolve_program(plain.to_str().unwrap()).unwrap_err();
+        assert!(matches!(e, CollectError::NotExecutable { .. }), "{e}");
+    }
+}

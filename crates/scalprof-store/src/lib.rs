@@ -1,0 +1,438 @@
+//! The run store: SQLite, one file, versioned schema.
+//!
+//! Every repeat is its own transaction, committed the moment the sweep reports it, in
+//! WAL mode: killing scalprof loses at most the repeat in flight and never corrupts the
+//! file, and `scalprof show` can read a run while it is still being measured.
+
+use std::path::{Path, PathBuf};
+
+use rusqlite::{params, Connection, OptionalExtension};
+use scalprof_model::{Finding, Host, PointRepeat, Repeat, RunHeader, RunStatus, Sweep, ThroughputSource};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot open the run store {path}: {source}")]
+    Open {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("cannot create the directory {path} for the run store: {source}")]
+    CreateDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the run store {path} has schema version {found}, newer than this scalprof knows ({known}); upgrade scalprof or use another --db")]
+    TooNew { path: PathBuf, found: i64, known: i64 },
+    #[error("no run {reference:?} in {path} (`scalprof runs` lists them)")]
+    NoSuchRun { reference: String, path: PathBuf },
+    #[error("the run store {path} is empty: record a run first (scalprof run -- CMD)")]
+    Empty { path: PathBuf },
+    #[error("run store query failed: {0}")]
+    Sql(#[from] rusqlite::Error),
+    #[error("run {id} has a malformed {field} column: {source}")]
+    Corrupt {
+        id: i64,
+        field: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// Migrations, in order; `PRAGMA user_version` is the number applied.
+const MIGRATIONS: &[&str] = &[
+    // 1: runs and their repeats.
+    "CREATE TABLE runs (
+        id            INTEGER PRIMARY KEY AUTOINCREMENT,
+        label         TEXT NOT NULL,
+        created       TEXT NOT NULL,
+        command       TEXT NOT NULL,   -- JSON array of strings
+        status        TEXT NOT NULL,
+        parameter     TEXT NOT NULL,
+        sweep_values  TEXT NOT NULL,   -- JSON array of integers
+        host          TEXT NOT NULL,   -- JSON object (scalprof_model::Host)
+        scaling       TEXT NOT NULL,   -- weak | strong
+        ops_regex     TEXT NOT NULL,
+        output_dir    TEXT NOT NULL,
+        recorder_pid  INTEGER,
+        findings      TEXT NOT NULL DEFAULT '[]'
+    );
+    CREATE TABLE repeats (
+        run_id          INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        value           INTEGER NOT NULL,
+        idx             INTEGER NOT NULL,
+        wall_s          REAL NOT NULL,
+        user_s          REAL NOT NULL,
+        sys_s           REAL NOT NULL,
+        ops             INTEGER,
+        exit_code       INTEGER,
+        signal          INTEGER,
+        timed_out       INTEGER NOT NULL,
+        voluntary_csw   INTEGER NOT NULL,
+        involuntary_csw INTEGER NOT NULL,
+        minor_faults    INTEGER NOT NULL,
+        major_faults    INTEGER NOT NULL,
+        stdout_path     TEXT,
+        stderr_path     TEXT,
+        PRIMARY KEY (run_id, value, idx)
+    );",
+];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// A run as `scalprof runs` lists it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunSummary {
+    pub id: i64,
+    pub label: String,
+    pub command: Vec<String>,
+    pub created: String,
+    pub status: RunStatus,
+    /// Distinct sweep points with at least one stored repeat.
+    pub points: u64,
+    /// Points the sweep planned.
+    pub planned: u64,
+}
+
+/// What a new run starts with.
+#[derive(Clone, Debug)]
+pub struct NewRun {
+    pub label: String,
+    pub created: String,
+    pub command: Vec<String>,
+    pub sweep: Sweep,
+    pub host: Host,
+    pub scaling: ThroughputSource,
+    pub ops_regex: String,
+}
+
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl Store {
+    /// Opens (creating if needed) the store at `path` and applies pending migrations.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        }
+        let open_err = |source| StoreError::Open {
+            path: path.to_path_buf(),
+            source,
+        };
+        let conn = Connection::open(path).map_err(open_err)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(open_err)?;
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(open_err)?;
+        conn.pragma_update(None, "synchronous", "NORMAL").map_err(open_err)?;
+        conn.pragma_update(None, "foreign_keys", "ON").map_err(open_err)?;
+        let mut store = Store {
+            conn,
+            path: path.to_path_buf(),
+        };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn migrate(&mut self) -> Result<(), StoreError> {
+        let current: i64 = self.conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        if current > SCHEMA_VERSION {
+            return Err(StoreError::TooNew {
+                path: self.path.clone(),
+                found: current,
+                known: SCHEMA_VERSION,
+            });
+        }
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
+            let tx = self.conn.transaction()?;
+            tx.execute_batch(sql)?;
+            tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+            tx.commit()?;
+        }
+        Ok(())
+    }
+
+    /// Creates a run in state `running`, recorded by this process.
+    pub fn create_run(&self, run: &NewRun) -> Result<i64, StoreError> {
+        self.conn.execute(
+            "INSERT INTO runs (label, created, command, status, parameter, sweep_values, host,
+                               scaling, ops_regex, output_dir, recorder_pid)
+             VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?7, ?8, '', ?9)",
+            params![
+                run.label,
+                run.created,
+                json(&run.command),
+                run.sweep.parameter,
+                json(&run.sweep.values),
+                json(&run.host),
+                run.scaling.as_str(),
+                run.ops_regex,
+                std::process::id(),
+            ],
+        )?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    pub fn set_output_dir(&self, id: i64, dir: &Path) -> Result<(), StoreError> {
+        self.conn.execute(
+            "UPDATE runs SET output_dir = ?2 WHERE id = ?1",
+            params![id, dir.display().to_string()],
+        )?;
+        Ok(())
+    }
+
+    /// Commits one finished repeat (its own transaction).
+    pub fn add_repeat(&self, id: i64, value: u64, r: &Repeat) -> Result<(), StoreError> {
+        self.conn.execute(
+            "INSERT OR REPLACE INTO repeats (run_id, value, idx, wall_s, user_s, sys_s, ops, exit_code,
+                signal, timed_out, voluntary_csw, involuntary_csw, minor_faults, major_faults,
+                stdout_path, stderr_path)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+            params![
+                id,
+                value as i64,
+                r.index,
+                r.wall_s,
+                r.user_s,
+                r.sys_s,
+                r.ops.map(|o| o as i64),
+                r.exit_code,
+                r.signal,
+                r.timed_out,
+                r.voluntary_csw as i64,
+                r.involuntary_csw as i64,
+                r.minor_faults as i64,
+                r.major_faults as i64,
+                r.stdout_path,
+                r.stderr_path,
+            ],
+        )?;
+        Ok(())
+    }
+
+    pub fn set_status(&self, id: i64, status: RunStatus) -> Result<(), StoreError> {
+        self.conn
+            .execute("UPDATE runs SET status = ?2 WHERE id = ?1", params![id, status.as_str()])?;
+        Ok(())
+    }
+
+    pub fn set_findings(&self, id: i64, findings: &[Finding]) -> Result<(), StoreError> {
+        self.conn
+            .execute("UPDATE runs SET findings = ?2 WHERE id = ?1", params![id, json(&findings)])?;
+        Ok(())
+    }
+
+    /// Resolves `latest`, `latest~N`, a numeric id or a label (its newest run).
+    pub fn resolve(&self, reference: &str) -> Result<i64, StoreError> {
+        let not_found = || StoreError::NoSuchRun {
+            reference: reference.to_string(),
+            path: self.path.clone(),
+        };
+        let latest = |back: i64| -> Result<i64, StoreError> {
+            let id: Option<i64> = self
+                .conn
+                .query_row(
+                    "SELECT id FROM runs ORDER BY id DESC LIMIT 1 OFFSET ?1",
+                    [back],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            match id {
+                Some(id) => Ok(id),
+                None if back == 0 => Err(StoreError::Empty {
+                    path: self.path.clone(),
+                }),
+                None => Err(not_found()),
+            }
+        };
+        if reference == "latest" {
+            return latest(0);
+        }
+        if let Some(n) = reference.strip_prefix("latest~") {
+            return n.parse::<i64>().map_err(|_| not_found()).and_then(latest);
+        }
+        if let Ok(id) = reference.parse::<i64>() {
+            let found: Option<i64> = self
+                .conn
+                .query_row("SELECT id FROM runs WHERE id = ?1", [id], |r| r.get(0))
+                .optional()?;
+            return found.ok_or_else(not_found);
+        }
+        self.conn
+            .query_row(
+                "SELECT id FROM runs WHERE label = ?1 ORDER BY id DESC LIMIT 1",
+                [reference],
+                |r| r.get(0),
+            )
+            .optional()?
+            .ok_or_else(not_found)
+    }
+
+    pub fn list(&self) -> Result<Vec<RunSummary>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT r.id, r.label, r.command, r.created, r.status, r.recorder_pid, r.sweep_values,
+                    (SELECT COUNT(DISTINCT value) FROM repeats WHERE run_id = r.id)
+             FROM runs r ORDER BY r.id",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, String>(4)?,
+                r.get::<_, Option<i64>>(5)?,
+                r.get::<_, String>(6)?,
+                r.get::<_, i64>(7)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, label, command, created, status, pid, values, points) = row?;
+            let values: Vec<u64> = parse(id, "sweep_values", &values)?;
+            out.push(RunSummary {
+                id,
+                label,
+                command: parse(id, "command", &command)?,
+                created,
+                status: effective_status(&status, pid),
+                points: points as u64,
+                planned: values.len() as u64,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The run's header, its stored repeats (in sweep order) and findings.
+    pub fn load(&self, id: i64) -> Result<(RunHeader, Vec<PointRepeat>, Vec<Finding>), StoreError> {
+        let row = self
+            .conn
+            .query_row(
+                "SELECT label, created, command, status, parameter, sweep_values, host, scaling,
+                        ops_regex, output_dir, recorder_pid, findings
+                 FROM runs WHERE id = ?1",
+                [id],
+                |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, String>(3)?,
+                        r.get::<_, String>(4)?,
+                        r.get::<_, String>(5)?,
+                        r.get::<_, String>(6)?,
+                        r.get::<_, String>(7)?,
+                        r.get::<_, String>(8)?,
+                        r.get::<_, String>(9)?,
+                        r.get::<_, Option<i64>>(10)?,
+                        r.get::<_, String>(11)?,
+                    ))
+                },
+            )
+            .optional()?
+            .ok_or_else(|| StoreError::NoSuchRun {
+                reference: id.to_string(),
+                path: self.path.clone(),
+            })?;
+        let (label, created, command, status, parameter, values, host, scaling, ops_regex, output_dir, pid, findings) =
+            row;
+        let header = RunHeader {
+            id: id.to_string(),
+            label,
+            created,
+            command: parse(id, "command", &command)?,
+            status: effective_status(&status, pid),
+            sweep: Sweep {
+                parameter,
+                values: parse(id, "sweep_values", &values)?,
+            },
+            host: parse(id, "host", &host)?,
+            scaling: if scaling == "strong" {
+                ThroughputSource::Strong
+            } else {
+                ThroughputSource::Weak
+            },
+            ops_regex,
+            output_dir,
+        };
+        let mut stmt = self.conn.prepare(
+            "SELECT value, idx, wall_s, user_s, sys_s, ops, exit_code, signal, timed_out,
+                    voluntary_csw, involuntary_csw, minor_faults, major_faults, stdout_path, stderr_path
+             FROM repeats WHERE run_id = ?1 ORDER BY rowid",
+        )?;
+        let repeats = stmt
+            .query_map([id], |r| {
+                Ok(PointRepeat {
+                    value: r.get::<_, i64>(0)? as u64,
+                    repeat: Repeat {
+                        index: r.get(1)?,
+                        wall_s: r.get(2)?,
+                        user_s: r.get(3)?,
+                        sys_s: r.get(4)?,
+                        ops: r.get::<_, Option<i64>>(5)?.map(|o| o as u64),
+                        exit_code: r.get(6)?,
+                        signal: r.get(7)?,
+                        timed_out: r.get(8)?,
+                        voluntary_csw: r.get::<_, i64>(9)? as u64,
+                        involuntary_csw: r.get::<_, i64>(10)? as u64,
+                        minor_faults: r.get::<_, i64>(11)? as u64,
+                        major_faults: r.get::<_, i64>(12)? as u64,
+                        stdout_path: r.get(13)?,
+                        stderr_path: r.get(14)?,
+                    },
+                })
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        let findings = parse(id, "findings", &findings)?;
+        Ok((header, repeats, findings))
+    }
+}
+
+fn json<T: serde::Serialize + ?Sized>(v: &T) -> String {
+    serde_json::to_string(v).expect("plain data always serializes")
+}
+
+fn parse<T: serde::de::DeserializeOwned>(id: i64, field: &'static str, text: &str) -> Result<T, StoreError> {
+    serde_json::from_str(text).map_err(|source| StoreError::Corrupt { id, field, source })
+}
+
+/// A run still marked `running` whose recorder is gone was cut off: report it as
+/// interrupted (its finished repeats are all there).
+fn effective_status(status: &str, recorder_pid: Option<i64>) -> RunStatus {
+    let s = RunStatus::parse(status).unwrap_or(RunStatus::Interrupted);
+    if s != RunStatus::Running {
+        return s;
+    }
+    match recorder_pid {
+        Some(pid) if pid > 0 && process_alive(pid as i32) => RunStatus::Running,
+        _ => RunStatus::Interrupted,
+    }
+}
+
+fn process_alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks for existence and permission.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// `$XDG_DATA_HOME/scalprof/runs.db`, else `~/.local/share/scalprof/runs.db`.
+pub fn default_path() -> PathBuf {
+    let base = std::env::var_os("XDG_DATA_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+        .unwrap_or_else(|| PathBuf::from("."));
+    base.join("scalprof").join("runs.db")
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,206 @@
+//! One execution of the workload: its own process group, stdout/stderr to files,
+//! rusage of the whole process tree from wait4, and an optional timeout.
+
+use std::fs::File;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use crate::interrupt::{kill_group, Interrupt};
+use crate::CollectError;
+
+#[derive(Clone, Debug)]
+pub struct ExecSpec {
+    pub argv: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub stdout: PathBuf,
+    pub stderr: PathBuf,
+    pub timeout: Option<Duration>,
+}
+
+/// What one execution measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExecResult {
+    pub wall_s: f64,
+    pub user_s: f64,
+    pub sys_s: f64,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    pub voluntary_csw: u64,
+    pub involuntary_csw: u64,
+    pub minor_faults: u64,
+    pub major_faults: u64,
+}
+
+/// Runs the command to completion (or timeout, or interruption).
+pub fn run(spec: &ExecSpec, interrupt: &Interrupt) -> Result<ExecResult, CollectError> {
+    let program = spec.argv.first().ok_or(CollectError::EmptyCommand)?;
+    let out = create(&spec.stdout)?;
+    let err = create(&spec.stderr)?;
+    let mut cmd = Command::new(program);
+    cmd.args(&spec.argv[1..])
+        .envs(spec.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        // Its own process group: we can stop the whole tree, and the terminal's
+        // Ctrl-C reaches scalprof first.
+        .process_group(0);
+
+    let start = Instant::now();
+    let child = cmd.spawn().map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => CollectError::CommandNotFound(program.clone()),
+        _ => CollectError::Spawn {
+            program: program.clone(),
+            source: e,
+        },
+    })?;
+    let pid = child.id() as i32;
+    interrupt.set_child(pid);
+
+    let timed_out = Arc::new(AtomicBool::new(false));
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let watchdog = spec.timeout.map(|limit| {
+        let timed_out = timed_out.clone();
+        std::thread::spawn(move || {
+            if let Err(mpsc::RecvTimeoutError::Timeout) = done_rx.recv_timeout(limit) {
+                timed_out.store(true, Ordering::SeqCst);
+                kill_group(pid, libc::SIGKILL);
+            }
+        })
+    });
+
+    let waited = wait4(pid);
+    let wall_s = start.elapsed().as_secs_f64();
+    interrupt.clear_child();
+    drop(done_tx);
+    if let Some(w) = watchdog {
+        let _ = w.join();
+    }
+    // Dropping the std handle neither waits nor kills; wait4 already reaped the pid.
+    drop(child);
+    let (status, ru) = waited.map_err(CollectError::Wait)?;
+
+    let timed_out = timed_out.load(Ordering::SeqCst);
+    if timed_out || interrupt.requested() {
+        // Leave nothing of the workload behind.
+        kill_group(pid, libc::SIGKILL);
+    }
+    let (exit_code, signal) = if libc::WIFEXITED(status) {
+        (Some(libc::WEXITSTATUS(status)), None)
+    } else if libc::WIFSIGNALED(status) {
+        (None, Some(libc::WTERMSIG(status)))
+    } else {
+        (None, None)
+    };
+    Ok(ExecResult {
+        wall_s,
+        user_s: tv_secs(ru.ru_utime),
+        sys_s: tv_secs(ru.ru_stime),
+        exit_code,
+        signal,
+        timed_out,
+        voluntary_csw: ru.ru_nvcsw.max(0) as u64,
+        involuntary_csw: ru.ru_nivcsw.max(0) as u64,
+        minor_faults: ru.ru_minflt.max(0) as u64,
+        major_faults: ru.ru_majflt.max(0) as u64,
+    })
+}
+
+fn create(path: &PathBuf) -> Result<File, CollectError> {
+    File::create(path).map_err(|source| CollectError::OutputFile {
+        path: path.clone(),
+        source,
+    })
+}
+
+fn tv_secs(tv: libc::timeval) -> f64 {
+    tv.tv_sec as f64 + tv.tv_usec as f64 * 1e-6
+}
+
+/// Waits for `pid` and returns its status with the rusage of it and of every
+/// descendant it waited for — threads included: the CPU time of the whole tree.
+fn wait4(pid: i32) -> std::io::Result<(i32, libc::rusage)> {
+    let mut status = 0;
+    // SAFETY: rusage is plain old data; zeroed is a valid value.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: status and ru are valid, writable locals.
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
+        if r == pid {
+            return Ok((status, ru));
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(dir: &tempfile::TempDir, argv: &[&str], timeout: Option<Duration>) -> ExecSpec {
+        ExecSpec {
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            env: vec![("SCALPROF_TEST".into(), "42".into())],
+            stdout: dir.path().join("out"),
+            stderr: dir.path().join("err"),
+            timeout,
+        }
+    }
+
+    #[test]
+    fn measures_cpu_time_of_children_and_captures_output() {
+        let dir = tempfile::tempdir().unwrap();
+        // A child process burns CPU; its time must be counted through the shell.
+        let s = spec(
+            &dir,
+            &[
+                "sh",
+                "-c",
+                "echo ops=$SCALPROF_TEST; echo oops >&2; sh -c 'i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done'",
+            ],
+            None,
+        );
+        let r = run(&s, &Interrupt::manual()).unwrap();
+        assert_eq!(r.exit_code, Some(0));
+        assert!(r.user_s + r.sys_s > 0.05, "{r:?}");
+        assert!(r.wall_s >= r.user_s * 0.5);
+        assert_eq!(std::fs::read_to_string(&s.stdout).unwrap(), "ops=42\n");
+        assert_eq!(std::fs::read_to_string(&s.stderr).unwrap(), "oops\n");
+    }
+
+    #[test]
+    fn records_exit_codes_and_signals() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = run(&spec(&dir, &["sh", "-c", "exit 3"], None), &Interrupt::manual()).unwrap();
+        assert_eq!((r.exit_code, r.signal), (Some(3), None));
+        let r = run(&spec(&dir, &["sh", "-c", "kill -SEGV $$"], None), &Interrupt::manual()).unwrap();
+        assert_eq!((r.exit_code, r.signal), (None, Some(libc::SIGSEGV)));
+    }
+
+    #[test]
+    fn timeout_kills_the_whole_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let t0 = Instant::now();
+        // The grandchild would outlive a kill of the shell alone.
+        let s = spec(&dir, &["sh", "-c", "sleep 30 & sleep 30; wait"], Some(Duration::from_millis(200)));
+        let r = run(&s, &Interrupt::manual()).unwrap();
+        assert!(r.timed_out);
+        assert_eq!(r.signal, Some(libc::SIGKILL));
+        assert!(t0.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn missing_program_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = run(&spec(&dir, &["/nonexistent/prog"], None), &Interrupt::manual()).unwrap_err();
+        assert_eq!(e.to_string(), "command not found: /nonexistent/prog");
+    }
+}

@@ -1,0 +1,117 @@
+//! Ctrl-C and SIGTERM during a sweep.
+//!
+//! The workload runs in its own process group, so the terminal's SIGINT reaches only
+//! scalprof. A handler thread records the interruption and forwards SIGTERM to the
+//! workload's group; if the group is still alive after a grace period (or a second
+//! signal arrives) it gets SIGKILL. The sweep loop then stops, keeping every finished
+//! repeat.
+
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+
+use crate::CollectError;
+
+/// How long the workload gets to exit after SIGTERM before SIGKILL.
+pub const GRACE: Duration = Duration::from_secs(2);
+
+#[derive(Clone, Default)]
+pub struct Interrupt {
+    inner: Arc<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    requested: AtomicBool,
+    /// Which signal asked us to stop (0 = none).
+    signal: AtomicI32,
+    /// Process group of the workload running now (0 = none).
+    child_pgid: AtomicI32,
+}
+
+impl Interrupt {
+    /// A handle that is never triggered by signals (tests, library use).
+    pub fn manual() -> Interrupt {
+        Interrupt::default()
+    }
+
+    /// Installs the SIGINT/SIGTERM handler thread.
+    pub fn install() -> Result<Interrupt, CollectError> {
+        let this = Interrupt::default();
+        let mut signals = Signals::new([SIGINT, SIGTERM]).map_err(CollectError::Signals)?;
+        let inner = this.inner.clone();
+        std::thread::Builder::new()
+            .name("scalprof-signals".into())
+            .spawn(move || {
+                for sig in signals.forever() {
+                    let again = inner.requested.swap(true, Ordering::SeqCst);
+                    inner.signal.store(sig, Ordering::SeqCst);
+                    let pgid = inner.child_pgid.load(Ordering::SeqCst);
+                    if pgid <= 0 {
+                        continue;
+                    }
+                    if again {
+                        kill_group(pgid, libc::SIGKILL);
+                        continue;
+                    }
+                    kill_group(pgid, libc::SIGTERM);
+                    let inner = inner.clone();
+                    std::thread::spawn(move || {
+                        std::thread::sleep(GRACE);
+                        if inner.child_pgid.load(Ordering::SeqCst) == pgid {
+                            kill_group(pgid, libc::SIGKILL);
+                        }
+                    });
+                }
+            })
+            .map_err(CollectError::Signals)?;
+        Ok(this)
+    }
+
+    /// Whether the user asked to stop.
+    pub fn requested(&self) -> bool {
+        self.inner.requested.load(Ordering::SeqCst)
+    }
+
+    /// The signal that asked us to stop, if any.
+    pub fn signal(&self) -> Option<i32> {
+        match self.inner.signal.load(Ordering::SeqCst) {
+            0 => None,
+            s => Some(s),
+        }
+    }
+
+    /// Asks the sweep to stop as if a signal had arrived (and stops the workload).
+    pub fn trigger(&self) {
+        self.inner.requested.store(true, Ordering::SeqCst);
+        let pgid = self.inner.child_pgid.load(Ordering::SeqCst);
+        if pgid > 0 {
+            kill_group(pgid, libc::SIGKILL);
+        }
+    }
+
+    pub(crate) fn set_child(&self, pgid: i32) {
+        self.inner.child_pgid.store(pgid, Ordering::SeqCst);
+        // A signal that arrived between the check and the spawn must still stop it.
+        if self.requested() {
+            kill_group(pgid, libc::SIGTERM);
+        }
+    }
+
+    pub(crate) fn clear_child(&self) {
+        self.inner.child_pgid.store(0, Ordering::SeqCst);
+    }
+}
+
+pub(crate) fn kill_group(pgid: i32, sig: i32) {
+    if pgid > 0 {
+        // SAFETY: kill has no memory-safety preconditions; a negative pid addresses
+        // the process group we created for the workload.
+        unsafe {
+            libc::kill(-pgid, sig);
+        }
+    }
+}

@@ -1,0 +1,325 @@
+//! The sweep: every point, warm-ups then repeats, each repeat handed to a sink the
+//! moment it ends (the store commits it there, so a crash loses at most one repeat).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use regex::Regex;
+use scalprof_model::Repeat;
+
+use crate::exec::{self, ExecSpec};
+use crate::interrupt::Interrupt;
+use crate::CollectError;
+
+/// The placeholder substituted in the command for a thread sweep.
+pub const THREADS_PLACEHOLDER: &str = "{threads}";
+/// The environment variable that carries the thread count to the workload.
+pub const THREADS_ENV: &str = "SCALPROF_THREADS";
+
+#[derive(Clone, Debug)]
+pub struct SweepPlan {
+    pub command: Vec<String>,
+    pub values: Vec<u64>,
+    pub repeat: u32,
+    pub warmup: u32,
+    pub timeout: Option<Duration>,
+    pub keep_going: bool,
+    /// Where each repeat's stdout/stderr files go.
+    pub output_dir: PathBuf,
+    /// Must have one capture group: the operation count.
+    pub ops_regex: Regex,
+}
+
+/// What the sweep tells its caller as it goes.
+pub trait SweepSink {
+    /// A repeat (or warm-up run, `warmup = true`) is about to start.
+    fn starting(&mut self, value: u64, index: u32, warmup: bool);
+    /// A measured repeat finished; store it now. An error stops the sweep.
+    fn repeat_done(&mut self, value: u64, repeat: &Repeat) -> Result<(), String>;
+    /// A warm-up run finished (not stored).
+    fn warmup_done(&mut self, value: u64, repeat: &Repeat);
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum SweepEnd {
+    Complete,
+    /// Stopped by a signal; carries the signal number.
+    Interrupted(Option<i32>),
+    /// A repeat failed and `keep_going` was off.
+    Failed { value: u64, repeat: Box<Repeat> },
+}
+
+/// Parses `1,2,4`, `1-8`, `1-4,8,16`; keeps the order given, drops duplicates.
+pub fn parse_values(text: &str) -> Result<Vec<u64>, CollectError> {
+    let bad = |reason: &str| CollectError::BadSweepList {
+        text: text.to_string(),
+        reason: reason.to_string(),
+    };
+    let mut out: Vec<u64> = Vec::new();
+    for part in text.split(',').map(str::trim) {
+        if part.is_empty() {
+            return Err(bad("empty item"));
+        }
+        let (lo, hi) = match part.split_once('-') {
+            Some((a, b)) => (num(a.trim()), num(b.trim())),
+            None => (num(part), num(part)),
+        };
+        let (Some(lo), Some(hi)) = (lo, hi) else {
+            return Err(bad(&format!("{part:?} is not a positive integer or range")));
+        };
+        if lo == 0 {
+            return Err(bad("values start at 1"));
+        }
+        if hi < lo {
+            return Err(bad(&format!("range {part:?} runs backwards")));
+        }
+        if hi - lo > 4096 {
+            return Err(bad(&format!("range {part:?} has more than 4096 values")));
+        }
+        for v in lo..=hi {
+            if !out.contains(&v) {
+                out.push(v);
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn num(s: &str) -> Option<u64> {
+    s.parse().ok()
+}
+
+/// Powers of two up to the online CPU count, plus the count itself.
+pub fn default_values(cpus: u32) -> Vec<u64> {
+    let cpus = u64::from(cpus.max(1));
+    let mut v: Vec<u64> = std::iter::successors(Some(1u64), |x| Some(x * 2))
+        .take_while(|&x| x <= cpus)
+        .collect();
+    if v.last() != Some(&cpus) {
+        v.push(cpus);
+    }
+    v
+}
+
+/// The command for one point: `{threads}` replaced in every argument.
+pub fn substitute(command: &[String], value: u64) -> Vec<String> {
+    command
+        .iter()
+        .map(|a| a.replace(THREADS_PLACEHOLDER, &value.to_string()))
+        .collect()
+}
+
+/// The last match of the ops regex in the workload's stdout.
+pub fn parse_ops(stdout: &str, re: &Regex) -> Option<u64> {
+    let caps = re.captures_iter(stdout).last()?;
+    let text = caps.get(1).or_else(|| caps.get(0))?.as_str();
+    text.parse::<u64>()
+        .ok()
+        .or_else(|| text.parse::<f64>().ok().filter(|f| *f >= 0.0).map(|f| f.round() as u64))
+}
+
+/// Reads at most the last 4 MiB of a workload's stdout (where `ops=` lines are).
+fn read_tail(path: &PathBuf, max: u64) -> String {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return String::new();
+    };
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
+    if len > max {
+        let _ = f.seek(SeekFrom::Start(len - max));
+    }
+    let mut buf = Vec::new();
+    let _ = f.read_to_end(&mut buf);
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// Runs the sweep. Returns how it ended; every finished repeat went to the sink.
+pub fn run(
+    plan: &SweepPlan,
+    sink: &mut dyn SweepSink,
+    interrupt: &Interrupt,
+) -> Result<SweepEnd, CollectError> {
+    std::fs::create_dir_all(&plan.output_dir).map_err(|source| CollectError::OutputFile {
+        path: plan.output_dir.clone(),
+        source,
+    })?;
+    for &value in &plan.values {
+        let runs = (0..plan.warmup).map(|i| (i, true)).chain((0..plan.repeat).map(|i| (i, false)));
+        for (index, warmup) in runs {
+            if interrupt.requested() {
+                return Ok(SweepEnd::Interrupted(interrupt.signal()));
+            }
+            sink.starting(value, index, warmup);
+            let stem = if warmup {
+                format!("p{value}-warmup{index}")
+            } else {
+                format!("p{value}-r{index}")
+            };
+            let spec = ExecSpec {
+                argv: substitute(&plan.command, value),
+                env: vec![(THREADS_ENV.to_string(), value.to_string())],
+                stdout: plan.output_dir.join(format!("{stem}.stdout")),
+                stderr: plan.output_dir.join(format!("{stem}.stderr")),
+                timeout: plan.timeout,
+            };
+            let r = exec::run(&spec, interrupt)?;
+            // A repeat cut short by Ctrl-C is not a measurement: drop it.
+            if interrupt.requested() && !r.timed_out && r.exit_code != Some(0) {
+                return Ok(SweepEnd::Interrupted(interrupt.signal()));
+            }
+            let ops = parse_ops(&read_tail(&spec.stdout, 4 << 20), &plan.ops_regex);
+            let repeat = Repeat {
+                index,
+                wall_s: r.wall_s,
+                user_s: r.user_s,
+                sys_s: r.sys_s,
+                ops,
+                exit_code: r.exit_code,
+                signal: r.signal,
+                timed_out: r.timed_out,
+                voluntary_csw: r.voluntary_csw,
+                involuntary_csw: r.involuntary_csw,
+                minor_faults: r.minor_faults,
+                major_faults: r.major_faults,
+                stdout_path: Some(spec.stdout.display().to_string()),
+                stderr_path: Some(spec.stderr.display().to_string()),
+            };
+            if warmup {
+                sink.warmup_done(value, &repeat);
+            } else {
+                sink.repeat_done(value, &repeat).map_err(CollectError::Sink)?;
+            }
+            if !repeat.succeeded() && !plan.keep_going {
+                return Ok(SweepEnd::Failed {
+                    value,
+                    repeat: Box::new(repeat),
+                });
+            }
+        }
+    }
+    if interrupt.requested() {
+        return Ok(SweepEnd::Interrupted(interrupt.signal()));
+    }
+    Ok(SweepEnd::Complete)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sweep_lists() {
+        assert_eq!(parse_values("1,2,4").unwrap(), vec![1, 2, 4]);
+        assert_eq!(parse_values("1-4,8, 2").unwrap(), vec![1, 2, 3, 4, 8]);
+        assert!(parse_values("0,1").is_err());
+        assert!(parse_values("4-1").is_err());
+        assert!(parse_values("1,,2").is_err());
+        assert!(parse_values("two").unwrap_err().to_string().contains("\"two\""));
+    }
+
+    #[test]
+    fn default_sweep_is_powers_of_two_plus_cpu_count() {
+        assert_eq!(default_values(1), vec![1]);
+        assert_eq!(default_values(2), vec![1, 2]);
+        assert_eq!(default_values(6), vec![1, 2, 4, 6]);
+        assert_eq!(default_values(8), vec![1, 2, 4, 8]);
+    }
+
+    #[test]
+    fn ops_parsing_takes_the_last_match() {
+        let re = Regex::new(r"ops=(\d+)").unwrap();
+        assert_eq!(parse_ops("warmup ops=5\nops=1200\n", &re), Some(1200));
+        assert_eq!(parse_ops("nothing here", &re), None);
+        let re = Regex::new(r"([0-9.]+) ops/s").unwrap();
+        assert_eq!(parse_ops("rate: 12.6 ops/s", &re), Some(13));
+    }
+
+    #[test]
+    fn substitutes_the_thread_count() {
+        let cmd: Vec<String> = ["./b", "-t{threads}", "x"].iter().map(|s| s.to_string()).collect();
+        assert_eq!(substitute(&cmd, 8), vec!["./b", "-t8", "x"]);
+    }
+
+    struct Collect(Vec<(u64, Repeat)>, u32);
+    impl SweepSink for Collect {
+        fn starting(&mut self, _: u64, _: u32, _: bool) {}
+        fn repeat_done(&mut self, value: u64, r: &Repeat) -> Result<(), String> {
+            self.0.push((value, r.clone()));
+            Ok(())
+        }
+        fn warmup_done(&mut self, _: u64, _: &Repeat) {
+            self.1 += 1;
+        }
+    }
+
+    fn plan(dir: &tempfile::TempDir, script: &str, keep_going: bool) -> SweepPlan {
+        SweepPlan {
+            command: vec!["sh".into(), "-c".into(), script.into(), "sh".into(), "{threads}".into()],
+            values: vec![1, 2, 3],
+            repeat: 2,
+            warmup: 1,
+            timeout: None,
+            keep_going,
+            output_dir: dir.path().join("out"),
+            ops_regex: Regex::new(r"ops=(\d+)").unwrap(),
+        }
+    }
+
+    #[test]
+    fn runs_every_point_and_reads_ops() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = plan(&dir, "echo ops=$(( $1 * 10 )); [ \"$SCALPROF_THREADS\" = \"$1\" ]", false);
+        let mut sink = Collect(vec![], 0);
+        assert_eq!(run(&p, &mut sink, &Interrupt::manual()).unwrap(), SweepEnd::Complete);
+        assert_eq!(sink.1, 3, "one warm-up per point");
+        let got: Vec<(u64, u32, Option<u64>)> = sink.0.iter().map(|(v, r)| (*v, r.index, r.ops)).collect();
+        assert_eq!(
+            got,
+            vec![(1, 0, Some(10)), (1, 1, Some(10)), (2, 0, Some(20)), (2, 1, Some(20)), (3, 0, Some(30)), (3, 1, Some(30))]
+        );
+        assert!(sink.0.iter().all(|(_, r)| r.succeeded()));
+    }
+
+    #[test]
+    fn a_failure_stops_the_sweep_unless_keep_going() {
+        let dir = tempfile::tempdir().unwrap();
+        let script = "echo boom >&2; [ $1 -ne 2 ]";
+        let mut sink = Collect(vec![], 0);
+        let mut p = plan(&dir, script, false);
+        p.warmup = 0;
+        match run(&p, &mut sink, &Interrupt::manual()).unwrap() {
+            SweepEnd::Failed { value, repeat } => {
+                assert_eq!(value, 2);
+                assert_eq!(repeat.exit_code, Some(1));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(sink.0.len(), 3, "point 1 twice, then the failed repeat");
+        let mut sink = Collect(vec![], 0);
+        p.keep_going = true;
+        assert_eq!(run(&p, &mut sink, &Interrupt::manual()).unwrap(), SweepEnd::Complete);
+        assert_eq!(sink.0.len(), 6);
+    }
+
+    #[test]
+    fn an_interrupt_keeps_finished_repeats() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = plan(&dir, "sleep 0.05", false);
+        let interrupt = Interrupt::manual();
+        struct StopAfter(Collect, Interrupt);
+        impl SweepSink for StopAfter {
+            fn starting(&mut self, _: u64, _: u32, _: bool) {}
+            fn repeat_done(&mut self, value: u64, r: &Repeat) -> Result<(), String> {
+                self.0.repeat_done(value, r)?;
+                if self.0 .0.len() == 3 {
+                    self.1.trigger();
+                }
+                Ok(())
+            }
+            fn warmup_done(&mut self, _: u64, _: &Repeat) {}
+        }
+        let mut sink = StopAfter(Collect(vec![], 0), interrupt.clone());
+        assert_eq!(run(&p, &mut sink, &interrupt).unwrap(), SweepEnd::Interrupted(None));
+        assert_eq!(sink.0 .0.len(), 3);
+    }
+}

@@ -1,0 +1,109 @@
+use super::*;
+
+fn new_run(label: &str) -> NewRun {
+    NewRun {
+        label: label.into(),
+        created: "2026-11-21T00:00:00Z".into(),
+        command: vec!["./bench".into(), "{threads}".into()],
+        sweep: Sweep {
+            parameter: "threads".into(),
+            values: vec![1, 2],
+        },
+        host: Host {
+            kernel: "6.18.0".into(),
+            cpus: 2,
+            cpu_model: "test".into(),
+            pmu: false,
+        },
+        scaling: ThroughputSource::Weak,
+        ops_regex: r"ops=(\d+)".into(),
+    }
+}
+
+fn repeat(index: u32, wall: f64) -> Repeat {
+    Repeat {
+        index,
+        wall_s: wall,
+        user_s: 0.5,
+        sys_s: 0.1,
+        ops: Some(100),
+        exit_code: Some(0),
+        signal: None,
+        timed_out: false,
+        voluntary_csw: 1,
+        involuntary_csw: 2,
+        minor_faults: 3,
+        major_faults: 4,
+        stdout_path: Some("/tmp/o".into()),
+        stderr_path: None,
+    }
+}
+
+#[test]
+fn repeats_round_trip_and_runs_resolve() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("sub/runs.db")).unwrap();
+    assert!(matches!(store.resolve("latest"), Err(StoreError::Empty { .. })));
+    let a = store.create_run(&new_run("alpha")).unwrap();
+    store.add_repeat(a, 1, &repeat(0, 1.0)).unwrap();
+    store.add_repeat(a, 1, &repeat(1, 1.1)).unwrap();
+    store.add_repeat(a, 2, &repeat(0, 2.0)).unwrap();
+    store.set_status(a, RunStatus::Complete).unwrap();
+    let b = store.create_run(&new_run("beta")).unwrap();
+
+    assert_eq!(store.resolve("latest").unwrap(), b);
+    assert_eq!(store.resolve("latest~1").unwrap(), a);
+    assert_eq!(store.resolve("alpha").unwrap(), a);
+    assert_eq!(store.resolve(&a.to_string()).unwrap(), a);
+    let e = store.resolve("gamma").unwrap_err().to_string();
+    assert!(e.contains("gamma") && e.contains("scalprof runs"), "{e}");
+    assert!(store.resolve("latest~5").is_err());
+
+    let (h, reps, findings) = store.load(a).unwrap();
+    assert_eq!(h.label, "alpha");
+    assert_eq!(h.status, RunStatus::Complete);
+    assert_eq!(h.sweep.values, vec![1, 2]);
+    assert_eq!(reps.len(), 3);
+    assert_eq!(reps[1].repeat, repeat(1, 1.1));
+    assert!(findings.is_empty());
+
+    let list = store.list().unwrap();
+    assert_eq!(list.len(), 2);
+    assert_eq!((list[0].points, list[0].planned), (2, 2));
+    // b is still "running" and recorded by this live process.
+    assert_eq!(list[1].status, RunStatus::Running);
+}
+
+#[test]
+fn a_running_run_whose_recorder_died_reads_as_interrupted() {
+    assert_eq!(effective_status("running", Some(i32::MAX as i64)), RunStatus::Interrupted);
+    assert_eq!(effective_status("running", None), RunStatus::Interrupted);
+    assert_eq!(effective_status("running", Some(std::process::id() as i64)), RunStatus::Running);
+    assert_eq!(effective_status("failed", None), RunStatus::Failed);
+}
+
+#[test]
+fn reopening_keeps_data_and_refuses_newer_schemas() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("runs.db");
+    let id = {
+        let s = Store::open(&path).unwrap();
+        let id = s.create_run(&new_run("x")).unwrap();
+        s.add_repeat(id, 1, &repeat(0, 1.0)).unwrap();
+        id
+    };
+    let s = Store::open(&path).unwrap();
+    assert_eq!(s.load(id).unwrap().1.len(), 1);
+    s.conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1).unwrap();
+    drop(s);
+    match Store::open(&path) {
+        Err(StoreError::TooNew { found, .. }) => assert_eq!(found, SCHEMA_VERSION + 1),
+        other => panic!("{:?}", other.err()),
+    }
+}
+
+#[test]
+fn default_path_follows_xdg() {
+    let p = default_path();
+    assert!(p.ends_with("scalprof/runs.db"), "{}", p.display());
+}

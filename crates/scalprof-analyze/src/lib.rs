@@ -8,7 +8,9 @@ pub use summary::assemble;
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum CsvError {
-    #[error("line {line}: expected two comma-separated numbers (concurrency,throughput), got {text:?}")]
+    #[error(
+        "line {line}: expected two comma-separated numbers (concurrency,throughput), got {text:?}"
+    )]
     BadRow { line: usize, text: String },
     #[error("no data rows after the header line")]
     NoRows,

@@ -13,7 +13,11 @@ use crate::usl;
 pub const NOISY_SPREAD: f64 = 0.10;
 
 /// Builds the run document from a run's header and its stored repeats.
-pub fn assemble(header: &RunHeader, repeats: &[PointRepeat], findings: Vec<Finding>) -> RunDocument {
+pub fn assemble(
+    header: &RunHeader,
+    repeats: &[PointRepeat],
+    findings: Vec<Finding>,
+) -> RunDocument {
     let source = throughput_source(header, repeats);
     let mut points: Vec<Point> = Vec::new();
     let mut values: Vec<u64> = header.sweep.values.clone();
@@ -54,9 +58,9 @@ pub fn assemble(header: &RunHeader, repeats: &[PointRepeat], findings: Vec<Findi
     let observations: Vec<(f64, f64)> = points
         .iter()
         .flat_map(|p| {
-            p.repeats
-                .iter()
-                .filter_map(move |r| repeat_throughput(p.value, r, source).map(|x| (p.value as f64, x)))
+            p.repeats.iter().filter_map(move |r| {
+                repeat_throughput(p.value, r, source).map(|x| (p.value as f64, x))
+            })
         })
         .collect();
     let model = usl::fit(&observations).ok();
@@ -112,7 +116,10 @@ fn summarize_point(value: u64, repeats: Vec<Repeat>, source: ThroughputSource) -
     let wall = spread(ok.iter().map(|r| r.wall_s));
     let user = spread(ok.iter().map(|r| r.user_s));
     let sys = spread(ok.iter().map(|r| r.sys_s));
-    let tput = spread(ok.iter().filter_map(|r| repeat_throughput(value, r, source)));
+    let tput = spread(
+        ok.iter()
+            .filter_map(|r| repeat_throughput(value, r, source)),
+    );
     Point {
         value,
         throughput: tput.map(|s| s.median),
@@ -174,7 +181,12 @@ fn warnings(header: &RunHeader, points: &[Point]) -> Vec<Warning> {
         }
         let failed = p.repeats.iter().filter(|r| !r.succeeded()).count();
         if failed > 0 {
-            let how: Vec<String> = p.repeats.iter().filter(|r| !r.succeeded()).map(|r| r.outcome()).collect();
+            let how: Vec<String> = p
+                .repeats
+                .iter()
+                .filter(|r| !r.succeeded())
+                .map(|r| r.outcome())
+                .collect();
             out.push(Warning {
                 kind: WarningKind::FailedRepeats,
                 point: Some(p.value),
@@ -211,7 +223,11 @@ fn warnings(header: &RunHeader, points: &[Point]) -> Vec<Warning> {
             message: format!(
                 "{measured} measured point{}: too few for the USL, {}{hint}",
                 if measured == 1 { "" } else { "s" },
-                if measured == 2 { "fitted Amdahl's law instead" } else { "no model fitted" }
+                if measured == 2 {
+                    "fitted Amdahl's law instead"
+                } else {
+                    "no model fitted"
+                }
             ),
         });
     }
@@ -219,7 +235,9 @@ fn warnings(header: &RunHeader, points: &[Point]) -> Vec<Warning> {
         out.push(Warning {
             kind: WarningKind::SingleRepeat,
             point: None,
-            message: "one repeat per point: the spread between runs is unknown (use --repeat 3 or more)".to_string(),
+            message:
+                "one repeat per point: the spread between runs is unknown (use --repeat 3 or more)"
+                    .to_string(),
         });
     }
     out
@@ -297,7 +315,11 @@ mod tests {
         assert!(kinds.contains(&WarningKind::TooFewPoints));
         let m = doc.model.unwrap();
         assert_eq!(m.kind, scalprof_model::ModelKind::Amdahl);
-        assert!(m.sigma > 0.9, "two threads doing no better than one: σ≈1, got {}", m.sigma);
+        assert!(
+            m.sigma > 0.9,
+            "two threads doing no better than one: σ≈1, got {}",
+            m.sigma
+        );
     }
 
     #[test]

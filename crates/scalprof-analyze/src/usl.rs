@@ -74,7 +74,10 @@ pub fn fit(observations: &[(f64, f64)]) -> Result<Model, FitError> {
         if sol.theta[SIGMA] < 0.0 || sol.theta[KAPPA] < 0.0 {
             continue;
         }
-        if best.as_ref().is_none_or(|b| sol.sse < b.sse * (1.0 - 1e-12)) {
+        if best
+            .as_ref()
+            .is_none_or(|b| sol.sse < b.sse * (1.0 - 1e-12))
+        {
             best = Some(sol);
         }
     }
@@ -151,7 +154,11 @@ fn initial_guess(obs: &[(f64, f64)]) -> [f64; 3] {
 
 /// Levenberg–Marquardt with Marquardt's diagonal scaling, over the free parameters.
 /// Returns `None` when the normal equations are singular at the solution.
-fn levenberg_marquardt(obs: &[(f64, f64)], mut theta: [f64; 3], free: [bool; 3]) -> Option<Solution> {
+fn levenberg_marquardt(
+    obs: &[(f64, f64)],
+    mut theta: [f64; 3],
+    free: [bool; 3],
+) -> Option<Solution> {
     let idx: Vec<usize> = (0..3).filter(|&p| free[p]).collect();
     let p = idx.len();
     let mut cur = sse(obs, &theta)?;
@@ -202,7 +209,11 @@ fn levenberg_marquardt(obs: &[(f64, f64)], mut theta: [f64; 3], free: [bool; 3])
     })
 }
 
-fn normal_equations(obs: &[(f64, f64)], theta: &[f64; 3], idx: &[usize]) -> (Vec<Vec<f64>>, Vec<f64>) {
+fn normal_equations(
+    obs: &[(f64, f64)],
+    theta: &[f64; 3],
+    idx: &[usize],
+) -> (Vec<Vec<f64>>, Vec<f64>) {
     let p = idx.len();
     let mut jtj = vec![vec![0.0; p]; p];
     let mut jtr = vec![0.0; p];
@@ -229,10 +240,11 @@ fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
         }
         a.swap(col, pivot);
         b.swap(col, pivot);
+        let pivot_row = a[col].clone();
         for row in col + 1..n {
-            let f = a[row][col] / a[col][col];
-            for k in col..n {
-                a[row][k] -= f * a[col][k];
+            let f = a[row][col] / pivot_row[col];
+            for (x, p) in a[row][col..].iter_mut().zip(&pivot_row[col..]) {
+                *x -= f * p;
             }
             b[row] -= f * b[col];
         }
@@ -253,7 +265,11 @@ fn invert(a: Vec<Vec<f64>>) -> Option<Vec<Vec<f64>>> {
         e[i] = 1.0;
         cols.push(solve(a.clone(), e)?);
     }
-    Some((0..n).map(|r| (0..n).map(|c| cols[c][r]).collect()).collect())
+    Some(
+        (0..n)
+            .map(|r| (0..n).map(|c| cols[c][r]).collect())
+            .collect(),
+    )
 }
 
 fn to_model(obs: &[(f64, f64)], sol: &Solution, usl: bool, distinct: usize) -> Model {
@@ -293,7 +309,11 @@ fn to_model(obs: &[(f64, f64)], sol: &Solution, usl: bool, distinct: usize) -> M
         ))
     };
     Model {
-        kind: if usl { ModelKind::Usl } else { ModelKind::Amdahl },
+        kind: if usl {
+            ModelKind::Usl
+        } else {
+            ModelKind::Amdahl
+        },
         sigma: theta[SIGMA],
         kappa: theta[KAPPA],
         lambda: theta[LAMBDA],
@@ -357,7 +377,10 @@ mod tests {
     #[test]
     fn rejects_unusable_input_with_a_reason() {
         assert_eq!(fit(&[]), Err(FitError::Empty));
-        assert_eq!(fit(&[(2.0, 5.0), (2.0, 6.0)]), Err(FitError::SinglePoint(2.0)));
+        assert_eq!(
+            fit(&[(2.0, 5.0), (2.0, 6.0)]),
+            Err(FitError::SinglePoint(2.0))
+        );
         assert!(matches!(
             fit(&[(1.0, 5.0), (2.0, f64::NAN)]),
             Err(FitError::BadObservation { index: 1, .. })
@@ -385,7 +408,12 @@ mod tests {
         assert!(sig3(m.kappa_est.unwrap().std_error, 0.0000199));
         assert!(sig3(m.lambda_est.unwrap().std_error, 14.21));
         // residual standard error 82.85 on 4 d.o.f.
-        let rse = (obs.iter().map(|&(n, x)| (x - m.predict(n)).powi(2)).sum::<f64>() / 4.0).sqrt();
+        let rse = (obs
+            .iter()
+            .map(|&(n, x)| (x - m.predict(n)).powi(2))
+            .sum::<f64>()
+            / 4.0)
+            .sqrt();
         assert!(sig3(rse, 82.85), "rse {rse}");
     }
 

@@ -179,9 +179,17 @@ mod tests {
     #[test]
     fn records_exit_codes_and_signals() {
         let dir = tempfile::tempdir().unwrap();
-        let r = run(&spec(&dir, &["sh", "-c", "exit 3"], None), &Interrupt::manual()).unwrap();
+        let r = run(
+            &spec(&dir, &["sh", "-c", "exit 3"], None),
+            &Interrupt::manual(),
+        )
+        .unwrap();
         assert_eq!((r.exit_code, r.signal), (Some(3), None));
-        let r = run(&spec(&dir, &["sh", "-c", "kill -SEGV $$"], None), &Interrupt::manual()).unwrap();
+        let r = run(
+            &spec(&dir, &["sh", "-c", "kill -SEGV $$"], None),
+            &Interrupt::manual(),
+        )
+        .unwrap();
         assert_eq!((r.exit_code, r.signal), (None, Some(libc::SIGSEGV)));
     }
 
@@ -190,7 +198,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let t0 = Instant::now();
         // The grandchild would outlive a kill of the shell alone.
-        let s = spec(&dir, &["sh", "-c", "sleep 30 & sleep 30; wait"], Some(Duration::from_millis(200)));
+        let s = spec(
+            &dir,
+            &["sh", "-c", "sleep 30 & sleep 30; wait"],
+            Some(Duration::from_millis(200)),
+        );
         let r = run(&s, &Interrupt::manual()).unwrap();
         assert!(r.timed_out);
         assert_eq!(r.signal, Some(libc::SIGKILL));
@@ -200,7 +212,11 @@ mod tests {
     #[test]
     fn missing_program_is_a_clear_error() {
         let dir = tempfile::tempdir().unwrap();
-        let e = run(&spec(&dir, &["/nonexistent/prog"], None), &Interrupt::manual()).unwrap_err();
+        let e = run(
+            &spec(&dir, &["/nonexistent/prog"], None),
+            &Interrupt::manual(),
+        )
+        .unwrap_err();
         assert_eq!(e.to_string(), "command not found: /nonexistent/prog");
     }
 }

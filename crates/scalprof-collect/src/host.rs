@@ -67,7 +67,14 @@ pub fn has_cycles_pmu() -> bool {
     // SAFETY: attr is a valid, fully initialized perf_event_attr of the declared size;
     // the returned descriptor is closed immediately.
     unsafe {
-        let fd = libc::syscall(libc::SYS_perf_event_open, &attr as *const Attr, 0, -1, -1, 0);
+        let fd = libc::syscall(
+            libc::SYS_perf_event_open,
+            &attr as *const Attr,
+            0,
+            -1,
+            -1,
+            0,
+        );
         if fd >= 0 {
             libc::close(fd as i32);
             true
@@ -83,6 +90,10 @@ mod tests {
     fn probe_reads_this_machine() {
         let h = super::probe();
         assert!(h.cpus >= 1);
-        assert!(h.kernel.chars().next().unwrap().is_ascii_digit(), "{}", h.kernel);
+        assert!(
+            h.kernel.chars().next().unwrap().is_ascii_digit(),
+            "{}",
+            h.kernel
+        );
     }
 }

@@ -69,7 +69,9 @@ pub fn resolve_program(program: &str) -> Result<PathBuf, CollectError> {
             return Ok(p);
         }
     }
-    Err(CollectError::CommandNotFound(format!("{program} (not in PATH)")))
+    Err(CollectError::CommandNotFound(format!(
+        "{program} (not in PATH)"
+    )))
 }
 
 #[cfg(test)]

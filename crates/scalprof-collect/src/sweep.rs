@@ -46,7 +46,10 @@ pub enum SweepEnd {
     /// Stopped by a signal; carries the signal number.
     Interrupted(Option<i32>),
     /// A repeat failed and `keep_going` was off.
-    Failed { value: u64, repeat: Box<Repeat> },
+    Failed {
+        value: u64,
+        repeat: Box<Repeat>,
+    },
 }
 
 /// Parses `1,2,4`, `1-8`, `1-4,8,16`; keeps the order given, drops duplicates.
@@ -113,9 +116,12 @@ pub fn substitute(command: &[String], value: u64) -> Vec<String> {
 pub fn parse_ops(stdout: &str, re: &Regex) -> Option<u64> {
     let caps = re.captures_iter(stdout).last()?;
     let text = caps.get(1).or_else(|| caps.get(0))?.as_str();
-    text.parse::<u64>()
-        .ok()
-        .or_else(|| text.parse::<f64>().ok().filter(|f| *f >= 0.0).map(|f| f.round() as u64))
+    text.parse::<u64>().ok().or_else(|| {
+        text.parse::<f64>()
+            .ok()
+            .filter(|f| *f >= 0.0)
+            .map(|f| f.round() as u64)
+    })
 }
 
 /// Reads at most the last 4 MiB of a workload's stdout (where `ops=` lines are).
@@ -144,7 +150,9 @@ pub fn run(
         source,
     })?;
     for &value in &plan.values {
-        let runs = (0..plan.warmup).map(|i| (i, true)).chain((0..plan.repeat).map(|i| (i, false)));
+        let runs = (0..plan.warmup)
+            .map(|i| (i, true))
+            .chain((0..plan.repeat).map(|i| (i, false)));
         for (index, warmup) in runs {
             if interrupt.requested() {
                 return Ok(SweepEnd::Interrupted(interrupt.signal()));
@@ -187,7 +195,8 @@ pub fn run(
             if warmup {
                 sink.warmup_done(value, &repeat);
             } else {
-                sink.repeat_done(value, &repeat).map_err(CollectError::Sink)?;
+                sink.repeat_done(value, &repeat)
+                    .map_err(CollectError::Sink)?;
             }
             if !repeat.succeeded() && !plan.keep_going {
                 return Ok(SweepEnd::Failed {
@@ -214,7 +223,10 @@ mod tests {
         assert!(parse_values("0,1").is_err());
         assert!(parse_values("4-1").is_err());
         assert!(parse_values("1,,2").is_err());
-        assert!(parse_values("two").unwrap_err().to_string().contains("\"two\""));
+        assert!(parse_values("two")
+            .unwrap_err()
+            .to_string()
+            .contains("\"two\""));
     }
 
     #[test]
@@ -236,7 +248,10 @@ mod tests {
 
     #[test]
     fn substitutes_the_thread_count() {
-        let cmd: Vec<String> = ["./b", "-t{threads}", "x"].iter().map(|s| s.to_string()).collect();
+        let cmd: Vec<String> = ["./b", "-t{threads}", "x"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
         assert_eq!(substitute(&cmd, 8), vec!["./b", "-t8", "x"]);
     }
 
@@ -254,7 +269,13 @@ mod tests {
 
     fn plan(dir: &tempfile::TempDir, script: &str, keep_going: bool) -> SweepPlan {
         SweepPlan {
-            command: vec!["sh".into(), "-c".into(), script.into(), "sh".into(), "{threads}".into()],
+            command: vec![
+                "sh".into(),
+                "-c".into(),
+                script.into(),
+                "sh".into(),
+                "{threads}".into(),
+            ],
             values: vec![1, 2, 3],
             repeat: 2,
             warmup: 1,
@@ -268,14 +289,29 @@ mod tests {
     #[test]
     fn runs_every_point_and_reads_ops() {
         let dir = tempfile::tempdir().unwrap();
-        let p = plan(&dir, "echo ops=$(( $1 * 10 )); [ \"$SCALPROF_THREADS\" = \"$1\" ]", false);
+        let p = plan(
+            &dir,
+            "echo ops=$(( $1 * 10 )); [ \"$SCALPROF_THREADS\" = \"$1\" ]",
+            false,
+        );
         let mut sink = Collect(vec![], 0);
-        assert_eq!(run(&p, &mut sink, &Interrupt::manual()).unwrap(), SweepEnd::Complete);
+        assert_eq!(
+            run(&p, &mut sink, &Interrupt::manual()).unwrap(),
+            SweepEnd::Complete
+        );
         assert_eq!(sink.1, 3, "one warm-up per point");
-        let got: Vec<(u64, u32, Option<u64>)> = sink.0.iter().map(|(v, r)| (*v, r.index, r.ops)).collect();
+        let got: Vec<(u64, u32, Option<u64>)> =
+            sink.0.iter().map(|(v, r)| (*v, r.index, r.ops)).collect();
         assert_eq!(
             got,
-            vec![(1, 0, Some(10)), (1, 1, Some(10)), (2, 0, Some(20)), (2, 1, Some(20)), (3, 0, Some(30)), (3, 1, Some(30))]
+            vec![
+                (1, 0, Some(10)),
+                (1, 1, Some(10)),
+                (2, 0, Some(20)),
+                (2, 1, Some(20)),
+                (3, 0, Some(30)),
+                (3, 1, Some(30))
+            ]
         );
         assert!(sink.0.iter().all(|(_, r)| r.succeeded()));
     }
@@ -297,7 +333,10 @@ mod tests {
         assert_eq!(sink.0.len(), 3, "point 1 twice, then the failed repeat");
         let mut sink = Collect(vec![], 0);
         p.keep_going = true;
-        assert_eq!(run(&p, &mut sink, &Interrupt::manual()).unwrap(), SweepEnd::Complete);
+        assert_eq!(
+            run(&p, &mut sink, &Interrupt::manual()).unwrap(),
+            SweepEnd::Complete
+        );
         assert_eq!(sink.0.len(), 6);
     }
 
@@ -319,7 +358,10 @@ mod tests {
             fn warmup_done(&mut self, _: u64, _: &Repeat) {}
         }
         let mut sink = StopAfter(Collect(vec![], 0), interrupt.clone());
-        assert_eq!(run(&p, &mut sink, &interrupt).unwrap(), SweepEnd::Interrupted(None));
+        assert_eq!(
+            run(&p, &mut sink, &interrupt).unwrap(),
+            SweepEnd::Interrupted(None)
+        );
         assert_eq!(sink.0 .0.len(), 3);
     }
 }

@@ -1,0 +1,293 @@
+//! scalprof reports. For now the terminal: the per-point table, the model line, the
+//! user/system split and the measurement warnings; and the list of stored runs.
+
+use comfy_table::presets::UTF8_BORDERS_ONLY;
+use comfy_table::{CellAlignment, Table};
+use scalprof_model::{Model, ModelKind, Point, RunDocument, Spread};
+
+/// The terminal summary of a run.
+pub fn summary(doc: &RunDocument) -> String {
+    let mut out = String::new();
+    let repeats: usize = doc
+        .points
+        .iter()
+        .map(|p| p.repeats.len())
+        .max()
+        .unwrap_or(0);
+    out += &format!(
+        "run {} · {} · {} · {} point{} × {} repeat{}\n",
+        doc.id,
+        doc.label,
+        doc.status.as_str(),
+        doc.points.len(),
+        plural(doc.points.len()),
+        repeats,
+        plural(repeats)
+    );
+    out += &format!("command: {}\n", doc.command.join(" "));
+    out += &format!(
+        "host:    Linux {}, {} CPUs, {}, {}\n",
+        doc.host.kernel,
+        doc.host.cpus,
+        doc.host.cpu_model,
+        if doc.host.pmu {
+            "hardware PMU"
+        } else {
+            "no hardware PMU"
+        }
+    );
+    out += &format!("throughput: {}\n\n", throughput_source_line(doc));
+
+    if doc.points.is_empty() {
+        out += "no point was measured\n";
+    } else {
+        out += &points_table(doc).to_string();
+        out.push('\n');
+    }
+    out += &format!(
+        "\nmodel: {}\n",
+        model_line(doc.model.as_ref(), &doc.sweep.parameter)
+    );
+    if let Some(split) = split_line(&doc.points, &doc.sweep.parameter) {
+        out += &format!("time:  {split}\n");
+    }
+    if !doc.warnings.is_empty() {
+        out += "\nwarnings:\n";
+        for w in &doc.warnings {
+            out += &format!("  ! {}\n", w.message);
+        }
+    }
+    if !doc.findings.is_empty() {
+        out += "\nfindings:\n";
+        for f in &doc.findings {
+            out += &format!(
+                "  {:>4.0}%  {}  {}: {}\n",
+                f.score * 100.0,
+                f.kind,
+                f.subject,
+                f.evidence
+            );
+        }
+    }
+    out += &format!("\nworkload output: {}\n", doc.output_dir);
+    out
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+fn throughput_source_line(doc: &RunDocument) -> String {
+    use scalprof_model::ThroughputSource::*;
+    match doc.throughput.source {
+        Ops => format!(
+            "{} — operations printed by the workload ({}) per second of wall time",
+            doc.throughput.unit,
+            doc.throughput.ops_regex.as_deref().unwrap_or("?")
+        ),
+        Weak => format!(
+            "{} — weak scaling (no ops line found): each thread does the same work, throughput = N / wall",
+            doc.throughput.unit
+        ),
+        Strong => format!(
+            "{} — strong scaling (no ops line found): fixed total work, throughput = 1 / wall",
+            doc.throughput.unit
+        ),
+    }
+}
+
+fn points_table(doc: &RunDocument) -> Table {
+    let mut t = Table::new();
+    t.load_style(UTF8_BORDERS_ONLY);
+    t.set_header(vec![
+        doc.sweep.parameter.as_str(),
+        "throughput",
+        "speedup",
+        "efficiency",
+        "wall s (min–max)",
+        "user s (min–max)",
+        "sys s (min–max)",
+        "ok",
+    ]);
+    for p in &doc.points {
+        let ok = p.repeats.iter().filter(|r| r.succeeded()).count();
+        t.add_row(vec![
+            p.value.to_string(),
+            p.throughput.map_or("—".into(), si),
+            p.speedup.map_or("—".into(), |s| format!("{s:.2}×")),
+            p.efficiency
+                .map_or("—".into(), |e| format!("{:.0}%", e * 100.0)),
+            spread(p.wall_s),
+            spread(p.user_s),
+            spread(p.sys_s),
+            format!("{ok}/{}", p.repeats.len()),
+        ]);
+    }
+    for i in 1..8 {
+        if let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    t
+}
+
+fn spread(s: Option<Spread>) -> String {
+    match s {
+        None => "—".into(),
+        Some(s) => format!("{:.3} ({:.3}–{:.3})", s.median, s.min, s.max),
+    }
+}
+
+/// Compact number: 3 significant digits with k/M/G suffixes.
+pub fn si(x: f64) -> String {
+    let (v, suffix) = match x.abs() {
+        a if a >= 1e9 => (x / 1e9, "G"),
+        a if a >= 1e6 => (x / 1e6, "M"),
+        a if a >= 1e3 => (x / 1e3, "k"),
+        _ => (x, ""),
+    };
+    let digits = match v.abs() {
+        a if a >= 100.0 => 0,
+        a if a >= 10.0 => 1,
+        _ => 2,
+    };
+    format!("{v:.digits$}{suffix}")
+}
+
+/// "USL σ=0.04 κ=0.001 → peak ≈ 31 threads (R² 0.99)".
+pub fn model_line(model: Option<&Model>, parameter: &str) -> String {
+    let Some(m) = model else {
+        return "none (fewer than two measured points)".into();
+    };
+    let mut s = match m.kind {
+        ModelKind::Usl => format!("USL σ={} κ={} λ={}", g(m.sigma), g(m.kappa), si(m.lambda)),
+        ModelKind::Amdahl => format!("Amdahl σ={} λ={}", g(m.sigma), si(m.lambda)),
+    };
+    match m.peak {
+        Some(peak) => {
+            s += &format!(
+                " → peak ≈ {peak:.1} {parameter} ({} at the peak)",
+                si(m.predict(peak))
+            )
+        }
+        None if m.sigma > 1.0 => {
+            s += " → retrograde: throughput falls as threads are added (σ > 1)"
+        }
+        None if m.sigma > 0.0 => {
+            s += &format!(
+                " → no peak; throughput approaches λ/σ = {}",
+                si(m.lambda / m.sigma)
+            )
+        }
+        None => s += " → no contention measured (linear scaling)",
+    }
+    // The model's note (e.g. why Amdahl) is repeated by the typed warnings.
+    s += &format!(" (R² {:.3})", m.r2);
+    s
+}
+
+/// Three significant digits without an exponent for ordinary magnitudes.
+fn g(x: f64) -> String {
+    if x == 0.0 {
+        return "0".into();
+    }
+    let mag = x.abs().log10().floor() as i32;
+    if (-5..6).contains(&mag) {
+        let decimals = (2 - mag).max(0) as usize;
+        format!("{x:.decimals$}")
+    } else {
+        format!("{x:.2e}")
+    }
+}
+
+/// "user/sys: 1 → 0.17 s user, 0.00 s sys (0% sys); 2 → …" — the split the case
+/// studies read first.
+fn split_line(points: &[Point], parameter: &str) -> Option<String> {
+    let parts: Vec<String> = points
+        .iter()
+        .filter_map(|p| {
+            let (u, s) = (p.user_s?.median, p.sys_s?.median);
+            let share = if u + s > 0.0 {
+                100.0 * s / (u + s)
+            } else {
+                0.0
+            };
+            Some(format!(
+                "{parameter} {}: {u:.2}s user {s:.2}s system ({share:.0}% system)",
+                p.value
+            ))
+        })
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+/// One row of `scalprof runs`.
+pub struct RunRow {
+    pub id: i64,
+    pub label: String,
+    pub command: String,
+    pub created: String,
+    pub status: String,
+    pub points: String,
+}
+
+pub fn runs_table(rows: &[RunRow]) -> String {
+    let mut t = Table::new();
+    t.load_style(UTF8_BORDERS_ONLY);
+    t.set_header(vec![
+        "id", "label", "status", "points", "created", "command",
+    ]);
+    for r in rows {
+        t.add_row(vec![
+            r.id.to_string(),
+            r.label.clone(),
+            r.status.clone(),
+            r.points.clone(),
+            r.created.clone(),
+            r.command.clone(),
+        ]);
+    }
+    t.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compact_numbers() {
+        assert_eq!(si(235_300_000.0), "235M");
+        assert_eq!(si(1234.0), "1.23k");
+        assert_eq!(si(12.345), "12.3");
+        assert_eq!(si(0.5), "0.50");
+        assert_eq!(g(0.0277), "0.0277");
+        assert_eq!(g(0.000104), "0.000104");
+        assert_eq!(g(1.5e-9), "1.50e-9");
+    }
+
+    #[test]
+    fn model_line_names_the_peak() {
+        let m = Model {
+            kind: ModelKind::Usl,
+            sigma: 0.0277,
+            kappa: 0.000104,
+            lambda: 90.0,
+            peak: Some(96.5),
+            r2: 0.99,
+            observations: 7,
+            sigma_est: None,
+            kappa_est: None,
+            lambda_est: None,
+            note: None,
+        };
+        let line = model_line(Some(&m), "threads");
+        assert!(
+            line.starts_with("USL σ=0.0277 κ=0.000104 λ=90.0 → peak ≈ 96.5 threads"),
+            "{line}"
+        );
+    }
+}

@@ -7,7 +7,9 @@
 use std::path::{Path, PathBuf};
 
 use rusqlite::{params, Connection, OptionalExtension};
-use scalprof_model::{Finding, Host, PointRepeat, Repeat, RunHeader, RunStatus, Sweep, ThroughputSource};
+use scalprof_model::{
+    Finding, Host, PointRepeat, Repeat, RunHeader, RunStatus, Sweep, ThroughputSource,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -24,7 +26,11 @@ pub enum StoreError {
         source: std::io::Error,
     },
     #[error("the run store {path} has schema version {found}, newer than this scalprof knows ({known}); upgrade scalprof or use another --db")]
-    TooNew { path: PathBuf, found: i64, known: i64 },
+    TooNew {
+        path: PathBuf,
+        found: i64,
+        known: i64,
+    },
     #[error("no run {reference:?} in {path} (`scalprof runs` lists them)")]
     NoSuchRun { reference: String, path: PathBuf },
     #[error("the run store {path} is empty: record a run first (scalprof run -- CMD)")]
@@ -127,10 +133,14 @@ impl Store {
             source,
         };
         let conn = Connection::open(path).map_err(open_err)?;
-        conn.busy_timeout(std::time::Duration::from_secs(5)).map_err(open_err)?;
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(open_err)?;
-        conn.pragma_update(None, "synchronous", "NORMAL").map_err(open_err)?;
-        conn.pragma_update(None, "foreign_keys", "ON").map_err(open_err)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(open_err)?;
+        conn.pragma_update(None, "journal_mode", "WAL")
+            .map_err(open_err)?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(open_err)?;
+        conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(open_err)?;
         let mut store = Store {
             conn,
             path: path.to_path_buf(),
@@ -144,7 +154,9 @@ impl Store {
     }
 
     fn migrate(&mut self) -> Result<(), StoreError> {
-        let current: i64 = self.conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        let current: i64 = self
+            .conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))?;
         if current > SCHEMA_VERSION {
             return Err(StoreError::TooNew {
                 path: self.path.clone(),
@@ -220,14 +232,18 @@ impl Store {
     }
 
     pub fn set_status(&self, id: i64, status: RunStatus) -> Result<(), StoreError> {
-        self.conn
-            .execute("UPDATE runs SET status = ?2 WHERE id = ?1", params![id, status.as_str()])?;
+        self.conn.execute(
+            "UPDATE runs SET status = ?2 WHERE id = ?1",
+            params![id, status.as_str()],
+        )?;
         Ok(())
     }
 
     pub fn set_findings(&self, id: i64, findings: &[Finding]) -> Result<(), StoreError> {
-        self.conn
-            .execute("UPDATE runs SET findings = ?2 WHERE id = ?1", params![id, json(&findings)])?;
+        self.conn.execute(
+            "UPDATE runs SET findings = ?2 WHERE id = ?1",
+            params![id, json(&findings)],
+        )?;
         Ok(())
     }
 
@@ -343,8 +359,20 @@ impl Store {
                 reference: id.to_string(),
                 path: self.path.clone(),
             })?;
-        let (label, created, command, status, parameter, values, host, scaling, ops_regex, output_dir, pid, findings) =
-            row;
+        let (
+            label,
+            created,
+            command,
+            status,
+            parameter,
+            values,
+            host,
+            scaling,
+            ops_regex,
+            output_dir,
+            pid,
+            findings,
+        ) = row;
         let header = RunHeader {
             id: id.to_string(),
             label,
@@ -401,7 +429,11 @@ fn json<T: serde::Serialize + ?Sized>(v: &T) -> String {
     serde_json::to_string(v).expect("plain data always serializes")
 }
 
-fn parse<T: serde::de::DeserializeOwned>(id: i64, field: &'static str, text: &str) -> Result<T, StoreError> {
+fn parse<T: serde::de::DeserializeOwned>(
+    id: i64,
+    field: &'static str,
+    text: &str,
+) -> Result<T, StoreError> {
     serde_json::from_str(text).map_err(|source| StoreError::Corrupt { id, field, source })
 }
 

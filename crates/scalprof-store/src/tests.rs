@@ -43,7 +43,10 @@ fn repeat(index: u32, wall: f64) -> Repeat {
 fn repeats_round_trip_and_runs_resolve() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("sub/runs.db")).unwrap();
-    assert!(matches!(store.resolve("latest"), Err(StoreError::Empty { .. })));
+    assert!(matches!(
+        store.resolve("latest"),
+        Err(StoreError::Empty { .. })
+    ));
     let a = store.create_run(&new_run("alpha")).unwrap();
     store.add_repeat(a, 1, &repeat(0, 1.0)).unwrap();
     store.add_repeat(a, 1, &repeat(1, 1.1)).unwrap();
@@ -76,9 +79,15 @@ fn repeats_round_trip_and_runs_resolve() {
 
 #[test]
 fn a_running_run_whose_recorder_died_reads_as_interrupted() {
-    assert_eq!(effective_status("running", Some(i32::MAX as i64)), RunStatus::Interrupted);
+    assert_eq!(
+        effective_status("running", Some(i32::MAX as i64)),
+        RunStatus::Interrupted
+    );
     assert_eq!(effective_status("running", None), RunStatus::Interrupted);
-    assert_eq!(effective_status("running", Some(std::process::id() as i64)), RunStatus::Running);
+    assert_eq!(
+        effective_status("running", Some(std::process::id() as i64)),
+        RunStatus::Running
+    );
     assert_eq!(effective_status("failed", None), RunStatus::Failed);
 }
 
@@ -94,7 +103,9 @@ fn reopening_keeps_data_and_refuses_newer_schemas() {
     };
     let s = Store::open(&path).unwrap();
     assert_eq!(s.load(id).unwrap().1.len(), 1);
-    s.conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1).unwrap();
+    s.conn
+        .pragma_update(None, "user_version", SCHEMA_VERSION + 1)
+        .unwrap();
     drop(s);
     match Store::open(&path) {
         Err(StoreError::TooNew { found, .. }) => assert_eq!(found, SCHEMA_VERSION + 1),

@@ -1,0 +1,143 @@
+//! Command-line definitions. Parsed arguments become plain option structs
+//! (`into_options`) before they reach any library code.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "scalprof",
+    version,
+    about = "Find out why a workload does not scale, and prove the fix",
+    long_about = "scalprof runs a workload over a sweep of thread counts, measures every point \
+                  (wall, user and system time of the whole process tree), fits the Universal \
+                  Scalability Law and keeps every run in a local store.\n\n\
+                  Quick start:  scalprof demo\n\
+                  Your program: scalprof run -t 1,2,4,8 -- ./bench --threads {threads}"
+)]
+pub struct Cli {
+    /// Run store (SQLite). Default: $XDG_DATA_HOME/scalprof/runs.db, else ~/.local/share/scalprof/runs.db.
+    #[arg(long, global = true, env = "SCALPROF_DB", value_name = "PATH")]
+    pub db: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run a command over a sweep of thread counts, measure every point and fit the USL.
+    Run(RunArgs),
+    /// Fit the Universal Scalability Law to your own measurements (a two-column CSV).
+    Fit(FitArgs),
+    /// List the runs in the store.
+    Runs,
+    /// Print a stored run: its summary, or the run document with --json.
+    Show(ShowArgs),
+    /// Build the pathology corpus and sweep the false-sharing pair (packed vs padded counters).
+    Demo(DemoArgs),
+    /// Build the pathology corpus (small C programs reproducing each case study).
+    Corpus(CorpusArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Thread counts: `1,2,4`, a range `1-8`, or both (`1-4,8,16`). Default: powers of two up
+    /// to the online CPU count, plus the count itself.
+    #[arg(short = 't', long = "threads", value_name = "LIST")]
+    pub threads: Option<String>,
+
+    /// Measured runs per point. Use 5 or more on a shared or noisy machine.
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub repeat: u32,
+
+    /// Unmeasured runs before each point's repeats: use when the first run warms caches or
+    /// page cache that later runs reuse.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub warmup: u32,
+
+    /// A name for the run (default: the program's file name); `show` and `compare` accept it.
+    #[arg(long, value_name = "L")]
+    pub label: Option<String>,
+
+    /// Also write the run document (scalprof.run/1) to this file.
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+
+    /// Regex whose first capture group is the operation count the workload prints;
+    /// throughput is ops per second of wall time.
+    #[arg(long, default_value = r"ops=(\d+)", value_name = "REGEX")]
+    pub ops_regex: String,
+
+    /// Throughput when the workload prints no ops line: `weak` if each thread does the same
+    /// work (throughput = N / wall), `strong` if the total work is fixed (1 / wall).
+    #[arg(long, value_enum, default_value_t = Scaling::Weak)]
+    pub scaling: Scaling,
+
+    /// Kill a repeat's process group after this long (e.g. `30s`, `2m`); use for workloads
+    /// that can hang. The repeat is kept, marked timed out.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+
+    /// Continue the sweep after a repeat fails or crashes (it is recorded either way).
+    #[arg(long)]
+    pub keep_going: bool,
+
+    /// The workload; `{threads}` in any argument is replaced by the point's thread count,
+    /// which is also in the environment as SCALPROF_THREADS.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scaling {
+    Weak,
+    Strong,
+}
+
+#[derive(Args, Debug)]
+pub struct FitArgs {
+    /// CSV with a header line and two columns: concurrency, throughput.
+    pub file: PathBuf,
+    /// Print {"sigma","kappa","lambda","peak","r2",…} as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ShowArgs {
+    /// A run id, `latest`, `latest~N`, or a label.
+    #[arg(default_value = "latest", value_name = "RUN")]
+    pub run: String,
+    /// Print the run document (scalprof.run/1) instead of the summary.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// Measured runs per point.
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub repeat: u32,
+    /// Thread counts (default: as for `run`).
+    #[arg(short = 't', long = "threads", value_name = "LIST")]
+    pub threads: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct CorpusArgs {
+    /// Where to build the programs. Default: $XDG_CACHE_HOME/scalprof/corpus.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    if let Ok(secs) = s.parse::<f64>() {
+        if secs > 0.0 && secs.is_finite() {
+            return Ok(Duration::from_secs_f64(secs));
+        }
+    }
+    humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 30s, 2m, 1.5)"))
+}

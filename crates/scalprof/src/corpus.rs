@@ -1,0 +1,100 @@
+//! The pathology corpus, embedded in the binary so that `scalprof demo` works from an
+//! installed scalprof. Built with the system C compiler at -O2 -g, without frame
+//! pointers, like distribution binaries.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+
+/// (program name, C source).
+pub const PROGRAMS: &[(&str, &str)] = &[
+    (
+        "counters_packed",
+        include_str!("../../../corpus/counters_packed.c"),
+    ),
+    (
+        "counters_padded",
+        include_str!("../../../corpus/counters_padded.c"),
+    ),
+    (
+        "hash_global_mutex",
+        include_str!("../../../corpus/hash_global_mutex.c"),
+    ),
+    (
+        "hash_sharded",
+        include_str!("../../../corpus/hash_sharded.c"),
+    ),
+    ("mmap_churn", include_str!("../../../corpus/mmap_churn.c")),
+    (
+        "refcount_global",
+        include_str!("../../../corpus/refcount_global.c"),
+    ),
+    ("flow_expiry", include_str!("../../../corpus/flow_expiry.c")),
+    (
+        "flow_expiry_fixed",
+        include_str!("../../../corpus/flow_expiry_fixed.c"),
+    ),
+    (
+        "adjacent_locks",
+        include_str!("../../../corpus/adjacent_locks.c"),
+    ),
+    (
+        "clean_parallel",
+        include_str!("../../../corpus/clean_parallel.c"),
+    ),
+];
+
+const COMMON_H: &str = include_str!("../../../corpus/common.h");
+
+pub fn default_dir() -> PathBuf {
+    std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("scalprof")
+        .join("corpus")
+}
+
+/// Writes the sources to `dir` and compiles each program whose source changed or whose
+/// binary is missing. Returns (name, binary path) pairs.
+pub fn build(dir: &Path) -> Result<Vec<(&'static str, PathBuf)>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    write_if_changed(&dir.join("common.h"), COMMON_H)?;
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let mut built = Vec::new();
+    for (name, source) in PROGRAMS {
+        let src = dir.join(format!("{name}.c"));
+        let bin = dir.join(name);
+        let changed = write_if_changed(&src, source)?;
+        if changed || !bin.exists() {
+            let out = Command::new(&cc)
+                .args(["-O2", "-g", "-pthread"])
+                .arg("-o")
+                .arg(&bin)
+                .arg(&src)
+                .output()
+                .with_context(|| {
+                    format!("running the C compiler `{cc}` (install one: apt-get install -y gcc, or set CC)")
+                })?;
+            if !out.status.success() {
+                bail!(
+                    "compiling {} failed:\n{}",
+                    src.display(),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+        }
+        built.push((*name, bin));
+    }
+    Ok(built)
+}
+
+fn write_if_changed(path: &Path, text: &str) -> Result<bool> {
+    if std::fs::read_to_string(path).is_ok_and(|old| old == text) {
+        return Ok(false);
+    }
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    Ok(true)
+}

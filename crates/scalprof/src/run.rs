@@ -1,0 +1,241 @@
+//! `scalprof run`: glue between the sweep (collect), the store, the analysis and the
+//! terminal. Every finished repeat is committed to the store before the next starts.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use regex::Regex;
+use scalprof_collect::interrupt::Interrupt;
+use scalprof_collect::sweep::{self, SweepEnd, SweepPlan, SweepSink};
+use scalprof_model::{Repeat, RunDocument, RunStatus, Sweep, ThroughputSource};
+use scalprof_store::{NewRun, Store};
+
+/// Everything `run` needs, free of clap.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    pub command: Vec<String>,
+    pub values: Option<Vec<u64>>,
+    pub repeat: u32,
+    pub warmup: u32,
+    pub label: Option<String>,
+    pub json: Option<PathBuf>,
+    pub ops_regex: String,
+    pub scaling: ThroughputSource,
+    pub timeout: Option<Duration>,
+    pub keep_going: bool,
+    /// Print the summary at the end (the demo prints its own).
+    pub print_summary: bool,
+}
+
+/// How the run ended, for the exit code.
+pub struct RunOutcome {
+    pub doc: RunDocument,
+}
+
+pub fn run(store: &Store, opts: &RunOptions, interrupt: &Interrupt) -> Result<RunOutcome> {
+    if opts.repeat == 0 {
+        bail!("--repeat must be at least 1");
+    }
+    let host = scalprof_collect::host::probe();
+    let values = match &opts.values {
+        Some(v) => v.clone(),
+        None => sweep::default_values(host.cpus),
+    };
+    // Fail at once, before a run exists, if the program cannot be found.
+    let first = sweep::substitute(&opts.command, values[0]);
+    let program = scalprof_collect::resolve_program(&first[0])?;
+    let ops_regex = Regex::new(&opts.ops_regex)
+        .with_context(|| format!("--ops-regex {:?} is not a valid regex", opts.ops_regex))?;
+    if ops_regex.captures_len() < 2 {
+        bail!(
+            "--ops-regex {:?} needs a capture group around the number, e.g. 'ops=(\\d+)'",
+            opts.ops_regex
+        );
+    }
+    let label = opts.label.clone().unwrap_or_else(|| {
+        program
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| first[0].clone())
+    });
+
+    let id = store.create_run(&NewRun {
+        label: label.clone(),
+        created: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        command: opts.command.clone(),
+        sweep: Sweep {
+            parameter: "threads".into(),
+            values: values.clone(),
+        },
+        host,
+        scaling: opts.scaling,
+        ops_regex: opts.ops_regex.clone(),
+    })?;
+    let output_dir = output_dir_for(store.path(), id);
+    store.set_output_dir(id, &output_dir)?;
+
+    let plan = SweepPlan {
+        command: opts.command.clone(),
+        values: values.clone(),
+        repeat: opts.repeat,
+        warmup: opts.warmup,
+        timeout: opts.timeout,
+        keep_going: opts.keep_going,
+        output_dir: output_dir.clone(),
+        ops_regex,
+    };
+    let total = values.len() as u64 * u64::from(opts.repeat + opts.warmup);
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
+            .expect("static template")
+            .progress_chars("=> "),
+    );
+    eprintln!(
+        "scalprof: run {id} ({label}): {} points × {} repeats",
+        values.len(),
+        opts.repeat
+    );
+    let mut sink = StoreSink {
+        store,
+        id,
+        bar: &bar,
+        repeat: opts.repeat,
+        warmup: opts.warmup,
+    };
+    let end = sweep::run(&plan, &mut sink, interrupt);
+    bar.finish_and_clear();
+    let end = match end {
+        Ok(end) => end,
+        Err(e) => {
+            store.set_status(id, RunStatus::Failed)?;
+            return Err(e).context(format!(
+                "run {id} stopped; the repeats measured so far are kept"
+            ));
+        }
+    };
+    let status = match &end {
+        SweepEnd::Complete => RunStatus::Complete,
+        SweepEnd::Interrupted(_) => RunStatus::Interrupted,
+        SweepEnd::Failed { .. } => RunStatus::Failed,
+    };
+    store.set_status(id, status)?;
+
+    let (header, repeats, findings) = store.load(id)?;
+    let doc = scalprof_analyze::assemble(&header, &repeats, findings);
+    if opts.print_summary {
+        print!("{}", scalprof_report::summary(&doc));
+    }
+    match &end {
+        SweepEnd::Interrupted(sig) => eprintln!(
+            "scalprof: interrupted{}; run {id} keeps every finished repeat (scalprof show {id})",
+            sig.map(|s| format!(" by signal {s}")).unwrap_or_default()
+        ),
+        SweepEnd::Failed { value, .. } => eprintln!(
+            "scalprof: the sweep stopped at threads {value} because the workload failed \
+             (see above); --keep-going continues past failures. Run {id} keeps what was measured."
+        ),
+        SweepEnd::Complete => {}
+    }
+    if let Some(path) = &opts.json {
+        write_json(path, &doc)?;
+    }
+    Ok(RunOutcome { doc })
+}
+
+/// Workload outputs live next to the store: `<store dir>/runs/<id>/`.
+fn output_dir_for(db: &Path, id: i64) -> PathBuf {
+    db.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+        .join("runs")
+        .join(id.to_string())
+}
+
+pub fn write_json(path: &Path, doc: &RunDocument) -> Result<()> {
+    let text = serde_json::to_string_pretty(doc)?;
+    std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))
+}
+
+struct StoreSink<'a> {
+    store: &'a Store,
+    id: i64,
+    bar: &'a ProgressBar,
+    repeat: u32,
+    warmup: u32,
+}
+
+impl StoreSink<'_> {
+    fn report_failure(&self, value: u64, r: &Repeat, warmup: bool) {
+        let what = if warmup { "warm-up" } else { "repeat" };
+        let mut msg = format!(
+            "scalprof: threads {value}, {what} {}: {}\n",
+            r.index + 1,
+            r.outcome()
+        );
+        if let Some(path) = &r.stderr_path {
+            let tail = tail_lines(Path::new(path), 10);
+            if tail.is_empty() {
+                msg += &format!("  (nothing on stderr; full output in {path})\n");
+            } else {
+                msg += &format!("  last lines of stderr ({path}):\n");
+                for line in tail {
+                    msg += &format!("  | {line}\n");
+                }
+            }
+        }
+        self.bar.suspend(|| {
+            let _ = std::io::stderr().write_all(msg.as_bytes());
+        });
+    }
+}
+
+impl SweepSink for StoreSink<'_> {
+    fn starting(&mut self, value: u64, index: u32, warmup: bool) {
+        if warmup {
+            self.bar.set_message(format!(
+                "threads {value} warm-up {}/{}",
+                index + 1,
+                self.warmup
+            ));
+        } else {
+            self.bar.set_message(format!(
+                "threads {value} repeat {}/{}",
+                index + 1,
+                self.repeat
+            ));
+        }
+    }
+
+    fn repeat_done(&mut self, value: u64, repeat: &Repeat) -> Result<(), String> {
+        self.store
+            .add_repeat(self.id, value, repeat)
+            .map_err(|e| e.to_string())?;
+        if !repeat.succeeded() {
+            self.report_failure(value, repeat, false);
+        }
+        self.bar.inc(1);
+        Ok(())
+    }
+
+    fn warmup_done(&mut self, value: u64, repeat: &Repeat) {
+        if !repeat.succeeded() {
+            self.report_failure(value, repeat, true);
+        }
+        self.bar.inc(1);
+    }
+}
+
+fn tail_lines(path: &Path, n: usize) -> Vec<String> {
+    let text = std::fs::read(path).unwrap_or_default();
+    let start = text.len().saturating_sub(64 * 1024);
+    let text = String::from_utf8_lossy(&text[start..]);
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+}

@@ -1,0 +1,376 @@
+//! End-to-end tests of the scalprof binary: real processes, a real store, the real corpus.
+
+use std::path::Path;
+use std::process::{Command as StdCommand, Stdio};
+use std::time::{Duration, Instant};
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use serde_json::Value;
+
+fn scalprof(db: &Path) -> Command {
+    let mut c = Command::cargo_bin("scalprof").unwrap();
+    c.arg("--db").arg(db);
+    c
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// Checks `doc` against an independent, hand-written copy of the contract's shape:
+/// every key of the shape must be present with the shape's type.
+fn check_shape(doc: &Value, shape: &Value, path: &str) {
+    match shape {
+        Value::Object(fields) => {
+            let obj = doc
+                .as_object()
+                .unwrap_or_else(|| panic!("{path}: expected an object, got {doc}"));
+            for (k, sub) in fields {
+                let v = obj.get(k).unwrap_or_else(|| panic!("{path}.{k}: missing"));
+                check_shape(v, sub, &format!("{path}.{k}"));
+            }
+        }
+        Value::Array(items) => {
+            let arr = doc
+                .as_array()
+                .unwrap_or_else(|| panic!("{path}: expected an array, got {doc}"));
+            if let Some(item) = items.first() {
+                assert!(!arr.is_empty(), "{path}: expected at least one element");
+                for (i, v) in arr.iter().enumerate() {
+                    check_shape(v, item, &format!("{path}[{i}]"));
+                }
+            }
+        }
+        Value::String(ty) => {
+            let ok = ty.split('|').any(|t| match t {
+                "string" => doc.is_string(),
+                "number" => doc.is_number(),
+                "boolean" => doc.is_boolean(),
+                "null" => doc.is_null(),
+                other => panic!("unknown type {other} in the shape file"),
+            });
+            assert!(ok, "{path}: expected {ty}, got {doc}");
+        }
+        other => panic!("bad shape entry {other}"),
+    }
+}
+
+#[test]
+fn run_document_keeps_its_contract() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let json = dir.path().join("run.json");
+    let script = "echo ops=$((1000 * $1))";
+    scalprof(&db)
+        .args([
+            "run", "-t", "1-3", "--repeat", "2", "--label", "contract", "--json",
+        ])
+        .arg(&json)
+        .args(["--", "sh", "-c", script, "sh", "{threads}"])
+        .assert()
+        .success();
+    let doc = read_json(&json);
+    let shape: Value =
+        serde_json::from_str(include_str!("contract/run-document.shape.json")).unwrap();
+    check_shape(&doc, &shape, "$");
+    assert_eq!(doc["schema"], "scalprof.run/1");
+    assert_eq!(doc["label"], "contract");
+    assert_eq!(doc["status"], "complete");
+    assert_eq!(doc["sweep"]["values"], serde_json::json!([1, 2, 3]));
+    assert_eq!(
+        doc["command"],
+        serde_json::json!(["sh", "-c", script, "sh", "{threads}"])
+    );
+    assert_eq!(doc["model"]["kind"], "usl");
+    assert_eq!(doc["findings"], serde_json::json!([]));
+    assert_eq!(doc["points"][2]["repeats"][1]["ops"], 3000);
+    // `show --json` prints the same document the run wrote.
+    let shown = scalprof(&db)
+        .args(["show", "contract", "--json"])
+        .output()
+        .unwrap();
+    assert!(shown.status.success());
+    let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(shown, doc);
+}
+
+#[test]
+fn fit_matches_the_reference_specsdm91_fit() {
+    let csv = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/specsdm91.csv");
+    let out = Command::cargo_bin("scalprof")
+        .unwrap()
+        .arg("fit")
+        .arg(&csv)
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let close = |key: &str, want: f64| {
+        let got = v[key].as_f64().unwrap();
+        assert!((got - want).abs() / want < 5e-3, "{key}: {got} vs {want}");
+    };
+    close("sigma", 0.0277);
+    close("kappa", 0.000104);
+    close("lambda", 90.0);
+    close("peak", 96.5);
+    assert!(v["r2"].as_f64().unwrap() > 0.98);
+}
+
+#[test]
+fn fit_explains_bad_csv() {
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("bad.csv");
+    std::fs::write(&csv, "n,x\n1,10\n2,twenty\n").unwrap();
+    Command::cargo_bin("scalprof")
+        .unwrap()
+        .arg("fit")
+        .arg(&csv)
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("line 3"));
+}
+
+#[test]
+fn a_missing_command_fails_at_once_naming_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let t0 = Instant::now();
+    scalprof(&dir.path().join("runs.db"))
+        .args(["run", "--", "/nonexistent"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("/nonexistent"))
+        .stderr(predicate::function(|s: &str| s.lines().count() == 1));
+    assert!(t0.elapsed() < Duration::from_secs(1));
+    assert!(
+        !dir.path().join("runs.db").exists(),
+        "no run is created for a typo"
+    );
+}
+
+#[test]
+fn a_failing_workload_is_recorded_and_its_stderr_shown() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let script = "echo \"cannot allocate $1 widgets\" >&2; [ $1 -lt 2 ]";
+    scalprof(&db)
+        .args([
+            "run",
+            "-t",
+            "1,2,3",
+            "--repeat",
+            "1",
+            "--",
+            "sh",
+            "-c",
+            script,
+            "sh",
+            "{threads}",
+        ])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "threads 2, repeat 1: exited with status 1",
+        ))
+        .stderr(predicate::str::contains("cannot allocate 2 widgets"));
+    let out = scalprof(&db)
+        .args(["show", "latest", "--json"])
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["status"], "failed");
+    assert_eq!(
+        doc["points"].as_array().unwrap().len(),
+        2,
+        "the sweep stopped at the failure"
+    );
+    assert_eq!(doc["points"][1]["repeats"][0]["exit_code"], 1);
+
+    // --keep-going measures every point anyway.
+    scalprof(&db)
+        .args([
+            "run",
+            "-t",
+            "1,2,3",
+            "--repeat",
+            "1",
+            "--keep-going",
+            "--",
+            "sh",
+            "-c",
+            script,
+            "sh",
+            "{threads}",
+        ])
+        .assert()
+        .success();
+    let out = scalprof(&db)
+        .args(["show", "latest", "--json"])
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["points"].as_array().unwrap().len(), 3);
+    assert!(doc["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w["kind"] == "failed_repeats"));
+}
+
+#[test]
+fn a_crash_and_a_timeout_are_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    scalprof(&db)
+        .args([
+            "run",
+            "-t",
+            "1",
+            "--repeat",
+            "1",
+            "--",
+            "sh",
+            "-c",
+            "kill -SEGV $$",
+        ])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("killed by signal 11"));
+    let t0 = Instant::now();
+    scalprof(&db)
+        .args([
+            "run",
+            "-t",
+            "1",
+            "--repeat",
+            "1",
+            "--timeout",
+            "0.3",
+            "--",
+            "sleep",
+            "20",
+        ])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("timed out"));
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    let out = scalprof(&db)
+        .args(["show", "latest", "--json"])
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["points"][0]["repeats"][0]["timed_out"], true);
+}
+
+#[test]
+fn sigint_during_the_second_point_keeps_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let marker = dir.path().join("second-point-started");
+    // Point 1 is quick; point 2 announces itself, then runs long.
+    let script = format!(
+        "if [ $1 -ge 2 ]; then touch {}; sleep 30; fi; echo ops=100",
+        marker.display()
+    );
+    let child = StdCommand::new(assert_cmd::cargo::cargo_bin("scalprof"))
+        .arg("--db")
+        .arg(&db)
+        .args(["run", "-t", "1,2", "--repeat", "3", "--json"])
+        .arg(dir.path().join("run.json"))
+        .args(["--", "sh", "-c", &script, "sh", "{threads}"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !marker.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "point 2 never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: sending SIGINT to our own child process.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(10),
+        "the sleeping workload was stopped"
+    );
+    let shown = scalprof(&db)
+        .args(["show", "latest", "--json"])
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(doc["status"], "interrupted");
+    let points = doc["points"].as_array().unwrap();
+    assert_eq!(
+        points.len(),
+        1,
+        "the cut-off repeat of point 2 is not a measurement"
+    );
+    assert_eq!(points[0]["value"], 1);
+    assert_eq!(points[0]["repeats"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        read_json(&dir.path().join("run.json"))["status"],
+        "interrupted"
+    );
+}
+
+#[test]
+fn runs_lists_and_show_resolves_labels() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    scalprof(&db)
+        .arg("runs")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("no runs"));
+    for label in ["first", "second"] {
+        scalprof(&db)
+            .args([
+                "run", "-t", "1,2", "--repeat", "1", "--label", label, "--", "true",
+            ])
+            .assert()
+            .success()
+            .stdout(predicate::str::contains("weak scaling"));
+    }
+    scalprof(&db)
+        .arg("runs")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("first").and(predicate::str::contains("second")));
+    scalprof(&db)
+        .args(["show", "latest~1"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("first"));
+    scalprof(&db)
+        .args(["show", "nope"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("no run \"nope\""));
+}
+
+#[test]
+fn the_default_store_follows_xdg_data_home() {
+    let dir = tempfile::tempdir().unwrap();
+    Command::cargo_bin("scalprof")
+        .unwrap()
+        .env_remove("SCALPROF_DB")
+        .env("XDG_DATA_HOME", dir.path())
+        .args(["run", "-t", "1", "--repeat", "1", "--", "true"])
+        .assert()
+        .success();
+    assert!(dir.path().join("scalprof/runs.db").exists());
+    assert!(dir.path().join("scalprof/runs/1/p1-r0.stdout").exists());
+}

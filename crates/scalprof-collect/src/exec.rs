@@ -50,6 +50,17 @@ pub fn run(spec: &ExecSpec, interrupt: &Interrupt) -> Result<ExecResult, Collect
         // Its own process group: we can stop the whole tree, and the terminal's
         // Ctrl-C reaches scalprof first.
         .process_group(0);
+    // SAFETY: prctl is async-signal-safe and touches no memory of the parent. If scalprof
+    // itself is killed (SIGKILL, OOM), the workload dies with it instead of running on
+    // unobserved in its own process group.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
 
     let start = Instant::now();
     let child = cmd.spawn().map_err(|e| match e.kind() {

@@ -327,6 +327,53 @@ fn sigint_during_the_second_point_keeps_the_first() {
 }
 
 #[test]
+fn killing_scalprof_loses_at_most_the_repeat_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let marker = dir.path().join("second-point-started");
+    let script = format!(
+        "if [ $1 -ge 2 ]; then touch {}; exec sleep 37; fi; echo ops=100",
+        marker.display()
+    );
+    let mut child = StdCommand::new(assert_cmd::cargo::cargo_bin("scalprof"))
+        .arg("--db")
+        .arg(&db)
+        .args(["run", "-t", "1,2", "--repeat", "2"])
+        .args(["--", "sh", "-c", &script, "sh", "{threads}"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !marker.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "point 2 never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap(); // SIGKILL: no handler runs
+    child.wait().unwrap();
+    let shown = scalprof(&db)
+        .args(["show", "latest", "--json"])
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(
+        doc["status"], "interrupted",
+        "a run whose recorder died is not 'running'"
+    );
+    assert_eq!(doc["points"][0]["repeats"].as_array().unwrap().len(), 2);
+    // The orphaned workload was taken down with scalprof (parent-death signal).
+    std::thread::sleep(Duration::from_millis(200));
+    let still = StdCommand::new("pgrep")
+        .args(["-x", "-f", "sleep 37"])
+        .output()
+        .unwrap();
+    assert!(still.stdout.is_empty(), "workload left running");
+}
+
+#[test]
 fn runs_lists_and_show_resolves_labels() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.db");

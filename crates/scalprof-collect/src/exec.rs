@@ -2,14 +2,13 @@
 //! rusage of the whole process tree from wait4, and an optional timeout.
 
 use std::fs::File;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use crate::interrupt::{kill_group, Interrupt};
+use crate::launch::Suspended;
 use crate::CollectError;
 
 #[derive(Clone, Debug)]
@@ -36,43 +35,50 @@ pub struct ExecResult {
     pub major_faults: u64,
 }
 
+/// Something that attaches to the workload between fork and exec, and is finished
+/// once the workload has exited (a profiler, a lock tracer).
+pub trait Attach {
+    fn attach(&mut self, pid: i32) -> Result<(), CollectError>;
+    /// Called after the workload has been reaped.
+    fn finish(&mut self);
+}
+
 /// Runs the command to completion (or timeout, or interruption).
 pub fn run(spec: &ExecSpec, interrupt: &Interrupt) -> Result<ExecResult, CollectError> {
+    run_with(spec, interrupt, &mut [])
+}
+
+/// Like [`run`], with collectors attached to the workload before it execs.
+pub fn run_with(
+    spec: &ExecSpec,
+    interrupt: &Interrupt,
+    collectors: &mut [&mut dyn Attach],
+) -> Result<ExecResult, CollectError> {
     let program = spec.argv.first().ok_or(CollectError::EmptyCommand)?;
+    let path = crate::resolve_program(program)?;
     let out = create(&spec.stdout)?;
     let err = create(&spec.stderr)?;
-    let mut cmd = Command::new(program);
-    cmd.args(&spec.argv[1..])
-        .envs(spec.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        // Its own process group: we can stop the whole tree, and the terminal's
-        // Ctrl-C reaches scalprof first.
-        .process_group(0);
-    // SAFETY: prctl is async-signal-safe and touches no memory of the parent. If scalprof
-    // itself is killed (SIGKILL, OOM), the workload dies with it instead of running on
-    // unobserved in its own process group.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
+    let child = Suspended::spawn(&path, &spec.argv, &spec.env, &out, &err)?;
+    let pid = child.pid();
+    for (i, c) in collectors.iter_mut().enumerate() {
+        if let Err(e) = c.attach(pid) {
+            child.abort();
+            for c in collectors[..i].iter_mut() {
+                c.finish();
             }
-            Ok(())
-        });
+            return Err(e);
+        }
     }
-
-    let start = Instant::now();
-    let child = cmd.spawn().map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => CollectError::CommandNotFound(program.clone()),
-        _ => CollectError::Spawn {
-            program: program.clone(),
-            source: e,
-        },
-    })?;
-    let pid = child.id() as i32;
     interrupt.set_child(pid);
 
+    let start = Instant::now();
+    if let Err(e) = child.resume() {
+        interrupt.clear_child();
+        for c in collectors.iter_mut() {
+            c.finish();
+        }
+        return Err(e);
+    }
     let timed_out = Arc::new(AtomicBool::new(false));
     let (done_tx, done_rx) = mpsc::channel::<()>();
     let watchdog = spec.timeout.map(|limit| {
@@ -92,8 +98,9 @@ pub fn run(spec: &ExecSpec, interrupt: &Interrupt) -> Result<ExecResult, Collect
     if let Some(w) = watchdog {
         let _ = w.join();
     }
-    // Dropping the std handle neither waits nor kills; wait4 already reaped the pid.
-    drop(child);
+    for c in collectors.iter_mut() {
+        c.finish();
+    }
     let (status, ru) = waited.map_err(CollectError::Wait)?;
 
     let timed_out = timed_out.load(Ordering::SeqCst);
@@ -229,5 +236,8 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(e.to_string(), "command not found: /nonexistent/prog");
+        // A path that exists but is not an executable.
+        let e = run(&spec(&dir, &["/dev/null"], None), &Interrupt::manual()).unwrap_err();
+        assert!(matches!(e, CollectError::NotExecutable { .. }), "{e}");
     }
 }

@@ -10,6 +10,7 @@
 pub mod exec;
 pub mod host;
 pub mod interrupt;
+pub mod launch;
 pub mod sweep;
 
 use std::path::PathBuf;

@@ -1,0 +1,191 @@
+//! Starting the workload suspended between fork and exec, so that collectors can attach
+//! to its pid (perf events with enable-on-exec) before it runs a single instruction.
+//!
+//! Written by hand: `std::process::Command::spawn` waits for the exec to happen, so a
+//! child cannot be held before exec with it. Everything the child needs (paths, argv,
+//! envp, file descriptors) is prepared before `fork`; after `fork` the child calls only
+//! async-signal-safe functions.
+
+use std::ffi::CString;
+use std::fs::File;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::Path;
+
+use crate::CollectError;
+
+/// A forked child waiting for [`Suspended::resume`] before it execs.
+pub struct Suspended {
+    pid: i32,
+    go: Option<OwnedFd>,
+    exec_err: OwnedFd,
+    program: String,
+}
+
+fn cstring(s: &str, what: &str) -> Result<CString, CollectError> {
+    CString::new(s).map_err(|_| CollectError::Spawn {
+        program: s.to_string(),
+        source: std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{what} contains a NUL byte"),
+        ),
+    })
+}
+
+fn pipe_cloexec() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: fds is a valid two-element array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: pipe2 returned two fresh descriptors that we now own.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+impl Suspended {
+    /// Forks a child in its own process group with stdin from /dev/null and stdout/stderr
+    /// to the given files. The child dies if scalprof dies (parent-death signal).
+    pub fn spawn(
+        program: &Path,
+        argv: &[String],
+        extra_env: &[(String, String)],
+        stdout: &File,
+        stderr: &File,
+    ) -> Result<Suspended, CollectError> {
+        let name = argv.first().cloned().unwrap_or_default();
+        let spawn_err = |source| CollectError::Spawn {
+            program: name.clone(),
+            source,
+        };
+        let path = cstring(&program.to_string_lossy(), "the program path")?;
+        let args: Vec<CString> = argv
+            .iter()
+            .map(|a| cstring(a, "an argument"))
+            .collect::<Result<_, _>>()?;
+        let mut env: Vec<CString> = std::env::vars_os()
+            .filter(|(k, _)| !extra_env.iter().any(|(e, _)| k.to_str() == Some(e.as_str())))
+            .filter_map(|(k, v)| {
+                let mut kv = k.into_string().ok()?;
+                kv.push('=');
+                kv.push_str(v.to_str()?);
+                CString::new(kv).ok()
+            })
+            .collect();
+        for (k, v) in extra_env {
+            env.push(cstring(&format!("{k}={v}"), "an environment variable")?);
+        }
+        let mut argv_ptrs: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
+        argv_ptrs.push(std::ptr::null());
+        let mut envp_ptrs: Vec<*const libc::c_char> = env.iter().map(|e| e.as_ptr()).collect();
+        envp_ptrs.push(std::ptr::null());
+
+        let devnull = File::open("/dev/null").map_err(spawn_err)?;
+        let (go_r, go_w) = pipe_cloexec().map_err(spawn_err)?;
+        let (err_r, err_w) = pipe_cloexec().map_err(spawn_err)?;
+        let (fd_in, fd_out, fd_err) = (devnull.as_raw_fd(), stdout.as_raw_fd(), stderr.as_raw_fd());
+        let (go_fd, err_fd) = (go_r.as_raw_fd(), err_w.as_raw_fd());
+        let parent = unsafe { libc::getpid() };
+
+        // SAFETY: after fork the child only calls async-signal-safe functions (setpgid,
+        // prctl, getppid, dup2, read, write, execve, _exit) on data prepared above.
+        let pid = unsafe { libc::fork() };
+        if pid < 0 {
+            return Err(spawn_err(std::io::Error::last_os_error()));
+        }
+        if pid == 0 {
+            unsafe {
+                let fail = |step: i32| -> ! {
+                    let errno = *libc::__errno_location();
+                    let msg = [step, errno];
+                    libc::write(err_fd, msg.as_ptr().cast(), 8);
+                    libc::_exit(127);
+                };
+                if libc::setpgid(0, 0) != 0 {
+                    fail(1);
+                }
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 || libc::getppid() != parent {
+                    fail(2);
+                }
+                if libc::dup2(fd_in, 0) < 0 || libc::dup2(fd_out, 1) < 0 || libc::dup2(fd_err, 2) < 0 {
+                    fail(3);
+                }
+                // Wait for the go byte (or EOF if scalprof gave up on us).
+                let mut b = 0u8;
+                loop {
+                    let r = libc::read(go_fd, (&mut b as *mut u8).cast(), 1);
+                    if r == 1 {
+                        break;
+                    }
+                    if r == 0 || *libc::__errno_location() != libc::EINTR {
+                        libc::_exit(126);
+                    }
+                }
+                libc::execve(path.as_ptr(), argv_ptrs.as_ptr(), envp_ptrs.as_ptr());
+                fail(4);
+            }
+        }
+        drop(go_r);
+        drop(err_w);
+        // The parent sets the group too, so that it exists before anyone signals it.
+        unsafe {
+            libc::setpgid(pid, pid);
+        }
+        Ok(Suspended {
+            pid,
+            go: Some(go_w),
+            exec_err: err_r,
+            program: name,
+        })
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Lets the child exec. Returns once the exec happened (or failed: the child is then
+    /// reaped and the error returned).
+    pub fn resume(mut self) -> Result<i32, CollectError> {
+        let go = self.go.take().expect("resume once");
+        // SAFETY: writing one byte from a valid buffer to a pipe we own.
+        unsafe {
+            libc::write(go.as_raw_fd(), b"g".as_ptr().cast(), 1);
+        }
+        drop(go);
+        let mut msg = [0i32; 2];
+        let n = loop {
+            // SAFETY: reading into a valid 8-byte buffer from a pipe we own.
+            let r = unsafe { libc::read(self.exec_err.as_raw_fd(), msg.as_mut_ptr().cast(), 8) };
+            if r >= 0 || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+                break r;
+            }
+        };
+        if n == 0 {
+            return Ok(self.pid); // CLOEXEC closed the pipe: exec succeeded
+        }
+        let mut status = 0;
+        // SAFETY: reaping our own child.
+        unsafe {
+            libc::waitpid(self.pid, &mut status, 0);
+        }
+        let source = std::io::Error::from_raw_os_error(msg[1]);
+        Err(match (msg[0], source.kind()) {
+            (4, std::io::ErrorKind::NotFound) => CollectError::CommandNotFound(self.program.clone()),
+            (4, std::io::ErrorKind::PermissionDenied) => CollectError::NotExecutable {
+                path: self.program.clone(),
+            },
+            _ => CollectError::Spawn {
+                program: self.program.clone(),
+                source,
+            },
+        })
+    }
+
+    /// Gives up on the child: it exits without running the workload.
+    pub fn abort(mut self) {
+        self.go.take();
+        let mut status = 0;
+        // SAFETY: reaping our own child, which exits when its go pipe closes.
+        unsafe {
+            libc::waitpid(self.pid, &mut status, 0);
+        }
+    }
+}

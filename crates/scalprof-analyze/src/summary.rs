@@ -2,21 +2,23 @@
 //! spreads, the scaling model and typed measurement warnings.
 
 use scalprof_model::{
-    Finding, Point, PointRepeat, Repeat, RunDocument, RunHeader, Spread, ThroughputInfo,
-    ThroughputSource, Warning, WarningKind, RUN_SCHEMA,
+    Finding, Point, PointProfile, PointRepeat, Repeat, RunDocument, RunHeader, Sampling, Spread,
+    ThroughputInfo, ThroughputSource, Warning, WarningKind, RUN_SCHEMA,
 };
 
-use crate::usl;
+use crate::{scaling, usl};
 
 /// Repeats of one point whose wall times spread more than this fraction of their median
 /// are flagged (the 10%; hyperfine warns on outliers in the same spirit).
 pub const NOISY_SPREAD: f64 = 0.10;
 
-/// Builds the run document from a run's header and its stored repeats.
+/// Builds the run document from a run's header, its stored repeats and the merged
+/// profile of each point (empty with --no-profile).
 pub fn assemble(
     header: &RunHeader,
     repeats: &[PointRepeat],
-    findings: Vec<Finding>,
+    profiles: &[(u64, PointProfile)],
+    stored_findings: Vec<Finding>,
 ) -> RunDocument {
     let source = throughput_source(header, repeats);
     let mut points: Vec<Point> = Vec::new();
@@ -64,7 +66,40 @@ pub fn assemble(
         })
         .collect();
     let model = usl::fit(&observations).ok();
-    let warnings = warnings(header, &points);
+    let mut warnings = warnings(header, &points);
+
+    // Profiles: per-point summaries, the scaling diff, and the findings they support.
+    let profile_of = |v: u64| profiles.iter().find(|(pv, _)| *pv == v).map(|(_, p)| p);
+    let mut with_work: Vec<(u64, f64, &PointProfile)> = Vec::new();
+    for p in &mut points {
+        if let Some(prof) = profile_of(p.value) {
+            let work = point_work(p, source);
+            with_work.push((p.value, work, prof));
+            let mut summary = prof.clone();
+            summary.folded.clear();
+            p.profile = Some(summary);
+        }
+    }
+    warnings.extend(profile_warnings(header, profiles));
+    let scaling_diff = scaling::scaling_diff(&with_work);
+    let mut findings = stored_findings;
+    if let Some(d) = &scaling_diff {
+        findings.extend(scaling::kernel_hotspots(d));
+    }
+    let serial_input: Vec<(u64, Option<f64>, &PointProfile)> = points
+        .iter()
+        .filter_map(|p| profile_of(p.value).map(|prof| (p.value, p.efficiency, prof)))
+        .collect();
+    findings.extend(scaling::serial_fractions(&serial_input));
+    findings.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| a.subject.cmp(&b.subject))
+    });
+    let sampling = profiles.first().map(|(_, p)| Sampling {
+        event: p.event.clone(),
+        frequency: p.frequency,
+    });
 
     RunDocument {
         schema: RUN_SCHEMA.to_string(),
@@ -85,7 +120,55 @@ pub fn assemble(
         warnings,
         findings,
         output_dir: header.output_dir.clone(),
+        sampling,
+        scaling_diff,
     }
+}
+
+/// Lost samples, truncated stacks and unresolved frames, when they are large enough to
+/// mislead.
+fn profile_warnings(header: &RunHeader, profiles: &[(u64, PointProfile)]) -> Vec<Warning> {
+    let mut out = Vec::new();
+    for (v, p) in profiles {
+        let st = &p.stats;
+        let total = st.samples + st.lost_samples;
+        let mut problems = Vec::new();
+        if st.lost_samples > 0 {
+            problems.push(format!(
+                "{} of {total} samples lost (buffers full; lower --freq)",
+                st.lost_samples
+            ));
+        }
+        if st.samples > 0 && st.truncated_stacks * 10 > st.samples {
+            problems.push(format!(
+                "{:.0}% of user stacks could not be walked to their root",
+                100.0 * st.truncated_stacks as f64 / st.samples as f64
+            ));
+        }
+        if st.frames > 0 && st.unresolved_frames * 10 > st.frames {
+            problems.push(format!(
+                "{:.0}% of frames have no symbol (stripped binaries? install debug symbols)",
+                100.0 * st.unresolved_frames as f64 / st.frames as f64
+            ));
+        }
+        if !st.kernel {
+            problems.push(
+                "no kernel stacks (not permitted: run as root or lower perf_event_paranoid)".into(),
+            );
+        }
+        if !problems.is_empty() {
+            out.push(Warning {
+                kind: WarningKind::ProfileQuality,
+                point: Some(*v),
+                message: format!(
+                    "{} {v}: profile: {}",
+                    header.sweep.parameter,
+                    problems.join("; ")
+                ),
+            });
+        }
+    }
+    out
 }
 
 /// Ops when every successful repeat reported them; otherwise the run's scaling mode.
@@ -96,6 +179,20 @@ fn throughput_source(header: &RunHeader, repeats: &[PointRepeat]) -> ThroughputS
     } else {
         header.scaling
     }
+}
+
+/// The work a point's successful repeats did, in throughput units (ops, thread-runs or
+/// runs): what per-operation costs are divided by.
+pub fn point_work(p: &Point, source: ThroughputSource) -> f64 {
+    p.repeats
+        .iter()
+        .filter(|r| r.succeeded())
+        .map(|r| match source {
+            ThroughputSource::Ops => r.ops.unwrap_or(0) as f64,
+            ThroughputSource::Weak => p.value as f64,
+            ThroughputSource::Strong => 1.0,
+        })
+        .sum()
 }
 
 /// Throughput of one repeat, `None` if it failed or cannot be computed.
@@ -130,6 +227,7 @@ fn summarize_point(value: u64, repeats: Vec<Repeat>, source: ThroughputSource) -
         sys_s: sys,
         throughput_spread: tput,
         repeats,
+        profile: None,
     }
 }
 
@@ -303,7 +401,7 @@ mod tests {
             rep(2, 1, 2.0, Some(200), 0),
             rep(2, 2, 2.0, Some(200), 0),
         ];
-        let doc = assemble(&header(vec![1, 2]), &reps, vec![]);
+        let doc = assemble(&header(vec![1, 2]), &reps, &[], vec![]);
         assert_eq!(doc.throughput.source, ThroughputSource::Ops);
         assert_eq!(doc.points.len(), 2);
         assert!((doc.points[0].throughput.unwrap() - 100.0).abs() < 1e-9);
@@ -330,7 +428,7 @@ mod tests {
             rep(2, 1, 0.1, None, 3),
             rep(4, 0, 1.0, None, 0),
         ];
-        let doc = assemble(&header(vec![1, 2, 4]), &reps, vec![]);
+        let doc = assemble(&header(vec![1, 2, 4]), &reps, &[], vec![]);
         assert_eq!(doc.throughput.source, ThroughputSource::Weak);
         assert!((doc.points[1].throughput.unwrap() - 2.0).abs() < 1e-9);
         assert!((doc.points[2].efficiency.unwrap() - 1.0).abs() < 1e-9);
@@ -344,7 +442,7 @@ mod tests {
     #[test]
     fn a_point_whose_repeats_all_failed_has_no_throughput() {
         let reps = vec![rep(1, 0, 1.0, Some(10), 0), rep(2, 0, 1.0, Some(10), 1)];
-        let doc = assemble(&header(vec![1, 2]), &reps, vec![]);
+        let doc = assemble(&header(vec![1, 2]), &reps, &[], vec![]);
         assert_eq!(doc.points[1].throughput, None);
         assert_eq!(doc.points[1].efficiency, None);
         assert!(doc.model.is_none(), "one usable point cannot be fitted");

@@ -62,7 +62,11 @@ impl Suspended {
             .map(|a| cstring(a, "an argument"))
             .collect::<Result<_, _>>()?;
         let mut env: Vec<CString> = std::env::vars_os()
-            .filter(|(k, _)| !extra_env.iter().any(|(e, _)| k.to_str() == Some(e.as_str())))
+            .filter(|(k, _)| {
+                !extra_env
+                    .iter()
+                    .any(|(e, _)| k.to_str() == Some(e.as_str()))
+            })
             .filter_map(|(k, v)| {
                 let mut kv = k.into_string().ok()?;
                 kv.push('=');
@@ -102,10 +106,15 @@ impl Suspended {
                 if libc::setpgid(0, 0) != 0 {
                     fail(1);
                 }
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 || libc::getppid() != parent {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0
+                    || libc::getppid() != parent
+                {
                     fail(2);
                 }
-                if libc::dup2(fd_in, 0) < 0 || libc::dup2(fd_out, 1) < 0 || libc::dup2(fd_err, 2) < 0 {
+                if libc::dup2(fd_in, 0) < 0
+                    || libc::dup2(fd_out, 1) < 0
+                    || libc::dup2(fd_err, 2) < 0
+                {
                     fail(3);
                 }
                 // Wait for the go byte (or EOF if scalprof gave up on us).
@@ -168,7 +177,9 @@ impl Suspended {
         }
         let source = std::io::Error::from_raw_os_error(msg[1]);
         Err(match (msg[0], source.kind()) {
-            (4, std::io::ErrorKind::NotFound) => CollectError::CommandNotFound(self.program.clone()),
+            (4, std::io::ErrorKind::NotFound) => {
+                CollectError::CommandNotFound(self.program.clone())
+            }
             (4, std::io::ErrorKind::PermissionDenied) => CollectError::NotExecutable {
                 path: self.program.clone(),
             },

@@ -11,6 +11,7 @@ pub mod exec;
 pub mod host;
 pub mod interrupt;
 pub mod launch;
+pub mod perf;
 pub mod sweep;
 
 use std::path::PathBuf;
@@ -41,6 +42,8 @@ pub enum CollectError {
     Signals(#[source] std::io::Error),
     #[error("invalid sweep list {text:?}: {reason}")]
     BadSweepList { text: String, reason: String },
+    #[error("profiling: {0}")]
+    Profiling(String),
     #[error("storing a measurement failed: {0}")]
     Sink(String),
 }

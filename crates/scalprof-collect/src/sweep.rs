@@ -7,8 +7,9 @@ use std::time::Duration;
 use regex::Regex;
 use scalprof_model::Repeat;
 
-use crate::exec::{self, ExecSpec};
+use crate::exec::{self, Attach, ExecSpec};
 use crate::interrupt::Interrupt;
+use crate::perf::{RawProfile, Sampler, SamplingConfig};
 use crate::CollectError;
 
 /// The placeholder substituted in the command for a thread sweep.
@@ -28,14 +29,22 @@ pub struct SweepPlan {
     pub output_dir: PathBuf,
     /// Must have one capture group: the operation count.
     pub ops_regex: Regex,
+    /// Profile every measured repeat (not warm-ups) with the sampler; `None` = off.
+    pub sampling: Option<SamplingConfig>,
 }
 
 /// What the sweep tells its caller as it goes.
 pub trait SweepSink {
     /// A repeat (or warm-up run, `warmup = true`) is about to start.
     fn starting(&mut self, value: u64, index: u32, warmup: bool);
-    /// A measured repeat finished; store it now. An error stops the sweep.
-    fn repeat_done(&mut self, value: u64, repeat: &Repeat) -> Result<(), String>;
+    /// A measured repeat finished; store it now (with its raw profile when sampling).
+    /// An error stops the sweep.
+    fn repeat_done(
+        &mut self,
+        value: u64,
+        repeat: &Repeat,
+        profile: Option<RawProfile>,
+    ) -> Result<(), String>;
     /// A warm-up run finished (not stored).
     fn warmup_done(&mut self, value: u64, repeat: &Repeat);
 }
@@ -170,7 +179,15 @@ pub fn run(
                 stderr: plan.output_dir.join(format!("{stem}.stderr")),
                 timeout: plan.timeout,
             };
-            let r = exec::run(&spec, interrupt)?;
+            let mut sampler = match (&plan.sampling, warmup) {
+                (Some(cfg), false) => Some(Sampler::new(cfg.clone())),
+                _ => None,
+            };
+            let r = match sampler.as_mut() {
+                Some(s) => exec::run_with(&spec, interrupt, &mut [s as &mut dyn Attach])?,
+                None => exec::run(&spec, interrupt)?,
+            };
+            let raw = sampler.as_mut().and_then(Sampler::take);
             // A repeat cut short by Ctrl-C is not a measurement: drop it.
             if interrupt.requested() && !r.timed_out && r.exit_code != Some(0) {
                 return Ok(SweepEnd::Interrupted(interrupt.signal()));
@@ -195,7 +212,7 @@ pub fn run(
             if warmup {
                 sink.warmup_done(value, &repeat);
             } else {
-                sink.repeat_done(value, &repeat)
+                sink.repeat_done(value, &repeat, raw)
                     .map_err(CollectError::Sink)?;
             }
             if !repeat.succeeded() && !plan.keep_going {
@@ -258,7 +275,12 @@ mod tests {
     struct Collect(Vec<(u64, Repeat)>, u32);
     impl SweepSink for Collect {
         fn starting(&mut self, _: u64, _: u32, _: bool) {}
-        fn repeat_done(&mut self, value: u64, r: &Repeat) -> Result<(), String> {
+        fn repeat_done(
+            &mut self,
+            value: u64,
+            r: &Repeat,
+            _: Option<RawProfile>,
+        ) -> Result<(), String> {
             self.0.push((value, r.clone()));
             Ok(())
         }
@@ -283,6 +305,7 @@ mod tests {
             keep_going,
             output_dir: dir.path().join("out"),
             ops_regex: Regex::new(r"ops=(\d+)").unwrap(),
+            sampling: None,
         }
     }
 
@@ -348,8 +371,13 @@ mod tests {
         struct StopAfter(Collect, Interrupt);
         impl SweepSink for StopAfter {
             fn starting(&mut self, _: u64, _: u32, _: bool) {}
-            fn repeat_done(&mut self, value: u64, r: &Repeat) -> Result<(), String> {
-                self.0.repeat_done(value, r)?;
+            fn repeat_done(
+                &mut self,
+                value: u64,
+                r: &Repeat,
+                p: Option<RawProfile>,
+            ) -> Result<(), String> {
+                self.0.repeat_done(value, r, p)?;
                 if self.0 .0.len() == 3 {
                     self.1.trigger();
                 }

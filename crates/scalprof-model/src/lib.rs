@@ -6,6 +6,11 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod profile;
+pub use profile::{
+    FoldedStack, FunctionGrowth, PointProfile, ProfileStats, ScalingDiff, SerialStats,
+};
+
 /// The value of the `schema` field of every run document.
 pub const RUN_SCHEMA: &str = "scalprof.run/1";
 
@@ -170,6 +175,9 @@ pub struct Point {
     pub sys_s: Option<Spread>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub throughput_spread: Option<Spread>,
+    /// The point's profile summary (event, counters, serial share); stacks are in the store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<PointProfile>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -235,6 +243,8 @@ pub enum WarningKind {
     FailedRepeats,
     /// Only one repeat per point: spread is unknown.
     SingleRepeat,
+    /// The profile lost samples, or many stacks could not be walked or symbolized.
+    ProfileQuality,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -306,6 +316,20 @@ pub struct RunDocument {
     pub warnings: Vec<Warning>,
     pub findings: Vec<Finding>,
     pub output_dir: String,
+    /// How the points were profiled (`null` with --no-profile).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampling: Option<Sampling>,
+    /// What grew across the sweep (`null` without profiles).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scaling_diff: Option<ScalingDiff>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Sampling {
+    /// `cycles` or `cpu-clock`.
+    pub event: String,
+    /// Samples per second per CPU.
+    pub frequency: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

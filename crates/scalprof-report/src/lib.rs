@@ -1,6 +1,8 @@
 //! scalprof reports. For now the terminal: the per-point table, the model line, the
 //! user/system split and the measurement warnings; and the list of stored runs.
 
+pub mod flame;
+
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 use comfy_table::{CellAlignment, Table};
 use scalprof_model::{Model, ModelKind, Point, RunDocument, Spread};
@@ -50,6 +52,14 @@ pub fn summary(doc: &RunDocument) -> String {
     );
     if let Some(split) = split_line(&doc.points, &doc.sweep.parameter) {
         out += &format!("time:  {split}\n");
+    }
+    if let Some(line) = profile_line(doc) {
+        out += &format!("profile: {line}\n");
+    }
+    if let Some(d) = &doc.scaling_diff {
+        if d.points.len() >= 2 {
+            out += &what_grew(d);
+        }
     }
     if !doc.warnings.is_empty() {
         out += "\nwarnings:\n";
@@ -223,6 +233,82 @@ fn split_line(points: &[Point], parameter: &str) -> Option<String> {
         })
         .collect();
     (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+/// "cpu-clock @ 999 Hz; threads 1: 664 samples, threads 2: 5094 samples (0 lost, 0.5% truncated, 0.0% unresolved)".
+fn profile_line(doc: &RunDocument) -> Option<String> {
+    let sampling = doc.sampling.as_ref()?;
+    let parts: Vec<String> = doc
+        .points
+        .iter()
+        .filter_map(|p| {
+            let st = &p.profile.as_ref()?.stats;
+            let pct = |a: u64, b: u64| {
+                if b == 0 {
+                    0.0
+                } else {
+                    100.0 * a as f64 / b as f64
+                }
+            };
+            Some(format!(
+                "{} {}: {} samples ({} lost, {:.1}% truncated, {:.1}% unresolved)",
+                doc.sweep.parameter,
+                p.value,
+                st.samples,
+                st.lost_samples,
+                pct(st.truncated_stacks, st.samples),
+                pct(st.unresolved_frames, st.frames)
+            ))
+        })
+        .collect();
+    Some(format!(
+        "{} @ {} Hz; {}",
+        sampling.event,
+        sampling.frequency,
+        parts.join("; ")
+    ))
+}
+
+/// The "what grew" tables: top functions by growth in self cost per operation.
+pub fn what_grew(d: &scalprof_model::ScalingDiff) -> String {
+    let mut out = String::new();
+    for (scope, rows) in [("kernel", &d.kernel), ("user", &d.user)] {
+        let rows: Vec<_> = rows.iter().filter(|r| r.growth > 0.0).take(8).collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let mut t = Table::new();
+        t.load_style(UTF8_BORDERS_ONLY);
+        let mut header = vec![format!("{scope} function (self)")];
+        header.extend(d.points.iter().map(|p| format!("{} @{p}", d.unit)));
+        header.push("growth".into());
+        header.push("share of loss".into());
+        t.set_header(header);
+        for r in rows {
+            let mut row = vec![r.function.clone()];
+            row.extend(r.self_per_op.iter().map(|v| si(*v)));
+            row.push(format!("+{}", si(r.growth)));
+            row.push(format!("{:.0}%", r.share_of_loss * 100.0));
+            t.add_row(row);
+        }
+        for i in 1..d.points.len() + 3 {
+            if let Some(c) = t.column_mut(i) {
+                c.set_cell_alignment(CellAlignment::Right);
+            }
+        }
+        out += &format!(
+            "\nwhat grew ({scope}), total {}: {}\n",
+            d.unit,
+            d.total_per_op
+                .iter()
+                .map(|v| si(*v))
+                .collect::<Vec<_>>()
+                .join(" → ")
+        );
+        out += &t.to_string();
+        out.push('\n');
+    }
+    out
 }
 
 /// One row of `scalprof runs`.

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{params, Connection, OptionalExtension};
 use scalprof_model::{
-    Finding, Host, PointRepeat, Repeat, RunHeader, RunStatus, Sweep, ThroughputSource,
+    Finding, FoldedStack, Host, PointProfile, PointRepeat, Repeat, RunHeader, RunStatus, Sweep,
+    ThroughputSource,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -81,6 +82,18 @@ const MIGRATIONS: &[&str] = &[
         major_faults    INTEGER NOT NULL,
         stdout_path     TEXT,
         stderr_path     TEXT,
+        PRIMARY KEY (run_id, value, idx)
+    );",
+    // 2: one profile per repeat: counters as JSON, stacks in folded form.
+    "CREATE TABLE profiles (
+        run_id     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        value      INTEGER NOT NULL,
+        idx        INTEGER NOT NULL,
+        event      TEXT NOT NULL,
+        frequency  INTEGER NOT NULL,
+        stats      TEXT NOT NULL,   -- JSON (scalprof_model::ProfileStats)
+        serial     TEXT NOT NULL,   -- JSON (scalprof_model::SerialStats)
+        folded     TEXT NOT NULL,   -- lines: samples weight stack
         PRIMARY KEY (run_id, value, idx)
     );",
 ];
@@ -229,6 +242,80 @@ impl Store {
             ],
         )?;
         Ok(())
+    }
+
+    /// Commits one repeat's profile (with its folded stacks).
+    pub fn add_profile(
+        &self,
+        id: i64,
+        value: u64,
+        index: u32,
+        p: &PointProfile,
+    ) -> Result<(), StoreError> {
+        let mut folded = String::new();
+        for f in &p.folded {
+            folded.push_str(&format!("{} {} {}\n", f.samples, f.weight, f.stack));
+        }
+        self.conn.execute(
+            "INSERT OR REPLACE INTO profiles (run_id, value, idx, event, frequency, stats, serial, folded)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                id,
+                value as i64,
+                index,
+                p.event,
+                p.frequency as i64,
+                json(&p.stats),
+                json(&p.serial),
+                folded
+            ],
+        )?;
+        Ok(())
+    }
+
+    /// Every stored profile of a run, one per repeat, as (point value, profile).
+    pub fn load_profiles(&self, id: i64) -> Result<Vec<(u64, PointProfile)>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT value, event, frequency, stats, serial, folded FROM profiles
+             WHERE run_id = ?1 ORDER BY value, idx",
+        )?;
+        let rows = stmt.query_map([id], |r| {
+            Ok((
+                r.get::<_, i64>(0)? as u64,
+                r.get::<_, String>(1)?,
+                r.get::<_, i64>(2)? as u64,
+                r.get::<_, String>(3)?,
+                r.get::<_, String>(4)?,
+                r.get::<_, String>(5)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (value, event, frequency, stats, serial, folded) = row?;
+            let folded = folded
+                .lines()
+                .filter_map(|l| {
+                    let mut it = l.splitn(3, ' ');
+                    Some(FoldedStack {
+                        samples: it.next()?.parse().ok()?,
+                        weight: it.next()?.parse().ok()?,
+                        stack: it.next()?.to_string(),
+                    })
+                })
+                .collect();
+            out.push((
+                value,
+                PointProfile {
+                    event,
+                    frequency,
+                    stats: parse(id, "profile stats", &stats)?,
+                    serial: parse(id, "profile serial", &serial)?,
+                    repeats: 1,
+                    folded,
+                },
+            ));
+        }
+        Ok(out)
     }
 
     pub fn set_status(&self, id: i64, status: RunStatus) -> Result<(), StoreError> {

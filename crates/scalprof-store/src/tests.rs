@@ -118,3 +118,24 @@ fn default_path_follows_xdg() {
     let p = default_path();
     assert!(p.ends_with("scalprof/runs.db"), "{}", p.display());
 }
+
+#[test]
+fn profiles_round_trip_with_spaces_in_frame_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("runs.db")).unwrap();
+    let id = store.create_run(&new_run("p")).unwrap();
+    let p = PointProfile {
+        event: "cpu-clock".into(),
+        frequency: 999,
+        repeats: 1,
+        folded: vec![FoldedStack {
+            stack: "prog;operator new(unsigned long);clear_page_erms_[k]".into(),
+            samples: 3,
+            weight: 3_000_000,
+        }],
+        ..Default::default()
+    };
+    store.add_profile(id, 2, 0, &p).unwrap();
+    let got = store.load_profiles(id).unwrap();
+    assert_eq!(got, vec![(2, p)]);
+}

@@ -40,6 +40,29 @@ pub enum Command {
     Demo(DemoArgs),
     /// Build the pathology corpus (small C programs reproducing each case study).
     Corpus(CorpusArgs),
+    /// Write a flame graph (SVG) of a sweep point, its folded stacks, or a differential
+    /// flame graph of two points or runs, normalized per operation.
+    Flame(FlameArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct FlameArgs {
+    /// A run id, `latest`, `latest~N`, or a label.
+    #[arg(default_value = "latest", value_name = "RUN")]
+    pub run: String,
+    /// The sweep point (thread count); default: the last point.
+    #[arg(long, value_name = "N")]
+    pub point: Option<u64>,
+    /// Output file (default: scalprof-<run>-<point>.svg, or -diff.svg).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Print the folded stacks ("frame;frame;… samples") instead of an SVG, for other tools.
+    #[arg(long)]
+    pub folded: bool,
+    /// Compare two profiles, each `RUN`, `RUN@POINT` or `@POINT` (a point of RUN):
+    /// e.g. `--diff @1 @2` (what changed from 1 to 2 threads), `--diff 3@2 5@2` (two runs).
+    #[arg(long, num_args = 2, value_names = ["A", "B"])]
+    pub diff: Option<Vec<String>>,
 }
 
 #[derive(Args, Debug)]
@@ -84,6 +107,15 @@ pub struct RunArgs {
     /// Continue the sweep after a repeat fails or crashes (it is recorded either way).
     #[arg(long)]
     pub keep_going: bool,
+
+    /// Sampling frequency of the profiler (samples per second per CPU). Lower it for long
+    /// runs on many cores; raise it for short runs.
+    #[arg(long, default_value_t = 999, value_name = "HZ")]
+    pub freq: u64,
+
+    /// Measure time only, without profiling (no stacks, flame graphs or "what grew").
+    #[arg(long)]
+    pub no_profile: bool,
 
     /// The workload; `{threads}` in any argument is replaced by the point's thread count,
     /// which is also in the environment as SCALPROF_THREADS.

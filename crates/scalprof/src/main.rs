@@ -5,6 +5,7 @@
 
 mod cli;
 mod corpus;
+mod flame;
 mod run;
 
 use std::process::ExitCode;
@@ -65,7 +66,14 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 timeout: args.timeout,
                 keep_going: args.keep_going,
                 print_summary: true,
+                sampling: (!args.no_profile).then(|| scalprof_collect::perf::SamplingConfig {
+                    frequency: args.freq,
+                    ..Default::default()
+                }),
             };
+            if args.freq == 0 || args.freq > 100_000 {
+                anyhow::bail!("--freq must be between 1 and 100000 samples per second");
+            }
             // Check the command before touching the store: a typo fails at once.
             scalprof_collect::resolve_program(
                 &scalprof_collect::sweep::substitute(&opts.command, 1)[0],
@@ -131,8 +139,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Show(args) => {
             let store = open_store(&cli.db)?;
             let id = store.resolve(&args.run)?;
-            let (header, repeats, findings) = store.load(id)?;
-            let doc = scalprof_analyze::assemble(&header, &repeats, findings);
+            let doc = run::load_document(&store, id)?;
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&doc)?);
             } else {
@@ -148,6 +155,11 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Demo(args) => demo(&cli.db, args),
+        Command::Flame(args) => {
+            let store = open_store(&cli.db)?;
+            flame::flame(&store, args)?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 
@@ -189,6 +201,7 @@ fn demo(db: &Option<std::path::PathBuf>, args: cli::DemoArgs) -> Result<ExitCode
             timeout: Some(std::time::Duration::from_secs(120)),
             keep_going: false,
             print_summary: true,
+            sampling: Some(Default::default()),
         };
         let outcome = run::run(&store, &opts, &interrupt)?;
         let status = outcome.doc.status;

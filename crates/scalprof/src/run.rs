@@ -8,7 +8,9 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use regex::Regex;
+use scalprof_analyze::profile::{ProfileBuilder, Symbols};
 use scalprof_collect::interrupt::Interrupt;
+use scalprof_collect::perf::{RawProfile, SamplingConfig};
 use scalprof_collect::sweep::{self, SweepEnd, SweepPlan, SweepSink};
 use scalprof_model::{Repeat, RunDocument, RunStatus, Sweep, ThroughputSource};
 use scalprof_store::{NewRun, Store};
@@ -28,6 +30,8 @@ pub struct RunOptions {
     pub keep_going: bool,
     /// Print the summary at the end (the demo prints its own).
     pub print_summary: bool,
+    /// Profile every repeat (`None` with --no-profile).
+    pub sampling: Option<SamplingConfig>,
 }
 
 /// How the run ended, for the exit code.
@@ -40,6 +44,7 @@ pub fn run(store: &Store, opts: &RunOptions, interrupt: &Interrupt) -> Result<Ru
         bail!("--repeat must be at least 1");
     }
     let host = scalprof_collect::host::probe();
+    let host_pmu = host.pmu;
     let values = match &opts.values {
         Some(v) => v.clone(),
         None => sweep::default_values(host.cpus),
@@ -86,6 +91,10 @@ pub fn run(store: &Store, opts: &RunOptions, interrupt: &Interrupt) -> Result<Ru
         keep_going: opts.keep_going,
         output_dir: output_dir.clone(),
         ops_regex,
+        sampling: opts.sampling.clone().map(|mut c| {
+            c.use_pmu = host_pmu;
+            c
+        }),
     };
     let total = values.len() as u64 * u64::from(opts.repeat + opts.warmup);
     let bar = ProgressBar::new(total);
@@ -105,6 +114,8 @@ pub fn run(store: &Store, opts: &RunOptions, interrupt: &Interrupt) -> Result<Ru
         bar: &bar,
         repeat: opts.repeat,
         warmup: opts.warmup,
+        symbols: opts.sampling.as_ref().map(|_| Symbols::load()),
+        profile_error_shown: false,
     };
     let end = sweep::run(&plan, &mut sink, interrupt);
     bar.finish_and_clear();
@@ -124,8 +135,7 @@ pub fn run(store: &Store, opts: &RunOptions, interrupt: &Interrupt) -> Result<Ru
     };
     store.set_status(id, status)?;
 
-    let (header, repeats, findings) = store.load(id)?;
-    let doc = scalprof_analyze::assemble(&header, &repeats, findings);
+    let doc = load_document(store, id)?;
     if opts.print_summary {
         print!("{}", scalprof_report::summary(&doc));
     }
@@ -144,6 +154,30 @@ pub fn run(store: &Store, opts: &RunOptions, interrupt: &Interrupt) -> Result<Ru
         write_json(path, &doc)?;
     }
     Ok(RunOutcome { doc })
+}
+
+/// The run document of a stored run: repeats, merged profiles, analysis.
+pub fn load_document(store: &Store, id: i64) -> Result<RunDocument> {
+    let (header, repeats, findings) = store.load(id)?;
+    let profiles = merged_profiles(store, id)?;
+    Ok(scalprof_analyze::assemble(
+        &header, &repeats, &profiles, findings,
+    ))
+}
+
+/// Each point's profile, its repeats merged.
+pub fn merged_profiles(store: &Store, id: i64) -> Result<Vec<(u64, scalprof_model::PointProfile)>> {
+    let mut by_point: Vec<(u64, Vec<scalprof_model::PointProfile>)> = Vec::new();
+    for (v, p) in store.load_profiles(id)? {
+        match by_point.iter_mut().find(|(pv, _)| *pv == v) {
+            Some((_, list)) => list.push(p),
+            None => by_point.push((v, vec![p])),
+        }
+    }
+    Ok(by_point
+        .into_iter()
+        .filter_map(|(v, list)| scalprof_analyze::profile::merge(list).map(|p| (v, p)))
+        .collect())
 }
 
 /// Workload outputs live next to the store: `<store dir>/runs/<id>/`.
@@ -166,6 +200,9 @@ struct StoreSink<'a> {
     bar: &'a ProgressBar,
     repeat: u32,
     warmup: u32,
+    /// Kernel and ELF symbols, loaded once for the whole sweep.
+    symbols: Option<Symbols>,
+    profile_error_shown: bool,
 }
 
 impl StoreSink<'_> {
@@ -210,10 +247,41 @@ impl SweepSink for StoreSink<'_> {
         }
     }
 
-    fn repeat_done(&mut self, value: u64, repeat: &Repeat) -> Result<(), String> {
+    fn repeat_done(
+        &mut self,
+        value: u64,
+        repeat: &Repeat,
+        raw: Option<RawProfile>,
+    ) -> Result<(), String> {
         self.store
             .add_repeat(self.id, value, repeat)
             .map_err(|e| e.to_string())?;
+        // Symbolize now that the workload has exited; only successful repeats count.
+        if let (Some(raw), Some(symbols)) = (raw, self.symbols.as_mut()) {
+            if repeat.succeeded() {
+                self.bar.set_message(format!(
+                    "threads {value}: symbolizing {} samples",
+                    raw.samples
+                ));
+                let mut b = ProfileBuilder::new(&raw.event, raw.frequency, raw.kernel);
+                match b.handle_buffer(&raw.attr, &raw.records, symbols) {
+                    Ok(()) => {
+                        let mut p = b.finish();
+                        p.stats.bad_records += raw.bad_records;
+                        self.store
+                            .add_profile(self.id, value, repeat.index, &p)
+                            .map_err(|e| e.to_string())?;
+                    }
+                    Err(e) if !self.profile_error_shown => {
+                        self.profile_error_shown = true;
+                        self.bar.suspend(|| {
+                            eprintln!("scalprof: profile of threads {value} unusable: {e}")
+                        });
+                    }
+                    Err(_) => {}
+                }
+            }
+        }
         if !repeat.succeeded() {
             self.report_failure(value, repeat, false);
         }

@@ -1,0 +1,292 @@
+//! The scaling diff — "what grew": each function's sampled cost per operation at every
+//! point, and how much of the cost added between the first and last point it accounts for.
+//! This is the kmap thread's "standard vs -aa profile" comparison, normalized per
+//! operation so that a point doing more work does not look slower by mistake.
+
+use std::collections::{HashMap, HashSet};
+
+use scalprof_model::{Finding, FunctionGrowth, PointProfile, ScalingDiff};
+use serde_json::json;
+
+/// Rows kept per scope in the run document.
+pub const TOP_ROWS: usize = 15;
+/// A kernel function whose growth explains at least this share of the last point's cost
+/// per op is reported (tuned on the corpus: mmap_churn's fault/munmap paths score 0.1–0.4,
+/// clean_parallel's kernel noise below 0.01).
+pub const HOTSPOT_MIN_SCORE: f64 = 0.05;
+/// A point where one thread ran alone for at least this share of the time is reported.
+pub const SERIAL_MIN_SHARE: f64 = 0.10;
+
+/// Per-function self and inclusive weight of one profile.
+pub struct FunctionCosts {
+    pub self_weight: HashMap<String, u64>,
+    pub inclusive_weight: HashMap<String, u64>,
+    pub total_weight: u64,
+}
+
+pub fn function_costs(p: &PointProfile) -> FunctionCosts {
+    let mut self_weight: HashMap<String, u64> = HashMap::new();
+    let mut inclusive_weight: HashMap<String, u64> = HashMap::new();
+    let mut total = 0;
+    let mut seen: HashSet<&str> = HashSet::new();
+    for f in &p.folded {
+        total += f.weight;
+        // The first frame is the process name, not a function.
+        let frames: Vec<&str> = f.stack.split(';').skip(1).collect();
+        if let Some(leaf) = frames.last() {
+            *self_weight.entry(leaf.to_string()).or_default() += f.weight;
+        }
+        seen.clear();
+        for fr in frames {
+            if seen.insert(fr) {
+                *inclusive_weight.entry(fr.to_string()).or_default() += f.weight;
+            }
+        }
+    }
+    FunctionCosts {
+        self_weight,
+        inclusive_weight,
+        total_weight: total,
+    }
+}
+
+/// `points`: (parameter value, work done by the profiled repeats, profile).
+pub fn scaling_diff(points: &[(u64, f64, &PointProfile)]) -> Option<ScalingDiff> {
+    let usable: Vec<&(u64, f64, &PointProfile)> = points
+        .iter()
+        .filter(|(_, work, p)| *work > 0.0 && !p.folded.is_empty())
+        .collect();
+    if usable.is_empty() {
+        return None;
+    }
+    let costs: Vec<FunctionCosts> = usable.iter().map(|(_, _, p)| function_costs(p)).collect();
+    let per_op = |w: u64, i: usize| w as f64 / usable[i].1;
+    let total_per_op: Vec<f64> = costs
+        .iter()
+        .enumerate()
+        .map(|(i, c)| per_op(c.total_weight, i))
+        .collect();
+    let last_total = *total_per_op.last().expect("non-empty");
+    let mut names: HashSet<&String> = HashSet::new();
+    for c in &costs {
+        names.extend(c.inclusive_weight.keys());
+    }
+    let mut rows: Vec<FunctionGrowth> = names
+        .into_iter()
+        .map(|name| {
+            let self_per_op: Vec<f64> = costs
+                .iter()
+                .enumerate()
+                .map(|(i, c)| per_op(c.self_weight.get(name).copied().unwrap_or(0), i))
+                .collect();
+            let inclusive_per_op: Vec<f64> = costs
+                .iter()
+                .enumerate()
+                .map(|(i, c)| per_op(c.inclusive_weight.get(name).copied().unwrap_or(0), i))
+                .collect();
+            let growth = self_per_op[self_per_op.len() - 1] - self_per_op[0];
+            let share_of_loss = if last_total > 0.0 {
+                (growth / last_total).max(0.0)
+            } else {
+                0.0
+            };
+            let (function, kernel) = match name.strip_suffix("_[k]") {
+                Some(n) => (n.to_string(), true),
+                None => (name.clone(), false),
+            };
+            FunctionGrowth {
+                function,
+                kernel,
+                self_per_op,
+                inclusive_per_op,
+                growth,
+                share_of_loss,
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        b.growth
+            .total_cmp(&a.growth)
+            .then_with(|| a.function.cmp(&b.function))
+    });
+    let unit = if usable[0].2.event == "cycles" {
+        "cycles/op"
+    } else {
+        "ns/op"
+    };
+    let (kernel, user): (Vec<FunctionGrowth>, Vec<FunctionGrowth>) =
+        rows.into_iter().partition(|r| r.kernel);
+    Some(ScalingDiff {
+        unit: unit.to_string(),
+        points: usable.iter().map(|p| p.0).collect(),
+        total_per_op,
+        user: user.into_iter().take(TOP_ROWS).collect(),
+        kernel: kernel.into_iter().take(TOP_ROWS).collect(),
+    })
+}
+
+/// `kernel_hotspot` findings: kernel functions whose cost per op grew enough to explain a
+/// notable share of the lost throughput. (Once the lock collector names a lock for a
+/// spin path, that path is reported as the lock instead.)
+pub fn kernel_hotspots(diff: &ScalingDiff) -> Vec<Finding> {
+    if diff.points.len() < 2 {
+        return Vec::new();
+    }
+    diff.kernel
+        .iter()
+        .filter(|r| r.share_of_loss >= HOTSPOT_MIN_SCORE)
+        .take(3)
+        .map(|r| {
+            let first = r.self_per_op[0];
+            let last = r.self_per_op[r.self_per_op.len() - 1];
+            Finding {
+                kind: "kernel_hotspot".into(),
+                scope: Some("kernel".into()),
+                subject: r.function.clone(),
+                score: r.share_of_loss.min(1.0),
+                evidence: format!(
+                    "self cost grew from {first:.1} to {last:.1} {} between {} and {} threads; \
+                     that growth is {:.0}% of the cost per op at {} threads",
+                    diff.unit,
+                    diff.points[0],
+                    diff.points[diff.points.len() - 1],
+                    r.share_of_loss * 100.0,
+                    diff.points[diff.points.len() - 1]
+                ),
+                suggestion: "find which system calls or faults lead to it (scalprof flame) and \
+                             reduce them, or partition the kernel object they share (per-thread \
+                             mappings, fewer mmap/munmap, batching)"
+                    .into(),
+                details: json!({
+                    "unit": diff.unit,
+                    "points": diff.points,
+                    "self_per_op": r.self_per_op,
+                    "inclusive_per_op": r.inclusive_per_op,
+                }),
+            }
+        })
+        .collect()
+}
+
+/// `serial_fraction` findings: at N > 1, the share of wall time during which only one of
+/// the workload's threads was on a CPU, when it explains part of the lost efficiency.
+/// `points`: (threads, efficiency, profile).
+pub fn serial_fractions(points: &[(u64, Option<f64>, &PointProfile)]) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for &(n, eff, p) in points {
+        if n < 2 || p.serial.bins < 20 {
+            continue;
+        }
+        let share = p.serial.single_share();
+        let lost = 1.0 - eff.unwrap_or(1.0);
+        if share < SERIAL_MIN_SHARE || lost < 0.05 {
+            continue;
+        }
+        // With one thread running for a share s of the time, N threads lose s·(N−1)/N of
+        // their capacity: compare with what was lost.
+        let explained = (share * (n as f64 - 1.0) / n as f64 / lost).min(1.0);
+        let subject = p
+            .serial
+            .top_function
+            .clone()
+            .unwrap_or_else(|| "[serial phase]".into());
+        out.push(Finding {
+            kind: "serial_fraction".into(),
+            scope: Some("user".into()),
+            subject: subject.clone(),
+            score: explained,
+            evidence: format!(
+                "at {n} threads only one thread was on a CPU during {:.0}% of the sampled time \
+                 (mostly in {subject}); that explains {:.0}% of the efficiency lost",
+                share * 100.0,
+                explained * 100.0
+            ),
+            suggestion: "parallelize or shorten the phase that runs alone (initialization, a \
+                         final merge, a single consumer)"
+                .into(),
+            details: json!({
+                "threads": n,
+                "single_thread_share": share,
+                "bins": p.serial.bins,
+                "bin_ms": p.serial.bin_ms,
+            }),
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use scalprof_model::FoldedStack;
+
+    fn profile(stacks: &[(&str, u64)]) -> PointProfile {
+        PointProfile {
+            event: "cpu-clock".into(),
+            frequency: 999,
+            folded: stacks
+                .iter()
+                .map(|(s, w)| FoldedStack {
+                    stack: s.to_string(),
+                    samples: 1,
+                    weight: *w,
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn growth_is_per_operation_and_split_by_scope() {
+        // 1 thread: 1000 ops, 1000 ns of work; 2 threads: 2000 ops, 2000 ns of work plus
+        // 2000 ns in a kernel spin path: 1 ns/op → 2 ns/op.
+        let p1 = profile(&[("prog;main;work", 1000)]);
+        let p2 = profile(&[
+            ("prog;main;work", 2000),
+            ("prog;main;munmap;osq_lock_[k]", 2000),
+        ]);
+        let d = scaling_diff(&[(1, 1000.0, &p1), (2, 2000.0, &p2)]).unwrap();
+        assert_eq!(d.total_per_op, vec![1.0, 2.0]);
+        assert_eq!(d.kernel[0].function, "osq_lock");
+        assert_eq!(d.kernel[0].self_per_op, vec![0.0, 1.0]);
+        assert!((d.kernel[0].share_of_loss - 0.5).abs() < 1e-12);
+        let work = d.user.iter().find(|r| r.function == "work").unwrap();
+        assert_eq!(work.growth, 0.0, "the same work per op did not grow");
+        let main = d.user.iter().find(|r| r.function == "main").unwrap();
+        assert_eq!(main.inclusive_per_op, vec![1.0, 2.0]);
+        let f = kernel_hotspots(&d);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].subject, "osq_lock");
+        assert!((f[0].score - 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_flat_profile_produces_no_hotspot() {
+        let p1 = profile(&[("prog;work", 1000), ("prog;read_[k]", 10)]);
+        let p2 = profile(&[("prog;work", 2000), ("prog;read_[k]", 21)]);
+        let d = scaling_diff(&[(1, 1000.0, &p1), (2, 2000.0, &p2)]).unwrap();
+        assert!(kernel_hotspots(&d).is_empty());
+    }
+
+    #[test]
+    fn serial_phase_is_reported_only_when_it_explains_lost_efficiency() {
+        let mut p = profile(&[("prog;init", 1)]);
+        p.serial = scalprof_model::SerialStats {
+            bins: 100,
+            bin_ms: 10.0,
+            single_thread_bins: 60,
+            idle_bins: 0,
+            top_function: Some("init".into()),
+        };
+        let f = serial_fractions(&[(2, Some(0.6), &p)]);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].subject, "init");
+        // 0.6 · 1/2 = 0.3 of capacity, out of 0.4 lost
+        assert!((f[0].score - 0.75).abs() < 1e-9);
+        assert!(
+            serial_fractions(&[(2, Some(0.99), &p)]).is_empty(),
+            "nothing was lost"
+        );
+        assert!(serial_fractions(&[(1, Some(0.5), &p)]).is_empty());
+    }
+}

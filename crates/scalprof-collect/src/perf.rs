@@ -1,0 +1,483 @@
+//! The native sampler: perf_event_open on the workload's process tree.
+//!
+//! One sampling event per online CPU for the workload's pid, inherited by its threads and
+//! children, enabled when it execs. `cycles` where the machine has a PMU, `cpu-clock`
+//! otherwise. Each sample carries the kernel callchain and, for user space, the user
+//! registers and a copy of the user stack, so that binaries without frame pointers can be
+//! unwound with their `.eh_frame` afterwards.
+//!
+//! The ring-buffer reader is written by hand (perf-event-open-sys gives the raw ABI): a
+//! thread drains every buffer while the workload runs, trims each sample's stack copy to
+//! the bytes the kernel actually copied, and appends the records to one arena. Nothing is
+//! parsed or symbolized until the workload has exited.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use perf_event_open_sys as sys;
+use sys::bindings as b;
+
+use crate::exec::Attach;
+use crate::CollectError;
+
+/// What to sample and how.
+#[derive(Clone, Debug)]
+pub struct SamplingConfig {
+    /// Samples per second per CPU.
+    pub frequency: u64,
+    /// Bytes of user stack copied per sample (8–32 KiB is enough for most threads).
+    pub stack_bytes: u32,
+    /// Use the `cycles` hardware event (only when the machine has a PMU).
+    pub use_pmu: bool,
+}
+
+impl Default for SamplingConfig {
+    fn default() -> Self {
+        SamplingConfig {
+            // 999 rather than 1000, so sampling does not run in lockstep with timers.
+            frequency: 999,
+            stack_bytes: 16 * 1024,
+            use_pmu: false,
+        }
+    }
+}
+
+/// Everything one profiled execution produced, unparsed.
+#[derive(Clone, Debug, Default)]
+pub struct RawProfile {
+    /// The `perf_event_attr` the records were produced with (for the record parser).
+    pub attr: Vec<u8>,
+    /// Concatenated perf records (8-byte header + body each), in per-CPU drain order.
+    pub records: Vec<u8>,
+    /// `cycles` or `cpu-clock`.
+    pub event: String,
+    pub frequency: u64,
+    /// Whether kernel callchains were collected (false when the kernel refused them).
+    pub kernel: bool,
+    /// Samples read from the buffers.
+    pub samples: u64,
+    /// Records whose header was malformed and that were skipped.
+    pub bad_records: u64,
+}
+
+/// x86-64 perf register numbers of BP, SP and IP: what framehop needs to unwind.
+#[cfg(target_arch = "x86_64")]
+pub const USER_REGS_MASK: u64 =
+    (1 << b::PERF_REG_X86_BP) | (1 << b::PERF_REG_X86_SP) | (1 << b::PERF_REG_X86_IP);
+#[cfg(not(target_arch = "x86_64"))]
+pub const USER_REGS_MASK: u64 = 0;
+
+const SAMPLE_TYPE: u64 = (b::PERF_SAMPLE_IP
+    | b::PERF_SAMPLE_TID
+    | b::PERF_SAMPLE_TIME
+    | b::PERF_SAMPLE_CPU
+    | b::PERF_SAMPLE_PERIOD
+    | b::PERF_SAMPLE_CALLCHAIN
+    | b::PERF_SAMPLE_REGS_USER
+    | b::PERF_SAMPLE_STACK_USER) as u64;
+
+/// What the reader thread hands back: the rings (to unmap), records, samples, bad records.
+type Drained = (Vec<Ring>, Vec<u8>, u64, u64);
+
+/// A sampler for one execution: attach before exec, finish after exit, then take.
+pub struct Sampler {
+    config: SamplingConfig,
+    buffers: Vec<Ring>,
+    stop: Arc<AtomicBool>,
+    reader: Option<JoinHandle<Drained>>,
+    result: Option<RawProfile>,
+    attr: Vec<u8>,
+    event: String,
+    kernel: bool,
+}
+
+impl Sampler {
+    pub fn new(config: SamplingConfig) -> Sampler {
+        Sampler {
+            config,
+            buffers: Vec::new(),
+            stop: Arc::new(AtomicBool::new(false)),
+            reader: None,
+            result: None,
+            attr: Vec::new(),
+            event: String::new(),
+            kernel: true,
+        }
+    }
+
+    /// The profile of the finished execution.
+    pub fn take(&mut self) -> Option<RawProfile> {
+        self.result.take()
+    }
+
+    fn attr(&self, cycles: bool, kernel: bool) -> b::perf_event_attr {
+        // SAFETY: perf_event_attr is plain data; all-zero is its documented default.
+        let mut a: b::perf_event_attr = unsafe { std::mem::zeroed() };
+        a.size = std::mem::size_of::<b::perf_event_attr>() as u32;
+        if cycles {
+            a.type_ = b::PERF_TYPE_HARDWARE;
+            a.config = b::PERF_COUNT_HW_CPU_CYCLES as u64;
+        } else {
+            a.type_ = b::PERF_TYPE_SOFTWARE;
+            a.config = b::PERF_COUNT_SW_CPU_CLOCK as u64;
+        }
+        a.__bindgen_anon_1.sample_freq = self.config.frequency;
+        a.set_freq(1);
+        a.sample_type = SAMPLE_TYPE;
+        a.sample_regs_user = USER_REGS_MASK;
+        a.sample_stack_user = self.config.stack_bytes;
+        a.set_disabled(1);
+        a.set_enable_on_exec(1);
+        a.set_inherit(1);
+        a.set_mmap(1);
+        a.set_mmap2(1);
+        a.set_comm(1);
+        a.set_comm_exec(1);
+        a.set_task(1);
+        a.set_sample_id_all(1);
+        a.set_exclude_hv(1);
+        // User stacks come from the copied stack; the kernel walks only its own part.
+        a.set_exclude_callchain_user(1);
+        a.set_exclude_kernel(u64::from(!kernel));
+        a.set_watermark(1);
+        a.__bindgen_anon_2.wakeup_watermark = 256 * 1024;
+        a
+    }
+
+    fn open_all(&mut self, pid: i32) -> Result<(), CollectError> {
+        let cpus = online_cpu_list();
+        let mut cycles = self.config.use_pmu;
+        let mut kernel = true;
+        loop {
+            let mut attr = self.attr(cycles, kernel);
+            let mut opened = Vec::new();
+            let mut failure = None;
+            for &cpu in &cpus {
+                // SAFETY: attr is a fully initialized perf_event_attr.
+                let fd = unsafe {
+                    sys::perf_event_open(
+                        &mut attr,
+                        pid,
+                        cpu as i32,
+                        -1,
+                        b::PERF_FLAG_FD_CLOEXEC as _,
+                    )
+                };
+                if fd < 0 {
+                    failure = Some(std::io::Error::last_os_error());
+                    break;
+                }
+                // SAFETY: a fresh descriptor we own.
+                opened.push(unsafe { OwnedFd::from_raw_fd(fd) });
+            }
+            match failure {
+                None => {
+                    self.event = if cycles { "cycles" } else { "cpu-clock" }.to_string();
+                    self.kernel = kernel;
+                    // SAFETY: viewing a plain-data struct as bytes.
+                    self.attr = unsafe {
+                        std::slice::from_raw_parts(
+                            (&attr as *const b::perf_event_attr).cast::<u8>(),
+                            std::mem::size_of::<b::perf_event_attr>(),
+                        )
+                    }
+                    .to_vec();
+                    for fd in opened {
+                        self.buffers.push(Ring::map(fd)?);
+                    }
+                    return Ok(());
+                }
+                Some(e) => {
+                    let code = e.raw_os_error().unwrap_or(0);
+                    if cycles
+                        && (code == libc::ENOENT
+                            || code == libc::EOPNOTSUPP
+                            || code == libc::EINVAL)
+                    {
+                        cycles = false; // no PMU after all: cpu-clock
+                        continue;
+                    }
+                    if kernel && (code == libc::EACCES || code == libc::EPERM) {
+                        kernel = false; // user space only, and say so
+                        continue;
+                    }
+                    return Err(CollectError::Profiling(format!(
+                        "perf_event_open failed: {e}. {}",
+                        paranoia_hint()
+                    )));
+                }
+            }
+        }
+    }
+}
+
+/// How to get permission to profile, from the current `perf_event_paranoid`.
+pub fn paranoia_hint() -> String {
+    let level = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "?".into());
+    format!(
+        "perf_event_paranoid is {level}; run as root, or allow profiling with \
+         `sudo sysctl kernel.perf_event_paranoid=1`, or pass --no-profile"
+    )
+}
+
+impl Attach for Sampler {
+    fn attach(&mut self, pid: i32) -> Result<(), CollectError> {
+        self.open_all(pid)?;
+        let buffers = std::mem::take(&mut self.buffers);
+        let stop = self.stop.clone();
+        let handle = std::thread::Builder::new()
+            .name("scalprof-sampler".into())
+            .spawn(move || read_loop(buffers, &stop))
+            .map_err(|e| {
+                CollectError::Profiling(format!("cannot start the sampler thread: {e}"))
+            })?;
+        self.reader = Some(handle);
+        Ok(())
+    }
+
+    fn finish(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(h) = self.reader.take() {
+            if let Ok((rings, records, samples, bad)) = h.join() {
+                drop(rings); // unmaps and closes
+                self.result = Some(RawProfile {
+                    attr: std::mem::take(&mut self.attr),
+                    records,
+                    event: self.event.clone(),
+                    frequency: self.config.frequency,
+                    kernel: self.kernel,
+                    samples,
+                    bad_records: bad,
+                });
+            }
+        }
+    }
+}
+
+fn read_loop(mut rings: Vec<Ring>, stop: &AtomicBool) -> Drained {
+    let mut out = Vec::with_capacity(1 << 20);
+    let (mut samples, mut bad) = (0u64, 0u64);
+    let mut pollfds: Vec<libc::pollfd> = rings
+        .iter()
+        .map(|r| libc::pollfd {
+            fd: r.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    loop {
+        let done = stop.load(Ordering::SeqCst);
+        for r in &mut rings {
+            r.drain(&mut out, &mut samples, &mut bad);
+        }
+        if done {
+            break;
+        }
+        // SAFETY: pollfds is a valid array of pollfd for descriptors we own.
+        unsafe {
+            libc::poll(pollfds.as_mut_ptr(), pollfds.len() as libc::nfds_t, 20);
+        }
+    }
+    (rings, out, samples, bad)
+}
+
+/// One CPU's ring buffer.
+struct Ring {
+    fd: OwnedFd,
+    base: *mut u8,
+    len: usize,
+    scratch: Vec<u8>,
+}
+
+// SAFETY: the mapping is owned by this struct and only touched by the thread holding it.
+unsafe impl Send for Ring {}
+
+impl Ring {
+    fn map(fd: OwnedFd) -> Result<Ring, CollectError> {
+        let page = page_size();
+        // 4 MiB of data per CPU (~250 samples with 16 KiB stacks, drained every 20 ms);
+        // smaller if the locked-memory limit refuses it.
+        for pages in [1024usize, 256, 64, 16] {
+            let len = (pages + 1) * page;
+            // SAFETY: mapping a perf event fd as its documented ring buffer.
+            let base = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED,
+                    fd.as_raw_fd(),
+                    0,
+                )
+            };
+            if base != libc::MAP_FAILED {
+                return Ok(Ring {
+                    fd,
+                    base: base.cast(),
+                    len,
+                    scratch: Vec::new(),
+                });
+            }
+        }
+        Err(CollectError::Profiling(format!(
+            "cannot map the perf ring buffer: {} (raise `ulimit -l` or kernel.perf_event_mlock_kb)",
+            std::io::Error::last_os_error()
+        )))
+    }
+
+    fn drain(&mut self, out: &mut Vec<u8>, samples: &mut u64, bad: &mut u64) {
+        let meta = self.base.cast::<b::perf_event_mmap_page>();
+        // SAFETY: meta points at the kernel-shared control page of our mapping; head is
+        // read before the data it covers (acquire), tail written after (release).
+        let (head, tail, data_off, data_size) = unsafe {
+            let head = std::ptr::read_volatile(&(*meta).data_head);
+            fence(Ordering::Acquire);
+            (
+                head,
+                (*meta).data_tail,
+                (*meta).data_offset as usize,
+                (*meta).data_size as usize,
+            )
+        };
+        if data_size == 0 || data_off + data_size > self.len {
+            return;
+        }
+        // SAFETY: data_off..data_off+data_size lies within the mapping (checked above).
+        let data = unsafe { std::slice::from_raw_parts(self.base.add(data_off), data_size) };
+        let mut pos = tail;
+        while pos + 8 <= head {
+            let mut hdr = [0u8; 8];
+            copy_wrapped(data, pos, &mut hdr);
+            let size = u16::from_ne_bytes([hdr[6], hdr[7]]) as u64;
+            if size < 8 || pos + size > head {
+                *bad += 1;
+                pos = head;
+                break;
+            }
+            self.scratch.resize(size as usize, 0);
+            copy_wrapped(data, pos, &mut self.scratch);
+            let kind = u32::from_ne_bytes([hdr[0], hdr[1], hdr[2], hdr[3]]);
+            if kind == b::PERF_RECORD_SAMPLE {
+                *samples += 1;
+                append_trimmed_sample(&self.scratch, out);
+            } else {
+                out.extend_from_slice(&self.scratch);
+            }
+            pos += size;
+        }
+        fence(Ordering::Release);
+        // SAFETY: as above; publishing how far we have read.
+        unsafe {
+            std::ptr::write_volatile(&mut (*meta).data_tail, pos);
+        }
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // SAFETY: unmapping the mapping created in `map`.
+        unsafe {
+            libc::munmap(self.base.cast(), self.len);
+        }
+    }
+}
+
+fn copy_wrapped(data: &[u8], pos: u64, dst: &mut [u8]) {
+    let n = data.len();
+    let start = (pos % n as u64) as usize;
+    let first = dst.len().min(n - start);
+    dst[..first].copy_from_slice(&data[start..start + first]);
+    let rest = dst.len() - first;
+    dst[first..].copy_from_slice(&data[..rest]);
+}
+
+/// Appends a sample record with its user-stack copy cut to the bytes the kernel filled
+/// (`dyn_size`, rounded up to 8): a 16 KiB copy of a shallow thread stack is mostly
+/// zeros. The layout follows SAMPLE_TYPE (perf_event_open(2), "PERF_RECORD_SAMPLE").
+fn append_trimmed_sample(rec: &[u8], out: &mut Vec<u8>) {
+    let u64_at = |off: usize| -> Option<u64> {
+        rec.get(off..off + 8)
+            .map(|b| u64::from_ne_bytes(b.try_into().expect("8 bytes")))
+    };
+    // header 8, ip 8, pid/tid 8, time 8, cpu 8, period 8 → callchain nr at 48
+    let trimmed = (|| {
+        let nr = u64_at(48)? as usize;
+        let mut off = 56 + nr * 8;
+        let abi = u64_at(off)?;
+        off += 8;
+        if abi != 0 {
+            off += 8 * USER_REGS_MASK.count_ones() as usize;
+        }
+        let size_off = off;
+        let size = u64_at(size_off)? as usize;
+        if size == 0 {
+            return None;
+        }
+        let dyn_off = size_off + 8 + size;
+        let dyn_size = (u64_at(dyn_off)? as usize).min(size);
+        let keep = dyn_size.div_ceil(8) * 8;
+        let start = out.len();
+        out.extend_from_slice(&rec[..size_off]);
+        out.extend_from_slice(&(keep as u64).to_ne_bytes());
+        out.extend_from_slice(&rec[size_off + 8..size_off + 8 + keep]);
+        out.extend_from_slice(&(dyn_size as u64).to_ne_bytes());
+        out.extend_from_slice(&rec[dyn_off + 8..]);
+        let total = (out.len() - start) as u16;
+        out[start + 6..start + 8].copy_from_slice(&total.to_ne_bytes());
+        Some(())
+    })();
+    if trimmed.is_none() {
+        out.extend_from_slice(rec);
+    }
+}
+
+fn page_size() -> usize {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
+}
+
+/// The online CPUs, from /sys (e.g. "0-3,6"), else 0..N.
+pub fn online_cpu_list() -> Vec<u32> {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap_or_default();
+    let mut cpus = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => {
+                if let (Ok(a), Ok(b)) = (a.parse::<u32>(), b.parse::<u32>()) {
+                    cpus.extend(a..=b);
+                }
+            }
+            None => cpus.extend(part.parse::<u32>().ok()),
+        }
+    }
+    if cpus.is_empty() {
+        cpus = (0..crate::host::online_cpus()).collect();
+    }
+    cpus
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrapped_copies_cross_the_end_of_the_buffer() {
+        let data: Vec<u8> = (0..16).collect();
+        let mut dst = [0u8; 6];
+        copy_wrapped(&data, 13, &mut dst);
+        assert_eq!(dst, [13, 14, 15, 0, 1, 2]);
+        copy_wrapped(&data, 16 + 2, &mut dst);
+        assert_eq!(dst, [2, 3, 4, 5, 6, 7]);
+    }
+
+    #[test]
+    fn online_cpus_are_listed() {
+        let cpus = online_cpu_list();
+        assert!(!cpus.is_empty());
+        assert_eq!(cpus.len() as u32, crate::host::online_cpus());
+    }
+}

@@ -1,0 +1,276 @@
+//! One ELF file: function symbols, DWARF frames, load segments and unwind sections.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
+
+use crate::DebugInfoError;
+
+/// A function symbol, by stated virtual address (SVMA).
+#[derive(Clone, Debug, PartialEq)]
+struct Symbol {
+    start: u64,
+    end: u64,
+    name: String,
+}
+
+/// A PT_LOAD segment.
+#[derive(Clone, Copy, Debug)]
+struct Segment {
+    file_offset: u64,
+    file_size: u64,
+    svma: u64,
+}
+
+/// Section bytes an unwinder needs, with their stated address ranges.
+#[derive(Clone, Debug, Default)]
+pub struct UnwindSections {
+    pub text: Option<(std::ops::Range<u64>, Arc<[u8]>)>,
+    pub eh_frame: Option<(std::ops::Range<u64>, Arc<[u8]>)>,
+    pub eh_frame_hdr: Option<(std::ops::Range<u64>, Arc<[u8]>)>,
+    pub got: Option<std::ops::Range<u64>>,
+    pub debug_frame: Option<Arc<[u8]>>,
+}
+
+pub struct ElfInfo {
+    pub path: PathBuf,
+    symbols: Vec<Symbol>,
+    segments: Vec<Segment>,
+    unwind: UnwindSections,
+    /// DWARF (from the file itself or its separate debug file).
+    dwarf: Option<addr2line::Loader>,
+    /// Whether the symbols come from `.symtab` (false: only exported `.dynsym`).
+    pub has_symtab: bool,
+    pub has_dwarf: bool,
+    pub build_id: Option<Vec<u8>>,
+}
+
+impl std::fmt::Debug for ElfInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ElfInfo")
+            .field("path", &self.path)
+            .field("symbols", &self.symbols.len())
+            .field("has_symtab", &self.has_symtab)
+            .field("has_dwarf", &self.has_dwarf)
+            .finish()
+    }
+}
+
+fn collect_symbols<'a>(syms: impl Iterator<Item = object::Symbol<'a, 'a>>) -> Vec<Symbol> {
+    syms.filter(|s| s.kind() == SymbolKind::Text && s.address() != 0)
+        .filter_map(|s| {
+            // Versioned names from a symtab ("pthread_mutex_lock@@GLIBC_2.2.5") lose the
+            // version: people grep for the plain name.
+            let name = s.name().ok()?.split('@').next()?;
+            (!name.is_empty()).then(|| Symbol {
+                start: s.address(),
+                end: s.address() + s.size(),
+                name: name.to_string(),
+            })
+        })
+        .collect()
+}
+
+impl ElfInfo {
+    pub fn open(path: &Path) -> Result<ElfInfo, DebugInfoError> {
+        let file = std::fs::File::open(path).map_err(|source| DebugInfoError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        // SAFETY: the mapping is read-only and private; a file changing underneath us
+        // yields wrong symbols, not memory unsafety beyond what object tolerates.
+        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|source| DebugInfoError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let obj = object::File::parse(&*map).map_err(|e| DebugInfoError::Parse {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        let build_id = obj.build_id().ok().flatten().map(|b| b.to_vec());
+        let debug_file = build_id.as_deref().and_then(separate_debug_file);
+
+        let mut symbols = collect_symbols(obj.symbols());
+        let mut has_symtab = !symbols.is_empty();
+        if let Some(dbg) = &debug_file {
+            if let Ok(f) = std::fs::read(dbg) {
+                if let Ok(o) = object::File::parse(&*f) {
+                    let s = collect_symbols(o.symbols());
+                    if !s.is_empty() {
+                        symbols = s;
+                        has_symtab = true;
+                    }
+                }
+            }
+        }
+        if symbols.is_empty() {
+            symbols = collect_symbols(obj.dynamic_symbols());
+        }
+        // At one address (aliases like __pthread_mutex_lock / pthread_mutex_lock), keep
+        // the name a developer would grep for: fewest leading underscores, then shortest.
+        let underscores = |s: &Symbol| s.name.len() - s.name.trim_start_matches('_').len();
+        symbols.sort_by(|a, b| {
+            a.start
+                .cmp(&b.start)
+                .then(b.end.cmp(&a.end))
+                .then(underscores(a).cmp(&underscores(b)))
+                .then(a.name.len().cmp(&b.name.len()))
+        });
+        symbols.dedup_by(|b, a| a.start == b.start);
+
+        let segments = obj
+            .segments()
+            .map(|s| {
+                let (file_offset, file_size) = s.file_range();
+                Segment {
+                    file_offset,
+                    file_size,
+                    svma: s.address(),
+                }
+            })
+            .collect();
+
+        let section = |name: &str| -> Option<(std::ops::Range<u64>, Arc<[u8]>)> {
+            let s = obj.section_by_name(name)?;
+            let data = s.data().ok()?;
+            Some((s.address()..s.address() + s.size(), Arc::from(data)))
+        };
+        let unwind = UnwindSections {
+            text: section(".text"),
+            eh_frame: section(".eh_frame"),
+            eh_frame_hdr: section(".eh_frame_hdr"),
+            got: obj
+                .section_by_name(".got")
+                .map(|s| s.address()..s.address() + s.size()),
+            debug_frame: section(".debug_frame").map(|s| s.1),
+        };
+
+        let has_own_dwarf = obj.section_by_name(".debug_info").is_some();
+        let dwarf_path = if has_own_dwarf {
+            Some(path.to_path_buf())
+        } else {
+            debug_file.clone()
+        };
+        let dwarf = dwarf_path.and_then(|p| addr2line::Loader::new(p).ok());
+        Ok(ElfInfo {
+            path: path.to_path_buf(),
+            symbols,
+            segments,
+            unwind,
+            has_dwarf: dwarf.is_some(),
+            dwarf,
+            has_symtab,
+            build_id,
+        })
+    }
+
+    /// The stated address of a file offset (through the PT_LOAD segment containing it).
+    pub fn file_offset_to_svma(&self, offset: u64) -> Option<u64> {
+        self.segments
+            .iter()
+            .find(|s| offset >= s.file_offset && offset < s.file_offset + s.file_size.max(1))
+            .map(|s| offset - s.file_offset + s.svma)
+    }
+
+    /// The enclosing function symbol of a stated address.
+    pub fn symbol(&self, svma: u64) -> Option<&str> {
+        let i = self.symbols.partition_point(|s| s.start <= svma);
+        let s = self.symbols.get(i.checked_sub(1)?)?;
+        // Zero-sized symbols (hand-written assembly) cover up to the next symbol.
+        let within = svma < s.end
+            || (s.end == s.start && self.symbols.get(i).is_none_or(|n| svma < n.start));
+        within.then_some(s.name.as_str())
+    }
+
+    /// The function names at a stated address, innermost first: inlined functions from
+    /// DWARF, then the enclosing function; the symbol table when there is no DWARF.
+    pub fn frames(&self, svma: u64) -> Vec<String> {
+        let mut names = Vec::new();
+        if let Some(dwarf) = &self.dwarf {
+            if let Ok(mut frames) = dwarf.find_frames(svma) {
+                while let Ok(Some(f)) = frames.next() {
+                    if let Some(func) = f.function {
+                        if let Ok(name) = func.demangle() {
+                            names.push(name.into_owned());
+                        }
+                    }
+                }
+            }
+        }
+        if names.is_empty() {
+            if let Some(s) = self.symbol(svma) {
+                names.push(s.to_string());
+            }
+        }
+        names
+    }
+
+    pub fn unwind_sections(&self) -> &UnwindSections {
+        &self.unwind
+    }
+
+    /// The address of a function symbol by name (tests and diagnostics).
+    pub fn symbol_address(&self, name: &str) -> Option<u64> {
+        self.symbols
+            .iter()
+            .find(|s| s.name == name)
+            .map(|s| s.start)
+    }
+}
+
+/// `/usr/lib/debug/.build-id/ab/cdef….debug`, where distributions put separate debug info.
+fn separate_debug_file(build_id: &[u8]) -> Option<PathBuf> {
+    if build_id.len() < 2 {
+        return None;
+    }
+    let hex: String = build_id.iter().map(|b| format!("{b:02x}")).collect();
+    let p = PathBuf::from(format!(
+        "/usr/lib/debug/.build-id/{}/{}.debug",
+        &hex[..2],
+        &hex[2..]
+    ));
+    p.exists().then_some(p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn libc_path() -> Option<PathBuf> {
+        [
+            "/lib/x86_64-linux-gnu/libc.so.6",
+            "/usr/lib/x86_64-linux-gnu/libc.so.6",
+            "/lib64/libc.so.6",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+    }
+
+    #[test]
+    fn libc_exports_resolve_through_dynsym() {
+        let Some(path) = libc_path() else {
+            eprintln!("skipped: no libc.so.6 at the usual paths");
+            return;
+        };
+        let elf = ElfInfo::open(&path).unwrap();
+        let addr = elf.symbol_address("pthread_mutex_lock").expect("exported");
+        assert_eq!(elf.symbol(addr + 1), Some("pthread_mutex_lock"));
+        // With libc6-dbg installed DWARF names the internal alias (___pthread_mutex_lock).
+        let frames = elf.frames(addr + 1);
+        assert!(
+            frames.last().unwrap().ends_with("pthread_mutex_lock"),
+            "{frames:?}"
+        );
+        assert!(elf.unwind_sections().eh_frame_hdr.is_some());
+        // Loadable code maps back: the segment holding .text converts offsets to addresses.
+        assert!(elf.file_offset_to_svma(addr).is_some());
+    }
+
+    #[test]
+    fn a_missing_file_is_an_error_naming_it() {
+        let e = ElfInfo::open(Path::new("/nonexistent/lib.so")).unwrap_err();
+        assert!(e.to_string().contains("/nonexistent/lib.so"));
+    }
+}

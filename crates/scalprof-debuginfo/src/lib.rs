@@ -1,0 +1,45 @@
+//! Debug information for symbolization and unwinding.
+//!
+//! - [`elf`]: an ELF file's function symbols (`.symtab`, else `.dynsym`), its DWARF
+//!   (file:line and inlined frames, via addr2line), its load segments (file offset →
+//!   stated address) and the sections an unwinder needs (`.eh_frame`, `.eh_frame_hdr`,
+//!   `.text`). Separate debug files under `/usr/lib/debug/.build-id/` are used when present.
+//! - [`kallsyms`]: the running kernel's symbols from `/proc/kallsyms`.
+//! - [`SymbolCache`]: ELF files opened once per path.
+
+pub mod elf;
+pub mod kallsyms;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use elf::ElfInfo;
+pub use kallsyms::Kallsyms;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DebugInfoError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} is not a usable ELF file: {reason}")]
+    Parse { path: PathBuf, reason: String },
+}
+
+/// ELF files opened once each; failures are remembered too.
+#[derive(Default)]
+pub struct SymbolCache {
+    files: HashMap<PathBuf, Option<Arc<ElfInfo>>>,
+}
+
+impl SymbolCache {
+    pub fn get(&mut self, path: &Path) -> Option<Arc<ElfInfo>> {
+        self.files
+            .entry(path.to_path_buf())
+            .or_insert_with(|| ElfInfo::open(path).ok().map(Arc::new))
+            .clone()
+    }
+}

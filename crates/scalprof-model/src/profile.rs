@@ -1,0 +1,117 @@
+//! Profiles: what the sampler saw at one sweep point, and the scaling diff across points.
+
+use serde::{Deserialize, Serialize};
+
+/// Counters of everything a profile could not see or resolve. Shown, never hidden.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProfileStats {
+    /// Samples turned into stacks.
+    pub samples: u64,
+    /// Samples the kernel dropped (ring buffer full: PERF_RECORD_LOST).
+    pub lost_samples: u64,
+    /// Throttle events (the kernel lowered the sampling rate).
+    pub throttled: u64,
+    /// Samples whose user stack could not be walked to its root.
+    pub truncated_stacks: u64,
+    /// Samples that had user registers and got at least one user frame.
+    pub user_stacks: u64,
+    /// User frames in no known mapping, or with no symbol.
+    pub unresolved_frames: u64,
+    /// All frames (user and kernel) in all samples.
+    pub frames: u64,
+    /// Records that could not be parsed.
+    pub bad_records: u64,
+    /// Whether kernel callchains were collected.
+    pub kernel: bool,
+}
+
+impl ProfileStats {
+    pub fn add(&mut self, o: &ProfileStats) {
+        self.samples += o.samples;
+        self.lost_samples += o.lost_samples;
+        self.throttled += o.throttled;
+        self.truncated_stacks += o.truncated_stacks;
+        self.user_stacks += o.user_stacks;
+        self.unresolved_frames += o.unresolved_frames;
+        self.frames += o.frames;
+        self.bad_records += o.bad_records;
+        self.kernel |= o.kernel;
+    }
+}
+
+/// One folded stack: frames root-first joined by `;`, kernel frames suffixed `_[k]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FoldedStack {
+    pub stack: String,
+    pub samples: u64,
+    /// Sum of sample periods: nanoseconds for cpu-clock, cycles for cycles.
+    pub weight: u64,
+}
+
+/// How much of the wall time only one thread of the workload was on a CPU.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SerialStats {
+    /// Time bins between the first and the last sample.
+    pub bins: u64,
+    pub bin_ms: f64,
+    /// Bins in which exactly one thread had samples.
+    pub single_thread_bins: u64,
+    /// Bins in which no thread had samples (all off-CPU).
+    pub idle_bins: u64,
+    /// The user function seen most in single-thread bins.
+    pub top_function: Option<String>,
+}
+
+impl SerialStats {
+    pub fn single_share(&self) -> f64 {
+        if self.bins == 0 {
+            0.0
+        } else {
+            self.single_thread_bins as f64 / self.bins as f64
+        }
+    }
+}
+
+/// The profile of one sweep point (all its repeats merged).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PointProfile {
+    /// `cycles` or `cpu-clock`.
+    pub event: String,
+    pub frequency: u64,
+    pub stats: ProfileStats,
+    pub serial: SerialStats,
+    /// Repeats merged into this profile.
+    pub repeats: u32,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub folded: Vec<FoldedStack>,
+}
+
+/// One function's cost per operation at every point of the sweep.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FunctionGrowth {
+    pub function: String,
+    pub kernel: bool,
+    /// Self cost per operation at each point (ns or cycles per op).
+    pub self_per_op: Vec<f64>,
+    /// Inclusive cost per operation at each point.
+    pub inclusive_per_op: Vec<f64>,
+    /// Self cost per op, last point minus first.
+    pub growth: f64,
+    /// Growth as a share of the last point's total cost per op: the part of the lost
+    /// throughput this function's growth accounts for.
+    pub share_of_loss: f64,
+}
+
+/// "What grew": per-function cost per operation across the sweep.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ScalingDiff {
+    /// ns/op (cpu-clock) or cycles/op (cycles).
+    pub unit: String,
+    pub points: Vec<u64>,
+    /// Total sampled cost per operation at each point.
+    pub total_per_op: Vec<f64>,
+    /// Top user functions by growth.
+    pub user: Vec<FunctionGrowth>,
+    /// Top kernel functions by growth.
+    pub kernel: Vec<FunctionGrowth>,
+}

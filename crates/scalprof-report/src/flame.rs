@@ -1,0 +1,130 @@
+//! Flame graphs with inferno: one per sweep point, and differential ones between two
+//! points or runs, normalized per operation. Kernel frames carry the `_[k]` suffix and get
+//! the kernel (orange) color; user frames are red.
+
+use inferno::flamegraph::color::{MultiPalette, Palette};
+use inferno::flamegraph::{self, Options};
+use scalprof_model::PointProfile;
+
+/// Folded-stack lines ("frame;frame;… count") of a profile, by sample count.
+pub fn folded_lines(p: &PointProfile) -> Vec<String> {
+    let mut lines: Vec<String> = p
+        .folded
+        .iter()
+        .map(|f| format!("{} {}", f.stack, f.samples))
+        .collect();
+    lines.sort();
+    lines
+}
+
+fn options(title: &str, subtitle: Option<String>, count_name: &str) -> Options<'static> {
+    let mut o = Options::default();
+    o.title = title.to_string();
+    o.subtitle = subtitle;
+    o.colors = Palette::Multi(MultiPalette::Perl);
+    o.count_name = count_name.to_string();
+    // Same input, same SVG: no random colors.
+    o.hash = true;
+    o.deterministic = true;
+    o
+}
+
+/// An SVG flame graph of one profile.
+pub fn svg(p: &PointProfile, title: &str, subtitle: Option<String>) -> std::io::Result<Vec<u8>> {
+    let lines = folded_lines(p);
+    let mut out = Vec::new();
+    let mut opts = options(title, subtitle, "samples");
+    flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), &mut out)?;
+    Ok(out)
+}
+
+/// A differential flame graph: the shape of `after`, colored by the change in cost per
+/// operation from `before` (red grew, blue shrank). `*_work` is the work each profile did
+/// (operations), so a run that did more work is not "slower" by mistake.
+pub fn diff_svg(
+    before: &PointProfile,
+    before_work: f64,
+    after: &PointProfile,
+    after_work: f64,
+    title: &str,
+    subtitle: Option<String>,
+) -> std::io::Result<Vec<u8>> {
+    let lines = diff_lines(before, before_work, after, after_work);
+    let mut out = Vec::new();
+    let mut opts = options(title, subtitle, "cost per op (scaled)");
+    flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), &mut out)?;
+    Ok(out)
+}
+
+/// Lines "stack before after" with both counts in the same per-operation unit, scaled so
+/// the larger total is about a million (integers keep inferno's differential parser exact).
+pub fn diff_lines(
+    before: &PointProfile,
+    before_work: f64,
+    after: &PointProfile,
+    after_work: f64,
+) -> Vec<String> {
+    use std::collections::BTreeMap;
+    let per_op = |p: &PointProfile, work: f64| -> BTreeMap<String, f64> {
+        let mut m = BTreeMap::new();
+        for f in &p.folded {
+            *m.entry(f.stack.clone()).or_insert(0.0) += f.weight as f64 / work.max(1e-300);
+        }
+        m
+    };
+    let a = per_op(before, before_work);
+    let b = per_op(after, after_work);
+    let total = a.values().sum::<f64>().max(b.values().sum::<f64>());
+    let scale = if total > 0.0 { 1e6 / total } else { 1.0 };
+    let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .map(|k| {
+            let x = (a.get(k).copied().unwrap_or(0.0) * scale).round() as u64;
+            let y = (b.get(k).copied().unwrap_or(0.0) * scale).round() as u64;
+            format!("{k} {x} {y}")
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use scalprof_model::FoldedStack;
+
+    fn prof(stacks: &[(&str, u64)]) -> PointProfile {
+        PointProfile {
+            event: "cpu-clock".into(),
+            folded: stacks
+                .iter()
+                .map(|(s, w)| FoldedStack {
+                    stack: s.to_string(),
+                    samples: w / 1000,
+                    weight: *w,
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn diff_is_normalized_per_operation() {
+        // Twice the work and twice the time in `work`: no change per op; the kernel frame
+        // is new.
+        let a = prof(&[("p;work", 1_000_000)]);
+        let b = prof(&[("p;work", 2_000_000), ("p;munmap_[k]", 1_000_000)]);
+        let lines = diff_lines(&a, 1000.0, &b, 2000.0);
+        assert_eq!(lines, vec!["p;munmap_[k] 0 333333", "p;work 666667 666667"]);
+    }
+
+    #[test]
+    fn svg_marks_kernel_frames_and_escapes_names() {
+        let p = prof(&[("p;main;<script>_[k]", 5000), ("p;main;work", 3000)]);
+        let svg = String::from_utf8(svg(&p, "t", None).unwrap()).unwrap();
+        assert!(svg.contains("<svg"));
+        assert!(svg.contains("work"));
+        assert!(!svg.contains("<script>_[k]"), "frame names must be escaped");
+        assert!(svg.contains("&lt;script&gt;"));
+    }
+}

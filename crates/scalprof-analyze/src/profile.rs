@@ -171,23 +171,27 @@ impl ProfileBuilder {
         let (attr, _) = PerfEventAttr::parse::<_, byteorder_native::Native>(attr)
             .map_err(|e| ProfileError::Attr(e.to_string()))?;
         let parse_info = RecordParseInfo::new(&attr, Endianness::NATIVE);
+        // Records come per CPU; put them in time order (every record carries a time:
+        // sample_id_all) so that an exec's mappings are known before its samples.
+        let mut index: Vec<(u64, usize, usize)> = Vec::new();
         let mut pos = 0usize;
         while pos + 8 <= records.len() {
-            let ty = u32::from_ne_bytes(records[pos..pos + 4].try_into().expect("4 bytes"));
-            let misc = u16::from_ne_bytes(records[pos + 4..pos + 6].try_into().expect("2 bytes"));
             let size =
                 u16::from_ne_bytes(records[pos + 6..pos + 8].try_into().expect("2 bytes")) as usize;
             if size < 8 || pos + size > records.len() {
                 self.stats.bad_records += 1;
                 break;
             }
-            let body = &records[pos + 8..pos + size];
-            let raw = RawEventRecord::new(RecordType(ty), misc, RawData::Single(body), parse_info);
-            match raw.parse() {
+            let raw = raw_record(records, pos, size, parse_info);
+            index.push((raw.timestamp().unwrap_or(0), pos, size));
+            pos += size;
+        }
+        index.sort_by_key(|&(t, pos, _)| (t, pos));
+        for (_, pos, size) in index {
+            match raw_record(records, pos, size, parse_info).parse() {
                 Ok(rec) => self.handle(rec, symbols),
                 Err(_) => self.stats.bad_records += 1,
             }
-            pos += size;
         }
         Ok(())
     }
@@ -507,6 +511,22 @@ impl ProfileBuilder {
             top_function: top,
         }
     }
+}
+
+fn raw_record(
+    records: &[u8],
+    pos: usize,
+    size: usize,
+    parse_info: RecordParseInfo,
+) -> RawEventRecord<'_> {
+    let ty = u32::from_ne_bytes(records[pos..pos + 4].try_into().expect("4 bytes"));
+    let misc = u16::from_ne_bytes(records[pos + 4..pos + 6].try_into().expect("2 bytes"));
+    RawEventRecord::new(
+        RecordType(ty),
+        misc,
+        RawData::Single(&records[pos + 8..pos + size]),
+        parse_info,
+    )
 }
 
 /// Folded-stack frames may not contain `;` (the separator) or newlines.

@@ -2,7 +2,7 @@
 //! other test competes for the CPUs while it measures scaling.
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use assert_cmd::Command;
 use serde_json::Value;
@@ -11,6 +11,32 @@ fn scalprof(db: &Path) -> Command {
     let mut c = Command::cargo_bin("scalprof").unwrap();
     c.arg("--db").arg(db);
     c
+}
+
+/// Measurements must not overlap: the tests of this binary take turns.
+fn exclusive() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Profiling needs root or perf_event_paranoid ≤ 1. In CI it must work; elsewhere the
+/// test is skipped, and says why.
+fn can_profile() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|s| s.trim().parse::<i32>().ok())
+        .unwrap_or(4);
+    if root || paranoid <= 1 {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must be able to profile: run as root or set kernel.perf_event_paranoid=1"
+    );
+    eprintln!("skipped: profiling needs root or perf_event_paranoid <= 1 (it is {paranoid})");
+    false
 }
 
 fn read_json(path: &Path) -> Value {
@@ -63,6 +89,7 @@ fn efficiency_at(doc: &Value, threads: u64) -> f64 {
 
 #[test]
 fn packed_counters_scale_far_worse_than_padded_ones() {
+    let _turn = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.db");
     let packed = run_corpus(&db, "counters_packed", &dir.path().join("packed.json"));
@@ -93,4 +120,155 @@ fn packed_counters_scale_far_worse_than_padded_ones() {
     assert!(
         p2["user_s"]["median"].as_f64().unwrap() > 1.5 * p2["wall_s"]["median"].as_f64().unwrap()
     );
+}
+
+fn folded(db: &Path, point: u64) -> Vec<(String, u64)> {
+    let out = scalprof(db)
+        .args(["flame", "latest", "--folded", "--point", &point.to_string()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let (stack, n) = l.rsplit_once(' ').unwrap();
+            (stack.to_string(), n.parse().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn mmap_churn_profiles_name_the_munmap_and_fault_paths() {
+    if !can_profile() {
+        return;
+    }
+    let _turn = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let doc = run_corpus(&db, "mmap_churn", &dir.path().join("mmap.json"));
+    assert_eq!(
+        doc["sampling"]["event"],
+        if doc["host"]["pmu"] == true {
+            "cycles"
+        } else {
+            "cpu-clock"
+        }
+    );
+    for point in [1u64, 2] {
+        let stacks = folded(&db, point);
+        let total: u64 = stacks.iter().map(|s| s.1).sum();
+        assert!(total > 100, "point {point}: only {total} samples");
+        let with = |needle: &str| {
+            stacks
+                .iter()
+                .filter(|s| s.0.contains(needle))
+                .map(|s| s.1)
+                .sum::<u64>()
+        };
+        assert!(
+            with("__x64_sys_munmap_[k]") > 0,
+            "point {point}: no kernel munmap path"
+        );
+        assert!(
+            with("exc_page_fault_[k]") > 0,
+            "point {point}: no page-fault path"
+        );
+        // User frames reach the thread function through libc (no frame pointers anywhere).
+        assert!(
+            with("start_thread;worker;") * 10 > total * 9,
+            "point {point}: stacks do not reach worker"
+        );
+        // An SVG flame graph per point, kernel frames marked.
+        let svg = dir.path().join(format!("p{point}.svg"));
+        scalprof(&db)
+            .args(["flame", "latest", "--point", &point.to_string(), "-o"])
+            .arg(&svg)
+            .assert()
+            .success();
+        let text = std::fs::read_to_string(&svg).unwrap();
+        // inferno shows kernel frames without their `_[k]` mark, in the kernel color
+        // (orange: no blue component); user frames are red (green == blue).
+        let fill = |frame: &str| -> (u32, u32, u32) {
+            let at = text
+                .find(&format!("<title>{frame} ("))
+                .unwrap_or_else(|| panic!("{frame} not in the SVG"));
+            let rest = &text[at..];
+            let f = &rest[rest.find("fill=\"rgb(").unwrap() + 10..];
+            let nums: Vec<u32> = f[..f.find(')').unwrap()]
+                .split(',')
+                .map(|n| n.parse().unwrap())
+                .collect();
+            (nums[0], nums[1], nums[2])
+        };
+        let (_, _, kb) = fill("__x64_sys_munmap");
+        assert_eq!(kb, 0, "kernel frame not in the kernel color");
+        let (_, ug, ub) = fill("worker");
+        assert_eq!(ug, ub, "user frame not in the user color");
+    }
+    // What grew: kernel functions of the munmap/fault paths lead the kernel table.
+    let diff = &doc["scaling_diff"];
+    let top: Vec<&str> = diff["kernel"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .take(5)
+        .map(|r| r["function"].as_str().unwrap())
+        .collect();
+    let stacks = folded(&db, 2);
+    let on_path = |f: &str| {
+        stacks.iter().any(|(s, _)| {
+            (s.contains("munmap") || s.contains("page_fault")) && s.ends_with(&format!(";{f}_[k]"))
+        })
+    };
+    assert!(
+        top.iter().filter(|f| on_path(f)).count() >= 2,
+        "top kernel growth {top:?} not on the munmap/fault paths"
+    );
+    assert!(diff["kernel"][0]["growth"].as_f64().unwrap() > 0.0);
+    // A differential flame graph of 1 → 2 threads, per operation.
+    let out = dir.path().join("diff.svg");
+    scalprof(&db)
+        .args(["flame", "--diff", "@1", "@2", "-o"])
+        .arg(&out)
+        .assert()
+        .success();
+    assert!(std::fs::read_to_string(&out).unwrap().contains("<svg"));
+}
+
+#[test]
+fn clean_program_stacks_reach_the_thread_function_and_raise_no_finding() {
+    if !can_profile() {
+        return;
+    }
+    let _turn = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let doc = run_corpus(&db, "clean_parallel", &dir.path().join("clean.json"));
+    // -O2, no frame pointers in the program or in Debian's libc: the copied stack is
+    // unwound with .eh_frame.
+    let stacks = folded(&db, 2);
+    let total: u64 = stacks.iter().map(|s| s.1).sum();
+    let reach: u64 = stacks
+        .iter()
+        .filter(|s| s.0.contains("start_thread;worker"))
+        .map(|s| s.1)
+        .sum();
+    assert!(
+        reach * 10 >= total * 9,
+        "{reach} of {total} samples reach worker"
+    );
+    let findings = doc["findings"].as_array().unwrap();
+    assert!(
+        findings
+            .iter()
+            .all(|f| f["score"].as_f64().unwrap() <= 0.05),
+        "clean program produced findings: {findings:?}"
+    );
+    let st = &doc["points"][1]["profile"]["stats"];
+    assert_eq!(st["lost_samples"], 0);
 }

@@ -9,6 +9,7 @@
 
 pub mod exec;
 pub mod host;
+pub mod import;
 pub mod interrupt;
 pub mod launch;
 pub mod perf;
@@ -24,21 +25,21 @@ pub enum CollectError {
     NotExecutable { path: String },
     #[error("no command given: put it after `--`, e.g. scalprof run -- ./bench {{threads}}")]
     EmptyCommand,
-    #[error("could not start {program}: {source}")]
+    #[error("could not start {program}")]
     Spawn {
         program: String,
         #[source]
         source: std::io::Error,
     },
-    #[error("could not create output file {path}: {source}")]
+    #[error("could not create output file {path}")]
     OutputFile {
         path: PathBuf,
         #[source]
         source: std::io::Error,
     },
-    #[error("waiting for the workload failed: {0}")]
+    #[error("waiting for the workload failed")]
     Wait(#[source] std::io::Error),
-    #[error("could not install the SIGINT/SIGTERM handler: {0}")]
+    #[error("could not install the SIGINT/SIGTERM handler")]
     Signals(#[source] std::io::Error),
     #[error("invalid sweep list {text:?}: {reason}")]
     BadSweepList { text: String, reason: String },

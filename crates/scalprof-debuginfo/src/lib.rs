@@ -19,7 +19,7 @@ pub use kallsyms::Kallsyms;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DebugInfoError {
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}")]
     Read {
         path: PathBuf,
         #[source]

@@ -14,13 +14,13 @@ use scalprof_model::{
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("cannot open the run store {path}: {source}")]
+    #[error("cannot open the run store {path}")]
     Open {
         path: PathBuf,
         #[source]
         source: rusqlite::Error,
     },
-    #[error("cannot create the directory {path} for the run store: {source}")]
+    #[error("cannot create the directory {path} for the run store")]
     CreateDir {
         path: PathBuf,
         #[source]
@@ -36,9 +36,9 @@ pub enum StoreError {
     NoSuchRun { reference: String, path: PathBuf },
     #[error("the run store {path} is empty: record a run first (scalprof run -- CMD)")]
     Empty { path: PathBuf },
-    #[error("run store query failed: {0}")]
+    #[error("run store query failed")]
     Sql(#[from] rusqlite::Error),
-    #[error("run {id} has a malformed {field} column: {source}")]
+    #[error("run {id} has a malformed {field} column")]
     Corrupt {
         id: i64,
         field: &'static str,

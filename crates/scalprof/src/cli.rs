@@ -43,6 +43,18 @@ pub enum Command {
     /// Write a flame graph (SVG) of a sweep point, its folded stacks, or a differential
     /// flame graph of two points or runs, normalized per operation.
     Flame(FlameArgs),
+    /// Analyze a perf.data recorded elsewhere (`perf record -g` or `--call-graph dwarf`):
+    /// a one-point run with its flame graph and tables.
+    Import(ImportArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ImportArgs {
+    /// The perf.data file.
+    pub file: PathBuf,
+    /// A name for the run (default: the file name).
+    #[arg(long, value_name = "L")]
+    pub label: Option<String>,
 }
 
 #[derive(Args, Debug)]

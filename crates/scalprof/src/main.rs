@@ -6,6 +6,7 @@
 mod cli;
 mod corpus;
 mod flame;
+mod import;
 mod run;
 
 use std::process::ExitCode;
@@ -155,6 +156,14 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Demo(args) => demo(&cli.db, args),
+        Command::Import(args) => {
+            let store = open_store(&cli.db)?;
+            let id = import::import(&store, &args.file, args.label)?;
+            let doc = run::load_document(&store, id)?;
+            print!("{}", scalprof_report::summary(&doc));
+            eprintln!("scalprof: imported as run {id} (scalprof flame {id})");
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Flame(args) => {
             let store = open_store(&cli.db)?;
             flame::flame(&store, args)?;

@@ -255,7 +255,7 @@ impl SweepSink for StoreSink<'_> {
     ) -> Result<(), String> {
         self.store
             .add_repeat(self.id, value, repeat)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| format!("{:#}", anyhow::Error::new(e)))?;
         // Symbolize now that the workload has exited; only successful repeats count.
         if let (Some(raw), Some(symbols)) = (raw, self.symbols.as_mut()) {
             if repeat.succeeded() {
@@ -270,7 +270,7 @@ impl SweepSink for StoreSink<'_> {
                         p.stats.bad_records += raw.bad_records;
                         self.store
                             .add_profile(self.id, value, repeat.index, &p)
-                            .map_err(|e| e.to_string())?;
+                            .map_err(|e| format!("{:#}", anyhow::Error::new(e)))?;
                     }
                     Err(e) if !self.profile_error_shown => {
                         self.profile_error_shown = true;

@@ -1,0 +1,272 @@
+//! Reading `perf.data` files recorded elsewhere (`perf record -g`, `--call-graph dwarf`)
+//! with linux-perf-data. The records go to the same analysis as live samples.
+
+use std::cell::Cell;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+use std::rc::Rc;
+
+use linux_perf_data::{PerfFileReader, PerfFileRecord};
+use linux_perf_event_reader::{EventRecord, SamplingPolicy};
+
+/// What the file says about where and how it was recorded.
+#[derive(Clone, Debug, Default)]
+pub struct ImportInfo {
+    pub event: String,
+    /// Samples per second when recorded with -F, else 0.
+    pub frequency: u64,
+    pub os_release: Option<String>,
+    pub hostname: Option<String>,
+    pub cpu_desc: Option<String>,
+    pub nr_cpus: Option<u32>,
+    pub cmdline: Vec<String>,
+    /// First and last sample time, ns.
+    pub time_range_ns: Option<(u64, u64)>,
+    pub records: u64,
+    /// Records that could not be parsed (skipped and counted).
+    pub bad_records: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    #[error("cannot open {path}")]
+    Open {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "{path} is not a readable perf.data file: {reason} (read up to byte {offset} of {size})"
+    )]
+    Corrupt {
+        path: String,
+        reason: String,
+        offset: u64,
+        size: u64,
+    },
+    #[error("{path} has no sampling event (was it recorded with `perf stat`?)")]
+    NoEvents { path: String },
+}
+
+/// A reader that remembers how far it got, to say where a file is broken.
+struct Counting<R> {
+    inner: R,
+    pos: u64,
+    furthest: Rc<Cell<u64>>,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.pos += n as u64;
+        self.furthest.set(self.furthest.get().max(self.pos));
+        Ok(n)
+    }
+}
+
+impl<R: Seek> Seek for Counting<R> {
+    fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
+        self.pos = self.inner.seek(to)?;
+        Ok(self.pos)
+    }
+}
+
+/// The file's header facts, without reading its records.
+pub fn read_header(path: &Path) -> Result<ImportInfo, ImportError> {
+    let (name, file, size) = open(path)?;
+    read_from(&name, file, size, None)
+}
+
+/// Calls `handle` with every record of the file, in time order.
+pub fn for_each_record(
+    path: &Path,
+    mut handle: impl FnMut(EventRecord<'_>),
+) -> Result<ImportInfo, ImportError> {
+    let (name, file, size) = open(path)?;
+    read_from(&name, file, size, Some(&mut handle))
+}
+
+fn open(path: &Path) -> Result<(String, std::fs::File, u64), ImportError> {
+    let name = path.display().to_string();
+    let file = std::fs::File::open(path).map_err(|source| ImportError::Open {
+        path: name.clone(),
+        source,
+    })?;
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    Ok((name, file, size))
+}
+
+/// Reads perf.data content from any seekable reader (`name` is for messages). Never
+/// panics on malformed input: the fuzz target `import_perf_data` holds it to that.
+pub fn read_from<R: Read + Seek>(
+    name: &str,
+    mut file: R,
+    size: u64,
+    mut handle: Option<&mut dyn FnMut(EventRecord<'_>)>,
+) -> Result<ImportInfo, ImportError> {
+    let name = name.to_string();
+    let io_err = |source| ImportError::Open {
+        path: name.clone(),
+        source,
+    };
+    let mut magic = [0u8; 8];
+    let mut n = 0;
+    while n < 8 {
+        match file.read(&mut magic[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io_err(e)),
+        }
+    }
+    if n < 8 || !(magic == *b"PERFILE2" || magic == *b"2ELIFREP") {
+        return Err(ImportError::Corrupt {
+            path: name,
+            reason: format!(
+                "it does not start with perf's magic PERFILE2 (found {:?}); record with `perf record -o FILE`, not a pipe",
+                String::from_utf8_lossy(&magic[..n])
+            ),
+            offset: 0,
+            size,
+        });
+    }
+    let mut header = [0u8; 104];
+    file.seek(SeekFrom::Start(0)).map_err(io_err)?;
+    if file.read_exact(&mut header).is_err() {
+        return Err(ImportError::Corrupt {
+            path: name,
+            reason: "truncated: shorter than perf's 104-byte file header".into(),
+            offset: 0,
+            size,
+        });
+    }
+    if let Err((reason, offset)) = check_header(&header, magic == *b"2ELIFREP", size) {
+        return Err(ImportError::Corrupt {
+            path: name,
+            reason,
+            offset,
+            size,
+        });
+    }
+    file.seek(SeekFrom::Start(0)).map_err(io_err)?;
+    let furthest = Rc::new(Cell::new(0u64));
+    let reader = Counting {
+        inner: std::io::BufReader::new(file),
+        pos: 0,
+        furthest: furthest.clone(),
+    };
+    let corrupt = |reason: String, offset: u64| {
+        let reason = if reason.contains("failed to fill whole buffer") || offset >= size {
+            if offset > size {
+                format!("truncated: its header refers to byte {offset}, but the file ends at byte {size}")
+            } else {
+                "truncated: it ends in the middle of a header or record".to_string()
+            }
+        } else {
+            reason
+        };
+        ImportError::Corrupt {
+            path: name.clone(),
+            reason,
+            offset: offset.min(size),
+            size,
+        }
+    };
+    let PerfFileReader {
+        mut perf_file,
+        mut record_iter,
+    } = PerfFileReader::parse_file(reader).map_err(|e| corrupt(e.to_string(), furthest.get()))?;
+
+    let attrs = perf_file.event_attributes();
+    let Some(first) = attrs.first() else {
+        return Err(ImportError::NoEvents { path: name });
+    };
+    let mut info = ImportInfo {
+        event: first.name.clone().unwrap_or_else(|| "unknown".into()),
+        frequency: match first.attr.sampling_policy {
+            SamplingPolicy::Frequency(f) => f,
+            _ => 0,
+        },
+        os_release: perf_file.os_release().ok().flatten().map(str::to_string),
+        hostname: perf_file.hostname().ok().flatten().map(str::to_string),
+        cpu_desc: perf_file.cpu_desc().ok().flatten().map(str::to_string),
+        nr_cpus: perf_file.nr_cpus().ok().flatten().map(|n| n.nr_cpus_online),
+        cmdline: perf_file
+            .cmdline()
+            .ok()
+            .flatten()
+            .map(|v| v.into_iter().map(str::to_string).collect())
+            .unwrap_or_default(),
+        ..Default::default()
+    };
+    let Some(handle) = handle.as_mut() else {
+        return Ok(info);
+    };
+    let (mut t0, mut t1) = (u64::MAX, 0u64);
+    loop {
+        let next = record_iter.next_record(&mut perf_file);
+        let record = match next {
+            Ok(Some(r)) => r,
+            Ok(None) => break,
+            // linux-perf-data does not say where; the furthest byte read is close.
+            Err(e) => return Err(corrupt(e.to_string(), furthest.get())),
+        };
+        let PerfFileRecord::EventRecord { record, .. } = record else {
+            continue;
+        };
+        info.records += 1;
+        match record.parse() {
+            Ok(rec) => {
+                if let EventRecord::Sample(s) = &rec {
+                    if let Some(t) = s.timestamp {
+                        t0 = t0.min(t);
+                        t1 = t1.max(t);
+                    }
+                }
+                handle(rec);
+            }
+            Err(_) => info.bad_records += 1,
+        }
+    }
+    if t0 <= t1 {
+        info.time_range_ns = Some((t0, t1));
+    }
+    Ok(info)
+}
+
+/// Checks the perf.data file header (tools/perf/Documentation/perf.data-file-format.txt):
+/// magic, header size, attr size, then the attrs, data and event-types sections as
+/// (offset, size) pairs. Every section must lie inside the file; otherwise the file was
+/// truncated or corrupted, and we say which section and where, before any parser follows
+/// the offsets. Returns the reason and the byte offset of the offending field.
+fn check_header(h: &[u8; 104], big_endian: bool, file_size: u64) -> Result<(), (String, u64)> {
+    let at = |off: usize| {
+        let b: [u8; 8] = h[off..off + 8].try_into().expect("8 bytes");
+        if big_endian {
+            u64::from_be_bytes(b)
+        } else {
+            u64::from_le_bytes(b)
+        }
+    };
+    let attr_size = at(16);
+    if attr_size == 0 || attr_size > 4096 {
+        return Err((format!("implausible attribute size {attr_size}"), 16));
+    }
+    for (name, off) in [("attributes", 24usize), ("data", 40), ("event types", 56)] {
+        let (start, len) = (at(off), at(off + 8));
+        if len == 0 {
+            continue;
+        }
+        match start.checked_add(len) {
+            Some(end) if end <= file_size => {}
+            Some(end) => {
+                return Err((
+                    format!("truncated: the {name} section ends at byte {end}, but the file ends at byte {file_size}"),
+                    off as u64,
+                ))
+            }
+            None => return Err((format!("the {name} section's offset and size overflow"), off as u64)),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,113 @@
+//! `scalprof import perf.data`: a one-point run from a file recorded elsewhere, through
+//! the same analysis as live profiles.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::Result;
+use linux_perf_event_reader::{CpuMode, EventRecord};
+use scalprof_analyze::profile::{ProfileBuilder, Symbols};
+use scalprof_debuginfo::{Kallsyms, SymbolCache};
+use scalprof_model::{Host, Repeat, RunStatus, Sweep, ThroughputSource};
+use scalprof_store::{NewRun, Store};
+
+pub fn import(store: &Store, path: &Path, label: Option<String>) -> Result<i64> {
+    let local_kernel = scalprof_collect::host::probe().kernel;
+    // Kernel symbols of this machine only fit a file recorded on this kernel; we learn
+    // the file's kernel from its header, so read the header first.
+    let header = scalprof_collect::import::read_header(path)?;
+    let same_kernel = header
+        .os_release
+        .as_deref()
+        .is_none_or(|r| r == local_kernel);
+    let mut symbols = Symbols {
+        kernel: Arc::new(if same_kernel {
+            Kallsyms::load()
+        } else {
+            Kallsyms::default()
+        }),
+        files: SymbolCache::default(),
+    };
+    let mut builder = ProfileBuilder::new("", 0, true);
+    let (mut user_ns, mut sys_ns) = (0u64, 0u64);
+    let info = scalprof_collect::import::for_each_record(path, |rec| {
+        if let EventRecord::Sample(s) = &rec {
+            let p = s.period.unwrap_or(0);
+            match s.cpu_mode {
+                CpuMode::Kernel => sys_ns += p,
+                _ => user_ns += p,
+            }
+        }
+        builder.handle(rec, &mut symbols);
+    })?;
+    let mut profile = builder.finish();
+    profile.event = info.event.clone();
+    profile.frequency = info.frequency;
+    profile.stats.bad_records += info.bad_records;
+    if !same_kernel {
+        eprintln!(
+            "scalprof: {} was recorded on kernel {}, this is {local_kernel}: kernel frames stay unresolved",
+            path.display(),
+            info.os_release.as_deref().unwrap_or("?")
+        );
+    }
+
+    let clock_like = info.event.contains("clock");
+    let wall_s = info
+        .time_range_ns
+        .map_or(0.0, |(a, b)| (b - a) as f64 / 1e9);
+    let id = store.create_run(&NewRun {
+        label: label.unwrap_or_else(|| {
+            path.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "perf.data".into())
+        }),
+        created: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        command: if info.cmdline.is_empty() {
+            vec![format!("perf.data:{}", path.display())]
+        } else {
+            info.cmdline.clone()
+        },
+        sweep: Sweep {
+            parameter: "threads".into(),
+            values: vec![1],
+        },
+        host: Host {
+            kernel: info.os_release.clone().unwrap_or_else(|| "unknown".into()),
+            cpus: info.nr_cpus.unwrap_or(0),
+            cpu_model: info.cpu_desc.clone().unwrap_or_else(|| "unknown".into()),
+            pmu: info.event.contains("cycles") || info.event.contains("instructions"),
+        },
+        scaling: ThroughputSource::Strong,
+        ops_regex: String::new(),
+    })?;
+    store.set_output_dir(id, path)?;
+    store.add_repeat(
+        id,
+        1,
+        &Repeat {
+            index: 0,
+            wall_s,
+            // CPU time from the samples' periods, when the event counts time.
+            user_s: if clock_like {
+                user_ns as f64 / 1e9
+            } else {
+                0.0
+            },
+            sys_s: if clock_like { sys_ns as f64 / 1e9 } else { 0.0 },
+            ops: None,
+            exit_code: Some(0),
+            signal: None,
+            timed_out: false,
+            voluntary_csw: 0,
+            involuntary_csw: 0,
+            minor_faults: 0,
+            major_faults: 0,
+            stdout_path: None,
+            stderr_path: None,
+        },
+    )?;
+    store.add_profile(id, 1, 0, &profile)?;
+    store.set_status(id, RunStatus::Complete)?;
+    Ok(id)
+}

@@ -140,7 +140,10 @@ pub fn read_from<R: Read + Seek>(
             size,
         });
     }
-    if let Err((reason, offset)) = check_header(&header, magic == *b"2ELIFREP", size) {
+    let big_endian = magic == *b"2ELIFREP";
+    let checked = check_header(&header, big_endian, size)
+        .and_then(|()| check_feature_table(&mut file, &header, big_endian, size));
+    if let Err((reason, offset)) = checked {
         return Err(ImportError::Corrupt {
             path: name,
             reason,
@@ -234,20 +237,59 @@ pub fn read_from<R: Read + Seek>(
     Ok(info)
 }
 
+fn u64_at(b: &[u8], big_endian: bool) -> u64 {
+    let b: [u8; 8] = b[..8].try_into().expect("8 bytes");
+    if big_endian {
+        u64::from_be_bytes(b)
+    } else {
+        u64::from_le_bytes(b)
+    }
+}
+
+/// The feature sections' (offset, size) table follows the data section, one entry per
+/// feature bit set in the header; each must lie inside the file too (a corrupt size there
+/// would otherwise become a huge allocation).
+fn check_feature_table<R: Read + Seek>(
+    file: &mut R,
+    h: &[u8; 104],
+    big_endian: bool,
+    file_size: u64,
+) -> Result<(), (String, u64)> {
+    let features: u32 = h[72..104].iter().map(|b| b.count_ones()).sum();
+    if features == 0 {
+        return Ok(());
+    }
+    let table = u64_at(&h[40..], big_endian) + u64_at(&h[48..], big_endian);
+    let table_end = table + u64::from(features) * 16;
+    if table_end > file_size {
+        return Err((
+            format!("truncated: the feature table ends at byte {table_end}, but the file ends at byte {file_size}"),
+            table,
+        ));
+    }
+    let mut buf = vec![0u8; features as usize * 16];
+    file.seek(SeekFrom::Start(table))
+        .and_then(|_| file.read_exact(&mut buf))
+        .map_err(|e| (format!("cannot read the feature table: {e}"), table))?;
+    for (i, entry) in buf.chunks_exact(16).enumerate() {
+        let (start, len) = (u64_at(entry, big_endian), u64_at(&entry[8..], big_endian));
+        if start.checked_add(len).is_none_or(|end| end > file_size) {
+            return Err((
+                format!("feature section {i} (offset {start}, size {len}) lies outside the file"),
+                table + i as u64 * 16,
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Checks the perf.data file header (tools/perf/Documentation/perf.data-file-format.txt):
 /// magic, header size, attr size, then the attrs, data and event-types sections as
 /// (offset, size) pairs. Every section must lie inside the file; otherwise the file was
 /// truncated or corrupted, and we say which section and where, before any parser follows
 /// the offsets. Returns the reason and the byte offset of the offending field.
 fn check_header(h: &[u8; 104], big_endian: bool, file_size: u64) -> Result<(), (String, u64)> {
-    let at = |off: usize| {
-        let b: [u8; 8] = h[off..off + 8].try_into().expect("8 bytes");
-        if big_endian {
-            u64::from_be_bytes(b)
-        } else {
-            u64::from_le_bytes(b)
-        }
-    };
+    let at = |off: usize| u64_at(&h[off..], big_endian);
     let attr_size = at(16);
     if attr_size == 0 || attr_size > 4096 {
         return Err((format!("implausible attribute size {attr_size}"), 16));

@@ -271,7 +271,8 @@ fn check_feature_table<R: Read + Seek>(
     file.seek(SeekFrom::Start(table))
         .and_then(|_| file.read_exact(&mut buf))
         .map_err(|e| (format!("cannot read the feature table: {e}"), table))?;
-    for (i, entry) in buf.chunks_exact(16).enumerate() {
+    let bits = (0..256usize).filter(|b| h[72 + b / 8] & (1 << (b % 8)) != 0);
+    for ((i, entry), bit) in buf.chunks_exact(16).enumerate().zip(bits) {
         let (start, len) = (u64_at(entry, big_endian), u64_at(&entry[8..], big_endian));
         if start.checked_add(len).is_none_or(|end| end > file_size) {
             return Err((
@@ -279,8 +280,87 @@ fn check_feature_table<R: Read + Seek>(
                 table + i as u64 * 16,
             ));
         }
+        // Sections whose element counts the parser trusts for its allocations.
+        if bit == FEATURE_CMDLINE || bit == FEATURE_EVENT_DESC {
+            let mut data = vec![0u8; len as usize];
+            file.seek(SeekFrom::Start(start))
+                .and_then(|_| file.read_exact(&mut data))
+                .map_err(|e| (format!("cannot read feature section {bit}: {e}"), start))?;
+            let ok = if bit == FEATURE_CMDLINE {
+                check_string_list(&data, big_endian)
+            } else {
+                check_event_desc(&data, big_endian)
+            };
+            if !ok {
+                let what = if bit == FEATURE_CMDLINE {
+                    "command line"
+                } else {
+                    "event description"
+                };
+                return Err((
+                    format!("the {what} section is malformed (its counts exceed its size)"),
+                    start,
+                ));
+            }
+        }
     }
     Ok(())
+}
+
+/// perf header feature bits (tools/perf/util/header.h).
+const FEATURE_CMDLINE: usize = 11;
+const FEATURE_EVENT_DESC: usize = 12;
+
+fn u32_at(b: &[u8], off: usize, big_endian: bool) -> Option<u32> {
+    let b: [u8; 4] = b.get(off..off + 4)?.try_into().ok()?;
+    Some(if big_endian {
+        u32::from_be_bytes(b)
+    } else {
+        u32::from_le_bytes(b)
+    })
+}
+
+/// `u32 nr; { u32 len; char str[len]; } [nr]`: every string inside the section.
+fn check_string_list(d: &[u8], be: bool) -> bool {
+    let Some(nr) = u32_at(d, 0, be) else {
+        return false;
+    };
+    let mut off = 4usize;
+    for _ in 0..nr {
+        let Some(len) = u32_at(d, off, be) else {
+            return false;
+        };
+        off += 4 + len as usize;
+        if off > d.len() {
+            return false;
+        }
+    }
+    true
+}
+
+/// `u32 nr; u32 attr_size; { attr; u32 nr_ids; string; u64 ids[nr_ids]; } [nr]`.
+fn check_event_desc(d: &[u8], be: bool) -> bool {
+    let (Some(nr), Some(attr_size)) = (u32_at(d, 0, be), u32_at(d, 4, be)) else {
+        return false;
+    };
+    if !(64..=4096).contains(&attr_size) {
+        return nr == 0;
+    }
+    let mut off = 8usize;
+    for _ in 0..nr {
+        off += attr_size as usize;
+        let Some(nr_ids) = u32_at(d, off, be) else {
+            return false;
+        };
+        let Some(len) = u32_at(d, off + 4, be) else {
+            return false;
+        };
+        off += 8 + len as usize + 8 * nr_ids as usize;
+        if off > d.len() {
+            return false;
+        }
+    }
+    true
 }
 
 /// Checks the perf.data file header (tools/perf/Documentation/perf.data-file-format.txt):
@@ -291,7 +371,8 @@ fn check_feature_table<R: Read + Seek>(
 fn check_header(h: &[u8; 104], big_endian: bool, file_size: u64) -> Result<(), (String, u64)> {
     let at = |off: usize| u64_at(&h[off..], big_endian);
     let attr_size = at(16);
-    if attr_size == 0 || attr_size > 4096 {
+    // PERF_ATTR_SIZE_VER0 is 64 bytes; nothing real is larger than a page.
+    if !(64..=4096).contains(&attr_size) {
         return Err((format!("implausible attribute size {attr_size}"), 16));
     }
     for (name, off) in [("attributes", 24usize), ("data", 40), ("event types", 56)] {

@@ -47,6 +47,8 @@ pub trait SweepSink {
     ) -> Result<(), String>;
     /// A warm-up run finished (not stored).
     fn warmup_done(&mut self, value: u64, repeat: &Repeat);
+    /// Profiling could not be set up; the sweep goes on without it.
+    fn profiling_unavailable(&mut self, _reason: &str) {}
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -158,6 +160,7 @@ pub fn run(
         path: plan.output_dir.clone(),
         source,
     })?;
+    let mut sampling = plan.sampling.clone();
     for &value in &plan.values {
         let runs = (0..plan.warmup)
             .map(|i| (i, true))
@@ -179,12 +182,22 @@ pub fn run(
                 stderr: plan.output_dir.join(format!("{stem}.stderr")),
                 timeout: plan.timeout,
             };
-            let mut sampler = match (&plan.sampling, warmup) {
+            let mut sampler = match (&sampling, warmup) {
                 (Some(cfg), false) => Some(Sampler::new(cfg.clone())),
                 _ => None,
             };
             let r = match sampler.as_mut() {
-                Some(s) => exec::run_with(&spec, interrupt, &mut [s as &mut dyn Attach])?,
+                Some(s) => match exec::run_with(&spec, interrupt, &mut [s as &mut dyn Attach]) {
+                    // No permission or no perf events: measure without profiles rather
+                    // than not at all (the workload did not start).
+                    Err(CollectError::Profiling(reason)) => {
+                        sink.profiling_unavailable(&reason);
+                        sampling = None;
+                        sampler = None;
+                        exec::run(&spec, interrupt)?
+                    }
+                    other => other?,
+                },
                 None => exec::run(&spec, interrupt)?,
             };
             let raw = sampler.as_mut().and_then(Sampler::take);

@@ -289,6 +289,13 @@ impl SweepSink for StoreSink<'_> {
         Ok(())
     }
 
+    fn profiling_unavailable(&mut self, reason: &str) {
+        self.symbols = None;
+        self.bar.suspend(|| {
+            eprintln!("scalprof: warning: continuing without profiles: {reason}");
+        });
+    }
+
     fn warmup_done(&mut self, value: u64, repeat: &Repeat) {
         if !repeat.succeeded() {
             self.report_failure(value, repeat, true);

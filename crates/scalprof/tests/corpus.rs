@@ -272,3 +272,42 @@ fn clean_program_stacks_reach_the_thread_function_and_raise_no_finding() {
     let st = &doc["points"][1]["profile"]["stats"];
     assert_eq!(st["lost_samples"], 0);
 }
+
+#[test]
+fn profiles_follow_forked_children() {
+    if !can_profile() {
+        return;
+    }
+    let _turn = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    // The shell forks; the child execs the program: both must be followed.
+    let script = format!("{} $1; true", corpus().join("clean_parallel").display());
+    scalprof(&db)
+        .env("CORPUS_SCALE", "0.3")
+        .args([
+            "run",
+            "-t",
+            "2",
+            "--repeat",
+            "1",
+            "--",
+            "sh",
+            "-c",
+            &script,
+            "sh",
+            "{threads}",
+        ])
+        .assert()
+        .success();
+    let stacks = folded(&db, 2);
+    let worker: u64 = stacks
+        .iter()
+        .filter(|(s, _)| s.starts_with("clean_parallel;") && s.contains("start_thread;worker"))
+        .map(|s| s.1)
+        .sum();
+    assert!(
+        worker > 20,
+        "the forked child's threads were not sampled: {stacks:?}"
+    );
+}

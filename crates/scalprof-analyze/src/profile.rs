@@ -33,6 +33,7 @@ const MAX_FRAMES: usize = 256;
 /// Width of the time bins for the serial-fraction estimate. At ~1 kHz sampling a thread
 /// on CPU for a whole bin leaves ~10 samples in it.
 const SERIAL_BIN_NS: u64 = 10_000_000;
+const MAX_SERIAL_BINS: usize = 1_000_000;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
@@ -475,6 +476,10 @@ impl ProfileBuilder {
         let t0 = self.timeline[0].0;
         let t1 = self.timeline[self.timeline.len() - 1].0;
         let nbins = ((t1 - t0) / SERIAL_BIN_NS + 1) as usize;
+        // Over ~3 hours of samples, or timestamps that make no sense: no estimate.
+        if nbins > MAX_SERIAL_BINS {
+            return SerialStats::default();
+        }
         let mut bins: Vec<Vec<(i32, u32)>> = vec![Vec::new(); nbins];
         for &(t, tid, leaf) in &self.timeline {
             bins[((t - t0) / SERIAL_BIN_NS) as usize].push((tid, leaf));

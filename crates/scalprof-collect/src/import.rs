@@ -142,7 +142,8 @@ pub fn read_from<R: Read + Seek>(
     }
     let big_endian = magic == *b"2ELIFREP";
     let checked = check_header(&header, big_endian, size)
-        .and_then(|()| check_feature_table(&mut file, &header, big_endian, size));
+        .and_then(|()| check_feature_table(&mut file, &header, big_endian, size))
+        .and_then(|()| check_id_sections(&mut file, &header, big_endian, size));
     if let Err((reason, offset)) = checked {
         return Err(ImportError::Corrupt {
             path: name,
@@ -259,8 +260,8 @@ fn check_feature_table<R: Read + Seek>(
     if features == 0 {
         return Ok(());
     }
-    let table = u64_at(&h[40..], big_endian) + u64_at(&h[48..], big_endian);
-    let table_end = table + u64::from(features) * 16;
+    let table = u64_at(&h[40..], big_endian).saturating_add(u64_at(&h[48..], big_endian));
+    let table_end = table.saturating_add(u64::from(features) * 16);
     if table_end > file_size {
         return Err((
             format!("truncated: the feature table ends at byte {table_end}, but the file ends at byte {file_size}"),
@@ -307,6 +308,50 @@ fn check_feature_table<R: Read + Seek>(
     Ok(())
 }
 
+/// Each entry of the attributes section (and of the old event-types section) ends with
+/// the (offset, size) of a list of event ids; those lists must lie inside the file.
+fn check_id_sections<R: Read + Seek>(
+    file: &mut R,
+    h: &[u8; 104],
+    big_endian: bool,
+    file_size: u64,
+) -> Result<(), (String, u64)> {
+    let attr_size = u64_at(&h[16..], big_endian);
+    // attrs: entries of attr_size bytes, ids at the end; event types: attr + 16-byte ids.
+    for (name, off, stride, ids_at) in [
+        (
+            "attributes",
+            24usize,
+            attr_size,
+            attr_size.saturating_sub(16),
+        ),
+        ("event types", 56, attr_size + 16, attr_size),
+    ] {
+        let (start, len) = (
+            u64_at(&h[off..], big_endian),
+            u64_at(&h[off + 8..], big_endian),
+        );
+        if len == 0 || stride < 16 {
+            continue;
+        }
+        let mut data = vec![0u8; len as usize];
+        file.seek(SeekFrom::Start(start))
+            .and_then(|_| file.read_exact(&mut data))
+            .map_err(|e| (format!("cannot read the {name} section: {e}"), start))?;
+        for (i, entry) in data.chunks_exact(stride as usize).enumerate() {
+            let ids = &entry[ids_at as usize..ids_at as usize + 16];
+            let (o, l) = (u64_at(ids, big_endian), u64_at(&ids[8..], big_endian));
+            if l != 0 && o.checked_add(l).is_none_or(|end| end > file_size) {
+                return Err((
+                    format!("entry {i} of the {name} section points to ids outside the file (offset {o}, size {l})"),
+                    start + i as u64 * stride,
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// perf header feature bits (tools/perf/util/header.h).
 const FEATURE_CMDLINE: usize = 11;
 const FEATURE_EVENT_DESC: usize = 12;
@@ -330,7 +375,7 @@ fn check_string_list(d: &[u8], be: bool) -> bool {
         let Some(len) = u32_at(d, off, be) else {
             return false;
         };
-        off += 4 + len as usize;
+        off = off.saturating_add(4 + len as usize);
         if off > d.len() {
             return false;
         }
@@ -348,14 +393,16 @@ fn check_event_desc(d: &[u8], be: bool) -> bool {
     }
     let mut off = 8usize;
     for _ in 0..nr {
-        off += attr_size as usize;
+        off = off.saturating_add(attr_size as usize);
         let Some(nr_ids) = u32_at(d, off, be) else {
             return false;
         };
         let Some(len) = u32_at(d, off + 4, be) else {
             return false;
         };
-        off += 8 + len as usize + 8 * nr_ids as usize;
+        off = off
+            .saturating_add(8 + len as usize)
+            .saturating_add(8 * nr_ids as usize);
         if off > d.len() {
             return false;
         }

@@ -474,6 +474,79 @@ mod tests {
         assert_eq!(dst, [2, 3, 4, 5, 6, 7]);
     }
 
+    /// A sample record laid out as SAMPLE_TYPE says: header, ip, pid/tid, time, cpu,
+    /// period, callchain, user regs, user stack (size, bytes, dyn_size).
+    fn sample_record(stack_size: usize, dyn_size: usize) -> Vec<u8> {
+        let mut r = Vec::new();
+        let mut put = |v: u64| r.extend_from_slice(&v.to_ne_bytes());
+        put(0); // header, patched below
+        put(0x401000); // ip
+        put((7u64 << 32) | 7); // pid, tid
+        put(123); // time
+        put(1); // cpu + reserved
+        put(1_000_000); // period
+        put(2); // callchain nr
+        put(b::PERF_CONTEXT_KERNEL);
+        put(0xffffffff81000000);
+        put(2); // regs abi 64
+        put(0x7ffd0000); // bp
+        put(0x7ffc0000); // sp
+        put(0x401000); // ip
+        put(stack_size as u64);
+        for i in 0..stack_size / 8 {
+            put(i as u64);
+        }
+        put(dyn_size as u64);
+        let len = r.len() as u16;
+        r[0..4].copy_from_slice(&b::PERF_RECORD_SAMPLE.to_ne_bytes());
+        r[6..8].copy_from_slice(&len.to_ne_bytes());
+        r
+    }
+
+    #[test]
+    fn trimming_keeps_only_the_copied_stack_and_stays_parseable() {
+        use linux_perf_event_reader::{
+            Endianness, EventRecord, PerfEventAttr, RawData, RawEventRecord, RecordParseInfo,
+            RecordType,
+        };
+        let rec = sample_record(4096, 100);
+        let mut out = Vec::new();
+        append_trimmed_sample(&rec, &mut out);
+        // 100 bytes round up to 104.
+        assert_eq!(out.len(), rec.len() - 4096 + 104);
+        let size = u16::from_ne_bytes([out[6], out[7]]) as usize;
+        assert_eq!(size, out.len());
+
+        let sampler = Sampler::new(SamplingConfig::default());
+        let attr = sampler.attr(false, true);
+        // SAFETY: viewing a plain-data struct as bytes.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(
+                (&attr as *const b::perf_event_attr).cast::<u8>(),
+                std::mem::size_of::<b::perf_event_attr>(),
+            )
+        };
+        let (attr, _) = PerfEventAttr::parse::<_, byteorder::NativeEndian>(bytes).unwrap();
+        let info = RecordParseInfo::new(&attr, Endianness::NATIVE);
+        let raw = RawEventRecord::new(
+            RecordType(b::PERF_RECORD_SAMPLE),
+            0,
+            RawData::Single(&out[8..]),
+            info,
+        );
+        let EventRecord::Sample(s) = raw.parse().unwrap() else {
+            panic!("not a sample")
+        };
+        let (stack, dyn_size) = s.user_stack.unwrap();
+        assert_eq!((stack.len(), dyn_size), (104, 100));
+        assert_eq!(
+            s.user_regs.unwrap().get(b::PERF_REG_X86_SP as u64),
+            Some(0x7ffc0000)
+        );
+        assert_eq!(s.period, Some(1_000_000));
+        assert_eq!(s.callchain.unwrap().len(), 2);
+    }
+
     #[test]
     fn online_cpus_are_listed() {
         let cpus = online_cpu_list();

@@ -30,16 +30,30 @@ pub fn import(store: &Store, path: &Path, label: Option<String>) -> Result<i64> 
     };
     let mut builder = ProfileBuilder::new("", 0, true);
     let (mut user_ns, mut sys_ns) = (0u64, 0u64);
-    let info = scalprof_collect::import::for_each_record(path, |rec| {
-        if let EventRecord::Sample(s) = &rec {
-            let p = s.period.unwrap_or(0);
-            match s.cpu_mode {
-                CpuMode::Kernel => sys_ns += p,
-                _ => user_ns += p,
+    // The file is untrusted input: scalprof checks its structure first, and a panic in a
+    // parser on a case the checks missed becomes an error, not a crash.
+    let previous_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        scalprof_collect::import::for_each_record(path, |rec| {
+            if let EventRecord::Sample(s) = &rec {
+                let p = s.period.unwrap_or(0);
+                match s.cpu_mode {
+                    CpuMode::Kernel => sys_ns += p,
+                    _ => user_ns += p,
+                }
             }
-        }
-        builder.handle(rec, &mut symbols);
-    })?;
+            builder.handle(rec, &mut symbols);
+        })
+    }));
+    std::panic::set_hook(previous_hook);
+    let info = match read {
+        Ok(result) => result?,
+        Err(_) => anyhow::bail!(
+            "{} is malformed in a way the perf.data parser could not handle; nothing was imported",
+            path.display()
+        ),
+    };
     let mut profile = builder.finish();
     profile.event = info.event.clone();
     profile.frequency = info.frequency;

@@ -237,7 +237,9 @@ impl ProfileBuilder {
                 }
                 self.processes.insert(f.pid, child);
             }
-            EventRecord::Lost(l) => self.stats.lost_samples += l.count,
+            EventRecord::Lost(l) => {
+                self.stats.lost_samples = self.stats.lost_samples.saturating_add(l.count)
+            }
             EventRecord::Throttle(_) => self.stats.throttled += 1,
             _ => {}
         }
@@ -259,7 +261,7 @@ impl ProfileBuilder {
         };
         self.processes.entry(pid).or_default().add_mapping(Mapping {
             start,
-            end: start + len,
+            end: start.saturating_add(len),
             pgoff,
             path,
             elf,
@@ -326,7 +328,7 @@ impl ProfileBuilder {
         }
         let e = self.stacks.entry(frames).or_insert((0, 0));
         e.0 += 1;
-        e.1 += weight;
+        e.1 = e.1.saturating_add(weight);
     }
 
     fn kernel_frame(&mut self, addr: u64, kallsyms: &Kallsyms) -> u32 {
@@ -410,7 +412,8 @@ impl ProfileBuilder {
                 Some(m) => {
                     let file = m.path.rsplit('/').next().unwrap_or(&m.path).to_string();
                     let resolved = m.elf.as_ref().and_then(|elf| {
-                        let svma = elf.file_offset_to_svma(addr - m.start + m.pgoff)?;
+                        let svma =
+                            elf.file_offset_to_svma((addr - m.start).checked_add(m.pgoff)?)?;
                         let f = elf.frames(svma);
                         (!f.is_empty()).then_some(f)
                     });
@@ -561,7 +564,7 @@ pub fn merge(profiles: impl IntoIterator<Item = PointProfile>) -> Option<PointPr
         for f in &p.folded {
             let e = stacks.entry(f.stack.clone()).or_insert((0, 0));
             e.0 += f.samples;
-            e.1 += f.weight;
+            e.1 = e.1.saturating_add(f.weight);
         }
         match &mut out {
             None => {

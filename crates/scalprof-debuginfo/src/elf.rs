@@ -169,8 +169,8 @@ impl ElfInfo {
     pub fn file_offset_to_svma(&self, offset: u64) -> Option<u64> {
         self.segments
             .iter()
-            .find(|s| offset >= s.file_offset && offset < s.file_offset + s.file_size.max(1))
-            .map(|s| offset - s.file_offset + s.svma)
+            .find(|s| offset >= s.file_offset && offset - s.file_offset < s.file_size.max(1))
+            .map(|s| (offset - s.file_offset).wrapping_add(s.svma))
     }
 
     /// The enclosing function symbol of a stated address.

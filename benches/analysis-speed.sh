@@ -18,7 +18,8 @@ trap 'rm -rf "$work"' EXIT
 want=${SAMPLES:-1000000}
 freq=${FREQ:-25000}
 cpus=$(nproc)
-secs=$(( want / (freq * cpus) + 2 ))
+# the kernel throttles high rates a little: record 40% longer than the nominal need
+secs=$(( want * 14 / 10 / (freq * cpus) + 2 ))
 echo "recording ~${want} samples (${freq} Hz × ${cpus} CPUs × ${secs} s)…"
 perf record -q -F "$freq" -a -g -o "$work/perf.data" -- sleep "$secs" &
 rec=$!
@@ -38,6 +39,9 @@ t1=$(date +%s.%N)
 t2=$(date +%s.%N)
 
 samples=$(grep -o '[0-9]* samples' "$work/import.txt" | head -1)
+perf_total=$(awk '{s += $NF} END {printf "%d", s}' "$work/perf.folded")
+ours_total=$("$bin" --db "$work/runs.db" flame latest --folded | awk '{s += $NF} END {print s}')
+echo "folded totals: perf+inferno ${perf_total} (weighted by period), scalprof ${ours_total} samples"
 python3 - "$t0" "$t1" "$t2" "$samples" <<'PY'
 import sys
 t0, t1, t2 = map(float, sys.argv[1:4])

@@ -15,7 +15,7 @@ trap 'rm -rf "$work"' EXIT
 db="$work/runs.db"
 for i in $(seq "$rounds"); do
     "$bin" --db "$db" run -t "$threads" --repeat 1 --label plain --no-profile -- "$work/corpus/$program" '{threads}' >/dev/null 2>&1
-    "$bin" --db "$db" run -t "$threads" --repeat 1 --label profiled -- "$work/corpus/$program" '{threads}' >/dev/null 2>&1
+    "$bin" --db "$db" run -t "$threads" --repeat 1 --label profiled ${FREQ:+--freq $FREQ} -- "$work/corpus/$program" '{threads}' >/dev/null 2>&1
 done
 python3 - "$bin" "$db" <<'PY'
 import json, statistics, subprocess, sys

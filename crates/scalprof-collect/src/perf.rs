@@ -38,7 +38,7 @@ impl Default for SamplingConfig {
         SamplingConfig {
             // 999 rather than 1000, so sampling does not run in lockstep with timers.
             frequency: 999,
-            stack_bytes: 16 * 1024,
+            stack_bytes: 8 * 1024,
             use_pmu: false,
         }
     }
@@ -61,6 +61,10 @@ pub struct RawProfile {
     /// Records whose header was malformed and that were skipped.
     pub bad_records: u64,
 }
+
+/// How often the reader drains the buffers when no wakeup came: 4 MiB per CPU holds
+/// ~250 samples with 16 KiB stack copies, a quarter second at the default rate.
+const POLL_MS: i32 = 50;
 
 /// x86-64 perf register numbers of BP, SP and IP: what framehop needs to unwind.
 #[cfg(target_arch = "x86_64")]
@@ -142,7 +146,7 @@ impl Sampler {
         a.set_exclude_callchain_user(1);
         a.set_exclude_kernel(u64::from(!kernel));
         a.set_watermark(1);
-        a.__bindgen_anon_2.wakeup_watermark = 256 * 1024;
+        a.__bindgen_anon_2.wakeup_watermark = 1024 * 1024;
         a
     }
 
@@ -279,7 +283,7 @@ fn read_loop(mut rings: Vec<Ring>, stop: &AtomicBool) -> Drained {
         }
         // SAFETY: pollfds is a valid array of pollfd for descriptors we own.
         unsafe {
-            libc::poll(pollfds.as_mut_ptr(), pollfds.len() as libc::nfds_t, 20);
+            libc::poll(pollfds.as_mut_ptr(), pollfds.len() as libc::nfds_t, POLL_MS);
         }
     }
     (rings, out, samples, bad)
@@ -290,7 +294,6 @@ struct Ring {
     fd: OwnedFd,
     base: *mut u8,
     len: usize,
-    scratch: Vec<u8>,
 }
 
 // SAFETY: the mapping is owned by this struct and only touched by the thread holding it.
@@ -319,7 +322,6 @@ impl Ring {
                     fd,
                     base: base.cast(),
                     len,
-                    scratch: Vec::new(),
                 });
             }
         }
@@ -358,14 +360,17 @@ impl Ring {
                 pos = head;
                 break;
             }
-            self.scratch.resize(size as usize, 0);
-            copy_wrapped(data, pos, &mut self.scratch);
+            let view = RecordView {
+                data,
+                pos,
+                len: size as usize,
+            };
             let kind = u32::from_ne_bytes([hdr[0], hdr[1], hdr[2], hdr[3]]);
             if kind == b::PERF_RECORD_SAMPLE {
                 *samples += 1;
-                append_trimmed_sample(&self.scratch, out);
+                append_trimmed_sample(&view, out);
             } else {
-                out.extend_from_slice(&self.scratch);
+                view.append(0..view.len, out);
             }
             pos += size;
         }
@@ -395,44 +400,64 @@ fn copy_wrapped(data: &[u8], pos: u64, dst: &mut [u8]) {
     dst[first..].copy_from_slice(&data[..rest]);
 }
 
+/// A record in the ring buffer, possibly wrapping around its end.
+struct RecordView<'a> {
+    data: &'a [u8],
+    pos: u64,
+    len: usize,
+}
+
+impl RecordView<'_> {
+    fn u64_at(&self, off: usize) -> Option<u64> {
+        if off + 8 > self.len {
+            return None;
+        }
+        let mut b = [0u8; 8];
+        copy_wrapped(self.data, self.pos + off as u64, &mut b);
+        Some(u64::from_ne_bytes(b))
+    }
+
+    /// Appends bytes `range` of the record to `out`.
+    fn append(&self, range: std::ops::Range<usize>, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.resize(start + range.len(), 0);
+        copy_wrapped(self.data, self.pos + range.start as u64, &mut out[start..]);
+    }
+}
+
 /// Appends a sample record with its user-stack copy cut to the bytes the kernel filled
 /// (`dyn_size`, rounded up to 8): a 16 KiB copy of a shallow thread stack is mostly
-/// zeros. The layout follows SAMPLE_TYPE (perf_event_open(2), "PERF_RECORD_SAMPLE").
-fn append_trimmed_sample(rec: &[u8], out: &mut Vec<u8>) {
-    let u64_at = |off: usize| -> Option<u64> {
-        rec.get(off..off + 8)
-            .map(|b| u64::from_ne_bytes(b.try_into().expect("8 bytes")))
-    };
+/// unused, and copying only the used part out of the ring buffer is most of what keeps
+/// the reader thread cheap. The layout follows SAMPLE_TYPE (perf_event_open(2),
+/// "PERF_RECORD_SAMPLE").
+fn append_trimmed_sample(rec: &RecordView<'_>, out: &mut Vec<u8>) {
     // header 8, ip 8, pid/tid 8, time 8, cpu 8, period 8 → callchain nr at 48
-    let trimmed = (|| {
-        let nr = u64_at(48)? as usize;
-        let mut off = 56 + nr * 8;
-        let abi = u64_at(off)?;
+    let layout = (|| {
+        let nr = rec.u64_at(48)? as usize;
+        let mut off = 56usize.checked_add(nr.checked_mul(8)?)?;
+        let abi = rec.u64_at(off)?;
         off += 8;
         if abi != 0 {
             off += 8 * USER_REGS_MASK.count_ones() as usize;
         }
-        let size_off = off;
-        let size = u64_at(size_off)? as usize;
-        if size == 0 {
-            return None;
-        }
-        let dyn_off = size_off + 8 + size;
-        let dyn_size = (u64_at(dyn_off)? as usize).min(size);
-        let keep = dyn_size.div_ceil(8) * 8;
-        let start = out.len();
-        out.extend_from_slice(&rec[..size_off]);
-        out.extend_from_slice(&(keep as u64).to_ne_bytes());
-        out.extend_from_slice(&rec[size_off + 8..size_off + 8 + keep]);
-        out.extend_from_slice(&(dyn_size as u64).to_ne_bytes());
-        out.extend_from_slice(&rec[dyn_off + 8..]);
-        let total = (out.len() - start) as u16;
-        out[start + 6..start + 8].copy_from_slice(&total.to_ne_bytes());
-        Some(())
+        let size = rec.u64_at(off)? as usize;
+        let dyn_off = off.checked_add(8)?.checked_add(size)?;
+        let dyn_size = (rec.u64_at(dyn_off)? as usize).min(size);
+        (size != 0).then_some((off, dyn_off, dyn_size))
     })();
-    if trimmed.is_none() {
-        out.extend_from_slice(rec);
-    }
+    let Some((size_off, dyn_off, dyn_size)) = layout else {
+        rec.append(0..rec.len, out);
+        return;
+    };
+    let keep = dyn_size.div_ceil(8) * 8;
+    let start = out.len();
+    rec.append(0..size_off, out);
+    out.extend_from_slice(&(keep as u64).to_ne_bytes());
+    rec.append(size_off + 8..size_off + 8 + keep, out);
+    out.extend_from_slice(&(dyn_size as u64).to_ne_bytes());
+    rec.append(dyn_off + 8..rec.len, out);
+    let total = (out.len() - start) as u16;
+    out[start + 6..start + 8].copy_from_slice(&total.to_ne_bytes());
 }
 
 fn page_size() -> usize {
@@ -511,7 +536,24 @@ mod tests {
         };
         let rec = sample_record(4096, 100);
         let mut out = Vec::new();
-        append_trimmed_sample(&rec, &mut out);
+        let view = RecordView {
+            data: &rec,
+            pos: 0,
+            len: rec.len(),
+        };
+        append_trimmed_sample(&view, &mut out);
+        // The same record wrapped around the end of a ring buffer trims the same way.
+        let split = 200;
+        let mut ring = rec[split..].to_vec();
+        ring.extend_from_slice(&rec[..split]);
+        let wrapped = RecordView {
+            data: &ring,
+            pos: (ring.len() - split) as u64,
+            len: rec.len(),
+        };
+        let mut out2 = Vec::new();
+        append_trimmed_sample(&wrapped, &mut out2);
+        assert_eq!(out, out2);
         // 100 bytes round up to 104.
         assert_eq!(out.len(), rec.len() - 4096 + 104);
         let size = u16::from_ne_bytes([out[6], out[7]]) as usize;

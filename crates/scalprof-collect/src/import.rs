@@ -339,6 +339,12 @@ fn check_id_sections<R: Read + Seek>(
             .and_then(|_| file.read_exact(&mut data))
             .map_err(|e| (format!("cannot read the {name} section: {e}"), start))?;
         for (i, entry) in data.chunks_exact(stride as usize).enumerate() {
+            if u32_at(entry, 4, big_endian).is_none_or(|size| !attr_size_is_valid(size)) {
+                return Err((
+                    format!("entry {i} of the {name} section has an invalid perf_event_attr size"),
+                    start + i as u64 * stride,
+                ));
+            }
             let ids = &entry[ids_at as usize..ids_at as usize + 16];
             let (o, l) = (u64_at(ids, big_endian), u64_at(&ids[8..], big_endian));
             if l != 0 && o.checked_add(l).is_none_or(|end| end > file_size) {
@@ -350,6 +356,14 @@ fn check_id_sections<R: Read + Seek>(
         }
     }
     Ok(())
+}
+
+/// A perf_event_attr's own `size` field must be one of the published layouts
+/// (PERF_ATTR_SIZE_VER0..VER7) or larger than the newest: a size between two layouts
+/// makes the parser stop mid-attribute and read the following fields from the wrong place.
+fn attr_size_is_valid(size: u32) -> bool {
+    matches!(size, 64 | 72 | 80 | 96 | 104 | 112 | 120 | 128)
+        || (size > 128 && size % 8 == 0 && size <= 4096)
 }
 
 /// perf header feature bits (tools/perf/util/header.h).
@@ -393,6 +407,9 @@ fn check_event_desc(d: &[u8], be: bool) -> bool {
     }
     let mut off = 8usize;
     for _ in 0..nr {
+        if u32_at(d, off + 4, be).is_none_or(|size| !attr_size_is_valid(size)) {
+            return false;
+        }
         off = off.saturating_add(attr_size as usize);
         let Some(nr_ids) = u32_at(d, off, be) else {
             return false;

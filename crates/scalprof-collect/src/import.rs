@@ -363,7 +363,7 @@ fn check_id_sections<R: Read + Seek>(
 /// makes the parser stop mid-attribute and read the following fields from the wrong place.
 fn attr_size_is_valid(size: u32) -> bool {
     matches!(size, 64 | 72 | 80 | 96 | 104 | 112 | 120 | 128)
-        || (size > 128 && size % 8 == 0 && size <= 4096)
+        || (size > 128 && size.is_multiple_of(8) && size <= 4096)
 }
 
 /// perf header feature bits (tools/perf/util/header.h).

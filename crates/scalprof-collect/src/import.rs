@@ -143,7 +143,8 @@ pub fn read_from<R: Read + Seek>(
     let big_endian = magic == *b"2ELIFREP";
     let checked = check_header(&header, big_endian, size)
         .and_then(|()| check_feature_table(&mut file, &header, big_endian, size))
-        .and_then(|()| check_id_sections(&mut file, &header, big_endian, size));
+        .and_then(|()| check_id_sections(&mut file, &header, big_endian, size))
+        .and_then(|()| check_records(&mut file, &header, big_endian));
     if let Err((reason, offset)) = checked {
         return Err(ImportError::Corrupt {
             path: name,
@@ -364,6 +365,56 @@ fn check_id_sections<R: Read + Seek>(
 fn attr_size_is_valid(size: u32) -> bool {
     matches!(size, 64 | 72 | 80 | 96 | 104 | 112 | 120 | 128)
         || (size > 128 && size.is_multiple_of(8) && size <= 4096)
+}
+
+/// Walks the record headers of the data section: every record must fit in it, and an
+/// AUXTRACE record's trailing data (whose size the parser allocates) too. Gives the byte
+/// offset of the first record that does not.
+fn check_records<R: Read + Seek>(
+    file: &mut R,
+    h: &[u8; 104],
+    big_endian: bool,
+) -> Result<(), (String, u64)> {
+    const PERF_RECORD_AUXTRACE: u32 = 71;
+    let start = u64_at(&h[40..], big_endian);
+    let end = start.saturating_add(u64_at(&h[48..], big_endian));
+    file.seek(SeekFrom::Start(start))
+        .map_err(|e| (format!("cannot read the data section: {e}"), start))?;
+    let mut r = std::io::BufReader::with_capacity(1 << 16, file);
+    let mut pos = start;
+    let mut hdr = [0u8; 16];
+    while pos + 8 <= end {
+        r.read_exact(&mut hdr[..8])
+            .map_err(|_| ("truncated: the data section ends early".to_string(), pos))?;
+        let ty = u32_at(&hdr, 0, big_endian).unwrap_or(0);
+        let size = u64::from(if big_endian {
+            u16::from_be_bytes([hdr[6], hdr[7]])
+        } else {
+            u16::from_le_bytes([hdr[6], hdr[7]])
+        });
+        if size < 8 || pos + size > end {
+            return Err((format!("the record at byte {pos} (type {ty}, {size} bytes) does not fit the data section"), pos));
+        }
+        // Bytes of the record body already read, and trailing AUX data after the record.
+        let (mut read, mut aux) = (0u64, 0u64);
+        if ty == PERF_RECORD_AUXTRACE && size >= 16 {
+            r.read_exact(&mut hdr[8..16])
+                .map_err(|_| ("truncated: the data section ends early".to_string(), pos))?;
+            read = 8;
+            aux = u64_at(&hdr[8..], big_endian);
+            if aux > end - pos - size {
+                return Err((format!("the AUX trace record at byte {pos} claims {aux} bytes beyond the data section"), pos));
+            }
+        }
+        let skip = size - 8 - read + aux;
+        let skipped = std::io::copy(&mut (&mut r).take(skip), &mut std::io::sink())
+            .map_err(|e| (format!("cannot read the data section: {e}"), pos))?;
+        if skipped < skip {
+            return Err(("truncated: the data section ends early".to_string(), pos));
+        }
+        pos += size + aux;
+    }
+    Ok(())
 }
 
 /// perf header feature bits (tools/perf/util/header.h).

@@ -269,11 +269,28 @@ fn profile_line(doc: &RunDocument) -> Option<String> {
     ))
 }
 
+/// What-grew rows below this share of the last point's cost per op are not shown.
+const MIN_SHARE_SHOWN: f64 = 0.01;
+
 /// The "what grew" tables: top functions by growth in self cost per operation.
 pub fn what_grew(d: &scalprof_model::ScalingDiff) -> String {
     let mut out = String::new();
+    let (first, last) = (d.total_per_op[0], d.total_per_op[d.total_per_op.len() - 1]);
+    if last <= first * 1.05 {
+        return format!(
+            "\nwhat grew: nothing notable; the sampled cost per op is flat ({} → {} {})\n",
+            si(first),
+            si(last),
+            d.unit
+        );
+    }
     for (scope, rows) in [("kernel", &d.kernel), ("user", &d.user)] {
-        let rows: Vec<_> = rows.iter().filter(|r| r.growth > 0.0).take(8).collect();
+        // Rows that explain less than 1% of the cost at the last point are noise.
+        let rows: Vec<_> = rows
+            .iter()
+            .filter(|r| r.share_of_loss >= MIN_SHARE_SHOWN)
+            .take(8)
+            .collect();
         if rows.is_empty() {
             continue;
         }
@@ -353,6 +370,41 @@ mod tests {
         assert_eq!(g(0.0277), "0.0277");
         assert_eq!(g(0.000104), "0.000104");
         assert_eq!(g(1.5e-9), "1.50e-9");
+    }
+
+    fn growth(
+        function: &str,
+        kernel: bool,
+        per_op: [f64; 2],
+        share: f64,
+    ) -> scalprof_model::FunctionGrowth {
+        scalprof_model::FunctionGrowth {
+            function: function.into(),
+            kernel,
+            self_per_op: per_op.to_vec(),
+            inclusive_per_op: per_op.to_vec(),
+            growth: per_op[1] - per_op[0],
+            share_of_loss: share,
+        }
+    }
+
+    #[test]
+    fn what_grew_shows_growth_and_hides_noise() {
+        let mut d = scalprof_model::ScalingDiff {
+            unit: "ns/op".into(),
+            points: vec![1, 2],
+            total_per_op: vec![4.6, 31.2],
+            user: vec![growth("worker", false, [4.6, 31.1], 0.85)],
+            kernel: vec![growth("handle_softirqs", true, [0.01, 0.03], 0.0006)],
+        };
+        let text = what_grew(&d);
+        assert!(text.contains("worker") && text.contains("85%"), "{text}");
+        assert!(
+            !text.contains("handle_softirqs"),
+            "noise rows are hidden: {text}"
+        );
+        d.total_per_op = vec![4.56, 4.53];
+        assert!(what_grew(&d).contains("nothing notable"));
     }
 
     #[test]

@@ -377,7 +377,12 @@ fn check_records<R: Read + Seek>(
 ) -> Result<(), (String, u64)> {
     const PERF_RECORD_AUXTRACE: u32 = 71;
     let start = u64_at(&h[40..], big_endian);
-    let end = start.saturating_add(u64_at(&h[48..], big_endian));
+    let len = u64_at(&h[48..], big_endian);
+    if len == 0 {
+        return Ok(());
+    }
+    // check_header made sure the section lies inside the file: no overflow from here on.
+    let end = start + len;
     file.seek(SeekFrom::Start(start))
         .map_err(|e| (format!("cannot read the data section: {e}"), start))?;
     let mut r = std::io::BufReader::with_capacity(1 << 16, file);
@@ -392,7 +397,7 @@ fn check_records<R: Read + Seek>(
         } else {
             u16::from_le_bytes([hdr[6], hdr[7]])
         });
-        if size < 8 || pos + size > end {
+        if size < 8 || size > end - pos {
             return Err((format!("the record at byte {pos} (type {ty}, {size} bytes) does not fit the data section"), pos));
         }
         // Bytes of the record body already read, and trailing AUX data after the record.

@@ -1,0 +1,33 @@
+//! Compiles the BPF programs (src/bpf/*.bpf.c) with clang and generates their Rust
+//! skeletons (libbpf-cargo). Needs clang and libelf-dev: `apt-get install clang libelf-dev`.
+
+use std::path::PathBuf;
+
+use libbpf_cargo::SkeletonBuilder;
+
+fn main() {
+    let src = "src/bpf/locks.bpf.c";
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR")).join("locks.skel.rs");
+    let arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
+    let multiarch = match arch.as_str() {
+        "x86_64" => "x86_64-linux-gnu",
+        "aarch64" => "aarch64-linux-gnu",
+        other => other,
+    };
+    if let Err(e) = SkeletonBuilder::new()
+        .source(src)
+        // clang -target bpf does not search the multiarch include directory.
+        .clang_args([
+            format!("-I/usr/include/{multiarch}"),
+            "-O2".into(),
+            "-g".into(),
+        ])
+        .build_and_generate(&out)
+    {
+        panic!(
+            "building {src} failed: {e:#}\n\
+             scalprof's BPF programs need clang and libelf-dev: apt-get install -y clang libelf-dev"
+        );
+    }
+    println!("cargo:rerun-if-changed={src}");
+}

@@ -1,0 +1,326 @@
+// SPDX-License-Identifier: GPL-2.0
+// scalprof lock tracer: kernel lock contention (lock:contention_begin/end) and user futex
+// waits of the workload's process tree, aggregated in kernel maps so that tracing costs
+// little however often the locks are hit. User stacks for futex waits are copied for a
+// sample of waits and unwound in user space (the workload's libc has no frame pointers).
+//
+// Design after perf's lock_contention.bpf.c (per-task start timestamps, per-CPU slots for
+// spinning locks, exported failure counters); written for scalprof.
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+typedef __u64 u64;
+typedef __u32 u32;
+typedef __s32 s32;
+typedef __u8 u8;
+
+/* CO-RE views of the two kernel structs we read; field offsets come from the running
+ * kernel's BTF at load time. */
+struct task_struct {
+	int pid;
+	int tgid;
+} __attribute__((preserve_access_index));
+
+struct pt_regs {
+	unsigned long bp;
+	unsigned long di;
+	unsigned long si;
+	unsigned long ip;
+	unsigned long sp;
+} __attribute__((preserve_access_index));
+
+/* include/trace/events/lock.h */
+#define LCB_F_SPIN (1U << 0)
+
+#define NR_FUTEX 202 /* x86-64 */
+#define FUTEX_CMD_MASK 0x7f /* ~(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME) */
+#define FUTEX_WAIT 0
+#define FUTEX_LOCK_PI 6
+#define FUTEX_WAIT_BITSET 9
+#define FUTEX_WAIT_REQUEUE_PI 11
+#define FUTEX_LOCK_PI2 13
+
+#define STACK_DEPTH 32
+#define USER_STACK_COPY 4096
+
+const volatile u32 root_tgid = 0;
+const volatile u8 system_wide = 0;
+/* Copy the user stack of the first waits on each futex, then one in `sample_every`. */
+const volatile u32 sample_first = 32;
+const volatile u32 sample_every = 16;
+
+/* Failure counters, read by user space and shown in the report. */
+u64 fail_task_map = 0;
+u64 fail_stack = 0;
+u64 fail_agg_map = 0;
+u64 fail_nested = 0;
+u64 lost_snapshots = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, u32);
+	__type(value, u8);
+} tracked SEC(".maps");
+
+struct kstart {
+	u64 ts;
+	u64 lock;
+	u32 flags;
+	s32 stack_id;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, u32);
+	__type(value, struct kstart);
+} task_start SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct kstart);
+} cpu_start SEC(".maps");
+
+struct kkey {
+	u64 lock;
+	s32 stack_id;
+	u32 flags;
+};
+
+struct stat {
+	u64 count;
+	u64 total_ns;
+	u64 max_ns;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct kkey);
+	__type(value, struct stat);
+} kernel_locks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 16384);
+	__uint(key_size, sizeof(u32));
+	__uint(value_size, STACK_DEPTH * sizeof(u64));
+} stacks SEC(".maps");
+
+struct ustart {
+	u64 ts;
+	u64 uaddr;
+	u32 op;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, u32);
+	__type(value, struct ustart);
+} futex_start SEC(".maps");
+
+struct ukey {
+	u64 uaddr;
+	u32 tgid;
+	u32 op;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct ukey);
+	__type(value, struct stat);
+} user_locks SEC(".maps");
+
+struct snapshot {
+	u64 uaddr;
+	u64 wait_ns;
+	u64 ip;
+	u64 sp;
+	u64 bp;
+	u32 tgid;
+	u32 tid;
+	u32 len;
+	u32 pad;
+	u8 stack[USER_STACK_COPY];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4 << 20);
+} snapshots SEC(".maps");
+
+static __always_inline int is_tracked(u32 tgid)
+{
+	if (system_wide)
+		return 1;
+	return bpf_map_lookup_elem(&tracked, &tgid) != NULL;
+}
+
+static __always_inline void account(void *map, void *key, u64 wait)
+{
+	struct stat *s = bpf_map_lookup_elem(map, key);
+	if (!s) {
+		struct stat init = { .count = 1, .total_ns = wait, .max_ns = wait };
+		if (bpf_map_update_elem(map, key, &init, BPF_NOEXIST) == 0)
+			return;
+		s = bpf_map_lookup_elem(map, key);
+		if (!s) {
+			__sync_fetch_and_add(&fail_agg_map, 1);
+			return;
+		}
+	}
+	__sync_fetch_and_add(&s->count, 1);
+	__sync_fetch_and_add(&s->total_ns, wait);
+	if (wait > s->max_ns)
+		s->max_ns = wait;
+}
+
+/* Follow the workload's children: a forked process joins the traced tree. */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
+{
+	u32 ptgid = BPF_CORE_READ(parent, tgid);
+	u32 ctgid = BPF_CORE_READ(child, tgid);
+	u8 one = 1;
+	if (ptgid != ctgid && bpf_map_lookup_elem(&tracked, &ptgid))
+		bpf_map_update_elem(&tracked, &ctgid, &one, BPF_ANY);
+	return 0;
+}
+
+SEC("tp_btf/contention_begin")
+int BPF_PROG(on_contention_begin, void *lock, unsigned int flags)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	u32 tgid = id >> 32, tid = (u32)id;
+	struct kstart *st;
+	if (!is_tracked(tgid))
+		return 0;
+	if (flags & LCB_F_SPIN) {
+		u32 zero = 0;
+		st = bpf_map_lookup_elem(&cpu_start, &zero);
+		if (!st)
+			return 0;
+		if (st->lock) {
+			__sync_fetch_and_add(&fail_nested, 1);
+			return 0;
+		}
+	} else {
+		struct kstart init = {};
+		st = bpf_map_lookup_elem(&task_start, &tid);
+		if (st) {
+			__sync_fetch_and_add(&fail_nested, 1);
+			return 0;
+		}
+		if (bpf_map_update_elem(&task_start, &tid, &init, BPF_NOEXIST)) {
+			__sync_fetch_and_add(&fail_task_map, 1);
+			return 0;
+		}
+		st = bpf_map_lookup_elem(&task_start, &tid);
+		if (!st)
+			return 0;
+	}
+	st->lock = (u64)lock;
+	st->flags = flags;
+	st->stack_id = bpf_get_stackid(ctx, &stacks, 0);
+	if (st->stack_id < 0)
+		__sync_fetch_and_add(&fail_stack, 1);
+	st->ts = bpf_ktime_get_ns();
+	return 0;
+}
+
+SEC("tp_btf/contention_end")
+int BPF_PROG(on_contention_end, void *lock, int ret)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	u32 tid = (u32)id;
+	u32 zero = 0;
+	struct kstart *st;
+	int percpu = 0;
+	u64 now = bpf_ktime_get_ns();
+
+	st = bpf_map_lookup_elem(&task_start, &tid);
+	if (!st || st->lock != (u64)lock) {
+		st = bpf_map_lookup_elem(&cpu_start, &zero);
+		if (!st || st->lock != (u64)lock)
+			return 0;
+		percpu = 1;
+	}
+	struct kkey key = { .lock = st->lock, .stack_id = st->stack_id, .flags = st->flags };
+	u64 wait = now - st->ts;
+	if (percpu)
+		st->lock = 0;
+	else
+		bpf_map_delete_elem(&task_start, &tid);
+	account(&kernel_locks, &key, wait);
+	return 0;
+}
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(on_sys_enter, struct pt_regs *regs, long nr)
+{
+	if (nr != NR_FUTEX)
+		return 0;
+	u64 id = bpf_get_current_pid_tgid();
+	u32 tgid = id >> 32, tid = (u32)id;
+	if (!is_tracked(tgid))
+		return 0;
+	u32 op = BPF_CORE_READ(regs, si) & FUTEX_CMD_MASK;
+	if (op != FUTEX_WAIT && op != FUTEX_WAIT_BITSET && op != FUTEX_LOCK_PI &&
+	    op != FUTEX_LOCK_PI2 && op != FUTEX_WAIT_REQUEUE_PI)
+		return 0;
+	struct ustart st = { .ts = bpf_ktime_get_ns(), .uaddr = BPF_CORE_READ(regs, di), .op = op };
+	if (bpf_map_update_elem(&futex_start, &tid, &st, BPF_ANY))
+		__sync_fetch_and_add(&fail_task_map, 1);
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	u32 tgid = id >> 32, tid = (u32)id;
+	struct ustart *st = bpf_map_lookup_elem(&futex_start, &tid);
+	if (!st)
+		return 0;
+	u64 wait = bpf_ktime_get_ns() - st->ts;
+	struct ukey key = { .uaddr = st->uaddr, .tgid = tgid, .op = st->op };
+	bpf_map_delete_elem(&futex_start, &tid);
+	account(&user_locks, &key, wait);
+
+	/* A sample of waits carries the user stack, to find the caller of the lock. */
+	struct stat *s = bpf_map_lookup_elem(&user_locks, &key);
+	if (!s)
+		return 0;
+	u64 n = s->count;
+	if (n > sample_first && (n % sample_every) != 0)
+		return 0;
+	struct snapshot *snap = bpf_ringbuf_reserve(&snapshots, sizeof(*snap), 0);
+	if (!snap) {
+		__sync_fetch_and_add(&lost_snapshots, 1);
+		return 0;
+	}
+	snap->uaddr = key.uaddr;
+	snap->wait_ns = wait;
+	snap->tgid = tgid;
+	snap->tid = tid;
+	snap->ip = BPF_CORE_READ(regs, ip);
+	snap->sp = BPF_CORE_READ(regs, sp);
+	snap->bp = BPF_CORE_READ(regs, bp);
+	snap->len = 0;
+	if (bpf_probe_read_user(snap->stack, USER_STACK_COPY, (void *)snap->sp) == 0)
+		snap->len = USER_STACK_COPY;
+	else if (bpf_probe_read_user(snap->stack, 512, (void *)snap->sp) == 0)
+		snap->len = 512;
+	bpf_ringbuf_submit(snap, 0);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";

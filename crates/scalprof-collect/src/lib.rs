@@ -12,6 +12,7 @@ pub mod host;
 pub mod import;
 pub mod interrupt;
 pub mod launch;
+pub mod locks;
 pub mod perf;
 pub mod sweep;
 
@@ -45,6 +46,8 @@ pub enum CollectError {
     BadSweepList { text: String, reason: String },
     #[error("profiling: {0}")]
     Profiling(String),
+    #[error("lock tracing: {0}")]
+    Locks(String),
     #[error("storing a measurement failed: {0}")]
     Sink(String),
 }

@@ -1,0 +1,95 @@
+//! The BPF lock tracer on real workloads (root or CAP_BPF needed; CI runs as root).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use scalprof_collect::exec::{self, Attach, ExecSpec};
+use scalprof_collect::interrupt::Interrupt;
+use scalprof_collect::locks::{LockConfig, LockTracer, RawLocks};
+
+fn can_trace() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must run as root to load BPF"
+    );
+    eprintln!("skipped: loading BPF programs needs root");
+    false
+}
+
+fn build(dir: &Path, name: &str) -> PathBuf {
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../corpus");
+    let out = dir.join(name);
+    let st = Command::new("cc")
+        .args(["-O2", "-g", "-pthread", "-o"])
+        .arg(&out)
+        .arg(corpus.join(format!("{name}.c")))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    out
+}
+
+fn trace(bin: &Path, threads: &str, dir: &Path) -> RawLocks {
+    let spec = ExecSpec {
+        argv: vec![bin.display().to_string(), threads.into()],
+        env: vec![("CORPUS_SCALE".into(), "0.25".into())],
+        stdout: dir.join("out"),
+        stderr: dir.join("err"),
+        timeout: None,
+    };
+    let mut tracer = LockTracer::new(LockConfig::default());
+    let r = exec::run_with(
+        &spec,
+        &Interrupt::manual(),
+        &mut [&mut tracer as &mut dyn Attach],
+    )
+    .unwrap();
+    assert_eq!(r.exit_code, Some(0));
+    tracer.take().expect("lock data")
+}
+
+#[test]
+fn futex_waits_of_a_global_mutex_are_counted_with_stack_copies() {
+    if !can_trace() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build(dir.path(), "hash_global_mutex");
+    let raw = trace(&bin, "2", dir.path());
+    // glibc's mutex slow path waits with FUTEX_WAIT (op 0).
+    let mutex_waits = |r: &RawLocks| {
+        r.user
+            .iter()
+            .filter(|u| u.op == 0)
+            .map(|u| u.count)
+            .sum::<u64>()
+    };
+    assert!(mutex_waits(&raw) > 100, "futex waits: {:?}", raw.user);
+    assert!(!raw.snapshots.is_empty());
+    let tgid = raw.user[0].tgid;
+    let maps = &raw.maps[&tgid];
+    assert!(
+        maps.iter().any(|m| m.path == bin.display().to_string()),
+        "{maps:?}"
+    );
+    // One thread never waits on a mutex (main still waits in pthread_join, FUTEX_WAIT_BITSET).
+    let raw1 = trace(&bin, "1", dir.path());
+    assert_eq!(mutex_waits(&raw1), 0, "{:?}", raw1.user);
+}
+
+#[test]
+fn kernel_contention_of_mmap_churn_is_aggregated_with_stacks() {
+    if !can_trace() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = build(dir.path(), "mmap_churn");
+    let raw = trace(&bin, "2", dir.path());
+    let total: u64 = raw.kernel.iter().map(|k| k.count).sum();
+    assert!(total > 100, "kernel contentions: {}", raw.kernel.len());
+    assert!(raw.kernel.iter().any(|k| !k.stack.is_empty()));
+}

@@ -7,6 +7,12 @@ use scalprof_collect::exec::{self, Attach, ExecSpec};
 use scalprof_collect::interrupt::Interrupt;
 use scalprof_collect::locks::{LockConfig, LockTracer, RawLocks};
 
+/// The workloads measure contention between CPUs: the tests must not run at the same time.
+fn exclusive() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn can_trace() -> bool {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
@@ -36,7 +42,7 @@ fn build(dir: &Path, name: &str) -> PathBuf {
 fn trace(bin: &Path, threads: &str, dir: &Path) -> RawLocks {
     let spec = ExecSpec {
         argv: vec![bin.display().to_string(), threads.into()],
-        env: vec![("CORPUS_SCALE".into(), "0.25".into())],
+        env: vec![("CORPUS_SCALE".into(), "1".into())],
         stdout: dir.join("out"),
         stderr: dir.join("err"),
         timeout: None,
@@ -57,6 +63,7 @@ fn futex_waits_of_a_global_mutex_are_counted_with_stack_copies() {
     if !can_trace() {
         return;
     }
+    let _turn = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let bin = build(dir.path(), "hash_global_mutex");
     let raw = trace(&bin, "2", dir.path());
@@ -86,6 +93,7 @@ fn kernel_contention_of_mmap_churn_is_aggregated_with_stacks() {
     if !can_trace() {
         return;
     }
+    let _turn = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let bin = build(dir.path(), "mmap_churn");
     let raw = trace(&bin, "2", dir.path());

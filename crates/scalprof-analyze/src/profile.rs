@@ -360,41 +360,15 @@ impl ProfileBuilder {
         };
         let bytes = stack.as_slice();
         let valid = (*dyn_size as usize).min(bytes.len());
-        let bytes = &bytes[..valid];
-        let mut read_stack = |addr: u64| -> Result<u64, ()> {
-            let off = addr.checked_sub(sp).ok_or(())? as usize;
-            let b = bytes.get(off..off + 8).ok_or(())?;
-            Ok(u64::from_le_bytes(b.try_into().map_err(|_| ())?))
-        };
         let process = self.processes.entry(pid).or_default();
-        let mut out = Vec::new();
-        let mut iter = process.unwinder.iter_frames(
-            ip,
-            UnwindRegsX86_64::new(ip, sp, bp),
+        let (out, truncated) = unwind(
+            &process.unwinder,
             &mut self.cache,
-            &mut read_stack,
+            ip,
+            sp,
+            bp,
+            &bytes[..valid],
         );
-        let mut truncated = false;
-        loop {
-            match iter.next() {
-                Ok(Some(frame)) => {
-                    let addr = match frame {
-                        FrameAddress::InstructionPointer(a) => a,
-                        FrameAddress::ReturnAddress(a) => a.get(),
-                    };
-                    out.push(addr);
-                    if out.len() >= MAX_FRAMES {
-                        truncated = true;
-                        break;
-                    }
-                }
-                Ok(None) => break,
-                Err(_) => {
-                    truncated = true;
-                    break;
-                }
-            }
-        }
         if truncated {
             self.stats.truncated_stacks += 1;
         }
@@ -535,6 +509,94 @@ fn raw_record(
         RawData::Single(&records[pos + 8..pos + size]),
         parse_info,
     )
+}
+
+/// Walks a copied user stack (`bytes` starts at `sp`) with the modules' unwind info.
+/// Returns return addresses (leaf first, the first being `ip`) and whether the walk
+/// stopped early.
+pub(crate) fn unwind(
+    unwinder: &UnwinderX86_64<Arc<[u8]>>,
+    cache: &mut CacheX86_64,
+    ip: u64,
+    sp: u64,
+    bp: u64,
+    bytes: &[u8],
+) -> (Vec<u64>, bool) {
+    let mut read_stack = |addr: u64| -> Result<u64, ()> {
+        let off = addr.checked_sub(sp).ok_or(())? as usize;
+        let b = bytes.get(off..off.checked_add(8).ok_or(())?).ok_or(())?;
+        Ok(u64::from_le_bytes(b.try_into().map_err(|_| ())?))
+    };
+    let mut out = Vec::new();
+    let mut iter = unwinder.iter_frames(
+        ip,
+        UnwindRegsX86_64::new(ip, sp, bp),
+        cache,
+        &mut read_stack,
+    );
+    loop {
+        match iter.next() {
+            Ok(Some(frame)) => {
+                out.push(match frame {
+                    FrameAddress::InstructionPointer(a) => a,
+                    FrameAddress::ReturnAddress(a) => a.get(),
+                });
+                if out.len() >= MAX_FRAMES {
+                    return (out, true);
+                }
+            }
+            Ok(None) => return (out, false),
+            Err(_) => return (out, true),
+        }
+    }
+}
+
+/// A process's executable mappings from /proc/PID/maps, ready to unwind and symbolize
+/// stacks copied from it (the lock tracer's futex-wait snapshots).
+pub struct UserSpace {
+    process: Process,
+    cache: CacheX86_64,
+}
+
+impl UserSpace {
+    pub fn from_maps(
+        maps: &[scalprof_model::locks::ProcMap],
+        files: &mut SymbolCache,
+    ) -> UserSpace {
+        let mut process = Process::default();
+        for m in maps.iter().filter(|m| m.executable) {
+            let elf = if m.path.starts_with('/') {
+                files.get(&PathBuf::from(&m.path))
+            } else {
+                None
+            };
+            process.add_mapping(Mapping {
+                start: m.start,
+                end: m.end,
+                pgoff: m.offset,
+                path: m.path.clone(),
+                elf,
+            });
+        }
+        UserSpace {
+            process,
+            cache: CacheX86_64::new(),
+        }
+    }
+
+    /// Return addresses of a copied stack, leaf first.
+    pub fn unwind(&mut self, ip: u64, sp: u64, bp: u64, bytes: &[u8]) -> Vec<u64> {
+        unwind(&self.process.unwinder, &mut self.cache, ip, sp, bp, bytes).0
+    }
+
+    /// The innermost function name at an address and the file it lives in.
+    pub fn symbolize(&self, addr: u64) -> Option<(String, String)> {
+        let m = self.process.mapping(addr)?;
+        let elf = m.elf.as_ref()?;
+        let svma = elf.file_offset_to_svma((addr - m.start).checked_add(m.pgoff)?)?;
+        let name = elf.frames(svma).into_iter().next()?;
+        Some((name, m.path.clone()))
+    }
 }
 
 /// Folded-stack frames may not contain `;` (the separator) or newlines.

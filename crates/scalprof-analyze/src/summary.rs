@@ -6,7 +6,8 @@ use scalprof_model::{
     ThroughputInfo, ThroughputSource, Warning, WarningKind, RUN_SCHEMA,
 };
 
-use crate::{scaling, usl};
+use crate::{locks, scaling, usl};
+use scalprof_model::locks::LockProfile;
 
 /// Repeats of one point whose wall times spread more than this fraction of their median
 /// are flagged (the 10%; hyperfine warns on outliers in the same spirit).
@@ -18,6 +19,7 @@ pub fn assemble(
     header: &RunHeader,
     repeats: &[PointRepeat],
     profiles: &[(u64, PointProfile)],
+    lock_profiles: &[(u64, LockProfile)],
     stored_findings: Vec<Finding>,
 ) -> RunDocument {
     let source = throughput_source(header, repeats);
@@ -91,6 +93,28 @@ pub fn assemble(
         .filter_map(|p| profile_of(p.value).map(|prof| (p.value, p.efficiency, prof)))
         .collect();
     findings.extend(scaling::serial_fractions(&serial_input));
+
+    // Locks: the table of each point, and the locks whose waits grew.
+    let mut lock_input: Vec<(&Point, f64, &LockProfile)> = Vec::new();
+    for p in &mut points {
+        if let Some((_, lp)) = lock_profiles.iter().find(|(v, _)| *v == p.value) {
+            p.locks = Some(lp.clone());
+        }
+    }
+    for p in &points {
+        if let Some(lp) = &p.locks {
+            lock_input.push((p, point_work(p, source), lp));
+        }
+    }
+    let lock_findings = locks::lock_findings(&lock_input);
+    if lock_findings
+        .iter()
+        .any(|f| f.scope.as_deref() == Some("kernel"))
+    {
+        // The spin paths of a named kernel lock are that lock, not a separate hotspot.
+        findings.retain(|f| f.kind != "kernel_hotspot" || !locks::is_spin_path(&f.subject));
+    }
+    findings.extend(lock_findings);
     findings.sort_by(|a, b| {
         b.score
             .total_cmp(&a.score)
@@ -228,6 +252,7 @@ fn summarize_point(value: u64, repeats: Vec<Repeat>, source: ThroughputSource) -
         throughput_spread: tput,
         repeats,
         profile: None,
+        locks: None,
     }
 }
 
@@ -401,7 +426,7 @@ mod tests {
             rep(2, 1, 2.0, Some(200), 0),
             rep(2, 2, 2.0, Some(200), 0),
         ];
-        let doc = assemble(&header(vec![1, 2]), &reps, &[], vec![]);
+        let doc = assemble(&header(vec![1, 2]), &reps, &[], &[], vec![]);
         assert_eq!(doc.throughput.source, ThroughputSource::Ops);
         assert_eq!(doc.points.len(), 2);
         assert!((doc.points[0].throughput.unwrap() - 100.0).abs() < 1e-9);
@@ -428,7 +453,7 @@ mod tests {
             rep(2, 1, 0.1, None, 3),
             rep(4, 0, 1.0, None, 0),
         ];
-        let doc = assemble(&header(vec![1, 2, 4]), &reps, &[], vec![]);
+        let doc = assemble(&header(vec![1, 2, 4]), &reps, &[], &[], vec![]);
         assert_eq!(doc.throughput.source, ThroughputSource::Weak);
         assert!((doc.points[1].throughput.unwrap() - 2.0).abs() < 1e-9);
         assert!((doc.points[2].efficiency.unwrap() - 1.0).abs() < 1e-9);
@@ -442,7 +467,7 @@ mod tests {
     #[test]
     fn a_point_whose_repeats_all_failed_has_no_throughput() {
         let reps = vec![rep(1, 0, 1.0, Some(10), 0), rep(2, 0, 1.0, Some(10), 1)];
-        let doc = assemble(&header(vec![1, 2]), &reps, &[], vec![]);
+        let doc = assemble(&header(vec![1, 2]), &reps, &[], &[], vec![]);
         assert_eq!(doc.points[1].throughput, None);
         assert_eq!(doc.points[1].efficiency, None);
         assert!(doc.model.is_none(), "one usable point cannot be fitted");

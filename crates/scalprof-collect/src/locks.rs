@@ -42,72 +42,9 @@ pub struct LockConfig {
     pub system_wide: bool,
 }
 
-/// One kernel lock, one caller stack, one lock type.
-#[derive(Clone, Debug, PartialEq)]
-pub struct KernelLockRaw {
-    pub lock: u64,
-    /// `contention_begin` flags (LCB_F_*: spin, read, write, rt, percpu, mutex).
-    pub flags: u32,
-    /// Kernel return addresses, innermost first (BPF trampoline frames included).
-    pub stack: Vec<u64>,
-    pub count: u64,
-    pub total_ns: u64,
-    pub max_ns: u64,
-}
-
-/// One user futex address of one process.
-#[derive(Clone, Debug, PartialEq)]
-pub struct UserLockRaw {
-    pub uaddr: u64,
-    pub tgid: u32,
-    /// The futex operation (FUTEX_WAIT, FUTEX_LOCK_PI, …).
-    pub op: u32,
-    pub count: u64,
-    pub total_ns: u64,
-    pub max_ns: u64,
-}
-
-/// A copy of a waiting thread's user stack, taken as the futex wait ended.
-#[derive(Clone, Debug, PartialEq)]
-pub struct StackSnapshot {
-    pub uaddr: u64,
-    pub tgid: u32,
-    pub wait_ns: u64,
-    pub ip: u64,
-    pub sp: u64,
-    pub bp: u64,
-    pub stack: Vec<u8>,
-}
-
-/// A line of /proc/PID/maps.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ProcMap {
-    pub start: u64,
-    pub end: u64,
-    pub offset: u64,
-    pub executable: bool,
-    pub path: String,
-}
-
-/// What the BPF side could not record; shown with the lock tables.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct LockFailures {
-    pub task_map_full: u64,
-    pub stack_failures: u64,
-    pub aggregation_map_full: u64,
-    pub nested: u64,
-    pub lost_snapshots: u64,
-}
-
-#[derive(Clone, Debug, Default)]
-pub struct RawLocks {
-    pub kernel: Vec<KernelLockRaw>,
-    pub user: Vec<UserLockRaw>,
-    pub snapshots: Vec<StackSnapshot>,
-    /// Memory maps of the traced processes, read while they ran.
-    pub maps: HashMap<u32, Vec<ProcMap>>,
-    pub failures: LockFailures,
-}
+pub use scalprof_model::locks::{
+    KernelLockRaw, LockFailures, ProcMap, RawLocks, StackSnapshot, UserLockRaw,
+};
 
 pub struct LockTracer {
     config: LockConfig,
@@ -231,6 +168,17 @@ fn trace(
     let _ = ready.send(Ok(()));
     while !stop.load(Ordering::SeqCst) {
         let _ = ring.poll(Duration::from_millis(50));
+        // Keep the memory maps of the traced processes fresh while they live: a snapshot
+        // may be read after its process has exited, and the maps die with it.
+        let tgids: Vec<u32> = std::iter::once(pid)
+            .chain(maps.borrow().keys().copied())
+            .collect();
+        for tgid in tgids {
+            let m = read_proc_maps(tgid);
+            if !m.is_empty() {
+                maps.borrow_mut().insert(tgid, m);
+            }
+        }
     }
     let _ = ring.consume();
     drop(ring);

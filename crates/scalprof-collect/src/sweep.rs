@@ -9,6 +9,7 @@ use scalprof_model::Repeat;
 
 use crate::exec::{self, Attach, ExecSpec};
 use crate::interrupt::Interrupt;
+use crate::locks::{LockConfig, LockTracer, RawLocks};
 use crate::perf::{RawProfile, Sampler, SamplingConfig};
 use crate::CollectError;
 
@@ -31,6 +32,15 @@ pub struct SweepPlan {
     pub ops_regex: Regex,
     /// Profile every measured repeat (not warm-ups) with the sampler; `None` = off.
     pub sampling: Option<SamplingConfig>,
+    /// Trace lock contention of every measured repeat; `None` = off.
+    pub locks: Option<LockConfig>,
+}
+
+/// What the collectors recorded during one repeat.
+#[derive(Default)]
+pub struct Collected {
+    pub profile: Option<RawProfile>,
+    pub locks: Option<RawLocks>,
 }
 
 /// What the sweep tells its caller as it goes.
@@ -43,12 +53,14 @@ pub trait SweepSink {
         &mut self,
         value: u64,
         repeat: &Repeat,
-        profile: Option<RawProfile>,
+        collected: Collected,
     ) -> Result<(), String>;
     /// A warm-up run finished (not stored).
     fn warmup_done(&mut self, value: u64, repeat: &Repeat);
     /// Profiling could not be set up; the sweep goes on without it.
     fn profiling_unavailable(&mut self, _reason: &str) {}
+    /// Lock tracing could not be set up; the sweep goes on without it.
+    fn locks_unavailable(&mut self, _reason: &str) {}
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -161,6 +173,7 @@ pub fn run(
         source,
     })?;
     let mut sampling = plan.sampling.clone();
+    let mut locks = plan.locks.clone();
     for &value in &plan.values {
         let runs = (0..plan.warmup)
             .map(|i| (i, true))
@@ -182,25 +195,8 @@ pub fn run(
                 stderr: plan.output_dir.join(format!("{stem}.stderr")),
                 timeout: plan.timeout,
             };
-            let mut sampler = match (&sampling, warmup) {
-                (Some(cfg), false) => Some(Sampler::new(cfg.clone())),
-                _ => None,
-            };
-            let r = match sampler.as_mut() {
-                Some(s) => match exec::run_with(&spec, interrupt, &mut [s as &mut dyn Attach]) {
-                    // No permission or no perf events: measure without profiles rather
-                    // than not at all (the workload did not start).
-                    Err(CollectError::Profiling(reason)) => {
-                        sink.profiling_unavailable(&reason);
-                        sampling = None;
-                        sampler = None;
-                        exec::run(&spec, interrupt)?
-                    }
-                    other => other?,
-                },
-                None => exec::run(&spec, interrupt)?,
-            };
-            let raw = sampler.as_mut().and_then(Sampler::take);
+            let (r, collected) =
+                run_collected(&spec, interrupt, warmup, &mut sampling, &mut locks, sink)?;
             // A repeat cut short by Ctrl-C is not a measurement: drop it.
             if interrupt.requested() && !r.timed_out && r.exit_code != Some(0) {
                 return Ok(SweepEnd::Interrupted(interrupt.signal()));
@@ -225,7 +221,7 @@ pub fn run(
             if warmup {
                 sink.warmup_done(value, &repeat);
             } else {
-                sink.repeat_done(value, &repeat, raw)
+                sink.repeat_done(value, &repeat, collected)
                     .map_err(CollectError::Sink)?;
             }
             if !repeat.succeeded() && !plan.keep_going {
@@ -240,6 +236,54 @@ pub fn run(
         return Ok(SweepEnd::Interrupted(interrupt.signal()));
     }
     Ok(SweepEnd::Complete)
+}
+
+/// Runs one repeat with the collectors that are on; a collector that cannot start is
+/// switched off for the rest of the sweep (the sink says why) and the repeat runs without it.
+fn run_collected(
+    spec: &ExecSpec,
+    interrupt: &Interrupt,
+    warmup: bool,
+    sampling: &mut Option<SamplingConfig>,
+    locks: &mut Option<LockConfig>,
+    sink: &mut dyn SweepSink,
+) -> Result<(exec::ExecResult, Collected), CollectError> {
+    loop {
+        let mut sampler = sampling
+            .as_ref()
+            .filter(|_| !warmup)
+            .map(|c| Sampler::new(c.clone()));
+        let mut tracer = locks
+            .as_ref()
+            .filter(|_| !warmup)
+            .map(|c| LockTracer::new(c.clone()));
+        let mut attached: Vec<&mut dyn Attach> = Vec::new();
+        if let Some(s) = sampler.as_mut() {
+            attached.push(s);
+        }
+        if let Some(t) = tracer.as_mut() {
+            attached.push(t);
+        }
+        match exec::run_with(spec, interrupt, &mut attached) {
+            // The workload did not start: retry without the collector that failed.
+            Err(CollectError::Profiling(reason)) => {
+                sink.profiling_unavailable(&reason);
+                *sampling = None;
+            }
+            Err(CollectError::Locks(reason)) => {
+                sink.locks_unavailable(&reason);
+                *locks = None;
+            }
+            Err(e) => return Err(e),
+            Ok(r) => {
+                let collected = Collected {
+                    profile: sampler.as_mut().and_then(Sampler::take),
+                    locks: tracer.as_mut().and_then(LockTracer::take),
+                };
+                return Ok((r, collected));
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -288,12 +332,7 @@ mod tests {
     struct Collect(Vec<(u64, Repeat)>, u32);
     impl SweepSink for Collect {
         fn starting(&mut self, _: u64, _: u32, _: bool) {}
-        fn repeat_done(
-            &mut self,
-            value: u64,
-            r: &Repeat,
-            _: Option<RawProfile>,
-        ) -> Result<(), String> {
+        fn repeat_done(&mut self, value: u64, r: &Repeat, _: Collected) -> Result<(), String> {
             self.0.push((value, r.clone()));
             Ok(())
         }
@@ -319,6 +358,7 @@ mod tests {
             output_dir: dir.path().join("out"),
             ops_regex: Regex::new(r"ops=(\d+)").unwrap(),
             sampling: None,
+            locks: None,
         }
     }
 
@@ -384,12 +424,7 @@ mod tests {
         struct StopAfter(Collect, Interrupt);
         impl SweepSink for StopAfter {
             fn starting(&mut self, _: u64, _: u32, _: bool) {}
-            fn repeat_done(
-                &mut self,
-                value: u64,
-                r: &Repeat,
-                p: Option<RawProfile>,
-            ) -> Result<(), String> {
+            fn repeat_done(&mut self, value: u64, r: &Repeat, p: Collected) -> Result<(), String> {
                 self.0.repeat_done(value, r, p)?;
                 if self.0 .0.len() == 3 {
                     self.1.trigger();

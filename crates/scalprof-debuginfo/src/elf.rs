@@ -36,6 +36,8 @@ pub struct UnwindSections {
 pub struct ElfInfo {
     pub path: PathBuf,
     symbols: Vec<Symbol>,
+    /// Data objects (variables), for naming addresses such as a futex in .bss.
+    objects: Vec<Symbol>,
     segments: Vec<Segment>,
     unwind: UnwindSections,
     /// DWARF (from the file itself or its separate debug file).
@@ -58,7 +60,14 @@ impl std::fmt::Debug for ElfInfo {
 }
 
 fn collect_symbols<'a>(syms: impl Iterator<Item = object::Symbol<'a, 'a>>) -> Vec<Symbol> {
-    syms.filter(|s| s.kind() == SymbolKind::Text && s.address() != 0)
+    collect_kind(syms, SymbolKind::Text)
+}
+
+fn collect_kind<'a>(
+    syms: impl Iterator<Item = object::Symbol<'a, 'a>>,
+    kind: SymbolKind,
+) -> Vec<Symbol> {
+    syms.filter(|s| s.kind() == kind && s.address() != 0)
         .filter_map(|s| {
             // Versioned names from a symtab ("pthread_mutex_lock@@GLIBC_2.2.5") lose the
             // version: people grep for the plain name.
@@ -92,6 +101,7 @@ impl ElfInfo {
         let debug_file = build_id.as_deref().and_then(separate_debug_file);
 
         let mut symbols = collect_symbols(obj.symbols());
+        let mut objects = collect_kind(obj.symbols(), SymbolKind::Data);
         let mut has_symtab = !symbols.is_empty();
         if let Some(dbg) = &debug_file {
             if let Ok(f) = std::fs::read(dbg) {
@@ -99,11 +109,16 @@ impl ElfInfo {
                     let s = collect_symbols(o.symbols());
                     if !s.is_empty() {
                         symbols = s;
+                        objects = collect_kind(o.symbols(), SymbolKind::Data);
                         has_symtab = true;
                     }
                 }
             }
         }
+        if objects.is_empty() {
+            objects = collect_kind(obj.dynamic_symbols(), SymbolKind::Data);
+        }
+        objects.sort_by_key(|o| o.start);
         if symbols.is_empty() {
             symbols = collect_symbols(obj.dynamic_symbols());
         }
@@ -156,6 +171,7 @@ impl ElfInfo {
         Ok(ElfInfo {
             path: path.to_path_buf(),
             symbols,
+            objects,
             segments,
             unwind,
             has_dwarf: dwarf.is_some(),
@@ -181,6 +197,22 @@ impl ElfInfo {
         let within = svma < s.end
             || (s.end == s.start && self.symbols.get(i).is_none_or(|n| svma < n.start));
         within.then_some(s.name.as_str())
+    }
+
+    /// The data object (variable) containing a stated address, and the offset into it.
+    pub fn object(&self, svma: u64) -> Option<(&str, u64)> {
+        let i = self.objects.partition_point(|s| s.start <= svma);
+        let s = self.objects.get(i.checked_sub(1)?)?;
+        (svma < s.end.max(s.start + 1)).then(|| (s.name.as_str(), svma - s.start))
+    }
+
+    /// The stated address of the start of the first loadable segment with file offset 0
+    /// (the image base: the load bias of a mapping is `start − base`).
+    pub fn image_base(&self) -> Option<u64> {
+        self.segments
+            .iter()
+            .find(|s| s.file_offset == 0)
+            .map(|s| s.svma)
     }
 
     /// The function names at a stated address, innermost first: inlined functions from

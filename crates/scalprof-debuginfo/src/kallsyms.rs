@@ -1,10 +1,15 @@
 //! Kernel symbols from `/proc/kallsyms` (addresses are visible to root, or with
 //! `kptr_restrict` 0; otherwise every address reads 0 and nothing resolves).
 
+/// Larger than any kernel function (the largest are a few tens of KiB).
+const MAX_FUNCTION_SIZE: u64 = 256 * 1024;
+
 #[derive(Debug, Default, Clone)]
 pub struct Kallsyms {
     /// (address, name), sorted by address; text symbols only.
     symbols: Vec<(u64, String)>,
+    /// Data symbols (variables: d, D, b, B, r, R), sorted by address.
+    data: Vec<(u64, String)>,
 }
 
 impl Kallsyms {
@@ -15,19 +20,36 @@ impl Kallsyms {
     }
 
     pub fn parse(text: &str) -> Kallsyms {
-        let mut symbols: Vec<(u64, String)> = text
-            .lines()
-            .filter_map(|line| {
-                let mut it = line.split_whitespace();
-                let addr = u64::from_str_radix(it.next()?, 16).ok()?;
-                let kind = it.next()?;
-                let name = it.next()?;
-                (addr != 0 && matches!(kind, "t" | "T" | "w" | "W"))
-                    .then(|| (addr, name.to_string()))
-            })
-            .collect();
+        let mut symbols = Vec::new();
+        let mut data = Vec::new();
+        for line in text.lines() {
+            let mut it = line.split_whitespace();
+            let (Some(addr), Some(kind), Some(name)) = (it.next(), it.next(), it.next()) else {
+                continue;
+            };
+            let Ok(addr) = u64::from_str_radix(addr, 16) else {
+                continue;
+            };
+            if addr == 0 {
+                continue;
+            }
+            match kind {
+                "t" | "T" | "w" | "W" => symbols.push((addr, name.to_string())),
+                "d" | "D" | "b" | "B" => data.push((addr, name.to_string())),
+                _ => {}
+            }
+        }
         symbols.sort_by_key(|s| s.0);
-        Kallsyms { symbols }
+        data.sort_by_key(|s| s.0);
+        Kallsyms { symbols, data }
+    }
+
+    /// The kernel variable at or just below `addr` (within `max_offset` bytes), with the
+    /// offset into it: a lock that is a global or a member of one.
+    pub fn lookup_data(&self, addr: u64, max_offset: u64) -> Option<(&str, u64)> {
+        let i = self.data.partition_point(|s| s.0 <= addr);
+        let (start, name) = self.data.get(i.checked_sub(1)?)?;
+        (addr - start <= max_offset).then_some((name.as_str(), addr - start))
     }
 
     /// Whether addresses are visible (false under kptr_restrict without privileges).
@@ -38,7 +60,9 @@ impl Kallsyms {
     /// The function containing `addr`: the nearest symbol at or below it.
     pub fn lookup(&self, addr: u64) -> Option<&str> {
         let i = self.symbols.partition_point(|s| s.0 <= addr);
-        if i == 0 || i == self.symbols.len() && addr - self.symbols[i - 1].0 > 1 << 20 {
+        // No kernel function is this large: the address is in code loaded after the
+        // symbols were read (BPF programs, a new module), not in the symbol below it.
+        if i == 0 || addr - self.symbols[i - 1].0 > MAX_FUNCTION_SIZE {
             return None;
         }
         Some(&self.symbols[i - 1].1)
@@ -68,6 +92,11 @@ mod tests {
         assert_eq!(k.lookup(0xffffffff81000300), Some("exc_page_fault"));
         assert_eq!(k.lookup(0x1000), None);
         assert_eq!(k.address_of("_stext"), Some(0xffffffff81000000));
+        assert_eq!(
+            k.lookup_data(0xffffffff81000208, 64),
+            Some(("some_data", 8))
+        );
+        assert_eq!(k.lookup_data(0xffffffff81000208, 4), None);
     }
 
     #[test]

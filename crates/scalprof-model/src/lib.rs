@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod locks;
 pub mod profile;
 pub use profile::{
     FoldedStack, FunctionGrowth, PointProfile, ProfileStats, ScalingDiff, SerialStats,
@@ -178,6 +179,9 @@ pub struct Point {
     /// The point's profile summary (event, counters, serial share); stacks are in the store.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<PointProfile>,
+    /// The point's lock table (kernel and user locks, repeats merged).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub locks: Option<locks::LockProfile>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

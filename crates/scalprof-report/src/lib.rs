@@ -61,6 +61,11 @@ pub fn summary(doc: &RunDocument) -> String {
             out += &what_grew(d);
         }
     }
+    for p in &doc.points {
+        if let Some(l) = &p.locks {
+            out += &lock_table(&doc.sweep.parameter, p.value, l);
+        }
+    }
     if !doc.warnings.is_empty() {
         out += "\nwarnings:\n";
         for w in &doc.warnings {
@@ -326,6 +331,82 @@ pub fn what_grew(d: &scalprof_model::ScalingDiff) -> String {
         out.push('\n');
     }
     out
+}
+
+fn ns(v: f64) -> String {
+    if v >= 1e9 {
+        format!("{:.2} s", v / 1e9)
+    } else if v >= 1e6 {
+        format!("{:.1} ms", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.1} µs", v / 1e3)
+    } else {
+        format!("{v:.0} ns")
+    }
+}
+
+/// A lockstat-style table of one point: both scopes, heaviest waits first.
+pub fn lock_table(parameter: &str, value: u64, l: &scalprof_model::locks::LockProfile) -> String {
+    let rows: Vec<_> = l.rows.iter().take(10).collect();
+    let mut out = format!("\nlocks at {parameter} {value} ({} repeats", l.repeats);
+    if l.snapshots > 0 {
+        out += &format!(
+            "; callers from {} of {} user stack copies",
+            l.snapshots_resolved, l.snapshots
+        );
+    }
+    let f = &l.failures;
+    let dropped =
+        f.task_map_full + f.stack_failures + f.aggregation_map_full + f.nested + f.lost_snapshots;
+    if dropped > 0 {
+        out += &format!(
+            "; not recorded: {} task-map full, {} stacks, {} table full, {} nested, {} stack copies lost",
+            f.task_map_full, f.stack_failures, f.aggregation_map_full, f.nested, f.lost_snapshots
+        );
+    }
+    out += ")\n";
+    if rows.is_empty() {
+        return out + "  no contended locks\n";
+    }
+    let mut t = Table::new();
+    t.load_style(UTF8_BORDERS_ONLY);
+    t.set_header(vec![
+        "scope",
+        "lock",
+        "type",
+        "contended",
+        "total wait",
+        "avg",
+        "max",
+        "top callers",
+    ]);
+    for r in rows {
+        let callers: Vec<String> = r
+            .callers
+            .iter()
+            .map(|c| format!("{} {:.0}%", c.function, c.share * 100.0))
+            .collect();
+        let mut name = r.name.clone();
+        if let Some(a) = &r.attributed_to {
+            name += &format!(" (→ {a})");
+        }
+        t.add_row(vec![
+            r.scope.clone(),
+            name,
+            r.lock_type.clone(),
+            r.count.to_string(),
+            ns(r.total_wait_ns as f64),
+            ns(r.avg_wait_ns()),
+            ns(r.max_wait_ns as f64),
+            callers.join(", "),
+        ]);
+    }
+    for i in 3..7 {
+        if let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    out + &t.to_string() + "\n"
 }
 
 /// One row of `scalprof runs`.

@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use rusqlite::{params, Connection, OptionalExtension};
+use scalprof_model::locks::LockProfile;
 use scalprof_model::{
     Finding, FoldedStack, Host, PointProfile, PointRepeat, Repeat, RunHeader, RunStatus, Sweep,
     ThroughputSource,
@@ -94,6 +95,14 @@ const MIGRATIONS: &[&str] = &[
         stats      TEXT NOT NULL,   -- JSON (scalprof_model::ProfileStats)
         serial     TEXT NOT NULL,   -- JSON (scalprof_model::SerialStats)
         folded     TEXT NOT NULL,   -- lines: samples weight stack
+        PRIMARY KEY (run_id, value, idx)
+    );",
+    // 3: one named lock table per repeat.
+    "CREATE TABLE locks (
+        run_id     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        value      INTEGER NOT NULL,
+        idx        INTEGER NOT NULL,
+        profile    TEXT NOT NULL,   -- JSON (scalprof_model::locks::LockProfile)
         PRIMARY KEY (run_id, value, idx)
     );",
 ];
@@ -271,6 +280,37 @@ impl Store {
             ],
         )?;
         Ok(())
+    }
+
+    /// Commits one repeat's lock table.
+    pub fn add_locks(
+        &self,
+        id: i64,
+        value: u64,
+        index: u32,
+        p: &LockProfile,
+    ) -> Result<(), StoreError> {
+        self.conn.execute(
+            "INSERT OR REPLACE INTO locks (run_id, value, idx, profile) VALUES (?1, ?2, ?3, ?4)",
+            params![id, value as i64, index, json(p)],
+        )?;
+        Ok(())
+    }
+
+    /// Every stored lock table of a run, one per repeat, as (point value, table).
+    pub fn load_locks(&self, id: i64) -> Result<Vec<(u64, LockProfile)>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT value, profile FROM locks WHERE run_id = ?1 ORDER BY value, idx")?;
+        let rows = stmt.query_map([id], |r| {
+            Ok((r.get::<_, i64>(0)? as u64, r.get::<_, String>(1)?))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (v, text) = row?;
+            out.push((v, parse(id, "lock table", &text)?));
+        }
+        Ok(out)
     }
 
     /// Every stored profile of a run, one per repeat, as (point value, profile).

@@ -139,3 +139,31 @@ fn profiles_round_trip_with_spaces_in_frame_names() {
     let got = store.load_profiles(id).unwrap();
     assert_eq!(got, vec![(2, p)]);
 }
+
+#[test]
+fn lock_tables_round_trip() {
+    use scalprof_model::locks::{LockCaller, LockRow};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("runs.db")).unwrap();
+    let id = store.create_run(&new_run("l")).unwrap();
+    let p = LockProfile {
+        rows: vec![LockRow {
+            scope: "user".into(),
+            name: "table_lock".into(),
+            lock_type: "mutex".into(),
+            address: "0x1000".into(),
+            count: 10,
+            total_wait_ns: 1000,
+            max_wait_ns: 300,
+            callers: vec![LockCaller {
+                function: "table_lookup".into(),
+                share: 1.0,
+            }],
+            attributed_to: None,
+        }],
+        repeats: 1,
+        ..Default::default()
+    };
+    store.add_locks(id, 2, 0, &p).unwrap();
+    assert_eq!(store.load_locks(id).unwrap(), vec![(2, p)]);
+}

@@ -129,6 +129,14 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_profile: bool,
 
+    /// Do not trace lock contention (kernel locks and user futex waits, with BPF).
+    #[arg(long)]
+    pub no_locks: bool,
+
+    /// Trace locks of every process on the machine, not only the workload's tree.
+    #[arg(short = 'a', long = "all-cpus")]
+    pub system_wide: bool,
+
     /// The workload; `{threads}` in any argument is replaced by the point's thread count,
     /// which is also in the environment as SCALPROF_THREADS.
     #[arg(last = true, required = true, value_name = "CMD")]

@@ -71,6 +71,9 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                     frequency: args.freq,
                     ..Default::default()
                 }),
+                locks: (!args.no_locks).then(|| scalprof_collect::locks::LockConfig {
+                    system_wide: args.system_wide,
+                }),
             };
             if args.freq == 0 || args.freq > 100_000 {
                 anyhow::bail!("--freq must be between 1 and 100000 samples per second");
@@ -211,6 +214,7 @@ fn demo(db: &Option<std::path::PathBuf>, args: cli::DemoArgs) -> Result<ExitCode
             keep_going: false,
             print_summary: true,
             sampling: Some(Default::default()),
+            locks: Some(Default::default()),
         };
         let outcome = run::run(&store, &opts, &interrupt)?;
         let status = outcome.doc.status;

@@ -10,8 +10,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 use regex::Regex;
 use scalprof_analyze::profile::{ProfileBuilder, Symbols};
 use scalprof_collect::interrupt::Interrupt;
-use scalprof_collect::perf::{RawProfile, SamplingConfig};
-use scalprof_collect::sweep::{self, SweepEnd, SweepPlan, SweepSink};
+use scalprof_collect::locks::LockConfig;
+use scalprof_collect::perf::SamplingConfig;
+use scalprof_collect::sweep::{self, Collected, SweepEnd, SweepPlan, SweepSink};
 use scalprof_model::{Repeat, RunDocument, RunStatus, Sweep, ThroughputSource};
 use scalprof_store::{NewRun, Store};
 
@@ -32,6 +33,8 @@ pub struct RunOptions {
     pub print_summary: bool,
     /// Profile every repeat (`None` with --no-profile).
     pub sampling: Option<SamplingConfig>,
+    /// Trace locks in every repeat (`None` with --no-locks).
+    pub locks: Option<LockConfig>,
 }
 
 /// How the run ended, for the exit code.
@@ -95,6 +98,7 @@ pub fn run(store: &Store, opts: &RunOptions, interrupt: &Interrupt) -> Result<Ru
             c.use_pmu = host_pmu;
             c
         }),
+        locks: opts.locks.clone(),
     };
     let total = values.len() as u64 * u64::from(opts.repeat + opts.warmup);
     let bar = ProgressBar::new(total);
@@ -114,7 +118,7 @@ pub fn run(store: &Store, opts: &RunOptions, interrupt: &Interrupt) -> Result<Ru
         bar: &bar,
         repeat: opts.repeat,
         warmup: opts.warmup,
-        symbols: opts.sampling.as_ref().map(|_| Symbols::load()),
+        symbols: (opts.sampling.is_some() || opts.locks.is_some()).then(Symbols::load),
         profile_error_shown: false,
     };
     let end = sweep::run(&plan, &mut sink, interrupt);
@@ -160,8 +164,9 @@ pub fn run(store: &Store, opts: &RunOptions, interrupt: &Interrupt) -> Result<Ru
 pub fn load_document(store: &Store, id: i64) -> Result<RunDocument> {
     let (header, repeats, findings) = store.load(id)?;
     let profiles = merged_profiles(store, id)?;
+    let locks = merged_locks(store, id)?;
     Ok(scalprof_analyze::assemble(
-        &header, &repeats, &profiles, findings,
+        &header, &repeats, &profiles, &locks, findings,
     ))
 }
 
@@ -177,6 +182,24 @@ pub fn merged_profiles(store: &Store, id: i64) -> Result<Vec<(u64, scalprof_mode
     Ok(by_point
         .into_iter()
         .filter_map(|(v, list)| scalprof_analyze::profile::merge(list).map(|p| (v, p)))
+        .collect())
+}
+
+/// Each point's lock table, its repeats merged.
+pub fn merged_locks(
+    store: &Store,
+    id: i64,
+) -> Result<Vec<(u64, scalprof_model::locks::LockProfile)>> {
+    let mut by_point: Vec<(u64, Vec<scalprof_model::locks::LockProfile>)> = Vec::new();
+    for (v, p) in store.load_locks(id)? {
+        match by_point.iter_mut().find(|(pv, _)| *pv == v) {
+            Some((_, list)) => list.push(p),
+            None => by_point.push((v, vec![p])),
+        }
+    }
+    Ok(by_point
+        .into_iter()
+        .filter_map(|(v, list)| scalprof_analyze::locks::merge(list).map(|p| (v, p)))
         .collect())
 }
 
@@ -251,13 +274,22 @@ impl SweepSink for StoreSink<'_> {
         &mut self,
         value: u64,
         repeat: &Repeat,
-        raw: Option<RawProfile>,
+        collected: Collected,
     ) -> Result<(), String> {
         self.store
             .add_repeat(self.id, value, repeat)
             .map_err(|e| format!("{:#}", anyhow::Error::new(e)))?;
+        // Name locks now that the workload has exited; only successful repeats count.
+        if let (Some(raw), Some(symbols)) = (collected.locks, self.symbols.as_mut()) {
+            if repeat.succeeded() {
+                let table = scalprof_analyze::locks::lock_profile(&raw, symbols);
+                self.store
+                    .add_locks(self.id, value, repeat.index, &table)
+                    .map_err(|e| format!("{:#}", anyhow::Error::new(e)))?;
+            }
+        }
         // Symbolize now that the workload has exited; only successful repeats count.
-        if let (Some(raw), Some(symbols)) = (raw, self.symbols.as_mut()) {
+        if let (Some(raw), Some(symbols)) = (collected.profile, self.symbols.as_mut()) {
             if repeat.succeeded() {
                 self.bar.set_message(format!(
                     "threads {value}: symbolizing {} samples",
@@ -290,9 +322,14 @@ impl SweepSink for StoreSink<'_> {
     }
 
     fn profiling_unavailable(&mut self, reason: &str) {
-        self.symbols = None;
         self.bar.suspend(|| {
             eprintln!("scalprof: warning: continuing without profiles: {reason}");
+        });
+    }
+
+    fn locks_unavailable(&mut self, reason: &str) {
+        self.bar.suspend(|| {
+            eprintln!("scalprof: warning: continuing without lock tracing: {reason}");
         });
     }
 

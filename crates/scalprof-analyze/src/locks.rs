@@ -1,0 +1,672 @@
+//! Naming locks and building lock tables from what the lock tracer recorded.
+//!
+//! - A kernel lock at a global address gets its kallsyms name; a dynamic one gets the
+//!   conventional name its callers identify (`mmap_lock`, `runqueue lock`, `futex hash
+//!   bucket`, `siglock`), else `TYPE@caller`.
+//! - A user futex inside a binary's .data/.bss gets the variable's symbol (`table_lock`);
+//!   a heap futex `heap 0x…`. Its callers come from the copied stacks, unwound with
+//!   `.eh_frame`: the first frame outside libc — the function that took the lock.
+//! - Kernel contention on the futex hash-bucket lock is attributed to the user locks.
+
+use std::collections::HashMap;
+
+use scalprof_debuginfo::Kallsyms;
+use scalprof_model::locks::{LockCaller, LockProfile, LockRow, ProcMap, RawLocks};
+use scalprof_model::{Finding, Point};
+use serde_json::json;
+
+use crate::profile::{Symbols, UserSpace};
+
+/// contention_begin flags (include/trace/events/lock.h).
+const LCB_F_SPIN: u32 = 1 << 0;
+const LCB_F_READ: u32 = 1 << 1;
+const LCB_F_WRITE: u32 = 1 << 2;
+const LCB_F_RT: u32 = 1 << 3;
+const LCB_F_PERCPU: u32 = 1 << 4;
+const LCB_F_MUTEX: u32 = 1 << 5;
+
+/// Callers kept per lock.
+const TOP_CALLERS: usize = 3;
+/// A lock whose wait growth explains at least this share of the lost time is a finding.
+pub const LOCK_MIN_SCORE: f64 = 0.05;
+
+pub fn kernel_lock_type(flags: u32) -> String {
+    let rw = |base: &str| {
+        if flags & LCB_F_READ != 0 {
+            format!("{base}:R")
+        } else if flags & LCB_F_WRITE != 0 {
+            format!("{base}:W")
+        } else {
+            base.to_string()
+        }
+    };
+    if flags & LCB_F_SPIN != 0 {
+        if flags & (LCB_F_READ | LCB_F_WRITE) != 0 {
+            rw("rwlock")
+        } else {
+            "spinlock".into()
+        }
+    } else if flags & LCB_F_PERCPU != 0 {
+        rw("percpu-rwsem")
+    } else if flags & LCB_F_MUTEX != 0 {
+        "mutex".into()
+    } else if flags & LCB_F_RT != 0 {
+        "rtmutex".into()
+    } else if flags & (LCB_F_READ | LCB_F_WRITE) != 0 {
+        rw("rwsem")
+    } else {
+        "lock".into()
+    }
+}
+
+/// Frames that are the locking machinery itself, not who asked for the lock.
+fn is_lock_internal(f: &str) -> bool {
+    f.starts_with("bpf_")
+        || f.starts_with("__bpf")
+        || f.contains("contention_")
+        || f.contains("spin_lock")
+        || f.contains("lock_slowpath")
+        || f.starts_with("queued_")
+        || f.starts_with("down_")
+        || f.starts_with("up_")
+        || f.starts_with("rwsem_")
+        || f.starts_with("__rwsem")
+        || f.starts_with("mutex_")
+        || f.starts_with("__mutex")
+        || f.starts_with("rt_mutex")
+        || f.starts_with("percpu_down")
+        || f == "osq_lock"
+        || f.contains("schedule")
+        || f.starts_with("mmap_read_lock")
+        || f.starts_with("mmap_write_lock")
+}
+
+/// Kernel functions where lock waiters spin on a CPU (optimistic spinning, queued
+/// spinlocks): their samples are the on-CPU cost of a lock.
+pub fn is_spin_path(f: &str) -> bool {
+    f == "osq_lock"
+        || f.ends_with("_spin_on_owner")
+        || f.contains("spin_lock_slowpath")
+        || f.starts_with("_raw_spin_lock")
+        || f.starts_with("_raw_spin_unlock")
+}
+
+/// The conventional name of a dynamic kernel lock, from who takes it.
+fn conventional_name(frames: &[&str], flags: u32) -> Option<&'static str> {
+    let any = |pats: &[&str]| frames.iter().any(|f| pats.iter().any(|p| f.contains(p)));
+    if any(&[
+        "futex_q_lock",
+        "futex_wait_setup",
+        "futex_wake",
+        "futex_hash",
+        "futex_lock_pi",
+        "futex_unqueue",
+    ]) {
+        return Some("futex hash bucket");
+    }
+    if flags & LCB_F_SPIN == 0
+        && any(&[
+            "mmap_lock",
+            "lock_mm_and_find_vma",
+            "do_user_addr_fault",
+            "vm_mmap_pgoff",
+            "__vm_munmap",
+            "do_vmi_munmap",
+            "do_mprotect",
+            "do_madvise",
+            "__do_sys_brk",
+            "exit_mmap",
+        ])
+    {
+        return Some("mmap_lock");
+    }
+    if any(&["raw_spin_rq_lock", "_task_rq_lock", "rq_lock"])
+        || (flags & LCB_F_SPIN != 0 && any(&["try_to_wake_up", "__schedule", "scheduler_tick"]))
+    {
+        return Some("runqueue lock");
+    }
+    if any(&[
+        "pte_offset_map_lock",
+        "pte_lockptr",
+        "pmd_lock",
+        "__pte_alloc",
+    ]) {
+        return Some("page table lock");
+    }
+    if any(&[
+        "sigprocmask",
+        "do_signal",
+        "get_signal",
+        "__lock_task_sighand",
+        "send_signal",
+        "do_send_sig",
+    ]) {
+        return Some("siglock");
+    }
+    None
+}
+
+/// Names and aggregates one execution's lock data.
+pub fn lock_profile(raw: &RawLocks, symbols: &mut Symbols) -> LockProfile {
+    let mut rows: Vec<LockRow> = Vec::new();
+    add_kernel_rows(raw, &symbols.kernel, &mut rows);
+    let (snapshots, resolved) = add_user_rows(raw, symbols, &mut rows);
+    sort_rows(&mut rows);
+    LockProfile {
+        rows,
+        failures: raw.failures.clone(),
+        snapshots,
+        snapshots_resolved: resolved,
+        repeats: 1,
+    }
+}
+
+fn add_kernel_rows(raw: &RawLocks, kallsyms: &Kallsyms, rows: &mut Vec<LockRow>) {
+    // (name, type) → row; callers accumulated by wait.
+    let mut by_name: HashMap<(String, String), (LockRow, HashMap<String, u64>)> = HashMap::new();
+    for k in &raw.kernel {
+        let frames: Vec<&str> = k.stack.iter().filter_map(|&a| kallsyms.lookup(a)).collect();
+        let frames: Vec<&str> = frames
+            .into_iter()
+            .filter(|f| !f.starts_with("bpf_") && !f.starts_with("__bpf"))
+            .collect();
+        let caller = frames
+            .iter()
+            .find(|f| !is_lock_internal(f))
+            .copied()
+            .unwrap_or("[unknown]")
+            .to_string();
+        let lock_type = kernel_lock_type(k.flags);
+        let name = match kallsyms.lookup_data(k.lock, 4096) {
+            Some((sym, 0)) => sym.to_string(),
+            Some((sym, off)) => format!("{sym}+{off:#x}"),
+            None => match conventional_name(&frames, k.flags) {
+                Some(n) => n.to_string(),
+                None => format!("{lock_type}@{caller}"),
+            },
+        };
+        let entry = by_name
+            .entry((name.clone(), lock_type.clone()))
+            .or_insert_with(|| {
+                (
+                    LockRow {
+                        scope: "kernel".into(),
+                        attributed_to: (name == "futex hash bucket")
+                            .then(|| "user locks".to_string()),
+                        name,
+                        lock_type,
+                        address: format!("{:#x}", k.lock),
+                        count: 0,
+                        total_wait_ns: 0,
+                        max_wait_ns: 0,
+                        callers: Vec::new(),
+                    },
+                    HashMap::new(),
+                )
+            });
+        entry.0.count += k.count;
+        entry.0.total_wait_ns += k.total_ns;
+        entry.0.max_wait_ns = entry.0.max_wait_ns.max(k.max_ns);
+        *entry.1.entry(caller).or_default() += k.total_ns;
+    }
+    for (_, (mut row, callers)) in by_name {
+        row.callers = top_callers(callers, row.total_wait_ns);
+        rows.push(row);
+    }
+}
+
+/// Locks first (joins and condition variables after them), heaviest wait first.
+fn sort_rows(rows: &mut [LockRow]) {
+    rows.sort_by(|a, b| {
+        b.is_lock()
+            .cmp(&a.is_lock())
+            .then(b.total_wait_ns.cmp(&a.total_wait_ns))
+            .then_with(|| a.name.cmp(&b.name))
+    });
+}
+
+fn top_callers(callers: HashMap<String, u64>, total: u64) -> Vec<LockCaller> {
+    let mut v: Vec<(String, u64)> = callers.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    v.into_iter()
+        .take(TOP_CALLERS)
+        .map(|(function, w)| LockCaller {
+            function,
+            share: if total == 0 {
+                0.0
+            } else {
+                w as f64 / total as f64
+            },
+        })
+        .collect()
+}
+
+/// libc / dynamic loader / vDSO frames are the locking machinery of user space.
+fn is_runtime_library(path: &str) -> bool {
+    let file = path.rsplit('/').next().unwrap_or(path);
+    file.starts_with("libc.so")
+        || file.starts_with("libpthread")
+        || file.starts_with("ld-linux")
+        || path.starts_with('[')
+}
+
+/// What kind of wait a futex is, from the libc functions on the waiting stack.
+fn user_wait_kind(frames: &[String]) -> &'static str {
+    let any = |p: &str| frames.iter().any(|f| f.contains(p));
+    if any("pthread_join") || any("clockjoin") || any("timedjoin") {
+        "join"
+    } else if any("pthread_cond") {
+        "condvar"
+    } else if any("pthread_barrier") {
+        "barrier"
+    } else if any("sem_wait") || any("sem_timedwait") || any("sem_clockwait") {
+        "semaphore"
+    } else if any("pthread_rwlock") {
+        "rwlock"
+    } else if any("lll_lock") || any("pthread_mutex") || any("mutex_lock") {
+        "mutex"
+    } else {
+        "futex"
+    }
+}
+
+/// Names a user futex address from the process's mappings and the ELF symbols.
+fn name_user_address(addr: u64, maps: &[ProcMap], symbols: &mut Symbols) -> String {
+    let Some(m) = maps.iter().find(|m| addr >= m.start && addr < m.end) else {
+        return format!("{addr:#x}");
+    };
+    // The file the address belongs to: the mapping's own, or for .bss beyond the file's
+    // pages the file whose mappings end where this anonymous one starts.
+    let file_map = if m.path.starts_with('/') {
+        Some(m)
+    } else if m.path.is_empty() {
+        maps.iter()
+            .find(|p| p.end == m.start && p.path.starts_with('/'))
+    } else {
+        None
+    };
+    if let Some(fm) = file_map {
+        if let Some(elf) = symbols.files.get(std::path::Path::new(&fm.path)) {
+            // Load bias from the file's first mapping (file offset 0).
+            let base = maps
+                .iter()
+                .find(|p| p.path == fm.path && p.offset == 0)
+                .map(|p| p.start);
+            if let (Some(base), Some(image)) = (base, elf.image_base()) {
+                let svma = addr.wrapping_sub(base).wrapping_add(image);
+                if let Some((name, off)) = elf.object(svma) {
+                    return if off == 0 {
+                        name.to_string()
+                    } else {
+                        format!("{name}+{off:#x}")
+                    };
+                }
+            }
+        }
+    }
+    match m.path.as_str() {
+        "[heap]" => format!("heap {addr:#x}"),
+        "[stack]" => format!("stack {addr:#x}"),
+        "" => format!("anon {addr:#x}"),
+        p => format!(
+            "{}+{:#x}",
+            p.rsplit('/').next().unwrap_or(p),
+            addr - m.start + m.offset
+        ),
+    }
+}
+
+/// Returns (snapshots, snapshots that named a caller).
+fn add_user_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRow>) -> (u64, u64) {
+    let mut spaces: HashMap<u32, UserSpace> = HashMap::new();
+    // Per (tgid, uaddr): caller → wait, and the libc frames seen (to classify the wait).
+    let mut callers: HashMap<(u32, u64), HashMap<String, u64>> = HashMap::new();
+    let mut libc_frames: HashMap<(u32, u64), Vec<String>> = HashMap::new();
+    let mut resolved = 0;
+    for s in &raw.snapshots {
+        let Some(maps) = raw.maps.get(&s.tgid) else {
+            continue;
+        };
+        let space = spaces
+            .entry(s.tgid)
+            .or_insert_with(|| UserSpace::from_maps(maps, &mut symbols.files));
+        let addrs = space.unwind(s.ip, s.sp, s.bp, &s.stack);
+        let mut caller = None;
+        for (i, &a) in addrs.iter().enumerate() {
+            let lookup = if i == 0 { a } else { a.saturating_sub(1) };
+            let Some((func, path)) = space.symbolize(lookup) else {
+                continue;
+            };
+            if is_runtime_library(&path) {
+                let seen = libc_frames.entry((s.tgid, s.uaddr)).or_default();
+                if !seen.contains(&func) && seen.len() < 16 {
+                    seen.push(func);
+                }
+            } else {
+                caller = Some(func);
+                break;
+            }
+        }
+        if let Some(c) = caller {
+            resolved += 1;
+            *callers
+                .entry((s.tgid, s.uaddr))
+                .or_default()
+                .entry(c)
+                .or_default() += s.wait_ns.max(1);
+        }
+    }
+    // Rows by (name, kind), summed over processes of the tree.
+    let mut by_name: HashMap<(String, String), (LockRow, HashMap<String, u64>)> = HashMap::new();
+    for u in &raw.user {
+        let maps = raw.maps.get(&u.tgid).map(Vec::as_slice).unwrap_or(&[]);
+        let kind = user_wait_kind(
+            libc_frames
+                .get(&(u.tgid, u.uaddr))
+                .map(Vec::as_slice)
+                .unwrap_or(&[]),
+        );
+        let kind = if kind == "futex" && matches!(u.op, 6 | 13) {
+            "pi-mutex"
+        } else {
+            kind
+        };
+        // Each thread's join waits on its own descriptor: one row for all of them.
+        let name = if kind == "join" {
+            "pthread_join".to_string()
+        } else {
+            name_user_address(u.uaddr, maps, symbols)
+        };
+        let entry = by_name
+            .entry((name.clone(), kind.to_string()))
+            .or_insert_with(|| {
+                (
+                    LockRow {
+                        scope: "user".into(),
+                        name,
+                        lock_type: kind.to_string(),
+                        address: format!("{:#x}", u.uaddr),
+                        count: 0,
+                        total_wait_ns: 0,
+                        max_wait_ns: 0,
+                        callers: Vec::new(),
+                        attributed_to: None,
+                    },
+                    HashMap::new(),
+                )
+            });
+        entry.0.count += u.count;
+        entry.0.total_wait_ns += u.total_ns;
+        entry.0.max_wait_ns = entry.0.max_wait_ns.max(u.max_ns);
+        if let Some(c) = callers.get(&(u.tgid, u.uaddr)) {
+            for (f, w) in c {
+                *entry.1.entry(f.clone()).or_default() += w;
+            }
+        }
+    }
+    for (_, (mut row, c)) in by_name {
+        let total: u64 = c.values().sum();
+        row.callers = top_callers(c, total);
+        rows.push(row);
+    }
+    (raw.snapshots.len() as u64, resolved)
+}
+
+/// (scope, name, type): what makes two rows the same lock.
+type RowKey = (String, String, String);
+
+/// Merges the lock profiles of a point's repeats: rows by (scope, name, type).
+pub fn merge(profiles: impl IntoIterator<Item = LockProfile>) -> Option<LockProfile> {
+    let mut out: Option<LockProfile> = None;
+    let mut rows: HashMap<RowKey, (LockRow, HashMap<String, f64>)> = HashMap::new();
+    for p in profiles {
+        for r in &p.rows {
+            let e = rows
+                .entry((r.scope.clone(), r.name.clone(), r.lock_type.clone()))
+                .or_insert_with(|| {
+                    let mut z = r.clone();
+                    z.count = 0;
+                    z.total_wait_ns = 0;
+                    z.max_wait_ns = 0;
+                    z.callers.clear();
+                    (z, HashMap::new())
+                });
+            e.0.count += r.count;
+            e.0.total_wait_ns += r.total_wait_ns;
+            e.0.max_wait_ns = e.0.max_wait_ns.max(r.max_wait_ns);
+            for c in &r.callers {
+                *e.1.entry(c.function.clone()).or_default() += c.share * r.total_wait_ns as f64;
+            }
+        }
+        match &mut out {
+            None => {
+                let mut first = p;
+                first.rows.clear();
+                out = Some(first);
+            }
+            Some(o) => {
+                o.snapshots += p.snapshots;
+                o.snapshots_resolved += p.snapshots_resolved;
+                o.repeats += p.repeats;
+                let f = &mut o.failures;
+                f.task_map_full += p.failures.task_map_full;
+                f.stack_failures += p.failures.stack_failures;
+                f.aggregation_map_full += p.failures.aggregation_map_full;
+                f.nested += p.failures.nested;
+                f.lost_snapshots += p.failures.lost_snapshots;
+            }
+        }
+    }
+    let mut out = out?;
+    out.rows = rows
+        .into_values()
+        .map(|(mut row, callers)| {
+            let total: f64 = callers.values().sum();
+            let mut v: Vec<(String, f64)> = callers.into_iter().collect();
+            v.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            row.callers = v
+                .into_iter()
+                .take(TOP_CALLERS)
+                .map(|(function, w)| LockCaller {
+                    function,
+                    share: if total > 0.0 { w / total } else { 0.0 },
+                })
+                .collect();
+            row
+        })
+        .collect();
+    sort_rows(&mut out.rows);
+    Some(out)
+}
+
+/// `lock_contention` findings. `points`: (point, work, lock profile), in sweep order.
+///
+/// A lock's score is the share of the lost thread-time per operation that the growth of
+/// its wait per operation explains: with N threads, each operation costs N·wall/ops of
+/// thread time; ideal scaling keeps that at the first point's value, and waiting is
+/// thread time.
+pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
+    let Some(&(last_point, last_work, _)) = points.last() else {
+        return Vec::new();
+    };
+    let (first_point, first_work, _) = points[0];
+    let thread_time_per_op = |p: &Point, work: f64| -> Option<f64> {
+        let wall = p.wall_s?.median;
+        let ok = p.repeats.iter().filter(|r| r.succeeded()).count() as f64;
+        (work > 0.0 && ok > 0.0).then(|| p.value as f64 * wall * 1e9 / (work / ok))
+    };
+    let (Some(t_last), Some(t_first)) = (
+        thread_time_per_op(last_point, last_work),
+        thread_time_per_op(first_point, first_work),
+    ) else {
+        return Vec::new();
+    };
+    let single = points.len() == 1;
+    // For a single point, waits are compared with the whole thread time.
+    let lost = if single { t_last } else { t_last - t_first };
+    if lost <= 0.0 {
+        return Vec::new();
+    }
+    let mut names: Vec<(String, String, String)> = Vec::new();
+    for (_, _, lp) in points {
+        for r in &lp.rows {
+            let k = (r.scope.clone(), r.name.clone(), r.lock_type.clone());
+            if !names.contains(&k) {
+                names.push(k);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for (scope, name, lock_type) in names {
+        let rows: Vec<Option<&LockRow>> = points
+            .iter()
+            .map(|(_, _, lp)| {
+                lp.rows
+                    .iter()
+                    .find(|r| r.scope == scope && r.name == name && r.lock_type == lock_type)
+            })
+            .collect();
+        let Some(any) = rows.iter().flatten().next() else {
+            continue;
+        };
+        if !any.is_lock() || any.attributed_to.is_some() {
+            continue;
+        }
+        let per_op: Vec<f64> = rows
+            .iter()
+            .zip(points)
+            .map(|(r, (_, work, _))| r.map_or(0.0, |r| r.total_wait_ns as f64 / work.max(1e-300)))
+            .collect();
+        let growth = if single {
+            per_op[0]
+        } else {
+            per_op[per_op.len() - 1] - per_op[0]
+        };
+        let score = (growth / lost).clamp(0.0, 1.0);
+        if score < LOCK_MIN_SCORE {
+            continue;
+        }
+        let last = rows.iter().rev().flatten().next().expect("some row");
+        let callers: Vec<String> = last
+            .callers
+            .iter()
+            .map(|c| format!("{} ({:.0}%)", c.function, c.share * 100.0))
+            .collect();
+        let counts: Vec<u64> = rows.iter().map(|r| r.map_or(0, |r| r.count)).collect();
+        let values: Vec<u64> = points.iter().map(|(p, _, _)| p.value).collect();
+        out.push(Finding {
+            kind: "lock_contention".into(),
+            scope: Some(scope.clone()),
+            subject: name.clone(),
+            score,
+            evidence: format!(
+                "{lock_type} {name}: wait per op {} ns at {} threads{}; {} contended waits, avg {:.1} µs, max {:.1} µs{}",
+                fmt_list(&per_op),
+                values.last().expect("point"),
+                if single { String::new() } else { format!(" (was {:.0} ns at {})", per_op[0], values[0]) },
+                last.count,
+                last.avg_wait_ns() / 1e3,
+                last.max_wait_ns as f64 / 1e3,
+                if callers.is_empty() { String::new() } else { format!("; callers: {}", callers.join(", ")) }
+            ),
+            suggestion: if scope == "user" {
+                format!("shard {name} (one lock per bucket or per CPU, each on its own cache line), shorten its critical section, or use a read-mostly scheme")
+            } else {
+                format!("reduce how often the workload takes {name}: for mmap_lock, fewer mmap/munmap/faults (reuse buffers, MAP_POPULATE, a per-thread arena)")
+            },
+            details: json!({
+                "type": lock_type,
+                "address": last.address,
+                "callers": last.callers,
+                "points": values,
+                "wait_ns_per_op": per_op,
+                "count": counts,
+                "max_wait_ns": last.max_wait_ns,
+            }),
+        });
+    }
+    out
+}
+
+fn fmt_list(v: &[f64]) -> String {
+    v.iter()
+        .map(|x| format!("{x:.0}"))
+        .collect::<Vec<_>>()
+        .join(" → ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_lock_types_from_flags() {
+        assert_eq!(kernel_lock_type(LCB_F_SPIN), "spinlock");
+        assert_eq!(kernel_lock_type(LCB_F_WRITE), "rwsem:W");
+        assert_eq!(kernel_lock_type(LCB_F_READ), "rwsem:R");
+        assert_eq!(kernel_lock_type(LCB_F_MUTEX), "mutex");
+        assert_eq!(kernel_lock_type(LCB_F_SPIN | LCB_F_READ), "rwlock:R");
+    }
+
+    #[test]
+    fn dynamic_kernel_locks_are_named_by_their_callers() {
+        let munmap = [
+            "rwsem_down_write_slowpath",
+            "down_write_killable",
+            "__vm_munmap",
+            "__x64_sys_munmap",
+        ];
+        assert_eq!(conventional_name(&munmap, LCB_F_WRITE), Some("mmap_lock"));
+        let fault = [
+            "rwsem_down_read_slowpath",
+            "lock_mm_and_find_vma",
+            "do_user_addr_fault",
+        ];
+        assert_eq!(conventional_name(&fault, LCB_F_READ), Some("mmap_lock"));
+        let futex = [
+            "_raw_spin_lock",
+            "futex_q_lock",
+            "futex_wait_setup",
+            "futex_wait",
+        ];
+        assert_eq!(
+            conventional_name(&futex, LCB_F_SPIN),
+            Some("futex hash bucket")
+        );
+        assert_eq!(conventional_name(&["do_something"], LCB_F_SPIN), None);
+        // The first frame outside the lock machinery is the caller.
+        assert!(
+            is_lock_internal("rwsem_down_write_slowpath")
+                && is_lock_internal("down_write_killable")
+        );
+        assert!(!is_lock_internal("__vm_munmap"));
+    }
+
+    #[test]
+    fn user_waits_are_classified_by_libc_frames() {
+        let f = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            user_wait_kind(&f(&[
+                "__futex_abstimed_wait_common",
+                "__pthread_clockjoin_ex"
+            ])),
+            "join"
+        );
+        assert_eq!(
+            user_wait_kind(&f(&[
+                "futex_wait",
+                "__lll_lock_wait",
+                "___pthread_mutex_lock"
+            ])),
+            "mutex"
+        );
+        assert_eq!(
+            user_wait_kind(&f(&[
+                "__futex_abstimed_wait_common",
+                "___pthread_cond_wait"
+            ])),
+            "condvar"
+        );
+        assert_eq!(user_wait_kind(&[]), "futex");
+    }
+}

@@ -14,6 +14,9 @@ pub const TOP_ROWS: usize = 15;
 /// per op is reported (tuned on the corpus: mmap_churn's fault/munmap paths score 0.1–0.4,
 /// clean_parallel's kernel noise below 0.01).
 pub const HOTSPOT_MIN_SCORE: f64 = 0.05;
+/// Fewer samples than this at any point and no hotspot is reported (0.1 s of CPU at the
+/// default rate).
+pub const MIN_SAMPLES: u64 = 100;
 /// A point where one thread ran alone for at least this share of the time is reported.
 pub const SERIAL_MIN_SHARE: f64 = 0.10;
 
@@ -120,6 +123,7 @@ pub fn scaling_diff(points: &[(u64, f64, &PointProfile)]) -> Option<ScalingDiff>
         unit: unit.to_string(),
         points: usable.iter().map(|p| p.0).collect(),
         total_per_op,
+        samples: usable.iter().map(|p| p.2.stats.samples).collect(),
         user: user.into_iter().take(TOP_ROWS).collect(),
         kernel: kernel.into_iter().take(TOP_ROWS).collect(),
     })
@@ -129,7 +133,8 @@ pub fn scaling_diff(points: &[(u64, f64, &PointProfile)]) -> Option<ScalingDiff>
 /// notable share of the lost throughput. (Once the lock collector names a lock for a
 /// spin path, that path is reported as the lock instead.)
 pub fn kernel_hotspots(diff: &ScalingDiff) -> Vec<Finding> {
-    if diff.points.len() < 2 {
+    // A handful of samples is noise, not a hotspot.
+    if diff.points.len() < 2 || diff.samples.iter().any(|&n| n < MIN_SAMPLES) {
         return Vec::new();
     }
     diff.kernel
@@ -224,6 +229,10 @@ mod tests {
         PointProfile {
             event: "cpu-clock".into(),
             frequency: 999,
+            stats: scalprof_model::ProfileStats {
+                samples: 1000,
+                ..Default::default()
+            },
             folded: stacks
                 .iter()
                 .map(|(s, w)| FoldedStack {

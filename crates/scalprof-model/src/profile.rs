@@ -110,6 +110,9 @@ pub struct ScalingDiff {
     pub points: Vec<u64>,
     /// Total sampled cost per operation at each point.
     pub total_per_op: Vec<f64>,
+    /// Samples behind each point's numbers.
+    #[serde(default)]
+    pub samples: Vec<u64>,
     /// Top user functions by growth.
     pub user: Vec<FunctionGrowth>,
     /// Top kernel functions by growth.

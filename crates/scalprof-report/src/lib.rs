@@ -475,6 +475,7 @@ mod tests {
             unit: "ns/op".into(),
             points: vec![1, 2],
             total_per_op: vec![4.6, 31.2],
+            samples: vec![500, 500],
             user: vec![growth("worker", false, [4.6, 31.1], 0.85)],
             kernel: vec![growth("handle_softirqs", true, [0.01, 0.03], 0.0006)],
         };

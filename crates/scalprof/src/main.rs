@@ -71,7 +71,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                     frequency: args.freq,
                     ..Default::default()
                 }),
-                locks: (!args.no_locks).then(|| scalprof_collect::locks::LockConfig {
+                locks: (!args.no_locks).then_some(scalprof_collect::locks::LockConfig {
                     system_wide: args.system_wide,
                 }),
             };

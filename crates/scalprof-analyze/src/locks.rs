@@ -270,6 +270,13 @@ fn user_wait_kind(frames: &[String]) -> &'static str {
     }
 }
 
+/// Whether `addr` lies in the last 16 KiB of an anonymous mapping: where glibc puts a
+/// thread's descriptor (struct pthread, whose tid field pthread_join waits on) above its stack.
+fn is_thread_descriptor(addr: u64, maps: &[ProcMap]) -> bool {
+    maps.iter()
+        .any(|m| m.path.is_empty() && addr >= m.start && addr < m.end && m.end - addr <= 16 * 1024)
+}
+
 /// Names a user futex address from the process's mappings and the ELF symbols.
 fn name_user_address(addr: u64, maps: &[ProcMap], symbols: &mut Symbols) -> String {
     let Some(m) = maps.iter().find(|m| addr >= m.start && addr < m.end) else {
@@ -368,6 +375,13 @@ fn add_user_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRow>)
         );
         let kind = if kind == "futex" && matches!(u.op, 6 | 13) {
             "pi-mutex"
+        } else {
+            kind
+        };
+        // No stack copy to tell: a futex at the top of an anonymous mapping is a thread
+        // descriptor's tid, which only pthread_join waits on.
+        let kind = if kind == "futex" && is_thread_descriptor(u.uaddr, maps) {
+            "join"
         } else {
             kind
         };

@@ -230,6 +230,32 @@ fn mmap_churn_profiles_name_the_munmap_and_fault_paths() {
         "top kernel growth {top:?} not on the munmap/fault paths"
     );
     assert!(diff["kernel"][0]["growth"].as_f64().unwrap() > 0.0);
+    // Locks: mmap_lock, named by its callers in the munmap and page-fault paths.
+    let findings = doc["findings"].as_array().unwrap();
+    let mmap_lock = findings
+        .iter()
+        .find(|f| f["kind"] == "lock_contention" && f["subject"] == "mmap_lock")
+        .unwrap_or_else(|| panic!("no mmap_lock finding: {findings:?}"));
+    assert_eq!(mmap_lock["scope"], "kernel");
+    let rows = doc["points"][1]["locks"]["rows"].as_array().unwrap();
+    let callers: Vec<&str> = rows
+        .iter()
+        .filter(|r| r["name"] == "mmap_lock")
+        .flat_map(|r| {
+            r["callers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["function"].as_str().unwrap())
+        })
+        .collect();
+    assert!(callers.iter().any(|c| c.contains("munmap")), "{callers:?}");
+    assert!(
+        callers
+            .iter()
+            .any(|c| c.contains("fault") || c.contains("lock_mm_and_find_vma")),
+        "{callers:?}"
+    );
     // A differential flame graph of 1 → 2 threads, per operation.
     let out = dir.path().join("diff.svg");
     scalprof(&db)
@@ -310,4 +336,34 @@ fn profiles_follow_forked_children() {
         worker > 20,
         "the forked child's threads were not sampled: {stacks:?}"
     );
+}
+
+#[test]
+fn a_global_mutex_is_named_with_its_caller() {
+    if !can_profile() {
+        return;
+    }
+    let _turn = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let doc = run_corpus(&db, "hash_global_mutex", &dir.path().join("mutex.json"));
+    let findings = doc["findings"].as_array().unwrap();
+    let first = &findings[0];
+    assert_eq!(first["kind"], "lock_contention", "{findings:?}");
+    assert_eq!(first["scope"], "user");
+    assert_eq!(first["subject"], "table_lock");
+    assert_eq!(first["details"]["callers"][0]["function"], "table_lookup");
+    // The kernel's futex hash-bucket contention is the user lock's, not a kernel finding.
+    assert!(findings
+        .iter()
+        .all(|f| !(f["kind"] == "lock_contention" && f["scope"] == "kernel")));
+    // The sharded twin: no lock finding.
+    let sharded = run_corpus(&db, "hash_sharded", &dir.path().join("sharded.json"));
+    let lock_findings: Vec<&Value> = sharded["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["kind"] == "lock_contention" && f["score"].as_f64().unwrap() > 0.05)
+        .collect();
+    assert!(lock_findings.is_empty(), "{lock_findings:?}");
 }

@@ -44,6 +44,8 @@ struct pt_regs {
 #define FUTEX_LOCK_PI2 13
 
 #define STACK_DEPTH 32
+/* Spinning for 10 ms is not contention, it is a lost event. */
+#define STALE_NS 10000000ULL
 #define USER_STACK_COPY 4096
 
 const volatile u32 root_tgid = 0;
@@ -208,7 +210,8 @@ int BPF_PROG(on_contention_begin, void *lock, unsigned int flags)
 		st = bpf_map_lookup_elem(&cpu_start, &zero);
 		if (!st)
 			return 0;
-		if (st->lock) {
+		/* A slot still busy after STALE_NS lost its contention_end: reuse it. */
+		if (st->lock && bpf_ktime_get_ns() - st->ts < STALE_NS) {
 			__sync_fetch_and_add(&fail_nested, 1);
 			return 0;
 		}

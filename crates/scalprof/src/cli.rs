@@ -43,9 +43,28 @@ pub enum Command {
     /// Write a flame graph (SVG) of a sweep point, its folded stacks, or a differential
     /// flame graph of two points or runs, normalized per operation.
     Flame(FlameArgs),
+    /// Run a command once and show its lock contention: kernel locks and user-space locks
+    /// (futex waits) in one lockstat-style table, with callers.
+    Locks(LocksArgs),
     /// Analyze a perf.data recorded elsewhere (`perf record -g` or `--call-graph dwarf`):
     /// a one-point run with its flame graph and tables.
     Import(ImportArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct LocksArgs {
+    /// The thread count to substitute for `{threads}` (and put in SCALPROF_THREADS).
+    #[arg(short = 't', long = "threads", default_value_t = 1, value_name = "N")]
+    pub threads: u64,
+    /// Trace every process on the machine, not only the command's tree.
+    #[arg(short = 'a', long = "all-cpus")]
+    pub system_wide: bool,
+    /// Also write the run document to this file.
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+    /// The command.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
 }
 
 #[derive(Args, Debug)]

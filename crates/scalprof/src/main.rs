@@ -159,6 +159,63 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Demo(args) => demo(&cli.db, args),
+        Command::Locks(args) => {
+            scalprof_collect::resolve_program(
+                &scalprof_collect::sweep::substitute(&args.command, args.threads)[0],
+            )?;
+            let store = open_store(&cli.db)?;
+            let interrupt = Interrupt::install()?;
+            let opts = RunOptions {
+                command: args.command,
+                values: Some(vec![args.threads]),
+                repeat: 1,
+                warmup: 0,
+                label: None,
+                json: args.json,
+                ops_regex: r"ops=(\d+)".into(),
+                scaling: ThroughputSource::Weak,
+                timeout: None,
+                keep_going: true,
+                print_summary: false,
+                sampling: None,
+                locks: Some(scalprof_collect::locks::LockConfig {
+                    system_wide: args.system_wide,
+                }),
+            };
+            let outcome = run::run(&store, &opts, &interrupt)?;
+            let doc = &outcome.doc;
+            for p in &doc.points {
+                match &p.locks {
+                    Some(l) => print!(
+                        "{}",
+                        scalprof_report::lock_table(&doc.sweep.parameter, p.value, l)
+                    ),
+                    None => println!("no lock data (see the warning above)"),
+                }
+            }
+            let lock_findings: Vec<_> = doc
+                .findings
+                .iter()
+                .filter(|f| f.kind == "lock_contention")
+                .collect();
+            if !lock_findings.is_empty() {
+                println!("\nfindings:");
+                for f in lock_findings {
+                    println!(
+                        "  {:>4.0}%  {} ({}): {}",
+                        f.score * 100.0,
+                        f.subject,
+                        f.scope.as_deref().unwrap_or(""),
+                        f.evidence
+                    );
+                }
+            }
+            eprintln!(
+                "scalprof: stored as run {} (scalprof show {})",
+                doc.id, doc.id
+            );
+            Ok(exit_code_for(doc.status))
+        }
         Command::Import(args) => {
             let store = open_store(&cli.db)?;
             let id = import::import(&store, &args.file, args.label)?;

@@ -191,6 +191,7 @@ fn add_kernel_rows(raw: &RawLocks, kallsyms: &Kallsyms, rows: &mut Vec<LockRow>)
                 (
                     LockRow {
                         scope: "kernel".into(),
+                        wait_ns_per_op: None,
                         attributed_to: (name == "futex hash bucket")
                             .then(|| "user locks".to_string()),
                         name,

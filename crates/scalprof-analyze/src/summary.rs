@@ -98,7 +98,12 @@ pub fn assemble(
     let mut lock_input: Vec<(&Point, f64, &LockProfile)> = Vec::new();
     for p in &mut points {
         if let Some((_, lp)) = lock_profiles.iter().find(|(v, _)| *v == p.value) {
-            p.locks = Some(lp.clone());
+            let work = point_work(p, source);
+            let mut lp = lp.clone();
+            for r in &mut lp.rows {
+                r.wait_ns_per_op = (work > 0.0).then(|| r.total_wait_ns as f64 / work);
+            }
+            p.locks = Some(lp);
         }
     }
     for p in &points {

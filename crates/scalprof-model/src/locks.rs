@@ -97,6 +97,9 @@ pub struct LockRow {
     /// Kernel contention that is really a user lock's (the futex hash bucket lock).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attributed_to: Option<String>,
+    /// Wait per operation of the point's work (set when the run document is built).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_ns_per_op: Option<f64>,
 }
 
 impl LockRow {

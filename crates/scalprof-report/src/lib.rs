@@ -66,6 +66,7 @@ pub fn summary(doc: &RunDocument) -> String {
             out += &lock_table(&doc.sweep.parameter, p.value, l);
         }
     }
+    out += &lock_growth(doc);
     if !doc.warnings.is_empty() {
         out += "\nwarnings:\n";
         for w in &doc.warnings {
@@ -407,6 +408,43 @@ pub fn lock_table(parameter: &str, value: u64, l: &scalprof_model::locks::LockPr
         }
     }
     out + &t.to_string() + "\n"
+}
+
+/// How each lock's wait per operation grows across the sweep (locks only, heaviest at the
+/// last point first).
+pub fn lock_growth(doc: &RunDocument) -> String {
+    let points: Vec<&Point> = doc.points.iter().filter(|p| p.locks.is_some()).collect();
+    if points.len() < 2 {
+        return String::new();
+    }
+    let last = points.last().and_then(|p| p.locks.as_ref()).expect("locks");
+    let mut t = Table::new();
+    t.load_style(UTF8_BORDERS_ONLY);
+    let mut header = vec!["lock wait per op".to_string()];
+    header.extend(points.iter().map(|p| format!("@{}", p.value)));
+    t.set_header(header);
+    let mut n = 0;
+    for r in last.rows.iter().filter(|r| r.is_lock()).take(6) {
+        let mut row = vec![format!("{} {} ({})", r.scope, r.name, r.lock_type)];
+        for p in &points {
+            let per_op = p
+                .locks
+                .as_ref()
+                .and_then(|l| {
+                    l.rows.iter().find(|x| {
+                        x.scope == r.scope && x.name == r.name && x.lock_type == r.lock_type
+                    })
+                })
+                .map_or(Some(0.0), |x| x.wait_ns_per_op);
+            row.push(per_op.map_or("—".into(), ns));
+        }
+        t.add_row(row);
+        n += 1;
+    }
+    if n == 0 {
+        return String::new();
+    }
+    format!("\n{t}\n")
 }
 
 /// One row of `scalprof runs`.

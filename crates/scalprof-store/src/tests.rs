@@ -160,6 +160,7 @@ fn lock_tables_round_trip() {
                 share: 1.0,
             }],
             attributed_to: None,
+            wait_ns_per_op: None,
         }],
         repeats: 1,
         ..Default::default()

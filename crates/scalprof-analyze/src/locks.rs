@@ -406,6 +406,7 @@ fn add_user_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRow>)
                         max_wait_ns: 0,
                         callers: Vec::new(),
                         attributed_to: None,
+                        wait_ns_per_op: None,
                     },
                     HashMap::new(),
                 )

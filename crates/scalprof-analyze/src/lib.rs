@@ -1,6 +1,7 @@
 //! scalprof analysis: turns measurements into the run document — per-point summaries,
 //! the scaling model (USL / Amdahl), measurement warnings and, later, findings.
 
+pub mod compare;
 pub mod locks;
 pub mod profile;
 pub mod scaling;

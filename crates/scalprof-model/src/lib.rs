@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod compare;
 pub mod locks;
 pub mod profile;
 pub use profile::{

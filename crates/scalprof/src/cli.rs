@@ -43,12 +43,33 @@ pub enum Command {
     /// Write a flame graph (SVG) of a sweep point, its folded stacks, or a differential
     /// flame graph of two points or runs, normalized per operation.
     Flame(FlameArgs),
+    /// Compare two runs ("prove the fix"): per point, medians and Welch's t-test on
+    /// throughput, wall, user and system time; lock and finding changes.
+    Compare(CompareArgs),
     /// Run a command once and show its lock contention: kernel locks and user-space locks
     /// (futex waits) in one lockstat-style table, with callers.
     Locks(LocksArgs),
     /// Analyze a perf.data recorded elsewhere (`perf record -g` or `--call-graph dwarf`):
     /// a one-point run with its flame graph and tables.
     Import(ImportArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// The baseline: a run id, label, `latest` or `latest~N`.
+    pub a: String,
+    /// The candidate.
+    pub b: String,
+    /// Print the comparison as JSON (medians, difference, confidence interval, p-value, verdict).
+    #[arg(long)]
+    pub json: bool,
+    /// Exit 1 if B's throughput is proven lower than A's by more than PCT percent at any
+    /// point (for CI).
+    #[arg(long, value_name = "PCT")]
+    pub fail_if_slower: Option<f64>,
+    /// Also write a differential flame graph (per operation) of the last common point.
+    #[arg(long, value_name = "FILE")]
+    pub flame: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]

@@ -159,6 +159,46 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Demo(args) => demo(&cli.db, args),
+        Command::Compare(args) => {
+            let store = open_store(&cli.db)?;
+            let (ia, ib) = (store.resolve(&args.a)?, store.resolve(&args.b)?);
+            let (a, b) = (
+                run::load_document(&store, ia)?,
+                run::load_document(&store, ib)?,
+            );
+            let c = scalprof_analyze::compare::compare(&a, &b);
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&c)?);
+            } else {
+                print!("{}", scalprof_report::comparison(&c, &a.label, &b.label));
+            }
+            if let Some(out) = &args.flame {
+                let last = c.points.last().map(|p| p.value);
+                match last {
+                    Some(v) => flame::flame(
+                        &store,
+                        cli::FlameArgs {
+                            run: a.id.clone(),
+                            point: None,
+                            output: Some(out.clone()),
+                            folded: false,
+                            diff: Some(vec![format!("{}@{v}", a.id), format!("{}@{v}", b.id)]),
+                        },
+                    )?,
+                    None => eprintln!("scalprof: no common point: no differential flame graph"),
+                }
+            }
+            if let Some(pct) = args.fail_if_slower {
+                let slower = scalprof_analyze::compare::slower_points(&c, pct);
+                if !slower.is_empty() {
+                    for (v, d) in &slower {
+                        eprintln!("scalprof: B is slower at point {v}: throughput {d:+.1}% (proven at 95% confidence)");
+                    }
+                    return Ok(ExitCode::from(1));
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Locks(args) => {
             scalprof_collect::resolve_program(
                 &scalprof_collect::sweep::substitute(&args.command, args.threads)[0],

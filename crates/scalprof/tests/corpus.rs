@@ -115,6 +115,52 @@ fn packed_counters_scale_far_worse_than_padded_ones() {
         e_packed < 0.6 * e_padded,
         "packed efficiency {e_packed:.2} should be far below padded {e_padded:.2}"
     );
+    // Prove the fix: the padded twin's throughput at 2 threads is higher, at p < 0.05.
+    let cmp = |a: &str, b: &str, extra: &[&str]| {
+        scalprof(&db)
+            .args(["compare", a, b, "--json"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = cmp(
+        packed["id"].as_str().unwrap(),
+        padded["id"].as_str().unwrap(),
+        &[],
+    );
+    let c: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let tput = |c: &Value, point: u64| -> Value {
+        c["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["value"] == point)
+            .unwrap()["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["metric"] == "throughput")
+            .unwrap()
+            .clone()
+    };
+    let t2 = tput(&c, 2);
+    assert_eq!(t2["significant"], true, "{t2}");
+    assert!(t2["welch"]["p_value"].as_f64().unwrap() < 0.05);
+    assert!(t2["difference_pct"].as_f64().unwrap() > 100.0);
+    // A run against itself: no difference proven.
+    let id = padded["id"].as_str().unwrap();
+    let same: Value = serde_json::from_slice(&cmp(id, id, &[]).stdout).unwrap();
+    assert!(tput(&same, 2)["verdict"]
+        .as_str()
+        .unwrap()
+        .starts_with("No difference proven"));
+    // For CI: going from padded back to packed fails --fail-if-slower.
+    let back = cmp(
+        id,
+        packed["id"].as_str().unwrap(),
+        &["--fail-if-slower", "5"],
+    );
+    assert_eq!(back.status.code(), Some(1));
     // The whole-tree CPU time: two spinning threads use about twice the wall time.
     let p2 = &packed["points"][1];
     assert!(

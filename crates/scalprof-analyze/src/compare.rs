@@ -1,0 +1,245 @@
+//! Before/after comparison of two runs: per sweep point and metric, medians, ranges, the
+//! difference of means with a 95% confidence interval, and Welch's t-test — ministat's
+//! verdict, "No difference proven at 95.0% confidence", when there is none. Plus the lock
+//! tables and findings that changed.
+
+use scalprof_model::compare::{Comparison, LockChange, MetricComparison, PointComparison, Welch};
+use scalprof_model::{Point, RunDocument};
+use statrs::distribution::{ContinuousCDF, StudentsT};
+
+use crate::summary::{repeat_throughput, spread};
+
+pub const CONFIDENCE: f64 = 0.95;
+
+fn mean_var(x: &[f64]) -> (f64, f64) {
+    let n = x.len() as f64;
+    let m = x.iter().sum::<f64>() / n;
+    let v = x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (n - 1.0);
+    (m, v)
+}
+
+/// Welch's unequal-variances t-test (B. L. Welch, "The generalization of 'Student's'
+/// problem when several different population variances are involved", Biometrika 34,
+/// 1947), with the Welch–Satterthwaite degrees of freedom. `None` with fewer than two
+/// observations on either side.
+pub fn welch(a: &[f64], b: &[f64]) -> Option<Welch> {
+    if a.len() < 2 || b.len() < 2 {
+        return None;
+    }
+    let (ma, va) = mean_var(a);
+    let (mb, vb) = mean_var(b);
+    let (sa, sb) = (va / a.len() as f64, vb / b.len() as f64);
+    let se = (sa + sb).sqrt();
+    let difference = mb - ma;
+    if se == 0.0 {
+        // Identical, noise-free samples: a difference is either certain or absent.
+        let p = if difference == 0.0 { 1.0 } else { 0.0 };
+        return Some(Welch {
+            difference,
+            ci95: [difference, difference],
+            t: if difference == 0.0 {
+                0.0
+            } else {
+                f64::INFINITY * difference.signum()
+            },
+            dof: (a.len() + b.len() - 2) as f64,
+            p_value: p,
+        });
+    }
+    let dof = (sa + sb).powi(2)
+        / (sa.powi(2) / (a.len() as f64 - 1.0) + sb.powi(2) / (b.len() as f64 - 1.0));
+    let t = difference / se;
+    let dist = StudentsT::new(0.0, 1.0, dof).ok()?;
+    let p_value = 2.0 * (1.0 - dist.cdf(t.abs()));
+    let q = dist.inverse_cdf(0.5 + CONFIDENCE / 2.0);
+    Some(Welch {
+        difference,
+        ci95: [difference - q * se, difference + q * se],
+        t,
+        dof,
+        p_value,
+    })
+}
+
+fn metric(name: &str, a: &[f64], b: &[f64]) -> Option<MetricComparison> {
+    let (sa, sb) = (spread(a.iter().copied())?, spread(b.iter().copied())?);
+    let w = welch(a, b);
+    let significant = w.is_some_and(|w| w.p_value < 1.0 - CONFIDENCE);
+    let mean_a = a.iter().sum::<f64>() / a.len() as f64;
+    let pct = |x: f64| {
+        if mean_a != 0.0 {
+            100.0 * x / mean_a
+        } else {
+            0.0
+        }
+    };
+    let (difference_pct, verdict) = match w {
+        None => (
+            None,
+            "not enough repeats to test (need 2 or more on each side)".to_string(),
+        ),
+        Some(w) if significant => (
+            Some(pct(w.difference)),
+            format!(
+                "Difference at {:.1}% confidence: {:+.2}% ± {:.2}% (p = {:.2e})",
+                CONFIDENCE * 100.0,
+                pct(w.difference),
+                pct((w.ci95[1] - w.ci95[0]) / 2.0),
+                w.p_value
+            ),
+        ),
+        Some(w) => (
+            None,
+            format!(
+                "No difference proven at {:.1}% confidence (p = {:.2})",
+                CONFIDENCE * 100.0,
+                w.p_value
+            ),
+        ),
+    };
+    Some(MetricComparison {
+        metric: name.to_string(),
+        a_median: sa.median,
+        a_range: [sa.min, sa.max],
+        b_median: sb.median,
+        b_range: [sb.min, sb.max],
+        a_n: a.len(),
+        b_n: b.len(),
+        welch: w,
+        difference_pct,
+        significant,
+        verdict,
+    })
+}
+
+fn per_repeat(doc: &RunDocument, p: &Point) -> Vec<(String, Vec<f64>)> {
+    let ok: Vec<_> = p.repeats.iter().filter(|r| r.succeeded()).collect();
+    vec![
+        (
+            "throughput".into(),
+            ok.iter()
+                .filter_map(|r| repeat_throughput(p.value, r, doc.throughput.source))
+                .collect(),
+        ),
+        ("wall_s".into(), ok.iter().map(|r| r.wall_s).collect()),
+        ("user_s".into(), ok.iter().map(|r| r.user_s).collect()),
+        ("sys_s".into(), ok.iter().map(|r| r.sys_s).collect()),
+    ]
+}
+
+/// Compares run B against run A, point by point (points present in both).
+pub fn compare(a: &RunDocument, b: &RunDocument) -> Comparison {
+    let mut points = Vec::new();
+    for pa in &a.points {
+        let Some(pb) = b.points.iter().find(|p| p.value == pa.value) else {
+            continue;
+        };
+        let ma = per_repeat(a, pa);
+        let mb = per_repeat(b, pb);
+        let metrics = ma
+            .iter()
+            .zip(&mb)
+            .filter_map(|((name, xa), (_, xb))| metric(name, xa, xb))
+            .collect();
+        let mut locks = Vec::new();
+        if let (Some(la), Some(lb)) = (&pa.locks, &pb.locks) {
+            let mut names: Vec<(String, String)> = Vec::new();
+            for r in la.rows.iter().chain(&lb.rows).filter(|r| r.is_lock()) {
+                let k = (r.scope.clone(), r.name.clone());
+                if !names.contains(&k) {
+                    names.push(k);
+                }
+            }
+            for (scope, name) in names {
+                let wait = |rows: &[scalprof_model::locks::LockRow]| {
+                    rows.iter()
+                        .filter(|r| r.scope == scope && r.name == name)
+                        .filter_map(|r| r.wait_ns_per_op)
+                        .sum::<f64>()
+                };
+                let (wa, wb) = (wait(&la.rows), wait(&lb.rows));
+                if (wa - wb).abs() > 0.05 * wa.max(wb) && wa.max(wb) > 1.0 {
+                    locks.push(LockChange {
+                        lock: format!("{scope} {name}"),
+                        a_wait_ns_per_op: wa,
+                        b_wait_ns_per_op: wb,
+                    });
+                }
+            }
+        }
+        points.push(PointComparison {
+            value: pa.value,
+            metrics,
+            locks,
+        });
+    }
+    let keys = |d: &RunDocument| -> Vec<String> {
+        d.findings
+            .iter()
+            .map(|f| format!("{}: {}", f.kind, f.subject))
+            .collect()
+    };
+    let (ka, kb) = (keys(a), keys(b));
+    Comparison {
+        schema: "scalprof.compare/1".into(),
+        a: a.id.clone(),
+        b: b.id.clone(),
+        confidence: CONFIDENCE,
+        points,
+        findings_appeared: kb.iter().filter(|k| !ka.contains(k)).cloned().collect(),
+        findings_disappeared: ka.iter().filter(|k| !kb.contains(k)).cloned().collect(),
+    }
+}
+
+/// Points where B's throughput is proven lower than A's by more than `pct` percent.
+pub fn slower_points(c: &Comparison, pct: f64) -> Vec<(u64, f64)> {
+    c.points
+        .iter()
+        .filter_map(|p| {
+            let m = p.metrics.iter().find(|m| m.metric == "throughput")?;
+            let d = m.difference_pct?;
+            (m.significant && d < -pct).then_some((p.value, d))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reference: SciPy 1.x `stats.ttest_ind(b, a, equal_var=False)` and its
+    /// `confidence_interval(0.95)` → t 7.21605, df 7.17415, p 1.55497e-4, CI 0.72783 .. 1.43217.
+    #[test]
+    fn welch_matches_scipy() {
+        let a = [10.1, 9.8, 10.3, 10.0, 9.9];
+        let b = [11.2, 10.9, 11.5, 11.1, 10.8];
+        let w = welch(&a, &b).unwrap();
+        assert!((w.difference - 1.08).abs() < 1e-9, "{w:?}");
+        assert!((w.t - 7.216_053_5).abs() < 1e-6, "{w:?}");
+        assert!((w.dof - 7.174_149_3).abs() < 1e-6, "{w:?}");
+        assert!((w.p_value - 1.554_968e-4).abs() < 1e-9, "{w:?}");
+        assert!((w.ci95[0] - 0.727_829_5).abs() < 1e-6, "{w:?}");
+        assert!((w.ci95[1] - 1.432_170_5).abs() < 1e-6, "{w:?}");
+    }
+
+    #[test]
+    fn no_difference_between_equal_samples() {
+        let a = [1.0, 1.1, 0.9, 1.05, 0.95];
+        let m = metric("wall_s", &a, &a).unwrap();
+        assert!(!m.significant);
+        assert!(
+            m.verdict
+                .starts_with("No difference proven at 95.0% confidence"),
+            "{}",
+            m.verdict
+        );
+        let b: Vec<f64> = a.iter().map(|x| x * 2.0).collect();
+        let m = metric("wall_s", &a, &b).unwrap();
+        assert!(m.significant);
+        assert!((m.difference_pct.unwrap() - 100.0).abs() < 1e-9);
+        assert!(metric("x", &[1.0], &[2.0])
+            .unwrap()
+            .verdict
+            .contains("not enough"));
+    }
+}

@@ -1,0 +1,60 @@
+//! The before/after comparison document (`scalprof compare --json`).
+
+use serde::{Deserialize, Serialize};
+
+/// The result of Welch's t-test on one metric.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Welch {
+    /// mean(b) − mean(a)
+    pub difference: f64,
+    pub ci95: [f64; 2],
+    pub t: f64,
+    pub dof: f64,
+    pub p_value: f64,
+}
+
+/// One metric at one point.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MetricComparison {
+    pub metric: String,
+    pub a_median: f64,
+    pub a_range: [f64; 2],
+    pub b_median: f64,
+    pub b_range: [f64; 2],
+    pub a_n: usize,
+    pub b_n: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub welch: Option<Welch>,
+    /// The difference as a percentage of A's mean (ministat), when proven.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub difference_pct: Option<f64>,
+    pub significant: bool,
+    pub verdict: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PointComparison {
+    pub value: u64,
+    pub metrics: Vec<MetricComparison>,
+    /// Lock waits per operation that changed: (lock, A ns/op, B ns/op).
+    pub locks: Vec<LockChange>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LockChange {
+    pub lock: String,
+    pub a_wait_ns_per_op: f64,
+    pub b_wait_ns_per_op: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    pub schema: String,
+    pub a: String,
+    pub b: String,
+    pub confidence: f64,
+    pub points: Vec<PointComparison>,
+    /// Findings (kind: subject) present in B but not in A, and the reverse.
+    pub findings_appeared: Vec<String>,
+    pub findings_disappeared: Vec<String>,
+}

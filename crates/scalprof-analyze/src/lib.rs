@@ -2,6 +2,7 @@
 //! the scaling model (USL / Amdahl), measurement warnings and, later, findings.
 
 pub mod compare;
+pub mod complexity;
 pub mod locks;
 pub mod profile;
 pub mod scaling;

@@ -6,7 +6,7 @@ use scalprof_model::{
     ThroughputInfo, ThroughputSource, Warning, WarningKind, RUN_SCHEMA,
 };
 
-use crate::{locks, scaling, usl};
+use crate::{complexity, locks, scaling, usl};
 use scalprof_model::locks::LockProfile;
 
 /// Repeats of one point whose wall times spread more than this fraction of their median
@@ -46,8 +46,10 @@ pub fn assemble(
 
     // Speedup against the first point with a throughput, scaled to its parameter value
     // (so a sweep starting at 2 threads still reads as "speedup over one thread").
+    let threads = header.sweep.parameter == "threads";
     if let Some((v0, x0)) = points
         .iter()
+        .filter(|_| threads)
         .find_map(|p| p.throughput.map(|x| (p.value as f64, x)))
     {
         for p in &mut points {
@@ -67,7 +69,12 @@ pub fn assemble(
             })
         })
         .collect();
-    let model = usl::fit(&observations).ok();
+    // The USL models concurrency; a size sweep gets power-law fits instead (below).
+    let model = if header.sweep.parameter == "threads" {
+        usl::fit(&observations).ok()
+    } else {
+        None
+    };
     let mut warnings = warnings(header, &points);
 
     // Profiles: per-point summaries, the scaling diff, and the findings they support.
@@ -92,7 +99,9 @@ pub fn assemble(
         .iter()
         .filter_map(|p| profile_of(p.value).map(|prof| (p.value, p.efficiency, prof)))
         .collect();
-    findings.extend(scaling::serial_fractions(&serial_input));
+    if threads {
+        findings.extend(scaling::serial_fractions(&serial_input));
+    }
 
     // Locks: the table of each point, and the locks whose waits grew.
     let mut lock_input: Vec<(&Point, f64, &LockProfile)> = Vec::new();
@@ -125,6 +134,29 @@ pub fn assemble(
             .total_cmp(&a.score)
             .then_with(|| a.subject.cmp(&b.subject))
     });
+    // Size sweeps: power-law fits per function, and the superlinear ones.
+    let complexity = if header.sweep.parameter == "size" {
+        let input: Vec<(u64, u32, &PointProfile)> = points
+            .iter()
+            .filter_map(|p| profile_of(p.value).map(|prof| (p.value, prof.repeats, prof)))
+            .collect();
+        complexity::complexity(&input)
+    } else {
+        None
+    };
+    if let Some(c) = &complexity {
+        let unit = if profiles.first().is_some_and(|p| p.1.event == "cycles") {
+            "cycles/run"
+        } else {
+            "ns/run"
+        };
+        findings.extend(complexity::superlinear(c, unit));
+        findings.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then_with(|| a.subject.cmp(&b.subject))
+        });
+    }
     let sampling = profiles.first().map(|(_, p)| Sampling {
         event: p.event.clone(),
         frequency: p.frequency,
@@ -151,6 +183,7 @@ pub fn assemble(
         output_dir: header.output_dir.clone(),
         sampling,
         scaling_diff,
+        complexity,
     }
 }
 
@@ -339,7 +372,7 @@ fn warnings(header: &RunHeader, points: &[Point]) -> Vec<Warning> {
         }
     }
     let measured = points.iter().filter(|p| p.throughput.is_some()).count();
-    if measured < 3 {
+    if measured < 3 && header.sweep.parameter == "threads" {
         let hint = if cpus < 3 {
             format!(" (this machine has {cpus} CPUs: more points would oversubscribe it; run the sweep on a larger machine)")
         } else {

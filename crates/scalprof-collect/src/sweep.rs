@@ -13,14 +13,20 @@ use crate::locks::{LockConfig, LockTracer, RawLocks};
 use crate::perf::{RawProfile, Sampler, SamplingConfig};
 use crate::CollectError;
 
-/// The placeholder substituted in the command for a thread sweep.
-pub const THREADS_PLACEHOLDER: &str = "{threads}";
-/// The environment variable that carries the thread count to the workload.
-pub const THREADS_ENV: &str = "SCALPROF_THREADS";
+/// The sweep parameter of thread sweeps; `{threads}` in the command is replaced by the
+/// point's value and SCALPROF_THREADS carries it too. Size sweeps use `size`.
+pub const THREADS: &str = "threads";
+
+/// The environment variable that carries a sweep parameter to the workload.
+pub fn parameter_env(parameter: &str) -> String {
+    format!("SCALPROF_{}", parameter.to_ascii_uppercase())
+}
 
 #[derive(Clone, Debug)]
 pub struct SweepPlan {
     pub command: Vec<String>,
+    /// `threads` or `size`: names the `{placeholder}` and the environment variable.
+    pub parameter: String,
     pub values: Vec<u64>,
     pub repeat: u32,
     pub warmup: u32,
@@ -127,11 +133,12 @@ pub fn default_values(cpus: u32) -> Vec<u64> {
     v
 }
 
-/// The command for one point: `{threads}` replaced in every argument.
-pub fn substitute(command: &[String], value: u64) -> Vec<String> {
+/// The command for one point: `{parameter}` replaced in every argument.
+pub fn substitute(command: &[String], parameter: &str, value: u64) -> Vec<String> {
+    let placeholder = format!("{{{parameter}}}");
     command
         .iter()
-        .map(|a| a.replace(THREADS_PLACEHOLDER, &value.to_string()))
+        .map(|a| a.replace(&placeholder, &value.to_string()))
         .collect()
 }
 
@@ -189,8 +196,8 @@ pub fn run(
                 format!("p{value}-r{index}")
             };
             let spec = ExecSpec {
-                argv: substitute(&plan.command, value),
-                env: vec![(THREADS_ENV.to_string(), value.to_string())],
+                argv: substitute(&plan.command, &plan.parameter, value),
+                env: vec![(parameter_env(&plan.parameter), value.to_string())],
                 stdout: plan.output_dir.join(format!("{stem}.stdout")),
                 stderr: plan.output_dir.join(format!("{stem}.stderr")),
                 timeout: plan.timeout,
@@ -326,7 +333,13 @@ mod tests {
             .iter()
             .map(|s| s.to_string())
             .collect();
-        assert_eq!(substitute(&cmd, 8), vec!["./b", "-t8", "x"]);
+        assert_eq!(substitute(&cmd, "threads", 8), vec!["./b", "-t8", "x"]);
+        let cmd: Vec<String> = ["./flows", "{size}"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(substitute(&cmd, "size", 5000), vec!["./flows", "5000"]);
+        assert_eq!(parameter_env("size"), "SCALPROF_SIZE");
     }
 
     struct Collect(Vec<(u64, Repeat)>, u32);
@@ -350,6 +363,7 @@ mod tests {
                 "sh".into(),
                 "{threads}".into(),
             ],
+            parameter: "threads".into(),
             values: vec![1, 2, 3],
             repeat: 2,
             warmup: 1,

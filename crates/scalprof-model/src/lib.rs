@@ -10,7 +10,8 @@ pub mod compare;
 pub mod locks;
 pub mod profile;
 pub use profile::{
-    FoldedStack, FunctionGrowth, PointProfile, ProfileStats, ScalingDiff, SerialStats,
+    ComplexityReport, FoldedStack, FunctionComplexity, FunctionGrowth, PointProfile, PowerFit,
+    ProfileStats, ScalingDiff, SerialStats,
 };
 
 /// The value of the `schema` field of every run document.
@@ -327,6 +328,9 @@ pub struct RunDocument {
     /// What grew across the sweep (`null` without profiles).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scaling_diff: Option<ScalingDiff>,
+    /// Power-law fits of a size sweep (`scalprof complexity`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub complexity: Option<ComplexityReport>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -118,3 +118,37 @@ pub struct ScalingDiff {
     /// Top kernel functions by growth.
     pub kernel: Vec<FunctionGrowth>,
 }
+
+/// cost ≈ a·nᵏ, fitted in log-log space.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PowerFit {
+    pub exponent: f64,
+    pub ci95: [f64; 2],
+    pub coefficient: f64,
+    pub r2: f64,
+    /// Sizes the fit used (sizes where the function had samples).
+    pub points: usize,
+}
+
+/// One function's cost per run against the input size.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FunctionComplexity {
+    pub function: String,
+    pub kernel: bool,
+    pub self_cost: Vec<f64>,
+    pub inclusive_cost: Vec<f64>,
+    pub fit: PowerFit,
+    /// The largest size at which the function had no samples at all, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub absent_below: Option<u64>,
+}
+
+/// A complexity sweep's fits: the whole workload's and each notable function's.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ComplexityReport {
+    pub sizes: Vec<u64>,
+    /// Sampled cost per run at each size (ns for cpu-clock).
+    pub total_cost: Vec<f64>,
+    pub overall: PowerFit,
+    pub functions: Vec<FunctionComplexity>,
+}

@@ -67,6 +67,9 @@ pub fn summary(doc: &RunDocument) -> String {
         }
     }
     out += &lock_growth(doc);
+    if let Some(c) = &doc.complexity {
+        out += &complexity_table(c);
+    }
     if !doc.warnings.is_empty() {
         out += "\nwarnings:\n";
         for w in &doc.warnings {
@@ -511,6 +514,54 @@ pub fn comparison(c: &scalprof_model::compare::Comparison, a_label: &str, b_labe
         out.push('\n');
     }
     out
+}
+
+/// Power-law fits of a size sweep: the workload and its steepest functions.
+pub fn complexity_table(c: &scalprof_model::ComplexityReport) -> String {
+    let mut t = Table::new();
+    t.load_style(UTF8_BORDERS_ONLY);
+    let (first, last) = (c.sizes[0], c.sizes[c.sizes.len() - 1]);
+    t.set_header(vec![
+        "function (self)".to_string(),
+        "k (cost ≈ a·nᵏ)".into(),
+        "95% interval".into(),
+        "R²".into(),
+        format!("cost @{first}"),
+        format!("cost @{last}"),
+    ]);
+    t.add_row(vec![
+        "(whole workload)".to_string(),
+        format!("{:.2}", c.overall.exponent),
+        format!("{:.2}–{:.2}", c.overall.ci95[0], c.overall.ci95[1]),
+        format!("{:.3}", c.overall.r2),
+        ns(c.total_cost[0]),
+        ns(c.total_cost[c.total_cost.len() - 1]),
+    ]);
+    for f in c.functions.iter().take(10) {
+        let mut name = f.function.clone();
+        if f.kernel {
+            name += " [k]";
+        }
+        if let Some(n) = f.absent_below {
+            name += &format!(" (absent ≤{n})");
+        }
+        t.add_row(vec![
+            name,
+            format!("{:.2}", f.fit.exponent),
+            format!("{:.2}–{:.2}", f.fit.ci95[0], f.fit.ci95[1]),
+            format!("{:.3}", f.fit.r2),
+            ns(f.self_cost[0]),
+            ns(f.self_cost[f.self_cost.len() - 1]),
+        ]);
+    }
+    format!(
+        "\ncomplexity over sizes {}:\n{t}\n",
+        c.sizes
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
 }
 
 /// One row of `scalprof runs`.

@@ -43,6 +43,9 @@ pub enum Command {
     /// Write a flame graph (SVG) of a sweep point, its folded stacks, or a differential
     /// flame graph of two points or runs, normalized per operation.
     Flame(FlameArgs),
+    /// Profile a command over input sizes and fit each function's cost as a·nᵏ: names the
+    /// functions that grow faster than the input (`superlinear_cost`).
+    Complexity(ComplexityArgs),
     /// Compare two runs ("prove the fix"): per point, medians and Welch's t-test on
     /// throughput, wall, user and system time; lock and finding changes.
     Compare(CompareArgs),
@@ -52,6 +55,28 @@ pub enum Command {
     /// Analyze a perf.data recorded elsewhere (`perf record -g` or `--call-graph dwarf`):
     /// a one-point run with its flame graph and tables.
     Import(ImportArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ComplexityArgs {
+    /// Input sizes, e.g. `5000,10000,20000,40000` (at least three).
+    #[arg(long, value_name = "LIST", required = true)]
+    pub sizes: String,
+    /// Measured runs per size.
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub repeat: u32,
+    /// Sampling frequency: higher than for thread sweeps, so small sizes get enough samples.
+    #[arg(long, default_value_t = 4999, value_name = "HZ")]
+    pub freq: u64,
+    /// A name for the run (default: the program's file name).
+    #[arg(long, value_name = "L")]
+    pub label: Option<String>,
+    /// Also write the run document to this file.
+    #[arg(long, value_name = "PATH")]
+    pub json: Option<PathBuf>,
+    /// The workload; `{size}` in any argument is replaced by the size (also SCALPROF_SIZE).
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
 }
 
 #[derive(Args, Debug)]

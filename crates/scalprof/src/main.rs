@@ -54,6 +54,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 .transpose()?;
             let opts = RunOptions {
                 command: args.command,
+                parameter: "threads".into(),
                 values,
                 repeat: args.repeat,
                 warmup: args.warmup,
@@ -80,7 +81,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             }
             // Check the command before touching the store: a typo fails at once.
             scalprof_collect::resolve_program(
-                &scalprof_collect::sweep::substitute(&opts.command, 1)[0],
+                &scalprof_collect::sweep::substitute(&opts.command, &opts.parameter, 1)[0],
             )?;
             let store = open_store(&cli.db)?;
             let interrupt = Interrupt::install()?;
@@ -159,6 +160,38 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Demo(args) => demo(&cli.db, args),
+        Command::Complexity(args) => {
+            let sizes = scalprof_collect::sweep::parse_values(&args.sizes)?;
+            if sizes.len() < 3 {
+                anyhow::bail!("--sizes needs at least three sizes to fit an exponent (e.g. 5000,10000,20000,40000)");
+            }
+            scalprof_collect::resolve_program(
+                &scalprof_collect::sweep::substitute(&args.command, "size", sizes[0])[0],
+            )?;
+            let store = open_store(&cli.db)?;
+            let interrupt = Interrupt::install()?;
+            let opts = RunOptions {
+                command: args.command,
+                parameter: "size".into(),
+                values: Some(sizes),
+                repeat: args.repeat,
+                warmup: 0,
+                label: args.label,
+                json: args.json,
+                ops_regex: r"ops=(\d+)".into(),
+                scaling: ThroughputSource::Strong,
+                timeout: None,
+                keep_going: false,
+                print_summary: true,
+                sampling: Some(scalprof_collect::perf::SamplingConfig {
+                    frequency: args.freq,
+                    ..Default::default()
+                }),
+                locks: None,
+            };
+            let outcome = run::run(&store, &opts, &interrupt)?;
+            Ok(exit_code_for(outcome.doc.status))
+        }
         Command::Compare(args) => {
             let store = open_store(&cli.db)?;
             let (ia, ib) = (store.resolve(&args.a)?, store.resolve(&args.b)?);
@@ -201,12 +234,13 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         }
         Command::Locks(args) => {
             scalprof_collect::resolve_program(
-                &scalprof_collect::sweep::substitute(&args.command, args.threads)[0],
+                &scalprof_collect::sweep::substitute(&args.command, "threads", args.threads)[0],
             )?;
             let store = open_store(&cli.db)?;
             let interrupt = Interrupt::install()?;
             let opts = RunOptions {
                 command: args.command,
+                parameter: "threads".into(),
                 values: Some(vec![args.threads]),
                 repeat: 1,
                 warmup: 0,
@@ -300,6 +334,7 @@ fn demo(db: &Option<std::path::PathBuf>, args: cli::DemoArgs) -> Result<ExitCode
         println!("\n=== {name}: {} ===", describe(name));
         let opts = RunOptions {
             command: vec![path_of(name), "{threads}".into()],
+            parameter: "threads".into(),
             values: values.clone(),
             repeat: args.repeat,
             warmup: 0,

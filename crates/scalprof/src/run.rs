@@ -20,6 +20,8 @@ use scalprof_store::{NewRun, Store};
 #[derive(Clone, Debug)]
 pub struct RunOptions {
     pub command: Vec<String>,
+    /// `threads` (a scaling sweep) or `size` (a complexity sweep).
+    pub parameter: String,
     pub values: Option<Vec<u64>>,
     pub repeat: u32,
     pub warmup: u32,
@@ -53,7 +55,7 @@ pub fn run(store: &Store, opts: &RunOptions, interrupt: &Interrupt) -> Result<Ru
         None => sweep::default_values(host.cpus),
     };
     // Fail at once, before a run exists, if the program cannot be found.
-    let first = sweep::substitute(&opts.command, values[0]);
+    let first = sweep::substitute(&opts.command, &opts.parameter, values[0]);
     let program = scalprof_collect::resolve_program(&first[0])?;
     let ops_regex = Regex::new(&opts.ops_regex)
         .with_context(|| format!("--ops-regex {:?} is not a valid regex", opts.ops_regex))?;
@@ -75,7 +77,7 @@ pub fn run(store: &Store, opts: &RunOptions, interrupt: &Interrupt) -> Result<Ru
         created: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
         command: opts.command.clone(),
         sweep: Sweep {
-            parameter: "threads".into(),
+            parameter: opts.parameter.clone(),
             values: values.clone(),
         },
         host,
@@ -87,6 +89,7 @@ pub fn run(store: &Store, opts: &RunOptions, interrupt: &Interrupt) -> Result<Ru
 
     let plan = SweepPlan {
         command: opts.command.clone(),
+        parameter: opts.parameter.clone(),
         values: values.clone(),
         repeat: opts.repeat,
         warmup: opts.warmup,
@@ -114,6 +117,7 @@ pub fn run(store: &Store, opts: &RunOptions, interrupt: &Interrupt) -> Result<Ru
     );
     let mut sink = StoreSink {
         store,
+        parameter: opts.parameter.clone(),
         id,
         bar: &bar,
         repeat: opts.repeat,
@@ -149,8 +153,9 @@ pub fn run(store: &Store, opts: &RunOptions, interrupt: &Interrupt) -> Result<Ru
             sig.map(|s| format!(" by signal {s}")).unwrap_or_default()
         ),
         SweepEnd::Failed { value, .. } => eprintln!(
-            "scalprof: the sweep stopped at threads {value} because the workload failed \
-             (see above); --keep-going continues past failures. Run {id} keeps what was measured."
+            "scalprof: the sweep stopped at {} {value} because the workload failed \
+             (see above); --keep-going continues past failures. Run {id} keeps what was measured.",
+            opts.parameter
         ),
         SweepEnd::Complete => {}
     }
@@ -219,6 +224,7 @@ pub fn write_json(path: &Path, doc: &RunDocument) -> Result<()> {
 
 struct StoreSink<'a> {
     store: &'a Store,
+    parameter: String,
     id: i64,
     bar: &'a ProgressBar,
     repeat: u32,
@@ -232,7 +238,8 @@ impl StoreSink<'_> {
     fn report_failure(&self, value: u64, r: &Repeat, warmup: bool) {
         let what = if warmup { "warm-up" } else { "repeat" };
         let mut msg = format!(
-            "scalprof: threads {value}, {what} {}: {}\n",
+            "scalprof: {} {value}, {what} {}: {}\n",
+            self.parameter,
             r.index + 1,
             r.outcome()
         );
@@ -257,13 +264,15 @@ impl SweepSink for StoreSink<'_> {
     fn starting(&mut self, value: u64, index: u32, warmup: bool) {
         if warmup {
             self.bar.set_message(format!(
-                "threads {value} warm-up {}/{}",
+                "{} {value} warm-up {}/{}",
+                self.parameter,
                 index + 1,
                 self.warmup
             ));
         } else {
             self.bar.set_message(format!(
-                "threads {value} repeat {}/{}",
+                "{} {value} repeat {}/{}",
+                self.parameter,
                 index + 1,
                 self.repeat
             ));
@@ -292,8 +301,8 @@ impl SweepSink for StoreSink<'_> {
         if let (Some(raw), Some(symbols)) = (collected.profile, self.symbols.as_mut()) {
             if repeat.succeeded() {
                 self.bar.set_message(format!(
-                    "threads {value}: symbolizing {} samples",
-                    raw.samples
+                    "{} {value}: symbolizing {} samples",
+                    self.parameter, raw.samples
                 ));
                 let mut b = ProfileBuilder::new(&raw.event, raw.frequency, raw.kernel);
                 match b.handle_buffer(&raw.attr, &raw.records, symbols) {
@@ -307,7 +316,10 @@ impl SweepSink for StoreSink<'_> {
                     Err(e) if !self.profile_error_shown => {
                         self.profile_error_shown = true;
                         self.bar.suspend(|| {
-                            eprintln!("scalprof: profile of threads {value} unusable: {e}")
+                            eprintln!(
+                                "scalprof: profile of {} {value} unusable: {e}",
+                                self.parameter
+                            )
                         });
                     }
                     Err(_) => {}

@@ -413,3 +413,75 @@ fn a_global_mutex_is_named_with_its_caller() {
         .collect();
     assert!(lock_findings.is_empty(), "{lock_findings:?}");
 }
+
+fn complexity(db: &Path, program: &str) -> Value {
+    let out = scalprof(db)
+        .args([
+            "complexity",
+            "--sizes",
+            "5000,10000,20000,40000",
+            "--repeat",
+            "3",
+            "--json",
+        ])
+        .arg(db.with_extension(format!("{program}.json")))
+        .arg("--")
+        .arg(corpus().join(program))
+        .arg("{size}")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    read_json(&db.with_extension(format!("{program}.json")))
+}
+
+fn exponent(doc: &Value, function: &str) -> f64 {
+    doc["complexity"]["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["function"] == function)
+        .unwrap_or_else(|| panic!("{function} not fitted: {}", doc["complexity"]))["fit"]
+        ["exponent"]
+        .as_f64()
+        .unwrap()
+}
+
+#[test]
+fn the_quadratic_flow_expiry_loop_is_named_and_its_fix_is_linear() {
+    if !can_profile() {
+        return;
+    }
+    let _turn = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let doc = complexity(&db, "flow_expiry");
+    let k = exponent(&doc, "flow_find_first");
+    assert!((1.7..=2.3).contains(&k), "flow_find_first k = {k}");
+    let findings = doc["findings"].as_array().unwrap();
+    let f = findings
+        .iter()
+        .find(|f| f["kind"] == "superlinear_cost" && f["subject"] == "flow_find_first")
+        .unwrap_or_else(|| panic!("{findings:?}"));
+    assert!((f["details"]["exponent"].as_f64().unwrap() - k).abs() < 1e-9);
+    // The sort is n log n: not flagged.
+    assert!(findings.iter().all(|f| f["kind"] != "superlinear_cost"
+        || !["sort_flow_times", "msort_with_tmp", "cmp_u64"]
+            .contains(&f["subject"].as_str().unwrap())));
+    assert!(
+        findings.iter().all(|f| f["kind"] != "serial_fraction"),
+        "a size sweep has no threads"
+    );
+
+    let fixed = complexity(&db, "flow_expiry_fixed");
+    let k = exponent(&fixed, "flow_find_next");
+    assert!(k <= 1.3, "flow_find_next k = {k}");
+    assert!(fixed["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|f| f["kind"] != "superlinear_cost" || f["subject"] != "flow_find_next"));
+}

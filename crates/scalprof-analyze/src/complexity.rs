@@ -1,0 +1,207 @@
+//! Complexity sweeps: each function's sampled cost per run against the input size, fitted
+//! as cost ≈ a·nᵏ by least squares in log-log space (ordinary least squares on
+//! (ln n, ln cost); the exponent's 95% interval from Student's t with m − 2 degrees of
+//! freedom), the method of trend-prof (Goldsmith, Aiken & Wilkerson, "Measuring Empirical
+//! Computational Complexity", FSE 2007).
+
+use std::collections::HashSet;
+
+use scalprof_model::{ComplexityReport, Finding, PointProfile, PowerFit};
+use serde_json::json;
+use statrs::distribution::{ContinuousCDF, StudentsT};
+
+use crate::scaling::function_costs;
+
+/// A function is superlinear when its exponent's interval lies above this…
+pub const SUPERLINEAR_K: f64 = 1.2;
+/// …or when it is this much above the workload's own exponent.
+pub const ABOVE_OVERALL: f64 = 0.3;
+/// Functions with less than this share of the largest point's cost are not fitted.
+const MIN_SHARE: f64 = 0.01;
+
+/// Fits y = a·xᵏ to points with x, y > 0. `None` with fewer than 3 such points.
+pub fn power_fit(points: &[(f64, f64)]) -> Option<PowerFit> {
+    let pts: Vec<(f64, f64)> = points
+        .iter()
+        .filter(|(x, y)| *x > 0.0 && *y > 0.0)
+        .map(|(x, y)| (x.ln(), y.ln()))
+        .collect();
+    let m = pts.len();
+    if m < 3 {
+        return None;
+    }
+    let mx = pts.iter().map(|p| p.0).sum::<f64>() / m as f64;
+    let my = pts.iter().map(|p| p.1).sum::<f64>() / m as f64;
+    let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    let syy: f64 = pts.iter().map(|p| (p.1 - my).powi(2)).sum();
+    if sxx <= 0.0 {
+        return None;
+    }
+    let k = sxy / sxx;
+    let ln_a = my - k * mx;
+    let sse: f64 = pts.iter().map(|p| (p.1 - ln_a - k * p.0).powi(2)).sum();
+    let r2 = if syy > 0.0 { 1.0 - sse / syy } else { 1.0 };
+    let dof = m as f64 - 2.0;
+    let se = (sse / dof / sxx).sqrt();
+    let t = StudentsT::new(0.0, 1.0, dof).ok()?.inverse_cdf(0.975);
+    Some(PowerFit {
+        exponent: k,
+        ci95: [k - t * se, k + t * se],
+        coefficient: ln_a.exp(),
+        r2,
+        points: m,
+    })
+}
+
+/// `points`: (input size, repeats merged into the profile, profile). Costs are per run.
+pub fn complexity(points: &[(u64, u32, &PointProfile)]) -> Option<ComplexityReport> {
+    if points.len() < 3 {
+        return None;
+    }
+    let costs: Vec<_> = points.iter().map(|(_, _, p)| function_costs(p)).collect();
+    let per_run = |w: u64, i: usize| w as f64 / f64::from(points[i].1.max(1));
+    let total: Vec<(f64, f64)> = costs
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (points[i].0 as f64, per_run(c.total_weight, i)))
+        .collect();
+    let overall = power_fit(&total)?;
+    let last = costs.len() - 1;
+    let mut names: HashSet<&String> = HashSet::new();
+    for c in &costs {
+        names.extend(c.self_weight.keys());
+    }
+    let mut functions = Vec::new();
+    for name in names {
+        let self_last = per_run(
+            costs[last].self_weight.get(name).copied().unwrap_or(0),
+            last,
+        );
+        if self_last < MIN_SHARE * total[last].1 {
+            continue;
+        }
+        let series = |f: &dyn Fn(usize) -> u64| -> Vec<(f64, f64)> {
+            (0..costs.len())
+                .map(|i| (points[i].0 as f64, per_run(f(i), i)))
+                .collect()
+        };
+        let self_cost = series(&|i| costs[i].self_weight.get(name).copied().unwrap_or(0));
+        let incl_cost = series(&|i| costs[i].inclusive_weight.get(name).copied().unwrap_or(0));
+        // Sizes where the function was not sampled are left out of the fit, not divided by.
+        let absent_below = self_cost
+            .iter()
+            .take_while(|(_, c)| *c == 0.0)
+            .last()
+            .map(|(n, _)| *n as u64);
+        let Some(fit) = power_fit(&self_cost) else {
+            continue;
+        };
+        let (function, kernel) = match name.strip_suffix("_[k]") {
+            Some(n) => (n.to_string(), true),
+            None => (name.clone(), false),
+        };
+        functions.push(scalprof_model::FunctionComplexity {
+            function,
+            kernel,
+            self_cost: self_cost.iter().map(|p| p.1).collect(),
+            inclusive_cost: incl_cost.iter().map(|p| p.1).collect(),
+            fit,
+            absent_below,
+        });
+    }
+    functions.sort_by(|a, b| {
+        b.fit
+            .exponent
+            .total_cmp(&a.fit.exponent)
+            .then_with(|| a.function.cmp(&b.function))
+    });
+    Some(ComplexityReport {
+        sizes: points.iter().map(|p| p.0).collect(),
+        total_cost: total.iter().map(|p| p.1).collect(),
+        overall,
+        functions,
+    })
+}
+
+/// `superlinear_cost` findings: functions whose exponent is clearly above 1.2, or clearly
+/// above the workload's overall exponent. Score: the function's share of the cost at the
+/// largest size.
+pub fn superlinear(report: &ComplexityReport, unit: &str) -> Vec<Finding> {
+    let last_total = *report.total_cost.last().unwrap_or(&0.0);
+    report
+        .functions
+        .iter()
+        .filter(|f| {
+            let lo = f.fit.ci95[0];
+            (f.fit.exponent > SUPERLINEAR_K && lo > 1.0 + (SUPERLINEAR_K - 1.0) / 2.0)
+                || (f.fit.exponent > report.overall.exponent + ABOVE_OVERALL && lo > report.overall.exponent)
+        })
+        .map(|f| {
+            let share = if last_total > 0.0 {
+                f.self_cost.last().copied().unwrap_or(0.0) / last_total
+            } else {
+                0.0
+            };
+            Finding {
+                kind: "superlinear_cost".into(),
+                scope: Some(if f.kernel { "kernel" } else { "user" }.into()),
+                subject: f.function.clone(),
+                score: share.clamp(0.0, 1.0),
+                evidence: format!(
+                    "self cost grows as n^{:.2} (95% interval {:.2}–{:.2}, R² {:.3}) from n={} to n={}, against n^{:.2} for the whole workload; {:.0}% of the cost at the largest size",
+                    f.fit.exponent,
+                    f.fit.ci95[0],
+                    f.fit.ci95[1],
+                    f.fit.r2,
+                    report.sizes[0],
+                    report.sizes[report.sizes.len() - 1],
+                    report.overall.exponent,
+                    share * 100.0
+                ),
+                suggestion: "look for a loop that restarts from the beginning for every element (a scan, a search, a list walk) and make it resume, index or batch".into(),
+                details: json!({
+                    "exponent": f.fit.exponent,
+                    "ci95": f.fit.ci95,
+                    "r2": f.fit.r2,
+                    "sizes": report.sizes,
+                    "self_cost": f.self_cost,
+                    "unit": unit,
+                }),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_power_laws_are_recovered() {
+        let pts: Vec<(f64, f64)> = [1000.0, 2000.0, 4000.0, 8000.0]
+            .iter()
+            .map(|&n| (n, 3.0 * n * n))
+            .collect();
+        let f = power_fit(&pts).unwrap();
+        assert!((f.exponent - 2.0).abs() < 1e-9);
+        assert!((f.coefficient - 3.0).abs() < 1e-6);
+        assert!((f.r2 - 1.0).abs() < 1e-12);
+        // n log n over a decade reads as a little above 1.
+        let pts: Vec<(f64, f64)> = [5000.0, 10000.0, 20000.0, 40000.0]
+            .iter()
+            .map(|&n| (n, n * f64::ln(n)))
+            .collect();
+        let f = power_fit(&pts).unwrap();
+        assert!(f.exponent > 1.05 && f.exponent < 1.15, "{f:?}");
+    }
+
+    #[test]
+    fn zeros_and_short_series_are_handled() {
+        assert!(power_fit(&[(1.0, 1.0), (2.0, 2.0)]).is_none());
+        // A function absent at the smallest size: fitted on the rest, no division by zero.
+        let f = power_fit(&[(1000.0, 0.0), (2000.0, 4.0), (4000.0, 16.0), (8000.0, 64.0)]).unwrap();
+        assert_eq!(f.points, 3);
+        assert!((f.exponent - 2.0).abs() < 1e-9);
+    }
+}

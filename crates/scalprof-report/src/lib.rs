@@ -2,6 +2,7 @@
 //! user/system split and the measurement warnings; and the list of stored runs.
 
 pub mod flame;
+pub mod html;
 
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 use comfy_table::{CellAlignment, Table};

@@ -46,6 +46,9 @@ pub enum Command {
     /// Profile a command over input sizes and fit each function's cost as a·nᵏ: names the
     /// functions that grow faster than the input (`superlinear_cost`).
     Complexity(ComplexityArgs),
+    /// Write a self-contained HTML report of a run: scaling plot, findings, flame graphs,
+    /// lock tables.
+    Report(ReportArgs),
     /// Compare two runs ("prove the fix"): per point, medians and Welch's t-test on
     /// throughput, wall, user and system time; lock and finding changes.
     Compare(CompareArgs),
@@ -77,6 +80,16 @@ pub struct ComplexityArgs {
     /// The workload; `{size}` in any argument is replaced by the size (also SCALPROF_SIZE).
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct ReportArgs {
+    /// A run id, `latest`, `latest~N`, or a label.
+    #[arg(default_value = "latest", value_name = "RUN")]
+    pub run: String,
+    /// Output file (default: scalprof-report-<run>.html).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -184,6 +197,10 @@ pub struct RunArgs {
     /// Continue the sweep after a repeat fails or crashes (it is recorded either way).
     #[arg(long)]
     pub keep_going: bool,
+
+    /// Write the HTML report of the run to this file at the end.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
 
     /// Sampling frequency of the profiler (samples per second per CPU). Lower it for long
     /// runs on many cores; raise it for short runs.

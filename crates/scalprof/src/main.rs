@@ -7,6 +7,7 @@ mod cli;
 mod corpus;
 mod flame;
 mod import;
+mod report;
 mod run;
 
 use std::process::ExitCode;
@@ -86,6 +87,10 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             let store = open_store(&cli.db)?;
             let interrupt = Interrupt::install()?;
             let outcome = run::run(&store, &opts, &interrupt)?;
+            if let Some(path) = &args.report {
+                let id: i64 = outcome.doc.id.parse().context("run id")?;
+                report::write_report(&store, id, path)?;
+            }
             Ok(exit_code_for(outcome.doc.status))
         }
         Command::Fit(args) => {
@@ -160,6 +165,15 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Demo(args) => demo(&cli.db, args),
+        Command::Report(args) => {
+            let store = open_store(&cli.db)?;
+            let id = store.resolve(&args.run)?;
+            let out = args
+                .output
+                .unwrap_or_else(|| std::path::PathBuf::from(format!("scalprof-report-{id}.html")));
+            report::write_report(&store, id, &out)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Complexity(args) => {
             let sizes = scalprof_collect::sweep::parse_values(&args.sizes)?;
             if sizes.len() < 3 {

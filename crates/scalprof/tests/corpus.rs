@@ -485,3 +485,90 @@ fn the_quadratic_flow_expiry_loop_is_named_and_its_fix_is_linear() {
         .iter()
         .all(|f| f["kind"] != "superlinear_cost" || f["subject"] != "flow_find_next"));
 }
+
+/// Headless Chromium, as the machine's Debian package installs it.
+fn chromium() -> Option<&'static str> {
+    let found = ["/usr/bin/chromium", "/usr/bin/chromium-browser"]
+        .into_iter()
+        .find(|p| Path::new(p).exists());
+    if found.is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must install chromium (apt-get install chromium)"
+        );
+        eprintln!("skipped: chromium is not installed (apt-get install chromium)");
+    }
+    found
+}
+
+#[test]
+fn the_html_report_loads_in_chromium_with_plot_and_flame_graphs() {
+    if !can_profile() {
+        return;
+    }
+    let Some(browser) = chromium() else { return };
+    let _turn = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let html = dir.path().join("report.html");
+    scalprof(&db)
+        .env("CORPUS_SCALE", "0.5")
+        .args(["run", "-t", "1,2", "--repeat", "2", "--report"])
+        .arg(&html)
+        .arg("--")
+        .arg(corpus().join("mmap_churn"))
+        .arg("{threads}")
+        .assert()
+        .success();
+    let text = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        !text.contains("src=\"http") && !text.contains("href=\"http"),
+        "nothing fetched from the network"
+    );
+    let profile = dir.path().join("chromium");
+    let run = |extra: &[&str]| {
+        std::process::Command::new(browser)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--enable-logging=stderr",
+                "--v=0",
+            ])
+            .arg(format!("--user-data-dir={}", profile.display()))
+            .args(extra)
+            .arg(format!("file://{}", html.display()))
+            .output()
+            .unwrap()
+    };
+    let dom = run(&["--dump-dom"]);
+    assert!(dom.status.success());
+    let dom_text = String::from_utf8_lossy(&dom.stdout);
+    assert!(dom_text.contains("id=\"scaling-plot\"") && dom_text.contains("class=\"measured\""));
+    assert!(
+        dom_text.contains("id=\"flame-1\"")
+            && dom_text.contains("id=\"flame-2\"")
+            && dom_text.contains("id=\"flame-diff\"")
+    );
+    let stderr = String::from_utf8_lossy(&dom.stderr);
+    let console_errors: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("CONSOLE") || l.contains("Uncaught"))
+        .collect();
+    assert!(console_errors.is_empty(), "{console_errors:?}");
+    let png = dir.path().join("report.png");
+    let shot = run(&[
+        "--window-size=1280,2000",
+        &format!("--screenshot={}", png.display()),
+    ]);
+    assert!(shot.status.success());
+    assert!(
+        std::fs::metadata(&png).unwrap().len() > 10_000,
+        "an empty screenshot"
+    );
+}

@@ -1,0 +1,393 @@
+//! The self-contained HTML report: one file, nothing fetched from the network.
+//!
+//! Every string that comes from the profiled program (symbols, lock names, paths, the
+//! command) is untrusted and goes through [`esc`]. Flame graphs are embedded as SVG images
+//! (data: URIs), so their own scripts never run in the page.
+
+use std::fmt::Write;
+
+use scalprof_model::{Model, RunDocument};
+
+use crate::flame::svg as flame_svg;
+use crate::si;
+
+/// Escapes text for HTML element content and attribute values.
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Standard base64 (RFC 4648), for data: URIs; a dozen lines do not warrant a dependency.
+fn base64(data: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        out.push(T[(n >> 18) as usize & 63] as char);
+        out.push(T[(n >> 12) as usize & 63] as char);
+        out.push(if chunk.len() > 1 {
+            T[(n >> 6) as usize & 63] as char
+        } else {
+            '='
+        });
+        out.push(if chunk.len() > 2 {
+            T[n as usize & 63] as char
+        } else {
+            '='
+        });
+    }
+    out
+}
+
+const STYLE: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}\
+h1{font-size:1.5em}h2{margin-top:2em;border-bottom:1px solid #ccc}\
+table{border-collapse:collapse;margin:.5em 0}td,th{padding:.2em .6em;border-bottom:1px solid #eee;text-align:right}\
+td:first-child,th:first-child{text-align:left}.l{text-align:left}\
+.finding{border-left:4px solid #c33;padding:.3em .8em;margin:.6em 0;background:#fcf6f6}\
+.score{font-weight:bold}.muted{color:#777}.warn{color:#a60}img.flame{width:100%;border:1px solid #ddd}\
+code{background:#f4f4f4;padding:0 .2em}";
+
+/// The scaling plot: measured medians with min–max whiskers, and the fitted model.
+pub fn scaling_plot(doc: &RunDocument) -> String {
+    let pts: Vec<(f64, f64, f64, f64)> = doc
+        .points
+        .iter()
+        .filter_map(|p| {
+            let s = p.throughput_spread?;
+            Some((p.value as f64, s.median, s.min, s.max))
+        })
+        .collect();
+    let (w, h, ml, mr, mt, mb) = (720.0, 360.0, 70.0, 20.0, 20.0, 45.0);
+    let mut svg = format!(
+        "<svg id=\"scaling-plot\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-label=\"throughput against {}\">",
+        esc(&doc.sweep.parameter)
+    );
+    if pts.is_empty() {
+        svg += "<text x=\"20\" y=\"40\">no measured point</text></svg>";
+        return svg;
+    }
+    let xmax = pts.iter().map(|p| p.0).fold(1.0, f64::max) * 1.1;
+    let model_max = doc
+        .model
+        .as_ref()
+        .map(|m| {
+            let x0 = pts.iter().map(|p| p.0).fold(f64::MAX, f64::min);
+            (0..=100)
+                .map(|i| m.predict(x0 + (xmax - x0) * i as f64 / 100.0))
+                .filter(|v| v.is_finite())
+                .fold(0.0, f64::max)
+        })
+        .unwrap_or(0.0);
+    let ymax = pts.iter().map(|p| p.3).fold(model_max, f64::max) * 1.1;
+    let x = |v: f64| ml + (w - ml - mr) * v / xmax;
+    let y = |v: f64| h - mb - (h - mt - mb) * v / ymax.max(f64::MIN_POSITIVE);
+    // Axes and ticks.
+    let _ = write!(
+        svg,
+        "<line x1=\"{ml}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#333\"/><line x1=\"{ml}\" y1=\"{mt}\" x2=\"{ml}\" y2=\"{}\" stroke=\"#333\"/>",
+        h - mb,
+        w - mr,
+        h - mb,
+        h - mb
+    );
+    for i in 0..=4 {
+        let v = ymax * i as f64 / 4.0;
+        let _ = write!(
+            svg,
+            "<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"end\">{}</text>",
+            ml - 6.0,
+            y(v) + 4.0,
+            si(v)
+        );
+    }
+    for p in &pts {
+        let _ = write!(
+            svg,
+            "<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">{}</text>",
+            x(p.0),
+            h - mb + 16.0,
+            p.0
+        );
+    }
+    let _ = write!(
+        svg,
+        "<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\">{}</text><text x=\"14\" y=\"{}\" font-size=\"12\" transform=\"rotate(-90 14 {})\" text-anchor=\"middle\">throughput ({})</text>",
+        (ml + w - mr) / 2.0,
+        h - 8.0,
+        esc(&doc.sweep.parameter),
+        (mt + h - mb) / 2.0,
+        (mt + h - mb) / 2.0,
+        esc(&doc.throughput.unit)
+    );
+    // The fitted model.
+    if let Some(m) = &doc.model {
+        // Over the measured range and beyond, not below the first point (a retrograde
+        // Amdahl fit has a pole below N = 1).
+        let x0 = pts.iter().map(|p| p.0).fold(f64::MAX, f64::min);
+        let path: Vec<String> = (0..=200)
+            .map(|i| {
+                let n = x0 + (xmax - x0) * i as f64 / 200.0;
+                format!("{:.1},{:.1}", x(n), y(m.predict(n).clamp(0.0, ymax)))
+            })
+            .collect();
+        let _ = write!(
+            svg,
+            "<polyline id=\"model-curve\" fill=\"none\" stroke=\"#36c\" stroke-dasharray=\"5 4\" points=\"{}\"/>",
+            path.join(" ")
+        );
+    }
+    for p in &pts {
+        let _ = write!(
+            svg,
+            "<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#c33\"/><circle class=\"measured\" cx=\"{0}\" cy=\"{3}\" r=\"4\" fill=\"#c33\"><title>{4}: {5}</title></circle>",
+            x(p.0),
+            y(p.2),
+            y(p.3),
+            y(p.1),
+            p.0,
+            si(p.1)
+        );
+    }
+    svg += "</svg>";
+    svg
+}
+
+fn model_text(m: &Model, parameter: &str) -> String {
+    esc(&crate::model_line(Some(m), parameter))
+}
+
+/// The report of one run. `flames`: (point, profile) for the per-point flame graphs;
+/// `diff`: a differential flame graph (SVG bytes) of the first and last points.
+pub fn run_report(
+    doc: &RunDocument,
+    flames: &[(u64, &scalprof_model::PointProfile)],
+    diff: Option<&[u8]>,
+) -> String {
+    let mut h = String::new();
+    let title = format!("scalprof run {} · {}", doc.id, doc.label);
+    let _ = write!(
+        h,
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>{STYLE}</style></head><body>",
+        esc(&title)
+    );
+    let _ = write!(
+        h,
+        "<h1>{}</h1><p><code>{}</code></p><p class=\"muted\">{} · Linux {} · {} CPUs · {} · {} · status <b>{}</b></p>",
+        esc(&title),
+        esc(&doc.command.join(" ")),
+        esc(&doc.created),
+        esc(&doc.host.kernel),
+        doc.host.cpus,
+        esc(&doc.host.cpu_model),
+        if doc.host.pmu { "hardware PMU" } else { "no hardware PMU" },
+        esc(doc.status.as_str())
+    );
+
+    h += "<h2>Scaling</h2>";
+    h += &scaling_plot(doc);
+    if let Some(m) = &doc.model {
+        let _ = write!(h, "<p>{}</p>", model_text(m, &doc.sweep.parameter));
+    }
+    h += "<table id=\"points\"><tr><th>";
+    h += &esc(&doc.sweep.parameter);
+    h += "</th><th>throughput</th><th>speedup</th><th>efficiency</th><th>wall s</th><th>user s</th><th>sys s</th><th>lock wait s</th></tr>";
+    for p in &doc.points {
+        let med = |s: Option<scalprof_model::Spread>| {
+            s.map_or("—".into(), |s| format!("{:.3}", s.median))
+        };
+        let runs = p.repeats.iter().filter(|r| r.succeeded()).count().max(1) as f64;
+        let lock_wait = p.locks.as_ref().map(|l| {
+            l.rows
+                .iter()
+                .filter(|r| r.is_lock())
+                .map(|r| r.total_wait_ns)
+                .sum::<u64>() as f64
+                / 1e9
+                / runs
+        });
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            p.value,
+            p.throughput.map_or("—".into(), si),
+            p.speedup.map_or("—".into(), |s| format!("{s:.2}×")),
+            p.efficiency.map_or("—".into(), |e| format!("{:.0}%", e * 100.0)),
+            med(p.wall_s),
+            med(p.user_s),
+            med(p.sys_s),
+            lock_wait.map_or("—".into(), |w| format!("{w:.3}"))
+        );
+    }
+    h += "</table>";
+    for w in &doc.warnings {
+        let _ = write!(h, "<p class=\"warn\">⚠ {}</p>", esc(&w.message));
+    }
+
+    h += "<h2>Findings</h2>";
+    if doc.findings.is_empty() {
+        h += "<p>No finding.</p>";
+    }
+    for f in &doc.findings {
+        let _ = write!(
+            h,
+            "<div class=\"finding\"><span class=\"score\">{:.0}%</span> <b>{}</b> {} <code>{}</code><p>{}</p><p class=\"muted\">Suggestion: {}</p></div>",
+            f.score * 100.0,
+            esc(&f.kind),
+            esc(f.scope.as_deref().unwrap_or("")),
+            esc(&f.subject),
+            esc(&f.evidence),
+            esc(&f.suggestion)
+        );
+    }
+
+    if let Some(d) = &doc.scaling_diff {
+        h += "<h2>What grew</h2>";
+        for (scope, rows) in [("kernel", &d.kernel), ("user", &d.user)] {
+            if !rows.iter().any(|r| r.share_of_loss >= 0.01) {
+                continue;
+            }
+            let _ = write!(h, "<table><tr><th>{scope} function (self)</th>");
+            for p in &d.points {
+                let _ = write!(h, "<th>{} @{p}</th>", esc(&d.unit));
+            }
+            h += "<th>growth</th><th>share of loss</th></tr>";
+            for r in rows.iter().filter(|r| r.share_of_loss >= 0.01).take(10) {
+                let _ = write!(h, "<tr><td>{}</td>", esc(&r.function));
+                for v in &r.self_per_op {
+                    let _ = write!(h, "<td>{}</td>", si(*v));
+                }
+                let _ = write!(
+                    h,
+                    "<td>+{}</td><td>{:.0}%</td></tr>",
+                    si(r.growth),
+                    r.share_of_loss * 100.0
+                );
+            }
+            h += "</table>";
+        }
+    }
+
+    if doc.points.iter().any(|p| p.locks.is_some()) {
+        h += "<h2>Locks</h2>";
+        for p in &doc.points {
+            let Some(l) = &p.locks else { continue };
+            let _ = write!(
+                h,
+                "<h3>{} {}</h3><table><tr><th>scope</th><th class=\"l\">lock</th><th class=\"l\">type</th><th>contended</th><th>total wait</th><th>avg</th><th>max</th><th class=\"l\">top callers</th></tr>",
+                esc(&doc.sweep.parameter),
+                p.value
+            );
+            for r in l.rows.iter().take(12) {
+                let callers: Vec<String> = r
+                    .callers
+                    .iter()
+                    .map(|c| format!("{} {:.0}%", esc(&c.function), c.share * 100.0))
+                    .collect();
+                let _ = write!(
+                    h,
+                    "<tr><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{:.3} ms</td><td>{:.1} µs</td><td>{:.1} µs</td><td class=\"l\">{}</td></tr>",
+                    esc(&r.scope),
+                    esc(&r.name),
+                    esc(&r.lock_type),
+                    r.count,
+                    r.total_wait_ns as f64 / 1e6,
+                    r.avg_wait_ns() / 1e3,
+                    r.max_wait_ns as f64 / 1e3,
+                    callers.join(", ")
+                );
+            }
+            h += "</table>";
+        }
+    }
+
+    if let Some(c) = &doc.complexity {
+        h += "<h2>Complexity</h2><table><tr><th>function (self)</th><th>k</th><th>95% interval</th><th>R²</th></tr>";
+        let _ = write!(
+            h,
+            "<tr><td>(whole workload)</td><td>{:.2}</td><td>{:.2}–{:.2}</td><td>{:.3}</td></tr>",
+            c.overall.exponent, c.overall.ci95[0], c.overall.ci95[1], c.overall.r2
+        );
+        for f in c.functions.iter().take(12) {
+            let _ = write!(
+                h,
+                "<tr><td>{}</td><td>{:.2}</td><td>{:.2}–{:.2}</td><td>{:.3}</td></tr>",
+                esc(&f.function),
+                f.fit.exponent,
+                f.fit.ci95[0],
+                f.fit.ci95[1],
+                f.fit.r2
+            );
+        }
+        h += "</table>";
+    }
+
+    h += "<h2>Flame graphs</h2>";
+    if flames.is_empty() {
+        h += "<p>No profiles (recorded with --no-profile).</p>";
+    }
+    for (v, p) in flames {
+        let t = format!("{} {v}", doc.sweep.parameter);
+        match flame_svg(p, &format!("scalprof: run {}, {t}", doc.id), None) {
+            Ok(svg) => {
+                let _ = write!(
+                    h,
+                    "<h3>{}</h3><img class=\"flame\" id=\"flame-{v}\" alt=\"flame graph, {}\" src=\"data:image/svg+xml;base64,{}\">",
+                    esc(&t),
+                    esc(&t),
+                    base64(&svg)
+                );
+            }
+            Err(e) => {
+                let _ = write!(
+                    h,
+                    "<p class=\"warn\">flame graph of {}: {}</p>",
+                    esc(&t),
+                    esc(&e.to_string())
+                );
+            }
+        }
+    }
+    if let Some(svg) = diff {
+        let _ = write!(
+            h,
+            "<h3>What changed per operation, first → last point</h3><img class=\"flame\" id=\"flame-diff\" alt=\"differential flame graph\" src=\"data:image/svg+xml;base64,{}\">",
+            base64(svg)
+        );
+    }
+    h += "<h2>Cache lines</h2><p class=\"muted\">Layouts of implicated cache lines are not produced yet.</p>";
+    h += "</body></html>\n";
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escaping_and_base64() {
+        assert_eq!(
+            esc("<script>a&b\"c'</script>"),
+            "&lt;script&gt;a&amp;b&quot;c&#39;&lt;/script&gt;"
+        );
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foo"), "Zm9v");
+        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
+    }
+}

@@ -108,6 +108,9 @@ pub struct CompareArgs {
     /// Also write a differential flame graph (per operation) of the last common point.
     #[arg(long, value_name = "FILE")]
     pub flame: Option<PathBuf>,
+    /// Also write the comparison as a self-contained HTML page.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]

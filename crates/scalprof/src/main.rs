@@ -235,6 +235,14 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                     None => eprintln!("scalprof: no common point: no differential flame graph"),
                 }
             }
+            if let Some(path) = &args.report {
+                let diff = report::compare_diff(&store, &a, &b, &c)?;
+                let html =
+                    scalprof_report::html::compare_report(&c, &a.label, &b.label, diff.as_deref());
+                std::fs::write(path, html)
+                    .with_context(|| format!("writing {}", path.display()))?;
+                eprintln!("scalprof: wrote {}", path.display());
+            }
             if let Some(pct) = args.fail_if_slower {
                 let slower = scalprof_analyze::compare::slower_points(&c, pct);
                 if !slower.is_empty() {

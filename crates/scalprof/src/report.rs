@@ -43,3 +43,41 @@ pub fn write_report(store: &Store, id: i64, out: &Path) -> Result<()> {
     eprintln!("scalprof: wrote {}", out.display());
     Ok(())
 }
+
+/// The per-operation differential flame graph of the last point two runs share.
+pub fn compare_diff(
+    store: &Store,
+    a: &scalprof_model::RunDocument,
+    b: &scalprof_model::RunDocument,
+    c: &scalprof_model::compare::Comparison,
+) -> Result<Option<Vec<u8>>> {
+    let Some(v) = c.points.last().map(|p| p.value) else {
+        return Ok(None);
+    };
+    let profile =
+        |doc: &scalprof_model::RunDocument| -> Result<Option<(scalprof_model::PointProfile, f64)>> {
+            let id: i64 = doc.id.parse().context("run id")?;
+            let prof = merged_profiles(store, id)?
+                .into_iter()
+                .find(|(pv, _)| *pv == v)
+                .map(|(_, p)| p);
+            let work = doc
+                .points
+                .iter()
+                .find(|p| p.value == v)
+                .map(|p| scalprof_analyze::summary::point_work(p, doc.throughput.source))
+                .unwrap_or(0.0);
+            Ok(prof.filter(|_| work > 0.0).map(|p| (p, work)))
+        };
+    let (Some((pa, wa)), Some((pb, wb))) = (profile(a)?, profile(b)?) else {
+        return Ok(None);
+    };
+    Ok(Some(scalprof_report::flame::diff_svg(
+        &pa,
+        wa,
+        &pb,
+        wb,
+        &format!("run {} → run {} at {v}, per operation", a.id, b.id),
+        Some("red: grew per operation, blue: shrank".into()),
+    )?))
+}

@@ -147,6 +147,16 @@ fn packed_counters_scale_far_worse_than_padded_ones() {
     assert_eq!(t2["significant"], true, "{t2}");
     assert!(t2["welch"]["p_value"].as_f64().unwrap() < 0.05);
     assert!(t2["difference_pct"].as_f64().unwrap() > 100.0);
+    // The comparison page.
+    let page = dir.path().join("compare.html");
+    let out = cmp(
+        packed["id"].as_str().unwrap(),
+        padded["id"].as_str().unwrap(),
+        &["--report", page.to_str().unwrap()],
+    );
+    assert!(out.status.success());
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("Difference at 95.0% confidence") && html.contains("id=\"flame-diff\""));
     // A run against itself: no difference proven.
     let id = padded["id"].as_str().unwrap();
     let same: Value = serde_json::from_slice(&cmp(id, id, &[]).stdout).unwrap();

@@ -27,8 +27,11 @@ const LCB_F_MUTEX: u32 = 1 << 5;
 
 /// Callers kept per lock.
 const TOP_CALLERS: usize = 3;
-/// A lock whose wait growth explains at least this share of the lost time is a finding.
+/// A lock whose wait growth explains at least this share of the lost time is a finding…
 pub const LOCK_MIN_SCORE: f64 = 0.05;
+/// …if it was waited for at least this often at the last point: one long wait is an event
+/// (a join, a startup barrier), not contention.
+pub const LOCK_MIN_WAITS: u64 = 10;
 
 pub fn kernel_lock_type(flags: u32) -> String {
     let rw = |base: &str| {
@@ -559,7 +562,8 @@ pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
             per_op[per_op.len() - 1] - per_op[0]
         };
         let score = (growth / lost).clamp(0.0, 1.0);
-        if score < LOCK_MIN_SCORE {
+        let last_count = rows.last().copied().flatten().map_or(0, |r| r.count);
+        if score < LOCK_MIN_SCORE || last_count < LOCK_MIN_WAITS {
             continue;
         }
         let last = rows.iter().rev().flatten().next().expect("some row");

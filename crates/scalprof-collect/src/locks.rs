@@ -167,7 +167,9 @@ fn trace(
     };
     let _ = ready.send(Ok(()));
     while !stop.load(Ordering::SeqCst) {
-        let _ = ring.poll(Duration::from_millis(50));
+        // Short polls: the maps must be read after the exec and before the exit, and a
+        // workload may live only tens of milliseconds.
+        let _ = ring.poll(Duration::from_millis(10));
         // Keep the memory maps of the traced processes fresh while they live: a snapshot
         // may be read after its process has exited, and the maps die with it.
         let tgids: Vec<u32> = std::iter::once(pid)

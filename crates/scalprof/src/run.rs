@@ -175,16 +175,21 @@ pub fn load_document(store: &Store, id: i64) -> Result<RunDocument> {
     ))
 }
 
-/// Each point's profile, its repeats merged.
-pub fn merged_profiles(store: &Store, id: i64) -> Result<Vec<(u64, scalprof_model::PointProfile)>> {
-    let mut by_point: Vec<(u64, Vec<scalprof_model::PointProfile>)> = Vec::new();
-    for (v, p) in store.load_profiles(id)? {
-        match by_point.iter_mut().find(|(pv, _)| *pv == v) {
-            Some((_, list)) => list.push(p),
-            None => by_point.push((v, vec![p])),
+/// Groups per-repeat items by sweep point, keeping the points' order.
+fn by_point<T>(items: Vec<(u64, T)>) -> Vec<(u64, Vec<T>)> {
+    let mut out: Vec<(u64, Vec<T>)> = Vec::new();
+    for (v, item) in items {
+        match out.iter_mut().find(|(pv, _)| *pv == v) {
+            Some((_, list)) => list.push(item),
+            None => out.push((v, vec![item])),
         }
     }
-    Ok(by_point
+    out
+}
+
+/// Each point's profile, its repeats merged.
+pub fn merged_profiles(store: &Store, id: i64) -> Result<Vec<(u64, scalprof_model::PointProfile)>> {
+    Ok(by_point(store.load_profiles(id)?)
         .into_iter()
         .filter_map(|(v, list)| scalprof_analyze::profile::merge(list).map(|p| (v, p)))
         .collect())
@@ -195,14 +200,7 @@ pub fn merged_locks(
     store: &Store,
     id: i64,
 ) -> Result<Vec<(u64, scalprof_model::locks::LockProfile)>> {
-    let mut by_point: Vec<(u64, Vec<scalprof_model::locks::LockProfile>)> = Vec::new();
-    for (v, p) in store.load_locks(id)? {
-        match by_point.iter_mut().find(|(pv, _)| *pv == v) {
-            Some((_, list)) => list.push(p),
-            None => by_point.push((v, vec![p])),
-        }
-    }
-    Ok(by_point
+    Ok(by_point(store.load_locks(id)?)
         .into_iter()
         .filter_map(|(v, list)| scalprof_analyze::locks::merge(list).map(|p| (v, p)))
         .collect())

@@ -5,8 +5,16 @@
 #include "common.h"
 #include <stdint.h>
 
-pthread_mutex_t pageq_lock;
-pthread_mutex_t fpageq_lock;
+/* In NetBSD, uvm_pageqlock and uvm_fpageqlock were separate globals that the linker happened
+ * to place on one cache line. Compilers order and align globals as they please (GCC aligns
+ * 40-byte objects to 32 bytes, which can split such a pair), so the corpus keeps the two
+ * locks together in one cache-line-aligned object: same line, every build. */
+_Alignas(64) struct uvm_locks {
+    pthread_mutex_t pageq_lock;
+    pthread_mutex_t fpageq_lock;
+} uvm;
+#define pageq_lock uvm.pageq_lock
+#define fpageq_lock uvm.fpageq_lock
 static uint64_t pageq_len;
 static volatile int workers_done;
 static long iters;

@@ -9,6 +9,7 @@
 
 pub mod elf;
 pub mod kallsyms;
+pub mod layout;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 pub mod compare;
+pub mod layout;
 pub mod locks;
 pub mod profile;
 pub use profile::{

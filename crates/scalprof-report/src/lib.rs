@@ -594,6 +594,130 @@ pub fn runs_table(rows: &[RunRow]) -> String {
     t.to_string()
 }
 
+/// The `nm | sort` view, automated: data objects by address, grouped by cache line, with
+/// types and members; lines where a lock or an atomically written object shares with
+/// other data are flagged with the reason.
+pub fn layout_text(l: &scalprof_model::layout::Layout, what: &str, line: u64) -> String {
+    let mut out = format!("layout of {what}, {line}-byte cache lines\n");
+    if !l.has_symbols {
+        return out + "no data symbols: the symbol table was stripped; nothing to lay out\n";
+    }
+    if !l.has_dwarf {
+        out += "debug info missing: symbols only (no types or members); build with -g or install the debug symbols\n";
+    }
+    let line_of = |a: u64| a / line * line;
+    let mut lines: Vec<u64> = Vec::new();
+    for o in &l.objects {
+        let mut a = line_of(o.address);
+        while a < o.address + o.size.max(1) {
+            if !lines.contains(&a) {
+                lines.push(a);
+            }
+            a += line;
+        }
+    }
+    lines.sort_unstable();
+    let mut flags = Vec::new();
+    for &start in &lines {
+        let here: Vec<&scalprof_model::layout::DataObject> = l
+            .objects
+            .iter()
+            .filter(|o| o.address < start + line && o.address + o.size.max(1) > start)
+            .collect();
+        out += &format!("\nline {start:#x}\n");
+        for o in &here {
+            let mut marks = Vec::new();
+            if o.lock_type {
+                marks.push("lock");
+            }
+            if o.atomic_target {
+                marks.push("atomic target");
+            }
+            out += &format!(
+                "  {:#x}  {:<24} {:>6} B  {}{}\n",
+                o.address,
+                o.name,
+                o.size,
+                o.type_name.as_deref().unwrap_or("?"),
+                if marks.is_empty() {
+                    String::new()
+                } else {
+                    format!("  [{}]", marks.join(", "))
+                }
+            );
+            for m in &o.members {
+                let a = o.address + m.offset;
+                if a + m.size.max(1) <= start || a >= start + line {
+                    continue;
+                }
+                out += &format!(
+                    "      +{:<4} {:<20} {:>4} B  {}\n",
+                    m.offset, m.name, m.size, m.type_name
+                );
+            }
+        }
+        let hot: Vec<&&scalprof_model::layout::DataObject> = here
+            .iter()
+            .filter(|o| o.lock_type || o.atomic_target)
+            .collect();
+        if here.len() >= 2 && !hot.is_empty() {
+            let hot_names: Vec<&str> = hot.iter().map(|o| o.name.as_str()).collect();
+            let others: Vec<&str> = here
+                .iter()
+                .map(|o| o.name.as_str())
+                .filter(|n| !hot_names.contains(n))
+                .collect();
+            let with = if others.is_empty() {
+                "each other".to_string()
+            } else {
+                others.join(", ")
+            };
+            flags.push(format!(
+                "line {start:#x}: {} (written by locks/atomics) share the line with {with}: a write by one CPU invalidates the line in the others (false sharing); align the hot object to its own line and pad it",
+                hot_names.join(", ")
+            ));
+        } else if let [only] = here.as_slice() {
+            let fields: Vec<&str> = only
+                .members
+                .iter()
+                .filter(|m| {
+                    only.address + m.offset >= start && only.address + m.offset < start + line
+                })
+                .map(|m| m.name.as_str())
+                .collect();
+            let locks: Vec<&str> = only
+                .members
+                .iter()
+                .filter(|m| {
+                    only.address + m.offset >= start && only.address + m.offset < start + line
+                })
+                .filter(|m| scalprof_model::layout::is_lock_type_name(&m.type_name))
+                .map(|m| m.name.as_str())
+                .collect();
+            if locks.len() >= 2 {
+                flags.push(format!(
+                    "line {start:#x}: locks {} of {} share the line: taking one invalidates the other in every CPU's cache (false sharing); give each lock its own cache line",
+                    locks.join(", "),
+                    only.name
+                ));
+            } else if only.atomic_target && fields.len() >= 2 {
+                flags.push(format!(
+                    "line {start:#x}: {} is written atomically and its fields {} share the line — threads updating different fields bounce it (false sharing); move the written counters apart and pad them",
+                    only.name,
+                    fields.join(", ")
+                ));
+            }
+        }
+    }
+    if !flags.is_empty() {
+        out += "\nflagged:\n";
+        for f in flags {
+            out += &format!("  ! {f}\n");
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -46,6 +46,9 @@ pub enum Command {
     /// Profile a command over input sizes and fit each function's cost as a·nᵏ: names the
     /// functions that grow faster than the input (`superlinear_cost`).
     Complexity(ComplexityArgs),
+    /// Show a binary's global data grouped by cache line, with DWARF types and members;
+    /// flags lines where a lock or atomically written object shares with other data.
+    Layout(LayoutArgs),
     /// Write a self-contained HTML report of a run: scaling plot, findings, flame graphs,
     /// lock tables.
     Report(ReportArgs),
@@ -80,6 +83,15 @@ pub struct ComplexityArgs {
     /// The workload; `{size}` in any argument is replaced by the size (also SCALPROF_SIZE).
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct LayoutArgs {
+    /// An ELF executable or shared library.
+    pub binary: PathBuf,
+    /// Cache-line size in bytes (default: the CPU's, from /sys).
+    #[arg(long, value_name = "N")]
+    pub line_size: Option<u64>,
 }
 
 #[derive(Args, Debug)]

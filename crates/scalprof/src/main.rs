@@ -165,6 +165,20 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Demo(args) => demo(&cli.db, args),
+        Command::Layout(args) => {
+            let line = args.line_size.unwrap_or_else(cache_line_size);
+            if line == 0 || !line.is_power_of_two() {
+                anyhow::bail!(
+                    "--line-size must be a power of two (64 on x86-64, 128 on some arm64)"
+                );
+            }
+            let layout = scalprof_debuginfo::layout::read_layout(&args.binary)?;
+            print!(
+                "{}",
+                scalprof_report::layout_text(&layout, &args.binary.display().to_string(), line)
+            );
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Report(args) => {
             let store = open_store(&cli.db)?;
             let id = store.resolve(&args.run)?;
@@ -395,6 +409,15 @@ fn demo(db: &Option<std::path::PathBuf>, args: cli::DemoArgs) -> Result<ExitCode
          every atomic add by one thread invalidates the line in the other CPU's cache."
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The data cache's line size, from sysfs (64 if unknown).
+fn cache_line_size() -> u64 {
+    std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cache/index0/coherency_line_size")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .filter(|&n: &u64| n > 0)
+        .unwrap_or(64)
 }
 
 fn describe(name: &str) -> &'static str {

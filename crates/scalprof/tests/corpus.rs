@@ -582,3 +582,68 @@ fn the_html_report_loads_in_chromium_with_plot_and_flame_graphs() {
         "an empty screenshot"
     );
 }
+
+fn layout(args: &[&std::ffi::OsStr]) -> (bool, String) {
+    let out = Command::cargo_bin("scalprof")
+        .unwrap()
+        .arg("layout")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+    )
+}
+
+#[test]
+fn layout_flags_two_locks_on_one_line_and_works_without_debug_info() {
+    let bin = corpus().join("adjacent_locks");
+    let (ok, text) = layout(&[bin.as_os_str()]);
+    assert!(ok, "{text}");
+    let flagged: Vec<&str> = text
+        .lines()
+        .filter(|l| l.trim_start().starts_with('!'))
+        .collect();
+    assert!(
+        flagged
+            .iter()
+            .any(|l| l.contains("pageq_lock") && l.contains("fpageq_lock")),
+        "{text}"
+    );
+    assert!(
+        text.contains("pthread_mutex_t"),
+        "DWARF types are shown: {text}"
+    );
+    // A lock-prefixed RIP-relative add marks its target.
+    let (_, text) = layout(&[corpus().join("refcount_global").as_os_str()]);
+    assert!(
+        text.lines()
+            .any(|l| l.contains("obj_refcount") && l.contains("atomic target")),
+        "{text}"
+    );
+    // The padded counters: each on its own line, nothing flagged about vm_cnt's fields.
+    let (_, text) = layout(&[corpus().join("counters_padded").as_os_str()]);
+    assert!(!text.contains("fields v_swtch, v_trap"), "{text}");
+    // Stripped of debug info: symbols only, and it says so.
+    let dir = tempfile::tempdir().unwrap();
+    let stripped = dir.path().join("adjacent_locks.stripped");
+    let st = std::process::Command::new("strip")
+        .arg("--strip-debug")
+        .arg("-o")
+        .arg(&stripped)
+        .arg(&bin)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let (ok, text) = layout(&[stripped.as_os_str()]);
+    assert!(ok);
+    assert!(text.contains("debug info missing"), "{text}");
+    assert!(
+        text.contains("uvm"),
+        "the symbol table still names the objects: {text}"
+    );
+    // A line size that is not a power of two is refused.
+    let (ok, text) = layout(&[bin.as_os_str(), "--line-size".as_ref(), "48".as_ref()]);
+    assert!(!ok && text.contains("power of two"), "{text}");
+}

@@ -1,0 +1,304 @@
+//! Data layout of a binary: its global variables with their DWARF types and struct members,
+//! and which of them are targets of locked (atomic) instructions — the `nm | sort` view of
+//! the NetBSD thread, with pahole's member offsets, automated.
+//!
+//! The DWARF walk is written by hand on gimli: it needs only global variables with a fixed
+//! address (DW_OP_addr) and the size, name and members of their types.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use addr2line::gimli;
+use gimli::{AttributeValue, EndianSlice, RunTimeEndian, UnitOffset};
+use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
+
+use crate::DebugInfoError;
+
+pub use scalprof_model::layout::{DataObject, Layout, Member};
+
+pub use scalprof_model::layout::is_lock_type_name as is_lock_type;
+
+/// Reads the data layout of an ELF file.
+pub fn read_layout(path: &Path) -> Result<Layout, DebugInfoError> {
+    let data = std::fs::read(path).map_err(|source| DebugInfoError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let obj = object::File::parse(&*data).map_err(|e| DebugInfoError::Parse {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    // Symbols: data objects with a size.
+    let mut objects: Vec<DataObject> = obj
+        .symbols()
+        .chain(obj.dynamic_symbols())
+        .filter(|s| s.kind() == SymbolKind::Data && s.address() != 0 && s.size() > 0)
+        .filter_map(|s| {
+            Some(DataObject {
+                name: s.name().ok()?.split('@').next()?.to_string(),
+                address: s.address(),
+                size: s.size(),
+                type_name: None,
+                members: Vec::new(),
+                atomic_target: false,
+                lock_type: false,
+            })
+        })
+        .collect();
+    objects.sort_by(|a, b| a.address.cmp(&b.address).then_with(|| a.name.cmp(&b.name)));
+    objects.dedup_by(|b, a| a.address == b.address);
+    let has_symbols = !objects.is_empty();
+
+    let types = dwarf_variables(&obj);
+    let has_dwarf = !types.is_empty();
+    for o in &mut objects {
+        if let Some((type_name, members)) = types.get(&o.address) {
+            o.lock_type =
+                is_lock_type(type_name) || members.iter().any(|m| is_lock_type(&m.type_name));
+            o.type_name = Some(type_name.clone());
+            o.members = members.clone();
+        }
+    }
+    let targets = atomic_targets(&obj);
+    for o in &mut objects {
+        o.atomic_target = targets
+            .iter()
+            .any(|&a| a >= o.address && a < o.address + o.size);
+    }
+    Ok(Layout {
+        objects,
+        has_dwarf,
+        has_symbols,
+    })
+}
+
+type Reader<'a> = EndianSlice<'a, RunTimeEndian>;
+
+/// address → (type name, members) for every global variable with DW_OP_addr.
+fn dwarf_variables(obj: &object::File<'_>) -> HashMap<u64, (String, Vec<Member>)> {
+    let endian = if obj.is_little_endian() {
+        RunTimeEndian::Little
+    } else {
+        RunTimeEndian::Big
+    };
+    let load = |id: gimli::SectionId| -> Result<Reader<'_>, gimli::Error> {
+        let data = obj
+            .section_by_name(id.name())
+            .and_then(|s| s.data().ok())
+            .unwrap_or(&[]);
+        Ok(EndianSlice::new(data, endian))
+    };
+    let mut out = HashMap::new();
+    let Ok(dwarf) = gimli::Dwarf::load(load) else {
+        return out;
+    };
+    let mut units = dwarf.units();
+    while let Ok(Some(header)) = units.next() {
+        let Ok(unit) = dwarf.unit(header) else {
+            continue;
+        };
+        let mut entries = unit.entries();
+        while let Ok(Some(e)) = entries.next_dfs() {
+            if e.tag() != gimli::DW_TAG_variable {
+                continue;
+            }
+            let Some(addr) = variable_address(&unit, e) else {
+                continue;
+            };
+            let Some(AttributeValue::UnitRef(ty)) = e.attr_value(gimli::DW_AT_type) else {
+                continue;
+            };
+            let name = type_name(&dwarf, &unit, ty, 0);
+            let members = struct_members(&dwarf, &unit, ty);
+            out.insert(addr, (name, members));
+        }
+    }
+    out
+}
+
+fn variable_address(
+    unit: &gimli::Unit<Reader<'_>>,
+    e: &gimli::DebuggingInformationEntry<Reader<'_>>,
+) -> Option<u64> {
+    let AttributeValue::Exprloc(expr) = e.attr_value(gimli::DW_AT_location)? else {
+        return None;
+    };
+    let mut ops = expr.operations(unit.encoding());
+    match ops.next().ok()?? {
+        gimli::Operation::Address { address } => Some(address),
+        _ => None,
+    }
+}
+
+fn entry_name(
+    dwarf: &gimli::Dwarf<Reader<'_>>,
+    unit: &gimli::Unit<Reader<'_>>,
+    e: &gimli::DebuggingInformationEntry<Reader<'_>>,
+) -> Option<String> {
+    let v = e.attr_value(gimli::DW_AT_name)?;
+    dwarf
+        .attr_string(unit, v)
+        .ok()
+        .map(|s| s.to_string_lossy().into_owned())
+}
+
+/// A readable name for a type: typedef names win (pthread_mutex_t), then struct/union
+/// names, base types, pointers and arrays.
+fn type_name(
+    dwarf: &gimli::Dwarf<Reader<'_>>,
+    unit: &gimli::Unit<Reader<'_>>,
+    off: UnitOffset,
+    depth: u32,
+) -> String {
+    if depth > 8 {
+        return "?".into();
+    }
+    let Ok(e) = unit.entry(off) else {
+        return "?".into();
+    };
+    let inner = || match e.attr_value(gimli::DW_AT_type) {
+        Some(AttributeValue::UnitRef(t)) => type_name(dwarf, unit, t, depth + 1),
+        _ => "void".into(),
+    };
+    let name = entry_name(dwarf, unit, &e);
+    match e.tag() {
+        gimli::DW_TAG_typedef | gimli::DW_TAG_base_type => name.unwrap_or_else(inner),
+        gimli::DW_TAG_structure_type => {
+            format!("struct {}", name.unwrap_or_else(|| "(anonymous)".into()))
+        }
+        gimli::DW_TAG_union_type => {
+            format!("union {}", name.unwrap_or_else(|| "(anonymous)".into()))
+        }
+        gimli::DW_TAG_pointer_type => format!("{} *", inner()),
+        gimli::DW_TAG_const_type => format!("const {}", inner()),
+        gimli::DW_TAG_volatile_type => format!("volatile {}", inner()),
+        gimli::DW_TAG_atomic_type => format!("_Atomic {}", inner()),
+        gimli::DW_TAG_array_type => format!("{}[]", inner()),
+        _ => name.unwrap_or_else(|| "?".into()),
+    }
+}
+
+fn type_size(unit: &gimli::Unit<Reader<'_>>, off: UnitOffset, depth: u32) -> u64 {
+    if depth > 8 {
+        return 0;
+    }
+    let Ok(e) = unit.entry(off) else { return 0 };
+    if let Some(v) = e.attr_value(gimli::DW_AT_byte_size) {
+        if let Some(n) = v.udata_value() {
+            return n;
+        }
+    }
+    match e.attr_value(gimli::DW_AT_type) {
+        Some(AttributeValue::UnitRef(t)) if e.tag() != gimli::DW_TAG_pointer_type => {
+            let elem = type_size(unit, t, depth + 1);
+            if e.tag() == gimli::DW_TAG_array_type {
+                elem * array_count(unit, off).unwrap_or(1)
+            } else {
+                elem
+            }
+        }
+        _ if e.tag() == gimli::DW_TAG_pointer_type => 8,
+        _ => 0,
+    }
+}
+
+fn array_count(unit: &gimli::Unit<Reader<'_>>, off: UnitOffset) -> Option<u64> {
+    let mut tree = unit.entries_tree(Some(off)).ok()?;
+    let root = tree.root().ok()?;
+    let mut children = root.children();
+    let mut n = 1;
+    while let Ok(Some(child)) = children.next() {
+        let e = child.entry();
+        if e.tag() == gimli::DW_TAG_subrange_type {
+            if let Some(v) = e.attr_value(gimli::DW_AT_count) {
+                n *= v.udata_value()?;
+            } else if let Some(v) = e.attr_value(gimli::DW_AT_upper_bound) {
+                n *= v.udata_value()? + 1;
+            }
+        }
+    }
+    Some(n)
+}
+
+/// The members of a struct or union (through typedefs and qualifiers), with offsets.
+fn struct_members(
+    dwarf: &gimli::Dwarf<Reader<'_>>,
+    unit: &gimli::Unit<Reader<'_>>,
+    off: UnitOffset,
+) -> Vec<Member> {
+    let mut off = off;
+    for _ in 0..8 {
+        let Ok(e) = unit.entry(off) else {
+            return Vec::new();
+        };
+        match e.tag() {
+            gimli::DW_TAG_typedef | gimli::DW_TAG_const_type | gimli::DW_TAG_volatile_type => {
+                match e.attr_value(gimli::DW_AT_type) {
+                    Some(AttributeValue::UnitRef(t)) => off = t,
+                    _ => return Vec::new(),
+                }
+            }
+            gimli::DW_TAG_structure_type | gimli::DW_TAG_union_type => break,
+            _ => return Vec::new(),
+        }
+    }
+    let Ok(mut tree) = unit.entries_tree(Some(off)) else {
+        return Vec::new();
+    };
+    let Ok(root) = tree.root() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut children = root.children();
+    while let Ok(Some(child)) = children.next() {
+        let e = child.entry();
+        if e.tag() != gimli::DW_TAG_member {
+            continue;
+        }
+        let offset = match e.attr_value(gimli::DW_AT_data_member_location) {
+            Some(v) => v.udata_value().unwrap_or(0),
+            _ => 0,
+        };
+        let (type_name, size) = match e.attr_value(gimli::DW_AT_type) {
+            Some(AttributeValue::UnitRef(t)) => {
+                (type_name(dwarf, unit, t, 0), type_size(unit, t, 0))
+            }
+            _ => ("?".into(), 0),
+        };
+        out.push(Member {
+            name: entry_name(dwarf, unit, e).unwrap_or_else(|| "(anonymous)".into()),
+            offset,
+            size,
+            type_name,
+        });
+    }
+    out
+}
+
+/// Stated addresses written by locked instructions with a RIP-relative operand
+/// (`lock add [rip+x]`, `xchg [rip+x]`: x86-64 only). Accesses through a register are not
+/// resolved here.
+fn atomic_targets(obj: &object::File<'_>) -> HashSet<u64> {
+    use iced_x86::{Decoder, DecoderOptions, Mnemonic, OpKind, Register};
+    let mut out = HashSet::new();
+    if obj.architecture() != object::Architecture::X86_64 {
+        return out;
+    }
+    for sec in obj.sections() {
+        if sec.kind() != object::SectionKind::Text {
+            continue;
+        }
+        let Ok(code) = sec.data() else { continue };
+        let mut dec = Decoder::with_ip(64, code, sec.address(), DecoderOptions::NONE);
+        while dec.can_decode() {
+            let ins = dec.decode();
+            let locked = ins.has_lock_prefix()
+                || (ins.mnemonic() == Mnemonic::Xchg
+                    && (0..ins.op_count()).any(|i| ins.op_kind(i) == OpKind::Memory));
+            if locked && ins.memory_base() == Register::RIP {
+                out.insert(ins.ip_rel_memory_address());
+            }
+        }
+    }
+    out
+}

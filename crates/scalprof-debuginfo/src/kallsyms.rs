@@ -52,6 +52,29 @@ impl Kallsyms {
         (addr - start <= max_offset).then_some((name.as_str(), addr - start))
     }
 
+    /// Kernel variables from the one at or before `start` up to `end` (exclusive), with the
+    /// distance to the next symbol as an upper bound of their size (kallsyms has no sizes).
+    pub fn data_around(&self, start: u64, end: u64) -> Vec<(u64, &str, u64)> {
+        let first = self
+            .data
+            .partition_point(|s| s.0 <= start)
+            .saturating_sub(1);
+        let mut out = Vec::new();
+        for (i, (addr, name)) in self.data.iter().enumerate().skip(first) {
+            if *addr >= end {
+                break;
+            }
+            let next = self.data.get(i + 1).map_or(*addr, |n| n.0);
+            out.push((*addr, name.as_str(), next.saturating_sub(*addr)));
+        }
+        out
+    }
+
+    /// How many kernel variables kallsyms lists (a few dozen without CONFIG_KALLSYMS_ALL).
+    pub fn data_symbols(&self) -> usize {
+        self.data.len()
+    }
+
     /// Whether addresses are visible (false under kptr_restrict without privileges).
     pub fn is_usable(&self) -> bool {
         !self.symbols.is_empty()

@@ -9,6 +9,7 @@
 
 pub mod elf;
 pub mod kallsyms;
+pub mod kernel_layout;
 pub mod layout;
 
 use std::collections::HashMap;

@@ -87,8 +87,18 @@ pub struct ComplexityArgs {
 
 #[derive(Args, Debug)]
 pub struct LayoutArgs {
-    /// An ELF executable or shared library.
-    pub binary: PathBuf,
+    /// An ELF executable or shared library (not with --kernel).
+    #[arg(required_unless_present = "kernel")]
+    pub binary: Option<PathBuf>,
+    /// The running kernel: its structs from BTF (--struct) or its globals from kallsyms (--addr).
+    #[arg(long)]
+    pub kernel: bool,
+    /// With --kernel: print this struct's layout with its cache lines (e.g. mm_struct).
+    #[arg(long = "struct", value_name = "NAME", requires = "kernel")]
+    pub struct_name: Option<String>,
+    /// With --kernel: the cache-line neighbors of this kernel address (hex), e.g. a lock's.
+    #[arg(long, value_name = "ADDR", requires = "kernel")]
+    pub addr: Option<String>,
     /// Cache-line size in bytes (default: the CPU's, from /sys).
     #[arg(long, value_name = "N")]
     pub line_size: Option<u64>,

@@ -172,10 +172,18 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                     "--line-size must be a power of two (64 on x86-64, 128 on some arm64)"
                 );
             }
-            let layout = scalprof_debuginfo::layout::read_layout(&args.binary)?;
+            if args.kernel {
+                print!("{}", kernel_layout(&args, line)?);
+                return Ok(ExitCode::SUCCESS);
+            }
+            let binary = args
+                .binary
+                .as_ref()
+                .expect("clap requires it without --kernel");
+            let layout = scalprof_debuginfo::layout::read_layout(binary)?;
             print!(
                 "{}",
-                scalprof_report::layout_text(&layout, &args.binary.display().to_string(), line)
+                scalprof_report::layout_text(&layout, &binary.display().to_string(), line)
             );
             Ok(ExitCode::SUCCESS)
         }
@@ -409,6 +417,75 @@ fn demo(db: &Option<std::path::PathBuf>, args: cli::DemoArgs) -> Result<ExitCode
          every atomic add by one thread invalidates the line in the other CPU's cache."
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// `layout --kernel`: a struct from BTF, or the globals around an address from kallsyms.
+fn kernel_layout(args: &cli::LayoutArgs, line: u64) -> Result<String> {
+    let mut out = String::new();
+    if let Some(name) = &args.struct_name {
+        let s = scalprof_debuginfo::kernel_layout::kernel_struct(name)?;
+        out += &format!(
+            "{} ({} bytes, {line}-byte cache lines) — from the running kernel's BTF\n",
+            s.name, s.size
+        );
+        let mut current = u64::MAX;
+        for m in &s.members {
+            if m.offset / line != current {
+                current = m.offset / line;
+                out += &format!("--- cache line {current} (offset {}) ---\n", current * line);
+            }
+            let lock = if scalprof_model::layout::is_lock_type_name(&m.type_name)
+                || m.type_name.contains("semaphore")
+            {
+                "  [lock]"
+            } else {
+                ""
+            };
+            let straddles = if m.size > 0 && (m.offset + m.size - 1) / line != current {
+                "  (straddles into the next line)"
+            } else {
+                ""
+            };
+            out += &format!(
+                "  +{:<6} {:<32} {:>5} B  {}{lock}{straddles}\n",
+                m.offset, m.name, m.size, m.type_name
+            );
+        }
+    }
+    if let Some(addr) = &args.addr {
+        let a = u64::from_str_radix(addr.trim_start_matches("0x"), 16)
+            .with_context(|| format!("--addr {addr:?} is not a hex address"))?;
+        let k = scalprof_debuginfo::Kallsyms::load();
+        if !k.is_usable() {
+            anyhow::bail!(
+                "/proc/kallsyms shows no addresses: run as root (kernel.kptr_restrict hides them)"
+            );
+        }
+        let start = a / line * line;
+        out += &format!("kernel cache line {start:#x}..{:#x} around {a:#x} (sizes are upper bounds: the distance to the next symbol)\n", start + line);
+        let near = k.data_around(start, start + line);
+        if k.data_symbols() < 1000 {
+            out += &format!(
+                "  note: kallsyms lists only {} kernel variables (CONFIG_KALLSYMS_ALL is off): most globals cannot be named\n",
+                k.data_symbols()
+            );
+        }
+        if near.is_empty() {
+            out += "  no kernel variable here: a dynamic (slab or per-CPU) address\n";
+        }
+        for (addr, name, size) in near {
+            let mark = if addr <= a && a < addr + size.max(1) {
+                "  ← this address"
+            } else {
+                ""
+            };
+            out += &format!("  {addr:#x}  {name:<40} ≤{size} B{mark}\n");
+        }
+    }
+    if out.is_empty() {
+        anyhow::bail!("layout --kernel needs --struct NAME or --addr ADDR");
+    }
+    Ok(out)
 }
 
 /// The data cache's line size, from sysfs (64 if unknown).

@@ -421,3 +421,51 @@ fn the_default_store_follows_xdg_data_home() {
     assert!(dir.path().join("scalprof/runs.db").exists());
     assert!(dir.path().join("scalprof/runs/1/p1-r0.stdout").exists());
 }
+
+#[test]
+fn kernel_struct_layout_shows_mmap_lock_and_its_cache_line() {
+    if !Path::new("/sys/kernel/btf/vmlinux").exists() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI's kernel must have BTF"
+        );
+        eprintln!("skipped: this kernel has no BTF");
+        return;
+    }
+    let out = Command::cargo_bin("scalprof")
+        .unwrap()
+        .args(["layout", "--kernel", "--struct", "mm_struct"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.contains(" mmap_lock "))
+        .expect("mmap_lock listed");
+    assert!(
+        lines[at].contains("rw_semaphore") && lines[at].contains("[lock]"),
+        "{}",
+        lines[at]
+    );
+    // Its cache line is named above it, with neighbors in it.
+    let header = lines[..at]
+        .iter()
+        .rposition(|l| l.starts_with("--- cache line"))
+        .expect("line header");
+    assert!(
+        at - header >= 2,
+        "mmap_lock has neighbors on its line: {text}"
+    );
+    Command::cargo_bin("scalprof")
+        .unwrap()
+        .args(["layout", "--kernel", "--struct", "no_such_struct_xyz"])
+        .assert()
+        .failure()
+        .stderr(predicate::str::contains("no struct or union named"));
+}

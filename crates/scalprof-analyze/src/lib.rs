@@ -6,6 +6,7 @@ pub mod complexity;
 pub mod locks;
 pub mod profile;
 pub mod scaling;
+pub mod sharing;
 pub mod summary;
 pub mod usl;
 

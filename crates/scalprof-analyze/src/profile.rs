@@ -19,7 +19,7 @@ use linux_perf_event_reader::{
     RecordType, SampleRecord,
 };
 use scalprof_debuginfo::{ElfInfo, Kallsyms, SymbolCache};
-use scalprof_model::{FoldedStack, PointProfile, ProfileStats, SerialStats};
+use scalprof_model::{FoldedStack, HotInstruction, PointProfile, ProfileStats, SerialStats};
 
 /// perf's callchain context markers are the top 4095 values of u64.
 const PERF_CONTEXT_MAX: u64 = u64::MAX - 4094;
@@ -34,6 +34,8 @@ const MAX_FRAMES: usize = 256;
 /// on CPU for a whole bin leaves ~10 samples in it.
 const SERIAL_BIN_NS: u64 = 10_000_000;
 const MAX_SERIAL_BINS: usize = 1_000_000;
+/// Hot user instructions kept per profile.
+const HOT_INSTRUCTIONS: usize = 64;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileError {
@@ -129,6 +131,8 @@ pub struct ProfileBuilder {
     /// (time, tid, leaf user function) of every sample, for the serial estimate.
     timeline: Vec<(u64, i32, u32)>,
     kernel_cache: HashMap<u64, u32>,
+    /// (file, stated address) → (samples, weight) of user-mode leaf instructions.
+    hot: HashMap<(String, u64), (u64, u64)>,
 }
 
 impl ProfileBuilder {
@@ -148,6 +152,7 @@ impl ProfileBuilder {
             },
             timeline: Vec::new(),
             kernel_cache: HashMap::new(),
+            hot: HashMap::new(),
         }
     }
 
@@ -326,6 +331,17 @@ impl ProfileBuilder {
         if let Some(t) = s.timestamp {
             self.timeline.push((t, tid, leaf_user));
         }
+        // Where user-mode samples landed, by file and stated address: the instructions
+        // the sharing analysis decodes.
+        if kernel.is_empty() {
+            if let Some(&ip) = user_addrs.first() {
+                if let Some(key) = self.processes.get(&pid).and_then(|p| file_address(p, ip)) {
+                    let e = self.hot.entry(key).or_insert((0, 0));
+                    e.0 += 1;
+                    e.1 = e.1.saturating_add(weight);
+                }
+            }
+        }
         let e = self.stacks.entry(frames).or_insert((0, 0));
         e.0 += 1;
         e.1 = e.1.saturating_add(weight);
@@ -435,7 +451,24 @@ impl ProfileBuilder {
             .collect();
         folded.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.stack.cmp(&b.stack)));
         self.stats.kernel = self.kernel_callchains;
+        let mut hot: Vec<HotInstruction> = self
+            .hot
+            .iter()
+            .map(|((file, address), &(samples, weight))| HotInstruction {
+                file: file.clone(),
+                address: *address,
+                samples,
+                weight,
+            })
+            .collect();
+        hot.sort_by(|a, b| {
+            b.weight
+                .cmp(&a.weight)
+                .then_with(|| a.address.cmp(&b.address))
+        });
+        hot.truncate(HOT_INSTRUCTIONS);
         PointProfile {
+            hot,
             event: self.event,
             frequency: self.frequency,
             stats: self.stats,
@@ -509,6 +542,14 @@ fn raw_record(
         RawData::Single(&records[pos + 8..pos + size]),
         parse_info,
     )
+}
+
+/// The file and stated address of a runtime address in a process.
+fn file_address(p: &Process, addr: u64) -> Option<(String, u64)> {
+    let m = p.mapping(addr)?;
+    let elf = m.elf.as_ref()?;
+    let svma = elf.file_offset_to_svma((addr - m.start).checked_add(m.pgoff)?)?;
+    Some((m.path.clone(), svma))
 }
 
 /// Walks a copied user stack (`bytes` starts at `sp`) with the modules' unwind info.
@@ -622,7 +663,13 @@ mod byteorder_native {
 pub fn merge(profiles: impl IntoIterator<Item = PointProfile>) -> Option<PointProfile> {
     let mut out: Option<PointProfile> = None;
     let mut stacks: HashMap<String, (u64, u64)> = HashMap::new();
+    let mut hot: HashMap<(String, u64), (u64, u64)> = HashMap::new();
     for p in profiles {
+        for h in &p.hot {
+            let e = hot.entry((h.file.clone(), h.address)).or_insert((0, 0));
+            e.0 += h.samples;
+            e.1 = e.1.saturating_add(h.weight);
+        }
         for f in &p.folded {
             let e = stacks.entry(f.stack.clone()).or_insert((0, 0));
             e.0 += f.samples;
@@ -647,6 +694,20 @@ pub fn merge(profiles: impl IntoIterator<Item = PointProfile>) -> Option<PointPr
         }
     }
     let mut out = out?;
+    out.hot = hot
+        .into_iter()
+        .map(|((file, address), (samples, weight))| HotInstruction {
+            file,
+            address,
+            samples,
+            weight,
+        })
+        .collect();
+    out.hot.sort_by(|a, b| {
+        b.weight
+            .cmp(&a.weight)
+            .then_with(|| a.address.cmp(&b.address))
+    });
     out.folded = stacks
         .into_iter()
         .map(|(stack, (samples, weight))| FoldedStack {

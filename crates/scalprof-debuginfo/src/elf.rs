@@ -199,6 +199,13 @@ impl ElfInfo {
         within.then_some(s.name.as_str())
     }
 
+    /// The start and end of the function symbol containing a stated address.
+    pub fn symbol_range(&self, svma: u64) -> Option<(u64, u64)> {
+        let i = self.symbols.partition_point(|s| s.start <= svma);
+        let s = self.symbols.get(i.checked_sub(1)?)?;
+        (svma < s.end).then_some((s.start, s.end))
+    }
+
     /// The data object (variable) containing a stated address, and the offset into it.
     pub fn object(&self, svma: u64) -> Option<(&str, u64)> {
         let i = self.objects.partition_point(|s| s.start <= svma);

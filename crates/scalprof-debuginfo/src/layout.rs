@@ -302,3 +302,96 @@ fn atomic_targets(obj: &object::File<'_>) -> HashSet<u64> {
     }
     out
 }
+
+/// A locked (atomic) write found at or just before a sampled instruction, and what it
+/// writes: a base address (a global) plus a displacement, possibly indexed by a register
+/// whose value is not known statically (a per-thread field, an array element).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AtomicAccess {
+    /// The locked instruction's stated address.
+    pub ip: u64,
+    /// Stated address of the global the operand is based on, displacement included.
+    pub address: u64,
+    /// The operand adds an index register: each thread may write a different offset.
+    pub indexed: bool,
+}
+
+/// Decodes the function around `svma` and, if the sampled instruction or one of the two
+/// before it (timer-interrupt skid) is a locked write to memory, resolves its operand:
+/// RIP-relative directly, or a base register traced back within the function to a
+/// `lea reg, [rip+X]` (through register moves and index arithmetic). GOT loads and
+/// function arguments are not resolved.
+pub fn atomic_access_near(elf: &crate::ElfInfo, svma: u64) -> Option<AtomicAccess> {
+    use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, OpKind, Register};
+    let (start, end) = elf.symbol_range(svma)?;
+    let (text_range, text) = elf.unwind_sections().text.clone()?;
+    if start < text_range.start || end > text_range.end || end <= start {
+        return None;
+    }
+    let code = &text[(start - text_range.start) as usize..(end - text_range.start) as usize];
+    let mut dec = Decoder::with_ip(64, code, start, DecoderOptions::NONE);
+    let mut ins: Vec<Instruction> = Vec::new();
+    while dec.can_decode() {
+        let i = dec.decode();
+        let past = i.ip() > svma;
+        ins.push(i);
+        if past {
+            break;
+        }
+    }
+    let at = ins.iter().rposition(|i| i.ip() <= svma)?;
+    let is_locked_write = |i: &Instruction| {
+        let mem = (0..i.op_count()).any(|k| i.op_kind(k) == OpKind::Memory);
+        mem && (i.has_lock_prefix() || i.mnemonic() == Mnemonic::Xchg)
+    };
+    let idx = (at.saturating_sub(2)..=at)
+        .rev()
+        .find(|&k| is_locked_write(&ins[k]))?;
+    let locked = &ins[idx];
+    if locked.memory_base() == Register::RIP {
+        return Some(AtomicAccess {
+            ip: locked.ip(),
+            address: locked.ip_rel_memory_address(),
+            indexed: false,
+        });
+    }
+    let mut indexed = locked.memory_index() != Register::None;
+    let mut reg = locked.memory_base().full_register();
+    let mut displacement = locked.memory_displacement64();
+    let mut k = idx;
+    for _ in 0..200 {
+        k = k.checked_sub(1)?;
+        let i = &ins[k];
+        if i.op_count() == 0
+            || i.op0_kind() != OpKind::Register
+            || i.op0_register().full_register() != reg
+        {
+            continue;
+        }
+        match i.mnemonic() {
+            Mnemonic::Lea if i.memory_base() == Register::RIP => {
+                return Some(AtomicAccess {
+                    ip: locked.ip(),
+                    address: i.ip_rel_memory_address().wrapping_add(displacement),
+                    indexed,
+                });
+            }
+            Mnemonic::Lea => {
+                indexed |= i.memory_index() != Register::None;
+                displacement = displacement.wrapping_add(i.memory_displacement64());
+                reg = i.memory_base().full_register();
+                if reg == Register::None {
+                    return None;
+                }
+            }
+            Mnemonic::Mov if i.op1_kind() == OpKind::Register => {
+                reg = i.op1_register().full_register()
+            }
+            // A load (the GOT, a pointer in memory): not resolved statically.
+            Mnemonic::Mov => return None,
+            // Index arithmetic on the register: keep looking for where its base came from.
+            _ => indexed = true,
+        }
+    }
+    None
+}

@@ -31,6 +31,15 @@ pub enum DebugInfoError {
     Parse { path: PathBuf, reason: String },
 }
 
+/// The data cache's line size, from sysfs (64 if unknown).
+pub fn cache_line_size() -> u64 {
+    std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cache/index0/coherency_line_size")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .filter(|&n: &u64| n > 0)
+        .unwrap_or(64)
+}
+
 /// ELF files opened once each; failures are remembered too.
 #[derive(Default)]
 pub struct SymbolCache {

@@ -11,8 +11,8 @@ pub mod layout;
 pub mod locks;
 pub mod profile;
 pub use profile::{
-    ComplexityReport, FoldedStack, FunctionComplexity, FunctionGrowth, PointProfile, PowerFit,
-    ProfileStats, ScalingDiff, SerialStats,
+    ComplexityReport, FoldedStack, FunctionComplexity, FunctionGrowth, HotInstruction,
+    PointProfile, PowerFit, ProfileStats, ScalingDiff, SerialStats,
 };
 
 /// The value of the `schema` field of every run document.

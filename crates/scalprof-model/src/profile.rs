@@ -39,6 +39,15 @@ impl ProfileStats {
     }
 }
 
+/// A user instruction where samples landed, by file and stated address.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HotInstruction {
+    pub file: String,
+    pub address: u64,
+    pub samples: u64,
+    pub weight: u64,
+}
+
 /// One folded stack: frames root-first joined by `;`, kernel frames suffixed `_[k]`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FoldedStack {
@@ -82,6 +91,9 @@ pub struct PointProfile {
     pub serial: SerialStats,
     /// Repeats merged into this profile.
     pub repeats: u32,
+    /// The user instructions where samples landed most, for the sharing analysis.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hot: Vec<HotInstruction>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub folded: Vec<FoldedStack>,
 }

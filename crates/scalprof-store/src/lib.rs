@@ -105,6 +105,8 @@ const MIGRATIONS: &[&str] = &[
         profile    TEXT NOT NULL,   -- JSON (scalprof_model::locks::LockProfile)
         PRIMARY KEY (run_id, value, idx)
     );",
+    // 4: the hot user instructions of each profile (JSON list), for the sharing analysis.
+    "ALTER TABLE profiles ADD COLUMN hot TEXT NOT NULL DEFAULT '[]';",
 ];
 
 /// The schema version this build writes.
@@ -266,8 +268,8 @@ impl Store {
             folded.push_str(&format!("{} {} {}\n", f.samples, f.weight, f.stack));
         }
         self.conn.execute(
-            "INSERT OR REPLACE INTO profiles (run_id, value, idx, event, frequency, stats, serial, folded)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            "INSERT OR REPLACE INTO profiles (run_id, value, idx, event, frequency, stats, serial, folded, hot)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             params![
                 id,
                 value as i64,
@@ -276,7 +278,8 @@ impl Store {
                 p.frequency as i64,
                 json(&p.stats),
                 json(&p.serial),
-                folded
+                folded,
+                json(&p.hot)
             ],
         )?;
         Ok(())
@@ -316,7 +319,7 @@ impl Store {
     /// Every stored profile of a run, one per repeat, as (point value, profile).
     pub fn load_profiles(&self, id: i64) -> Result<Vec<(u64, PointProfile)>, StoreError> {
         let mut stmt = self.conn.prepare(
-            "SELECT value, event, frequency, stats, serial, folded FROM profiles
+            "SELECT value, event, frequency, stats, serial, folded, hot FROM profiles
              WHERE run_id = ?1 ORDER BY value, idx",
         )?;
         let rows = stmt.query_map([id], |r| {
@@ -327,11 +330,12 @@ impl Store {
                 r.get::<_, String>(3)?,
                 r.get::<_, String>(4)?,
                 r.get::<_, String>(5)?,
+                r.get::<_, String>(6)?,
             ))
         })?;
         let mut out = Vec::new();
         for row in rows {
-            let (value, event, frequency, stats, serial, folded) = row?;
+            let (value, event, frequency, stats, serial, folded, hot) = row?;
             let folded = folded
                 .lines()
                 .filter_map(|l| {
@@ -351,6 +355,7 @@ impl Store {
                     stats: parse(id, "profile stats", &stats)?,
                     serial: parse(id, "profile serial", &serial)?,
                     repeats: 1,
+                    hot: parse(id, "profile hot instructions", &hot)?,
                     folded,
                 },
             ));

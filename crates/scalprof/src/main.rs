@@ -166,7 +166,9 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         }
         Command::Demo(args) => demo(&cli.db, args),
         Command::Layout(args) => {
-            let line = args.line_size.unwrap_or_else(cache_line_size);
+            let line = args
+                .line_size
+                .unwrap_or_else(scalprof_debuginfo::cache_line_size);
             if line == 0 || !line.is_power_of_two() {
                 anyhow::bail!(
                     "--line-size must be a power of two (64 on x86-64, 128 on some arm64)"
@@ -486,15 +488,6 @@ fn kernel_layout(args: &cli::LayoutArgs, line: u64) -> Result<String> {
         anyhow::bail!("layout --kernel needs --struct NAME or --addr ADDR");
     }
     Ok(out)
-}
-
-/// The data cache's line size, from sysfs (64 if unknown).
-fn cache_line_size() -> u64 {
-    std::fs::read_to_string("/sys/devices/system/cpu/cpu0/cache/index0/coherency_line_size")
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .filter(|&n: &u64| n > 0)
-        .unwrap_or(64)
 }
 
 fn describe(name: &str) -> &'static str {

@@ -143,6 +143,36 @@ pub fn run(store: &Store, opts: &RunOptions, interrupt: &Interrupt) -> Result<Ru
     };
     store.set_status(id, status)?;
 
+    // Sharing findings read the binaries, so they are made now, while the files are
+    // here, and stored with the run.
+    if opts.sampling.is_some() && opts.parameter == "threads" {
+        let doc = load_document(store, id)?;
+        let profiles = merged_profiles(store, id)?;
+        let input: Vec<(u64, f64, &scalprof_model::PointProfile)> = doc
+            .points
+            .iter()
+            .filter_map(|p| {
+                let prof = profiles
+                    .iter()
+                    .find(|(v, _)| *v == p.value)
+                    .map(|(_, pr)| pr)?;
+                Some((
+                    p.value,
+                    scalprof_analyze::summary::point_work(p, doc.throughput.source),
+                    prof,
+                ))
+            })
+            .collect();
+        let mut files = scalprof_debuginfo::SymbolCache::default();
+        let found = scalprof_analyze::sharing::sharing_findings(
+            &input,
+            &mut files,
+            scalprof_debuginfo::cache_line_size(),
+        );
+        if !found.is_empty() {
+            store.set_findings(id, &found)?;
+        }
+    }
     let doc = load_document(store, id)?;
     if opts.print_summary {
         print!("{}", scalprof_report::summary(&doc));

@@ -115,6 +115,30 @@ fn packed_counters_scale_far_worse_than_padded_ones() {
         e_packed < 0.6 * e_padded,
         "packed efficiency {e_packed:.2} should be far below padded {e_padded:.2}"
     );
+    // The cause, named at field level: vm_cnt's counters share a line (profiled runs only).
+    if can_profile() {
+        let findings = packed["findings"].as_array().unwrap();
+        let fs = findings
+            .iter()
+            .find(|f| f["kind"] == "false_sharing")
+            .unwrap_or_else(|| panic!("no false_sharing finding: {findings:?}"));
+        assert_eq!(fs["subject"], "vm_cnt");
+        let fields: Vec<&str> = fs["details"]["fields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f.as_str().unwrap())
+            .collect();
+        assert!(
+            fields.len() >= 2 && fields.contains(&"v_swtch"),
+            "{fields:?}"
+        );
+        assert!(padded["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| f["kind"] != "false_sharing" && f["kind"] != "true_sharing"));
+    }
     // Prove the fix: the padded twin's throughput at 2 threads is higher, at p < 0.05.
     let cmp = |a: &str, b: &str, extra: &[&str]| {
         scalprof(&db)
@@ -646,4 +670,22 @@ fn layout_flags_two_locks_on_one_line_and_works_without_debug_info() {
     // A line size that is not a power of two is refused.
     let (ok, text) = layout(&[bin.as_os_str(), "--line-size".as_ref(), "48".as_ref()]);
     assert!(!ok && text.contains("power of two"), "{text}");
+}
+
+#[test]
+fn a_global_refcount_is_true_sharing() {
+    if !can_profile() {
+        return;
+    }
+    let _turn = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let doc = run_corpus(&db, "refcount_global", &dir.path().join("ref.json"));
+    let findings = doc["findings"].as_array().unwrap();
+    let ts = findings
+        .iter()
+        .find(|f| f["kind"] == "true_sharing")
+        .unwrap_or_else(|| panic!("no true_sharing finding: {findings:?}"));
+    assert_eq!(ts["subject"], "obj_refcount");
+    assert!(findings.iter().all(|f| f["kind"] != "false_sharing"));
 }

@@ -1,0 +1,209 @@
+//! False and true sharing from the samples, without a PMU.
+//!
+//! The user instructions where samples land are decoded; a locked (atomic) write among
+//! them is resolved to the global it writes (see `atomic_access_near`), and through DWARF
+//! to its fields. When that instruction's cost per operation grows with the thread count:
+//! an operand indexed per thread, into an object whose fields share a cache line, is
+//! `false_sharing` (each thread writes its own field of one line); a single fixed address
+//! written by every thread is `true_sharing` (one variable bouncing). The evidence is
+//! static plus sampled, not measured per address: the run document says so.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use scalprof_debuginfo::layout::{atomic_access_near, read_layout, AtomicAccess};
+use scalprof_debuginfo::SymbolCache;
+use scalprof_model::layout::Layout;
+use scalprof_model::{Finding, PointProfile};
+use serde_json::json;
+
+/// A sharing finding needs its instructions' growth to explain this share of the cost.
+pub const SHARING_MIN_SCORE: f64 = 0.05;
+
+struct Target {
+    file: String,
+    object: String,
+    object_address: u64,
+    line_start: u64,
+    indexed: bool,
+    offsets: Vec<u64>,
+    ips: Vec<u64>,
+    first: f64,
+    last: f64,
+}
+
+/// `points`: (threads, work, profile) in sweep order; `line`: the cache-line size.
+pub fn sharing_findings(
+    points: &[(u64, f64, &PointProfile)],
+    files: &mut SymbolCache,
+    line: u64,
+) -> Vec<Finding> {
+    let (Some(&(v0, w0, p0)), Some(&(v1, w1, p1))) = (points.first(), points.last()) else {
+        return Vec::new();
+    };
+    if v1 < 2 || v0 == v1 || w0 <= 0.0 || w1 <= 0.0 {
+        return Vec::new();
+    }
+    let total_last: f64 = p1.folded.iter().map(|f| f.weight as f64).sum::<f64>() / w1;
+    if total_last <= 0.0 {
+        return Vec::new();
+    }
+    let mut accesses: HashMap<(String, u64), Option<AtomicAccess>> = HashMap::new();
+    let mut layouts: HashMap<String, Option<Layout>> = HashMap::new();
+    let mut targets: Vec<Target> = Vec::new();
+    let weight_at = |p: &PointProfile, file: &str, ip: u64| -> f64 {
+        p.hot
+            .iter()
+            .filter(|h| h.file == file && h.address == ip)
+            .map(|h| h.weight as f64)
+            .sum()
+    };
+    for h in p1.hot.iter().take(32) {
+        let access = accesses
+            .entry((h.file.clone(), h.address))
+            .or_insert_with(|| {
+                files
+                    .get(Path::new(&h.file))
+                    .and_then(|elf| atomic_access_near(&elf, h.address))
+            })
+            .clone();
+        let Some(a) = access else { continue };
+        let layout = layouts
+            .entry(h.file.clone())
+            .or_insert_with(|| read_layout(Path::new(&h.file)).ok());
+        let Some(layout) = layout else { continue };
+        let Some(obj) = layout
+            .objects
+            .iter()
+            .find(|o| a.address >= o.address && a.address < o.address + o.size.max(1))
+        else {
+            continue;
+        };
+        // The samples on the sampled instruction (which may be just after the locked one).
+        let (first, last) = (
+            weight_at(p0, &h.file, h.address) / w0,
+            weight_at(p1, &h.file, h.address) / w1,
+        );
+        let offset = a.address - obj.address;
+        match targets
+            .iter_mut()
+            .find(|t| t.file == h.file && t.object == obj.name)
+        {
+            Some(t) => {
+                t.indexed |= a.indexed;
+                if !t.offsets.contains(&offset) {
+                    t.offsets.push(offset);
+                }
+                if !t.ips.contains(&a.ip) {
+                    t.ips.push(a.ip);
+                }
+                t.first += first;
+                t.last += last;
+            }
+            None => targets.push(Target {
+                file: h.file.clone(),
+                object: obj.name.clone(),
+                object_address: obj.address,
+                line_start: a.address / line * line,
+                indexed: a.indexed,
+                offsets: vec![offset],
+                ips: vec![a.ip],
+                first,
+                last,
+            }),
+        }
+    }
+    let mut out = Vec::new();
+    for t in targets {
+        let score = ((t.last - t.first) / total_last).clamp(0.0, 1.0);
+        if score < SHARING_MIN_SCORE {
+            continue;
+        }
+        let layout = layouts.get(&t.file).and_then(Option::as_ref);
+        let obj = layout.and_then(|l| l.objects.iter().find(|o| o.name == t.object));
+        // The fields on the written cache line.
+        let fields: Vec<String> = obj
+            .map(|o| {
+                o.members
+                    .iter()
+                    .filter(|m| {
+                        let a = o.address + m.offset;
+                        a >= t.line_start && a < t.line_start + line
+                    })
+                    .map(|m| m.name.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let written: Vec<String> = obj
+            .map(|o| {
+                t.offsets
+                    .iter()
+                    .filter_map(|off| {
+                        o.members
+                            .iter()
+                            .find(|m| *off >= m.offset && *off < m.offset + m.size.max(1))
+                    })
+                    .map(|m| m.name.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let false_sharing = (t.indexed || t.offsets.len() >= 2) && fields.len() >= 2;
+        let file = Path::new(&t.file)
+            .file_name()
+            .map_or(t.file.clone(), |f| f.to_string_lossy().into_owned());
+        let ips: Vec<String> = t.ips.iter().map(|ip| format!("{file}+{ip:#x}")).collect();
+        let growth = format!(
+            "the locked writes at {} grew from {:.2} to {:.2} ns/op between {v0} and {v1} threads ({:.0}% of the cost per op at {v1})",
+            ips.join(", "),
+            t.first,
+            t.last,
+            score * 100.0
+        );
+        let (kind, evidence, suggestion) = if false_sharing {
+            (
+                "false_sharing",
+                format!(
+                    "{growth}; they write {} {} of one {line}-byte line holding fields {}",
+                    t.object,
+                    if t.indexed { "at an offset indexed per thread" } else { "at different offsets" },
+                    fields.join(", ")
+                ),
+                format!(
+                    "give each written field of {} its own cache line: align/pad the hot members (_Alignas({line})), or move the written counters to the end of the struct and pad them, or make them per-thread/per-CPU",
+                    t.object
+                ),
+            )
+        } else if !t.indexed && t.offsets.len() == 1 {
+            (
+                "true_sharing",
+                format!("{growth}; every thread writes the same address, {}{}", t.object, written.first().map(|f| format!(".{f}")).unwrap_or_default()),
+                format!(
+                    "stop every thread from writing {}: split it per thread or per CPU and combine when read (per-CPU counters), or batch the updates",
+                    t.object
+                ),
+            )
+        } else {
+            continue;
+        };
+        out.push(Finding {
+            kind: kind.into(),
+            scope: Some("user".into()),
+            subject: t.object.clone(),
+            score,
+            evidence,
+            suggestion,
+            details: json!({
+                "file": t.file,
+                "address": format!("{:#x}", t.object_address),
+                "cache_line": format!("{:#x}", t.line_start),
+                "fields": fields,
+                "written_fields": written,
+                "indexed": t.indexed,
+                "instructions": ips,
+                "evidence_kind": "sampled locked instructions, operands resolved statically (no PMU memory samples)",
+                "strength": if score >= 0.25 { "strong" } else { "moderate" },
+            }),
+        });
+    }
+    out
+}

@@ -121,14 +121,18 @@ pub fn sharing_findings(
         }
         let layout = layouts.get(&t.file).and_then(Option::as_ref);
         let obj = layout.and_then(|l| l.objects.iter().find(|o| o.name == t.object));
-        // The fields on the written cache line.
+        // The fields that share a cache line: for a per-thread index, on any line of the
+        // object; for fixed offsets, on the written line.
         let fields: Vec<String> = obj
             .map(|o| {
+                let line_of =
+                    |m: &scalprof_model::layout::Member| (o.address + m.offset) / line * line;
+                let crowded = |l: u64| o.members.iter().filter(|m| line_of(m) == l).count() >= 2;
                 o.members
                     .iter()
                     .filter(|m| {
-                        let a = o.address + m.offset;
-                        a >= t.line_start && a < t.line_start + line
+                        let l = line_of(m);
+                        crowded(l) && (t.indexed || l == t.line_start)
                     })
                     .map(|m| m.name.clone())
                     .collect()

@@ -369,7 +369,46 @@ pub fn run_report(
             base64(svg)
         );
     }
-    h += "<h2>Cache lines</h2><p class=\"muted\">Layouts of implicated cache lines are not produced yet.</p>";
+    h += "<h2>Cache lines</h2>";
+    let sharing: Vec<&scalprof_model::Finding> = doc
+        .findings
+        .iter()
+        .filter(|f| f.kind == "false_sharing" || f.kind == "true_sharing")
+        .collect();
+    if sharing.is_empty() {
+        h += "<p class=\"muted\">No cache line implicated (see <code>scalprof layout BINARY</code> for a binary's lines).</p>";
+    }
+    for f in sharing {
+        let d = &f.details;
+        let text = |k: &str| d.get(k).and_then(|v| v.as_str()).unwrap_or("?").to_string();
+        let list = |k: &str| -> Vec<String> {
+            d.get(k)
+                .and_then(|v| v.as_array())
+                .map(|a| a.iter().filter_map(|x| x.as_str().map(esc)).collect())
+                .unwrap_or_default()
+        };
+        let written = list("written_fields");
+        let fields: Vec<String> = list("fields")
+            .into_iter()
+            .map(|name| {
+                if written.contains(&name) {
+                    format!("<b>{name}</b>")
+                } else {
+                    name
+                }
+            })
+            .collect();
+        let _ = write!(
+            h,
+            "<p><b>{}</b> <code>{}</code> in {} — cache line {}: fields {} (written fields in bold); writes at {}</p>",
+            esc(&f.kind),
+            esc(&f.subject),
+            esc(&text("file")),
+            esc(&text("cache_line")),
+            if fields.is_empty() { "—".to_string() } else { fields.join(", ") },
+            list("instructions").join(", ")
+        );
+    }
     h += "</body></html>\n";
     h
 }

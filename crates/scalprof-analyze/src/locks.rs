@@ -94,6 +94,42 @@ pub fn is_spin_path(f: &str) -> bool {
         || f.starts_with("_raw_spin_unlock")
 }
 
+/// Adds to the kernel lock rows the on-CPU time the profile sampled in their spin paths:
+/// a stack whose kernel leaf is a spin function is attributed, through its callers, to the
+/// lock those callers name (as for traced contention). Returns the spin time attributed.
+pub fn attribute_spin(rows: &mut [LockRow], profile: &scalprof_model::PointProfile) -> u64 {
+    let mut added = 0;
+    for f in &profile.folded {
+        let kernel: Vec<&str> = f
+            .stack
+            .split(';')
+            .filter_map(|fr| fr.strip_suffix("_[k]"))
+            .collect();
+        let Some(leaf) = kernel.last() else { continue };
+        if !is_spin_path(leaf) {
+            continue;
+        }
+        let flags = if leaf.contains("spin_lock") {
+            LCB_F_SPIN
+        } else {
+            0
+        };
+        // Innermost first, as kernel stacks are read elsewhere.
+        let inner_first: Vec<&str> = kernel.iter().rev().copied().collect();
+        let Some(name) = conventional_name(&inner_first, flags) else {
+            continue;
+        };
+        if let Some(row) = rows
+            .iter_mut()
+            .find(|r| r.scope == "kernel" && r.name == name)
+        {
+            *row.spin_ns.get_or_insert(0) += f.weight;
+            added += f.weight;
+        }
+    }
+    added
+}
+
 /// The conventional name of a dynamic kernel lock, from who takes it.
 fn conventional_name(frames: &[&str], flags: u32) -> Option<&'static str> {
     let any = |pats: &[&str]| frames.iter().any(|f| pats.iter().any(|p| f.contains(p)));
@@ -195,6 +231,7 @@ fn add_kernel_rows(raw: &RawLocks, kallsyms: &Kallsyms, rows: &mut Vec<LockRow>)
                     LockRow {
                         scope: "kernel".into(),
                         wait_ns_per_op: None,
+                        spin_ns: None,
                         attributed_to: (name == "futex hash bucket")
                             .then(|| "user locks".to_string()),
                         name,
@@ -410,6 +447,7 @@ fn add_user_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRow>)
                         callers: Vec::new(),
                         attributed_to: None,
                         wait_ns_per_op: None,
+                        spin_ns: None,
                     },
                     HashMap::new(),
                 )
@@ -554,7 +592,11 @@ pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
         let per_op: Vec<f64> = rows
             .iter()
             .zip(points)
-            .map(|(r, (_, work, _))| r.map_or(0.0, |r| r.total_wait_ns as f64 / work.max(1e-300)))
+            .map(|(r, (_, work, _))| {
+                r.map_or(0.0, |r| {
+                    (r.total_wait_ns + r.spin_ns.unwrap_or(0)) as f64 / work.max(1e-300)
+                })
+            })
             .collect();
         let growth = if single {
             per_op[0]
@@ -660,6 +702,40 @@ mod tests {
                 && is_lock_internal("down_write_killable")
         );
         assert!(!is_lock_internal("__vm_munmap"));
+    }
+
+    #[test]
+    fn spinning_is_added_to_the_lock_its_callers_name() {
+        let mut rows = vec![LockRow {
+            scope: "kernel".into(),
+            name: "mmap_lock".into(),
+            lock_type: "rwsem:W".into(),
+            address: "0x1".into(),
+            count: 10,
+            total_wait_ns: 1000,
+            max_wait_ns: 200,
+            callers: vec![],
+            attributed_to: None,
+            wait_ns_per_op: None,
+            spin_ns: None,
+        }];
+        let p = scalprof_model::PointProfile {
+            folded: vec![
+                scalprof_model::FoldedStack {
+                    stack: "prog;worker;munmap;__x64_sys_munmap_[k];__vm_munmap_[k];down_write_killable_[k];rwsem_down_write_slowpath_[k];rwsem_spin_on_owner_[k]".into(),
+                    samples: 3,
+                    weight: 3000,
+                },
+                scalprof_model::FoldedStack {
+                    stack: "prog;worker;compute".into(),
+                    samples: 5,
+                    weight: 5000,
+                },
+            ],
+            ..Default::default()
+        };
+        assert_eq!(attribute_spin(&mut rows, &p), 3000);
+        assert_eq!(rows[0].spin_ns, Some(3000));
     }
 
     #[test]

@@ -109,6 +109,9 @@ pub fn assemble(
         if let Some((_, lp)) = lock_profiles.iter().find(|(v, _)| *v == p.value) {
             let work = point_work(p, source);
             let mut lp = lp.clone();
+            if let Some(prof) = profile_of(p.value) {
+                locks::attribute_spin(&mut lp.rows, prof);
+            }
             for r in &mut lp.rows {
                 r.wait_ns_per_op = (work > 0.0).then(|| r.total_wait_ns as f64 / work);
             }

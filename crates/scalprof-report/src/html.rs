@@ -288,7 +288,7 @@ pub fn run_report(
             let Some(l) = &p.locks else { continue };
             let _ = write!(
                 h,
-                "<h3>{} {}</h3><table><tr><th>scope</th><th class=\"l\">lock</th><th class=\"l\">type</th><th>contended</th><th>total wait</th><th>avg</th><th>max</th><th class=\"l\">top callers</th></tr>",
+                "<h3>{} {}</h3><table><tr><th>scope</th><th class=\"l\">lock</th><th class=\"l\">type</th><th>contended</th><th>total wait</th><th>avg</th><th>max</th><th>spinning</th><th class=\"l\">top callers</th></tr>",
                 esc(&doc.sweep.parameter),
                 p.value
             );
@@ -300,7 +300,7 @@ pub fn run_report(
                     .collect();
                 let _ = write!(
                     h,
-                    "<tr><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{:.3} ms</td><td>{:.1} µs</td><td>{:.1} µs</td><td class=\"l\">{}</td></tr>",
+                    "<tr><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{:.3} ms</td><td>{:.1} µs</td><td>{:.1} µs</td><td>{}</td><td class=\"l\">{}</td></tr>",
                     esc(&r.scope),
                     esc(&r.name),
                     esc(&r.lock_type),
@@ -308,6 +308,7 @@ pub fn run_report(
                     r.total_wait_ns as f64 / 1e6,
                     r.avg_wait_ns() / 1e3,
                     r.max_wait_ns as f64 / 1e3,
+                    r.spin_ns.map_or("—".into(), |v| format!("{:.3} ms", v as f64 / 1e6)),
                     callers.join(", ")
                 );
             }

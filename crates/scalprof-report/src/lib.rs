@@ -383,6 +383,7 @@ pub fn lock_table(parameter: &str, value: u64, l: &scalprof_model::locks::LockPr
         "total wait",
         "avg",
         "max",
+        "spinning",
         "top callers",
     ]);
     for r in rows {
@@ -403,10 +404,11 @@ pub fn lock_table(parameter: &str, value: u64, l: &scalprof_model::locks::LockPr
             ns(r.total_wait_ns as f64),
             ns(r.avg_wait_ns()),
             ns(r.max_wait_ns as f64),
+            r.spin_ns.map_or("—".into(), |v| ns(v as f64)),
             callers.join(", "),
         ]);
     }
-    for i in 3..7 {
+    for i in 3..8 {
         if let Some(c) = t.column_mut(i) {
             c.set_cell_alignment(CellAlignment::Right);
         }

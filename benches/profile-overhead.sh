@@ -14,8 +14,8 @@ trap 'rm -rf "$work"' EXIT
 "$bin" corpus --out "$work/corpus" >/dev/null
 db="$work/runs.db"
 for i in $(seq "$rounds"); do
-    "$bin" --db "$db" run -t "$threads" --repeat 1 --label plain --no-profile -- "$work/corpus/$program" '{threads}' >/dev/null 2>&1
-    "$bin" --db "$db" run -t "$threads" --repeat 1 --label profiled ${FREQ:+--freq $FREQ} -- "$work/corpus/$program" '{threads}' >/dev/null 2>&1
+    "$bin" --db "$db" run -t "$threads" --repeat 1 --label plain --no-profile --no-locks -- "$work/corpus/$program" '{threads}' >/dev/null 2>&1
+    "$bin" --db "$db" run -t "$threads" --repeat 1 --label profiled --no-locks ${FREQ:+--freq $FREQ} -- "$work/corpus/$program" '{threads}' >/dev/null 2>&1
 done
 python3 - "$bin" "$db" <<'PY'
 import json, statistics, subprocess, sys

@@ -144,7 +144,11 @@ pub fn read_from<R: Read + Seek>(
     let checked = check_header(&header, big_endian, size)
         .and_then(|()| check_feature_table(&mut file, &header, big_endian, size))
         .and_then(|()| check_id_sections(&mut file, &header, big_endian, size))
-        .and_then(|()| check_records(&mut file, &header, big_endian));
+        // Walking every record is only needed when they are about to be parsed.
+        .and_then(|()| match handle {
+            Some(_) => check_records(&mut file, &header, big_endian),
+            None => Ok(()),
+        });
     if let Err((reason, offset)) = checked {
         return Err(ImportError::Corrupt {
             path: name,

@@ -13,10 +13,6 @@ use crate::locks::{LockConfig, LockTracer, RawLocks};
 use crate::perf::{RawProfile, Sampler, SamplingConfig};
 use crate::CollectError;
 
-/// The sweep parameter of thread sweeps; `{threads}` in the command is replaced by the
-/// point's value and SCALPROF_THREADS carries it too. Size sweeps use `size`.
-pub const THREADS: &str = "threads";
-
 /// The environment variable that carries a sweep parameter to the workload.
 pub fn parameter_env(parameter: &str) -> String {
     format!("SCALPROF_{}", parameter.to_ascii_uppercase())

@@ -143,10 +143,10 @@ pub fn run(store: &Store, opts: &RunOptions, interrupt: &Interrupt) -> Result<Ru
     };
     store.set_status(id, status)?;
 
+    let mut doc = load_document(store, id)?;
     // Sharing findings read the binaries, so they are made now, while the files are
     // here, and stored with the run.
     if opts.sampling.is_some() && opts.parameter == "threads" {
-        let doc = load_document(store, id)?;
         let profiles = merged_profiles(store, id)?;
         let input: Vec<(u64, f64, &scalprof_model::PointProfile)> = doc
             .points
@@ -171,9 +171,9 @@ pub fn run(store: &Store, opts: &RunOptions, interrupt: &Interrupt) -> Result<Ru
         );
         if !found.is_empty() {
             store.set_findings(id, &found)?;
+            doc = load_document(store, id)?;
         }
     }
-    let doc = load_document(store, id)?;
     if opts.print_summary {
         print!("{}", scalprof_report::summary(&doc));
     }

@@ -39,7 +39,7 @@ t1=$(date +%s.%N)
 t2=$(date +%s.%N)
 
 samples=$(grep -o '[0-9]* samples' "$work/import.txt" | head -1)
-perf_total=$(awk '{s += $NF} END {printf "%d", s}' "$work/perf.folded")
+perf_total=$(awk '{s += $NF} END {printf "%.0f", s}' "$work/perf.folded")
 ours_total=$("$bin" --db "$work/runs.db" flame latest --folded | awk '{s += $NF} END {print s}')
 echo "folded totals: perf+inferno ${perf_total} (weighted by period), scalprof ${ours_total} samples"
 python3 - "$t0" "$t1" "$t2" "$samples" <<'PY'

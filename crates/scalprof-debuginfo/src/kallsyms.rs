@@ -126,7 +126,12 @@ mod tests {
     fn the_running_kernel_has_symbols_when_root() {
         let k = Kallsyms::load();
         // SAFETY: geteuid has no preconditions.
-        if unsafe { libc_geteuid() } == 0 {
+        if unsafe { libc_geteuid() } != 0 {
+            assert!(std::env::var_os("CI").is_none(), "CI runs as root");
+            eprintln!("skipped: kernel addresses are hidden from non-root users");
+            return;
+        }
+        {
             assert!(k.is_usable());
             let addr = k
                 .address_of("do_syscall_64")

@@ -130,6 +130,67 @@ pub fn attribute_spin(rows: &mut [LockRow], profile: &scalprof_model::PointProfi
     added
 }
 
+/// Whether a kernel frame belongs to the futex system call (user locks' kernel side).
+pub fn is_futex_path(f: &str) -> bool {
+    f.contains("sys_futex") || f == "do_futex" || f.starts_with("futex_")
+}
+
+/// Whether a folded stack ran inside the futex system call.
+fn in_futex_syscall(stack: &str) -> bool {
+    stack
+        .split(';')
+        .filter_map(|fr| fr.strip_suffix("_[k]"))
+        .any(|f| f.contains("sys_futex") || f == "do_futex")
+}
+
+/// The share of `function`'s self samples taken inside the futex system call.
+pub fn futex_share(profile: &scalprof_model::PointProfile, function: &str) -> f64 {
+    let (mut all, mut futex) = (0u64, 0u64);
+    for f in &profile.folded {
+        let leaf = f.stack.rsplit(';').next().unwrap_or("");
+        if leaf.strip_suffix("_[k]") == Some(function) {
+            all += f.weight;
+            if in_futex_syscall(&f.stack) {
+                futex += f.weight;
+            }
+        }
+    }
+    if all == 0 {
+        0.0
+    } else {
+        futex as f64 / all as f64
+    }
+}
+
+/// Adds to the user lock rows the on-CPU time the profile sampled inside the futex system
+/// call — hash-bucket spinning, wake-ups, entering and leaving the kernel: what a
+/// contended user lock costs besides the time its waiters are blocked (which is all the
+/// scheduler-based futex tracing sees). Split over the point's user locks in proportion
+/// to their blocked time. Returns the time attributed.
+pub fn attribute_futex_cpu(rows: &mut [LockRow], profile: &scalprof_model::PointProfile) -> u64 {
+    let on_cpu: u64 = profile
+        .folded
+        .iter()
+        .filter(|f| in_futex_syscall(&f.stack))
+        .map(|f| f.weight)
+        .sum();
+    let waits: u64 = rows
+        .iter()
+        .filter(|r| r.scope == "user" && r.is_lock())
+        .map(|r| r.total_wait_ns)
+        .sum();
+    if on_cpu == 0 || waits == 0 {
+        return 0;
+    }
+    let mut added = 0;
+    for r in rows.iter_mut().filter(|r| r.scope == "user" && r.is_lock()) {
+        let share = (u128::from(on_cpu) * u128::from(r.total_wait_ns) / u128::from(waits)) as u64;
+        *r.spin_ns.get_or_insert(0) += share;
+        added += share;
+    }
+    added
+}
+
 /// The conventional name of a dynamic kernel lock, from who takes it.
 fn conventional_name(frames: &[&str], flags: u32) -> Option<&'static str> {
     let any = |pats: &[&str]| frames.iter().any(|f| pats.iter().any(|p| f.contains(p)));
@@ -197,6 +258,7 @@ pub fn lock_profile(raw: &RawLocks, symbols: &mut Symbols) -> LockProfile {
         snapshots,
         snapshots_resolved: resolved,
         repeats: 1,
+        tracer: raw.tracer,
     }
 }
 
@@ -511,6 +573,8 @@ pub fn merge(profiles: impl IntoIterator<Item = LockProfile>) -> Option<LockProf
                 f.aggregation_map_full += p.failures.aggregation_map_full;
                 f.nested += p.failures.nested;
                 f.lost_snapshots += p.failures.lost_snapshots;
+                o.tracer.bpf_run_ns += p.tracer.bpf_run_ns;
+                o.tracer.bpf_runs += p.tracer.bpf_runs;
             }
         }
     }

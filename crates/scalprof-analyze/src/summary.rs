@@ -111,6 +111,7 @@ pub fn assemble(
             let mut lp = lp.clone();
             if let Some(prof) = profile_of(p.value) {
                 locks::attribute_spin(&mut lp.rows, prof);
+                locks::attribute_futex_cpu(&mut lp.rows, prof);
             }
             for r in &mut lp.rows {
                 r.wait_ns_per_op = (work > 0.0).then(|| r.total_wait_ns as f64 / work);
@@ -130,6 +131,19 @@ pub fn assemble(
     {
         // The spin paths of a named kernel lock are that lock, not a separate hotspot.
         findings.retain(|f| f.kind != "kernel_hotspot" || !locks::is_spin_path(&f.subject));
+    }
+    if lock_findings
+        .iter()
+        .any(|f| f.scope.as_deref() == Some("user"))
+    {
+        // The futex system call's on-CPU time is the user locks' (counted in their
+        // score), not a separate kernel hotspot.
+        let last = points.last().and_then(|p| profile_of(p.value));
+        findings.retain(|f| {
+            f.kind != "kernel_hotspot"
+                || !(locks::is_futex_path(&f.subject)
+                    || last.is_some_and(|prof| locks::futex_share(prof, &f.subject) > 0.5))
+        });
     }
     findings.extend(lock_findings);
     findings.sort_by(|a, b| {

@@ -9,6 +9,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -43,7 +44,7 @@ pub struct LockConfig {
 }
 
 pub use scalprof_model::locks::{
-    KernelLockRaw, LockFailures, ProcMap, RawLocks, StackSnapshot, UserLockRaw,
+    KernelLockRaw, LockFailures, ProcMap, RawLocks, StackSnapshot, TracerCost, UserLockRaw,
 };
 
 pub struct LockTracer {
@@ -137,20 +138,38 @@ fn trace(
         }
     };
 
-    let snapshots: Rc<RefCell<Vec<StackSnapshot>>> = Rc::default();
+    // BPF run-time statistics for as long as this fd is open: the tracer's own cost.
+    let stats = BpfStats::enable();
+    let snapshots: Rc<RefCell<Vec<(u32, u64, StackSnapshot)>>> = Rc::default();
+    let wait_ends: Rc<RefCell<HashMap<(u32, u64), u64>>> = Rc::default();
     let maps: Rc<RefCell<HashMap<u32, Vec<ProcMap>>>> = Rc::default();
     let ring = {
         let snapshots = snapshots.clone();
+        let wait_ends = wait_ends.clone();
         let maps = maps.clone();
         let mut b = RingBufferBuilder::new();
         match b.add(&skel.maps.snapshots, move |data: &[u8]| {
-            if let Some(s) = parse_snapshot(data) {
-                // Read the process's memory map while it is alive: the lock's address
-                // is named from it afterwards.
-                maps.borrow_mut()
-                    .entry(s.tgid)
-                    .or_insert_with(|| read_proc_maps(s.tgid));
-                snapshots.borrow_mut().push(s);
+            match parse_record(data) {
+                Some(Record::Snapshot {
+                    tid,
+                    start,
+                    snapshot,
+                }) => {
+                    // Read the process's memory map while it is alive: the lock's
+                    // address is named from it afterwards.
+                    maps.borrow_mut()
+                        .entry(snapshot.tgid)
+                        .or_insert_with(|| read_proc_maps(snapshot.tgid));
+                    snapshots.borrow_mut().push((tid, start, snapshot));
+                }
+                Some(Record::WaitEnd {
+                    tid,
+                    start,
+                    wait_ns,
+                }) => {
+                    wait_ends.borrow_mut().insert((tid, start), wait_ns);
+                }
+                None => {}
             }
             0
         }) {
@@ -185,13 +204,41 @@ fn trace(
     let _ = ring.consume();
     drop(ring);
 
+    // A copy's wait is known once its waiter ran again (a separate, later record).
+    let ends = wait_ends.take();
+    let snapshots = snapshots
+        .take()
+        .into_iter()
+        .map(|(tid, start, mut s)| {
+            s.wait_ns = ends.get(&(tid, start)).copied().unwrap_or(0);
+            s
+        })
+        .collect();
     let mut out = RawLocks {
-        snapshots: snapshots.take(),
+        snapshots,
         maps: maps.take(),
         ..Default::default()
     };
+    let mut totals = Vec::new();
     for key in skel.maps.kernel_locks.keys() {
         let Ok(Some(val)) = skel.maps.kernel_locks.lookup(&key, MapFlags::ANY) else {
+            continue;
+        };
+        let (Some(lock), Some(flags)) = (u64_at(&key, 0), u32_at(&key, 12)) else {
+            continue;
+        };
+        totals.push(KernelLockRaw {
+            lock,
+            flags,
+            stack: Vec::new(),
+            count: u64_at(&val, 0).unwrap_or(0),
+            total_ns: u64_at(&val, 8).unwrap_or(0),
+            max_ns: u64_at(&val, 16).unwrap_or(0),
+        });
+    }
+    let mut sampled = Vec::new();
+    for key in skel.maps.kernel_stacks.keys() {
+        let Ok(Some(val)) = skel.maps.kernel_stacks.lookup(&key, MapFlags::ANY) else {
             continue;
         };
         let (Some(lock), Some(stack_id), Some(flags)) =
@@ -215,7 +262,7 @@ fn trace(
         } else {
             Vec::new()
         };
-        out.kernel.push(KernelLockRaw {
+        sampled.push(KernelLockRaw {
             lock,
             flags,
             stack,
@@ -224,6 +271,7 @@ fn trace(
             max_ns: u64_at(&val, 16).unwrap_or(0),
         });
     }
+    out.kernel = spread_over_stacks(&totals, &sampled);
     for key in skel.maps.user_locks.keys() {
         let Ok(Some(val)) = skel.maps.user_locks.lookup(&key, MapFlags::ANY) else {
             continue;
@@ -251,7 +299,111 @@ fn trace(
             lost_snapshots: bss.lost_snapshots,
         };
     }
+    if let Some(stats) = &stats {
+        let progs = [
+            skel.progs.on_fork.as_fd(),
+            skel.progs.on_contention_begin.as_fd(),
+            skel.progs.on_contention_end.as_fd(),
+            skel.progs.on_switch.as_fd(),
+        ];
+        out.tracer = stats.read(&progs);
+    }
     out
+}
+
+/// Exact per-lock totals, split over the caller stacks sampled for that lock in
+/// proportion to the sampled wait: counts and wait times sum to the exact totals, each
+/// stack gets its share, the lock's maximum goes to the stack that saw the longest wait.
+/// A lock with no usable sampled stack keeps one row with an empty stack.
+pub fn spread_over_stacks(
+    totals: &[KernelLockRaw],
+    sampled: &[KernelLockRaw],
+) -> Vec<KernelLockRaw> {
+    let mut out = Vec::new();
+    for t in totals {
+        let mine: Vec<&KernelLockRaw> = sampled
+            .iter()
+            .filter(|s| s.lock == t.lock && s.flags == t.flags && !s.stack.is_empty())
+            .collect();
+        let weight: u128 = mine.iter().map(|s| u128::from(s.total_ns.max(1))).sum();
+        if mine.is_empty() || weight == 0 {
+            out.push(t.clone());
+            continue;
+        }
+        let longest = mine
+            .iter()
+            .enumerate()
+            .max_by_key(|(_, s)| s.max_ns)
+            .map_or(0, |(i, _)| i);
+        let (mut count_left, mut ns_left) = (t.count, t.total_ns);
+        for (i, s) in mine.iter().enumerate() {
+            let w = u128::from(s.total_ns.max(1));
+            let (count, total_ns) = if i + 1 == mine.len() {
+                (count_left, ns_left)
+            } else {
+                (
+                    (u128::from(t.count) * w / weight) as u64,
+                    (u128::from(t.total_ns) * w / weight) as u64,
+                )
+            };
+            let (count, total_ns) = (count.min(count_left), total_ns.min(ns_left));
+            count_left -= count;
+            ns_left -= total_ns;
+            if count == 0 && total_ns == 0 {
+                continue;
+            }
+            out.push(KernelLockRaw {
+                lock: t.lock,
+                flags: t.flags,
+                stack: s.stack.clone(),
+                count,
+                total_ns,
+                max_ns: if i == longest {
+                    t.max_ns
+                } else {
+                    s.max_ns.min(t.max_ns)
+                },
+            });
+        }
+    }
+    out
+}
+
+/// `bpf(BPF_ENABLE_STATS)`: the kernel times every BPF program run while the returned
+/// descriptor is open (and stops when it closes, also if scalprof dies).
+struct BpfStats(OwnedFd);
+
+impl BpfStats {
+    fn enable() -> Option<BpfStats> {
+        // SAFETY: a plain system call wrapper; it returns a new descriptor or a negative errno.
+        let fd = unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) };
+        // SAFETY: fd is a fresh descriptor that nothing else owns.
+        (fd >= 0).then(|| BpfStats(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// Run time and run count summed over the given programs.
+    fn read(&self, progs: &[BorrowedFd<'_>]) -> TracerCost {
+        let _ = &self.0;
+        let mut cost = TracerCost::default();
+        for fd in progs {
+            // SAFETY: bpf_prog_info is plain old data; zeroed is a valid value.
+            let mut info: libbpf_sys::bpf_prog_info = unsafe { std::mem::zeroed() };
+            let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
+            // SAFETY: info is a valid, writable buffer of `len` bytes; fd is a program fd.
+            let r = unsafe {
+                libbpf_sys::bpf_prog_get_info_by_fd(
+                    fd.as_raw_fd(),
+                    (&mut info as *mut libbpf_sys::bpf_prog_info).cast(),
+                    &mut len,
+                )
+            };
+            if r == 0 {
+                cost.bpf_run_ns += info.run_time_ns;
+                cost.bpf_runs += info.run_cnt;
+            }
+        }
+        cost
+    }
 }
 
 fn load<'obj>(
@@ -284,17 +436,42 @@ fn i32_at(b: &[u8], off: usize) -> Option<i32> {
     Some(i32::from_ne_bytes(b.get(off..off + 4)?.try_into().ok()?))
 }
 
-/// `struct snapshot` of the BPF program.
-fn parse_snapshot(d: &[u8]) -> Option<StackSnapshot> {
+/// A record of the snapshot ring buffer.
+enum Record {
+    /// `struct snapshot`: a user stack copied as a waiter blocked.
+    Snapshot {
+        tid: u32,
+        start: u64,
+        snapshot: StackSnapshot,
+    },
+    /// `struct wait_end`: that waiter ran again.
+    WaitEnd { tid: u32, start: u64, wait_ns: u64 },
+}
+
+/// Size of `struct wait_end`; snapshots are larger.
+const WAIT_END_SIZE: usize = 24;
+
+fn parse_record(d: &[u8]) -> Option<Record> {
+    if d.len() == WAIT_END_SIZE {
+        return Some(Record::WaitEnd {
+            start: u64_at(d, 0)?,
+            wait_ns: u64_at(d, 8)?,
+            tid: u32_at(d, 16)?,
+        });
+    }
     let len = u32_at(d, 48)? as usize;
-    Some(StackSnapshot {
-        uaddr: u64_at(d, 0)?,
-        wait_ns: u64_at(d, 8)?,
-        ip: u64_at(d, 16)?,
-        sp: u64_at(d, 24)?,
-        bp: u64_at(d, 32)?,
-        tgid: u32_at(d, 40)?,
-        stack: d.get(56..56 + len)?.to_vec(),
+    Some(Record::Snapshot {
+        tid: u32_at(d, 44)?,
+        start: u64_at(d, 8)?,
+        snapshot: StackSnapshot {
+            uaddr: u64_at(d, 0)?,
+            wait_ns: 0,
+            ip: u64_at(d, 16)?,
+            sp: u64_at(d, 24)?,
+            bp: u64_at(d, 32)?,
+            tgid: u32_at(d, 40)?,
+            stack: d.get(56..56 + len)?.to_vec(),
+        },
     })
 }
 
@@ -327,6 +504,82 @@ pub fn parse_proc_maps(text: &str) -> Vec<ProcMap> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn raw(lock: u64, stack: &[u64], count: u64, total_ns: u64, max_ns: u64) -> KernelLockRaw {
+        KernelLockRaw {
+            lock,
+            flags: 0,
+            stack: stack.to_vec(),
+            count,
+            total_ns,
+            max_ns,
+        }
+    }
+
+    #[test]
+    fn sampled_stacks_share_the_exact_totals() {
+        // 1000 contentions of lock 1, of which 30 sampled on stack A and 10 on stack B.
+        let totals = [
+            raw(1, &[], 1000, 4_000_000, 90_000),
+            raw(2, &[], 5, 500, 200),
+        ];
+        let sampled = [
+            raw(1, &[0xa], 30, 300_000, 50_000),
+            raw(1, &[0xb], 10, 100_000, 20_000),
+        ];
+        let out = spread_over_stacks(&totals, &sampled);
+        let lock1: Vec<&KernelLockRaw> = out.iter().filter(|k| k.lock == 1).collect();
+        assert_eq!(lock1.len(), 2);
+        assert_eq!(lock1.iter().map(|k| k.count).sum::<u64>(), 1000);
+        assert_eq!(lock1.iter().map(|k| k.total_ns).sum::<u64>(), 4_000_000);
+        assert_eq!(lock1[0].stack, vec![0xa]);
+        assert_eq!(lock1[0].count, 750);
+        assert_eq!(lock1[0].max_ns, 90_000, "the lock's maximum stays exact");
+        // A lock without a sampled stack keeps its totals, stackless.
+        let lock2: Vec<&KernelLockRaw> = out.iter().filter(|k| k.lock == 2).collect();
+        assert_eq!(lock2.len(), 1);
+        assert_eq!((lock2[0].count, lock2[0].total_ns), (5, 500));
+        assert!(lock2[0].stack.is_empty());
+    }
+
+    #[test]
+    fn ring_records_are_told_apart_by_size() {
+        let mut end = vec![0u8; WAIT_END_SIZE];
+        end[0..8].copy_from_slice(&77u64.to_ne_bytes());
+        end[8..16].copy_from_slice(&5000u64.to_ne_bytes());
+        end[16..20].copy_from_slice(&42u32.to_ne_bytes());
+        assert!(matches!(
+            parse_record(&end),
+            Some(Record::WaitEnd {
+                tid: 42,
+                start: 77,
+                wait_ns: 5000
+            })
+        ));
+        let mut snap = vec![0u8; 56 + 16];
+        snap[0..8].copy_from_slice(&0x1000u64.to_ne_bytes());
+        snap[8..16].copy_from_slice(&77u64.to_ne_bytes());
+        snap[40..44].copy_from_slice(&7u32.to_ne_bytes());
+        snap[44..48].copy_from_slice(&42u32.to_ne_bytes());
+        snap[48..52].copy_from_slice(&16u32.to_ne_bytes());
+        match parse_record(&snap) {
+            Some(Record::Snapshot {
+                tid,
+                start,
+                snapshot,
+            }) => {
+                assert_eq!(
+                    (tid, start, snapshot.uaddr, snapshot.tgid),
+                    (42, 77, 0x1000, 7)
+                );
+                assert_eq!(snapshot.stack.len(), 16);
+            }
+            _ => panic!("not a snapshot"),
+        }
+        // A copy claiming more bytes than it carries is dropped, not read past its end.
+        snap[48..52].copy_from_slice(&4096u32.to_ne_bytes());
+        assert!(parse_record(&snap).is_none());
+    }
 
     #[test]
     fn proc_maps_lines_parse() {

@@ -30,7 +30,8 @@ pub struct UserLockRaw {
     pub max_ns: u64,
 }
 
-/// A copy of a waiting thread's user stack, taken as the futex wait ended.
+/// A copy of a waiting thread's user stack, taken as it blocked on the futex; `wait_ns`
+/// is how long it then waited (0 if it had not run again when tracing stopped).
 #[derive(Clone, Debug, PartialEq)]
 pub struct StackSnapshot {
     pub uaddr: u64,
@@ -70,6 +71,17 @@ pub struct RawLocks {
     /// Memory maps of the traced processes, read while they ran.
     pub maps: HashMap<u32, Vec<ProcMap>>,
     pub failures: LockFailures,
+    /// What the tracer's own BPF programs cost during the execution.
+    pub tracer: TracerCost,
+}
+
+/// The BPF tracer's own run time, measured by the kernel (`BPF_ENABLE_STATS`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TracerCost {
+    /// Time spent in scalprof's BPF programs, over all CPUs.
+    pub bpf_run_ns: u64,
+    /// How many times they ran.
+    pub bpf_runs: u64,
 }
 
 /// A caller of a lock and its share of the lock's wait.
@@ -133,4 +145,7 @@ pub struct LockProfile {
     pub snapshots: u64,
     pub snapshots_resolved: u64,
     pub repeats: u32,
+    /// The tracer's own cost over the merged repeats (zero when unmeasured).
+    #[serde(default)]
+    pub tracer: TracerCost,
 }

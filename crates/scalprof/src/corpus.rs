@@ -43,6 +43,11 @@ pub const PROGRAMS: &[(&str, &str)] = &[
         "clean_parallel",
         include_str!("../../../corpus/clean_parallel.c"),
     ),
+    ("dup_close", include_str!("../../../corpus/dup_close.c")),
+    (
+        "syscall_loop",
+        include_str!("../../../corpus/syscall_loop.c"),
+    ),
 ];
 
 const COMMON_H: &str = include_str!("../../../corpus/common.h");

@@ -96,9 +96,15 @@ pub fn is_spin_path(f: &str) -> bool {
 
 /// Adds to the kernel lock rows the on-CPU time the profile sampled in their spin paths:
 /// a stack whose kernel leaf is a spin function is attributed, through its callers, to the
-/// lock those callers name (as for traced contention). Returns the spin time attributed.
-pub fn attribute_spin(rows: &mut [LockRow], profile: &scalprof_model::PointProfile) -> u64 {
+/// lock those callers name (as for traced contention). Spinlocks are not traced at all
+/// (their waits are on-CPU and a tracepoint program per contention costs more than the
+/// contention): a spinlock without a traced row gets one from the samples alone, named
+/// by convention or as `spinlock@caller`, with `address` "sampled" and `count` the
+/// number of samples. Returns the spin time attributed.
+pub fn attribute_spin(rows: &mut Vec<LockRow>, profile: &scalprof_model::PointProfile) -> u64 {
     let mut added = 0;
+    // Callers of the rows made from samples, by spin weight.
+    let mut sampled_callers: HashMap<String, HashMap<String, u64>> = HashMap::new();
     for f in &profile.folded {
         let kernel: Vec<&str> = f
             .stack
@@ -109,22 +115,61 @@ pub fn attribute_spin(rows: &mut [LockRow], profile: &scalprof_model::PointProfi
         if !is_spin_path(leaf) {
             continue;
         }
-        let flags = if leaf.contains("spin_lock") {
-            LCB_F_SPIN
-        } else {
-            0
-        };
+        let spin = leaf.contains("spin_lock") || leaf.contains("spin_unlock");
+        let flags = if spin { LCB_F_SPIN } else { 0 };
         // Innermost first, as kernel stacks are read elsewhere.
         let inner_first: Vec<&str> = kernel.iter().rev().copied().collect();
-        let Some(name) = conventional_name(&inner_first, flags) else {
-            continue;
+        let caller = inner_first
+            .iter()
+            .find(|f| !is_lock_internal(f))
+            .copied()
+            .unwrap_or("[unknown]");
+        let name = match conventional_name(&inner_first, flags) {
+            Some(n) => n.to_string(),
+            None if spin => format!("spinlock@{caller}"),
+            None => continue,
         };
-        if let Some(row) = rows
+        let row = match rows
+            .iter()
+            .position(|r| r.scope == "kernel" && r.name == name)
+        {
+            Some(i) => &mut rows[i],
+            None if spin => {
+                rows.push(LockRow {
+                    scope: "kernel".into(),
+                    attributed_to: (name == "futex hash bucket").then(|| "user locks".into()),
+                    name: name.clone(),
+                    lock_type: "spinlock".into(),
+                    address: "sampled".into(),
+                    count: 0,
+                    total_wait_ns: 0,
+                    max_wait_ns: 0,
+                    callers: Vec::new(),
+                    wait_ns_per_op: None,
+                    spin_ns: None,
+                });
+                rows.last_mut().expect("just pushed")
+            }
+            None => continue,
+        };
+        if row.address == "sampled" {
+            row.count += f.samples;
+            *sampled_callers
+                .entry(name)
+                .or_default()
+                .entry(caller.to_string())
+                .or_default() += f.weight;
+        }
+        *row.spin_ns.get_or_insert(0) += f.weight;
+        added += f.weight;
+    }
+    for (name, callers) in sampled_callers {
+        if let Some(r) = rows
             .iter_mut()
             .find(|r| r.scope == "kernel" && r.name == name)
         {
-            *row.spin_ns.get_or_insert(0) += f.weight;
-            added += f.weight;
+            let total = callers.values().sum();
+            r.callers = top_callers(callers, total);
         }
     }
     added
@@ -318,12 +363,14 @@ fn add_kernel_rows(raw: &RawLocks, kallsyms: &Kallsyms, rows: &mut Vec<LockRow>)
     }
 }
 
-/// Locks first (joins and condition variables after them), heaviest wait first.
-fn sort_rows(rows: &mut [LockRow]) {
+/// Locks first (joins and condition variables after them), heaviest first (traced wait
+/// plus sampled spinning).
+pub fn sort_rows(rows: &mut [LockRow]) {
+    let cost = |r: &LockRow| r.total_wait_ns + r.spin_ns.unwrap_or(0);
     rows.sort_by(|a, b| {
         b.is_lock()
             .cmp(&a.is_lock())
-            .then(b.total_wait_ns.cmp(&a.total_wait_ns))
+            .then(cost(b).cmp(&cost(a)))
             .then_with(|| a.name.cmp(&b.name))
     });
 }
@@ -611,10 +658,10 @@ pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
         return Vec::new();
     };
     let (first_point, first_work, _) = points[0];
+    // From the clean throughput (work units per second): N threads' time per unit.
     let thread_time_per_op = |p: &Point, work: f64| -> Option<f64> {
-        let wall = p.wall_s?.median;
-        let ok = p.repeats.iter().filter(|r| r.succeeded()).count() as f64;
-        (work > 0.0 && ok > 0.0).then(|| p.value as f64 * wall * 1e9 / (work / ok))
+        let x = p.throughput?;
+        (work > 0.0 && x > 0.0).then(|| p.value as f64 * 1e9 / x)
     };
     let (Some(t_last), Some(t_first)) = (
         thread_time_per_op(last_point, last_work),

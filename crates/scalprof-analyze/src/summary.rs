@@ -13,6 +13,11 @@ use scalprof_model::locks::LockProfile;
 /// are flagged (the 10%; hyperfine warns on outliers in the same spirit).
 pub const NOISY_SPREAD: f64 = 0.10;
 
+/// Traced repeats whose throughput differs from the clean ones' by more than this
+/// fraction describe a perturbed program: the findings say so. 5% is the tracing budget
+/// scalprof holds itself to (the sampler alone costs 1–4% on a 2-CPU VM).
+pub const PERTURBATION_LIMIT: f64 = 0.05;
+
 /// Builds the run document from a run's header, its stored repeats and the merged
 /// profile of each point (empty with --no-profile).
 pub fn assemble(
@@ -112,6 +117,7 @@ pub fn assemble(
             if let Some(prof) = profile_of(p.value) {
                 locks::attribute_spin(&mut lp.rows, prof);
                 locks::attribute_futex_cpu(&mut lp.rows, prof);
+                locks::sort_rows(&mut lp.rows);
             }
             for r in &mut lp.rows {
                 r.wait_ns_per_op = (work > 0.0).then(|| r.total_wait_ns as f64 / work);
@@ -146,6 +152,10 @@ pub fn assemble(
         });
     }
     findings.extend(lock_findings);
+    if threads && !loss_is_real(&points) {
+        // Nothing to explain: a program that scales gets no scaling finding.
+        findings.retain(|f| f.kind == "superlinear_cost");
+    }
     findings.sort_by(|a, b| {
         b.score
             .total_cmp(&a.score)
@@ -204,6 +214,27 @@ pub fn assemble(
     }
 }
 
+/// Whether the last point lost efficiency by more than the clean repeats can tell apart
+/// from noise: more than the relative spread (max − min over median) of the first and
+/// last points' throughput together, and more than 2% in any case. With fewer than two
+/// measured points there is nothing to compare, and findings stand on their own.
+pub fn loss_is_real(points: &[Point]) -> bool {
+    let measured: Vec<&Point> = points.iter().filter(|p| p.efficiency.is_some()).collect();
+    let (Some(first), Some(last)) = (measured.first(), measured.last()) else {
+        return true;
+    };
+    if measured.len() < 2 {
+        return true;
+    }
+    let rel = |p: &Point| {
+        p.throughput_spread
+            .filter(|s| s.median > 0.0)
+            .map_or(0.0, |s| (s.max - s.min) / s.median)
+    };
+    let loss = 1.0 - last.efficiency.unwrap_or(1.0);
+    loss > (rel(first) + rel(last)).max(0.02)
+}
+
 /// Lost samples, truncated stacks and unresolved frames, when they are large enough to
 /// mislead.
 fn profile_warnings(header: &RunHeader, profiles: &[(u64, PointProfile)]) -> Vec<Warning> {
@@ -260,10 +291,17 @@ fn throughput_source(header: &RunHeader, repeats: &[PointRepeat]) -> ThroughputS
     }
 }
 
-/// The work a point's successful repeats did, in throughput units (ops, thread-runs or
-/// runs): what per-operation costs are divided by.
+/// The work a point's profiled repeats did, in throughput units (ops, thread-runs or
+/// runs): what per-operation costs of profiles and lock tables are divided by. These are
+/// the diagnosis repeats; runs stored before clean and traced repeats were separated
+/// profiled their only repeats.
 pub fn point_work(p: &Point, source: ThroughputSource) -> f64 {
-    p.repeats
+    let diagnosed = if p.traced_repeats.is_empty() {
+        &p.repeats
+    } else {
+        &p.traced_repeats
+    };
+    diagnosed
         .iter()
         .filter(|r| r.succeeded())
         .map(|r| match source {
@@ -287,7 +325,9 @@ pub fn repeat_throughput(value: u64, r: &Repeat, source: ThroughputSource) -> Op
     (work > 0.0).then(|| work / r.wall_s)
 }
 
-fn summarize_point(value: u64, repeats: Vec<Repeat>, source: ThroughputSource) -> Point {
+fn summarize_point(value: u64, all: Vec<Repeat>, source: ThroughputSource) -> Point {
+    let (traced_repeats, repeats): (Vec<Repeat>, Vec<Repeat>) =
+        all.into_iter().partition(|r| r.traced);
     let ok: Vec<&Repeat> = repeats.iter().filter(|r| r.succeeded()).collect();
     let wall = spread(ok.iter().map(|r| r.wall_s));
     let user = spread(ok.iter().map(|r| r.user_s));
@@ -296,8 +336,19 @@ fn summarize_point(value: u64, repeats: Vec<Repeat>, source: ThroughputSource) -
         ok.iter()
             .filter_map(|r| repeat_throughput(value, r, source)),
     );
+    let traced = spread(
+        traced_repeats
+            .iter()
+            .filter_map(|r| repeat_throughput(value, r, source)),
+    );
+    let perturbation = match (traced, tput) {
+        (Some(t), Some(c)) if c.median > 0.0 => Some(t.median / c.median - 1.0),
+        _ => None,
+    };
     Point {
         value,
+        traced_repeats,
+        perturbation,
         throughput: tput.map(|s| s.median),
         speedup: None,
         efficiency: None,
@@ -356,6 +407,19 @@ fn warnings(header: &RunHeader, points: &[Point]) -> Vec<Warning> {
                     ),
                 });
             }
+        }
+        if let Some(x) = p.perturbation.filter(|x| x.abs() > PERTURBATION_LIMIT) {
+            out.push(Warning {
+                kind: WarningKind::PerturbedDiagnosis,
+                point: Some(p.value),
+                message: format!(
+                    "{} {}: traced repeats ran {:.0}% {} than clean ones; the findings describe a perturbed run (the reported throughput is the clean one)",
+                    header.sweep.parameter,
+                    p.value,
+                    100.0 * x.abs(),
+                    if x < 0.0 { "slower" } else { "faster" },
+                ),
+            });
         }
         let failed = p.repeats.iter().filter(|r| !r.succeeded()).count();
         if failed > 0 {
@@ -467,8 +531,85 @@ mod tests {
                 major_faults: 0,
                 stdout_path: None,
                 stderr_path: None,
+                traced: false,
             },
         }
+    }
+
+    fn traced(mut r: PointRepeat) -> PointRepeat {
+        r.repeat.traced = true;
+        r
+    }
+
+    #[test]
+    fn throughput_comes_from_clean_repeats_and_perturbation_from_traced_ones() {
+        let reps = vec![
+            rep(1, 0, 1.0, Some(100), 0),
+            rep(1, 1, 1.0, Some(100), 0),
+            traced(rep(1, 2, 2.0, Some(100), 0)),
+            rep(2, 0, 1.0, Some(200), 0),
+            rep(2, 1, 1.0, Some(200), 0),
+            traced(rep(2, 2, 1.02, Some(200), 0)),
+        ];
+        let doc = assemble(&header(vec![1, 2]), &reps, &[], &[], vec![]);
+        let (p1, p2) = (&doc.points[0], &doc.points[1]);
+        assert_eq!((p1.repeats.len(), p1.traced_repeats.len()), (2, 1));
+        assert_eq!(
+            p1.throughput,
+            Some(100.0),
+            "the traced repeat is not counted"
+        );
+        assert!((p1.perturbation.unwrap() + 0.5).abs() < 1e-9);
+        assert!((p2.perturbation.unwrap() - (1.0 / 1.02 - 1.0)).abs() < 1e-9);
+        assert_eq!(p2.speedup, Some(2.0));
+        // Per-op costs of profiles divide by the work of the profiled repeats.
+        assert_eq!(point_work(p1, ThroughputSource::Ops), 100.0);
+        // One warning, for the point traced 50% slower; 2% is within the budget.
+        let perturbed: Vec<_> = doc
+            .warnings
+            .iter()
+            .filter(|w| w.kind == WarningKind::PerturbedDiagnosis)
+            .collect();
+        assert_eq!(perturbed.len(), 1, "{:?}", doc.warnings);
+        assert_eq!(perturbed[0].point, Some(1));
+        assert!(
+            perturbed[0].message.contains("50% slower"),
+            "{}",
+            perturbed[0].message
+        );
+    }
+
+    #[test]
+    fn a_loss_within_the_noise_is_not_real() {
+        let at = |tputs: &[(u64, f64)]| -> Vec<PointRepeat> {
+            tputs
+                .iter()
+                .enumerate()
+                .map(|(i, &(v, x))| rep(v, i as u32, 1.0, Some(x as u64), 0))
+                .collect()
+        };
+        // 2 threads at 1.96× with repeats spreading 4%: nothing to explain.
+        let scales = at(&[
+            (1, 1000.0),
+            (1, 1020.0),
+            (1, 1000.0),
+            (2, 1960.0),
+            (2, 1920.0),
+            (2, 1980.0),
+        ]);
+        let doc = assemble(&header(vec![1, 2]), &scales, &[], &[], vec![]);
+        assert!(!loss_is_real(&doc.points));
+        // 1.5× with the same spread: a real loss.
+        let slow = at(&[
+            (1, 1000.0),
+            (1, 1020.0),
+            (1, 1000.0),
+            (2, 1500.0),
+            (2, 1480.0),
+            (2, 1520.0),
+        ]);
+        let doc = assemble(&header(vec![1, 2]), &slow, &[], &[], vec![]);
+        assert!(loss_is_real(&doc.points));
     }
 
     #[test]

@@ -1,5 +1,7 @@
-//! The sweep: every point, warm-ups then repeats, each repeat handed to a sink the
-//! moment it ends (the store commits it there, so a crash loses at most one repeat).
+//! The sweep: every point, warm-ups, then clean repeats (nothing attached: the numbers
+//! scalprof reports), then diagnosis repeats (the profiler and tracers attached: what the
+//! findings are made of). Each repeat is handed to a sink the moment it ends (the store
+//! commits it there, so a crash loses at most one repeat).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -24,7 +26,11 @@ pub struct SweepPlan {
     /// `threads` or `size`: names the `{placeholder}` and the environment variable.
     pub parameter: String,
     pub values: Vec<u64>,
+    /// Clean (untraced) repeats per point: throughput, speedup and the model.
     pub repeat: u32,
+    /// Diagnosis repeats per point, with the collectors attached (none when no collector
+    /// is on).
+    pub diagnose: u32,
     pub warmup: u32,
     pub timeout: Option<Duration>,
     pub keep_going: bool,
@@ -32,10 +38,21 @@ pub struct SweepPlan {
     pub output_dir: PathBuf,
     /// Must have one capture group: the operation count.
     pub ops_regex: Regex,
-    /// Profile every measured repeat (not warm-ups) with the sampler; `None` = off.
+    /// Profile the diagnosis repeats with the sampler; `None` = off.
     pub sampling: Option<SamplingConfig>,
-    /// Trace lock contention of every measured repeat; `None` = off.
+    /// Trace lock contention in the diagnosis repeats; `None` = off.
     pub locks: Option<LockConfig>,
+}
+
+/// What one execution of the workload is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RepeatKind {
+    /// Unmeasured, before a point's repeats.
+    Warmup,
+    /// Measured with nothing attached.
+    Clean,
+    /// Measured with the collectors attached; its throughput shows what tracing changed.
+    Traced,
 }
 
 /// What the collectors recorded during one repeat.
@@ -47,9 +64,10 @@ pub struct Collected {
 
 /// What the sweep tells its caller as it goes.
 pub trait SweepSink {
-    /// A repeat (or warm-up run, `warmup = true`) is about to start.
-    fn starting(&mut self, value: u64, index: u32, warmup: bool);
-    /// A measured repeat finished; store it now (with its raw profile when sampling).
+    /// A repeat is about to start; `index` counts within its kind.
+    fn starting(&mut self, value: u64, index: u32, kind: RepeatKind);
+    /// A measured repeat (clean or traced: `repeat.traced`) finished; store it now, with
+    /// what the collectors recorded when traced.
     /// An error stops the sweep.
     fn repeat_done(
         &mut self,
@@ -178,18 +196,32 @@ pub fn run(
     let mut sampling = plan.sampling.clone();
     let mut locks = plan.locks.clone();
     for &value in &plan.values {
+        let diagnose = if sampling.is_some() || locks.is_some() {
+            plan.diagnose
+        } else {
+            0
+        };
         let runs = (0..plan.warmup)
-            .map(|i| (i, true))
-            .chain((0..plan.repeat).map(|i| (i, false)));
-        for (index, warmup) in runs {
+            .map(|i| (i, RepeatKind::Warmup))
+            .chain((0..plan.repeat).map(|i| (i, RepeatKind::Clean)))
+            .chain((0..diagnose).map(|i| (i, RepeatKind::Traced)));
+        for (index, kind) in runs {
             if interrupt.requested() {
                 return Ok(SweepEnd::Interrupted(interrupt.signal()));
             }
-            sink.starting(value, index, warmup);
-            let stem = if warmup {
-                format!("p{value}-warmup{index}")
-            } else {
-                format!("p{value}-r{index}")
+            // A collector that failed on an earlier repeat is off: nothing left to trace.
+            if kind == RepeatKind::Traced && sampling.is_none() && locks.is_none() {
+                break;
+            }
+            sink.starting(value, index, kind);
+            let warmup = kind == RepeatKind::Warmup;
+            let traced = kind == RepeatKind::Traced;
+            // Clean and traced repeats share one index space per point.
+            let index = if traced { plan.repeat + index } else { index };
+            let stem = match kind {
+                RepeatKind::Warmup => format!("p{value}-warmup{index}"),
+                RepeatKind::Clean => format!("p{value}-r{index}"),
+                RepeatKind::Traced => format!("p{value}-r{index}-traced"),
             };
             let spec = ExecSpec {
                 argv: substitute(&plan.command, &plan.parameter, value),
@@ -199,7 +231,7 @@ pub fn run(
                 timeout: plan.timeout,
             };
             let (r, collected) =
-                run_collected(&spec, interrupt, warmup, &mut sampling, &mut locks, sink)?;
+                run_collected(&spec, interrupt, traced, &mut sampling, &mut locks, sink)?;
             // A repeat cut short by Ctrl-C is not a measurement: drop it.
             if interrupt.requested() && !r.timed_out && r.exit_code != Some(0) {
                 return Ok(SweepEnd::Interrupted(interrupt.signal()));
@@ -220,6 +252,7 @@ pub fn run(
                 major_faults: r.major_faults,
                 stdout_path: Some(spec.stdout.display().to_string()),
                 stderr_path: Some(spec.stderr.display().to_string()),
+                traced,
             };
             if warmup {
                 sink.warmup_done(value, &repeat);
@@ -246,7 +279,7 @@ pub fn run(
 fn run_collected(
     spec: &ExecSpec,
     interrupt: &Interrupt,
-    warmup: bool,
+    traced: bool,
     sampling: &mut Option<SamplingConfig>,
     locks: &mut Option<LockConfig>,
     sink: &mut dyn SweepSink,
@@ -254,11 +287,11 @@ fn run_collected(
     loop {
         let mut sampler = sampling
             .as_ref()
-            .filter(|_| !warmup)
+            .filter(|_| traced)
             .map(|c| Sampler::new(c.clone()));
         let mut tracer = locks
             .as_ref()
-            .filter(|_| !warmup)
+            .filter(|_| traced)
             .map(|c| LockTracer::new(c.clone()));
         let mut attached: Vec<&mut dyn Attach> = Vec::new();
         if let Some(s) = sampler.as_mut() {
@@ -340,7 +373,7 @@ mod tests {
 
     struct Collect(Vec<(u64, Repeat)>, u32);
     impl SweepSink for Collect {
-        fn starting(&mut self, _: u64, _: u32, _: bool) {}
+        fn starting(&mut self, _: u64, _: u32, _: RepeatKind) {}
         fn repeat_done(&mut self, value: u64, r: &Repeat, _: Collected) -> Result<(), String> {
             self.0.push((value, r.clone()));
             Ok(())
@@ -362,6 +395,7 @@ mod tests {
             parameter: "threads".into(),
             values: vec![1, 2, 3],
             repeat: 2,
+            diagnose: 1,
             warmup: 1,
             timeout: None,
             keep_going,
@@ -433,7 +467,7 @@ mod tests {
         let interrupt = Interrupt::manual();
         struct StopAfter(Collect, Interrupt);
         impl SweepSink for StopAfter {
-            fn starting(&mut self, _: u64, _: u32, _: bool) {}
+            fn starting(&mut self, _: u64, _: u32, _: RepeatKind) {}
             fn repeat_done(&mut self, value: u64, r: &Repeat, p: Collected) -> Result<(), String> {
                 self.0.repeat_done(value, r, p)?;
                 if self.0 .0.len() == 3 {

@@ -128,6 +128,14 @@ pub struct Repeat {
     pub stdout_path: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stderr_path: Option<String>,
+    /// A diagnosis repeat: the profiler and tracers were attached. Its throughput is not
+    /// reported; it measures what tracing changed (`Point::perturbation`).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub traced: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl Repeat {
@@ -164,7 +172,15 @@ pub struct Spread {
 pub struct Point {
     /// The sweep parameter's value (thread count).
     pub value: u64,
+    /// The clean repeats: nothing attached. Throughput, speedup and the model come from these.
     pub repeats: Vec<Repeat>,
+    /// The diagnosis repeats: profiles, lock tables and findings come from these.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub traced_repeats: Vec<Repeat>,
+    /// Traced throughput ÷ clean throughput − 1 (medians): how much the diagnosis repeats
+    /// were slowed (negative) or sped up by being traced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub perturbation: Option<f64>,
     /// Median throughput over successful repeats (`null` if none succeeded).
     pub throughput: Option<f64>,
     /// Throughput relative to the first point, scaled to its parameter value.
@@ -252,6 +268,9 @@ pub enum WarningKind {
     SingleRepeat,
     /// The profile lost samples, or many stacks could not be walked or symbolized.
     ProfileQuality,
+    /// The traced repeats ran more than 5% slower (or faster) than the clean ones: the
+    /// findings describe a perturbed run.
+    PerturbedDiagnosis,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -408,6 +427,7 @@ mod tests {
             major_faults: 0,
             stdout_path: None,
             stderr_path: None,
+            traced: false,
         };
         assert!(r.succeeded());
         r.exit_code = None;

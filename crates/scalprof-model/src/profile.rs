@@ -23,6 +23,13 @@ pub struct ProfileStats {
     pub bad_records: u64,
     /// Whether kernel callchains were collected.
     pub kernel: bool,
+    /// Samples taken inside scalprof's own tracing (BPF programs and the stack unwinds
+    /// they ask for, the sampler's handler): the tool's cost, kept out of the stacks.
+    #[serde(default)]
+    pub overhead_samples: u64,
+    /// Their weight (ns of CPU time for cpu-clock, cycles with a PMU).
+    #[serde(default)]
+    pub overhead_weight: u64,
 }
 
 impl ProfileStats {
@@ -36,6 +43,8 @@ impl ProfileStats {
         self.frames += o.frames;
         self.bad_records += o.bad_records;
         self.kernel |= o.kernel;
+        self.overhead_samples += o.overhead_samples;
+        self.overhead_weight += o.overhead_weight;
     }
 }
 

@@ -57,6 +57,9 @@ pub fn summary(doc: &RunDocument) -> String {
     if let Some(line) = profile_line(doc) {
         out += &format!("profile: {line}\n");
     }
+    if let Some(line) = tracing_line(doc) {
+        out += &format!("tracing: {line}\n");
+    }
     if let Some(d) = &doc.scaling_diff {
         if d.points.len() >= 2 {
             out += &what_grew(d);
@@ -91,6 +94,54 @@ pub fn summary(doc: &RunDocument) -> String {
     }
     out += &format!("\nworkload output: {}\n", doc.output_dir);
     out
+}
+
+/// Per point: how much slower (or faster) the traced repeats ran than the clean ones, and
+/// scalprof's own cost in them (samples in its frames; its BPF programs' run time as a
+/// share of the traced repeats' CPU time).
+fn tracing_line(doc: &RunDocument) -> Option<String> {
+    let parts: Vec<String> = doc
+        .points
+        .iter()
+        .filter(|p| !p.traced_repeats.is_empty())
+        .map(|p| {
+            let mut bits = Vec::new();
+            match p.perturbation {
+                Some(x) => bits.push(format!("traced {:+.1}% vs clean", 100.0 * x)),
+                None => bits.push("traced throughput unknown".into()),
+            }
+            if let Some(st) = p.profile.as_ref().map(|pr| &pr.stats) {
+                let all = st.samples.max(1);
+                bits.push(format!(
+                    "overhead (scalprof) {:.1}% of samples",
+                    100.0 * st.overhead_samples as f64 / all as f64
+                ));
+            }
+            if let Some(l) = p.locks.as_ref().filter(|l| l.tracer.bpf_runs > 0) {
+                let cpu_ns: f64 = p
+                    .traced_repeats
+                    .iter()
+                    .filter(|r| r.succeeded())
+                    .map(|r| (r.user_s + r.sys_s) * 1e9)
+                    .sum();
+                let share = if cpu_ns > 0.0 {
+                    format!(
+                        " ({:.2}% of CPU time)",
+                        100.0 * l.tracer.bpf_run_ns as f64 / cpu_ns
+                    )
+                } else {
+                    String::new()
+                };
+                bits.push(format!(
+                    "BPF {:.1} ms in {} runs{share}",
+                    l.tracer.bpf_run_ns as f64 / 1e6,
+                    l.tracer.bpf_runs
+                ));
+            }
+            format!("{} {}: {}", doc.sweep.parameter, p.value, bits.join(", "))
+        })
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 fn plural(n: usize) -> &'static str {

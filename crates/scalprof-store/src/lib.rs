@@ -107,6 +107,8 @@ const MIGRATIONS: &[&str] = &[
     );",
     // 4: the hot user instructions of each profile (JSON list), for the sharing analysis.
     "ALTER TABLE profiles ADD COLUMN hot TEXT NOT NULL DEFAULT '[]';",
+    // 5: clean and diagnosis (traced) repeats; older runs traced every repeat they profiled.
+    "ALTER TABLE repeats ADD COLUMN traced INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// The schema version this build writes.
@@ -231,8 +233,8 @@ impl Store {
         self.conn.execute(
             "INSERT OR REPLACE INTO repeats (run_id, value, idx, wall_s, user_s, sys_s, ops, exit_code,
                 signal, timed_out, voluntary_csw, involuntary_csw, minor_faults, major_faults,
-                stdout_path, stderr_path)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+                stdout_path, stderr_path, traced)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
             params![
                 id,
                 value as i64,
@@ -250,6 +252,7 @@ impl Store {
                 r.major_faults as i64,
                 r.stdout_path,
                 r.stderr_path,
+                r.traced,
             ],
         )?;
         Ok(())
@@ -526,7 +529,8 @@ impl Store {
         };
         let mut stmt = self.conn.prepare(
             "SELECT value, idx, wall_s, user_s, sys_s, ops, exit_code, signal, timed_out,
-                    voluntary_csw, involuntary_csw, minor_faults, major_faults, stdout_path, stderr_path
+                    voluntary_csw, involuntary_csw, minor_faults, major_faults, stdout_path, stderr_path,
+                    traced
              FROM repeats WHERE run_id = ?1 ORDER BY rowid",
         )?;
         let repeats = stmt
@@ -548,6 +552,7 @@ impl Store {
                         major_faults: r.get::<_, i64>(12)? as u64,
                         stdout_path: r.get(13)?,
                         stderr_path: r.get(14)?,
+                        traced: r.get(15)?,
                     },
                 })
             })?

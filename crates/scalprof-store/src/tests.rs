@@ -36,7 +36,47 @@ fn repeat(index: u32, wall: f64) -> Repeat {
         major_faults: 4,
         stdout_path: Some("/tmp/o".into()),
         stderr_path: None,
+        traced: false,
     }
+}
+
+#[test]
+fn traced_repeats_round_trip_and_older_stores_read_as_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    // A store written at schema 4, before clean and traced repeats were told apart.
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        for sql in &MIGRATIONS[..4] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.pragma_update(None, "user_version", 4).unwrap();
+        conn.execute_batch(
+            "INSERT INTO runs (label, created, command, status, parameter, sweep_values, host,
+                               scaling, ops_regex, output_dir)
+             VALUES ('old', '2026-01-01T00:00:00Z', '[\"./x\"]', 'complete', 'threads', '[1]',
+                     '{\"kernel\":\"6.1\",\"cpus\":2,\"cpu_model\":\"c\",\"pmu\":false}',
+                     'weak', 'ops=(\\d+)', '/tmp');
+             INSERT INTO repeats (run_id, value, idx, wall_s, user_s, sys_s, ops, exit_code,
+                                  signal, timed_out, voluntary_csw, involuntary_csw,
+                                  minor_faults, major_faults)
+             VALUES (1, 1, 0, 1.0, 1.0, 0.0, 100, 0, NULL, 0, 0, 0, 0, 0);",
+        )
+        .unwrap();
+    }
+    let store = Store::open(&path).unwrap();
+    let (_, repeats, _) = store.load(1).unwrap();
+    assert_eq!(repeats.len(), 1);
+    assert!(!repeats[0].repeat.traced, "an old repeat counts as clean");
+    // New repeats keep their kind.
+    let mut r = repeat(1, 1.2);
+    r.traced = true;
+    store.add_repeat(1, 1, &r).unwrap();
+    let (_, repeats, _) = store.load(1).unwrap();
+    assert_eq!(
+        repeats.iter().map(|r| r.repeat.traced).collect::<Vec<_>>(),
+        vec![false, true]
+    );
 }
 
 #[test]

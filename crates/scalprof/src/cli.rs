@@ -68,9 +68,12 @@ pub struct ComplexityArgs {
     /// Input sizes, e.g. `5000,10000,20000,40000` (at least three).
     #[arg(long, value_name = "LIST", required = true)]
     pub sizes: String,
-    /// Measured runs per size.
+    /// Clean (unprofiled) runs per size: the whole workload's time.
     #[arg(long, default_value_t = 3, value_name = "N")]
     pub repeat: u32,
+    /// Profiled runs per size, after the clean ones: the per-function fits come from these.
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub diagnose: u32,
     /// Sampling frequency: higher than for thread sweeps, so small sizes get enough samples.
     #[arg(long, default_value_t = 4999, value_name = "HZ")]
     pub freq: u64,
@@ -143,6 +146,11 @@ pub struct LocksArgs {
     /// Trace every process on the machine, not only the command's tree.
     #[arg(short = 'a', long = "all-cpus")]
     pub system_wide: bool,
+    /// Have the kernel time every run of scalprof's BPF programs (BPF_ENABLE_STATS) and
+    /// report it as the tracer's cost. Exact, but it adds two clock reads to every run:
+    /// without it, the tracer's cost is the share of samples taken in its own frames.
+    #[arg(long)]
+    pub bpf_stats: bool,
     /// Also write the run document to this file.
     #[arg(long, value_name = "PATH")]
     pub json: Option<PathBuf>,
@@ -187,9 +195,16 @@ pub struct RunArgs {
     #[arg(short = 't', long = "threads", value_name = "LIST")]
     pub threads: Option<String>,
 
-    /// Measured runs per point. Use 5 or more on a shared or noisy machine.
+    /// Clean (untraced) runs per point: throughput, speedup, efficiency and the model come
+    /// from these. Use 5 or more on a shared or noisy machine.
     #[arg(long, default_value_t = 3, value_name = "N")]
     pub repeat: u32,
+
+    /// Traced runs per point, after the clean ones: profiles, lock tables and findings come
+    /// from these, and their throughput against the clean runs' is the perturbation tracing
+    /// caused. Raise it when findings vary between runs; 0 measures time only.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub diagnose: u32,
 
     /// Unmeasured runs before each point's repeats: use when the first run warms caches or
     /// page cache that later runs reuse.
@@ -243,6 +258,12 @@ pub struct RunArgs {
     /// Trace locks of every process on the machine, not only the workload's tree.
     #[arg(short = 'a', long = "all-cpus")]
     pub system_wide: bool,
+
+    /// Have the kernel time every run of scalprof's BPF programs (BPF_ENABLE_STATS) and
+    /// report it as the tracer's cost. Exact, but it adds two clock reads to every run:
+    /// without it, the tracer's cost is the share of samples taken in its own frames.
+    #[arg(long)]
+    pub bpf_stats: bool,
 
     /// The workload; `{threads}` in any argument is replaced by the point's thread count,
     /// which is also in the environment as SCALPROF_THREADS.

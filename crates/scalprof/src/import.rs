@@ -119,6 +119,7 @@ pub fn import(store: &Store, path: &Path, label: Option<String>) -> Result<i64> 
             major_faults: 0,
             stdout_path: None,
             stderr_path: None,
+            traced: false,
         },
     )?;
     store.add_profile(id, 1, 0, &profile)?;

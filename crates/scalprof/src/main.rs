@@ -58,6 +58,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 parameter: "threads".into(),
                 values,
                 repeat: args.repeat,
+                diagnose: args.diagnose,
                 warmup: args.warmup,
                 label: args.label,
                 json: args.json,
@@ -75,6 +76,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 }),
                 locks: (!args.no_locks).then_some(scalprof_collect::locks::LockConfig {
                     system_wide: args.system_wide,
+                    bpf_stats: args.bpf_stats,
                 }),
             };
             if args.freq == 0 || args.freq > 100_000 {
@@ -213,6 +215,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 parameter: "size".into(),
                 values: Some(sizes),
                 repeat: args.repeat,
+                diagnose: args.diagnose,
                 warmup: 0,
                 label: args.label,
                 json: args.json,
@@ -289,6 +292,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 parameter: "threads".into(),
                 values: Some(vec![args.threads]),
                 repeat: 1,
+                diagnose: 1,
                 warmup: 0,
                 label: None,
                 json: args.json,
@@ -300,6 +304,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 sampling: None,
                 locks: Some(scalprof_collect::locks::LockConfig {
                     system_wide: args.system_wide,
+                    bpf_stats: args.bpf_stats,
                 }),
             };
             let outcome = run::run(&store, &opts, &interrupt)?;
@@ -383,6 +388,7 @@ fn demo(db: &Option<std::path::PathBuf>, args: cli::DemoArgs) -> Result<ExitCode
             parameter: "threads".into(),
             values: values.clone(),
             repeat: args.repeat,
+            diagnose: 1,
             warmup: 0,
             label: Some(format!("demo-{name}")),
             json: None,

@@ -12,7 +12,7 @@ use scalprof_analyze::profile::{ProfileBuilder, Symbols};
 use scalprof_collect::interrupt::Interrupt;
 use scalprof_collect::locks::LockConfig;
 use scalprof_collect::perf::SamplingConfig;
-use scalprof_collect::sweep::{self, Collected, SweepEnd, SweepPlan, SweepSink};
+use scalprof_collect::sweep::{self, Collected, RepeatKind, SweepEnd, SweepPlan, SweepSink};
 use scalprof_model::{Repeat, RunDocument, RunStatus, Sweep, ThroughputSource};
 use scalprof_store::{NewRun, Store};
 
@@ -23,7 +23,10 @@ pub struct RunOptions {
     /// `threads` (a scaling sweep) or `size` (a complexity sweep).
     pub parameter: String,
     pub values: Option<Vec<u64>>,
+    /// Clean (untraced) repeats per point.
     pub repeat: u32,
+    /// Diagnosis repeats per point (profiler and tracers attached); 0 = timing only.
+    pub diagnose: u32,
     pub warmup: u32,
     pub label: Option<String>,
     pub json: Option<PathBuf>,
@@ -33,9 +36,9 @@ pub struct RunOptions {
     pub keep_going: bool,
     /// Print the summary at the end (the demo prints its own).
     pub print_summary: bool,
-    /// Profile every repeat (`None` with --no-profile).
+    /// Profile the diagnosis repeats (`None` with --no-profile).
     pub sampling: Option<SamplingConfig>,
-    /// Trace locks in every repeat (`None` with --no-locks).
+    /// Trace locks in the diagnosis repeats (`None` with --no-locks).
     pub locks: Option<LockConfig>,
 }
 
@@ -87,23 +90,26 @@ pub fn run(store: &Store, opts: &RunOptions, interrupt: &Interrupt) -> Result<Ru
     let output_dir = output_dir_for(store.path(), id);
     store.set_output_dir(id, &output_dir)?;
 
+    let tracing = (opts.sampling.is_some() || opts.locks.is_some()) && opts.diagnose > 0;
     let plan = SweepPlan {
         command: opts.command.clone(),
         parameter: opts.parameter.clone(),
         values: values.clone(),
         repeat: opts.repeat,
+        diagnose: opts.diagnose,
         warmup: opts.warmup,
         timeout: opts.timeout,
         keep_going: opts.keep_going,
         output_dir: output_dir.clone(),
         ops_regex,
-        sampling: opts.sampling.clone().map(|mut c| {
+        sampling: opts.sampling.clone().filter(|_| tracing).map(|mut c| {
             c.use_pmu = host_pmu;
             c
         }),
-        locks: opts.locks.clone(),
+        locks: opts.locks.clone().filter(|_| tracing),
     };
-    let total = values.len() as u64 * u64::from(opts.repeat + opts.warmup);
+    let diagnose = if tracing { opts.diagnose } else { 0 };
+    let total = values.len() as u64 * u64::from(opts.repeat + opts.warmup + diagnose);
     let bar = ProgressBar::new(total);
     bar.set_style(
         ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
@@ -111,9 +117,14 @@ pub fn run(store: &Store, opts: &RunOptions, interrupt: &Interrupt) -> Result<Ru
             .progress_chars("=> "),
     );
     eprintln!(
-        "scalprof: run {id} ({label}): {} points × {} repeats",
+        "scalprof: run {id} ({label}): {} points × {} repeats{}",
         values.len(),
-        opts.repeat
+        opts.repeat,
+        if diagnose > 0 {
+            format!(" + {diagnose} traced")
+        } else {
+            String::new()
+        }
     );
     let mut sink = StoreSink {
         store,
@@ -121,8 +132,9 @@ pub fn run(store: &Store, opts: &RunOptions, interrupt: &Interrupt) -> Result<Ru
         id,
         bar: &bar,
         repeat: opts.repeat,
+        diagnose,
         warmup: opts.warmup,
-        symbols: (opts.sampling.is_some() || opts.locks.is_some()).then(Symbols::load),
+        symbols: tracing.then(Symbols::load),
         profile_error_shown: false,
     };
     let end = sweep::run(&plan, &mut sink, interrupt);
@@ -256,6 +268,7 @@ struct StoreSink<'a> {
     id: i64,
     bar: &'a ProgressBar,
     repeat: u32,
+    diagnose: u32,
     warmup: u32,
     /// Kernel and ELF symbols, loaded once for the whole sweep.
     symbols: Option<Symbols>,
@@ -289,22 +302,17 @@ impl StoreSink<'_> {
 }
 
 impl SweepSink for StoreSink<'_> {
-    fn starting(&mut self, value: u64, index: u32, warmup: bool) {
-        if warmup {
-            self.bar.set_message(format!(
-                "{} {value} warm-up {}/{}",
-                self.parameter,
-                index + 1,
-                self.warmup
-            ));
-        } else {
-            self.bar.set_message(format!(
-                "{} {value} repeat {}/{}",
-                self.parameter,
-                index + 1,
-                self.repeat
-            ));
-        }
+    fn starting(&mut self, value: u64, index: u32, kind: RepeatKind) {
+        let (what, of) = match kind {
+            RepeatKind::Warmup => ("warm-up", self.warmup),
+            RepeatKind::Clean => ("repeat", self.repeat),
+            RepeatKind::Traced => ("traced repeat", self.diagnose),
+        };
+        self.bar.set_message(format!(
+            "{} {value} {what} {}/{of}",
+            self.parameter,
+            index + 1
+        ));
     }
 
     fn repeat_done(

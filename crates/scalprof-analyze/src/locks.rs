@@ -129,12 +129,15 @@ pub fn attribute_spin(rows: &mut Vec<LockRow>, profile: &scalprof_model::PointPr
             None if spin => format!("spinlock@{caller}"),
             None => continue,
         };
+        // Samples pile up on the unlock that re-enables interrupts (cpu-clock cannot fire
+        // before it): time there is not spinning, so it names no lock of its own.
+        let acquiring = !leaf.contains("spin_unlock");
         let row = match rows
             .iter()
             .position(|r| r.scope == "kernel" && r.name == name)
         {
             Some(i) => &mut rows[i],
-            None if spin => {
+            None if spin && acquiring => {
                 rows.push(LockRow {
                     scope: "kernel".into(),
                     attributed_to: (name == "futex hash bucket").then(|| "user locks".into()),
@@ -771,6 +774,55 @@ fn fmt_list(v: &[f64]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn folded(stacks: &[(&str, u64)]) -> scalprof_model::PointProfile {
+        scalprof_model::PointProfile {
+            folded: stacks
+                .iter()
+                .map(|&(stack, weight)| scalprof_model::FoldedStack {
+                    stack: stack.to_string(),
+                    samples: weight / 1_000_000,
+                    weight,
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn untraced_spinlocks_get_rows_from_their_sampled_spinning() {
+        let prof = folded(&[
+            (
+                "dup_close;worker;__dup_k_[k];alloc_fd_[k];_raw_spin_lock_[k];queued_spin_lock_slowpath_[k]",
+                40_000_000,
+            ),
+            ("dup_close;worker;__close;file_close_fd_[k];_raw_spin_lock_[k]", 10_000_000),
+            // Where interrupts come back on: not spinning, no lock of its own.
+            ("xz;worker;do_exit_[k];_raw_spin_unlock_irqrestore_[k]", 30_000_000),
+            // Spinning in the futex system call: the futex hash bucket, the user locks'.
+            (
+                "x;pthread_mutex_lock;__x64_sys_futex_[k];futex_wake_[k];_raw_spin_lock_[k]",
+                5_000_000,
+            ),
+        ]);
+        let mut rows = Vec::new();
+        let added = attribute_spin(&mut rows, &prof);
+        assert_eq!(added, 55_000_000);
+        let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(
+            names,
+            vec![
+                "spinlock@alloc_fd",
+                "spinlock@file_close_fd",
+                "futex hash bucket"
+            ]
+        );
+        let alloc = &rows[0];
+        assert_eq!((alloc.address.as_str(), alloc.count), ("sampled", 40));
+        assert_eq!(alloc.spin_ns, Some(40_000_000));
+        assert_eq!(alloc.callers[0].function, "alloc_fd");
+        assert_eq!(rows[2].attributed_to.as_deref(), Some("user locks"));
+    }
 
     #[test]
     fn kernel_lock_types_from_flags() {

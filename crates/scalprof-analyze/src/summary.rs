@@ -235,6 +235,19 @@ pub fn loss_is_real(points: &[Point]) -> bool {
     loss > (rel(first) + rel(last)).max(0.02)
 }
 
+/// " (the clean repeats themselves spread N%)" when they spread at all.
+fn spread_note(p: &Point) -> String {
+    p.throughput_spread
+        .filter(|s| s.median > 0.0 && s.max > s.min)
+        .map(|s| {
+            format!(
+                " (the clean repeats themselves spread {:.0}%)",
+                100.0 * (s.max - s.min) / s.median
+            )
+        })
+        .unwrap_or_default()
+}
+
 /// Lost samples, truncated stacks and unresolved frames, when they are large enough to
 /// mislead.
 fn profile_warnings(header: &RunHeader, profiles: &[(u64, PointProfile)]) -> Vec<Warning> {
@@ -413,11 +426,12 @@ fn warnings(header: &RunHeader, points: &[Point]) -> Vec<Warning> {
                 kind: WarningKind::PerturbedDiagnosis,
                 point: Some(p.value),
                 message: format!(
-                    "{} {}: traced repeats ran {:.0}% {} than clean ones; the findings describe a perturbed run (the reported throughput is the clean one)",
+                    "{} {}: traced repeats ran {:.0}% {} than clean ones{}; the findings describe a perturbed run (the reported throughput is the clean one)",
                     header.sweep.parameter,
                     p.value,
                     100.0 * x.abs(),
                     if x < 0.0 { "slower" } else { "faster" },
+                    spread_note(p),
                 ),
             });
         }

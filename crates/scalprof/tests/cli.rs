@@ -85,6 +85,18 @@ fn run_document_keeps_its_contract() {
     assert_eq!(doc["model"]["kind"], "usl");
     assert_eq!(doc["findings"], serde_json::json!([]));
     assert_eq!(doc["points"][2]["repeats"][1]["ops"], 3000);
+    // Two clean repeats per point; as root, one traced repeat too, with its perturbation.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        for p in doc["points"].as_array().unwrap() {
+            assert_eq!(p["repeats"].as_array().unwrap().len(), 2, "{p}");
+            assert_eq!(p["traced_repeats"].as_array().unwrap().len(), 1, "{p}");
+            assert_eq!(p["traced_repeats"][0]["traced"], true);
+            assert!(p["perturbation"].is_number(), "{p}");
+        }
+    } else {
+        eprintln!("not root: traced repeats not checked (profiling needs privileges)");
+    }
     // `show --json` prints the same document the run wrote.
     let shown = scalprof(&db)
         .args(["show", "contract", "--json"])

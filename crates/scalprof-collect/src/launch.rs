@@ -87,10 +87,14 @@ impl Suspended {
         let (err_r, err_w) = pipe_cloexec().map_err(spawn_err)?;
         let (fd_in, fd_out, fd_err) = (devnull.as_raw_fd(), stdout.as_raw_fd(), stderr.as_raw_fd());
         let (go_fd, err_fd) = (go_r.as_raw_fd(), err_w.as_raw_fd());
+        // The parent's ends, which the forked child must close at once: while the child
+        // holds a copy of the go pipe's write end, it never sees EOF when scalprof gives up
+        // on it (a collector failed), and both wait for each other forever.
+        let (go_parent, err_parent) = (go_w.as_raw_fd(), err_r.as_raw_fd());
         let parent = unsafe { libc::getpid() };
 
-        // SAFETY: after fork the child only calls async-signal-safe functions (setpgid,
-        // prctl, getppid, dup2, read, write, execve, _exit) on data prepared above.
+        // SAFETY: after fork the child only calls async-signal-safe functions (close,
+        // setpgid, prctl, getppid, dup2, read, write, execve, _exit) on data prepared above.
         let pid = unsafe { libc::fork() };
         if pid < 0 {
             return Err(spawn_err(std::io::Error::last_os_error()));
@@ -103,6 +107,8 @@ impl Suspended {
                     libc::write(err_fd, msg.as_ptr().cast(), 8);
                     libc::_exit(127);
                 };
+                libc::close(go_parent);
+                libc::close(err_parent);
                 if libc::setpgid(0, 0) != 0 {
                     fail(1);
                 }
@@ -194,8 +200,10 @@ impl Suspended {
     pub fn abort(mut self) {
         self.go.take();
         let mut status = 0;
-        // SAFETY: reaping our own child, which exits when its go pipe closes.
+        // SAFETY: killing and reaping our own child, still held before exec (it would also
+        // exit on its own when its go pipe closes).
         unsafe {
+            libc::kill(self.pid, libc::SIGKILL);
             libc::waitpid(self.pid, &mut status, 0);
         }
     }

@@ -3,6 +3,7 @@
 //! findings are made of). Each repeat is handed to a sink the moment it ends (the store
 //! commits it there, so a crash loses at most one repeat).
 
+use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -189,10 +190,15 @@ pub fn run(
     sink: &mut dyn SweepSink,
     interrupt: &Interrupt,
 ) -> Result<SweepEnd, CollectError> {
-    std::fs::create_dir_all(&plan.output_dir).map_err(|source| CollectError::OutputFile {
-        path: plan.output_dir.clone(),
-        source,
-    })?;
+    // Owner-only, like the store: outputs reveal command lines, paths and data.
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&plan.output_dir)
+        .map_err(|source| CollectError::OutputFile {
+            path: plan.output_dir.clone(),
+            source,
+        })?;
     let mut sampling = plan.sampling.clone();
     let mut locks = plan.locks.clone();
     for &value in &plan.values {

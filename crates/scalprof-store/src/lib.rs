@@ -37,6 +37,12 @@ pub enum StoreError {
     NoSuchRun { reference: String, path: PathBuf },
     #[error("the run store {path} is empty: record a run first (scalprof run -- CMD)")]
     Empty { path: PathBuf },
+    #[error("no run store at {path}: record a run first (scalprof run -- CMD), or pass --db")]
+    Missing { path: PathBuf },
+    #[error(
+        "{path} is an SQLite database of another program (no scalprof tables): pass another --db"
+    )]
+    NotAStore { path: PathBuf },
     #[error("run store query failed")]
     Sql(#[from] rusqlite::Error),
     #[error("run {id} has a malformed {field} column")]
@@ -147,17 +153,32 @@ pub struct Store {
 
 impl Store {
     /// Opens (creating if needed) the store at `path` and applies pending migrations.
+    /// A new store and its folder are the owner's only (0600/0700): profiles reveal
+    /// command lines, paths and symbols.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
-                path: dir.to_path_buf(),
-                source,
-            })?;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|source| StoreError::CreateDir {
+                    path: dir.to_path_buf(),
+                    source,
+                })?;
         }
         let open_err = |source| StoreError::Open {
             path: path.to_path_buf(),
             source,
         };
+        if !path.exists() {
+            // An empty file is a new SQLite database; its journal files take its mode.
+            let _ = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path);
+        }
         let conn = Connection::open(path).map_err(open_err)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(open_err)?;
@@ -175,6 +196,64 @@ impl Store {
         Ok(store)
     }
 
+    /// Opens an existing store for reading only: `runs`, `show`, `report`, `compare` and
+    /// `flame` work on a full disk and for a user who may read the store but not write its
+    /// folder. A store at an older schema is migrated first if it can be written.
+    pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+        use rusqlite::OpenFlags;
+        let open_err = |source| StoreError::Open {
+            path: path.to_path_buf(),
+            source,
+        };
+        if !path.exists() {
+            return Err(StoreError::Missing {
+                path: path.to_path_buf(),
+            });
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags).map_err(open_err)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(open_err)?;
+        let (conn, version) = match user_version(&conn) {
+            Ok(v) => (conn, v),
+            // A WAL store whose folder we may not write: SQLite cannot create the shared
+            // memory file it reads through. Read the file as it is (nothing else can be
+            // writing to it without write access to that folder either).
+            Err(e)
+                if e.sqlite_error_code() == Some(rusqlite::ErrorCode::ReadOnly)
+                    || e.sqlite_error_code() == Some(rusqlite::ErrorCode::CannotOpen) =>
+            {
+                drop(conn);
+                let uri = format!("file:{}?immutable=1", uri_path(path));
+                let conn = Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)
+                    .map_err(open_err)?;
+                let v = user_version(&conn).map_err(open_err)?;
+                (conn, v)
+            }
+            Err(e) => return Err(open_err(e)),
+        };
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::TooNew {
+                path: path.to_path_buf(),
+                found: version,
+                known: SCHEMA_VERSION,
+            });
+        }
+        if version == 0 && !has_table(&conn, "runs")? {
+            return Err(StoreError::NotAStore {
+                path: path.to_path_buf(),
+            });
+        }
+        if version < SCHEMA_VERSION {
+            drop(conn);
+            return Store::open(path);
+        }
+        Ok(Store {
+            conn,
+            path: path.to_path_buf(),
+        })
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -189,6 +268,19 @@ impl Store {
                 found: current,
                 known: SCHEMA_VERSION,
             });
+        }
+        if current == 0 {
+            // A database that is not empty and not ours: do not add tables to it.
+            let tables: i64 = self.conn.query_row(
+                "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'",
+                [],
+                |r| r.get(0),
+            )?;
+            if tables > 0 && !has_table(&self.conn, "runs")? {
+                return Err(StoreError::NotAStore {
+                    path: self.path.clone(),
+                });
+            }
         }
         for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
             let tx = self.conn.transaction()?;
@@ -560,6 +652,35 @@ impl Store {
         let findings = parse(id, "findings", &findings)?;
         Ok((header, repeats, findings))
     }
+}
+
+fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.pragma_query_value(None, "user_version", |r| r.get(0))
+}
+
+/// A path as the path part of an SQLite `file:` URI (`%`, `?` and `#` escaped).
+fn uri_path(path: &Path) -> String {
+    let mut out = String::new();
+    for c in path.to_string_lossy().chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            '?' => out.push_str("%3f"),
+            '#' => out.push_str("%23"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn has_table(conn: &Connection, name: &str) -> Result<bool, StoreError> {
+    Ok(conn
+        .query_row(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1",
+            [name],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some())
 }
 
 fn json<T: serde::Serialize + ?Sized>(v: &T) -> String {

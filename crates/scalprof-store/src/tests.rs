@@ -209,3 +209,57 @@ fn lock_tables_round_trip() {
     store.add_locks(id, 2, 0, &p).unwrap();
     assert_eq!(store.load_locks(id).unwrap(), vec![(2, p)]);
 }
+
+#[test]
+fn a_new_store_is_the_owners_only_and_foreign_databases_are_left_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("new/runs.db");
+    Store::open(&path).unwrap();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&path), 0o600);
+    assert_eq!(mode(path.parent().unwrap()), 0o700);
+    // Another program's SQLite file gets no scalprof tables, read-write or read-only.
+    let other = dir.path().join("other.db");
+    rusqlite::Connection::open(&other)
+        .unwrap()
+        .execute_batch("CREATE TABLE notes (t TEXT);")
+        .unwrap();
+    assert!(matches!(
+        Store::open(&other),
+        Err(StoreError::NotAStore { .. })
+    ));
+    assert!(matches!(
+        Store::open_read_only(&other),
+        Err(StoreError::NotAStore { .. })
+    ));
+    let tables: i64 = rusqlite::Connection::open(&other)
+        .unwrap()
+        .query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(tables, 1);
+    // Reading a store that does not exist does not create it.
+    let missing = dir.path().join("missing.db");
+    assert!(matches!(
+        Store::open_read_only(&missing),
+        Err(StoreError::Missing { .. })
+    ));
+    assert!(!missing.exists());
+}
+
+#[test]
+fn a_read_only_store_reads_what_was_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("runs.db");
+    let store = Store::open(&path).unwrap();
+    let id = store.create_run(&new_run("ro")).unwrap();
+    store.add_repeat(id, 1, &repeat(0, 1.0)).unwrap();
+    drop(store);
+    let ro = Store::open_read_only(&path).unwrap();
+    assert_eq!(ro.list().unwrap().len(), 1);
+    assert_eq!(ro.load(id).unwrap().1.len(), 1);
+    assert!(
+        ro.create_run(&new_run("x")).is_err(),
+        "read-only means read-only"
+    );
+}

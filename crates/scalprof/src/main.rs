@@ -26,6 +26,9 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("scalprof: error: {e:#}");
+            if let Some(h) = hint(&e) {
+                eprintln!("scalprof: {h}");
+            }
             ExitCode::from(1)
         }
     }
@@ -34,6 +37,25 @@ fn main() -> ExitCode {
 fn open_store(cli_db: &Option<std::path::PathBuf>) -> Result<Store> {
     let path = cli_db.clone().unwrap_or_else(scalprof_store::default_path);
     Ok(Store::open(&path)?)
+}
+
+/// For the commands that only read the store.
+fn open_store_read_only(cli_db: &Option<std::path::PathBuf>) -> Result<Store> {
+    let path = cli_db.clone().unwrap_or_else(scalprof_store::default_path);
+    Ok(Store::open_read_only(&path)?)
+}
+
+/// What to do about an error, when its cause is one the user can fix: a full disk.
+fn hint(e: &anyhow::Error) -> Option<&'static str> {
+    let full = e.chain().any(|c| {
+        c.downcast_ref::<rusqlite::Error>()
+            .and_then(|e| e.sqlite_error_code())
+            == Some(rusqlite::ErrorCode::DiskFull)
+            || c.downcast_ref::<std::io::Error>()
+                .and_then(|e| e.raw_os_error())
+                == Some(28) // ENOSPC
+    });
+    full.then_some("the disk is full: free space where the store and the workload output live (--db), then rerun; every finished repeat is kept")
 }
 
 /// 0 for a complete run, 130 (128 + SIGINT) when interrupted, 1 when the workload failed.
@@ -125,7 +147,17 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Runs => {
-            let store = open_store(&cli.db)?;
+            let path = cli.db.clone().unwrap_or_else(scalprof_store::default_path);
+            let store = match Store::open_read_only(&path) {
+                Err(scalprof_store::StoreError::Missing { .. }) => {
+                    println!(
+                        "no runs in {} yet: scalprof run -- CMD, or scalprof demo",
+                        path.display()
+                    );
+                    return Ok(ExitCode::SUCCESS);
+                }
+                other => other?,
+            };
             let rows: Vec<scalprof_report::RunRow> = store
                 .list()?
                 .into_iter()
@@ -149,7 +181,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Show(args) => {
-            let store = open_store(&cli.db)?;
+            let store = open_store_read_only(&cli.db)?;
             let id = store.resolve(&args.run)?;
             let doc = run::load_document(&store, id)?;
             if args.json {
@@ -192,7 +224,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Report(args) => {
-            let store = open_store(&cli.db)?;
+            let store = open_store_read_only(&cli.db)?;
             let id = store.resolve(&args.run)?;
             let out = args
                 .output
@@ -234,7 +266,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(exit_code_for(outcome.doc.status))
         }
         Command::Compare(args) => {
-            let store = open_store(&cli.db)?;
+            let store = open_store_read_only(&cli.db)?;
             let (ia, ib) = (store.resolve(&args.a)?, store.resolve(&args.b)?);
             let (a, b) = (
                 run::load_document(&store, ia)?,
@@ -350,7 +382,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Flame(args) => {
-            let store = open_store(&cli.db)?;
+            let store = open_store_read_only(&cli.db)?;
             flame::flame(&store, args)?;
             Ok(ExitCode::SUCCESS)
         }

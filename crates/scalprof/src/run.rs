@@ -248,13 +248,16 @@ pub fn merged_locks(
         .collect())
 }
 
-/// Workload outputs live next to the store: `<store dir>/runs/<id>/`.
-fn output_dir_for(db: &Path, id: i64) -> PathBuf {
-    db.parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
-        .join("runs")
-        .join(id.to_string())
+/// Workload outputs live next to the store, in a folder named after it:
+/// `<dir>/runs.db.d/<id>/`. Two stores in one folder number their runs alike, so the
+/// folder must belong to one store.
+pub fn output_dir_for(db: &Path, id: i64) -> PathBuf {
+    let mut name = db
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_else(|| "runs.db".into());
+    name.push(".d");
+    db.with_file_name(name).join(id.to_string())
 }
 
 pub fn write_json(path: &Path, doc: &RunDocument) -> Result<()> {

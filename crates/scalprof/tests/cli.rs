@@ -431,7 +431,10 @@ fn the_default_store_follows_xdg_data_home() {
         .assert()
         .success();
     assert!(dir.path().join("scalprof/runs.db").exists());
-    assert!(dir.path().join("scalprof/runs/1/p1-r0.stdout").exists());
+    assert!(dir
+        .path()
+        .join("scalprof/runs.db.d/1/p1-r0.stdout")
+        .exists());
 }
 
 #[test]
@@ -551,4 +554,31 @@ fn which(program: &str) -> Option<std::path::PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?)
         .map(|d| d.join(program))
         .find(|p| p.is_file())
+}
+
+#[test]
+fn two_stores_in_one_folder_keep_their_own_workload_output() {
+    let dir = tempfile::tempdir().unwrap();
+    for (db, word) in [("a.db", "apple"), ("b.db", "banana")] {
+        scalprof(&dir.path().join(db))
+            .args(["run", "-t", "1", "--repeat", "1", "--diagnose", "0", "--"])
+            .args(["sh", "-c", &format!("echo ops=1 {word}")])
+            .assert()
+            .success();
+    }
+    for (db, word) in [("a.db", "apple"), ("b.db", "banana")] {
+        let out = scalprof(&dir.path().join(db))
+            .args(["show", "1", "--json"])
+            .output()
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let stdout = doc["points"][0]["repeats"][0]["stdout_path"]
+            .as_str()
+            .unwrap();
+        assert!(stdout.contains(&format!("{db}.d")), "{stdout}");
+        assert_eq!(
+            std::fs::read_to_string(stdout).unwrap(),
+            format!("ops=1 {word}\n")
+        );
+    }
 }

@@ -17,12 +17,16 @@ use statrs::distribution::{ContinuousCDF, StudentsT};
 pub enum FitError {
     #[error("no observations to fit")]
     Empty,
-    #[error("observation {index} is not usable: concurrency {n} and throughput {x} must be positive and finite")]
-    BadObservation { index: usize, n: f64, x: f64 },
+    #[error("data row {row} is not usable: concurrency {n} and throughput {x} must be positive and finite")]
+    BadObservation { row: usize, n: f64, x: f64 },
     #[error("all observations are at concurrency {0}: a scaling model needs at least two distinct values")]
     SinglePoint(f64),
     #[error("the fit did not converge")]
     NoConvergence,
+    #[error(
+        "the fit gave a non-finite {0}: the throughputs span too many orders of magnitude to fit"
+    )]
+    NotFinite(&'static str),
 }
 
 const LAMBDA: usize = 0;
@@ -37,9 +41,52 @@ pub fn fit(observations: &[(f64, f64)]) -> Result<Model, FitError> {
     }
     for (index, &(n, x)) in observations.iter().enumerate() {
         if !(n.is_finite() && x.is_finite() && n > 0.0 && x > 0.0) {
-            return Err(FitError::BadObservation { index, n, x });
+            return Err(FitError::BadObservation {
+                row: index + 1,
+                n,
+                x,
+            });
         }
     }
+    // Fit in units of the smallest concurrency's mean throughput: the solver's tolerances
+    // and the sums of squares are then of order one whatever the data's magnitude (1e200
+    // or 1e-300 ops/s fitted raw gave σ = 0, or overflowed to a 300-digit λ and R² NaN).
+    let n_min = observations
+        .iter()
+        .map(|o| o.0)
+        .fold(f64::INFINITY, f64::min);
+    let first: Vec<f64> = observations
+        .iter()
+        .filter(|o| o.0 == n_min)
+        .map(|o| o.1)
+        .collect();
+    let scale = first.iter().map(|x| x / first.len() as f64).sum::<f64>();
+    if !(scale.is_finite() && scale > 0.0) {
+        return Err(FitError::NotFinite("scale"));
+    }
+    let scaled: Vec<(f64, f64)> = observations.iter().map(|&(n, x)| (n, x / scale)).collect();
+    let mut m = fit_normalized(&scaled)?;
+    m.lambda *= scale;
+    if let Some(e) = m.lambda_est.as_mut() {
+        e.std_error *= scale;
+        e.ci95 = [e.ci95[0] * scale, e.ci95[1] * scale];
+    }
+    for (what, v) in [
+        ("σ", m.sigma),
+        ("κ", m.kappa),
+        ("λ", m.lambda),
+        ("R²", m.r2),
+        ("peak", m.peak.unwrap_or(0.0)),
+    ] {
+        if !v.is_finite() {
+            return Err(FitError::NotFinite(what));
+        }
+    }
+    Ok(m)
+}
+
+/// The fit itself, on throughputs of order one (see [`fit`]).
+fn fit_normalized(observations: &[(f64, f64)]) -> Result<Model, FitError> {
     let mut distinct: Vec<f64> = observations.iter().map(|o| o.0).collect();
     distinct.sort_by(f64::total_cmp);
     distinct.dedup();
@@ -331,6 +378,33 @@ fn to_model(obs: &[(f64, f64)], sol: &Solution, usl: bool, distinct: usize) -> M
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_fit_does_not_depend_on_the_units_of_throughput() {
+        // Flat throughput: all contention (σ = 1), at any magnitude.
+        for scale in [1e-300, 1.0, 1e200, 1e300] {
+            let m = fit(&[(1.0, scale), (2.0, scale), (4.0, scale)]).unwrap();
+            assert!((m.sigma - 1.0).abs() < 1e-6, "scale {scale}: {m:?}");
+            assert!(
+                (m.lambda / scale - 1.0).abs() < 1e-6,
+                "scale {scale}: {m:?}"
+            );
+            assert!(m.r2.is_finite());
+        }
+        // The same data in different units gives the same σ and κ, and λ in those units.
+        let data = [(1.0, 65.0), (2.0, 120.0), (4.0, 200.0), (8.0, 280.0)];
+        let base = fit(&data).unwrap();
+        for scale in [1e-300, 1e300 / 300.0] {
+            let scaled: Vec<(f64, f64)> = data.iter().map(|&(n, x)| (n, x * scale)).collect();
+            let m = fit(&scaled).unwrap();
+            assert!(
+                (m.sigma - base.sigma).abs() < 1e-9 * base.sigma.max(1.0),
+                "{m:?}"
+            );
+            assert!((m.kappa - base.kappa).abs() < 1e-9, "{m:?}");
+            assert!((m.lambda / scale / base.lambda - 1.0).abs() < 1e-9, "{m:?}");
+        }
+    }
+
     fn sig3(a: f64, b: f64) -> bool {
         // Equal to three significant figures.
         let scale = 10f64.powf(a.abs().log10().floor() - 2.0);
@@ -383,7 +457,7 @@ mod tests {
         );
         assert!(matches!(
             fit(&[(1.0, 5.0), (2.0, f64::NAN)]),
-            Err(FitError::BadObservation { index: 1, .. })
+            Err(FitError::BadObservation { row: 2, .. })
         ));
     }
 

@@ -248,7 +248,8 @@ pub struct Model {
 impl Model {
     /// Predicted throughput at concurrency `n`.
     pub fn predict(&self, n: f64) -> f64 {
-        self.lambda * n / (1.0 + self.sigma * (n - 1.0) + self.kappa * n * (n - 1.0))
+        // λ last, so that a λ near the largest double does not overflow before the division.
+        self.lambda * (n / (1.0 + self.sigma * (n - 1.0) + self.kappa * n * (n - 1.0)))
     }
 }
 

@@ -215,6 +215,10 @@ fn spread(s: Option<Spread>) -> String {
 
 /// Compact number: 3 significant digits with k/M/G suffixes.
 pub fn si(x: f64) -> String {
+    // Past tera (or below a thousandth, but not zero), scientific notation stays short.
+    if x.is_finite() && x != 0.0 && (x.abs() >= 1e12 || x.abs() < 1e-3) {
+        return format!("{x:.3e}");
+    }
     let (v, suffix) = match x.abs() {
         a if a >= 1e9 => (x / 1e9, "G"),
         a if a >= 1e6 => (x / 1e6, "M"),

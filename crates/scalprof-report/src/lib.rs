@@ -8,6 +8,29 @@ use comfy_table::presets::UTF8_BORDERS_ONLY;
 use comfy_table::{CellAlignment, Table};
 use scalprof_model::{Model, ModelKind, Point, RunDocument, Spread};
 
+/// Text for a terminal: control characters other than newline — which a workload's label,
+/// command, output or symbol names may carry (ESC sequences can rewrite the screen or the
+/// window title) — are shown in caret notation (`^[`), as `cat -v` does; C1 controls as
+/// `\u{9b}`.
+pub fn terminal_safe(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' => out.push('\n'),
+            c if (c as u32) < 0x20 => {
+                out.push('^');
+                out.push(char::from(b'@' + c as u8));
+            }
+            '\u{7f}' => out.push_str("^?"),
+            c if ('\u{80}'..='\u{9f}').contains(&c) => {
+                out.push_str(&format!("\\u{{{:x}}}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// The terminal summary of a run.
 pub fn summary(doc: &RunDocument) -> String {
     let mut out = String::new();
@@ -778,6 +801,15 @@ pub fn layout_text(l: &scalprof_model::layout::Layout, what: &str, line: u64) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_characters_never_reach_the_terminal() {
+        assert_eq!(
+            terminal_safe("a\x1b]0;pwned\x07b\nc\td\x7f\u{9b}2J"),
+            "a^[]0;pwned^Gb\nc^Id^?\\u{9b}2J"
+        );
+        assert_eq!(terminal_safe("plain · text ✓"), "plain · text ✓");
+    }
 
     #[test]
     fn compact_numbers() {

@@ -25,7 +25,10 @@ fn main() -> ExitCode {
     match dispatch(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("scalprof: error: {e:#}");
+            eprintln!(
+                "scalprof: error: {}",
+                scalprof_report::terminal_safe(&format!("{e:#}"))
+            );
             if let Some(h) = hint(&e) {
                 eprintln!("scalprof: {h}");
             }
@@ -176,7 +179,10 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                     store.path().display()
                 );
             } else {
-                println!("{}", scalprof_report::runs_table(&rows));
+                println!(
+                    "{}",
+                    scalprof_report::terminal_safe(&scalprof_report::runs_table(&rows).to_string())
+                );
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -187,7 +193,10 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&doc)?);
             } else {
-                print!("{}", scalprof_report::summary(&doc));
+                print!(
+                    "{}",
+                    scalprof_report::terminal_safe(&scalprof_report::summary(&doc))
+                );
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -276,7 +285,12 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&c)?);
             } else {
-                print!("{}", scalprof_report::comparison(&c, &a.label, &b.label));
+                print!(
+                    "{}",
+                    scalprof_report::terminal_safe(&scalprof_report::comparison(
+                        &c, &a.label, &b.label
+                    ))
+                );
             }
             if let Some(out) = &args.flame {
                 let last = c.points.last().map(|p| p.value);
@@ -345,7 +359,11 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 match &p.locks {
                     Some(l) => print!(
                         "{}",
-                        scalprof_report::lock_table(&doc.sweep.parameter, p.value, l)
+                        scalprof_report::terminal_safe(&scalprof_report::lock_table(
+                            &doc.sweep.parameter,
+                            p.value,
+                            l
+                        ))
                     ),
                     None => println!("no lock data (see the warning above)"),
                 }
@@ -359,11 +377,14 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 println!("\nfindings:");
                 for f in lock_findings {
                     println!(
-                        "  {:>4.0}%  {} ({}): {}",
-                        f.score * 100.0,
-                        f.subject,
-                        f.scope.as_deref().unwrap_or(""),
-                        f.evidence
+                        "{}",
+                        scalprof_report::terminal_safe(&format!(
+                            "  {:>4.0}%  {} ({}): {}",
+                            f.score * 100.0,
+                            f.subject,
+                            f.scope.as_deref().unwrap_or(""),
+                            f.evidence
+                        ))
                     );
                 }
             }
@@ -377,7 +398,10 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             let store = open_store(&cli.db)?;
             let id = import::import(&store, &args.file, args.label)?;
             let doc = run::load_document(&store, id)?;
-            print!("{}", scalprof_report::summary(&doc));
+            print!(
+                "{}",
+                scalprof_report::terminal_safe(&scalprof_report::summary(&doc))
+            );
             eprintln!("scalprof: imported as run {id} (scalprof flame {id})");
             Ok(ExitCode::SUCCESS)
         }

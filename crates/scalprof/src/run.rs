@@ -116,8 +116,9 @@ pub fn run(store: &Store, opts: &RunOptions, interrupt: &Interrupt) -> Result<Ru
             .expect("static template")
             .progress_chars("=> "),
     );
+    let label_shown = scalprof_report::terminal_safe(&label);
     eprintln!(
-        "scalprof: run {id} ({label}): {} points × {} repeats{}",
+        "scalprof: run {id} ({label_shown}): {} points × {} repeats{}",
         values.len(),
         opts.repeat,
         if diagnose > 0 {
@@ -187,7 +188,10 @@ pub fn run(store: &Store, opts: &RunOptions, interrupt: &Interrupt) -> Result<Ru
         }
     }
     if opts.print_summary {
-        print!("{}", scalprof_report::summary(&doc));
+        print!(
+            "{}",
+            scalprof_report::terminal_safe(&scalprof_report::summary(&doc))
+        );
     }
     match &end {
         SweepEnd::Interrupted(sig) => eprintln!(
@@ -298,6 +302,7 @@ impl StoreSink<'_> {
                 }
             }
         }
+        let msg = scalprof_report::terminal_safe(&msg);
         self.bar.suspend(|| {
             let _ = std::io::stderr().write_all(msg.as_bytes());
         });

@@ -582,3 +582,43 @@ fn two_stores_in_one_folder_keep_their_own_workload_output() {
         );
     }
 }
+
+#[test]
+fn escape_sequences_from_the_workload_never_reach_the_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let evil = "\x1b]0;pwned\x07\x1b[2J";
+    let run = scalprof(&db)
+        .args([
+            "run",
+            "-t",
+            "1",
+            "--repeat",
+            "1",
+            "--diagnose",
+            "0",
+            "--label",
+        ])
+        .arg(format!("x{evil}"))
+        .args(["--", "sh", "-c"])
+        .arg(format!("printf 'boom{evil}\\n' >&2; exit 3"))
+        .output()
+        .unwrap();
+    let runs = scalprof(&db).arg("runs").output().unwrap();
+    let show = scalprof(&db).args(["show", "latest"]).output().unwrap();
+    for (what, bytes) in [
+        ("run stdout", &run.stdout),
+        ("run stderr", &run.stderr),
+        ("runs", &runs.stdout),
+        ("show", &show.stdout),
+    ] {
+        let text = String::from_utf8_lossy(bytes);
+        assert!(
+            !text.contains('\x1b') && !text.contains('\x07'),
+            "{what}: {text:?}"
+        );
+    }
+    // Shown, neutralized: the user still sees what was there.
+    assert!(String::from_utf8_lossy(&run.stderr).contains("boom^[]0;pwned^G"));
+    assert!(String::from_utf8_lossy(&runs.stdout).contains("x^[]0;pwned"));
+}

@@ -180,6 +180,26 @@ pub fn compare(a: &RunDocument, b: &RunDocument) -> Comparison {
             .collect()
     };
     let (ka, kb) = (keys(a), keys(b));
+    let mut warnings = Vec::new();
+    if a.command != b.command {
+        warnings.push(format!(
+            "A and B ran different commands (A: {}; B: {}): right for two builds of one program, otherwise the difference may be the command",
+            a.command.join(" "),
+            b.command.join(" ")
+        ));
+    }
+    if a.throughput.unit != b.throughput.unit {
+        warnings.push(format!(
+            "throughput is in {} for A but {} for B: the throughput rows compare different measures",
+            a.throughput.unit, b.throughput.unit
+        ));
+    }
+    if a.host != b.host {
+        warnings.push(format!(
+            "A and B were measured on different hosts or kernels (A: Linux {}, {} CPUs; B: Linux {}, {} CPUs)",
+            a.host.kernel, a.host.cpus, b.host.kernel, b.host.cpus
+        ));
+    }
     Comparison {
         schema: "scalprof.compare/1".into(),
         a: a.id.clone(),
@@ -188,6 +208,7 @@ pub fn compare(a: &RunDocument, b: &RunDocument) -> Comparison {
         points,
         findings_appeared: kb.iter().filter(|k| !ka.contains(k)).cloned().collect(),
         findings_disappeared: ka.iter().filter(|k| !kb.contains(k)).cloned().collect(),
+        warnings,
     }
 }
 

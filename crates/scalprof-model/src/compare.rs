@@ -57,4 +57,7 @@ pub struct Comparison {
     /// Findings (kind: subject) present in B but not in A, and the reverse.
     pub findings_appeared: Vec<String>,
     pub findings_disappeared: Vec<String>,
+    /// What makes A and B not like for like: different commands, throughput units or hosts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }

@@ -534,6 +534,9 @@ pub fn lock_growth(doc: &RunDocument) -> String {
 /// The terminal view of a comparison (ministat-style verdicts per point and metric).
 pub fn comparison(c: &scalprof_model::compare::Comparison, a_label: &str, b_label: &str) -> String {
     let mut out = format!("A: run {} ({a_label})\nB: run {} ({b_label})\n", c.a, c.b);
+    for w in &c.warnings {
+        out += &format!("  ! {w}\n");
+    }
     if c.points.is_empty() {
         out += "\nthe runs have no sweep point in common\n";
     }

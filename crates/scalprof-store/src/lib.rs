@@ -501,7 +501,11 @@ impl Store {
             return latest(0);
         }
         if let Some(n) = reference.strip_prefix("latest~") {
-            return n.parse::<i64>().map_err(|_| not_found()).and_then(latest);
+            // A count back from the newest: `latest~-1` is no run, not the newest.
+            return n
+                .parse::<u32>()
+                .map_err(|_| not_found())
+                .and_then(|n| latest(i64::from(n)));
         }
         if let Ok(id) = reference.parse::<i64>() {
             let found: Option<i64> = self

@@ -101,6 +101,7 @@ fn repeats_round_trip_and_runs_resolve() {
     let e = store.resolve("gamma").unwrap_err().to_string();
     assert!(e.contains("gamma") && e.contains("scalprof runs"), "{e}");
     assert!(store.resolve("latest~5").is_err());
+    assert!(store.resolve("latest~-1").is_err(), "not the newest run");
 
     let (h, reps, findings) = store.load(a).unwrap();
     assert_eq!(h.label, "alpha");

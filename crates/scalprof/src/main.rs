@@ -61,12 +61,26 @@ fn hint(e: &anyhow::Error) -> Option<&'static str> {
     full.then_some("the disk is full: free space where the store and the workload output live (--db), then rerun; every finished repeat is kept")
 }
 
-/// 0 for a complete run, 130 (128 + SIGINT) when interrupted, 1 when the workload failed.
-fn exit_code_for(status: RunStatus) -> ExitCode {
-    match status {
-        RunStatus::Complete | RunStatus::Running => ExitCode::SUCCESS,
-        RunStatus::Interrupted => ExitCode::from(130),
+/// 0 for a complete run with a measurement; 128 + the signal when interrupted (130 for
+/// SIGINT, 143 for SIGTERM); 1 when the workload failed, also when `--keep-going` went on
+/// past failures and no repeat succeeded.
+fn exit_code_for(doc: &scalprof_model::RunDocument, interrupt: &Interrupt) -> ExitCode {
+    match doc.status {
+        RunStatus::Interrupted => {
+            ExitCode::from(128u8.saturating_add(interrupt.signal().unwrap_or(2) as u8))
+        }
         RunStatus::Failed => ExitCode::from(1),
+        RunStatus::Complete | RunStatus::Running => {
+            let any_ok = doc
+                .points
+                .iter()
+                .any(|p| p.repeats.iter().any(|r| r.succeeded()));
+            if any_ok || doc.points.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
     }
 }
 
@@ -118,7 +132,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 let id: i64 = outcome.doc.id.parse().context("run id")?;
                 report::write_report(&store, id, path)?;
             }
-            Ok(exit_code_for(outcome.doc.status))
+            Ok(exit_code_for(&outcome.doc, &interrupt))
         }
         Command::Fit(args) => {
             let text = std::fs::read_to_string(&args.file)
@@ -272,7 +286,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 locks: None,
             };
             let outcome = run::run(&store, &opts, &interrupt)?;
-            Ok(exit_code_for(outcome.doc.status))
+            Ok(exit_code_for(&outcome.doc, &interrupt))
         }
         Command::Compare(args) => {
             let store = open_store_read_only(&cli.db)?;
@@ -392,7 +406,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 "scalprof: stored as run {} (scalprof show {})",
                 doc.id, doc.id
             );
-            Ok(exit_code_for(doc.status))
+            Ok(exit_code_for(doc, &interrupt))
         }
         Command::Import(args) => {
             let store = open_store(&cli.db)?;
@@ -457,11 +471,10 @@ fn demo(db: &Option<std::path::PathBuf>, args: cli::DemoArgs) -> Result<ExitCode
             locks: Some(Default::default()),
         };
         let outcome = run::run(&store, &opts, &interrupt)?;
-        let status = outcome.doc.status;
-        docs.push((name, outcome.doc));
-        if status != RunStatus::Complete {
-            return Ok(exit_code_for(status));
+        if outcome.doc.status != RunStatus::Complete {
+            return Ok(exit_code_for(&outcome.doc, &interrupt));
         }
+        docs.push((name, outcome.doc));
     }
     println!("\n=== packed vs padded ===");
     for (name, doc) in &docs {

@@ -622,3 +622,78 @@ fn escape_sequences_from_the_workload_never_reach_the_terminal() {
     assert!(String::from_utf8_lossy(&run.stderr).contains("boom^[]0;pwned^G"));
     assert!(String::from_utf8_lossy(&runs.stdout).contains("x^[]0;pwned"));
 }
+
+#[test]
+fn sigterm_exits_143_and_keeps_what_was_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let marker = dir.path().join("started");
+    let script = format!("touch {}; sleep 30; echo ops=1", marker.display());
+    let child = StdCommand::new(assert_cmd::cargo::cargo_bin("scalprof"))
+        .arg("--db")
+        .arg(&db)
+        .args(["run", "-t", "1", "--repeat", "1", "--diagnose", "0", "--"])
+        .args(["sh", "-c", &script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !marker.exists() {
+        assert!(t0.elapsed() < Duration::from_secs(20), "never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: sending SIGTERM to our own child process.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(143), "128 + SIGTERM");
+}
+
+#[test]
+fn keep_going_with_nothing_measured_fails_and_compare_names_different_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    scalprof(&db)
+        .args(["run", "-t", "1,2", "--repeat", "2", "--diagnose", "0"])
+        .args([
+            "--keep-going",
+            "--label",
+            "broken",
+            "--",
+            "sh",
+            "-c",
+            "exit 3",
+        ])
+        .assert()
+        .code(1);
+    for (label, script) in [("a", "echo ops=100"), ("b", "echo ops=100; true")] {
+        scalprof(&db)
+            .args([
+                "run",
+                "-t",
+                "1",
+                "--repeat",
+                "2",
+                "--diagnose",
+                "0",
+                "--label",
+                label,
+            ])
+            .args(["--", "sh", "-c", script])
+            .assert()
+            .success();
+    }
+    scalprof(&db)
+        .args(["compare", "a", "b"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("ran different commands"));
+    // `latest~-1` is not the newest run.
+    scalprof(&db)
+        .args(["show", "latest~-1"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("no run \"latest~-1\""));
+}

@@ -17,13 +17,6 @@ pub struct KernelStruct {
     pub members: Vec<Member>,
 }
 
-fn err(reason: String) -> DebugInfoError {
-    DebugInfoError::Parse {
-        path: "/sys/kernel/btf/vmlinux".into(),
-        reason,
-    }
-}
-
 fn size_of(btf: &Btf<'_>, ty: &BtfType<'_>) -> u64 {
     // SAFETY: the btf pointer is valid for the lifetime of `btf`; libbpf only reads it.
     let n = unsafe {
@@ -88,8 +81,8 @@ fn flatten(
 /// Looks up `struct NAME` in the running kernel's BTF.
 pub fn kernel_struct(name: &str) -> Result<KernelStruct, DebugInfoError> {
     let btf = Btf::from_vmlinux().map_err(|e| {
-        err(format!(
-            "cannot load kernel BTF ({e}); the kernel needs CONFIG_DEBUG_INFO_BTF=y"
+        DebugInfoError::KernelBtf(format!(
+            "cannot load /sys/kernel/btf/vmlinux ({e}); the kernel needs CONFIG_DEBUG_INFO_BTF=y"
         ))
     })?;
     let found = btf.type_by_name::<BtfType<'_>>(name).and_then(|t| {
@@ -98,8 +91,8 @@ pub fn kernel_struct(name: &str) -> Result<KernelStruct, DebugInfoError> {
             .map(|c| (t, c))
     });
     let Some((ty, comp)) = found else {
-        return Err(err(format!(
-            "no struct or union named {name:?} in the kernel's BTF"
+        return Err(DebugInfoError::KernelBtf(format!(
+            "no struct or union named {name:?} in the running kernel (check the spelling: e.g. mm_struct, task_struct)"
         )));
     };
     let mut members = Vec::new();

@@ -65,7 +65,17 @@ pub fn read_layout(path: &Path) -> Result<Layout, DebugInfoError> {
             .iter()
             .any(|&a| a >= o.address && a < o.address + o.size);
     }
+    let host = if cfg!(target_arch = "x86_64") {
+        Some(object::Architecture::X86_64)
+    } else if cfg!(target_arch = "aarch64") {
+        Some(object::Architecture::Aarch64)
+    } else {
+        None
+    };
+    let foreign_architecture =
+        (host != Some(obj.architecture())).then(|| format!("{:?}", obj.architecture()));
     Ok(Layout {
+        foreign_architecture,
         objects,
         has_dwarf,
         has_symbols,

@@ -29,6 +29,8 @@ pub enum DebugInfoError {
     },
     #[error("{path} is not a usable ELF file: {reason}")]
     Parse { path: PathBuf, reason: String },
+    #[error("kernel BTF: {0}")]
+    KernelBtf(String),
 }
 
 /// The data cache's line size, from sysfs (64 if unknown).

@@ -30,6 +30,10 @@ pub struct Layout {
     pub objects: Vec<DataObject>,
     pub has_dwarf: bool,
     pub has_symbols: bool,
+    /// The binary's architecture when it is not the one scalprof runs on (its atomic
+    /// instructions are then not decoded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub foreign_architecture: Option<String>,
 }
 
 /// A lock or atomic, judged by its type's name (pthread_mutex_t, spinlock_t, _Atomic, …).

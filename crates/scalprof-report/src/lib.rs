@@ -682,6 +682,9 @@ pub fn runs_table(rows: &[RunRow]) -> String {
 /// other data are flagged with the reason.
 pub fn layout_text(l: &scalprof_model::layout::Layout, what: &str, line: u64) -> String {
     let mut out = format!("layout of {what}, {line}-byte cache lines\n");
+    if let Some(arch) = &l.foreign_architecture {
+        out += &format!("warning: the binary is for {arch}, not this machine's architecture: its atomic instructions are not decoded, and the cache-line size is this machine's (--line-size to set the target's)\n");
+    }
     if !l.has_symbols {
         return out + "no data symbols: the symbol table was stripped; nothing to lay out\n";
     }

@@ -697,3 +697,30 @@ fn keep_going_with_nothing_measured_fails_and_compare_names_different_commands()
         .code(1)
         .stderr(predicate::str::contains("no run \"latest~-1\""));
 }
+
+#[test]
+fn layout_warns_about_another_architecture_and_names_a_missing_kernel_struct() {
+    let dir = tempfile::tempdir().unwrap();
+    // An x86-64 ELF relabelled as AArch64 (e_machine at offset 18).
+    let mut elf = std::fs::read("/bin/true").unwrap();
+    elf[18..20].copy_from_slice(&183u16.to_le_bytes());
+    let path = dir.path().join("arm-true");
+    std::fs::write(&path, elf).unwrap();
+    scalprof(&dir.path().join("runs.db"))
+        .arg("layout")
+        .arg(&path)
+        .assert()
+        .stdout(predicate::str::contains(
+            "the binary is for Aarch64, not this machine's",
+        ));
+    if std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+        scalprof(&dir.path().join("runs.db"))
+            .args(["layout", "--kernel", "--struct", "no_such_struct"])
+            .assert()
+            .code(1)
+            .stderr(predicate::str::contains(
+                "no struct or union named \"no_such_struct\" in the running kernel",
+            ))
+            .stderr(predicate::str::contains("not a usable ELF").not());
+    }
+}

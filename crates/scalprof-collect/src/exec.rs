@@ -33,6 +33,65 @@ pub struct ExecResult {
     pub involuntary_csw: u64,
     pub minor_faults: u64,
     pub major_faults: u64,
+    /// Processes the workload left running (pid, command name): seen only when scalprof is
+    /// a child subreaper ([`become_subreaper`]), which orphans of the workload — daemons
+    /// started with setsid included — are then reparented to.
+    pub leftover: Vec<(i32, String)>,
+}
+
+/// Makes orphaned descendants of the workload this process's children, so that what a
+/// workload leaves running can be found ([`ExecResult::leftover`]). For a tool that runs
+/// one workload at a time (the CLI), not for a process running several concurrently.
+pub fn become_subreaper() {
+    // SAFETY: prctl with an integer argument; no memory is passed.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1);
+    }
+}
+
+/// This process's children (all threads'), from /proc.
+fn own_children() -> Vec<i32> {
+    let mut out = Vec::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for t in tasks.flatten() {
+        if let Ok(text) = std::fs::read_to_string(t.path().join("children")) {
+            out.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok()),
+            );
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Children that appeared since `before` and still run; zombies among them are reaped.
+fn leftovers(before: &[i32], workload: i32) -> Vec<(i32, String)> {
+    let mut out = Vec::new();
+    for pid in own_children() {
+        if pid == workload || before.binary_search(&pid).is_ok() {
+            continue;
+        }
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // "pid (comm) S …": the state follows the last ')'.
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, r)| r.trim_start().chars().next());
+        if state == Some('Z') {
+            let mut status = 0;
+            // SAFETY: reaping a zombie child of ours.
+            unsafe {
+                libc::waitpid(pid, &mut status, libc::WNOHANG);
+            }
+            continue;
+        }
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        out.push((pid, comm.trim().to_string()));
+    }
+    out
 }
 
 /// Something that attaches to the workload between fork and exec, and is finished
@@ -58,6 +117,7 @@ pub fn run_with(
     let path = crate::resolve_program(program)?;
     let out = create(&spec.stdout)?;
     let err = create(&spec.stderr)?;
+    let children_before = own_children();
     let child = Suspended::spawn(&path, &spec.argv, &spec.env, &out, &err)?;
     let pid = child.pid();
     for (i, c) in collectors.iter_mut().enumerate() {
@@ -102,6 +162,7 @@ pub fn run_with(
         c.finish();
     }
     let (status, ru) = waited.map_err(CollectError::Wait)?;
+    let leftover = leftovers(&children_before, pid);
 
     let timed_out = timed_out.load(Ordering::SeqCst);
     if timed_out || interrupt.requested() {
@@ -126,6 +187,7 @@ pub fn run_with(
         involuntary_csw: ru.ru_nivcsw.max(0) as u64,
         minor_faults: ru.ru_minflt.max(0) as u64,
         major_faults: ru.ru_majflt.max(0) as u64,
+        leftover,
     })
 }
 

@@ -16,6 +16,9 @@ use crate::locks::{LockConfig, LockTracer, RawLocks};
 use crate::perf::{RawProfile, Sampler, SamplingConfig};
 use crate::CollectError;
 
+/// Default [`SweepPlan::output_limit`]: 64 MiB per file, head and tail 32 MiB each.
+pub const OUTPUT_LIMIT: u64 = 64 << 20;
+
 /// The environment variable that carries a sweep parameter to the workload.
 pub fn parameter_env(parameter: &str) -> String {
     format!("SCALPROF_{}", parameter.to_ascii_uppercase())
@@ -39,6 +42,9 @@ pub struct SweepPlan {
     pub output_dir: PathBuf,
     /// Must have one capture group: the operation count.
     pub ops_regex: Regex,
+    /// A repeat's stdout or stderr file larger than this keeps only its first and last
+    /// `limit / 2` bytes (the ops line is read from the whole file first).
+    pub output_limit: u64,
     /// Profile the diagnosis repeats with the sampler; `None` = off.
     pub sampling: Option<SamplingConfig>,
     /// Trace lock contention in the diagnosis repeats; `None` = off.
@@ -82,6 +88,10 @@ pub trait SweepSink {
     fn profiling_unavailable(&mut self, _reason: &str) {}
     /// Lock tracing could not be set up; the sweep goes on without it.
     fn locks_unavailable(&mut self, _reason: &str) {}
+    /// The workload left processes running after it exited (pid, command name).
+    fn leftover_processes(&mut self, _value: u64, _processes: &[(i32, String)]) {}
+    /// A workload output file was cut to its head and tail (`bytes` long before).
+    fn output_capped(&mut self, _path: &std::path::Path, _bytes: u64) {}
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -184,6 +194,38 @@ fn read_tail(path: &PathBuf, max: u64) -> String {
     String::from_utf8_lossy(&buf).into_owned()
 }
 
+/// Cuts a file longer than `limit` to its first and last `limit / 2` bytes, with a line
+/// between them saying how much was cut. Returns the original length when it cut.
+fn cap_output(path: &std::path::Path, limit: u64) -> Option<u64> {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    let len = std::fs::metadata(path).ok()?.len();
+    if len <= limit {
+        return None;
+    }
+    let keep = limit / 2;
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .ok()?;
+    let mut tail = Vec::with_capacity(keep as usize);
+    f.seek(SeekFrom::Start(len - keep)).ok()?;
+    Read::by_ref(&mut f)
+        .take(keep)
+        .read_to_end(&mut tail)
+        .ok()?;
+    f.set_len(keep).ok()?;
+    f.seek(SeekFrom::Start(keep)).ok()?;
+    write!(
+        f,
+        "\n[scalprof: {} bytes cut here; the first and last {keep} bytes of {len} are kept]\n",
+        len - 2 * keep
+    )
+    .ok()?;
+    f.write_all(&tail).ok()?;
+    Some(len)
+}
+
 /// Runs the sweep. Returns how it ended; every finished repeat went to the sink.
 pub fn run(
     plan: &SweepPlan,
@@ -242,7 +284,15 @@ pub fn run(
             if interrupt.requested() && !r.timed_out && r.exit_code != Some(0) {
                 return Ok(SweepEnd::Interrupted(interrupt.signal()));
             }
+            if !r.leftover.is_empty() {
+                sink.leftover_processes(value, &r.leftover);
+            }
             let ops = parse_ops(&read_tail(&spec.stdout, 4 << 20), &plan.ops_regex);
+            for path in [&spec.stdout, &spec.stderr] {
+                if let Some(bytes) = cap_output(path, plan.output_limit) {
+                    sink.output_capped(path, bytes);
+                }
+            }
             let repeat = Repeat {
                 index,
                 wall_s: r.wall_s,
@@ -407,9 +457,33 @@ mod tests {
             keep_going,
             output_dir: dir.path().join("out"),
             ops_regex: Regex::new(r"ops=(\d+)").unwrap(),
+            output_limit: OUTPUT_LIMIT,
             sampling: None,
             locks: None,
         }
+    }
+
+    #[test]
+    fn a_flood_of_output_keeps_its_head_and_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut p = plan(
+            &dir,
+            "i=0; while [ $i -lt 2000 ]; do echo line$i; i=$((i+1)); done; echo ops=7",
+            false,
+        );
+        p.values = vec![1];
+        p.repeat = 1;
+        p.warmup = 0;
+        p.output_limit = 1000;
+        let mut sink = Collect(vec![], 0);
+        run(&p, &mut sink, &Interrupt::manual()).unwrap();
+        let r = &sink.0[0].1;
+        assert_eq!(r.ops, Some(7), "ops read before the cut");
+        let text = std::fs::read_to_string(r.stdout_path.as_ref().unwrap()).unwrap();
+        assert!(text.starts_with("line0\n"));
+        assert!(text.ends_with("ops=7\n"));
+        assert!(text.contains("bytes cut here"), "{text}");
+        assert!(text.len() < 1200, "{}", text.len());
     }
 
     #[test]

@@ -51,6 +51,8 @@ pub fn run(store: &Store, opts: &RunOptions, interrupt: &Interrupt) -> Result<Ru
     if opts.repeat == 0 {
         bail!("--repeat must be at least 1");
     }
+    // What the workload leaves running is reparented to scalprof, and reported.
+    scalprof_collect::exec::become_subreaper();
     let host = scalprof_collect::host::probe();
     let host_pmu = host.pmu;
     let values = match &opts.values {
@@ -102,6 +104,7 @@ pub fn run(store: &Store, opts: &RunOptions, interrupt: &Interrupt) -> Result<Ru
         keep_going: opts.keep_going,
         output_dir: output_dir.clone(),
         ops_regex,
+        output_limit: sweep::OUTPUT_LIMIT,
         sampling: opts.sampling.clone().filter(|_| tracing).map(|mut c| {
             c.use_pmu = host_pmu;
             c
@@ -381,6 +384,33 @@ impl SweepSink for StoreSink<'_> {
         self.bar.suspend(|| {
             eprintln!("scalprof: warning: continuing without profiles: {reason}");
         });
+    }
+
+    fn leftover_processes(&mut self, value: u64, processes: &[(i32, String)]) {
+        let list: Vec<String> = processes
+            .iter()
+            .take(5)
+            .map(|(pid, comm)| format!("{pid} {comm}"))
+            .collect();
+        let msg = scalprof_report::terminal_safe(&format!(
+            "scalprof: warning: at {} {value} the workload exited but left {} process{} running ({}{}); they are not measured and compete with the next repeats",
+            self.parameter,
+            processes.len(),
+            if processes.len() == 1 { "" } else { "es" },
+            list.join(", "),
+            if processes.len() > 5 { ", …" } else { "" }
+        ));
+        self.bar.suspend(|| eprintln!("{msg}"));
+    }
+
+    fn output_capped(&mut self, path: &Path, bytes: u64) {
+        let msg = scalprof_report::terminal_safe(&format!(
+            "scalprof: warning: the workload wrote {:.0} MiB to {}; kept its first and last {} MiB",
+            bytes as f64 / (1u64 << 20) as f64,
+            path.display(),
+            sweep::OUTPUT_LIMIT >> 21
+        ));
+        self.bar.suspend(|| eprintln!("{msg}"));
     }
 
     fn locks_unavailable(&mut self, reason: &str) {

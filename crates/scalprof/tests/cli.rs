@@ -724,3 +724,24 @@ fn layout_warns_about_another_architecture_and_names_a_missing_kernel_struct() {
             .stderr(predicate::str::contains("not a usable ELF").not());
     }
 }
+
+#[test]
+fn a_daemon_left_running_by_the_workload_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = scalprof(&dir.path().join("runs.db"))
+        .args(["run", "-t", "1", "--repeat", "1", "--diagnose", "0", "--"])
+        .args([
+            "sh",
+            "-c",
+            "setsid sleep 7.4321 </dev/null >/dev/null 2>&1 & echo ops=1",
+        ])
+        .output()
+        .unwrap();
+    let _ = StdCommand::new("pkill")
+        .args(["-f", "sleep 7.4321"])
+        .status();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // Its name may still be `sh` or `setsid` when scalprof looks: it is caught anyway.
+    assert!(stderr.contains("left 1 process running"), "{stderr}");
+}

@@ -218,10 +218,18 @@ impl Store {
             Ok(v) => (conn, v),
             // A WAL store whose folder we may not write: SQLite cannot create the shared
             // memory file it reads through. Read the file as it is (nothing else can be
-            // writing to it without write access to that folder either).
+            // writing to it without write access to that folder either). Likewise on a full
+            // disk, where the shared memory file cannot grow.
             Err(e)
-                if e.sqlite_error_code() == Some(rusqlite::ErrorCode::ReadOnly)
-                    || e.sqlite_error_code() == Some(rusqlite::ErrorCode::CannotOpen) =>
+                if matches!(
+                    e.sqlite_error_code(),
+                    Some(
+                        rusqlite::ErrorCode::ReadOnly
+                            | rusqlite::ErrorCode::CannotOpen
+                            | rusqlite::ErrorCode::SystemIoFailure
+                            | rusqlite::ErrorCode::DiskFull
+                    )
+                ) =>
             {
                 drop(conn);
                 let uri = format!("file:{}?immutable=1", uri_path(path));

@@ -22,6 +22,7 @@ use scalprof_store::Store;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let db = cli.db.clone();
     match dispatch(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -29,7 +30,7 @@ fn main() -> ExitCode {
                 "scalprof: error: {}",
                 scalprof_report::terminal_safe(&format!("{e:#}"))
             );
-            if let Some(h) = hint(&e) {
+            if let Some(h) = hint(&e, &db) {
                 eprintln!("scalprof: {h}");
             }
             ExitCode::from(1)
@@ -48,17 +49,39 @@ fn open_store_read_only(cli_db: &Option<std::path::PathBuf>) -> Result<Store> {
     Ok(Store::open_read_only(&path)?)
 }
 
-/// What to do about an error, when its cause is one the user can fix: a full disk.
-fn hint(e: &anyhow::Error) -> Option<&'static str> {
+/// What to do about an error, when its cause is one the user can fix: a full disk. SQLite
+/// reports it as "disk full", or as an I/O error when its shared-memory file cannot grow,
+/// so an I/O error is checked against the free space where the store lives.
+fn hint(e: &anyhow::Error, db: &Option<std::path::PathBuf>) -> Option<&'static str> {
     let full = e.chain().any(|c| {
-        c.downcast_ref::<rusqlite::Error>()
-            .and_then(|e| e.sqlite_error_code())
-            == Some(rusqlite::ErrorCode::DiskFull)
+        let sqlite = c
+            .downcast_ref::<rusqlite::Error>()
+            .and_then(|e| e.sqlite_error_code());
+        sqlite == Some(rusqlite::ErrorCode::DiskFull)
+            || (sqlite == Some(rusqlite::ErrorCode::SystemIoFailure) && store_disk_full(db))
             || c.downcast_ref::<std::io::Error>()
                 .and_then(|e| e.raw_os_error())
-                == Some(28) // ENOSPC
+                == Some(libc::ENOSPC)
     });
     full.then_some("the disk is full: free space where the store and the workload output live (--db), then rerun; every finished repeat is kept")
+}
+
+/// Whether the filesystem holding the store has no space left.
+fn store_disk_full(db: &Option<std::path::PathBuf>) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let path = db.clone().unwrap_or_else(scalprof_store::default_path);
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: statvfs is plain old data; zeroed is a valid value.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: c is a valid NUL-terminated path and st a writable statvfs.
+    let r = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    r == 0 && st.f_bavail == 0
 }
 
 /// 0 for a complete run with a measurement; 128 + the signal when interrupted (130 for

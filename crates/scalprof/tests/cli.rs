@@ -745,3 +745,54 @@ fn a_daemon_left_running_by_the_workload_is_reported() {
     // Its name may still be `sh` or `setsid` when scalprof looks: it is caught anyway.
     assert!(stderr.contains("left 1 process running"), "{stderr}");
 }
+
+/// On a full disk the reading commands still read, and a run says the disk is full. Needs
+/// root to mount a tiny tmpfs; CI runs as root.
+#[test]
+fn a_full_disk_is_named_and_stored_runs_stay_readable() {
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = StdCommand::new("umount").arg(&self.0).status();
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("full");
+    std::fs::create_dir(&mnt).unwrap();
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let mounted = root
+        && StdCommand::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=2m", "tmpfs"])
+            .arg(&mnt)
+            .status()
+            .is_ok_and(|s| s.success());
+    if !mounted {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must be able to mount a tmpfs"
+        );
+        eprintln!("skipped: mounting a tmpfs needs root");
+        return;
+    }
+    let _guard = Unmount(mnt.clone());
+    let db = mnt.join("runs.db");
+    scalprof(&db)
+        .args(["run", "-t", "1", "--repeat", "1", "--diagnose", "0", "--"])
+        .args(["sh", "-c", "echo ops=1"])
+        .assert()
+        .success();
+    let _ = StdCommand::new("dd")
+        .args(["if=/dev/zero", "bs=64k"])
+        .arg(format!("of={}", mnt.join("fill").display()))
+        .stderr(Stdio::null())
+        .status();
+    scalprof(&db).arg("runs").assert().success();
+    scalprof(&db).args(["show", "1"]).assert().success();
+    scalprof(&db)
+        .args(["run", "-t", "1", "--repeat", "1", "--diagnose", "0", "--"])
+        .args(["sh", "-c", "echo ops=1"])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains("the disk is full"));
+}

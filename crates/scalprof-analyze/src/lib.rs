@@ -1,5 +1,6 @@
 //! scalprof analysis: turns measurements into the run document — per-point summaries,
-//! the scaling model (USL / Amdahl), measurement warnings and, later, findings.
+//! the scaling model (USL / Amdahl), measurement warnings, and the findings (scaling
+//! diff, locks, sharing, serial phases, complexity).
 
 pub mod compare;
 pub mod complexity;

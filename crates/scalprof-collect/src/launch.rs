@@ -91,6 +91,7 @@ impl Suspended {
         // holds a copy of the go pipe's write end, it never sees EOF when scalprof gives up
         // on it (a collector failed), and both wait for each other forever.
         let (go_parent, err_parent) = (go_w.as_raw_fd(), err_r.as_raw_fd());
+        // SAFETY: getpid has no preconditions.
         let parent = unsafe { libc::getpid() };
 
         // SAFETY: after fork the child only calls async-signal-safe functions (close,
@@ -100,6 +101,9 @@ impl Suspended {
             return Err(spawn_err(std::io::Error::last_os_error()));
         }
         if pid == 0 {
+            // SAFETY: the forked child, single-threaded until execve: only async-signal-safe
+            // calls on descriptors and C strings prepared before the fork; every failure
+            // ends in _exit.
             unsafe {
                 let fail = |step: i32| -> ! {
                     let errno = *libc::__errno_location();
@@ -141,6 +145,7 @@ impl Suspended {
         drop(go_r);
         drop(err_w);
         // The parent sets the group too, so that it exists before anyone signals it.
+        // SAFETY: setpgid on our own child's pid; no memory is passed.
         unsafe {
             libc::setpgid(pid, pid);
         }

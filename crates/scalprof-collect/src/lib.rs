@@ -1,9 +1,13 @@
 //! scalprof collection: runs the workload at every sweep point and measures it.
 //!
-//! - [`exec`]: one execution in its own process group, with rusage of the whole tree,
-//!   a timeout, and stdout/stderr captured to files.
-//! - [`sweep`]: the sweep loop (warm-ups, repeats, `{threads}` substitution), reporting
-//!   each finished repeat to a sink the moment it ends.
+//! - [`sweep`]: the sweep loop (warm-ups, clean repeats, traced repeats, `{threads}`
+//!   substitution), reporting each finished repeat to a sink the moment it ends.
+//! - [`exec`]: one execution in its own process group, with rusage of the whole tree, a
+//!   timeout, stdout/stderr captured to files, and collectors attached before exec.
+//! - [`launch`]: the fork held before exec that collectors attach to.
+//! - [`perf`]: the perf_event sampler (cycles or cpu-clock, kernel and user stacks).
+//! - [`locks`]: the BPF lock tracer (kernel lock contention, futex waits at the scheduler).
+//! - [`import`]: reading perf.data files recorded elsewhere.
 //! - [`interrupt`]: SIGINT/SIGTERM forwarded to the workload's process group.
 //! - [`host`]: facts about the machine recorded with every run.
 

@@ -63,7 +63,7 @@ pub struct RawProfile {
 }
 
 /// How often the reader drains the buffers when no wakeup came: 4 MiB per CPU holds
-/// ~250 samples with 16 KiB stack copies, a quarter second at the default rate.
+/// ~500 samples with 8 KiB stack copies, half a second at the default rate.
 const POLL_MS: i32 = 50;
 
 /// x86-64 perf register numbers of BP, SP and IP: what framehop needs to unwind.
@@ -302,7 +302,7 @@ unsafe impl Send for Ring {}
 impl Ring {
     fn map(fd: OwnedFd) -> Result<Ring, CollectError> {
         let page = page_size();
-        // 4 MiB of data per CPU (~250 samples with 16 KiB stacks, drained every 20 ms);
+        // 4 MiB of data per CPU (~500 samples with 8 KiB stacks, drained every 50 ms);
         // smaller if the locked-memory limit refuses it.
         for pages in [1024usize, 256, 64, 16] {
             let len = (pages + 1) * page;
@@ -426,7 +426,7 @@ impl RecordView<'_> {
 }
 
 /// Appends a sample record with its user-stack copy cut to the bytes the kernel filled
-/// (`dyn_size`, rounded up to 8): a 16 KiB copy of a shallow thread stack is mostly
+/// (`dyn_size`, rounded up to 8): an 8 KiB copy of a shallow thread stack is mostly
 /// unused, and copying only the used part out of the ring buffer is most of what keeps
 /// the reader thread cheap. The layout follows SAMPLE_TYPE (perf_event_open(2),
 /// "PERF_RECORD_SAMPLE").

@@ -1,5 +1,6 @@
-//! scalprof reports. For now the terminal: the per-point table, the model line, the
-//! user/system split and the measurement warnings; and the list of stored runs.
+//! scalprof reports for the terminal: the run summary (per-point table, model line,
+//! user/system split, tracing line, what grew, lock tables, warnings, findings), the list
+//! of stored runs, comparisons and layouts. HTML is in [`html`], flame graphs in [`flame`].
 
 pub mod flame;
 pub mod html;

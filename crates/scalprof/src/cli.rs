@@ -1,5 +1,5 @@
-//! Command-line definitions. Parsed arguments become plain option structs
-//! (`into_options`) before they reach any library code.
+//! Command-line definitions. `main.rs` turns parsed arguments into plain option structs
+//! (`RunOptions`, the collectors' configs) before they reach any library code.
 
 use std::path::PathBuf;
 use std::time::Duration;

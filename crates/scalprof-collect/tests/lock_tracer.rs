@@ -1,4 +1,5 @@
 //! The BPF lock tracer on real workloads (root or CAP_BPF needed; CI runs as root).
+#![cfg(feature = "bpf")]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

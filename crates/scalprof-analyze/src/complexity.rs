@@ -4,6 +4,7 @@
 //! freedom), the method of trend-prof (Goldsmith, Aiken & Wilkerson, "Measuring Empirical
 //! Computational Complexity", FSE 2007).
 
+use scalprof_model::FindingKind;
 use std::collections::HashSet;
 
 use scalprof_model::{ComplexityReport, Finding, PointProfile, PowerFit};
@@ -154,7 +155,7 @@ pub fn superlinear(report: &ComplexityReport, unit: &str) -> Vec<Finding> {
                 0.0
             };
             Finding {
-                kind: "superlinear_cost".into(),
+                kind: FindingKind::SuperlinearCost,
                 scope: Some(if f.kernel { "kernel" } else { "user" }.into()),
                 subject: f.function.clone(),
                 score: share.clamp(0.0, 1.0),

@@ -8,6 +8,7 @@
 //!   `.eh_frame`: the first frame outside libc — the function that took the lock.
 //! - Kernel contention on the futex hash-bucket lock is attributed to the user locks.
 
+use scalprof_model::FindingKind;
 use std::collections::HashMap;
 
 use scalprof_debuginfo::Kallsyms;
@@ -731,7 +732,7 @@ pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
         let counts: Vec<u64> = rows.iter().map(|r| r.map_or(0, |r| r.count)).collect();
         let values: Vec<u64> = points.iter().map(|(p, _, _)| p.value).collect();
         out.push(Finding {
-            kind: "lock_contention".into(),
+            kind: FindingKind::LockContention,
             scope: Some(scope.clone()),
             subject: name.clone(),
             score,

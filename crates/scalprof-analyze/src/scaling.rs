@@ -3,6 +3,7 @@
 //! This is the kmap thread's "standard vs -aa profile" comparison, normalized per
 //! operation so that a point doing more work does not look slower by mistake.
 
+use scalprof_model::FindingKind;
 use std::collections::{HashMap, HashSet};
 
 use scalprof_model::{Finding, FunctionGrowth, PointProfile, ScalingDiff};
@@ -145,7 +146,7 @@ pub fn kernel_hotspots(diff: &ScalingDiff) -> Vec<Finding> {
             let first = r.self_per_op[0];
             let last = r.self_per_op[r.self_per_op.len() - 1];
             Finding {
-                kind: "kernel_hotspot".into(),
+                kind: FindingKind::KernelHotspot,
                 scope: Some("kernel".into()),
                 subject: r.function.clone(),
                 score: r.share_of_loss.min(1.0),
@@ -196,7 +197,7 @@ pub fn serial_fractions(points: &[(u64, Option<f64>, &PointProfile)]) -> Vec<Fin
             .clone()
             .unwrap_or_else(|| "[serial phase]".into());
         out.push(Finding {
-            kind: "serial_fraction".into(),
+            kind: FindingKind::SerialFraction,
             scope: Some("user".into()),
             subject: subject.clone(),
             score: explained,

@@ -8,6 +8,7 @@
 //! written by every thread is `true_sharing` (one variable bouncing). The evidence is
 //! static plus sampled, not measured per address: the run document says so.
 
+use scalprof_model::FindingKind;
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -165,7 +166,7 @@ pub fn sharing_findings(
         );
         let (kind, evidence, suggestion) = if false_sharing {
             (
-                "false_sharing",
+                FindingKind::FalseSharing,
                 format!(
                     "{growth}; they write {} {} of one {line}-byte line holding fields {}",
                     t.object,
@@ -179,7 +180,7 @@ pub fn sharing_findings(
             )
         } else if !t.indexed && t.offsets.len() == 1 {
             (
-                "true_sharing",
+                FindingKind::TrueSharing,
                 format!("{growth}; every thread writes the same address, {}{}", t.object, written.first().map(|f| format!(".{f}")).unwrap_or_default()),
                 format!(
                     "stop every thread from writing {}: split it per thread or per CPU and combine when read (per-CPU counters), or batch the updates",
@@ -190,7 +191,7 @@ pub fn sharing_findings(
             continue;
         };
         out.push(Finding {
-            kind: kind.into(),
+            kind,
             scope: Some("user".into()),
             subject: t.object.clone(),
             score,

@@ -1,6 +1,7 @@
 //! From stored repeats to the run document: per-point throughput, speedup, efficiency,
 //! spreads, the scaling model and typed measurement warnings.
 
+use scalprof_model::FindingKind;
 use scalprof_model::{
     Finding, Point, PointProfile, PointRepeat, Repeat, RunDocument, RunHeader, Sampling, Spread,
     ThroughputInfo, ThroughputSource, Warning, WarningKind, RUN_SCHEMA,
@@ -136,7 +137,8 @@ pub fn assemble(
         .any(|f| f.scope.as_deref() == Some("kernel"))
     {
         // The spin paths of a named kernel lock are that lock, not a separate hotspot.
-        findings.retain(|f| f.kind != "kernel_hotspot" || !locks::is_spin_path(&f.subject));
+        findings
+            .retain(|f| f.kind != FindingKind::KernelHotspot || !locks::is_spin_path(&f.subject));
     }
     if lock_findings
         .iter()
@@ -146,7 +148,7 @@ pub fn assemble(
         // score), not a separate kernel hotspot.
         let last = points.last().and_then(|p| profile_of(p.value));
         findings.retain(|f| {
-            f.kind != "kernel_hotspot"
+            f.kind != FindingKind::KernelHotspot
                 || !(locks::is_futex_path(&f.subject)
                     || last.is_some_and(|prof| locks::futex_share(prof, &f.subject) > 0.5))
         });
@@ -154,7 +156,7 @@ pub fn assemble(
     findings.extend(lock_findings);
     if threads && !loss_is_real(&points) {
         // Nothing to explain: a program that scales gets no scaling finding.
-        findings.retain(|f| f.kind == "superlinear_cost");
+        findings.retain(|f| f.kind == FindingKind::SuperlinearCost);
     }
     findings.sort_by(|a, b| {
         b.score

@@ -283,11 +283,46 @@ pub struct Warning {
     pub message: String,
 }
 
+/// What a finding is about; serialized as its snake_case name (the contract's `kind`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingKind {
+    /// Waits on one lock grow with the sweep.
+    LockContention,
+    /// Different fields on one cache line written by different threads.
+    FalseSharing,
+    /// One variable written by many threads.
+    TrueSharing,
+    /// A function's cost grows faster than the input (size sweeps).
+    SuperlinearCost,
+    /// A kernel path whose share grows without a named lock.
+    KernelHotspot,
+    /// Time when only one thread runs.
+    SerialFraction,
+}
+
+impl FindingKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FindingKind::LockContention => "lock_contention",
+            FindingKind::FalseSharing => "false_sharing",
+            FindingKind::TrueSharing => "true_sharing",
+            FindingKind::SuperlinearCost => "superlinear_cost",
+            FindingKind::KernelHotspot => "kernel_hotspot",
+            FindingKind::SerialFraction => "serial_fraction",
+        }
+    }
+}
+
+impl std::fmt::Display for FindingKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Finding {
-    /// `lock_contention`, `false_sharing`, `true_sharing`, `superlinear_cost`,
-    /// `kernel_hotspot` or `serial_fraction`.
-    pub kind: String,
+    pub kind: FindingKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<String>,
     pub subject: String,
@@ -389,6 +424,22 @@ mod tests {
             );
         }
         assert_eq!(RunStatus::parse("done"), None);
+    }
+
+    #[test]
+    fn finding_kinds_serialize_as_their_contract_names() {
+        for k in [
+            FindingKind::LockContention,
+            FindingKind::FalseSharing,
+            FindingKind::TrueSharing,
+            FindingKind::SuperlinearCost,
+            FindingKind::KernelHotspot,
+            FindingKind::SerialFraction,
+        ] {
+            let v = serde_json::to_value(k).unwrap();
+            assert_eq!(v, serde_json::Value::String(k.as_str().into()));
+            assert_eq!(serde_json::from_value::<FindingKind>(v).unwrap(), k);
+        }
     }
 
     #[test]

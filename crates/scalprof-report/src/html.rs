@@ -247,7 +247,7 @@ pub fn run_report(
             h,
             "<div class=\"finding\"><span class=\"score\">{:.0}%</span> <b>{}</b> {} <code>{}</code><p>{}</p><p class=\"muted\">Suggestion: {}</p></div>",
             f.score * 100.0,
-            esc(&f.kind),
+            esc(f.kind.as_str()),
             esc(f.scope.as_deref().unwrap_or("")),
             esc(&f.subject),
             esc(&f.evidence),
@@ -374,7 +374,13 @@ pub fn run_report(
     let sharing: Vec<&scalprof_model::Finding> = doc
         .findings
         .iter()
-        .filter(|f| f.kind == "false_sharing" || f.kind == "true_sharing")
+        .filter(|f| {
+            matches!(
+                f.kind,
+                scalprof_model::FindingKind::FalseSharing
+                    | scalprof_model::FindingKind::TrueSharing
+            )
+        })
         .collect();
     if sharing.is_empty() {
         h += "<p class=\"muted\">No cache line implicated (see <code>scalprof layout BINARY</code> for a binary's lines).</p>";
@@ -402,7 +408,7 @@ pub fn run_report(
         let _ = write!(
             h,
             "<p><b>{}</b> <code>{}</code> in {} — cache line {}: fields {} (written fields in bold); writes at {}</p>",
-            esc(&f.kind),
+            esc(f.kind.as_str()),
             esc(&f.subject),
             esc(&text("file")),
             esc(&text("cache_line")),

@@ -408,7 +408,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             let lock_findings: Vec<_> = doc
                 .findings
                 .iter()
-                .filter(|f| f.kind == "lock_contention")
+                .filter(|f| f.kind == scalprof_model::FindingKind::LockContention)
                 .collect();
             if !lock_findings.is_empty() {
                 println!("\nfindings:");

@@ -433,6 +433,16 @@ fn a_global_mutex_is_named_with_its_caller() {
     assert_eq!(first["scope"], "user");
     assert_eq!(first["subject"], "table_lock");
     assert_eq!(first["details"]["callers"][0]["function"], "table_lookup");
+    // The contract's fields of a finding, with their types.
+    for f in findings {
+        for key in ["kind", "subject", "evidence", "suggestion"] {
+            assert!(f[key].is_string(), "{key} of {f}");
+        }
+        let score = f["score"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&score), "{f}");
+        assert!(f["details"].is_object(), "{f}");
+        assert!(f.get("scope").is_none_or(|s| s.is_string()), "{f}");
+    }
     // The kernel's futex hash-bucket contention is the user lock's, not a kernel finding.
     assert!(findings
         .iter()

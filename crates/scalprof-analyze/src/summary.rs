@@ -2,6 +2,7 @@
 //! spreads, the scaling model and typed measurement warnings.
 
 use scalprof_model::FindingKind;
+use scalprof_model::SweepParameter;
 use scalprof_model::{
     Finding, Point, PointProfile, PointRepeat, Repeat, RunDocument, RunHeader, Sampling, Spread,
     ThroughputInfo, ThroughputSource, Warning, WarningKind, RUN_SCHEMA,
@@ -52,7 +53,7 @@ pub fn assemble(
 
     // Speedup against the first point with a throughput, scaled to its parameter value
     // (so a sweep starting at 2 threads still reads as "speedup over one thread").
-    let threads = header.sweep.parameter == "threads";
+    let threads = header.sweep.parameter == SweepParameter::Threads;
     if let Some((v0, x0)) = points
         .iter()
         .filter(|_| threads)
@@ -76,7 +77,7 @@ pub fn assemble(
         })
         .collect();
     // The USL models concurrency; a size sweep gets power-law fits instead (below).
-    let model = if header.sweep.parameter == "threads" {
+    let model = if header.sweep.parameter == SweepParameter::Threads {
         usl::fit(&observations).ok()
     } else {
         None
@@ -98,7 +99,8 @@ pub fn assemble(
     warnings.extend(profile_warnings(header, profiles));
     let scaling_diff = scaling::scaling_diff(&with_work);
     let mut findings = stored_findings;
-    if let Some(d) = &scaling_diff {
+    // Kernel hotspots grow with concurrency; over input sizes, growth is complexity's.
+    if let Some(d) = scaling_diff.as_ref().filter(|_| threads) {
         findings.extend(scaling::kernel_hotspots(d));
     }
     let serial_input: Vec<(u64, Option<f64>, &PointProfile)> = points
@@ -164,7 +166,7 @@ pub fn assemble(
             .then_with(|| a.subject.cmp(&b.subject))
     });
     // Size sweeps: power-law fits per function, and the superlinear ones.
-    let complexity = if header.sweep.parameter == "size" {
+    let complexity = if header.sweep.parameter == SweepParameter::Size {
         let input: Vec<(u64, u32, &PointProfile)> = points
             .iter()
             .filter_map(|p| profile_of(p.value).map(|prof| (p.value, prof.repeats, prof)))
@@ -457,7 +459,7 @@ fn warnings(header: &RunHeader, points: &[Point]) -> Vec<Warning> {
                 ),
             });
         }
-        if header.sweep.parameter == "threads" && cpus > 0 && p.value > cpus {
+        if header.sweep.parameter == SweepParameter::Threads && cpus > 0 && p.value > cpus {
             out.push(Warning {
                 kind: WarningKind::OversubscribedPoint,
                 point: Some(p.value),
@@ -469,7 +471,7 @@ fn warnings(header: &RunHeader, points: &[Point]) -> Vec<Warning> {
         }
     }
     let measured = points.iter().filter(|p| p.throughput.is_some()).count();
-    if measured < 3 && header.sweep.parameter == "threads" {
+    if measured < 3 && header.sweep.parameter == SweepParameter::Threads {
         let hint = if cpus < 3 {
             format!(" (this machine has {cpus} CPUs: more points would oversubscribe it; run the sweep on a larger machine)")
         } else {
@@ -514,7 +516,7 @@ mod tests {
             command: vec!["./x".into(), "{threads}".into()],
             status: RunStatus::Complete,
             sweep: Sweep {
-                parameter: "threads".into(),
+                parameter: scalprof_model::SweepParameter::Threads,
                 values,
             },
             host: Host {
@@ -555,6 +557,23 @@ mod tests {
     fn traced(mut r: PointRepeat) -> PointRepeat {
         r.repeat.traced = true;
         r
+    }
+
+    #[test]
+    fn a_size_sweep_gets_no_concurrency_model_or_kernel_hotspot() {
+        let mut h = header(vec![1000, 2000, 4000, 8000]);
+        h.sweep.parameter = SweepParameter::Size;
+        let reps: Vec<PointRepeat> = [1000u64, 2000, 4000, 8000]
+            .iter()
+            .map(|&v| rep(v, 0, v as f64 / 1000.0, None, 0))
+            .collect();
+        let doc = assemble(&h, &reps, &[], &[], vec![]);
+        assert!(doc.model.is_none());
+        assert!(doc.points.iter().all(|p| p.speedup.is_none()));
+        assert!(doc
+            .warnings
+            .iter()
+            .all(|w| w.kind != WarningKind::TooFewPoints));
     }
 
     #[test]

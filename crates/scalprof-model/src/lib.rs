@@ -84,10 +84,43 @@ impl ThroughputSource {
     }
 }
 
+/// What a sweep varies; serialized as `threads` or `size` (the contract's
+/// `sweep.parameter`), which also names the `{placeholder}` and `SCALPROF_<NAME>`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SweepParameter {
+    /// A scaling sweep: concurrency (`scalprof run`).
+    Threads,
+    /// A complexity sweep: input size (`scalprof complexity`).
+    Size,
+}
+
+impl SweepParameter {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SweepParameter::Threads => "threads",
+            SweepParameter::Size => "size",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<SweepParameter> {
+        match s {
+            "threads" => Some(SweepParameter::Threads),
+            "size" => Some(SweepParameter::Size),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for SweepParameter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Sweep {
-    /// `threads` for thread sweeps (later: `size`).
-    pub parameter: String,
+    pub parameter: SweepParameter,
     pub values: Vec<u64>,
 }
 

@@ -75,7 +75,7 @@ pub fn scaling_plot(doc: &RunDocument) -> String {
     let (w, h, ml, mr, mt, mb) = (720.0, 360.0, 70.0, 20.0, 20.0, 45.0);
     let mut svg = format!(
         "<svg id=\"scaling-plot\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-label=\"throughput against {}\">",
-        esc(&doc.sweep.parameter)
+        esc(doc.sweep.parameter.as_str())
     );
     if pts.is_empty() {
         svg += "<text x=\"20\" y=\"40\">no measured point</text></svg>";
@@ -129,7 +129,7 @@ pub fn scaling_plot(doc: &RunDocument) -> String {
         "<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\">{}</text><text x=\"14\" y=\"{}\" font-size=\"12\" transform=\"rotate(-90 14 {})\" text-anchor=\"middle\">throughput ({})</text>",
         (ml + w - mr) / 2.0,
         h - 8.0,
-        esc(&doc.sweep.parameter),
+        esc(doc.sweep.parameter.as_str()),
         (mt + h - mb) / 2.0,
         (mt + h - mb) / 2.0,
         esc(&doc.throughput.unit)
@@ -201,10 +201,10 @@ pub fn run_report(
     h += "<h2>Scaling</h2>";
     h += &scaling_plot(doc);
     if let Some(m) = &doc.model {
-        let _ = write!(h, "<p>{}</p>", model_text(m, &doc.sweep.parameter));
+        let _ = write!(h, "<p>{}</p>", model_text(m, doc.sweep.parameter.as_str()));
     }
     h += "<table id=\"points\"><tr><th>";
-    h += &esc(&doc.sweep.parameter);
+    h += &esc(doc.sweep.parameter.as_str());
     h += "</th><th>throughput</th><th>speedup</th><th>efficiency</th><th>wall s</th><th>user s</th><th>sys s</th><th>lock wait s</th></tr>";
     for p in &doc.points {
         let med = |s: Option<scalprof_model::Spread>| {
@@ -289,7 +289,7 @@ pub fn run_report(
             let _ = write!(
                 h,
                 "<h3>{} {}</h3><table><tr><th>scope</th><th class=\"l\">lock</th><th class=\"l\">type</th><th>contended</th><th>total wait</th><th>avg</th><th>max</th><th>spinning</th><th class=\"l\">top callers</th></tr>",
-                esc(&doc.sweep.parameter),
+                esc(doc.sweep.parameter.as_str()),
                 p.value
             );
             for r in l.rows.iter().take(12) {

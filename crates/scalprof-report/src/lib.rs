@@ -73,9 +73,9 @@ pub fn summary(doc: &RunDocument) -> String {
     }
     out += &format!(
         "\nmodel: {}\n",
-        model_line(doc.model.as_ref(), &doc.sweep.parameter)
+        model_line(doc.model.as_ref(), doc.sweep.parameter.as_str())
     );
-    if let Some(split) = split_line(&doc.points, &doc.sweep.parameter) {
+    if let Some(split) = split_line(&doc.points, doc.sweep.parameter.as_str()) {
         out += &format!("time:  {split}\n");
     }
     if let Some(line) = profile_line(doc) {
@@ -91,7 +91,7 @@ pub fn summary(doc: &RunDocument) -> String {
     }
     for p in &doc.points {
         if let Some(l) = &p.locks {
-            out += &lock_table(&doc.sweep.parameter, p.value, l);
+            out += &lock_table(doc.sweep.parameter.as_str(), p.value, l);
         }
     }
     out += &lock_growth(doc);
@@ -260,6 +260,10 @@ pub fn si(x: f64) -> String {
 /// "USL σ=0.04 κ=0.001 → peak ≈ 31 threads (R² 0.99)".
 pub fn model_line(model: Option<&Model>, parameter: &str) -> String {
     let Some(m) = model else {
+        if parameter == "size" {
+            return "none for a size sweep: each function's cost is fitted as a·nᵏ (complexity below)"
+                .into();
+        }
         return "none (fewer than two measured points)".into();
     };
     let mut s = match m.kind {
@@ -808,6 +812,12 @@ pub fn layout_text(l: &scalprof_model::layout::Layout, what: &str, line: u64) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_size_sweep_says_why_it_has_no_model() {
+        assert!(model_line(None, "size").contains("a·nᵏ"));
+        assert!(model_line(None, "threads").contains("fewer than two"));
+    }
 
     #[test]
     fn control_characters_never_reach_the_terminal() {

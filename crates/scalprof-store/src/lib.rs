@@ -10,7 +10,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use scalprof_model::locks::LockProfile;
 use scalprof_model::{
     Finding, FoldedStack, Host, PointProfile, PointRepeat, Repeat, RunHeader, RunStatus, Sweep,
-    ThroughputSource,
+    SweepParameter, ThroughputSource,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -309,7 +309,7 @@ impl Store {
                 run.label,
                 run.created,
                 json(&run.command),
-                run.sweep.parameter,
+                run.sweep.parameter.as_str(),
                 json(&run.sweep.values),
                 json(&run.host),
                 run.scaling.as_str(),
@@ -619,7 +619,8 @@ impl Store {
             command: parse(id, "command", &command)?,
             status: effective_status(&status, pid),
             sweep: Sweep {
-                parameter,
+                // Runs are only ever stored with `threads` or `size`.
+                parameter: SweepParameter::parse(&parameter).unwrap_or(SweepParameter::Threads),
                 values: parse(id, "sweep_values", &values)?,
             },
             host: parse(id, "host", &host)?,

@@ -6,7 +6,7 @@ fn new_run(label: &str) -> NewRun {
         created: "2026-11-21T00:00:00Z".into(),
         command: vec!["./bench".into(), "{threads}".into()],
         sweep: Sweep {
-            parameter: "threads".into(),
+            parameter: scalprof_model::SweepParameter::Threads,
             values: vec![1, 2],
         },
         host: Host {

@@ -83,7 +83,7 @@ pub fn import(store: &Store, path: &Path, label: Option<String>) -> Result<i64> 
             info.cmdline.clone()
         },
         sweep: Sweep {
-            parameter: "threads".into(),
+            parameter: scalprof_model::SweepParameter::Threads,
             values: vec![1],
         },
         host: Host {

@@ -117,7 +117,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 .transpose()?;
             let opts = RunOptions {
                 command: args.command,
-                parameter: "threads".into(),
+                parameter: scalprof_model::SweepParameter::Threads,
                 values,
                 repeat: args.repeat,
                 diagnose: args.diagnose,
@@ -146,7 +146,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             }
             // Check the command before touching the store: a typo fails at once.
             scalprof_collect::resolve_program(
-                &scalprof_collect::sweep::substitute(&opts.command, &opts.parameter, 1)[0],
+                &scalprof_collect::sweep::substitute(&opts.command, opts.parameter.as_str(), 1)[0],
             )?;
             let store = open_store(&cli.db)?;
             let interrupt = Interrupt::install()?;
@@ -290,7 +290,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             let interrupt = Interrupt::install()?;
             let opts = RunOptions {
                 command: args.command,
-                parameter: "size".into(),
+                parameter: scalprof_model::SweepParameter::Size,
                 values: Some(sizes),
                 repeat: args.repeat,
                 diagnose: args.diagnose,
@@ -372,7 +372,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             let interrupt = Interrupt::install()?;
             let opts = RunOptions {
                 command: args.command,
-                parameter: "threads".into(),
+                parameter: scalprof_model::SweepParameter::Threads,
                 values: Some(vec![args.threads]),
                 repeat: 1,
                 diagnose: 1,
@@ -397,7 +397,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                     Some(l) => print!(
                         "{}",
                         scalprof_report::terminal_safe(&scalprof_report::lock_table(
-                            &doc.sweep.parameter,
+                            doc.sweep.parameter.as_str(),
                             p.value,
                             l
                         ))
@@ -478,7 +478,7 @@ fn demo(db: &Option<std::path::PathBuf>, args: cli::DemoArgs) -> Result<ExitCode
         println!("\n=== {name}: {} ===", describe(name));
         let opts = RunOptions {
             command: vec![path_of(name), "{threads}".into()],
-            parameter: "threads".into(),
+            parameter: scalprof_model::SweepParameter::Threads,
             values: values.clone(),
             repeat: args.repeat,
             diagnose: 1,

@@ -1,6 +1,7 @@
 //! `scalprof run`: glue between the sweep (collect), the store, the analysis and the
 //! terminal. Every finished repeat is committed to the store before the next starts.
 
+use scalprof_model::SweepParameter;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -20,8 +21,8 @@ use scalprof_store::{NewRun, Store};
 #[derive(Clone, Debug)]
 pub struct RunOptions {
     pub command: Vec<String>,
-    /// `threads` (a scaling sweep) or `size` (a complexity sweep).
-    pub parameter: String,
+    /// A scaling sweep (threads) or a complexity sweep (size).
+    pub parameter: SweepParameter,
     pub values: Option<Vec<u64>>,
     /// Clean (untraced) repeats per point.
     pub repeat: u32,
@@ -60,7 +61,7 @@ pub fn run(store: &Store, opts: &RunOptions, interrupt: &Interrupt) -> Result<Ru
         None => sweep::default_values(host.cpus),
     };
     // Fail at once, before a run exists, if the program cannot be found.
-    let first = sweep::substitute(&opts.command, &opts.parameter, values[0]);
+    let first = sweep::substitute(&opts.command, opts.parameter.as_str(), values[0]);
     let program = scalprof_collect::resolve_program(&first[0])?;
     let ops_regex = Regex::new(&opts.ops_regex)
         .with_context(|| format!("--ops-regex {:?} is not a valid regex", opts.ops_regex))?;
@@ -82,7 +83,7 @@ pub fn run(store: &Store, opts: &RunOptions, interrupt: &Interrupt) -> Result<Ru
         created: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
         command: opts.command.clone(),
         sweep: Sweep {
-            parameter: opts.parameter.clone(),
+            parameter: opts.parameter,
             values: values.clone(),
         },
         host,
@@ -95,7 +96,7 @@ pub fn run(store: &Store, opts: &RunOptions, interrupt: &Interrupt) -> Result<Ru
     let tracing = (opts.sampling.is_some() || opts.locks.is_some()) && opts.diagnose > 0;
     let plan = SweepPlan {
         command: opts.command.clone(),
-        parameter: opts.parameter.clone(),
+        parameter: opts.parameter.as_str().to_string(),
         values: values.clone(),
         repeat: opts.repeat,
         diagnose: opts.diagnose,
@@ -132,7 +133,7 @@ pub fn run(store: &Store, opts: &RunOptions, interrupt: &Interrupt) -> Result<Ru
     );
     let mut sink = StoreSink {
         store,
-        parameter: opts.parameter.clone(),
+        parameter: opts.parameter.as_str().to_string(),
         id,
         bar: &bar,
         repeat: opts.repeat,
@@ -162,7 +163,7 @@ pub fn run(store: &Store, opts: &RunOptions, interrupt: &Interrupt) -> Result<Ru
     let mut doc = load_document(store, id)?;
     // Sharing findings read the binaries, so they are made now, while the files are
     // here, and stored with the run.
-    if opts.sampling.is_some() && opts.parameter == "threads" {
+    if opts.sampling.is_some() && opts.parameter == SweepParameter::Threads {
         let profiles = merged_profiles(store, id)?;
         let input: Vec<(u64, f64, &scalprof_model::PointProfile)> = doc
             .points

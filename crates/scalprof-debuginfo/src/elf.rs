@@ -87,8 +87,11 @@ impl ElfInfo {
             path: path.to_path_buf(),
             source,
         })?;
-        // SAFETY: the mapping is read-only and private; a file changing underneath us
-        // yields wrong symbols, not memory unsafety beyond what object tolerates.
+        // SAFETY: a shared read-only mapping. Changed bytes give wrong symbols at worst (the
+        // parser checks every offset); truncating the file while it is mapped would raise
+        // SIGBUS on the lost pages. Binaries are mapped right after the workload ran; a
+        // running executable cannot be written (ETXTBSY), and package upgrades replace
+        // files by rename, which leaves this mapping on the old, intact inode.
         let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|source| DebugInfoError::Read {
             path: path.to_path_buf(),
             source,

@@ -11,6 +11,12 @@ use scalprof_debuginfo::{Kallsyms, SymbolCache};
 use scalprof_model::{Host, Repeat, RunStatus, Sweep, ThroughputSource};
 use scalprof_store::{NewRun, Store};
 
+thread_local! {
+    /// Set while this thread parses an untrusted perf.data file: a panic then becomes an
+    /// import error, and is not printed.
+    pub static PARSING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 pub fn import(store: &Store, path: &Path, label: Option<String>) -> Result<i64> {
     let local_kernel = scalprof_collect::host::probe().kernel;
     // Kernel symbols of this machine only fit a file recorded on this kernel; we learn
@@ -31,9 +37,9 @@ pub fn import(store: &Store, path: &Path, label: Option<String>) -> Result<i64> 
     let mut builder = ProfileBuilder::new("", 0, true);
     let (mut user_ns, mut sys_ns) = (0u64, 0u64);
     // The file is untrusted input: scalprof checks its structure first, and a panic in a
-    // parser on a case the checks missed becomes an error, not a crash.
-    let previous_hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
+    // parser on a case the checks missed becomes an error, not a crash. While it parses,
+    // the binary's panic hook keeps this thread's panics quiet (see `main`).
+    PARSING.with(|p| p.set(true));
     let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         scalprof_collect::import::for_each_record(path, |rec| {
             if let EventRecord::Sample(s) = &rec {
@@ -46,7 +52,7 @@ pub fn import(store: &Store, path: &Path, label: Option<String>) -> Result<i64> 
             builder.handle(rec, &mut symbols);
         })
     }));
-    std::panic::set_hook(previous_hook);
+    PARSING.with(|p| p.set(false));
     let info = match read {
         Ok(result) => result?,
         Err(_) => anyhow::bail!(

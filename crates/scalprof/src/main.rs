@@ -20,7 +20,20 @@ use scalprof_collect::interrupt::Interrupt;
 use scalprof_model::{RunStatus, ThroughputSource};
 use scalprof_store::Store;
 
+/// A panic while parsing an untrusted perf.data file is reported as an import error (see
+/// `import::import`); every other panic is printed as usual. Installed once, here at the
+/// edge, rather than swapped in and out around the parser.
+fn quiet_import_panics() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !import::PARSING.with(|p| p.get()) {
+            default(info);
+        }
+    }));
+}
+
 fn main() -> ExitCode {
+    quiet_import_panics();
     let cli = Cli::parse();
     let db = cli.db.clone();
     match dispatch(cli) {

@@ -205,12 +205,22 @@ pub fn run_report(
     }
     h += "<table id=\"points\"><tr><th>";
     h += &esc(doc.sweep.parameter.as_str());
-    h += "</th><th>throughput</th><th>speedup</th><th>efficiency</th><th>wall s</th><th>user s</th><th>sys s</th><th>lock wait s</th></tr>";
+    h += "</th><th>throughput</th><th>speedup</th><th>efficiency</th><th>wall s</th><th>user s</th><th>sys s</th><th>lock wait s</th><th>traced vs clean</th><th>overhead (scalprof)</th></tr>";
     for p in &doc.points {
         let med = |s: Option<scalprof_model::Spread>| {
             s.map_or("—".into(), |s| format!("{:.3}", s.median))
         };
-        let runs = p.repeats.iter().filter(|r| r.succeeded()).count().max(1) as f64;
+        // Lock tables come from the traced repeats (the only ones in older runs).
+        let traced = if p.traced_repeats.is_empty() {
+            &p.repeats
+        } else {
+            &p.traced_repeats
+        };
+        let runs = traced.iter().filter(|r| r.succeeded()).count().max(1) as f64;
+        let overhead = p
+            .profile
+            .as_ref()
+            .map(|pr| 100.0 * pr.stats.overhead_samples as f64 / pr.stats.samples.max(1) as f64);
         let lock_wait = p.locks.as_ref().map(|l| {
             l.rows
                 .iter()
@@ -222,7 +232,7 @@ pub fn run_report(
         });
         let _ = write!(
             h,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             p.value,
             p.throughput.map_or("—".into(), si),
             p.speedup.map_or("—".into(), |s| format!("{s:.2}×")),
@@ -230,7 +240,10 @@ pub fn run_report(
             med(p.wall_s),
             med(p.user_s),
             med(p.sys_s),
-            lock_wait.map_or("—".into(), |w| format!("{w:.3}"))
+            lock_wait.map_or("—".into(), |w| format!("{w:.3}")),
+            p.perturbation
+                .map_or("—".into(), |x| format!("{:+.1}%", 100.0 * x)),
+            overhead.map_or("—".into(), |o| format!("{o:.1}% of samples")),
         );
     }
     h += "</table>";

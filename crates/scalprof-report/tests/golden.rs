@@ -1,0 +1,169 @@
+//! Golden files of the terminal output, built from fixed measurements through the real
+//! analysis (`scalprof_analyze::assemble`). A change of wording or layout shows as a diff;
+//! when it is intended, regenerate them with `SCALPROF_BLESS=1 cargo test -p scalprof-report`.
+
+use std::path::Path;
+
+use scalprof_model::locks::{LockCaller, LockProfile, LockRow};
+use scalprof_model::{
+    FoldedStack, Host, PointProfile, PointRepeat, ProfileStats, Repeat, RunHeader, RunStatus,
+    Sweep, SweepParameter, ThroughputSource,
+};
+
+fn check(name: &str, actual: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
+    if std::env::var_os("SCALPROF_BLESS").is_some() {
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+        panic!(
+            "no golden file {}: create it with SCALPROF_BLESS=1",
+            path.display()
+        )
+    });
+    assert!(
+        expected == actual,
+        "{} differs from the output (SCALPROF_BLESS=1 regenerates it if intended):\n{actual}",
+        path.display()
+    );
+}
+
+fn repeat(index: u32, wall: f64, threads: u64, traced: bool) -> Repeat {
+    Repeat {
+        index,
+        wall_s: wall,
+        user_s: wall * threads as f64 * 0.6,
+        sys_s: wall * threads as f64 * 0.4,
+        ops: Some(1_000_000 * threads),
+        exit_code: Some(0),
+        signal: None,
+        timed_out: false,
+        voluntary_csw: 10,
+        involuntary_csw: 2,
+        minor_faults: 100,
+        major_faults: 0,
+        stdout_path: None,
+        stderr_path: None,
+        traced,
+    }
+}
+
+fn profile(worker_ns: u64, lock_ns: u64, overhead: u64) -> PointProfile {
+    let stacks = [
+        ("prog;start_thread;worker", worker_ns),
+        (
+            "prog;start_thread;worker;table_lookup;__lll_lock_wait;__x64_sys_futex_[k];futex_wait_[k]",
+            lock_ns,
+        ),
+    ];
+    PointProfile {
+        event: "cpu-clock".into(),
+        frequency: 999,
+        repeats: 1,
+        stats: ProfileStats {
+            samples: (worker_ns + lock_ns) / 1_000_000 + overhead,
+            kernel: true,
+            overhead_samples: overhead,
+            ..Default::default()
+        },
+        folded: stacks
+            .iter()
+            .filter(|(_, w)| *w > 0)
+            .map(|(s, w)| FoldedStack {
+                stack: s.to_string(),
+                samples: w / 1_000_000,
+                weight: *w,
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+fn locks(wait_ns: u64, count: u64) -> LockProfile {
+    LockProfile {
+        rows: vec![LockRow {
+            scope: "user".into(),
+            name: "table_lock".into(),
+            lock_type: "mutex".into(),
+            address: "0x4040".into(),
+            count,
+            total_wait_ns: wait_ns,
+            max_wait_ns: wait_ns / count.max(1) * 4,
+            callers: vec![LockCaller {
+                function: "table_lookup".into(),
+                share: 1.0,
+            }],
+            attributed_to: None,
+            wait_ns_per_op: None,
+            spin_ns: None,
+        }],
+        repeats: 1,
+        snapshots: 40,
+        snapshots_resolved: 40,
+        ..Default::default()
+    }
+}
+
+/// A mutex-bound program at 1 and 2 threads: 3 clean repeats and 1 traced per point.
+fn document() -> scalprof_model::RunDocument {
+    let header = RunHeader {
+        id: "7".into(),
+        label: "hash_global_mutex".into(),
+        created: "2026-11-22T00:00:00Z".into(),
+        command: vec!["./hash_global_mutex".into(), "{threads}".into()],
+        status: RunStatus::Complete,
+        sweep: Sweep {
+            parameter: SweepParameter::Threads,
+            values: vec![1, 2],
+        },
+        host: Host {
+            kernel: "6.18.0".into(),
+            cpus: 2,
+            cpu_model: "Test CPU".into(),
+            pmu: false,
+        },
+        scaling: ThroughputSource::Weak,
+        ops_regex: r"ops=(\d+)".into(),
+        output_dir: "/tmp/runs.db.d/7".into(),
+    };
+    let mut repeats = Vec::new();
+    for (value, walls, traced_wall) in [
+        (1u64, [0.100, 0.102, 0.101], 0.103),
+        (2, [0.500, 0.510, 0.505], 0.560),
+    ] {
+        for (i, w) in walls.iter().enumerate() {
+            repeats.push(PointRepeat {
+                value,
+                repeat: repeat(i as u32, *w, value, false),
+            });
+        }
+        repeats.push(PointRepeat {
+            value,
+            repeat: repeat(3, traced_wall, value, true),
+        });
+    }
+    let profiles = vec![
+        (1, profile(100_000_000, 0, 0)),
+        (2, profile(200_000_000, 700_000_000, 3)),
+    ];
+    let lock_profiles = vec![(1, locks(0, 0)), (2, locks(300_000_000, 4000))];
+    scalprof_analyze::assemble(&header, &repeats, &profiles, &lock_profiles, vec![])
+}
+
+#[test]
+fn the_summary_of_a_lock_bound_sweep_matches_its_golden_file() {
+    check("summary-mutex.txt", &scalprof_report::summary(&document()));
+}
+
+#[test]
+fn the_lock_table_matches_its_golden_file() {
+    let doc = document();
+    let p = &doc.points[1];
+    check(
+        "locks-mutex.txt",
+        &scalprof_report::lock_table("threads", p.value, p.locks.as_ref().unwrap()),
+    );
+}

@@ -49,11 +49,71 @@ pub enum CollectError {
     #[error("invalid sweep list {text:?}: {reason}")]
     BadSweepList { text: String, reason: String },
     #[error("profiling: {0}")]
-    Profiling(String),
+    Profiling(#[from] ProfilingError),
     #[error("lock tracing: {0}")]
-    Locks(String),
-    #[error("storing a measurement failed: {0}")]
-    Sink(String),
+    Locks(#[from] LockTracerError),
+    #[error("storing a measurement failed")]
+    Sink(#[source] SinkError),
+}
+
+/// What a sink reports when it cannot keep a measurement (the store's error, boxed).
+pub type SinkError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Why the sampler could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfilingError {
+    #[error("perf_event_open failed: {source}. {hint}")]
+    Open {
+        #[source]
+        source: std::io::Error,
+        /// What to run to be allowed to profile (see `perf::paranoia_hint`).
+        hint: String,
+    },
+    #[error(
+        "cannot map the perf ring buffer: {0} (raise `ulimit -l` or kernel.perf_event_mlock_kb)"
+    )]
+    Map(#[source] std::io::Error),
+    #[error("cannot start the sampler thread")]
+    Thread(#[source] std::io::Error),
+}
+
+/// Why the lock tracer could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum LockTracerError {
+    #[error("this scalprof was built without BPF support (the `bpf` cargo feature, which needs clang and libelf-dev to build); rebuild with default features, or pass --no-locks")]
+    NotBuilt,
+    #[error("cannot start the lock tracer thread")]
+    Thread(#[source] std::io::Error),
+    #[error("the BPF lock tracer did not start in 30 s")]
+    Timeout,
+    #[error("loading the BPF lock tracer failed: {message} ({}; or pass --no-locks)", .cause.hint())]
+    Load { message: String, cause: BpfCause },
+    #[error("cannot read the BPF ring buffer: {0}")]
+    RingBuffer(String),
+}
+
+/// Why BPF programs would not load, as far as scalprof can tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BpfCause {
+    /// Not root, and no CAP_BPF + CAP_PERFMON.
+    Permission,
+    /// The kernel has no BTF (`/sys/kernel/btf/vmlinux`).
+    NoBtf,
+    /// The kernel lacks the `lock:contention_*` tracepoints (before 5.19).
+    NoTracepoint,
+    Other,
+}
+
+impl BpfCause {
+    /// What to do about it.
+    pub fn hint(self) -> &'static str {
+        match self {
+            BpfCause::Permission => "loading BPF programs needs root (or CAP_BPF and CAP_PERFMON)",
+            BpfCause::NoBtf => "the kernel has no BTF (/sys/kernel/btf/vmlinux): a kernel built with CONFIG_DEBUG_INFO_BTF=y is needed",
+            BpfCause::NoTracepoint => "the kernel lacks the lock:contention_begin tracepoint (Linux 5.19 or later)",
+            BpfCause::Other => "see the message above",
+        }
+    }
 }
 
 /// Finds the program the way execvp would, so that a missing command fails at once,

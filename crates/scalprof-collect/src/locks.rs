@@ -12,7 +12,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::exec::Attach;
-use crate::CollectError;
+use crate::{CollectError, LockTracerError};
 
 /// The BPF side: loading, attaching and reading the programs of src/bpf/locks.bpf.c.
 #[cfg(feature = "bpf")]
@@ -60,21 +60,17 @@ impl Attach for LockTracer {
         let thread = std::thread::Builder::new()
             .name("scalprof-locks".into())
             .spawn(move || trace(pid as u32, &config, ready_tx, &stop))
-            .map_err(|e| {
-                CollectError::Locks(format!("cannot start the lock tracer thread: {e}"))
-            })?;
+            .map_err(LockTracerError::Thread)?;
         match ready_rx.recv_timeout(Duration::from_secs(30)) {
             Ok(Ok(())) => {
                 self.thread = Some(thread);
                 Ok(())
             }
-            Ok(Err(msg)) => {
+            Ok(Err(e)) => {
                 let _ = thread.join();
-                Err(CollectError::Locks(msg))
+                Err(e.into())
             }
-            Err(_) => Err(CollectError::Locks(
-                "the BPF lock tracer did not start in 30 s".into(),
-            )),
+            Err(_) => Err(LockTracerError::Timeout.into()),
         }
     }
 
@@ -94,32 +90,25 @@ use bpf::trace;
 fn trace(
     _pid: u32,
     _config: &LockConfig,
-    ready: mpsc::Sender<Result<(), String>>,
+    ready: mpsc::Sender<Result<(), LockTracerError>>,
     _stop: &AtomicBool,
 ) -> RawLocks {
-    let _ = ready.send(Err(
-        "this scalprof was built without BPF support (the `bpf` cargo \
-         feature, which needs clang and libelf-dev to build); rebuild with default features, \
-         or pass --no-locks"
-            .into(),
-    ));
+    let _ = ready.send(Err(LockTracerError::NotBuilt));
     RawLocks::default()
 }
 
-/// What to run to get BPF working, from what failed.
-pub fn bpf_hint(err: &str) -> String {
-    let mut hint = String::new();
-    if err.contains("Operation not permitted") || err.contains("EPERM") {
-        hint = "loading BPF programs needs root (or CAP_BPF and CAP_PERFMON)".into();
+/// Why BPF would not load: from the error's kind (EPERM/EACCES), the kernel's BTF, and
+/// libbpf naming the tracepoint it could not attach to.
+pub fn bpf_cause(permission_denied: bool, message: &str) -> crate::BpfCause {
+    use crate::BpfCause;
+    if permission_denied {
+        BpfCause::Permission
     } else if !std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
-        hint = "the kernel has no BTF (/sys/kernel/btf/vmlinux): a kernel built with CONFIG_DEBUG_INFO_BTF=y is needed".into();
-    } else if err.contains("contention_begin") {
-        hint = "the kernel lacks the lock:contention_begin tracepoint (Linux 5.19 or later)".into();
-    }
-    if hint.is_empty() {
-        err.to_string()
+        BpfCause::NoBtf
+    } else if message.contains("contention_begin") || message.contains("contention_end") {
+        BpfCause::NoTracepoint
     } else {
-        format!("{err} ({hint}; or pass --no-locks)")
+        BpfCause::Other
     }
 }
 

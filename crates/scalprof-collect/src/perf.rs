@@ -20,7 +20,7 @@ use perf_event_open_sys as sys;
 use sys::bindings as b;
 
 use crate::exec::Attach;
-use crate::CollectError;
+use crate::{CollectError, ProfilingError};
 
 /// What to sample and how.
 #[derive(Clone, Debug)]
@@ -207,10 +207,11 @@ impl Sampler {
                         kernel = false; // user space only, and say so
                         continue;
                     }
-                    return Err(CollectError::Profiling(format!(
-                        "perf_event_open failed: {e}. {}",
-                        paranoia_hint()
-                    )));
+                    return Err(ProfilingError::Open {
+                        source: e,
+                        hint: paranoia_hint(),
+                    }
+                    .into());
                 }
             }
         }
@@ -236,9 +237,7 @@ impl Attach for Sampler {
         let handle = std::thread::Builder::new()
             .name("scalprof-sampler".into())
             .spawn(move || read_loop(buffers, &stop))
-            .map_err(|e| {
-                CollectError::Profiling(format!("cannot start the sampler thread: {e}"))
-            })?;
+            .map_err(ProfilingError::Thread)?;
         self.reader = Some(handle);
         Ok(())
     }
@@ -325,10 +324,7 @@ impl Ring {
                 });
             }
         }
-        Err(CollectError::Profiling(format!(
-            "cannot map the perf ring buffer: {} (raise `ulimit -l` or kernel.perf_event_mlock_kb)",
-            std::io::Error::last_os_error()
-        )))
+        Err(ProfilingError::Map(std::io::Error::last_os_error()).into())
     }
 
     fn drain(&mut self, out: &mut Vec<u8>, samples: &mut u64, bad: &mut u64) {

@@ -81,13 +81,13 @@ pub trait SweepSink {
         value: u64,
         repeat: &Repeat,
         collected: Collected,
-    ) -> Result<(), String>;
+    ) -> Result<(), crate::SinkError>;
     /// A warm-up run finished (not stored).
     fn warmup_done(&mut self, value: u64, repeat: &Repeat);
     /// Profiling could not be set up; the sweep goes on without it.
-    fn profiling_unavailable(&mut self, _reason: &str) {}
+    fn profiling_unavailable(&mut self, _reason: &crate::ProfilingError) {}
     /// Lock tracing could not be set up; the sweep goes on without it.
-    fn locks_unavailable(&mut self, _reason: &str) {}
+    fn locks_unavailable(&mut self, _reason: &crate::LockTracerError) {}
     /// The workload left processes running after it exited (pid, command name).
     fn leftover_processes(&mut self, _value: u64, _processes: &[(i32, String)]) {}
     /// A workload output file was cut to its head and tail (`bytes` long before).
@@ -430,7 +430,12 @@ mod tests {
     struct Collect(Vec<(u64, Repeat)>, u32);
     impl SweepSink for Collect {
         fn starting(&mut self, _: u64, _: u32, _: RepeatKind) {}
-        fn repeat_done(&mut self, value: u64, r: &Repeat, _: Collected) -> Result<(), String> {
+        fn repeat_done(
+            &mut self,
+            value: u64,
+            r: &Repeat,
+            _: Collected,
+        ) -> Result<(), crate::SinkError> {
             self.0.push((value, r.clone()));
             Ok(())
         }
@@ -548,7 +553,12 @@ mod tests {
         struct StopAfter(Collect, Interrupt);
         impl SweepSink for StopAfter {
             fn starting(&mut self, _: u64, _: u32, _: RepeatKind) {}
-            fn repeat_done(&mut self, value: u64, r: &Repeat, p: Collected) -> Result<(), String> {
+            fn repeat_done(
+                &mut self,
+                value: u64,
+                r: &Repeat,
+                p: Collected,
+            ) -> Result<(), crate::SinkError> {
                 self.0.repeat_done(value, r, p)?;
                 if self.0 .0.len() == 3 {
                     self.1.trigger();

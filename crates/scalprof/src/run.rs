@@ -332,17 +332,17 @@ impl SweepSink for StoreSink<'_> {
         value: u64,
         repeat: &Repeat,
         collected: Collected,
-    ) -> Result<(), String> {
+    ) -> Result<(), scalprof_collect::SinkError> {
         self.store
             .add_repeat(self.id, value, repeat)
-            .map_err(|e| format!("{:#}", anyhow::Error::new(e)))?;
+            .map_err(Box::new)?;
         // Name locks now that the workload has exited; only successful repeats count.
         if let (Some(raw), Some(symbols)) = (collected.locks, self.symbols.as_mut()) {
             if repeat.succeeded() {
                 let table = scalprof_analyze::locks::lock_profile(&raw, symbols);
                 self.store
                     .add_locks(self.id, value, repeat.index, &table)
-                    .map_err(|e| format!("{:#}", anyhow::Error::new(e)))?;
+                    .map_err(Box::new)?;
             }
         }
         // Symbolize now that the workload has exited; only successful repeats count.
@@ -359,7 +359,7 @@ impl SweepSink for StoreSink<'_> {
                         p.stats.bad_records += raw.bad_records;
                         self.store
                             .add_profile(self.id, value, repeat.index, &p)
-                            .map_err(|e| format!("{:#}", anyhow::Error::new(e)))?;
+                            .map_err(Box::new)?;
                     }
                     Err(e) if !self.profile_error_shown => {
                         self.profile_error_shown = true;
@@ -381,9 +381,12 @@ impl SweepSink for StoreSink<'_> {
         Ok(())
     }
 
-    fn profiling_unavailable(&mut self, reason: &str) {
+    fn profiling_unavailable(&mut self, reason: &scalprof_collect::ProfilingError) {
         self.bar.suspend(|| {
-            eprintln!("scalprof: warning: continuing without profiles: {reason}");
+            eprintln!(
+                "scalprof: warning: continuing without profiles: {}",
+                with_sources(reason)
+            );
         });
     }
 
@@ -414,9 +417,12 @@ impl SweepSink for StoreSink<'_> {
         self.bar.suspend(|| eprintln!("{msg}"));
     }
 
-    fn locks_unavailable(&mut self, reason: &str) {
+    fn locks_unavailable(&mut self, reason: &scalprof_collect::LockTracerError) {
         self.bar.suspend(|| {
-            eprintln!("scalprof: warning: continuing without lock tracing: {reason}");
+            eprintln!(
+                "scalprof: warning: continuing without lock tracing: {}",
+                with_sources(reason)
+            );
         });
     }
 
@@ -426,6 +432,17 @@ impl SweepSink for StoreSink<'_> {
         }
         self.bar.inc(1);
     }
+}
+
+/// An error and its causes, "outer: inner: …", as `{:#}` prints an anyhow error.
+fn with_sources(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text += &format!(": {c}");
+        cause = c.source();
+    }
+    text
 }
 
 fn tail_lines(path: &Path, n: usize) -> Vec<String> {

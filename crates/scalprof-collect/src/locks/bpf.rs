@@ -14,8 +14,10 @@ use std::time::Duration;
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
 use libbpf_rs::{MapCore, MapFlags, RingBufferBuilder};
 
+use crate::LockTracerError;
+
 use super::{
-    bpf_hint, i32_at, parse_record, read_proc_maps, spread_over_stacks, u32_at, u64_at,
+    bpf_cause, i32_at, parse_record, read_proc_maps, spread_over_stacks, u32_at, u64_at,
     KernelLockRaw, LockConfig, LockFailures, ProcMap, RawLocks, Record, StackSnapshot, TracerCost,
     UserLockRaw,
 };
@@ -40,7 +42,7 @@ const STACK_DEPTH: usize = 32;
 pub(super) fn trace(
     pid: u32,
     config: &LockConfig,
-    ready: mpsc::Sender<Result<(), String>>,
+    ready: mpsc::Sender<Result<(), LockTracerError>>,
     stop: &AtomicBool,
 ) -> RawLocks {
     let mut object = MaybeUninit::uninit();
@@ -48,9 +50,12 @@ pub(super) fn trace(
     let skel = match loaded {
         Ok(s) => s,
         Err(e) => {
-            let _ = ready.send(Err(bpf_hint(&format!(
-                "loading the BPF lock tracer failed: {e:#}"
-            ))));
+            let message = format!("{e:#}");
+            let denied = e.kind() == libbpf_rs::ErrorKind::PermissionDenied;
+            let _ = ready.send(Err(LockTracerError::Load {
+                cause: bpf_cause(denied, &message),
+                message,
+            }));
             return RawLocks::default();
         }
     };
@@ -104,7 +109,7 @@ pub(super) fn trace(
     let ring = match ring {
         Ok(r) => r,
         Err(e) => {
-            let _ = ready.send(Err(format!("cannot read the BPF ring buffer: {e}")));
+            let _ = ready.send(Err(LockTracerError::RingBuffer(e.to_string())));
             return RawLocks::default();
         }
     };

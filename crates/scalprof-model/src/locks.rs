@@ -112,8 +112,10 @@ pub struct LockRow {
     /// Wait per operation of the point's work (set when the run document is built).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait_ns_per_op: Option<f64>,
-    /// On-CPU time sampled in this lock's spin paths (optimistic spinning, queued spinlock
-    /// slow path) — invisible to the contention tracepoints. Set with the run document.
+    /// On-CPU time the profile sampled on this lock's behalf, invisible to the contention
+    /// tracepoints: a kernel lock's spin paths (optimistic spinning, queued spinlock slow
+    /// path); a user lock's time inside the futex system call. Set with the run document.
+    /// (The field keeps its first name for the stored documents' sake.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spin_ns: Option<u64>,
 }

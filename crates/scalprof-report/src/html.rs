@@ -301,7 +301,7 @@ pub fn run_report(
             let Some(l) = &p.locks else { continue };
             let _ = write!(
                 h,
-                "<h3>{} {}</h3><table><tr><th>scope</th><th class=\"l\">lock</th><th class=\"l\">type</th><th>contended</th><th>total wait</th><th>avg</th><th>max</th><th>spinning</th><th class=\"l\">top callers</th></tr>",
+                "<h3>{} {}</h3><table><tr><th>scope</th><th class=\"l\">lock</th><th class=\"l\">type</th><th>contended</th><th>total wait</th><th>avg</th><th>max</th><th>on-CPU</th><th class=\"l\">top callers</th></tr>",
                 esc(doc.sweep.parameter.as_str()),
                 p.value
             );

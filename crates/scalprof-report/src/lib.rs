@@ -466,7 +466,7 @@ pub fn lock_table(parameter: &str, value: u64, l: &scalprof_model::locks::LockPr
         "total wait",
         "avg",
         "max",
-        "spinning",
+        "on-CPU",
         "top callers",
     ]);
     for r in rows {

@@ -785,6 +785,17 @@ fn the_tracers_own_frames_are_overhead_never_what_grew() {
         stats["overhead_samples"].as_u64().unwrap() > 0,
         "the tracer's frames were never sampled, so this test proves nothing: {stats}"
     );
+    // Every stored stack of every point is free of them: what the flame graphs, "what
+    // grew" and the findings are made of.
+    let db = dir.path().join("runs.db");
+    for point in [1, 2] {
+        for (stack, _) in folded(&db, point) {
+            assert!(
+                !stack.split(';').any(is_tool_frame),
+                "point {point}: scalprof's own frame in a stored stack: {stack}"
+            );
+        }
+    }
     let diff = &doc["scaling_diff"];
     for scope in ["kernel", "user"] {
         for row in diff[scope].as_array().into_iter().flatten() {

@@ -156,13 +156,14 @@ pub(super) fn trace(
         let (Some(lock), Some(flags)) = (u64_at(&key, 0), u32_at(&key, 12)) else {
             continue;
         };
+        let (count, total_ns, max_ns) = stat(&val);
         totals.push(KernelLockRaw {
             lock,
             flags,
             stack: Vec::new(),
-            count: u64_at(&val, 0).unwrap_or(0),
-            total_ns: u64_at(&val, 8).unwrap_or(0),
-            max_ns: u64_at(&val, 16).unwrap_or(0),
+            count,
+            total_ns,
+            max_ns,
         });
     }
     let mut sampled = Vec::new();
@@ -191,13 +192,14 @@ pub(super) fn trace(
         } else {
             Vec::new()
         };
+        let (count, total_ns, max_ns) = stat(&val);
         sampled.push(KernelLockRaw {
             lock,
             flags,
             stack,
-            count: u64_at(&val, 0).unwrap_or(0),
-            total_ns: u64_at(&val, 8).unwrap_or(0),
-            max_ns: u64_at(&val, 16).unwrap_or(0),
+            count,
+            total_ns,
+            max_ns,
         });
     }
     out.kernel = spread_over_stacks(&totals, &sampled);
@@ -210,13 +212,14 @@ pub(super) fn trace(
         else {
             continue;
         };
+        let (count, total_ns, max_ns) = stat(&val);
         out.user.push(UserLockRaw {
             uaddr,
             tgid,
             op,
-            count: u64_at(&val, 0).unwrap_or(0),
-            total_ns: u64_at(&val, 8).unwrap_or(0),
-            max_ns: u64_at(&val, 16).unwrap_or(0),
+            count,
+            total_ns,
+            max_ns,
         });
     }
     if let Some(bss) = skel.maps.bss_data.as_deref() {
@@ -238,6 +241,16 @@ pub(super) fn trace(
         out.tracer = stats.read(&progs);
     }
     out
+}
+
+/// `struct stat` of the BPF program (count, total_ns, max_ns), the value of every
+/// aggregation map.
+fn stat(val: &[u8]) -> (u64, u64, u64) {
+    (
+        u64_at(val, 0).unwrap_or(0),
+        u64_at(val, 8).unwrap_or(0),
+        u64_at(val, 16).unwrap_or(0),
+    )
 }
 
 /// `bpf(BPF_ENABLE_STATS)`: the kernel times every BPF program run while the returned

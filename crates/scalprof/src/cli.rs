@@ -65,7 +65,9 @@ pub enum Command {
 
 #[derive(Args, Debug)]
 pub struct ComplexityArgs {
-    /// Input sizes, e.g. `5000,10000,20000,40000` (at least three).
+    /// Input sizes, e.g. `5000,10000,20000,40000,80000`: at least three; five or more give
+    /// each function's exponent a usable 95% interval (a finding needs all of it above
+    /// n log n + 0.15).
     #[arg(long, value_name = "LIST", required = true)]
     pub sizes: String,
     /// Clean (unprofiled) runs per size: the whole workload's time.

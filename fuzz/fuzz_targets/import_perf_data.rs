@@ -10,7 +10,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use libfuzzer_sys::fuzz_target;
-use scalprof_analyze::profile::{ProfileBuilder, Symbols};
+use scalprof_symbolize::profile::{ProfileBuilder, Symbols};
 
 static IN_DEPENDENCY: AtomicBool = AtomicBool::new(false);
 

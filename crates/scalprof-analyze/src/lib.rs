@@ -1,4 +1,4 @@
-//! scalprof analysis: turns measurements into the run document — per-point summaries,
+//! scalprof analysis: turns stored measurements into the run document — per-point summaries,
 //! the scaling model (USL / Amdahl), measurement warnings, and the findings (scaling
 //! diff, locks, sharing, serial phases, complexity).
 

@@ -1,30 +1,28 @@
-//! Naming locks and building lock tables from what the lock tracer recorded.
+//! Lock tables as data: the naming vocabulary, merging repeats, the on-CPU side of
+//! locks, and the lock findings.
 //!
-//! - A kernel lock at a global address gets its kallsyms name; a dynamic one gets the
-//!   conventional name its callers identify (`mmap_lock`, `runqueue lock`, `futex hash
-//!   bucket`, `siglock`), else `TYPE@caller`.
-//! - A user futex inside a binary's .data/.bss gets the variable's symbol (`table_lock`);
-//!   a heap futex `heap 0x…`. Its callers come from the copied stacks, unwound with
-//!   `.eh_frame`: the first frame outside libc — the function that took the lock.
+//! - Naming rules the converter (`scalprof_symbolize::locks`) applies to each repeat's
+//!   records: a dynamic kernel lock gets the conventional name its callers identify
+//!   (`mmap_lock`, `runqueue lock`, `futex hash bucket`, `siglock`), else `TYPE@caller`;
+//!   a user futex wait is a mutex, condvar, join… by the libc frames on its stack.
+//! - Spin paths and the futex system call's on-CPU time, found in the profile, are added
+//!   to the rows they belong to (`attribute_spin`, `attribute_futex_cpu`).
 //! - Kernel contention on the futex hash-bucket lock is attributed to the user locks.
 
 use scalprof_model::FindingKind;
 use std::collections::HashMap;
 
-use scalprof_debuginfo::Kallsyms;
-use scalprof_model::locks::{LockCaller, LockProfile, LockRow, ProcMap, RawLocks};
+use scalprof_model::locks::{LockCaller, LockProfile, LockRow};
 use scalprof_model::{Finding, Point};
 use serde_json::json;
 
-use crate::profile::{Symbols, UserSpace};
-
 /// contention_begin flags (include/trace/events/lock.h).
-const LCB_F_SPIN: u32 = 1 << 0;
-const LCB_F_READ: u32 = 1 << 1;
-const LCB_F_WRITE: u32 = 1 << 2;
-const LCB_F_RT: u32 = 1 << 3;
-const LCB_F_PERCPU: u32 = 1 << 4;
-const LCB_F_MUTEX: u32 = 1 << 5;
+pub const LCB_F_SPIN: u32 = 1 << 0;
+pub const LCB_F_READ: u32 = 1 << 1;
+pub const LCB_F_WRITE: u32 = 1 << 2;
+pub const LCB_F_RT: u32 = 1 << 3;
+pub const LCB_F_PERCPU: u32 = 1 << 4;
+pub const LCB_F_MUTEX: u32 = 1 << 5;
 
 /// Callers kept per lock.
 const TOP_CALLERS: usize = 3;
@@ -64,7 +62,7 @@ pub fn kernel_lock_type(flags: u32) -> String {
 }
 
 /// Frames that are the locking machinery itself, not who asked for the lock.
-fn is_lock_internal(f: &str) -> bool {
+pub fn is_lock_internal(f: &str) -> bool {
     f.starts_with("bpf_")
         || f.starts_with("__bpf")
         || f.contains("contention_")
@@ -241,7 +239,7 @@ pub fn attribute_futex_cpu(rows: &mut [LockRow], profile: &scalprof_model::Point
 }
 
 /// The conventional name of a dynamic kernel lock, from who takes it.
-fn conventional_name(frames: &[&str], flags: u32) -> Option<&'static str> {
+pub fn conventional_name(frames: &[&str], flags: u32) -> Option<&'static str> {
     let any = |pats: &[&str]| frames.iter().any(|f| pats.iter().any(|p| f.contains(p)));
     if any(&[
         "futex_q_lock",
@@ -295,78 +293,6 @@ fn conventional_name(frames: &[&str], flags: u32) -> Option<&'static str> {
     None
 }
 
-/// Names and aggregates one execution's lock data.
-pub fn lock_profile(raw: &RawLocks, symbols: &mut Symbols) -> LockProfile {
-    let mut rows: Vec<LockRow> = Vec::new();
-    add_kernel_rows(raw, &symbols.kernel, &mut rows);
-    let (snapshots, resolved) = add_user_rows(raw, symbols, &mut rows);
-    sort_rows(&mut rows);
-    LockProfile {
-        rows,
-        failures: raw.failures.clone(),
-        snapshots,
-        snapshots_resolved: resolved,
-        repeats: 1,
-        tracer: raw.tracer,
-    }
-}
-
-fn add_kernel_rows(raw: &RawLocks, kallsyms: &Kallsyms, rows: &mut Vec<LockRow>) {
-    // (name, type) → row; callers accumulated by wait.
-    let mut by_name: HashMap<(String, String), (LockRow, HashMap<String, u64>)> = HashMap::new();
-    for k in &raw.kernel {
-        let frames: Vec<&str> = k.stack.iter().filter_map(|&a| kallsyms.lookup(a)).collect();
-        let frames: Vec<&str> = frames
-            .into_iter()
-            .filter(|f| !f.starts_with("bpf_") && !f.starts_with("__bpf"))
-            .collect();
-        let caller = frames
-            .iter()
-            .find(|f| !is_lock_internal(f))
-            .copied()
-            .unwrap_or("[unknown]")
-            .to_string();
-        let lock_type = kernel_lock_type(k.flags);
-        let name = match kallsyms.lookup_data(k.lock, 4096) {
-            Some((sym, 0)) => sym.to_string(),
-            Some((sym, off)) => format!("{sym}+{off:#x}"),
-            None => match conventional_name(&frames, k.flags) {
-                Some(n) => n.to_string(),
-                None => format!("{lock_type}@{caller}"),
-            },
-        };
-        let entry = by_name
-            .entry((name.clone(), lock_type.clone()))
-            .or_insert_with(|| {
-                (
-                    LockRow {
-                        scope: "kernel".into(),
-                        wait_ns_per_op: None,
-                        spin_ns: None,
-                        attributed_to: (name == "futex hash bucket")
-                            .then(|| "user locks".to_string()),
-                        name,
-                        lock_type,
-                        address: format!("{:#x}", k.lock),
-                        count: 0,
-                        total_wait_ns: 0,
-                        max_wait_ns: 0,
-                        callers: Vec::new(),
-                    },
-                    HashMap::new(),
-                )
-            });
-        entry.0.count += k.count;
-        entry.0.total_wait_ns += k.total_ns;
-        entry.0.max_wait_ns = entry.0.max_wait_ns.max(k.max_ns);
-        *entry.1.entry(caller).or_default() += k.total_ns;
-    }
-    for (_, (mut row, callers)) in by_name {
-        row.callers = top_callers(callers, row.total_wait_ns);
-        rows.push(row);
-    }
-}
-
 /// Locks first (joins and condition variables after them), heaviest first (traced wait
 /// plus sampled spinning).
 pub fn sort_rows(rows: &mut [LockRow]) {
@@ -379,7 +305,7 @@ pub fn sort_rows(rows: &mut [LockRow]) {
     });
 }
 
-fn top_callers(callers: HashMap<String, u64>, total: u64) -> Vec<LockCaller> {
+pub fn top_callers(callers: HashMap<String, u64>, total: u64) -> Vec<LockCaller> {
     let mut v: Vec<(String, u64)> = callers.into_iter().collect();
     v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     v.into_iter()
@@ -395,17 +321,8 @@ fn top_callers(callers: HashMap<String, u64>, total: u64) -> Vec<LockCaller> {
         .collect()
 }
 
-/// libc / dynamic loader / vDSO frames are the locking machinery of user space.
-fn is_runtime_library(path: &str) -> bool {
-    let file = path.rsplit('/').next().unwrap_or(path);
-    file.starts_with("libc.so")
-        || file.starts_with("libpthread")
-        || file.starts_with("ld-linux")
-        || path.starts_with('[')
-}
-
 /// What kind of wait a futex is, from the libc functions on the waiting stack.
-fn user_wait_kind(frames: &[String]) -> &'static str {
+pub fn user_wait_kind(frames: &[String]) -> &'static str {
     let any = |p: &str| frames.iter().any(|f| f.contains(p));
     if any("pthread_join") || any("clockjoin") || any("timedjoin") {
         "join"
@@ -422,164 +339,6 @@ fn user_wait_kind(frames: &[String]) -> &'static str {
     } else {
         "futex"
     }
-}
-
-/// Whether `addr` lies in the last 16 KiB of an anonymous mapping: where glibc puts a
-/// thread's descriptor (struct pthread, whose tid field pthread_join waits on) above its stack.
-fn is_thread_descriptor(addr: u64, maps: &[ProcMap]) -> bool {
-    maps.iter()
-        .any(|m| m.path.is_empty() && addr >= m.start && addr < m.end && m.end - addr <= 16 * 1024)
-}
-
-/// Names a user futex address from the process's mappings and the ELF symbols.
-fn name_user_address(addr: u64, maps: &[ProcMap], symbols: &mut Symbols) -> String {
-    let Some(m) = maps.iter().find(|m| addr >= m.start && addr < m.end) else {
-        return format!("{addr:#x}");
-    };
-    // The file the address belongs to: the mapping's own, or for .bss beyond the file's
-    // pages the file whose mappings end where this anonymous one starts.
-    let file_map = if m.path.starts_with('/') {
-        Some(m)
-    } else if m.path.is_empty() {
-        maps.iter()
-            .find(|p| p.end == m.start && p.path.starts_with('/'))
-    } else {
-        None
-    };
-    if let Some(fm) = file_map {
-        if let Some(elf) = symbols.files.get(std::path::Path::new(&fm.path)) {
-            // Load bias from the file's first mapping (file offset 0).
-            let base = maps
-                .iter()
-                .find(|p| p.path == fm.path && p.offset == 0)
-                .map(|p| p.start);
-            if let (Some(base), Some(image)) = (base, elf.image_base()) {
-                let svma = addr.wrapping_sub(base).wrapping_add(image);
-                if let Some((name, off)) = elf.object(svma) {
-                    return if off == 0 {
-                        name.to_string()
-                    } else {
-                        format!("{name}+{off:#x}")
-                    };
-                }
-            }
-        }
-    }
-    match m.path.as_str() {
-        "[heap]" => format!("heap {addr:#x}"),
-        "[stack]" => format!("stack {addr:#x}"),
-        "" => format!("anon {addr:#x}"),
-        p => format!(
-            "{}+{:#x}",
-            p.rsplit('/').next().unwrap_or(p),
-            addr - m.start + m.offset
-        ),
-    }
-}
-
-/// Returns (snapshots, snapshots that named a caller).
-fn add_user_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRow>) -> (u64, u64) {
-    let mut spaces: HashMap<u32, UserSpace> = HashMap::new();
-    // Per (tgid, uaddr): caller → wait, and the libc frames seen (to classify the wait).
-    let mut callers: HashMap<(u32, u64), HashMap<String, u64>> = HashMap::new();
-    let mut libc_frames: HashMap<(u32, u64), Vec<String>> = HashMap::new();
-    let mut resolved = 0;
-    for s in &raw.snapshots {
-        let Some(maps) = raw.maps.get(&s.tgid) else {
-            continue;
-        };
-        let space = spaces
-            .entry(s.tgid)
-            .or_insert_with(|| UserSpace::from_maps(maps, &mut symbols.files));
-        let addrs = space.unwind(s.ip, s.sp, s.bp, &s.stack);
-        let mut caller = None;
-        for (i, &a) in addrs.iter().enumerate() {
-            let lookup = if i == 0 { a } else { a.saturating_sub(1) };
-            let Some((func, path)) = space.symbolize(lookup) else {
-                continue;
-            };
-            if is_runtime_library(&path) {
-                let seen = libc_frames.entry((s.tgid, s.uaddr)).or_default();
-                if !seen.contains(&func) && seen.len() < 16 {
-                    seen.push(func);
-                }
-            } else {
-                caller = Some(func);
-                break;
-            }
-        }
-        if let Some(c) = caller {
-            resolved += 1;
-            *callers
-                .entry((s.tgid, s.uaddr))
-                .or_default()
-                .entry(c)
-                .or_default() += s.wait_ns.max(1);
-        }
-    }
-    // Rows by (name, kind), summed over processes of the tree.
-    let mut by_name: HashMap<(String, String), (LockRow, HashMap<String, u64>)> = HashMap::new();
-    for u in &raw.user {
-        let maps = raw.maps.get(&u.tgid).map(Vec::as_slice).unwrap_or(&[]);
-        let kind = user_wait_kind(
-            libc_frames
-                .get(&(u.tgid, u.uaddr))
-                .map(Vec::as_slice)
-                .unwrap_or(&[]),
-        );
-        let kind = if kind == "futex" && matches!(u.op, 6 | 13) {
-            "pi-mutex"
-        } else {
-            kind
-        };
-        // No stack copy to tell: a futex at the top of an anonymous mapping is a thread
-        // descriptor's tid, which only pthread_join waits on.
-        let kind = if kind == "futex" && is_thread_descriptor(u.uaddr, maps) {
-            "join"
-        } else {
-            kind
-        };
-        // Each thread's join waits on its own descriptor: one row for all of them.
-        let name = if kind == "join" {
-            "pthread_join".to_string()
-        } else {
-            name_user_address(u.uaddr, maps, symbols)
-        };
-        let entry = by_name
-            .entry((name.clone(), kind.to_string()))
-            .or_insert_with(|| {
-                (
-                    LockRow {
-                        scope: "user".into(),
-                        name,
-                        lock_type: kind.to_string(),
-                        address: format!("{:#x}", u.uaddr),
-                        count: 0,
-                        total_wait_ns: 0,
-                        max_wait_ns: 0,
-                        callers: Vec::new(),
-                        attributed_to: None,
-                        wait_ns_per_op: None,
-                        spin_ns: None,
-                    },
-                    HashMap::new(),
-                )
-            });
-        entry.0.count += u.count;
-        entry.0.total_wait_ns += u.total_ns;
-        entry.0.max_wait_ns = entry.0.max_wait_ns.max(u.max_ns);
-        if let Some(c) = callers.get(&(u.tgid, u.uaddr)) {
-            for (f, w) in c {
-                *entry.1.entry(f.clone()).or_default() += w;
-            }
-        }
-    }
-    for (_, (mut row, c)) in by_name {
-        let total: u64 = c.values().sum();
-        row.callers = top_callers(c, total);
-        rows.push(row);
-    }
-    (raw.snapshots.len() as u64, resolved)
 }
 
 /// (scope, name, type): what makes two rows the same lock.

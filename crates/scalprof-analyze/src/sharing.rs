@@ -1,20 +1,17 @@
 //! False and true sharing from the samples, without a PMU.
 //!
-//! The user instructions where samples land are decoded; a locked (atomic) write among
-//! them is resolved to the global it writes (see `atomic_access_near`), and through DWARF
-//! to its fields. When that instruction's cost per operation grows with the thread count:
+//! The converter (`scalprof_symbolize::sharing`) resolved the locked writes among the hot
+//! user instructions to the globals they write, with their DWARF layouts, and the run
+//! stores them ([`SharingInputs`]). When that instruction's cost per operation grows with the thread count:
 //! an operand indexed per thread, into an object whose fields share a cache line, is
 //! `false_sharing` (each thread writes its own field of one line); a single fixed address
 //! written by every thread is `true_sharing` (one variable bouncing). The evidence is
 //! static plus sampled, not measured per address: the run document says so.
 
 use scalprof_model::FindingKind;
-use std::collections::HashMap;
 use std::path::Path;
 
-use scalprof_debuginfo::layout::{atomic_access_near, read_layout, AtomicAccess};
-use scalprof_debuginfo::SymbolCache;
-use scalprof_model::layout::Layout;
+use scalprof_model::layout::SharingInputs;
 use scalprof_model::{Finding, PointProfile};
 use serde_json::json;
 
@@ -33,12 +30,13 @@ struct Target {
     last: f64,
 }
 
-/// `points`: (threads, work, profile) in sweep order; `line`: the cache-line size.
+/// `points`: (threads, work, profile) in sweep order; `inputs`: the sites and layouts
+/// read from the binaries at the end of the sweep.
 pub fn sharing_findings(
     points: &[(u64, f64, &PointProfile)],
-    files: &mut SymbolCache,
-    line: u64,
+    inputs: &SharingInputs,
 ) -> Vec<Finding> {
+    let line = inputs.line.max(1);
     let (Some(&(v0, w0, p0)), Some(&(v1, w1, p1))) = (points.first(), points.last()) else {
         return Vec::new();
     };
@@ -49,8 +47,6 @@ pub fn sharing_findings(
     if total_last <= 0.0 {
         return Vec::new();
     }
-    let mut accesses: HashMap<(String, u64), Option<AtomicAccess>> = HashMap::new();
-    let mut layouts: HashMap<String, Option<Layout>> = HashMap::new();
     let mut targets: Vec<Target> = Vec::new();
     let weight_at = |p: &PointProfile, file: &str, ip: u64| -> f64 {
         p.hot
@@ -59,56 +55,46 @@ pub fn sharing_findings(
             .map(|h| h.weight as f64)
             .sum()
     };
-    for h in p1.hot.iter().take(32) {
-        let access = accesses
-            .entry((h.file.clone(), h.address))
-            .or_insert_with(|| {
-                files
-                    .get(Path::new(&h.file))
-                    .and_then(|elf| atomic_access_near(&elf, h.address))
-            })
-            .clone();
-        let Some(a) = access else { continue };
-        let layout = layouts
-            .entry(h.file.clone())
-            .or_insert_with(|| read_layout(Path::new(&h.file)).ok());
-        let Some(layout) = layout else { continue };
-        let Some(obj) = layout
+    let object_of = |file: &str, name: &str| {
+        inputs
             .objects
             .iter()
-            .find(|o| a.address >= o.address && a.address < o.address + o.size.max(1))
-        else {
+            .find(|o| o.file == file && o.object.name == name)
+            .map(|o| &o.object)
+    };
+    for site in &inputs.sites {
+        let Some(obj) = object_of(&site.file, &site.object) else {
             continue;
         };
         // The samples on the sampled instruction (which may be just after the locked one).
         let (first, last) = (
-            weight_at(p0, &h.file, h.address) / w0,
-            weight_at(p1, &h.file, h.address) / w1,
+            weight_at(p0, &site.file, site.sampled) / w0,
+            weight_at(p1, &site.file, site.sampled) / w1,
         );
-        let offset = a.address - obj.address;
+        let offset = site.address - obj.address;
         match targets
             .iter_mut()
-            .find(|t| t.file == h.file && t.object == obj.name)
+            .find(|t| t.file == site.file && t.object == obj.name)
         {
             Some(t) => {
-                t.indexed |= a.indexed;
+                t.indexed |= site.indexed;
                 if !t.offsets.contains(&offset) {
                     t.offsets.push(offset);
                 }
-                if !t.ips.contains(&a.ip) {
-                    t.ips.push(a.ip);
+                if !t.ips.contains(&site.ip) {
+                    t.ips.push(site.ip);
                 }
                 t.first += first;
                 t.last += last;
             }
             None => targets.push(Target {
-                file: h.file.clone(),
+                file: site.file.clone(),
                 object: obj.name.clone(),
                 object_address: obj.address,
-                line_start: a.address / line * line,
-                indexed: a.indexed,
+                line_start: site.address / line * line,
+                indexed: site.indexed,
                 offsets: vec![offset],
-                ips: vec![a.ip],
+                ips: vec![site.ip],
                 first,
                 last,
             }),
@@ -120,8 +106,7 @@ pub fn sharing_findings(
         if score < SHARING_MIN_SCORE {
             continue;
         }
-        let layout = layouts.get(&t.file).and_then(Option::as_ref);
-        let obj = layout.and_then(|l| l.objects.iter().find(|o| o.name == t.object));
+        let obj = object_of(&t.file, &t.object);
         // The fields that share a cache line: for a per-thread index, on any line of the
         // object; for fixed offsets, on the written line.
         let fields: Vec<String> = obj

@@ -4,7 +4,7 @@
 use scalprof_model::FindingKind;
 use scalprof_model::SweepParameter;
 use scalprof_model::{
-    Finding, Point, PointProfile, PointRepeat, Repeat, RunDocument, RunHeader, Sampling, Spread,
+    Point, PointProfile, PointRepeat, Repeat, RunDocument, RunHeader, RunInputs, Sampling, Spread,
     ThroughputInfo, ThroughputSource, Warning, WarningKind, RUN_SCHEMA,
 };
 
@@ -20,15 +20,14 @@ pub const NOISY_SPREAD: f64 = 0.10;
 /// scalprof holds itself to (the sampler alone costs 1–4% on a 2-CPU VM).
 pub const PERTURBATION_LIMIT: f64 = 0.05;
 
-/// Builds the run document from a run's header, its stored repeats and the merged
-/// profile of each point (empty with --no-profile).
-pub fn assemble(
-    header: &RunHeader,
-    repeats: &[PointRepeat],
-    profiles: &[(u64, PointProfile)],
-    lock_profiles: &[(u64, LockProfile)],
-    stored_findings: Vec<Finding>,
-) -> RunDocument {
+/// Builds the run document from what the store keeps of a run: its header, repeats,
+/// each point's merged profile and lock table (empty with --no-profile / --no-locks),
+/// and the sharing sites read from its binaries.
+pub fn assemble(inputs: &RunInputs) -> RunDocument {
+    let header = &inputs.header;
+    let repeats = inputs.repeats.as_slice();
+    let profiles = inputs.profiles.as_slice();
+    let lock_profiles = inputs.locks.as_slice();
     let source = throughput_source(header, repeats);
     let mut points: Vec<Point> = Vec::new();
     let mut values: Vec<u64> = header.sweep.values.clone();
@@ -98,7 +97,11 @@ pub fn assemble(
     }
     warnings.extend(profile_warnings(header, profiles));
     let scaling_diff = scaling::scaling_diff(&with_work);
-    let mut findings = stored_findings;
+    let mut findings = inputs.legacy_findings.clone();
+    // Sharing: the locked writes whose cost grew, on the globals the converter resolved.
+    if let Some(sharing) = inputs.sharing.as_ref().filter(|_| threads) {
+        findings.extend(crate::sharing::sharing_findings(&with_work, sharing));
+    }
     // Kernel hotspots grow with concurrency; over input sizes, growth is complexity's.
     if let Some(d) = scaling_diff.as_ref().filter(|_| threads) {
         findings.extend(scaling::kernel_hotspots(d));
@@ -567,7 +570,7 @@ mod tests {
             .iter()
             .map(|&v| rep(v, 0, v as f64 / 1000.0, None, 0))
             .collect();
-        let doc = assemble(&h, &reps, &[], &[], vec![]);
+        let doc = assemble(&RunInputs::timing(h.clone(), reps.clone()));
         assert!(doc.model.is_none());
         assert!(doc.points.iter().all(|p| p.speedup.is_none()));
         assert!(doc
@@ -586,7 +589,7 @@ mod tests {
             rep(2, 1, 1.0, Some(200), 0),
             traced(rep(2, 2, 1.02, Some(200), 0)),
         ];
-        let doc = assemble(&header(vec![1, 2]), &reps, &[], &[], vec![]);
+        let doc = assemble(&RunInputs::timing(header(vec![1, 2]), reps.clone()));
         let (p1, p2) = (&doc.points[0], &doc.points[1]);
         assert_eq!((p1.repeats.len(), p1.traced_repeats.len()), (2, 1));
         assert_eq!(
@@ -632,7 +635,7 @@ mod tests {
             (2, 1920.0),
             (2, 1980.0),
         ]);
-        let doc = assemble(&header(vec![1, 2]), &scales, &[], &[], vec![]);
+        let doc = assemble(&RunInputs::timing(header(vec![1, 2]), scales.clone()));
         assert!(!loss_is_real(&doc.points));
         // 1.5× with the same spread: a real loss.
         let slow = at(&[
@@ -643,7 +646,7 @@ mod tests {
             (2, 1480.0),
             (2, 1520.0),
         ]);
-        let doc = assemble(&header(vec![1, 2]), &slow, &[], &[], vec![]);
+        let doc = assemble(&RunInputs::timing(header(vec![1, 2]), slow.clone()));
         assert!(loss_is_real(&doc.points));
     }
 
@@ -657,7 +660,7 @@ mod tests {
             rep(2, 1, 2.0, Some(200), 0),
             rep(2, 2, 2.0, Some(200), 0),
         ];
-        let doc = assemble(&header(vec![1, 2]), &reps, &[], &[], vec![]);
+        let doc = assemble(&RunInputs::timing(header(vec![1, 2]), reps.clone()));
         assert_eq!(doc.throughput.source, ThroughputSource::Ops);
         assert_eq!(doc.points.len(), 2);
         assert!((doc.points[0].throughput.unwrap() - 100.0).abs() < 1e-9);
@@ -684,7 +687,7 @@ mod tests {
             rep(2, 1, 0.1, None, 3),
             rep(4, 0, 1.0, None, 0),
         ];
-        let doc = assemble(&header(vec![1, 2, 4]), &reps, &[], &[], vec![]);
+        let doc = assemble(&RunInputs::timing(header(vec![1, 2, 4]), reps.clone()));
         assert_eq!(doc.throughput.source, ThroughputSource::Weak);
         assert!((doc.points[1].throughput.unwrap() - 2.0).abs() < 1e-9);
         assert!((doc.points[2].efficiency.unwrap() - 1.0).abs() < 1e-9);
@@ -698,7 +701,7 @@ mod tests {
     #[test]
     fn a_point_whose_repeats_all_failed_has_no_throughput() {
         let reps = vec![rep(1, 0, 1.0, Some(10), 0), rep(2, 0, 1.0, Some(10), 1)];
-        let doc = assemble(&header(vec![1, 2]), &reps, &[], &[], vec![]);
+        let doc = assemble(&RunInputs::timing(header(vec![1, 2]), reps.clone()));
         assert_eq!(doc.points[1].throughput, None);
         assert_eq!(doc.points[1].efficiency, None);
         assert!(doc.model.is_none(), "one usable point cannot be fitted");

@@ -45,3 +45,38 @@ pub fn is_lock_type_name(type_name: &str) -> bool {
         || t.contains("atomic")
         || t.contains("lock_t")
 }
+
+/// A sampled user instruction whose locked write was resolved to a global.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SharingSite {
+    /// The binary, as the profile names it.
+    pub file: String,
+    /// The sampled instruction's stated address (a profile's `hot[].address`).
+    pub sampled: u64,
+    /// The locked instruction's stated address (the sample may skid past it).
+    pub ip: u64,
+    /// Stated address written (base of the operand plus displacement).
+    pub address: u64,
+    /// The operand adds an index register: each thread may write its own offset.
+    pub indexed: bool,
+    /// The global holding `address` (a `DataObject` of `objects` in the same file).
+    pub object: String,
+}
+
+/// A global of a binary, with its layout, that a [`SharingSite`] writes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FileObject {
+    pub file: String,
+    pub object: DataObject,
+}
+
+/// What the sharing analysis needs from the binaries, read once at the end of a sweep
+/// and stored with the run: the findings are then recomputed from these, like every
+/// other finding, after the binaries are gone.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SharingInputs {
+    /// The cache-line size of the machine that ran the sweep.
+    pub line: u64,
+    pub sites: Vec<SharingSite>,
+    pub objects: Vec<FileObject>,
+}

@@ -393,6 +393,46 @@ pub struct PointRepeat {
     pub repeat: Repeat,
 }
 
+/// Everything a run document is computed from, as the store keeps it. The document is
+/// always recomputed from these (`scalprof_analyze::assemble`); nothing derived is stored.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunInputs {
+    pub header: RunHeader,
+    /// Stored repeats, clean and traced, in the order they ran.
+    pub repeats: Vec<PointRepeat>,
+    /// Each point's profile, its traced repeats merged, in sweep order.
+    pub profiles: Vec<(u64, PointProfile)>,
+    /// Each point's lock table, its traced repeats merged, in sweep order.
+    pub locks: Vec<(u64, locks::LockProfile)>,
+    /// What the sharing analysis read from the binaries at the end of the sweep.
+    pub sharing: Option<layout::SharingInputs>,
+    /// Findings that stores before schema 6 kept as results (their sharing findings,
+    /// whose inputs were not stored); shown as they were.
+    pub legacy_findings: Vec<Finding>,
+}
+
+impl RunInputs {
+    /// A run with repeats only (no profiles, lock tables or sharing inputs).
+    pub fn timing(header: RunHeader, repeats: Vec<PointRepeat>) -> RunInputs {
+        RunInputs {
+            header,
+            repeats,
+            profiles: Vec::new(),
+            locks: Vec::new(),
+            sharing: None,
+            legacy_findings: Vec::new(),
+        }
+    }
+
+    /// The merged profile of a point.
+    pub fn profile(&self, value: u64) -> Option<&PointProfile> {
+        self.profiles
+            .iter()
+            .find(|(v, _)| *v == value)
+            .map(|(_, p)| p)
+    }
+}
+
 /// The whole run document, `scalprof.run/1`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunDocument {

@@ -150,7 +150,14 @@ fn document() -> scalprof_model::RunDocument {
         (2, profile(200_000_000, 700_000_000, 3)),
     ];
     let lock_profiles = vec![(1, locks(0, 0)), (2, locks(300_000_000, 4000))];
-    scalprof_analyze::assemble(&header, &repeats, &profiles, &lock_profiles, vec![])
+    scalprof_analyze::assemble(&scalprof_model::RunInputs {
+        header,
+        repeats,
+        profiles,
+        locks: lock_profiles,
+        sharing: None,
+        legacy_findings: Vec::new(),
+    })
 }
 
 #[test]

@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use rusqlite::{params, Connection, OptionalExtension};
+use scalprof_model::layout::SharingInputs;
 use scalprof_model::locks::LockProfile;
 use scalprof_model::{
     Finding, FoldedStack, Host, PointProfile, PointRepeat, Repeat, RunHeader, RunStatus, Sweep,
@@ -115,6 +116,9 @@ const MIGRATIONS: &[&str] = &[
     "ALTER TABLE profiles ADD COLUMN hot TEXT NOT NULL DEFAULT '[]';",
     // 5: clean and diagnosis (traced) repeats; older runs traced every repeat they profiled.
     "ALTER TABLE repeats ADD COLUMN traced INTEGER NOT NULL DEFAULT 0;",
+    // 6: what the sharing analysis read from the binaries (JSON, SharingInputs). Findings
+    // are recomputed on every load from now on; `findings` keeps older runs' results.
+    "ALTER TABLE runs ADD COLUMN sharing TEXT;",
 ];
 
 /// The schema version this build writes.
@@ -132,6 +136,16 @@ pub struct RunSummary {
     pub points: u64,
     /// Points the sweep planned.
     pub planned: u64,
+}
+
+/// A run as stored, before its profiles and lock tables are loaded.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoredRun {
+    pub header: RunHeader,
+    pub repeats: Vec<PointRepeat>,
+    /// Findings stored by scalprof before schema 6 (see `RunInputs::legacy_findings`).
+    pub legacy_findings: Vec<Finding>,
+    pub sharing: Option<SharingInputs>,
 }
 
 /// What a new run starts with.
@@ -474,10 +488,11 @@ impl Store {
         Ok(())
     }
 
-    pub fn set_findings(&self, id: i64, findings: &[Finding]) -> Result<(), StoreError> {
+    /// Stores the sites and layouts the sharing analysis reads (see `SharingInputs`).
+    pub fn set_sharing(&self, id: i64, sharing: &SharingInputs) -> Result<(), StoreError> {
         self.conn.execute(
-            "UPDATE runs SET findings = ?2 WHERE id = ?1",
-            params![id, json(&findings)],
+            "UPDATE runs SET sharing = ?2 WHERE id = ?1",
+            params![id, json(sharing)],
         )?;
         Ok(())
     }
@@ -567,13 +582,14 @@ impl Store {
         Ok(out)
     }
 
-    /// The run's header, its stored repeats (in sweep order) and findings.
-    pub fn load(&self, id: i64) -> Result<(RunHeader, Vec<PointRepeat>, Vec<Finding>), StoreError> {
+    /// The run's header, its stored repeats (in the order they ran), and what older stores
+    /// kept as findings or the sharing analysis needs.
+    pub fn load(&self, id: i64) -> Result<StoredRun, StoreError> {
         let row = self
             .conn
             .query_row(
                 "SELECT label, created, command, status, parameter, sweep_values, host, scaling,
-                        ops_regex, output_dir, recorder_pid, findings
+                        ops_regex, output_dir, recorder_pid, findings, sharing
                  FROM runs WHERE id = ?1",
                 [id],
                 |r| {
@@ -590,6 +606,7 @@ impl Store {
                         r.get::<_, String>(9)?,
                         r.get::<_, Option<i64>>(10)?,
                         r.get::<_, String>(11)?,
+                        r.get::<_, Option<String>>(12)?,
                     ))
                 },
             )
@@ -611,6 +628,7 @@ impl Store {
             output_dir,
             pid,
             findings,
+            sharing,
         ) = row;
         let header = RunHeader {
             id: id.to_string(),
@@ -662,8 +680,14 @@ impl Store {
                 })
             })?
             .collect::<Result<Vec<_>, _>>()?;
-        let findings = parse(id, "findings", &findings)?;
-        Ok((header, repeats, findings))
+        Ok(StoredRun {
+            header,
+            repeats,
+            legacy_findings: parse(id, "findings", &findings)?,
+            sharing: sharing
+                .map(|text| parse(id, "sharing", &text))
+                .transpose()?,
+        })
     }
 }
 

@@ -65,14 +65,14 @@ fn traced_repeats_round_trip_and_older_stores_read_as_clean() {
         .unwrap();
     }
     let store = Store::open(&path).unwrap();
-    let (_, repeats, _) = store.load(1).unwrap();
+    let repeats = store.load(1).unwrap().repeats;
     assert_eq!(repeats.len(), 1);
     assert!(!repeats[0].repeat.traced, "an old repeat counts as clean");
     // New repeats keep their kind.
     let mut r = repeat(1, 1.2);
     r.traced = true;
     store.add_repeat(1, 1, &r).unwrap();
-    let (_, repeats, _) = store.load(1).unwrap();
+    let repeats = store.load(1).unwrap().repeats;
     assert_eq!(
         repeats.iter().map(|r| r.repeat.traced).collect::<Vec<_>>(),
         vec![false, true]
@@ -103,7 +103,8 @@ fn repeats_round_trip_and_runs_resolve() {
     assert!(store.resolve("latest~5").is_err());
     assert!(store.resolve("latest~-1").is_err(), "not the newest run");
 
-    let (h, reps, findings) = store.load(a).unwrap();
+    let stored = store.load(a).unwrap();
+    let (h, reps, findings) = (stored.header, stored.repeats, stored.legacy_findings);
     assert_eq!(h.label, "alpha");
     assert_eq!(h.status, RunStatus::Complete);
     assert_eq!(h.sweep.values, vec![1, 2]);
@@ -143,7 +144,7 @@ fn reopening_keeps_data_and_refuses_newer_schemas() {
         id
     };
     let s = Store::open(&path).unwrap();
-    assert_eq!(s.load(id).unwrap().1.len(), 1);
+    assert_eq!(s.load(id).unwrap().repeats.len(), 1);
     s.conn
         .pragma_update(None, "user_version", SCHEMA_VERSION + 1)
         .unwrap();
@@ -258,9 +259,59 @@ fn a_read_only_store_reads_what_was_written() {
     drop(store);
     let ro = Store::open_read_only(&path).unwrap();
     assert_eq!(ro.list().unwrap().len(), 1);
-    assert_eq!(ro.load(id).unwrap().1.len(), 1);
+    assert_eq!(ro.load(id).unwrap().repeats.len(), 1);
     assert!(
         ro.create_run(&new_run("x")).is_err(),
         "read-only means read-only"
     );
+}
+
+#[test]
+fn a_schema_5_store_keeps_its_frozen_findings_and_new_runs_store_sharing_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v5.db");
+    // Schema 5 froze sharing findings in `runs.findings`.
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        for sql in &MIGRATIONS[..5] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.pragma_update(None, "user_version", 5).unwrap();
+        conn.execute_batch(
+            "INSERT INTO runs (label, created, command, status, parameter, sweep_values, host,
+                               scaling, ops_regex, output_dir, findings)
+             VALUES ('v5', '2026-01-01T00:00:00Z', '[\"./x\"]', 'complete', 'threads', '[1,2]',
+                     '{\"kernel\":\"6.1\",\"cpus\":2,\"cpu_model\":\"c\",\"pmu\":false}',
+                     'weak', 'ops=(\\d+)', '/tmp',
+                     '[{\"kind\":\"false_sharing\",\"scope\":\"user\",\"subject\":\"counters\",\"score\":0.7,\"evidence\":\"e\",\"suggestion\":\"s\",\"details\":{}}]');",
+        )
+        .unwrap();
+    }
+    let store = Store::open(&path).unwrap();
+    let old = store.load(1).unwrap();
+    assert_eq!(old.legacy_findings.len(), 1);
+    assert_eq!(old.legacy_findings[0].subject, "counters");
+    assert_eq!(
+        old.legacy_findings[0].kind,
+        scalprof_model::FindingKind::FalseSharing
+    );
+    assert_eq!(old.sharing, None);
+
+    let id = store.create_run(&new_run("v6")).unwrap();
+    let inputs = scalprof_model::layout::SharingInputs {
+        line: 64,
+        sites: vec![scalprof_model::layout::SharingSite {
+            file: "/bin/x".into(),
+            sampled: 0x1139,
+            ip: 0x1135,
+            address: 0x4040,
+            indexed: true,
+            object: "counters".into(),
+        }],
+        objects: vec![],
+    };
+    store.set_sharing(id, &inputs).unwrap();
+    let new = store.load(id).unwrap();
+    assert_eq!(new.sharing, Some(inputs));
+    assert!(new.legacy_findings.is_empty());
 }

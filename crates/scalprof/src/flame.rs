@@ -3,11 +3,11 @@
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
-use scalprof_model::{PointProfile, RunDocument};
+use scalprof_model::PointProfile;
+use scalprof_pipeline::LoadedRun;
 use scalprof_store::Store;
 
 use crate::cli::FlameArgs;
-use crate::run::{load_document, merged_profiles};
 
 /// A resolved profile: its run, point, merged stacks and the work it did.
 struct Selected {
@@ -19,8 +19,8 @@ struct Selected {
 
 fn select(store: &Store, run: &str, point: Option<u64>) -> Result<Selected> {
     let id = store.resolve(run)?;
-    let doc: RunDocument = load_document(store, id)?;
-    let profiles = merged_profiles(store, id)?;
+    let loaded = LoadedRun::load(store, id)?;
+    let profiles = &loaded.inputs.profiles;
     if profiles.is_empty() {
         bail!("run {id} has no profiles (recorded with --no-profile, or every repeat failed)");
     }
@@ -28,24 +28,23 @@ fn select(store: &Store, run: &str, point: Option<u64>) -> Result<Selected> {
         Some(v) => v,
         None => profiles.iter().map(|p| p.0).max().expect("non-empty"),
     };
-    let Some((_, profile)) = profiles.into_iter().find(|p| p.0 == value) else {
-        let have: Vec<String> = doc.points.iter().map(|p| p.value.to_string()).collect();
+    let Some(profile) = loaded.profile(value) else {
+        let have: Vec<String> = loaded
+            .doc
+            .points
+            .iter()
+            .map(|p| p.value.to_string())
+            .collect();
         bail!(
             "run {id} has no profile at point {value} (points: {})",
             have.join(", ")
         );
     };
-    let work = doc
-        .points
-        .iter()
-        .find(|p| p.value == value)
-        .map(|p| scalprof_analyze::summary::point_work(p, doc.throughput.source))
-        .unwrap_or(0.0);
     Ok(Selected {
         run: id.to_string(),
         point: value,
-        profile,
-        work,
+        profile: profile.clone(),
+        work: loaded.work(value),
     })
 }
 

@@ -1,12 +1,11 @@
 //! scalprof: find out why a workload does not scale, and prove the fix.
 //!
-//! This binary is glue: clap definitions (`cli`), turning them into option structs, and
-//! calling the pipeline crates (collect → analyze → store → report).
+//! This binary is glue: clap definitions (`cli`), turning them into option structs,
+//! calling the pipeline (`scalprof-pipeline`), and printing (`scalprof-report`).
 
 mod cli;
 mod corpus;
 mod flame;
-mod import;
 mod report;
 mod run;
 
@@ -15,18 +14,19 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Parser;
 use cli::{Cli, Command, Scaling};
-use run::RunOptions;
+use run::Show;
 use scalprof_collect::interrupt::Interrupt;
 use scalprof_model::{RunStatus, ThroughputSource};
+use scalprof_pipeline::RunOptions;
 use scalprof_store::Store;
 
 /// A panic while parsing an untrusted perf.data file is reported as an import error (see
-/// `import::import`); every other panic is printed as usual. Installed once, here at the
+/// `scalprof_pipeline::import::import`); every other panic is printed as usual. Installed once, here at the
 /// edge, rather than swapped in and out around the parser.
 fn quiet_import_panics() {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        if !import::PARSING.with(|p| p.get()) {
+        if !scalprof_pipeline::import::PARSING.with(|p| p.get()) {
             default(info);
         }
     }));
@@ -136,7 +136,6 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 diagnose: args.diagnose,
                 warmup: args.warmup,
                 label: args.label,
-                json: args.json,
                 ops_regex: args.ops_regex,
                 scaling: match args.scaling {
                     Scaling::Weak => ThroughputSource::Weak,
@@ -144,7 +143,6 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 },
                 timeout: args.timeout,
                 keep_going: args.keep_going,
-                print_summary: true,
                 sampling: (!args.no_profile).then(|| scalprof_collect::perf::SamplingConfig {
                     frequency: args.freq,
                     ..Default::default()
@@ -163,10 +161,13 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             )?;
             let store = open_store(&cli.db)?;
             let interrupt = Interrupt::install()?;
-            let outcome = run::run(&store, &opts, &interrupt)?;
+            let show = Show {
+                summary: true,
+                json: args.json,
+            };
+            let outcome = run::run(&store, &opts, &show, &interrupt)?;
             if let Some(path) = &args.report {
-                let id: i64 = outcome.doc.id.parse().context("run id")?;
-                report::write_report(&store, id, path)?;
+                report::write_report(&store, outcome.id, path)?;
             }
             Ok(exit_code_for(&outcome.doc, &interrupt))
         }
@@ -239,7 +240,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Show(args) => {
             let store = open_store_read_only(&cli.db)?;
             let id = store.resolve(&args.run)?;
-            let doc = run::load_document(&store, id)?;
+            let doc = scalprof_pipeline::document(&store, id)?;
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&doc)?);
             } else {
@@ -309,29 +310,32 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 diagnose: args.diagnose,
                 warmup: 0,
                 label: args.label,
-                json: args.json,
                 ops_regex: r"ops=(\d+)".into(),
                 scaling: ThroughputSource::Strong,
                 timeout: None,
                 keep_going: false,
-                print_summary: true,
                 sampling: Some(scalprof_collect::perf::SamplingConfig {
                     frequency: args.freq,
                     ..Default::default()
                 }),
                 locks: None,
             };
-            let outcome = run::run(&store, &opts, &interrupt)?;
+            let show = Show {
+                summary: true,
+                json: args.json,
+            };
+            let outcome = run::run(&store, &opts, &show, &interrupt)?;
             Ok(exit_code_for(&outcome.doc, &interrupt))
         }
         Command::Compare(args) => {
             let store = open_store_read_only(&cli.db)?;
             let (ia, ib) = (store.resolve(&args.a)?, store.resolve(&args.b)?);
-            let (a, b) = (
-                run::load_document(&store, ia)?,
-                run::load_document(&store, ib)?,
+            let (ra, rb) = (
+                scalprof_pipeline::LoadedRun::load(&store, ia)?,
+                scalprof_pipeline::LoadedRun::load(&store, ib)?,
             );
-            let c = scalprof_analyze::compare::compare(&a, &b);
+            let (a, b) = (&ra.doc, &rb.doc);
+            let c = scalprof_analyze::compare::compare(a, b);
             if args.json {
                 println!("{}", serde_json::to_string_pretty(&c)?);
             } else {
@@ -359,7 +363,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 }
             }
             if let Some(path) = &args.report {
-                let diff = report::compare_diff(&store, &a, &b, &c)?;
+                let diff = report::compare_diff(&ra, &rb, &c)?;
                 let html =
                     scalprof_report::html::compare_report(&c, &a.label, &b.label, diff.as_deref());
                 std::fs::write(path, html)
@@ -391,19 +395,21 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 diagnose: 1,
                 warmup: 0,
                 label: None,
-                json: args.json,
                 ops_regex: r"ops=(\d+)".into(),
                 scaling: ThroughputSource::Weak,
                 timeout: None,
                 keep_going: true,
-                print_summary: false,
                 sampling: None,
                 locks: Some(scalprof_collect::locks::LockConfig {
                     system_wide: args.system_wide,
                     bpf_stats: args.bpf_stats,
                 }),
             };
-            let outcome = run::run(&store, &opts, &interrupt)?;
+            let show = Show {
+                summary: false,
+                json: args.json,
+            };
+            let outcome = run::run(&store, &opts, &show, &interrupt)?;
             let doc = &outcome.doc;
             for p in &doc.points {
                 match &p.locks {
@@ -446,8 +452,8 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         }
         Command::Import(args) => {
             let store = open_store(&cli.db)?;
-            let id = import::import(&store, &args.file, args.label)?;
-            let doc = run::load_document(&store, id)?;
+            let id = scalprof_pipeline::import::import(&store, &args.file, args.label)?;
+            let doc = scalprof_pipeline::document(&store, id)?;
             print!(
                 "{}",
                 scalprof_report::terminal_safe(&scalprof_report::summary(&doc))
@@ -497,16 +503,18 @@ fn demo(db: &Option<std::path::PathBuf>, args: cli::DemoArgs) -> Result<ExitCode
             diagnose: 1,
             warmup: 0,
             label: Some(format!("demo-{name}")),
-            json: None,
             ops_regex: r"ops=(\d+)".into(),
             scaling: ThroughputSource::Weak,
             timeout: Some(std::time::Duration::from_secs(120)),
             keep_going: false,
-            print_summary: true,
             sampling: Some(Default::default()),
             locks: Some(Default::default()),
         };
-        let outcome = run::run(&store, &opts, &interrupt)?;
+        let show = Show {
+            summary: true,
+            json: None,
+        };
+        let outcome = run::run(&store, &opts, &show, &interrupt)?;
         if outcome.doc.status != RunStatus::Complete {
             return Ok(exit_code_for(&outcome.doc, &interrupt));
         }

@@ -1,7 +1,7 @@
 //! The perf.data regression cases (kept in scalprof-collect) through the importer *and*
 //! the profile builder, as the fuzz target runs them: no input may panic.
 
-use scalprof_analyze::profile::{ProfileBuilder, Symbols};
+use scalprof_symbolize::profile::{ProfileBuilder, Symbols};
 
 #[test]
 fn fuzz_cases_go_through_the_profile_builder_without_panicking() {

@@ -1,15 +1,15 @@
 //! `scalprof import perf.data`: a one-point run from a file recorded elsewhere, through
-//! the same analysis as live profiles.
+//! the same converter and analysis as live profiles.
 
 use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Result;
 use linux_perf_event_reader::{CpuMode, EventRecord};
-use scalprof_analyze::profile::{ProfileBuilder, Symbols};
 use scalprof_debuginfo::{Kallsyms, SymbolCache};
 use scalprof_model::{Host, Repeat, RunStatus, Sweep, ThroughputSource};
 use scalprof_store::{NewRun, Store};
+use scalprof_symbolize::profile::{ProfileBuilder, Symbols};
 
 thread_local! {
     /// Set while this thread parses an untrusted perf.data file: a panic then becomes an
@@ -38,7 +38,7 @@ pub fn import(store: &Store, path: &Path, label: Option<String>) -> Result<i64> 
     let (mut user_ns, mut sys_ns) = (0u64, 0u64);
     // The file is untrusted input: scalprof checks its structure first, and a panic in a
     // parser on a case the checks missed becomes an error, not a crash. While it parses,
-    // the binary's panic hook keeps this thread's panics quiet (see `main`).
+    // a panic hook that checks [`PARSING`] keeps this thread's panics quiet (the binary installs one).
     PARSING.with(|p| p.set(true));
     let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         scalprof_collect::import::for_each_record(path, |rec| {

@@ -1,0 +1,131 @@
+//! scalprof as a library. One crate owns the pipeline:
+//!
+//! ```text
+//! sweep (collect) → per repeat: symbolize, name locks → store
+//!                   end of sweep: sharing sites from the binaries → store
+//! store → merge each point's repeats → analyze → run document
+//! ```
+//!
+//! - [`sweep::run`] runs a sweep and stores every repeat the moment it finishes; what
+//!   happens along the way is reported to an [`Observer`] (the CLI draws a progress bar).
+//! - [`load`] reads everything a run document is computed from, merging each point's
+//!   profiles and lock tables once; [`document`] computes the document from it. Nothing
+//!   derived is stored: every finding is recomputed on every load.
+//! - [`import::import`] makes a one-point run from a perf.data file.
+//!
+//! The binary (`scalprof`) only parses arguments, calls these, and prints.
+
+pub mod import;
+pub mod sweep;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use scalprof_model::{PointProfile, RunDocument, RunInputs};
+use scalprof_store::Store;
+
+pub use sweep::{run, Observer, RunOptions, RunOutcome};
+
+/// Everything the run document of a stored run is computed from.
+pub fn load(store: &Store, id: i64) -> Result<RunInputs> {
+    let stored = store.load(id)?;
+    let profiles = by_point(store.load_profiles(id)?)
+        .into_iter()
+        .filter_map(|(v, list)| scalprof_analyze::profile::merge(list).map(|p| (v, p)))
+        .collect();
+    let locks = by_point(store.load_locks(id)?)
+        .into_iter()
+        .filter_map(|(v, list)| scalprof_analyze::locks::merge(list).map(|p| (v, p)))
+        .collect();
+    Ok(RunInputs {
+        header: stored.header,
+        repeats: stored.repeats,
+        profiles,
+        locks,
+        sharing: stored.sharing,
+        legacy_findings: stored.legacy_findings,
+    })
+}
+
+/// The run document of a stored run.
+pub fn document(store: &Store, id: i64) -> Result<RunDocument> {
+    Ok(scalprof_analyze::assemble(&load(store, id)?))
+}
+
+/// A stored run, loaded once: its document and the inputs it was computed from (the
+/// merged profiles the flame graphs and reports draw).
+pub struct LoadedRun {
+    pub inputs: RunInputs,
+    pub doc: RunDocument,
+}
+
+impl LoadedRun {
+    pub fn load(store: &Store, id: i64) -> Result<LoadedRun> {
+        let inputs = load(store, id)?;
+        let doc = scalprof_analyze::assemble(&inputs);
+        Ok(LoadedRun { inputs, doc })
+    }
+
+    /// The work (in throughput units) the profiled repeats of a point did: what a
+    /// profile's weights are divided by to get costs per operation.
+    pub fn work(&self, value: u64) -> f64 {
+        self.doc
+            .points
+            .iter()
+            .find(|p| p.value == value)
+            .map(|p| scalprof_analyze::summary::point_work(p, self.doc.throughput.source))
+            .unwrap_or(0.0)
+    }
+
+    /// A point's merged profile.
+    pub fn profile(&self, value: u64) -> Option<&PointProfile> {
+        self.inputs.profile(value)
+    }
+}
+
+/// Groups per-repeat items by sweep point, keeping the points' order.
+fn by_point<T>(items: Vec<(u64, T)>) -> Vec<(u64, Vec<T>)> {
+    let mut out: Vec<(u64, Vec<T>)> = Vec::new();
+    for (v, item) in items {
+        match out.iter_mut().find(|(pv, _)| *pv == v) {
+            Some((_, list)) => list.push(item),
+            None => out.push((v, vec![item])),
+        }
+    }
+    out
+}
+
+/// Workload outputs live next to the store, in a folder named after it:
+/// `<dir>/runs.db.d/<id>/`. Two stores in one folder number their runs alike, so the
+/// folder must belong to one store.
+pub fn output_dir_for(db: &Path, id: i64) -> PathBuf {
+    let mut name = db
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_else(|| "runs.db".into());
+    name.push(".d");
+    db.with_file_name(name).join(id.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repeats_group_by_point_in_sweep_order() {
+        let grouped = by_point(vec![(2, 'a'), (1, 'b'), (2, 'c')]);
+        assert_eq!(grouped, vec![(2, vec!['a', 'c']), (1, vec!['b'])]);
+    }
+
+    #[test]
+    fn outputs_live_in_a_folder_named_after_the_store() {
+        assert_eq!(
+            output_dir_for(Path::new("/x/runs.db"), 7),
+            PathBuf::from("/x/runs.db.d/7")
+        );
+        assert_eq!(
+            output_dir_for(Path::new("/x/other.db"), 7),
+            PathBuf::from("/x/other.db.d/7")
+        );
+    }
+}

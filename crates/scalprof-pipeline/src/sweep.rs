@@ -1,0 +1,339 @@
+//! Running a sweep: every finished repeat is symbolized, its locks named, and committed
+//! to the store before the next starts; at the end, the sharing sites are read from the
+//! binaries while they are still there.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use regex::Regex;
+use scalprof_collect::interrupt::Interrupt;
+use scalprof_collect::locks::LockConfig;
+use scalprof_collect::perf::SamplingConfig;
+use scalprof_collect::sweep::{self, Collected, RepeatKind, SweepEnd, SweepPlan, SweepSink};
+use scalprof_collect::{LockTracerError, ProfilingError};
+use scalprof_model::{Repeat, RunDocument, RunStatus, Sweep, SweepParameter, ThroughputSource};
+use scalprof_store::{NewRun, Store};
+use scalprof_symbolize::profile::{ProfileBuilder, ProfileError, Symbols};
+
+/// Everything a sweep needs.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    pub command: Vec<String>,
+    /// A scaling sweep (threads) or a complexity sweep (size).
+    pub parameter: SweepParameter,
+    /// The sweep's values; `None`: 1, 2, 4, … up to the CPUs.
+    pub values: Option<Vec<u64>>,
+    /// Clean (untraced) repeats per point.
+    pub repeat: u32,
+    /// Diagnosis repeats per point (profiler and tracers attached); 0 = timing only.
+    pub diagnose: u32,
+    pub warmup: u32,
+    pub label: Option<String>,
+    pub ops_regex: String,
+    pub scaling: ThroughputSource,
+    pub timeout: Option<Duration>,
+    pub keep_going: bool,
+    /// Profile the diagnosis repeats (`None`: no profiles).
+    pub sampling: Option<SamplingConfig>,
+    /// Trace locks in the diagnosis repeats (`None`: no lock tables).
+    pub locks: Option<LockConfig>,
+}
+
+/// What a sweep produced.
+pub struct RunOutcome {
+    pub id: i64,
+    pub doc: RunDocument,
+    pub end: SweepEnd,
+}
+
+/// How many executions a sweep runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Shape {
+    pub points: usize,
+    /// Per point: clean repeats, warm-ups, traced repeats.
+    pub repeat: u32,
+    pub warmup: u32,
+    pub traced: u32,
+}
+
+impl Shape {
+    /// Executions of the workload in the whole sweep.
+    pub fn steps(&self) -> u64 {
+        self.points as u64 * u64::from(self.repeat + self.warmup + self.traced)
+    }
+}
+
+/// Something that went wrong without stopping the sweep.
+#[derive(Debug)]
+pub enum Notice<'a> {
+    /// A repeat's profile could not be read (reported once per sweep).
+    ProfileUnusable { value: u64, error: &'a ProfileError },
+    /// Profiling could not be set up; the sweep goes on without profiles.
+    NoProfiling(&'a ProfilingError),
+    /// Lock tracing could not be set up; the sweep goes on without lock tables.
+    NoLockTracing(&'a LockTracerError),
+    /// The workload exited but left processes running (pid, command name).
+    LeftoverProcesses {
+        value: u64,
+        processes: &'a [(i32, String)],
+    },
+    /// A workload output file was cut to its first and last `kept_bytes` / 2.
+    OutputCapped {
+        path: &'a Path,
+        bytes: u64,
+        kept_bytes: u64,
+    },
+}
+
+/// What a sweep reports as it goes. Every method has a default that ignores it.
+pub trait Observer {
+    /// The run exists in the store and its sweep starts.
+    fn started(&mut self, _id: i64, _label: &str, _shape: &Shape) {}
+    /// A repeat is about to start; `index` counts within its kind, out of `of`.
+    fn starting(&mut self, _value: u64, _kind: RepeatKind, _index: u32, _of: u32) {}
+    /// A repeat's samples are being turned into stacks.
+    fn symbolizing(&mut self, _value: u64, _samples: u64) {}
+    /// A repeat or warm-up finished (successfully or not).
+    fn step_done(&mut self) {}
+    /// A repeat or warm-up failed; its output files are named in `repeat`.
+    fn repeat_failed(&mut self, _value: u64, _repeat: &Repeat, _warmup: bool) {}
+    fn notice(&mut self, _notice: Notice<'_>) {}
+}
+
+/// An observer that ignores everything.
+impl Observer for () {}
+
+/// Runs a sweep into the store and returns its run document. A sweep stopped by a failed
+/// repeat or a signal still returns (with `end` saying why); every finished repeat is kept.
+pub fn run(
+    store: &Store,
+    opts: &RunOptions,
+    observer: &mut dyn Observer,
+    interrupt: &Interrupt,
+) -> Result<RunOutcome> {
+    if opts.repeat == 0 {
+        bail!("--repeat must be at least 1");
+    }
+    // What the workload leaves running is reparented to scalprof, and reported.
+    scalprof_collect::exec::become_subreaper();
+    let host = scalprof_collect::host::probe();
+    let host_pmu = host.pmu;
+    let values = match &opts.values {
+        Some(v) => v.clone(),
+        None => sweep::default_values(host.cpus),
+    };
+    if values.is_empty() {
+        bail!("the sweep has no values");
+    }
+    // Fail at once, before a run exists, if the program cannot be found.
+    let first = sweep::substitute(&opts.command, opts.parameter.as_str(), values[0]);
+    let program = scalprof_collect::resolve_program(&first[0])?;
+    let ops_regex = Regex::new(&opts.ops_regex)
+        .with_context(|| format!("--ops-regex {:?} is not a valid regex", opts.ops_regex))?;
+    if ops_regex.captures_len() < 2 {
+        bail!(
+            "--ops-regex {:?} needs a capture group around the number, e.g. 'ops=(\\d+)'",
+            opts.ops_regex
+        );
+    }
+    let label = opts.label.clone().unwrap_or_else(|| {
+        program
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| first[0].clone())
+    });
+
+    let id = store.create_run(&NewRun {
+        label: label.clone(),
+        created: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        command: opts.command.clone(),
+        sweep: Sweep {
+            parameter: opts.parameter,
+            values: values.clone(),
+        },
+        host,
+        scaling: opts.scaling,
+        ops_regex: opts.ops_regex.clone(),
+    })?;
+    let output_dir = crate::output_dir_for(store.path(), id);
+    store.set_output_dir(id, &output_dir)?;
+
+    let tracing = (opts.sampling.is_some() || opts.locks.is_some()) && opts.diagnose > 0;
+    let plan = SweepPlan {
+        command: opts.command.clone(),
+        parameter: opts.parameter.as_str().to_string(),
+        values: values.clone(),
+        repeat: opts.repeat,
+        diagnose: opts.diagnose,
+        warmup: opts.warmup,
+        timeout: opts.timeout,
+        keep_going: opts.keep_going,
+        output_dir,
+        ops_regex,
+        output_limit: sweep::OUTPUT_LIMIT,
+        sampling: opts.sampling.clone().filter(|_| tracing).map(|mut c| {
+            c.use_pmu = host_pmu;
+            c
+        }),
+        locks: opts.locks.clone().filter(|_| tracing),
+    };
+    let diagnose = if tracing { opts.diagnose } else { 0 };
+    observer.started(
+        id,
+        &label,
+        &Shape {
+            points: values.len(),
+            repeat: opts.repeat,
+            warmup: opts.warmup,
+            traced: diagnose,
+        },
+    );
+    let mut sink = StoreSink {
+        store,
+        id,
+        observer,
+        repeat: opts.repeat,
+        diagnose,
+        warmup: opts.warmup,
+        symbols: tracing.then(Symbols::load),
+        profile_error_shown: false,
+    };
+    let end = sweep::run(&plan, &mut sink, interrupt);
+    let symbols = sink.symbols.take();
+    let end = match end {
+        Ok(end) => end,
+        Err(e) => {
+            store.set_status(id, RunStatus::Failed)?;
+            return Err(e).context(format!(
+                "run {id} stopped; the repeats measured so far are kept"
+            ));
+        }
+    };
+    let status = match &end {
+        SweepEnd::Complete => RunStatus::Complete,
+        SweepEnd::Interrupted(_) => RunStatus::Interrupted,
+        SweepEnd::Failed { .. } => RunStatus::Failed,
+    };
+    store.set_status(id, status)?;
+
+    let inputs = crate::load(store, id)?;
+    let mut doc = scalprof_analyze::assemble(&inputs);
+    // The sharing analysis reads the binaries, so its sites are read now, while the files
+    // are here, and stored with the run; the findings are computed from them on each load.
+    if opts.sampling.is_some() && opts.parameter == SweepParameter::Threads {
+        if let (Some((_, last)), Some(mut symbols)) = (inputs.profiles.last(), symbols) {
+            let sites = scalprof_symbolize::sharing::resolve(
+                &last.hot,
+                &mut symbols.files,
+                scalprof_debuginfo::cache_line_size(),
+            );
+            if !sites.sites.is_empty() {
+                store.set_sharing(id, &sites)?;
+                doc = crate::document(store, id)?;
+            }
+        }
+    }
+    Ok(RunOutcome { id, doc, end })
+}
+
+/// Commits each repeat as the sweep reports it.
+struct StoreSink<'a> {
+    store: &'a Store,
+    id: i64,
+    observer: &'a mut dyn Observer,
+    repeat: u32,
+    diagnose: u32,
+    warmup: u32,
+    /// Kernel and ELF symbols, loaded once for the whole sweep.
+    symbols: Option<Symbols>,
+    profile_error_shown: bool,
+}
+
+impl SweepSink for StoreSink<'_> {
+    fn starting(&mut self, value: u64, index: u32, kind: RepeatKind) {
+        let of = match kind {
+            RepeatKind::Warmup => self.warmup,
+            RepeatKind::Clean => self.repeat,
+            RepeatKind::Traced => self.diagnose,
+        };
+        self.observer.starting(value, kind, index, of);
+    }
+
+    fn repeat_done(
+        &mut self,
+        value: u64,
+        repeat: &Repeat,
+        collected: Collected,
+    ) -> Result<(), scalprof_collect::SinkError> {
+        self.store
+            .add_repeat(self.id, value, repeat)
+            .map_err(Box::new)?;
+        // Name locks now that the workload has exited; only successful repeats count.
+        if let (Some(raw), Some(symbols)) = (collected.locks, self.symbols.as_mut()) {
+            if repeat.succeeded() {
+                let table = scalprof_symbolize::locks::lock_profile(&raw, symbols);
+                self.store
+                    .add_locks(self.id, value, repeat.index, &table)
+                    .map_err(Box::new)?;
+            }
+        }
+        // Symbolize now that the workload has exited; only successful repeats count.
+        if let (Some(raw), Some(symbols)) = (collected.profile, self.symbols.as_mut()) {
+            if repeat.succeeded() {
+                self.observer.symbolizing(value, raw.samples);
+                let mut b = ProfileBuilder::new(&raw.event, raw.frequency, raw.kernel);
+                match b.handle_buffer(&raw.attr, &raw.records, symbols) {
+                    Ok(()) => {
+                        let mut p = b.finish();
+                        p.stats.bad_records += raw.bad_records;
+                        self.store
+                            .add_profile(self.id, value, repeat.index, &p)
+                            .map_err(Box::new)?;
+                    }
+                    Err(error) if !self.profile_error_shown => {
+                        self.profile_error_shown = true;
+                        self.observer.notice(Notice::ProfileUnusable {
+                            value,
+                            error: &error,
+                        });
+                    }
+                    Err(_) => {}
+                }
+            }
+        }
+        if !repeat.succeeded() {
+            self.observer.repeat_failed(value, repeat, false);
+        }
+        self.observer.step_done();
+        Ok(())
+    }
+
+    fn warmup_done(&mut self, value: u64, repeat: &Repeat) {
+        if !repeat.succeeded() {
+            self.observer.repeat_failed(value, repeat, true);
+        }
+        self.observer.step_done();
+    }
+
+    fn profiling_unavailable(&mut self, reason: &ProfilingError) {
+        self.observer.notice(Notice::NoProfiling(reason));
+    }
+
+    fn locks_unavailable(&mut self, reason: &LockTracerError) {
+        self.observer.notice(Notice::NoLockTracing(reason));
+    }
+
+    fn leftover_processes(&mut self, value: u64, processes: &[(i32, String)]) {
+        self.observer
+            .notice(Notice::LeftoverProcesses { value, processes });
+    }
+
+    fn output_capped(&mut self, path: &Path, bytes: u64) {
+        self.observer.notice(Notice::OutputCapped {
+            path,
+            bytes,
+            kept_bytes: sweep::OUTPUT_LIMIT,
+        });
+    }
+}

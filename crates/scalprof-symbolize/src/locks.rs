@@ -1,0 +1,253 @@
+//! Naming one execution's locks: kernel lock stacks through kallsyms, user futex
+//! addresses through the process's mappings and ELF symbols, and the waiters' copied
+//! user stacks unwound with `.eh_frame`. The naming vocabulary (conventional names, wait
+//! kinds, what counts as lock machinery) is `scalprof_analyze::locks`'.
+
+use std::collections::HashMap;
+
+use scalprof_analyze::locks::{
+    conventional_name, is_lock_internal, kernel_lock_type, sort_rows, top_callers, user_wait_kind,
+};
+use scalprof_debuginfo::Kallsyms;
+use scalprof_model::locks::{LockProfile, LockRow, ProcMap, RawLocks};
+
+use crate::profile::{Symbols, UserSpace};
+
+/// Names and aggregates one execution's lock data.
+pub fn lock_profile(raw: &RawLocks, symbols: &mut Symbols) -> LockProfile {
+    let mut rows: Vec<LockRow> = Vec::new();
+    add_kernel_rows(raw, &symbols.kernel, &mut rows);
+    let (snapshots, resolved) = add_user_rows(raw, symbols, &mut rows);
+    sort_rows(&mut rows);
+    LockProfile {
+        rows,
+        failures: raw.failures.clone(),
+        snapshots,
+        snapshots_resolved: resolved,
+        repeats: 1,
+        tracer: raw.tracer,
+    }
+}
+
+fn add_kernel_rows(raw: &RawLocks, kallsyms: &Kallsyms, rows: &mut Vec<LockRow>) {
+    // (name, type) → row; callers accumulated by wait.
+    let mut by_name: HashMap<(String, String), (LockRow, HashMap<String, u64>)> = HashMap::new();
+    for k in &raw.kernel {
+        let frames: Vec<&str> = k.stack.iter().filter_map(|&a| kallsyms.lookup(a)).collect();
+        let frames: Vec<&str> = frames
+            .into_iter()
+            .filter(|f| !f.starts_with("bpf_") && !f.starts_with("__bpf"))
+            .collect();
+        let caller = frames
+            .iter()
+            .find(|f| !is_lock_internal(f))
+            .copied()
+            .unwrap_or("[unknown]")
+            .to_string();
+        let lock_type = kernel_lock_type(k.flags);
+        let name = match kallsyms.lookup_data(k.lock, 4096) {
+            Some((sym, 0)) => sym.to_string(),
+            Some((sym, off)) => format!("{sym}+{off:#x}"),
+            None => match conventional_name(&frames, k.flags) {
+                Some(n) => n.to_string(),
+                None => format!("{lock_type}@{caller}"),
+            },
+        };
+        let entry = by_name
+            .entry((name.clone(), lock_type.clone()))
+            .or_insert_with(|| {
+                (
+                    LockRow {
+                        scope: "kernel".into(),
+                        wait_ns_per_op: None,
+                        spin_ns: None,
+                        attributed_to: (name == "futex hash bucket")
+                            .then(|| "user locks".to_string()),
+                        name,
+                        lock_type,
+                        address: format!("{:#x}", k.lock),
+                        count: 0,
+                        total_wait_ns: 0,
+                        max_wait_ns: 0,
+                        callers: Vec::new(),
+                    },
+                    HashMap::new(),
+                )
+            });
+        entry.0.count += k.count;
+        entry.0.total_wait_ns += k.total_ns;
+        entry.0.max_wait_ns = entry.0.max_wait_ns.max(k.max_ns);
+        *entry.1.entry(caller).or_default() += k.total_ns;
+    }
+    for (_, (mut row, callers)) in by_name {
+        row.callers = top_callers(callers, row.total_wait_ns);
+        rows.push(row);
+    }
+}
+
+/// libc / dynamic loader / vDSO frames are the locking machinery of user space.
+fn is_runtime_library(path: &str) -> bool {
+    let file = path.rsplit('/').next().unwrap_or(path);
+    file.starts_with("libc.so")
+        || file.starts_with("libpthread")
+        || file.starts_with("ld-linux")
+        || path.starts_with('[')
+}
+
+/// Whether `addr` lies in the last 16 KiB of an anonymous mapping: where glibc puts a
+/// thread's descriptor (struct pthread, whose tid field pthread_join waits on) above its stack.
+fn is_thread_descriptor(addr: u64, maps: &[ProcMap]) -> bool {
+    maps.iter()
+        .any(|m| m.path.is_empty() && addr >= m.start && addr < m.end && m.end - addr <= 16 * 1024)
+}
+
+/// Names a user futex address from the process's mappings and the ELF symbols.
+fn name_user_address(addr: u64, maps: &[ProcMap], symbols: &mut Symbols) -> String {
+    let Some(m) = maps.iter().find(|m| addr >= m.start && addr < m.end) else {
+        return format!("{addr:#x}");
+    };
+    // The file the address belongs to: the mapping's own, or for .bss beyond the file's
+    // pages the file whose mappings end where this anonymous one starts.
+    let file_map = if m.path.starts_with('/') {
+        Some(m)
+    } else if m.path.is_empty() {
+        maps.iter()
+            .find(|p| p.end == m.start && p.path.starts_with('/'))
+    } else {
+        None
+    };
+    if let Some(fm) = file_map {
+        if let Some(elf) = symbols.files.get(std::path::Path::new(&fm.path)) {
+            // Load bias from the file's first mapping (file offset 0).
+            let base = maps
+                .iter()
+                .find(|p| p.path == fm.path && p.offset == 0)
+                .map(|p| p.start);
+            if let (Some(base), Some(image)) = (base, elf.image_base()) {
+                let svma = addr.wrapping_sub(base).wrapping_add(image);
+                if let Some((name, off)) = elf.object(svma) {
+                    return if off == 0 {
+                        name.to_string()
+                    } else {
+                        format!("{name}+{off:#x}")
+                    };
+                }
+            }
+        }
+    }
+    match m.path.as_str() {
+        "[heap]" => format!("heap {addr:#x}"),
+        "[stack]" => format!("stack {addr:#x}"),
+        "" => format!("anon {addr:#x}"),
+        p => format!(
+            "{}+{:#x}",
+            p.rsplit('/').next().unwrap_or(p),
+            addr - m.start + m.offset
+        ),
+    }
+}
+
+/// Returns (snapshots, snapshots that named a caller).
+fn add_user_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRow>) -> (u64, u64) {
+    let mut spaces: HashMap<u32, UserSpace> = HashMap::new();
+    // Per (tgid, uaddr): caller → wait, and the libc frames seen (to classify the wait).
+    let mut callers: HashMap<(u32, u64), HashMap<String, u64>> = HashMap::new();
+    let mut libc_frames: HashMap<(u32, u64), Vec<String>> = HashMap::new();
+    let mut resolved = 0;
+    for s in &raw.snapshots {
+        let Some(maps) = raw.maps.get(&s.tgid) else {
+            continue;
+        };
+        let space = spaces
+            .entry(s.tgid)
+            .or_insert_with(|| UserSpace::from_maps(maps, &mut symbols.files));
+        let addrs = space.unwind(s.ip, s.sp, s.bp, &s.stack);
+        let mut caller = None;
+        for (i, &a) in addrs.iter().enumerate() {
+            let lookup = if i == 0 { a } else { a.saturating_sub(1) };
+            let Some((func, path)) = space.symbolize(lookup) else {
+                continue;
+            };
+            if is_runtime_library(&path) {
+                let seen = libc_frames.entry((s.tgid, s.uaddr)).or_default();
+                if !seen.contains(&func) && seen.len() < 16 {
+                    seen.push(func);
+                }
+            } else {
+                caller = Some(func);
+                break;
+            }
+        }
+        if let Some(c) = caller {
+            resolved += 1;
+            *callers
+                .entry((s.tgid, s.uaddr))
+                .or_default()
+                .entry(c)
+                .or_default() += s.wait_ns.max(1);
+        }
+    }
+    // Rows by (name, kind), summed over processes of the tree.
+    let mut by_name: HashMap<(String, String), (LockRow, HashMap<String, u64>)> = HashMap::new();
+    for u in &raw.user {
+        let maps = raw.maps.get(&u.tgid).map(Vec::as_slice).unwrap_or(&[]);
+        let kind = user_wait_kind(
+            libc_frames
+                .get(&(u.tgid, u.uaddr))
+                .map(Vec::as_slice)
+                .unwrap_or(&[]),
+        );
+        let kind = if kind == "futex" && matches!(u.op, 6 | 13) {
+            "pi-mutex"
+        } else {
+            kind
+        };
+        // No stack copy to tell: a futex at the top of an anonymous mapping is a thread
+        // descriptor's tid, which only pthread_join waits on.
+        let kind = if kind == "futex" && is_thread_descriptor(u.uaddr, maps) {
+            "join"
+        } else {
+            kind
+        };
+        // Each thread's join waits on its own descriptor: one row for all of them.
+        let name = if kind == "join" {
+            "pthread_join".to_string()
+        } else {
+            name_user_address(u.uaddr, maps, symbols)
+        };
+        let entry = by_name
+            .entry((name.clone(), kind.to_string()))
+            .or_insert_with(|| {
+                (
+                    LockRow {
+                        scope: "user".into(),
+                        name,
+                        lock_type: kind.to_string(),
+                        address: format!("{:#x}", u.uaddr),
+                        count: 0,
+                        total_wait_ns: 0,
+                        max_wait_ns: 0,
+                        callers: Vec::new(),
+                        attributed_to: None,
+                        wait_ns_per_op: None,
+                        spin_ns: None,
+                    },
+                    HashMap::new(),
+                )
+            });
+        entry.0.count += u.count;
+        entry.0.total_wait_ns += u.total_ns;
+        entry.0.max_wait_ns = entry.0.max_wait_ns.max(u.max_ns);
+        if let Some(c) = callers.get(&(u.tgid, u.uaddr)) {
+            for (f, w) in c {
+                *entry.1.entry(f.clone()).or_default() += w;
+            }
+        }
+    }
+    for (_, (mut row, c)) in by_name {
+        let total: u64 = c.values().sum();
+        row.callers = top_callers(c, total);
+        rows.push(row);
+    }
+    (raw.snapshots.len() as u64, resolved)
+}

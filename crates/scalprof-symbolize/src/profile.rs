@@ -1,0 +1,663 @@
+//! From perf records to folded stacks: one analysis for live recording and perf.data
+//! import alike. Feed every record to [`ProfileBuilder::handle`], then [`finish`].
+//!
+//! Kernel frames come from the sample's callchain and `/proc/kallsyms`. User frames come
+//! from the copied user stack, unwound with the binaries' `.eh_frame` (framehop), so
+//! programs and libraries built without frame pointers still reach their callers; when a
+//! sample has a user callchain instead (perf.data recorded with `-g`), that is used.
+//!
+//! [`finish`]: ProfileBuilder::finish
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
+use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
+use linux_perf_event_reader::{
+    CpuMode, Endianness, EventRecord, PerfEventAttr, RawData, RawEventRecord, RecordParseInfo,
+    RecordType, SampleRecord,
+};
+use scalprof_analyze::profile::is_tool_frame;
+use scalprof_debuginfo::{ElfInfo, Kallsyms, SymbolCache};
+use scalprof_model::{FoldedStack, HotInstruction, PointProfile, ProfileStats, SerialStats};
+
+/// perf's callchain context markers are the top 4095 values of u64.
+const PERF_CONTEXT_MAX: u64 = u64::MAX - 4094;
+const PERF_CONTEXT_USER: u64 = u64::MAX - 511;
+/// x86-64 perf register numbers.
+const REG_BP: u64 = 6;
+const REG_SP: u64 = 7;
+const REG_IP: u64 = 8;
+/// Deeper stacks are cut (and counted as truncated).
+const MAX_FRAMES: usize = 256;
+/// Width of the time bins for the serial-fraction estimate. At ~1 kHz sampling a thread
+/// on CPU for a whole bin leaves ~10 samples in it.
+const SERIAL_BIN_NS: u64 = 10_000_000;
+const MAX_SERIAL_BINS: usize = 1_000_000;
+/// Hot user instructions kept per profile.
+const HOT_INSTRUCTIONS: usize = 64;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    #[error("the recorded perf_event_attr is unreadable: {0}")]
+    Attr(String),
+}
+
+/// Shared, read-only symbol sources; kept across repeats and points.
+pub struct Symbols {
+    pub kernel: Arc<Kallsyms>,
+    pub files: SymbolCache,
+}
+
+impl Symbols {
+    pub fn load() -> Symbols {
+        Symbols {
+            kernel: Arc::new(Kallsyms::load()),
+            files: SymbolCache::default(),
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Mapping {
+    start: u64,
+    end: u64,
+    pgoff: u64,
+    path: String,
+    elf: Option<Arc<ElfInfo>>,
+}
+
+#[derive(Default)]
+struct Process {
+    comm: String,
+    mappings: Vec<Mapping>,
+    unwinder: UnwinderX86_64<Arc<[u8]>>,
+    /// Symbolized frames per address (innermost first), to symbolize each address once.
+    names: HashMap<u64, Arc<[u32]>>,
+}
+
+impl Process {
+    fn add_mapping(&mut self, m: Mapping) {
+        // A new mapping replaces whatever it overlaps (munmap/re-mmap of the same range).
+        self.mappings
+            .retain(|o| o.end <= m.start || o.start >= m.end);
+        if let Some(elf) = &m.elf {
+            if let Some(module) = framehop_module(&m, elf) {
+                self.unwinder.add_module(module);
+            }
+        }
+        self.mappings.push(m);
+        self.mappings.sort_by_key(|m| m.start);
+    }
+
+    fn mapping(&self, addr: u64) -> Option<&Mapping> {
+        let i = self.mappings.partition_point(|m| m.start <= addr);
+        let m = self.mappings.get(i.checked_sub(1)?)?;
+        (addr < m.end).then_some(m)
+    }
+}
+
+fn framehop_module(m: &Mapping, elf: &ElfInfo) -> Option<Module<Arc<[u8]>>> {
+    let svma_at_pgoff = elf.file_offset_to_svma(m.pgoff)?;
+    let base_avma = m.start.checked_sub(svma_at_pgoff)?;
+    let u = elf.unwind_sections();
+    let info = ExplicitModuleSectionInfo {
+        base_svma: 0,
+        text_svma: u.text.as_ref().map(|t| t.0.clone()),
+        text: u.text.as_ref().map(|t| t.1.clone()),
+        got_svma: u.got.clone(),
+        eh_frame_svma: u.eh_frame.as_ref().map(|t| t.0.clone()),
+        eh_frame: u.eh_frame.as_ref().map(|t| t.1.clone()),
+        eh_frame_hdr_svma: u.eh_frame_hdr.as_ref().map(|t| t.0.clone()),
+        eh_frame_hdr: u.eh_frame_hdr.as_ref().map(|t| t.1.clone()),
+        debug_frame: u.debug_frame.clone(),
+        ..Default::default()
+    };
+    Some(Module::new(m.path.clone(), m.start..m.end, base_avma, info))
+}
+
+/// Accumulates stacks from records.
+pub struct ProfileBuilder {
+    event: String,
+    frequency: u64,
+    kernel_callchains: bool,
+    processes: HashMap<i32, Process>,
+    cache: CacheX86_64,
+    /// Interned frame names.
+    names: Vec<String>,
+    name_ids: HashMap<String, u32>,
+    stacks: HashMap<Vec<u32>, (u64, u64)>,
+    stats: ProfileStats,
+    /// (time, tid, leaf user function) of every sample, for the serial estimate.
+    timeline: Vec<(u64, i32, u32)>,
+    kernel_cache: HashMap<u64, u32>,
+    /// (file, stated address) → (samples, weight) of user-mode leaf instructions.
+    hot: HashMap<(String, u64), (u64, u64)>,
+}
+
+impl ProfileBuilder {
+    pub fn new(event: &str, frequency: u64, kernel_callchains: bool) -> ProfileBuilder {
+        ProfileBuilder {
+            event: event.to_string(),
+            frequency,
+            kernel_callchains,
+            processes: HashMap::new(),
+            cache: CacheX86_64::new(),
+            names: Vec::new(),
+            name_ids: HashMap::new(),
+            stacks: HashMap::new(),
+            stats: ProfileStats {
+                kernel: kernel_callchains,
+                ..Default::default()
+            },
+            timeline: Vec::new(),
+            kernel_cache: HashMap::new(),
+            hot: HashMap::new(),
+        }
+    }
+
+    fn intern(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.name_ids.get(name) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.names.push(name.to_string());
+        self.name_ids.insert(name.to_string(), id);
+        id
+    }
+
+    /// Parses a buffer of concatenated records made with `attr` (the live sampler's
+    /// output) and handles each.
+    pub fn handle_buffer(
+        &mut self,
+        attr: &[u8],
+        records: &[u8],
+        symbols: &mut Symbols,
+    ) -> Result<(), ProfileError> {
+        let (attr, _) = PerfEventAttr::parse::<_, byteorder::NativeEndian>(attr)
+            .map_err(|e| ProfileError::Attr(e.to_string()))?;
+        let parse_info = RecordParseInfo::new(&attr, Endianness::NATIVE);
+        // Records come per CPU; put them in time order (every record carries a time:
+        // sample_id_all) so that an exec's mappings are known before its samples.
+        let mut index: Vec<(u64, usize, usize)> = Vec::new();
+        let mut pos = 0usize;
+        while pos + 8 <= records.len() {
+            let size =
+                u16::from_ne_bytes(records[pos + 6..pos + 8].try_into().expect("2 bytes")) as usize;
+            if size < 8 || pos + size > records.len() {
+                self.stats.bad_records += 1;
+                break;
+            }
+            let raw = raw_record(records, pos, size, parse_info);
+            index.push((raw.timestamp().unwrap_or(0), pos, size));
+            pos += size;
+        }
+        index.sort_by_key(|&(t, pos, _)| (t, pos));
+        for (_, pos, size) in index {
+            match raw_record(records, pos, size, parse_info).parse() {
+                Ok(rec) => self.handle(rec, symbols),
+                Err(_) => self.stats.bad_records += 1,
+            }
+        }
+        Ok(())
+    }
+
+    /// Handles one record.
+    pub fn handle(&mut self, rec: EventRecord<'_>, symbols: &mut Symbols) {
+        match rec {
+            EventRecord::Sample(s) => self.handle_sample(&s, symbols),
+            EventRecord::Mmap(m) if m.is_executable => {
+                let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
+                self.add_mapping(m.pid, m.address, m.length, m.page_offset, path, symbols);
+            }
+            EventRecord::Mmap2(m) if m.protection & PROT_EXEC != 0 => {
+                let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
+                self.add_mapping(m.pid, m.address, m.length, m.page_offset, path, symbols);
+            }
+            EventRecord::Comm(c) => {
+                let name = String::from_utf8_lossy(&c.name.as_slice()).into_owned();
+                let p = self.processes.entry(c.pid).or_default();
+                if c.pid == c.tid || p.comm.is_empty() {
+                    p.comm = name;
+                }
+                if c.is_execve {
+                    // A new program image: the old mappings are gone.
+                    p.mappings.clear();
+                    p.unwinder = UnwinderX86_64::new();
+                    p.names.clear();
+                }
+            }
+            EventRecord::Fork(f) if f.pid != f.ppid && !self.processes.contains_key(&f.pid) => {
+                // A forked child starts with its parent's address space.
+                let (comm, maps) = match self.processes.get(&f.ppid) {
+                    Some(p) => (p.comm.clone(), p.mappings.clone()),
+                    None => (String::new(), Vec::new()),
+                };
+                let mut child = Process {
+                    comm,
+                    ..Default::default()
+                };
+                for m in maps {
+                    child.add_mapping(m);
+                }
+                self.processes.insert(f.pid, child);
+            }
+            EventRecord::Lost(l) => {
+                self.stats.lost_samples = self.stats.lost_samples.saturating_add(l.count)
+            }
+            EventRecord::Throttle(_) => self.stats.throttled += 1,
+            _ => {}
+        }
+    }
+
+    fn add_mapping(
+        &mut self,
+        pid: i32,
+        start: u64,
+        len: u64,
+        pgoff: u64,
+        path: String,
+        symbols: &mut Symbols,
+    ) {
+        let elf = if path.starts_with('/') {
+            symbols.files.get(&PathBuf::from(&path))
+        } else {
+            None
+        };
+        self.processes.entry(pid).or_default().add_mapping(Mapping {
+            start,
+            end: start.saturating_add(len),
+            pgoff,
+            path,
+            elf,
+        });
+    }
+
+    fn handle_sample(&mut self, s: &SampleRecord<'_>, symbols: &mut Symbols) {
+        let (Some(pid), Some(tid)) = (s.pid, s.tid) else {
+            self.stats.bad_records += 1;
+            return;
+        };
+        self.stats.samples += 1;
+        let weight = s.period.unwrap_or(1);
+
+        // Kernel part: callchain entries up to the user context marker, leaf first.
+        let mut kernel: Vec<u32> = Vec::new();
+        let mut user_chain: Vec<u64> = Vec::new();
+        if let Some(chain) = &s.callchain {
+            let mut in_user = false;
+            for i in 0..chain.len() {
+                let Some(addr) = chain.get(i) else { break };
+                if addr >= PERF_CONTEXT_MAX {
+                    in_user = addr == PERF_CONTEXT_USER;
+                    continue;
+                }
+                if in_user {
+                    user_chain.push(addr);
+                } else {
+                    kernel.push(self.kernel_frame(addr, &symbols.kernel));
+                }
+            }
+        }
+        if kernel.is_empty() && s.cpu_mode == CpuMode::Kernel {
+            if let Some(ip) = s.ip {
+                kernel.push(self.kernel_frame(ip, &symbols.kernel));
+            }
+        }
+
+        // User part: unwind the copied stack; else the recorded user callchain.
+        let user_addrs = self.user_addresses(pid, s, user_chain);
+        let process = self.processes.entry(pid).or_default();
+        let comm = if process.comm.is_empty() {
+            format!("pid-{pid}")
+        } else {
+            process.comm.clone()
+        };
+        let mut frames: Vec<u32> = vec![self.intern(&comm)];
+        let mut user_ids: Vec<u32> = Vec::new();
+        for (i, &addr) in user_addrs.iter().enumerate().rev() {
+            // Return addresses point after the call: look up the call instruction.
+            let lookup = if i == 0 { addr } else { addr.saturating_sub(1) };
+            let ids = self.user_frames(pid, lookup);
+            user_ids.extend(ids.iter().rev());
+        }
+        if !user_addrs.is_empty() {
+            self.stats.user_stacks += 1;
+        }
+        frames.extend(&user_ids);
+        frames.extend(kernel.iter().rev());
+        self.stats.frames += (frames.len() - 1) as u64;
+        let leaf_user = user_ids.last().copied().unwrap_or(u32::MAX);
+        if let Some(t) = s.timestamp {
+            self.timeline.push((t, tid, leaf_user));
+        }
+        // The tool's own work is its overhead, never the program's cost.
+        if kernel
+            .iter()
+            .any(|&id| is_tool_frame(&self.names[id as usize]))
+        {
+            self.stats.overhead_samples += 1;
+            self.stats.overhead_weight = self.stats.overhead_weight.saturating_add(weight);
+            return;
+        }
+        // Where user-mode samples landed, by file and stated address: the instructions
+        // the sharing analysis decodes.
+        if kernel.is_empty() {
+            if let Some(&ip) = user_addrs.first() {
+                if let Some(key) = self.processes.get(&pid).and_then(|p| file_address(p, ip)) {
+                    let e = self.hot.entry(key).or_insert((0, 0));
+                    e.0 += 1;
+                    e.1 = e.1.saturating_add(weight);
+                }
+            }
+        }
+        let e = self.stacks.entry(frames).or_insert((0, 0));
+        e.0 += 1;
+        e.1 = e.1.saturating_add(weight);
+    }
+
+    fn kernel_frame(&mut self, addr: u64, kallsyms: &Kallsyms) -> u32 {
+        if let Some(&id) = self.kernel_cache.get(&addr) {
+            return id;
+        }
+        let name = match kallsyms.lookup(addr) {
+            Some(n) => format!("{n}_[k]"),
+            None => {
+                self.stats.unresolved_frames += 1;
+                "[unknown]_[k]".to_string()
+            }
+        };
+        let id = self.intern(&name);
+        self.kernel_cache.insert(addr, id);
+        id
+    }
+
+    /// User frame addresses, leaf first.
+    fn user_addresses(&mut self, pid: i32, s: &SampleRecord<'_>, user_chain: Vec<u64>) -> Vec<u64> {
+        let regs = s.user_regs.as_ref();
+        let stack = s.user_stack.as_ref();
+        let (Some(regs), Some((stack, dyn_size))) = (regs, stack) else {
+            return user_chain;
+        };
+        let (Some(ip), Some(sp), Some(bp)) = (regs.get(REG_IP), regs.get(REG_SP), regs.get(REG_BP))
+        else {
+            return user_chain;
+        };
+        let bytes = stack.as_slice();
+        let valid = (*dyn_size as usize).min(bytes.len());
+        let process = self.processes.entry(pid).or_default();
+        let (out, truncated) = unwind(
+            &process.unwinder,
+            &mut self.cache,
+            ip,
+            sp,
+            bp,
+            &bytes[..valid],
+        );
+        if truncated {
+            self.stats.truncated_stacks += 1;
+        }
+        out
+    }
+
+    /// Frame name ids for one user address, innermost first.
+    fn user_frames(&mut self, pid: i32, addr: u64) -> Arc<[u32]> {
+        if let Some(ids) = self.processes.get(&pid).and_then(|p| p.names.get(&addr)) {
+            return ids.clone();
+        }
+        let names: Vec<String> = {
+            let p = &self.processes[&pid];
+            match p.mapping(addr) {
+                Some(m) => {
+                    let file = m.path.rsplit('/').next().unwrap_or(&m.path).to_string();
+                    let resolved = m.elf.as_ref().and_then(|elf| {
+                        let svma =
+                            elf.file_offset_to_svma((addr - m.start).checked_add(m.pgoff)?)?;
+                        let f = elf.frames(svma);
+                        (!f.is_empty()).then_some(f)
+                    });
+                    match resolved {
+                        Some(f) => f,
+                        None if m.path.starts_with('[') => vec![m.path.clone()],
+                        None => {
+                            self.stats.unresolved_frames += 1;
+                            vec![format!("[{file}]")]
+                        }
+                    }
+                }
+                None => {
+                    self.stats.unresolved_frames += 1;
+                    vec!["[unknown]".to_string()]
+                }
+            }
+        };
+        let ids: Arc<[u32]> = names
+            .iter()
+            .map(|n| self.intern(n))
+            .collect::<Vec<_>>()
+            .into();
+        if let Some(p) = self.processes.get_mut(&pid) {
+            p.names.insert(addr, ids.clone());
+        }
+        ids
+    }
+
+    /// The point profile: folded stacks (heaviest first) and counters.
+    pub fn finish(mut self) -> PointProfile {
+        let serial = self.serial_stats();
+        let mut folded: Vec<FoldedStack> = self
+            .stacks
+            .iter()
+            .map(|(frames, &(samples, weight))| FoldedStack {
+                stack: frames
+                    .iter()
+                    .map(|&id| sanitize(&self.names[id as usize]))
+                    .collect::<Vec<_>>()
+                    .join(";"),
+                samples,
+                weight,
+            })
+            .collect();
+        folded.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.stack.cmp(&b.stack)));
+        self.stats.kernel = self.kernel_callchains;
+        let mut hot: Vec<HotInstruction> = self
+            .hot
+            .iter()
+            .map(|((file, address), &(samples, weight))| HotInstruction {
+                file: file.clone(),
+                address: *address,
+                samples,
+                weight,
+            })
+            .collect();
+        hot.sort_by(|a, b| {
+            b.weight
+                .cmp(&a.weight)
+                .then_with(|| a.address.cmp(&b.address))
+        });
+        hot.truncate(HOT_INSTRUCTIONS);
+        PointProfile {
+            hot,
+            event: self.event,
+            frequency: self.frequency,
+            stats: self.stats,
+            serial,
+            repeats: 1,
+            folded,
+        }
+    }
+
+    fn serial_stats(&mut self) -> SerialStats {
+        if self.timeline.is_empty() {
+            return SerialStats::default();
+        }
+        self.timeline.sort_unstable_by_key(|t| t.0);
+        let t0 = self.timeline[0].0;
+        let t1 = self.timeline[self.timeline.len() - 1].0;
+        let nbins = ((t1 - t0) / SERIAL_BIN_NS + 1) as usize;
+        // Over ~3 hours of samples, or timestamps that make no sense: no estimate.
+        if nbins > MAX_SERIAL_BINS {
+            return SerialStats::default();
+        }
+        let mut bins: Vec<Vec<(i32, u32)>> = vec![Vec::new(); nbins];
+        for &(t, tid, leaf) in &self.timeline {
+            bins[((t - t0) / SERIAL_BIN_NS) as usize].push((tid, leaf));
+        }
+        let mut single = 0;
+        let mut idle = 0;
+        let mut tops: HashMap<u32, u64> = HashMap::new();
+        for b in &bins {
+            let mut tids: Vec<i32> = b.iter().map(|x| x.0).collect();
+            tids.sort_unstable();
+            tids.dedup();
+            match tids.len() {
+                0 => idle += 1,
+                1 => {
+                    single += 1;
+                    for &(_, leaf) in b {
+                        if leaf != u32::MAX {
+                            *tops.entry(leaf).or_default() += 1;
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        let top = tops
+            .into_iter()
+            .max_by_key(|&(id, n)| (n, std::cmp::Reverse(id)))
+            .map(|(id, _)| self.names[id as usize].clone());
+        SerialStats {
+            bins: nbins as u64,
+            bin_ms: SERIAL_BIN_NS as f64 / 1e6,
+            single_thread_bins: single,
+            idle_bins: idle,
+            top_function: top,
+        }
+    }
+}
+
+fn raw_record(
+    records: &[u8],
+    pos: usize,
+    size: usize,
+    parse_info: RecordParseInfo,
+) -> RawEventRecord<'_> {
+    let ty = u32::from_ne_bytes(records[pos..pos + 4].try_into().expect("4 bytes"));
+    let misc = u16::from_ne_bytes(records[pos + 4..pos + 6].try_into().expect("2 bytes"));
+    RawEventRecord::new(
+        RecordType(ty),
+        misc,
+        RawData::Single(&records[pos + 8..pos + size]),
+        parse_info,
+    )
+}
+
+/// The file and stated address of a runtime address in a process.
+fn file_address(p: &Process, addr: u64) -> Option<(String, u64)> {
+    let m = p.mapping(addr)?;
+    let elf = m.elf.as_ref()?;
+    let svma = elf.file_offset_to_svma((addr - m.start).checked_add(m.pgoff)?)?;
+    Some((m.path.clone(), svma))
+}
+
+/// Walks a copied user stack (`bytes` starts at `sp`) with the modules' unwind info.
+/// Returns return addresses (leaf first, the first being `ip`) and whether the walk
+/// stopped early.
+pub(crate) fn unwind(
+    unwinder: &UnwinderX86_64<Arc<[u8]>>,
+    cache: &mut CacheX86_64,
+    ip: u64,
+    sp: u64,
+    bp: u64,
+    bytes: &[u8],
+) -> (Vec<u64>, bool) {
+    let mut read_stack = |addr: u64| -> Result<u64, ()> {
+        let off = addr.checked_sub(sp).ok_or(())? as usize;
+        let b = bytes.get(off..off.checked_add(8).ok_or(())?).ok_or(())?;
+        Ok(u64::from_le_bytes(b.try_into().map_err(|_| ())?))
+    };
+    let mut out = Vec::new();
+    let mut iter = unwinder.iter_frames(
+        ip,
+        UnwindRegsX86_64::new(ip, sp, bp),
+        cache,
+        &mut read_stack,
+    );
+    loop {
+        match iter.next() {
+            Ok(Some(frame)) => {
+                out.push(match frame {
+                    FrameAddress::InstructionPointer(a) => a,
+                    FrameAddress::ReturnAddress(a) => a.get(),
+                });
+                if out.len() >= MAX_FRAMES {
+                    return (out, true);
+                }
+            }
+            Ok(None) => return (out, false),
+            Err(_) => return (out, true),
+        }
+    }
+}
+
+/// A process's executable mappings from /proc/PID/maps, ready to unwind and symbolize
+/// stacks copied from it (the lock tracer's futex-wait snapshots).
+pub struct UserSpace {
+    process: Process,
+    cache: CacheX86_64,
+}
+
+impl UserSpace {
+    pub fn from_maps(
+        maps: &[scalprof_model::locks::ProcMap],
+        files: &mut SymbolCache,
+    ) -> UserSpace {
+        let mut process = Process::default();
+        for m in maps.iter().filter(|m| m.executable) {
+            let elf = if m.path.starts_with('/') {
+                files.get(&PathBuf::from(&m.path))
+            } else {
+                None
+            };
+            process.add_mapping(Mapping {
+                start: m.start,
+                end: m.end,
+                pgoff: m.offset,
+                path: m.path.clone(),
+                elf,
+            });
+        }
+        UserSpace {
+            process,
+            cache: CacheX86_64::new(),
+        }
+    }
+
+    /// Return addresses of a copied stack, leaf first.
+    pub fn unwind(&mut self, ip: u64, sp: u64, bp: u64, bytes: &[u8]) -> Vec<u64> {
+        unwind(&self.process.unwinder, &mut self.cache, ip, sp, bp, bytes).0
+    }
+
+    /// The innermost function name at an address and the file it lives in.
+    pub fn symbolize(&self, addr: u64) -> Option<(String, String)> {
+        let m = self.process.mapping(addr)?;
+        let elf = m.elf.as_ref()?;
+        let svma = elf.file_offset_to_svma((addr - m.start).checked_add(m.pgoff)?)?;
+        let name = elf.frames(svma).into_iter().next()?;
+        Some((name, m.path.clone()))
+    }
+}
+
+/// Folded-stack frames may not contain `;` (the separator) or newlines.
+fn sanitize(name: &str) -> String {
+    if name.contains([';', '\n']) {
+        name.replace([';', '\n'], ":")
+    } else {
+        name.to_string()
+    }
+}
+
+/// PROT_EXEC on Linux (all architectures).
+const PROT_EXEC: u32 = 4;

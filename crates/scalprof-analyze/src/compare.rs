@@ -4,6 +4,7 @@
 //! tables and findings that changed.
 
 use scalprof_model::compare::{Comparison, LockChange, MetricComparison, PointComparison, Welch};
+use scalprof_model::locks::Scope;
 use scalprof_model::{Point, RunDocument};
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
@@ -143,9 +144,9 @@ pub fn compare(a: &RunDocument, b: &RunDocument) -> Comparison {
             .collect();
         let mut locks = Vec::new();
         if let (Some(la), Some(lb)) = (&pa.locks, &pb.locks) {
-            let mut names: Vec<(String, String)> = Vec::new();
+            let mut names: Vec<(Scope, String)> = Vec::new();
             for r in la.rows.iter().chain(&lb.rows).filter(|r| r.is_lock()) {
-                let k = (r.scope.clone(), r.name.clone());
+                let k = (r.scope, r.name.clone());
                 if !names.contains(&k) {
                     names.push(k);
                 }

@@ -4,6 +4,7 @@
 //! freedom), the method of trend-prof (Goldsmith, Aiken & Wilkerson, "Measuring Empirical
 //! Computational Complexity", FSE 2007).
 
+use scalprof_model::locks::Scope;
 use scalprof_model::FindingKind;
 use std::collections::HashSet;
 
@@ -156,7 +157,7 @@ pub fn superlinear(report: &ComplexityReport, unit: &str) -> Vec<Finding> {
             };
             Finding {
                 kind: FindingKind::SuperlinearCost,
-                scope: Some(if f.kernel { "kernel" } else { "user" }.into()),
+                scope: Some(if f.kernel { Scope::Kernel } else { Scope::User }),
                 subject: f.function.clone(),
                 score: share.clamp(0.0, 1.0),
                 evidence: format!(

@@ -9,6 +9,7 @@
 //!   to the rows they belong to (`attribute_spin`, `attribute_futex_cpu`).
 //! - Kernel contention on the futex hash-bucket lock is attributed to the user locks.
 
+use scalprof_model::locks::{LockKind, Scope, Side};
 use scalprof_model::FindingKind;
 use std::collections::HashMap;
 
@@ -32,32 +33,31 @@ pub const LOCK_MIN_SCORE: f64 = 0.05;
 /// (a join, a startup barrier), not contention.
 pub const LOCK_MIN_WAITS: u64 = 10;
 
-pub fn kernel_lock_type(flags: u32) -> String {
-    let rw = |base: &str| {
-        if flags & LCB_F_READ != 0 {
-            format!("{base}:R")
-        } else if flags & LCB_F_WRITE != 0 {
-            format!("{base}:W")
-        } else {
-            base.to_string()
-        }
+/// The lock type a contention tracepoint's flags describe.
+pub fn kernel_lock_type(flags: u32) -> LockKind {
+    let side = if flags & LCB_F_READ != 0 {
+        Some(Side::Read)
+    } else if flags & LCB_F_WRITE != 0 {
+        Some(Side::Write)
+    } else {
+        None
     };
     if flags & LCB_F_SPIN != 0 {
-        if flags & (LCB_F_READ | LCB_F_WRITE) != 0 {
-            rw("rwlock")
+        if side.is_some() {
+            LockKind::Rwlock(side)
         } else {
-            "spinlock".into()
+            LockKind::Spinlock
         }
     } else if flags & LCB_F_PERCPU != 0 {
-        rw("percpu-rwsem")
+        LockKind::PercpuRwsem(side)
     } else if flags & LCB_F_MUTEX != 0 {
-        "mutex".into()
+        LockKind::Mutex
     } else if flags & LCB_F_RT != 0 {
-        "rtmutex".into()
-    } else if flags & (LCB_F_READ | LCB_F_WRITE) != 0 {
-        rw("rwsem")
+        LockKind::RtMutex
+    } else if side.is_some() {
+        LockKind::Rwsem(side)
     } else {
-        "lock".into()
+        LockKind::Lock
     }
 }
 
@@ -133,15 +133,15 @@ pub fn attribute_spin(rows: &mut Vec<LockRow>, profile: &scalprof_model::PointPr
         let acquiring = !leaf.contains("spin_unlock");
         let row = match rows
             .iter()
-            .position(|r| r.scope == "kernel" && r.name == name)
+            .position(|r| r.scope == Scope::Kernel && r.name == name)
         {
             Some(i) => &mut rows[i],
             None if spin && acquiring => {
                 rows.push(LockRow {
-                    scope: "kernel".into(),
+                    scope: Scope::Kernel,
                     attributed_to: (name == "futex hash bucket").then(|| "user locks".into()),
                     name: name.clone(),
-                    lock_type: "spinlock".into(),
+                    lock_type: LockKind::from("spinlock"),
                     address: "sampled".into(),
                     count: 0,
                     total_wait_ns: 0,
@@ -168,7 +168,7 @@ pub fn attribute_spin(rows: &mut Vec<LockRow>, profile: &scalprof_model::PointPr
     for (name, callers) in sampled_callers {
         if let Some(r) = rows
             .iter_mut()
-            .find(|r| r.scope == "kernel" && r.name == name)
+            .find(|r| r.scope == Scope::Kernel && r.name == name)
         {
             let total = callers.values().sum();
             r.callers = top_callers(callers, total);
@@ -223,14 +223,17 @@ pub fn attribute_futex_cpu(rows: &mut [LockRow], profile: &scalprof_model::Point
         .sum();
     let waits: u64 = rows
         .iter()
-        .filter(|r| r.scope == "user" && r.is_lock())
+        .filter(|r| r.scope == Scope::User && r.is_lock())
         .map(|r| r.total_wait_ns)
         .sum();
     if on_cpu == 0 || waits == 0 {
         return 0;
     }
     let mut added = 0;
-    for r in rows.iter_mut().filter(|r| r.scope == "user" && r.is_lock()) {
+    for r in rows
+        .iter_mut()
+        .filter(|r| r.scope == Scope::User && r.is_lock())
+    {
         let share = (u128::from(on_cpu) * u128::from(r.total_wait_ns) / u128::from(waits)) as u64;
         *r.spin_ns.get_or_insert(0) += share;
         added += share;
@@ -322,27 +325,27 @@ pub fn top_callers(callers: HashMap<String, u64>, total: u64) -> Vec<LockCaller>
 }
 
 /// What kind of wait a futex is, from the libc functions on the waiting stack.
-pub fn user_wait_kind(frames: &[String]) -> &'static str {
+pub fn user_wait_kind(frames: &[String]) -> LockKind {
     let any = |p: &str| frames.iter().any(|f| f.contains(p));
     if any("pthread_join") || any("clockjoin") || any("timedjoin") {
-        "join"
+        LockKind::Join
     } else if any("pthread_cond") {
-        "condvar"
+        LockKind::Condvar
     } else if any("pthread_barrier") {
-        "barrier"
+        LockKind::Barrier
     } else if any("sem_wait") || any("sem_timedwait") || any("sem_clockwait") {
-        "semaphore"
+        LockKind::Semaphore
     } else if any("pthread_rwlock") {
-        "rwlock"
+        LockKind::Rwlock(None)
     } else if any("lll_lock") || any("pthread_mutex") || any("mutex_lock") {
-        "mutex"
+        LockKind::Mutex
     } else {
-        "futex"
+        LockKind::Futex
     }
 }
 
 /// (scope, name, type): what makes two rows the same lock.
-type RowKey = (String, String, String);
+type RowKey = (Scope, String, LockKind);
 
 /// Merges the lock profiles of a point's repeats: rows by (scope, name, type).
 pub fn merge(profiles: impl IntoIterator<Item = LockProfile>) -> Option<LockProfile> {
@@ -351,7 +354,7 @@ pub fn merge(profiles: impl IntoIterator<Item = LockProfile>) -> Option<LockProf
     for p in profiles {
         for r in &p.rows {
             let e = rows
-                .entry((r.scope.clone(), r.name.clone(), r.lock_type.clone()))
+                .entry((r.scope, r.name.clone(), r.lock_type.clone()))
                 .or_insert_with(|| {
                     let mut z = r.clone();
                     z.count = 0;
@@ -438,10 +441,10 @@ pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
     if lost <= 0.0 {
         return Vec::new();
     }
-    let mut names: Vec<(String, String, String)> = Vec::new();
+    let mut names: Vec<RowKey> = Vec::new();
     for (_, _, lp) in points {
         for r in &lp.rows {
-            let k = (r.scope.clone(), r.name.clone(), r.lock_type.clone());
+            let k = (r.scope, r.name.clone(), r.lock_type.clone());
             if !names.contains(&k) {
                 names.push(k);
             }
@@ -492,7 +495,7 @@ pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
         let values: Vec<u64> = points.iter().map(|(p, _, _)| p.value).collect();
         out.push(Finding {
             kind: FindingKind::LockContention,
-            scope: Some(scope.clone()),
+            scope: Some(scope),
             subject: name.clone(),
             score,
             evidence: format!(
@@ -505,7 +508,7 @@ pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
                 last.max_wait_ns as f64 / 1e3,
                 if callers.is_empty() { String::new() } else { format!("; callers: {}", callers.join(", ")) }
             ),
-            suggestion: if scope == "user" {
+            suggestion: if scope == Scope::User {
                 format!("shard {name} (one lock per bucket or per CPU, each on its own cache line), shorten its critical section, or use a read-mostly scheme")
             } else {
                 format!("reduce how often the workload takes {name}: for mmap_lock, fewer mmap/munmap/faults (reuse buffers, MAP_POPULATE, a per-thread arena)")
@@ -586,11 +589,14 @@ mod tests {
 
     #[test]
     fn kernel_lock_types_from_flags() {
-        assert_eq!(kernel_lock_type(LCB_F_SPIN), "spinlock");
-        assert_eq!(kernel_lock_type(LCB_F_WRITE), "rwsem:W");
-        assert_eq!(kernel_lock_type(LCB_F_READ), "rwsem:R");
-        assert_eq!(kernel_lock_type(LCB_F_MUTEX), "mutex");
-        assert_eq!(kernel_lock_type(LCB_F_SPIN | LCB_F_READ), "rwlock:R");
+        assert_eq!(kernel_lock_type(LCB_F_SPIN).to_string(), "spinlock");
+        assert_eq!(kernel_lock_type(LCB_F_WRITE).to_string(), "rwsem:W");
+        assert_eq!(kernel_lock_type(LCB_F_READ).to_string(), "rwsem:R");
+        assert_eq!(kernel_lock_type(LCB_F_MUTEX).to_string(), "mutex");
+        assert_eq!(
+            kernel_lock_type(LCB_F_SPIN | LCB_F_READ).to_string(),
+            "rwlock:R"
+        );
     }
 
     #[test]
@@ -630,9 +636,9 @@ mod tests {
     #[test]
     fn spinning_is_added_to_the_lock_its_callers_name() {
         let mut rows = vec![LockRow {
-            scope: "kernel".into(),
+            scope: Scope::Kernel,
             name: "mmap_lock".into(),
-            lock_type: "rwsem:W".into(),
+            lock_type: LockKind::from("rwsem:W"),
             address: "0x1".into(),
             count: 10,
             total_wait_ns: 1000,
@@ -669,7 +675,7 @@ mod tests {
                 "__futex_abstimed_wait_common",
                 "__pthread_clockjoin_ex"
             ])),
-            "join"
+            LockKind::Join
         );
         assert_eq!(
             user_wait_kind(&f(&[
@@ -677,15 +683,15 @@ mod tests {
                 "__lll_lock_wait",
                 "___pthread_mutex_lock"
             ])),
-            "mutex"
+            LockKind::Mutex
         );
         assert_eq!(
             user_wait_kind(&f(&[
                 "__futex_abstimed_wait_common",
                 "___pthread_cond_wait"
             ])),
-            "condvar"
+            LockKind::Condvar
         );
-        assert_eq!(user_wait_kind(&[]), "futex");
+        assert_eq!(user_wait_kind(&[]), LockKind::Futex);
     }
 }

@@ -3,6 +3,7 @@
 //! This is the kmap thread's "standard vs -aa profile" comparison, normalized per
 //! operation so that a point doing more work does not look slower by mistake.
 
+use scalprof_model::locks::Scope;
 use scalprof_model::FindingKind;
 use std::collections::{HashMap, HashSet};
 
@@ -147,7 +148,7 @@ pub fn kernel_hotspots(diff: &ScalingDiff) -> Vec<Finding> {
             let last = r.self_per_op[r.self_per_op.len() - 1];
             Finding {
                 kind: FindingKind::KernelHotspot,
-                scope: Some("kernel".into()),
+                scope: Some(Scope::Kernel),
                 subject: r.function.clone(),
                 score: r.share_of_loss.min(1.0),
                 evidence: format!(
@@ -198,7 +199,7 @@ pub fn serial_fractions(points: &[(u64, Option<f64>, &PointProfile)]) -> Vec<Fin
             .unwrap_or_else(|| "[serial phase]".into());
         out.push(Finding {
             kind: FindingKind::SerialFraction,
-            scope: Some("user".into()),
+            scope: Some(Scope::User),
             subject: subject.clone(),
             score: explained,
             evidence: format!(

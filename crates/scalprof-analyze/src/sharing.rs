@@ -8,6 +8,7 @@
 //! written by every thread is `true_sharing` (one variable bouncing). The evidence is
 //! static plus sampled, not measured per address: the run document says so.
 
+use scalprof_model::locks::Scope;
 use scalprof_model::FindingKind;
 use std::path::Path;
 
@@ -177,7 +178,7 @@ pub fn sharing_findings(
         };
         out.push(Finding {
             kind,
-            scope: Some("user".into()),
+            scope: Some(Scope::User),
             subject: t.object.clone(),
             score,
             evidence,

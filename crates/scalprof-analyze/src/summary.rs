@@ -1,6 +1,7 @@
 //! From stored repeats to the run document: per-point throughput, speedup, efficiency,
 //! spreads, the scaling model and typed measurement warnings.
 
+use scalprof_model::locks::Scope;
 use scalprof_model::FindingKind;
 use scalprof_model::SweepParameter;
 use scalprof_model::{
@@ -137,18 +138,12 @@ pub fn assemble(inputs: &RunInputs) -> RunDocument {
         }
     }
     let lock_findings = locks::lock_findings(&lock_input);
-    if lock_findings
-        .iter()
-        .any(|f| f.scope.as_deref() == Some("kernel"))
-    {
+    if lock_findings.iter().any(|f| f.scope == Some(Scope::Kernel)) {
         // The spin paths of a named kernel lock are that lock, not a separate hotspot.
         findings
             .retain(|f| f.kind != FindingKind::KernelHotspot || !locks::is_spin_path(&f.subject));
     }
-    if lock_findings
-        .iter()
-        .any(|f| f.scope.as_deref() == Some("user"))
-    {
+    if lock_findings.iter().any(|f| f.scope == Some(Scope::User)) {
         // The futex system call's on-CPU time is the user locks' (counted in their
         // score), not a separate kernel hotspot.
         let last = points.last().and_then(|p| profile_of(p.value));

@@ -357,7 +357,7 @@ impl std::fmt::Display for FindingKind {
 pub struct Finding {
     pub kind: FindingKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub scope: Option<String>,
+    pub scope: Option<locks::Scope>,
     pub subject: String,
     /// 0..1: the share of lost scaling (or cost) this finding explains.
     pub score: f64,

@@ -94,13 +94,12 @@ pub struct LockCaller {
 /// One named lock at one sweep point.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LockRow {
-    /// `kernel` or `user`.
-    pub scope: String,
+    pub scope: Scope,
     /// The symbol (`table_lock`, `kmap_lock`), the conventional name (`mmap_lock`), or
     /// `TYPE@caller` / `heap 0x…`.
     pub name: String,
     /// spinlock, rwsem:W, mutex, … (kernel); mutex, condvar, join, futex … (user).
-    pub lock_type: String,
+    pub lock_type: LockKind,
     pub address: String,
     pub count: u64,
     pub total_wait_ns: u64,
@@ -120,6 +119,138 @@ pub struct LockRow {
     pub spin_ns: Option<u64>,
 }
 
+/// Whose lock, or whose code, a lock row or a finding is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    User,
+    Kernel,
+}
+
+impl Scope {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::User => "user",
+            Scope::Kernel => "kernel",
+        }
+    }
+}
+
+impl std::fmt::Display for Scope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The side of a reader-writer lock a waiter wanted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Side {
+    Read,
+    Write,
+}
+
+/// What kind of lock (or wait) a row is. Written as the words the lock table shows:
+/// `spinlock`, `rwsem:W`, `percpu-rwsem:R`, `mutex`, `condvar`, `join`, …; a word this
+/// build does not know (from a newer store) is kept as it is.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(into = "String", from = "String")]
+pub enum LockKind {
+    Spinlock,
+    Rwlock(Option<Side>),
+    Rwsem(Option<Side>),
+    PercpuRwsem(Option<Side>),
+    Mutex,
+    RtMutex,
+    /// A kernel sleeping lock of no known type.
+    Lock,
+    PiMutex,
+    Condvar,
+    Join,
+    Barrier,
+    Semaphore,
+    /// A futex wait no libc frame explains.
+    Futex,
+    Other(String),
+}
+
+impl LockKind {
+    /// Waits on condition variables, joins, barriers and semaphores are not contention.
+    pub fn is_lock(&self) -> bool {
+        !matches!(
+            self,
+            LockKind::Condvar | LockKind::Join | LockKind::Barrier | LockKind::Semaphore
+        )
+    }
+}
+
+impl std::fmt::Display for LockKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let sided = |f: &mut std::fmt::Formatter<'_>, base: &str, side: &Option<Side>| {
+            f.write_str(base)?;
+            match side {
+                Some(Side::Read) => f.write_str(":R"),
+                Some(Side::Write) => f.write_str(":W"),
+                None => Ok(()),
+            }
+        };
+        match self {
+            LockKind::Spinlock => f.write_str("spinlock"),
+            LockKind::Rwlock(s) => sided(f, "rwlock", s),
+            LockKind::Rwsem(s) => sided(f, "rwsem", s),
+            LockKind::PercpuRwsem(s) => sided(f, "percpu-rwsem", s),
+            LockKind::Mutex => f.write_str("mutex"),
+            LockKind::RtMutex => f.write_str("rtmutex"),
+            LockKind::Lock => f.write_str("lock"),
+            LockKind::PiMutex => f.write_str("pi-mutex"),
+            LockKind::Condvar => f.write_str("condvar"),
+            LockKind::Join => f.write_str("join"),
+            LockKind::Barrier => f.write_str("barrier"),
+            LockKind::Semaphore => f.write_str("semaphore"),
+            LockKind::Futex => f.write_str("futex"),
+            LockKind::Other(s) => f.write_str(s),
+        }
+    }
+}
+
+impl From<&str> for LockKind {
+    fn from(text: &str) -> LockKind {
+        let (base, side) = match text.rsplit_once(':') {
+            Some((b, "R")) => (b, Some(Side::Read)),
+            Some((b, "W")) => (b, Some(Side::Write)),
+            _ => (text, None),
+        };
+        match (base, side) {
+            ("rwlock", s) => LockKind::Rwlock(s),
+            ("rwsem", s) => LockKind::Rwsem(s),
+            ("percpu-rwsem", s) => LockKind::PercpuRwsem(s),
+            (_, Some(_)) => LockKind::Other(text.to_string()),
+            ("spinlock", None) => LockKind::Spinlock,
+            ("mutex", None) => LockKind::Mutex,
+            ("rtmutex", None) => LockKind::RtMutex,
+            ("lock", None) => LockKind::Lock,
+            ("pi-mutex", None) => LockKind::PiMutex,
+            ("condvar", None) => LockKind::Condvar,
+            ("join", None) => LockKind::Join,
+            ("barrier", None) => LockKind::Barrier,
+            ("semaphore", None) => LockKind::Semaphore,
+            ("futex", None) => LockKind::Futex,
+            _ => LockKind::Other(text.to_string()),
+        }
+    }
+}
+
+impl From<String> for LockKind {
+    fn from(text: String) -> LockKind {
+        LockKind::from(text.as_str())
+    }
+}
+
+impl From<LockKind> for String {
+    fn from(kind: LockKind) -> String {
+        kind.to_string()
+    }
+}
+
 impl LockRow {
     pub fn avg_wait_ns(&self) -> f64 {
         if self.count == 0 {
@@ -131,10 +262,7 @@ impl LockRow {
 
     /// Waits on condition variables and thread joins are not lock contention.
     pub fn is_lock(&self) -> bool {
-        !matches!(
-            self.lock_type.as_str(),
-            "condvar" | "join" | "barrier" | "semaphore"
-        )
+        self.lock_type.is_lock()
     }
 }
 
@@ -150,4 +278,41 @@ pub struct LockProfile {
     /// The tracer's own cost over the merged repeats (zero when unmeasured).
     #[serde(default)]
     pub tracer: TracerCost,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_kinds_read_back_as_written() {
+        for text in [
+            "spinlock",
+            "rwlock",
+            "rwlock:R",
+            "rwsem:W",
+            "percpu-rwsem:R",
+            "mutex",
+            "rtmutex",
+            "lock",
+            "pi-mutex",
+            "condvar",
+            "join",
+            "barrier",
+            "semaphore",
+            "futex",
+            "seqlock",
+            "mutex:W",
+        ] {
+            assert_eq!(LockKind::from(text).to_string(), text);
+        }
+        assert_eq!(
+            LockKind::from("rwsem:W"),
+            LockKind::Rwsem(Some(Side::Write))
+        );
+        assert_eq!(LockKind::from("mutex:W"), LockKind::Other("mutex:W".into()));
+        let json = serde_json::to_string(&LockKind::PercpuRwsem(Some(Side::Read))).unwrap();
+        assert_eq!(json, "\"percpu-rwsem:R\"");
+        assert!(!LockKind::Condvar.is_lock() && LockKind::PiMutex.is_lock());
+    }
 }

@@ -261,7 +261,7 @@ pub fn run_report(
             "<div class=\"finding\"><span class=\"score\">{:.0}%</span> <b>{}</b> {} <code>{}</code><p>{}</p><p class=\"muted\">Suggestion: {}</p></div>",
             f.score * 100.0,
             esc(f.kind.as_str()),
-            esc(f.scope.as_deref().unwrap_or("")),
+            esc(f.scope.map_or("", |s| s.as_str())),
             esc(&f.subject),
             esc(&f.evidence),
             esc(&f.suggestion)
@@ -314,9 +314,9 @@ pub fn run_report(
                 let _ = write!(
                     h,
                     "<tr><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{:.3} ms</td><td>{:.1} µs</td><td>{:.1} µs</td><td>{}</td><td class=\"l\">{}</td></tr>",
-                    esc(&r.scope),
+                    esc(r.scope.as_str()),
                     esc(&r.name),
-                    esc(&r.lock_type),
+                    esc(&r.lock_type.to_string()),
                     r.count,
                     r.total_wait_ns as f64 / 1e6,
                     r.avg_wait_ns() / 1e3,

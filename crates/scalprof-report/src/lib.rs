@@ -480,9 +480,9 @@ pub fn lock_table(parameter: &str, value: u64, l: &scalprof_model::locks::LockPr
             name += &format!(" (→ {a})");
         }
         t.add_row(vec![
-            r.scope.clone(),
+            r.scope.to_string(),
             name,
-            r.lock_type.clone(),
+            r.lock_type.to_string(),
             r.count.to_string(),
             ns(r.total_wait_ns as f64),
             ns(r.avg_wait_ns()),

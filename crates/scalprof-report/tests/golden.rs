@@ -2,6 +2,7 @@
 //! analysis (`scalprof_analyze::assemble`). A change of wording or layout shows as a diff;
 //! when it is intended, regenerate them with `SCALPROF_BLESS=1 cargo test -p scalprof-report`.
 
+use scalprof_model::locks::{LockKind, Scope};
 use std::path::Path;
 
 use scalprof_model::locks::{LockCaller, LockProfile, LockRow};
@@ -85,9 +86,9 @@ fn profile(worker_ns: u64, lock_ns: u64, overhead: u64) -> PointProfile {
 fn locks(wait_ns: u64, count: u64) -> LockProfile {
     LockProfile {
         rows: vec![LockRow {
-            scope: "user".into(),
+            scope: Scope::User,
             name: "table_lock".into(),
-            lock_type: "mutex".into(),
+            lock_type: LockKind::from("mutex"),
             address: "0x4040".into(),
             count,
             total_wait_ns: wait_ns,

@@ -1,4 +1,5 @@
 use super::*;
+use scalprof_model::locks::{LockKind, Scope};
 
 fn new_run(label: &str) -> NewRun {
     NewRun {
@@ -190,9 +191,9 @@ fn lock_tables_round_trip() {
     let id = store.create_run(&new_run("l")).unwrap();
     let p = LockProfile {
         rows: vec![LockRow {
-            scope: "user".into(),
+            scope: Scope::User,
             name: "table_lock".into(),
-            lock_type: "mutex".into(),
+            lock_type: LockKind::from("mutex"),
             address: "0x1000".into(),
             count: 10,
             total_wait_ns: 1000,

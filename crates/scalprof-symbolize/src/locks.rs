@@ -3,6 +3,7 @@
 //! user stacks unwound with `.eh_frame`. The naming vocabulary (conventional names, wait
 //! kinds, what counts as lock machinery) is `scalprof_analyze::locks`'.
 
+use scalprof_model::locks::{LockKind, Scope};
 use std::collections::HashMap;
 
 use scalprof_analyze::locks::{
@@ -31,7 +32,7 @@ pub fn lock_profile(raw: &RawLocks, symbols: &mut Symbols) -> LockProfile {
 
 fn add_kernel_rows(raw: &RawLocks, kallsyms: &Kallsyms, rows: &mut Vec<LockRow>) {
     // (name, type) → row; callers accumulated by wait.
-    let mut by_name: HashMap<(String, String), (LockRow, HashMap<String, u64>)> = HashMap::new();
+    let mut by_name: HashMap<(String, LockKind), (LockRow, HashMap<String, u64>)> = HashMap::new();
     for k in &raw.kernel {
         let frames: Vec<&str> = k.stack.iter().filter_map(|&a| kallsyms.lookup(a)).collect();
         let frames: Vec<&str> = frames
@@ -58,7 +59,7 @@ fn add_kernel_rows(raw: &RawLocks, kallsyms: &Kallsyms, rows: &mut Vec<LockRow>)
             .or_insert_with(|| {
                 (
                     LockRow {
-                        scope: "kernel".into(),
+                        scope: Scope::Kernel,
                         wait_ns_per_op: None,
                         spin_ns: None,
                         attributed_to: (name == "futex hash bucket")
@@ -188,7 +189,7 @@ fn add_user_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRow>)
         }
     }
     // Rows by (name, kind), summed over processes of the tree.
-    let mut by_name: HashMap<(String, String), (LockRow, HashMap<String, u64>)> = HashMap::new();
+    let mut by_name: HashMap<(String, LockKind), (LockRow, HashMap<String, u64>)> = HashMap::new();
     for u in &raw.user {
         let maps = raw.maps.get(&u.tgid).map(Vec::as_slice).unwrap_or(&[]);
         let kind = user_wait_kind(
@@ -197,32 +198,32 @@ fn add_user_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRow>)
                 .map(Vec::as_slice)
                 .unwrap_or(&[]),
         );
-        let kind = if kind == "futex" && matches!(u.op, 6 | 13) {
-            "pi-mutex"
+        let kind = if kind == LockKind::Futex && matches!(u.op, 6 | 13) {
+            LockKind::PiMutex
         } else {
             kind
         };
         // No stack copy to tell: a futex at the top of an anonymous mapping is a thread
         // descriptor's tid, which only pthread_join waits on.
-        let kind = if kind == "futex" && is_thread_descriptor(u.uaddr, maps) {
-            "join"
+        let kind = if kind == LockKind::Futex && is_thread_descriptor(u.uaddr, maps) {
+            LockKind::Join
         } else {
             kind
         };
         // Each thread's join waits on its own descriptor: one row for all of them.
-        let name = if kind == "join" {
+        let name = if kind == LockKind::Join {
             "pthread_join".to_string()
         } else {
             name_user_address(u.uaddr, maps, symbols)
         };
         let entry = by_name
-            .entry((name.clone(), kind.to_string()))
+            .entry((name.clone(), kind.clone()))
             .or_insert_with(|| {
                 (
                     LockRow {
-                        scope: "user".into(),
+                        scope: Scope::User,
                         name,
-                        lock_type: kind.to_string(),
+                        lock_type: kind,
                         address: format!("{:#x}", u.uaddr),
                         count: 0,
                         total_wait_ns: 0,

@@ -438,7 +438,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                             "  {:>4.0}%  {} ({}): {}",
                             f.score * 100.0,
                             f.subject,
-                            f.scope.as_deref().unwrap_or(""),
+                            f.scope.map_or("", |s| s.as_str()),
                             f.evidence
                         ))
                     );

@@ -4,6 +4,7 @@
 
 pub mod compare;
 pub mod complexity;
+pub mod layout;
 pub mod locks;
 pub mod profile;
 pub mod scaling;

@@ -696,27 +696,11 @@ pub fn layout_text(l: &scalprof_model::layout::Layout, what: &str, line: u64) ->
     if !l.has_dwarf {
         out += "debug info missing: symbols only (no types or members); build with -g or install the debug symbols\n";
     }
-    let line_of = |a: u64| a / line * line;
-    let mut lines: Vec<u64> = Vec::new();
-    for o in &l.objects {
-        let mut a = line_of(o.address);
-        while a < o.address + o.size.max(1) {
-            if !lines.contains(&a) {
-                lines.push(a);
-            }
-            a += line;
-        }
-    }
-    lines.sort_unstable();
     let mut flags = Vec::new();
-    for &start in &lines {
-        let here: Vec<&scalprof_model::layout::DataObject> = l
-            .objects
-            .iter()
-            .filter(|o| o.address < start + line && o.address + o.size.max(1) > start)
-            .collect();
+    for cl in scalprof_analyze::layout::cache_lines(l, line) {
+        let start = cl.start;
         out += &format!("\nline {start:#x}\n");
-        for o in &here {
+        for o in &cl.objects {
             let mut marks = Vec::new();
             if o.lock_type {
                 marks.push("lock");
@@ -747,57 +731,8 @@ pub fn layout_text(l: &scalprof_model::layout::Layout, what: &str, line: u64) ->
                 );
             }
         }
-        let hot: Vec<&&scalprof_model::layout::DataObject> = here
-            .iter()
-            .filter(|o| o.lock_type || o.atomic_target)
-            .collect();
-        if here.len() >= 2 && !hot.is_empty() {
-            let hot_names: Vec<&str> = hot.iter().map(|o| o.name.as_str()).collect();
-            let others: Vec<&str> = here
-                .iter()
-                .map(|o| o.name.as_str())
-                .filter(|n| !hot_names.contains(n))
-                .collect();
-            let with = if others.is_empty() {
-                "each other".to_string()
-            } else {
-                others.join(", ")
-            };
-            flags.push(format!(
-                "line {start:#x}: {} (written by locks/atomics) share the line with {with}: a write by one CPU invalidates the line in the others (false sharing); align the hot object to its own line and pad it",
-                hot_names.join(", ")
-            ));
-        } else if let [only] = here.as_slice() {
-            let fields: Vec<&str> = only
-                .members
-                .iter()
-                .filter(|m| {
-                    only.address + m.offset >= start && only.address + m.offset < start + line
-                })
-                .map(|m| m.name.as_str())
-                .collect();
-            let locks: Vec<&str> = only
-                .members
-                .iter()
-                .filter(|m| {
-                    only.address + m.offset >= start && only.address + m.offset < start + line
-                })
-                .filter(|m| scalprof_model::layout::is_lock_type_name(&m.type_name))
-                .map(|m| m.name.as_str())
-                .collect();
-            if locks.len() >= 2 {
-                flags.push(format!(
-                    "line {start:#x}: locks {} of {} share the line: taking one invalidates the other in every CPU's cache (false sharing); give each lock its own cache line",
-                    locks.join(", "),
-                    only.name
-                ));
-            } else if only.atomic_target && fields.len() >= 2 {
-                flags.push(format!(
-                    "line {start:#x}: {} is written atomically and its fields {} share the line — threads updating different fields bounce it (false sharing); move the written counters apart and pad them",
-                    only.name,
-                    fields.join(", ")
-                ));
-            }
+        if let Some(risk) = scalprof_analyze::layout::line_risk(&cl, line) {
+            flags.push(line_risk_text(&risk));
         }
     }
     if !flags.is_empty() {
@@ -805,6 +740,66 @@ pub fn layout_text(l: &scalprof_model::layout::Layout, what: &str, line: u64) ->
         for f in flags {
             out += &format!("  ! {f}\n");
         }
+    }
+    out
+}
+
+fn line_risk_text(risk: &scalprof_analyze::layout::LineRisk) -> String {
+    use scalprof_analyze::layout::LineRisk;
+    match risk {
+        LineRisk::HotObjects { line, hot, others } => format!(
+            "line {line:#x}: {} (written by locks/atomics) share the line with {}: a write by one CPU invalidates the line in the others (false sharing); align the hot object to its own line and pad it",
+            hot.join(", "),
+            if others.is_empty() {
+                "each other".to_string()
+            } else {
+                others.join(", ")
+            }
+        ),
+        LineRisk::Locks { line, object, locks } => format!(
+            "line {line:#x}: locks {} of {object} share the line: taking one invalidates the other in every CPU's cache (false sharing); give each lock its own cache line",
+            locks.join(", ")
+        ),
+        LineRisk::AtomicFields {
+            line,
+            object,
+            fields,
+        } => format!(
+            "line {line:#x}: {object} is written atomically and its fields {} share the line — threads updating different fields bounce it (false sharing); move the written counters apart and pad them",
+            fields.join(", ")
+        ),
+    }
+}
+
+/// A kernel struct from BTF, member by member, grouped into cache lines.
+pub fn kernel_struct_text(
+    name: &str,
+    size: u64,
+    members: &[scalprof_model::layout::Member],
+    line: u64,
+) -> String {
+    let mut out =
+        format!("{name} ({size} bytes, {line}-byte cache lines) — from the running kernel's BTF\n");
+    let mut current = u64::MAX;
+    for m in members {
+        if m.offset / line != current {
+            current = m.offset / line;
+            out += &format!("--- cache line {current} (offset {}) ---\n", current * line);
+        }
+        let lock = if scalprof_analyze::layout::is_kernel_lock_member(&m.type_name) {
+            "  [lock]"
+        } else {
+            ""
+        };
+        let straddles = if m.size > 0 && (m.offset + m.size - 1) / line != current {
+            "  (straddles into the next line)"
+        } else {
+            ""
+        };
+        out += &format!(
+            "  +{:<6} {:<32} {:>5} B  {}{lock}{straddles}\n",
+            m.offset, m.name, m.size, m.type_name
+        );
     }
     out
 }

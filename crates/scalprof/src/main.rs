@@ -545,33 +545,7 @@ fn kernel_layout(args: &cli::LayoutArgs, line: u64) -> Result<String> {
     let mut out = String::new();
     if let Some(name) = &args.struct_name {
         let s = scalprof_debuginfo::kernel_layout::kernel_struct(name)?;
-        out += &format!(
-            "{} ({} bytes, {line}-byte cache lines) — from the running kernel's BTF\n",
-            s.name, s.size
-        );
-        let mut current = u64::MAX;
-        for m in &s.members {
-            if m.offset / line != current {
-                current = m.offset / line;
-                out += &format!("--- cache line {current} (offset {}) ---\n", current * line);
-            }
-            let lock = if scalprof_model::layout::is_lock_type_name(&m.type_name)
-                || m.type_name.contains("semaphore")
-            {
-                "  [lock]"
-            } else {
-                ""
-            };
-            let straddles = if m.size > 0 && (m.offset + m.size - 1) / line != current {
-                "  (straddles into the next line)"
-            } else {
-                ""
-            };
-            out += &format!(
-                "  +{:<6} {:<32} {:>5} B  {}{lock}{straddles}\n",
-                m.offset, m.name, m.size, m.type_name
-            );
-        }
+        out += &scalprof_report::kernel_struct_text(&s.name, s.size, &s.members, line);
     }
     if let Some(addr) = &args.addr {
         let a = u64::from_str_radix(addr.trim_start_matches("0x"), 16)

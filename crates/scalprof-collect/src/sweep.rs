@@ -226,9 +226,63 @@ fn cap_output(path: &std::path::Path, limit: u64) -> Option<u64> {
     Some(len)
 }
 
-/// Runs the sweep. Returns how it ended; every finished repeat went to the sink.
+/// A profiler for one traced repeat: attached before the workload execs, its recording
+/// taken after the workload was reaped.
+pub trait ProfileCollector: Attach {
+    fn take(&mut self) -> Option<RawProfile>;
+}
+
+/// A lock tracer for one traced repeat (see [`ProfileCollector`]).
+pub trait LockCollector: Attach {
+    fn take(&mut self) -> Option<RawLocks>;
+}
+
+impl ProfileCollector for Sampler {
+    fn take(&mut self) -> Option<RawProfile> {
+        Sampler::take(self)
+    }
+}
+
+impl LockCollector for LockTracer {
+    fn take(&mut self) -> Option<RawLocks> {
+        LockTracer::take(self)
+    }
+}
+
+/// Makes the collectors of each traced repeat. [`SystemCollectors`] makes the real ones;
+/// tests inject others, to drive the paths where a collector fails.
+pub trait Collectors {
+    fn sampler(&mut self, config: &SamplingConfig) -> Box<dyn ProfileCollector>;
+    fn lock_tracer(&mut self, config: &LockConfig) -> Box<dyn LockCollector>;
+}
+
+/// The perf_event sampler and the BPF lock tracer.
+pub struct SystemCollectors;
+
+impl Collectors for SystemCollectors {
+    fn sampler(&mut self, config: &SamplingConfig) -> Box<dyn ProfileCollector> {
+        Box::new(Sampler::new(config.clone()))
+    }
+
+    fn lock_tracer(&mut self, config: &LockConfig) -> Box<dyn LockCollector> {
+        Box::new(LockTracer::new(config.clone()))
+    }
+}
+
+/// Runs the sweep with the system's collectors. Returns how it ended; every finished
+/// repeat went to the sink.
 pub fn run(
     plan: &SweepPlan,
+    sink: &mut dyn SweepSink,
+    interrupt: &Interrupt,
+) -> Result<SweepEnd, CollectError> {
+    run_with(plan, &mut SystemCollectors, sink, interrupt)
+}
+
+/// Runs the sweep with the given collectors.
+pub fn run_with(
+    plan: &SweepPlan,
+    collectors: &mut dyn Collectors,
     sink: &mut dyn SweepSink,
     interrupt: &Interrupt,
 ) -> Result<SweepEnd, CollectError> {
@@ -278,8 +332,15 @@ pub fn run(
                 stderr: plan.output_dir.join(format!("{stem}.stderr")),
                 timeout: plan.timeout,
             };
-            let (r, collected) =
-                run_collected(&spec, interrupt, traced, &mut sampling, &mut locks, sink)?;
+            let (r, collected) = run_collected(
+                &spec,
+                interrupt,
+                traced,
+                collectors,
+                &mut sampling,
+                &mut locks,
+                sink,
+            )?;
             // A repeat cut short by Ctrl-C is not a measurement: drop it.
             if interrupt.requested() && !r.timed_out && r.exit_code != Some(0) {
                 return Ok(SweepEnd::Interrupted(interrupt.signal()));
@@ -336,6 +397,7 @@ fn run_collected(
     spec: &ExecSpec,
     interrupt: &Interrupt,
     traced: bool,
+    collectors: &mut dyn Collectors,
     sampling: &mut Option<SamplingConfig>,
     locks: &mut Option<LockConfig>,
     sink: &mut dyn SweepSink,
@@ -344,17 +406,17 @@ fn run_collected(
         let mut sampler = sampling
             .as_ref()
             .filter(|_| traced)
-            .map(|c| Sampler::new(c.clone()));
+            .map(|c| collectors.sampler(c));
         let mut tracer = locks
             .as_ref()
             .filter(|_| traced)
-            .map(|c| LockTracer::new(c.clone()));
+            .map(|c| collectors.lock_tracer(c));
         let mut attached: Vec<&mut dyn Attach> = Vec::new();
         if let Some(s) = sampler.as_mut() {
-            attached.push(s);
+            attached.push(s.as_mut());
         }
         if let Some(t) = tracer.as_mut() {
-            attached.push(t);
+            attached.push(t.as_mut());
         }
         match exec::run_with(spec, interrupt, &mut attached) {
             // The workload did not start: retry without the collector that failed.
@@ -369,8 +431,8 @@ fn run_collected(
             Err(e) => return Err(e),
             Ok(r) => {
                 let collected = Collected {
-                    profile: sampler.as_mut().and_then(Sampler::take),
-                    locks: tracer.as_mut().and_then(LockTracer::take),
+                    profile: sampler.as_mut().and_then(|s| s.take()),
+                    locks: tracer.as_mut().and_then(|t| t.take()),
                 };
                 return Ok((r, collected));
             }

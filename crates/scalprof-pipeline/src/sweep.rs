@@ -10,7 +10,9 @@ use regex::Regex;
 use scalprof_collect::interrupt::Interrupt;
 use scalprof_collect::locks::LockConfig;
 use scalprof_collect::perf::SamplingConfig;
-use scalprof_collect::sweep::{self, Collected, RepeatKind, SweepEnd, SweepPlan, SweepSink};
+use scalprof_collect::sweep::{
+    self, Collected, Collectors, RepeatKind, SweepEnd, SweepPlan, SweepSink, SystemCollectors,
+};
 use scalprof_collect::{LockTracerError, ProfilingError};
 use scalprof_model::{Repeat, RunDocument, RunStatus, Sweep, SweepParameter, ThroughputSource};
 use scalprof_store::{NewRun, Store};
@@ -112,6 +114,17 @@ pub fn run(
     observer: &mut dyn Observer,
     interrupt: &Interrupt,
 ) -> Result<RunOutcome> {
+    run_with(store, opts, &mut SystemCollectors, observer, interrupt)
+}
+
+/// [`run`] with the given collectors (tests inject failing or scripted ones).
+pub fn run_with(
+    store: &Store,
+    opts: &RunOptions,
+    collectors: &mut dyn Collectors,
+    observer: &mut dyn Observer,
+    interrupt: &Interrupt,
+) -> Result<RunOutcome> {
     if opts.repeat == 0 {
         bail!("--repeat must be at least 1");
     }
@@ -199,7 +212,7 @@ pub fn run(
         symbols: tracing.then(Symbols::load),
         profile_error_shown: false,
     };
-    let end = sweep::run(&plan, &mut sink, interrupt);
+    let end = sweep::run_with(&plan, collectors, &mut sink, interrupt);
     let symbols = sink.symbols.take();
     let end = match end {
         Ok(end) => end,

@@ -1,0 +1,213 @@
+//! The collector fallback paths, with injected collectors: a profiler that cannot open
+//! its events and a lock tracer that records a scripted table. Runs unprivileged.
+
+use scalprof_collect::exec::Attach;
+use scalprof_collect::interrupt::Interrupt;
+use scalprof_collect::locks::LockConfig;
+use scalprof_collect::perf::{RawProfile, SamplingConfig};
+use scalprof_collect::sweep::{Collectors, LockCollector, ProfileCollector};
+use scalprof_collect::{CollectError, LockTracerError, ProfilingError};
+use scalprof_model::locks::{RawLocks, UserLockRaw};
+use scalprof_model::{SweepParameter, ThroughputSource};
+use scalprof_pipeline::sweep::{run_with, Notice, RunOptions};
+use scalprof_pipeline::Observer;
+use scalprof_store::Store;
+
+/// A sampler whose perf_event_open is refused.
+struct RefusedSampler;
+
+impl Attach for RefusedSampler {
+    fn attach(&mut self, _pid: i32) -> Result<(), CollectError> {
+        Err(CollectError::Profiling(ProfilingError::Open {
+            source: std::io::Error::from_raw_os_error(libc_eacces()),
+            hint: "run as root".into(),
+        }))
+    }
+    fn finish(&mut self) {}
+}
+
+impl ProfileCollector for RefusedSampler {
+    fn take(&mut self) -> Option<RawProfile> {
+        None
+    }
+}
+
+/// A lock tracer that "saw" one user futex wait per traced repeat.
+struct ScriptedLocks {
+    attached: bool,
+}
+
+impl Attach for ScriptedLocks {
+    fn attach(&mut self, _pid: i32) -> Result<(), CollectError> {
+        self.attached = true;
+        Ok(())
+    }
+    fn finish(&mut self) {}
+}
+
+impl LockCollector for ScriptedLocks {
+    fn take(&mut self) -> Option<RawLocks> {
+        self.attached.then(|| RawLocks {
+            user: vec![UserLockRaw {
+                uaddr: 0x7000,
+                tgid: 1,
+                op: 0,
+                count: 3,
+                total_ns: 3_000_000,
+                max_ns: 1_500_000,
+            }],
+            ..Default::default()
+        })
+    }
+}
+
+/// A lock tracer whose BPF programs cannot load.
+struct UnbuiltLocks;
+
+impl Attach for UnbuiltLocks {
+    fn attach(&mut self, _pid: i32) -> Result<(), CollectError> {
+        Err(CollectError::Locks(LockTracerError::NotBuilt))
+    }
+    fn finish(&mut self) {}
+}
+
+impl LockCollector for UnbuiltLocks {
+    fn take(&mut self) -> Option<RawLocks> {
+        None
+    }
+}
+
+struct Fake {
+    locks_work: bool,
+    samplers_made: u32,
+}
+
+impl Collectors for Fake {
+    fn sampler(&mut self, _: &SamplingConfig) -> Box<dyn ProfileCollector> {
+        self.samplers_made += 1;
+        Box::new(RefusedSampler)
+    }
+    fn lock_tracer(&mut self, _: &LockConfig) -> Box<dyn LockCollector> {
+        if self.locks_work {
+            Box::new(ScriptedLocks { attached: false })
+        } else {
+            Box::new(UnbuiltLocks)
+        }
+    }
+}
+
+#[derive(Default)]
+struct Notices {
+    no_profiling: u32,
+    no_locks: u32,
+}
+
+impl Observer for Notices {
+    fn notice(&mut self, notice: Notice<'_>) {
+        match notice {
+            Notice::NoProfiling(ProfilingError::Open { .. }) => self.no_profiling += 1,
+            Notice::NoLockTracing(LockTracerError::NotBuilt) => self.no_locks += 1,
+            other => panic!("unexpected notice {other:?}"),
+        }
+    }
+}
+
+fn libc_eacces() -> i32 {
+    13
+}
+
+/// Sweeps make this process a subreaper and report processes left behind by the
+/// workload: two sweeps at once would report each other's children.
+static ONE_SWEEP_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn options() -> RunOptions {
+    RunOptions {
+        command: vec!["sh".into(), "-c".into(), "echo ops=1000".into()],
+        parameter: SweepParameter::Threads,
+        values: Some(vec![1, 2]),
+        repeat: 2,
+        diagnose: 1,
+        warmup: 0,
+        label: Some("fallback".into()),
+        ops_regex: r"ops=(\d+)".into(),
+        scaling: ThroughputSource::Weak,
+        timeout: None,
+        keep_going: false,
+        sampling: Some(SamplingConfig::default()),
+        locks: Some(LockConfig::default()),
+    }
+}
+
+#[test]
+fn a_refused_profiler_is_switched_off_once_and_the_lock_tracer_goes_on() {
+    let _one = ONE_SWEEP_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("runs.db")).unwrap();
+    let mut collectors = Fake {
+        locks_work: true,
+        samplers_made: 0,
+    };
+    let mut notices = Notices::default();
+    let out = run_with(
+        &store,
+        &options(),
+        &mut collectors,
+        &mut notices,
+        &Interrupt::manual(),
+    )
+    .unwrap();
+    assert_eq!(notices.no_profiling, 1, "said once, then profiling is off");
+    assert_eq!(collectors.samplers_made, 1, "no sampler after the refusal");
+    for p in &out.doc.points {
+        assert_eq!(p.repeats.len(), 2, "clean repeats measured");
+        assert_eq!(
+            p.traced_repeats.len(),
+            1,
+            "traced repeat ran without the profiler"
+        );
+        assert!(p.profile.is_none());
+        let locks = p.locks.as_ref().expect("the scripted lock table is stored");
+        assert_eq!(locks.rows.len(), 1);
+        assert_eq!(locks.rows[0].count, 3);
+        assert_eq!(locks.rows[0].total_wait_ns, 3_000_000);
+    }
+}
+
+#[test]
+fn with_every_collector_refused_the_sweep_measures_clean_repeats_only() {
+    let _one = ONE_SWEEP_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("runs.db")).unwrap();
+    let mut collectors = Fake {
+        locks_work: false,
+        samplers_made: 0,
+    };
+    let mut notices = Notices::default();
+    let out = run_with(
+        &store,
+        &options(),
+        &mut collectors,
+        &mut notices,
+        &Interrupt::manual(),
+    )
+    .unwrap();
+    assert_eq!((notices.no_profiling, notices.no_locks), (1, 1));
+    let traced: Vec<usize> = out
+        .doc
+        .points
+        .iter()
+        .map(|p| p.traced_repeats.len())
+        .collect();
+    // The first traced repeat found both collectors refused and ran bare; after it,
+    // nothing is left to trace and no point runs traced repeats.
+    assert_eq!(traced, vec![1, 0]);
+    for p in &out.doc.points {
+        assert_eq!(p.repeats.len(), 2);
+        assert!(p.profile.is_none() && p.locks.is_none());
+    }
+    assert!(out.doc.points.iter().all(|p| p.throughput.is_some()));
+}

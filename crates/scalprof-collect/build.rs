@@ -1,8 +1,18 @@
 //! Compiles the BPF programs (src/bpf/*.bpf.c) with clang and generates their Rust
 //! skeletons (libbpf-cargo). Needs clang and libelf-dev: `apt-get install clang libelf-dev`.
+//! Also marks the tests that need root (`privileged`).
+
+#[path = "../../build/privileged.rs"]
+mod privileged;
+
+fn main() {
+    println!("cargo::rerun-if-changed=../../build/privileged.rs");
+    privileged::emit();
+    build_bpf();
+}
 
 #[cfg(feature = "bpf")]
-fn main() {
+fn build_bpf() {
     use std::path::PathBuf;
 
     use libbpf_cargo::SkeletonBuilder;
@@ -35,4 +45,4 @@ fn main() {
 
 /// Without the `bpf` feature there is nothing to build.
 #[cfg(not(feature = "bpf"))]
-fn main() {}
+fn build_bpf() {}

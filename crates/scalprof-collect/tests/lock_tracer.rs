@@ -60,6 +60,7 @@ fn trace(bin: &Path, threads: &str, dir: &Path) -> RawLocks {
 }
 
 #[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn futex_waits_of_a_global_mutex_are_counted_with_stack_copies() {
     if !can_trace() {
         return;
@@ -90,6 +91,7 @@ fn futex_waits_of_a_global_mutex_are_counted_with_stack_copies() {
 }
 
 #[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn kernel_contention_of_mmap_churn_is_aggregated_with_stacks() {
     if !can_trace() {
         return;

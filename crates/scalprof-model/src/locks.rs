@@ -125,6 +125,8 @@ pub struct LockRow {
 pub enum Scope {
     User,
     Kernel,
+    /// A file's POSIX record lock or flock.
+    File,
 }
 
 impl Scope {
@@ -132,6 +134,7 @@ impl Scope {
         match self {
             Scope::User => "user",
             Scope::Kernel => "kernel",
+            Scope::File => "file",
         }
     }
 }

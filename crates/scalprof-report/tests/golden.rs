@@ -109,7 +109,7 @@ fn locks(wait_ns: u64, count: u64) -> LockProfile {
 }
 
 /// A mutex-bound program at 1 and 2 threads: 3 clean repeats and 1 traced per point.
-fn document() -> scalprof_model::RunDocument {
+fn inputs() -> scalprof_model::RunInputs {
     let header = RunHeader {
         id: "7".into(),
         label: "hash_global_mutex".into(),
@@ -151,14 +151,31 @@ fn document() -> scalprof_model::RunDocument {
         (2, profile(200_000_000, 700_000_000, 3)),
     ];
     let lock_profiles = vec![(1, locks(0, 0)), (2, locks(300_000_000, 4000))];
-    scalprof_analyze::assemble(&scalprof_model::RunInputs {
+    scalprof_model::RunInputs {
         header,
         repeats,
         profiles,
         locks: lock_profiles,
         sharing: None,
         legacy_findings: Vec::new(),
-    })
+    }
+}
+
+fn document() -> scalprof_model::RunDocument {
+    scalprof_analyze::assemble(&inputs())
+}
+
+#[test]
+fn the_html_report_matches_its_golden_file() {
+    let inputs = inputs();
+    let doc = scalprof_analyze::assemble(&inputs);
+    let flames: Vec<(u64, &PointProfile)> = inputs.profiles.iter().map(|(v, p)| (*v, p)).collect();
+    let html = scalprof_report::html::run_report(&doc, &flames, None);
+    assert!(
+        html.contains("table_lock"),
+        "the finding's subject is in the page"
+    );
+    check("report-mutex.html", &html);
 }
 
 #[test]

@@ -25,6 +25,8 @@ use scalprof_model::{FoldedStack, HotInstruction, PointProfile, ProfileStats, Se
 /// perf's callchain context markers are the top 4095 values of u64.
 const PERF_CONTEXT_MAX: u64 = u64::MAX - 4094;
 const PERF_CONTEXT_USER: u64 = u64::MAX - 511;
+/// Linux maps nothing below `vm.mmap_min_addr` (4096 at least).
+const MIN_CODE_ADDRESS: u64 = 4096;
 /// x86-64 perf register numbers.
 const REG_BP: u64 = 6;
 const REG_SP: u64 = 7;
@@ -294,7 +296,11 @@ impl ProfileBuilder {
                     continue;
                 }
                 if in_user {
-                    user_chain.push(addr);
+                    // Nothing executes below the lowest mappable page: such an entry is
+                    // a frame-pointer walk that ran past the outermost frame.
+                    if addr >= MIN_CODE_ADDRESS {
+                        user_chain.push(addr);
+                    }
                 } else {
                     kernel.push(self.kernel_frame(addr, &symbols.kernel));
                 }

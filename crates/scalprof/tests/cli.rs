@@ -8,6 +8,9 @@ use assert_cmd::Command;
 use predicates::prelude::*;
 use serde_json::Value;
 
+mod common;
+use common::check_shape;
+
 fn scalprof(db: &Path) -> Command {
     let mut c = Command::cargo_bin("scalprof").unwrap();
     c.arg("--db").arg(db);
@@ -16,44 +19,6 @@ fn scalprof(db: &Path) -> Command {
 
 fn read_json(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-/// Checks `doc` against an independent, hand-written copy of the contract's shape:
-/// every key of the shape must be present with the shape's type.
-fn check_shape(doc: &Value, shape: &Value, path: &str) {
-    match shape {
-        Value::Object(fields) => {
-            let obj = doc
-                .as_object()
-                .unwrap_or_else(|| panic!("{path}: expected an object, got {doc}"));
-            for (k, sub) in fields {
-                let v = obj.get(k).unwrap_or_else(|| panic!("{path}.{k}: missing"));
-                check_shape(v, sub, &format!("{path}.{k}"));
-            }
-        }
-        Value::Array(items) => {
-            let arr = doc
-                .as_array()
-                .unwrap_or_else(|| panic!("{path}: expected an array, got {doc}"));
-            if let Some(item) = items.first() {
-                assert!(!arr.is_empty(), "{path}: expected at least one element");
-                for (i, v) in arr.iter().enumerate() {
-                    check_shape(v, item, &format!("{path}[{i}]"));
-                }
-            }
-        }
-        Value::String(ty) => {
-            let ok = ty.split('|').any(|t| match t {
-                "string" => doc.is_string(),
-                "number" => doc.is_number(),
-                "boolean" => doc.is_boolean(),
-                "null" => doc.is_null(),
-                other => panic!("unknown type {other} in the shape file"),
-            });
-            assert!(ok, "{path}: expected {ty}, got {doc}");
-        }
-        other => panic!("bad shape entry {other}"),
-    }
 }
 
 #[test]
@@ -489,6 +454,7 @@ fn kernel_struct_layout_shows_mmap_lock_and_its_cache_line() {
 /// with the fix, and never hang (it once waited forever on the workload it held before
 /// exec). Runs for real as `nobody` where scalprof is root; CI runs as root.
 #[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn an_unprivileged_run_goes_on_without_the_collectors_it_may_not_use() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 || which("setpriv").is_none() {
@@ -749,6 +715,7 @@ fn a_daemon_left_running_by_the_workload_is_reported() {
 /// On a full disk the reading commands still read, and a run says the disk is full. Needs
 /// root to mount a tiny tmpfs; CI runs as root.
 #[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn a_full_disk_is_named_and_stored_runs_stay_readable() {
     struct Unmount(std::path::PathBuf);
     impl Drop for Unmount {

@@ -7,6 +7,8 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 use assert_cmd::Command;
 use serde_json::Value;
 
+mod common;
+
 fn scalprof(db: &Path) -> Command {
     let mut c = Command::cargo_bin("scalprof").unwrap();
     c.arg("--db").arg(db);
@@ -39,8 +41,13 @@ fn can_profile() -> bool {
     false
 }
 
+/// A run document, its findings checked against the contract's finding shape.
 fn read_json(path: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    if doc.get("findings").is_some() {
+        common::check_findings(&doc);
+    }
+    doc
 }
 
 /// The corpus, built once per test binary by `scalprof corpus`.
@@ -223,6 +230,7 @@ fn folded(db: &Path, point: u64) -> Vec<(String, u64)> {
 }
 
 #[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn mmap_churn_profiles_name_the_munmap_and_fault_paths() {
     if !can_profile() {
         return;
@@ -347,6 +355,7 @@ fn mmap_churn_profiles_name_the_munmap_and_fault_paths() {
 }
 
 #[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn clean_program_stacks_reach_the_thread_function_and_raise_no_finding() {
     if !can_profile() {
         return;
@@ -380,6 +389,7 @@ fn clean_program_stacks_reach_the_thread_function_and_raise_no_finding() {
 }
 
 #[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn profiles_follow_forked_children() {
     if !can_profile() {
         return;
@@ -419,6 +429,7 @@ fn profiles_follow_forked_children() {
 }
 
 #[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn a_global_mutex_is_named_with_its_caller() {
     if !can_profile() {
         return;
@@ -497,6 +508,7 @@ fn exponent(doc: &Value, function: &str) -> f64 {
 }
 
 #[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn the_quadratic_flow_expiry_loop_is_named_and_its_fix_is_linear() {
     if !can_profile() {
         return;
@@ -550,6 +562,7 @@ fn chromium() -> Option<&'static str> {
 }
 
 #[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn the_html_report_loads_in_chromium_with_plot_and_flame_graphs() {
     if !can_profile() {
         return;
@@ -687,6 +700,7 @@ fn layout_flags_two_locks_on_one_line_and_works_without_debug_info() {
 }
 
 #[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn a_global_refcount_is_true_sharing() {
     if !can_profile() {
         return;
@@ -725,6 +739,7 @@ fn is_tool_frame(name: &str) -> bool {
 }
 
 #[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn a_syscall_heavy_program_that_scales_gets_no_finding_and_is_measured_clean() {
     let _turn = exclusive();
     if !can_profile() {
@@ -768,6 +783,7 @@ fn a_syscall_heavy_program_that_scales_gets_no_finding_and_is_measured_clean() {
 }
 
 #[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn the_tracers_own_frames_are_overhead_never_what_grew() {
     let _turn = exclusive();
     if !can_profile() {

@@ -1,0 +1,7 @@
+#[path = "../../build/privileged.rs"]
+mod privileged;
+
+fn main() {
+    println!("cargo::rerun-if-changed=../../build/privileged.rs");
+    privileged::emit();
+}

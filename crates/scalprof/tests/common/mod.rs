@@ -1,0 +1,80 @@
+//! Helpers shared by the test binaries (each uses some of them).
+#![allow(dead_code)]
+
+use serde_json::Value;
+
+/// Checks `doc` against an independent, hand-written copy of the contract's shape:
+/// every key of the shape must be present with the shape's type.
+pub fn check_shape(doc: &Value, shape: &Value, path: &str) {
+    match shape {
+        Value::Object(fields) => {
+            let obj = doc
+                .as_object()
+                .unwrap_or_else(|| panic!("{path}: expected an object, got {doc}"));
+            for (k, sub) in fields {
+                let v = obj.get(k).unwrap_or_else(|| panic!("{path}.{k}: missing"));
+                check_shape(v, sub, &format!("{path}.{k}"));
+            }
+        }
+        Value::Array(items) => {
+            let arr = doc
+                .as_array()
+                .unwrap_or_else(|| panic!("{path}: expected an array, got {doc}"));
+            if let Some(item) = items.first() {
+                assert!(!arr.is_empty(), "{path}: expected at least one element");
+                for (i, v) in arr.iter().enumerate() {
+                    check_shape(v, item, &format!("{path}[{i}]"));
+                }
+            }
+        }
+        Value::String(ty) => {
+            let ok = ty.split('|').any(|t| match t {
+                "string" => doc.is_string(),
+                "number" => doc.is_number(),
+                "boolean" => doc.is_boolean(),
+                "null" => doc.is_null(),
+                other => panic!("unknown type {other} in the shape file"),
+            });
+            assert!(ok, "{path}: expected {ty}, got {doc}");
+        }
+        other => panic!("bad shape entry {other}"),
+    }
+}
+
+/// Checks every finding of a run document against the contract's finding shape.
+pub fn check_findings(doc: &Value) {
+    let shape: Value =
+        serde_json::from_str(include_str!("../contract/finding.shape.json")).unwrap();
+    for (i, f) in doc["findings"].as_array().unwrap().iter().enumerate() {
+        check_shape(f, &shape, &format!("$.findings[{i}]"));
+        let kind = f["kind"].as_str().unwrap();
+        assert!(
+            [
+                "lock_contention",
+                "false_sharing",
+                "true_sharing",
+                "superlinear_cost",
+                "kernel_hotspot",
+                "serial_fraction",
+                "blocked_wait",
+            ]
+            .contains(&kind),
+            "$.findings[{i}]: unknown kind {kind}"
+        );
+        let score = f["score"].as_f64().unwrap();
+        assert!(
+            (0.0..=1.0).contains(&score),
+            "$.findings[{i}]: score {score}"
+        );
+        if let Some(scope) = f.get("scope") {
+            assert!(
+                ["user", "kernel", "file"].contains(&scope.as_str().unwrap()),
+                "$.findings[{i}]: scope {scope}"
+            );
+        }
+        assert!(
+            !f["subject"].as_str().unwrap().is_empty(),
+            "$.findings[{i}]: no subject"
+        );
+    }
+}

@@ -386,6 +386,7 @@ pub fn merge(profiles: impl IntoIterator<Item = LockProfile>) -> Option<LockProf
                 f.aggregation_map_full += p.failures.aggregation_map_full;
                 f.nested += p.failures.nested;
                 f.lost_snapshots += p.failures.lost_snapshots;
+                f.undecoded += p.failures.undecoded;
                 o.tracer.bpf_run_ns += p.tracer.bpf_run_ns;
                 o.tracer.bpf_runs += p.tracer.bpf_runs;
             }

@@ -276,6 +276,12 @@ fn profile_warnings(header: &RunHeader, profiles: &[(u64, PointProfile)]) -> Vec
                 100.0 * st.unresolved_frames as f64 / st.frames as f64
             ));
         }
+        if !st.unreadable_binaries.is_empty() {
+            problems.push(format!(
+                "binaries that could not be read, whose frames have no names: {}",
+                st.unreadable_binaries.join("; ")
+            ));
+        }
         if !st.kernel {
             problems.push(
                 "no kernel stacks (not permitted: run as root or lower perf_event_paranoid)".into(),

@@ -35,6 +35,8 @@ pub struct LockTracer {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<RawLocks>>,
     result: Option<RawLocks>,
+    /// Set when the tracer thread panicked: what it aggregated is gone.
+    panicked: bool,
 }
 
 impl LockTracer {
@@ -44,11 +46,18 @@ impl LockTracer {
             stop: Arc::new(AtomicBool::new(false)),
             thread: None,
             result: None,
+            panicked: false,
         }
     }
 
     pub fn take(&mut self) -> Option<RawLocks> {
         self.result.take()
+    }
+
+    /// Why this repeat's lock data was lost, if it was.
+    pub fn lost(&self) -> Option<String> {
+        self.panicked
+            .then(|| "the lock tracer's thread panicked: this repeat has no lock table".into())
     }
 }
 
@@ -77,7 +86,9 @@ impl Attach for LockTracer {
     fn finish(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(t) = self.thread.take() {
-            self.result = t.join().ok();
+            let joined = t.join();
+            self.panicked = joined.is_err();
+            self.result = joined.ok();
         }
     }
 }

@@ -92,6 +92,8 @@ pub struct Sampler {
     stop: Arc<AtomicBool>,
     reader: Option<JoinHandle<Drained>>,
     result: Option<RawProfile>,
+    /// Set when the reader thread panicked: its records are gone.
+    panicked: bool,
     attr: Vec<u8>,
     event: String,
     kernel: bool,
@@ -105,6 +107,7 @@ impl Sampler {
             stop: Arc::new(AtomicBool::new(false)),
             reader: None,
             result: None,
+            panicked: false,
             attr: Vec::new(),
             event: String::new(),
             kernel: true,
@@ -114,6 +117,12 @@ impl Sampler {
     /// The profile of the finished execution.
     pub fn take(&mut self) -> Option<RawProfile> {
         self.result.take()
+    }
+
+    /// Why this repeat's samples were lost, if they were.
+    pub fn lost(&self) -> Option<String> {
+        self.panicked
+            .then(|| "the sampler's reader thread panicked: this repeat has no profile".into())
     }
 
     fn attr(&self, cycles: bool, kernel: bool) -> b::perf_event_attr {
@@ -245,7 +254,9 @@ impl Attach for Sampler {
     fn finish(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
         if let Some(h) = self.reader.take() {
-            if let Ok((rings, records, samples, bad)) = h.join() {
+            let joined = h.join();
+            self.panicked = joined.is_err();
+            if let Ok((rings, records, samples, bad)) = joined {
                 drop(rings); // unmaps and closes
                 self.result = Some(RawProfile {
                     attr: std::mem::take(&mut self.attr),

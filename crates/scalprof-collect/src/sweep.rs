@@ -67,6 +67,9 @@ pub enum RepeatKind {
 pub struct Collected {
     pub profile: Option<RawProfile>,
     pub locks: Option<RawLocks>,
+    /// What a collector lost of this repeat, said in a sentence (a reader thread that
+    /// panicked): nothing it recorded is kept, and the loss is reported, not hidden.
+    pub lost: Vec<String>,
 }
 
 /// What the sweep tells its caller as it goes.
@@ -230,22 +233,36 @@ fn cap_output(path: &std::path::Path, limit: u64) -> Option<u64> {
 /// taken after the workload was reaped.
 pub trait ProfileCollector: Attach {
     fn take(&mut self) -> Option<RawProfile>;
+    /// Why this repeat's recording was lost, if it was.
+    fn lost(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A lock tracer for one traced repeat (see [`ProfileCollector`]).
 pub trait LockCollector: Attach {
     fn take(&mut self) -> Option<RawLocks>;
+    /// Why this repeat's recording was lost, if it was.
+    fn lost(&self) -> Option<String> {
+        None
+    }
 }
 
 impl ProfileCollector for Sampler {
     fn take(&mut self) -> Option<RawProfile> {
         Sampler::take(self)
     }
+    fn lost(&self) -> Option<String> {
+        Sampler::lost(self)
+    }
 }
 
 impl LockCollector for LockTracer {
     fn take(&mut self) -> Option<RawLocks> {
         LockTracer::take(self)
+    }
+    fn lost(&self) -> Option<String> {
+        LockTracer::lost(self)
     }
 }
 
@@ -430,9 +447,16 @@ fn run_collected(
             }
             Err(e) => return Err(e),
             Ok(r) => {
+                let lost = sampler
+                    .as_ref()
+                    .and_then(|s| s.lost())
+                    .into_iter()
+                    .chain(tracer.as_ref().and_then(|t| t.lost()))
+                    .collect();
                 let collected = Collected {
                     profile: sampler.as_mut().and_then(|s| s.take()),
                     locks: tracer.as_mut().and_then(|t| t.take()),
+                    lost,
                 };
                 return Ok((r, collected));
             }

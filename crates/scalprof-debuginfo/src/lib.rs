@@ -42,17 +42,60 @@ pub fn cache_line_size() -> u64 {
         .unwrap_or(64)
 }
 
-/// ELF files opened once each; failures are remembered too.
+/// ELF files opened once each; failures are remembered too, with their reason.
 #[derive(Default)]
 pub struct SymbolCache {
-    files: HashMap<PathBuf, Option<Arc<ElfInfo>>>,
+    files: HashMap<PathBuf, Result<Arc<ElfInfo>, String>>,
 }
 
 impl SymbolCache {
     pub fn get(&mut self, path: &Path) -> Option<Arc<ElfInfo>> {
         self.files
             .entry(path.to_path_buf())
-            .or_insert_with(|| ElfInfo::open(path).ok().map(Arc::new))
-            .clone()
+            .or_insert_with(|| {
+                ElfInfo::open(path)
+                    .map(Arc::new)
+                    .map_err(|e| error_chain(&e))
+            })
+            .as_ref()
+            .ok()
+            .cloned()
+    }
+
+    /// Why `path` could not be read, if it was tried and failed.
+    pub fn failure(&self, path: &Path) -> Option<&str> {
+        self.files.get(path)?.as_ref().err().map(String::as_str)
+    }
+}
+
+/// An error and its causes, "outer: inner".
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text += &format!(": {c}");
+        cause = c.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unreadable_file_is_remembered_with_its_reason() {
+        let mut cache = SymbolCache::default();
+        let missing = Path::new("/nonexistent/scalprof/bin");
+        assert!(cache.get(missing).is_none());
+        let reason = cache.failure(missing).expect("the failure is kept");
+        assert!(reason.contains("/nonexistent/scalprof/bin"), "{reason}");
+        assert!(reason.contains("No such file"), "{reason}");
+        let not_elf = std::env::temp_dir().join(format!("scalprof-not-elf-{}", std::process::id()));
+        std::fs::write(&not_elf, b"#!/bin/sh\n").unwrap();
+        assert!(cache.get(&not_elf).is_none());
+        assert!(cache.failure(&not_elf).is_some());
+        std::fs::remove_file(&not_elf).unwrap();
+        assert!(cache.failure(Path::new("/never/asked")).is_none());
     }
 }

@@ -12,7 +12,7 @@ pub mod locks;
 pub mod profile;
 pub use profile::{
     ComplexityReport, FoldedStack, FunctionComplexity, FunctionGrowth, HotInstruction,
-    PointProfile, PowerFit, ProfileStats, ScalingDiff, SerialStats,
+    PointProfile, PowerFit, ProfileStats, ScalingDiff, SerialStats, MAX_UNREADABLE,
 };
 
 /// The value of the `schema` field of every run document.

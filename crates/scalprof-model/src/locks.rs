@@ -61,6 +61,9 @@ pub struct LockFailures {
     pub aggregation_map_full: u64,
     pub nested: u64,
     pub lost_snapshots: u64,
+    /// Map entries user space could not read or decode.
+    #[serde(default)]
+    pub undecoded: u64,
 }
 
 #[derive(Clone, Debug, Default)]

@@ -30,7 +30,14 @@ pub struct ProfileStats {
     /// Their weight (ns of CPU time for cpu-clock, cycles with a PMU).
     #[serde(default)]
     pub overhead_weight: u64,
+    /// Executable files the samples ran in that could not be read ("path: reason", at
+    /// most [`MAX_UNREADABLE`]): their frames have no names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unreadable_binaries: Vec<String>,
 }
+
+/// Unreadable binaries kept in [`ProfileStats`].
+pub const MAX_UNREADABLE: usize = 8;
 
 impl ProfileStats {
     pub fn add(&mut self, o: &ProfileStats) {
@@ -45,6 +52,13 @@ impl ProfileStats {
         self.kernel |= o.kernel;
         self.overhead_samples += o.overhead_samples;
         self.overhead_weight += o.overhead_weight;
+        for b in &o.unreadable_binaries {
+            if self.unreadable_binaries.len() < MAX_UNREADABLE
+                && !self.unreadable_binaries.contains(b)
+            {
+                self.unreadable_binaries.push(b.clone());
+            }
+        }
     }
 }
 

@@ -80,6 +80,8 @@ pub enum Notice<'a> {
         value: u64,
         processes: &'a [(i32, String)],
     },
+    /// A collector lost what it recorded of one repeat (`what` says which and why).
+    CollectorLost { value: u64, what: &'a str },
     /// A workload output file was cut to its first and last `kept_bytes` / 2.
     OutputCapped {
         path: &'a Path,
@@ -282,6 +284,9 @@ impl SweepSink for StoreSink<'_> {
         self.store
             .add_repeat(self.id, value, repeat)
             .map_err(Box::new)?;
+        for what in &collected.lost {
+            self.observer.notice(Notice::CollectorLost { value, what });
+        }
         // Name locks now that the workload has exited; only successful repeats count.
         if let (Some(raw), Some(symbols)) = (collected.locks, self.symbols.as_mut()) {
             if repeat.succeeded() {

@@ -77,9 +77,40 @@ impl LockCollector for UnbuiltLocks {
     }
 }
 
+/// A sampler whose reader thread "panicked": attached, but its recording is lost.
+struct PanickedSampler;
+
+impl Attach for PanickedSampler {
+    fn attach(&mut self, _pid: i32) -> Result<(), CollectError> {
+        Ok(())
+    }
+    fn finish(&mut self) {}
+}
+
+impl ProfileCollector for PanickedSampler {
+    fn take(&mut self) -> Option<RawProfile> {
+        None
+    }
+    fn lost(&self) -> Option<String> {
+        Some("the sampler's reader thread panicked".into())
+    }
+}
+
 struct Fake {
     locks_work: bool,
     samplers_made: u32,
+}
+
+/// Samplers that lose their recordings, and the scripted lock tracer.
+struct Losing;
+
+impl Collectors for Losing {
+    fn sampler(&mut self, _: &SamplingConfig) -> Box<dyn ProfileCollector> {
+        Box::new(PanickedSampler)
+    }
+    fn lock_tracer(&mut self, _: &LockConfig) -> Box<dyn LockCollector> {
+        Box::new(ScriptedLocks { attached: false })
+    }
 }
 
 impl Collectors for Fake {
@@ -100,6 +131,7 @@ impl Collectors for Fake {
 struct Notices {
     no_profiling: u32,
     no_locks: u32,
+    lost: Vec<(u64, String)>,
 }
 
 impl Observer for Notices {
@@ -107,6 +139,7 @@ impl Observer for Notices {
         match notice {
             Notice::NoProfiling(ProfilingError::Open { .. }) => self.no_profiling += 1,
             Notice::NoLockTracing(LockTracerError::NotBuilt) => self.no_locks += 1,
+            Notice::CollectorLost { value, what } => self.lost.push((value, what.to_string())),
             other => panic!("unexpected notice {other:?}"),
         }
     }
@@ -210,4 +243,29 @@ fn with_every_collector_refused_the_sweep_measures_clean_repeats_only() {
         assert!(p.profile.is_none() && p.locks.is_none());
     }
     assert!(out.doc.points.iter().all(|p| p.throughput.is_some()));
+}
+
+#[test]
+fn a_recording_lost_by_a_collector_is_reported_for_each_repeat() {
+    let _one = ONE_SWEEP_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("runs.db")).unwrap();
+    let mut notices = Notices::default();
+    let out = run_with(
+        &store,
+        &options(),
+        &mut Losing,
+        &mut notices,
+        &Interrupt::manual(),
+    )
+    .unwrap();
+    let values: Vec<u64> = notices.lost.iter().map(|(v, _)| *v).collect();
+    assert_eq!(values, vec![1, 2], "one notice per traced repeat");
+    assert!(notices.lost[0].1.contains("panicked"));
+    for p in &out.doc.points {
+        assert!(p.profile.is_none(), "nothing of a lost recording is kept");
+        assert!(p.locks.is_some(), "the other collector's recording is kept");
+    }
 }

@@ -444,13 +444,20 @@ pub fn lock_table(parameter: &str, value: u64, l: &scalprof_model::locks::LockPr
         );
     }
     let f = &l.failures;
-    let dropped =
-        f.task_map_full + f.stack_failures + f.aggregation_map_full + f.nested + f.lost_snapshots;
+    let dropped = f.task_map_full
+        + f.stack_failures
+        + f.aggregation_map_full
+        + f.nested
+        + f.lost_snapshots
+        + f.undecoded;
     if dropped > 0 {
         out += &format!(
             "; not recorded: {} task-map full, {} stacks, {} table full, {} nested, {} stack copies lost",
             f.task_map_full, f.stack_failures, f.aggregation_map_full, f.nested, f.lost_snapshots
         );
+        if f.undecoded > 0 {
+            out += &format!(", {} map entries unreadable", f.undecoded);
+        }
     }
     out += ")\n";
     if rows.is_empty() {

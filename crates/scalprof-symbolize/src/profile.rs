@@ -263,7 +263,18 @@ impl ProfileBuilder {
         symbols: &mut Symbols,
     ) {
         let elf = if path.starts_with('/') {
-            symbols.files.get(&PathBuf::from(&path))
+            let file = PathBuf::from(&path);
+            let elf = symbols.files.get(&file);
+            let st = &mut self.stats;
+            if let Some(reason) = symbols.files.failure(&file) {
+                let entry = format!("{path}: {reason}");
+                if st.unreadable_binaries.len() < scalprof_model::MAX_UNREADABLE
+                    && !st.unreadable_binaries.contains(&entry)
+                {
+                    st.unreadable_binaries.push(entry);
+                }
+            }
+            elf
         } else {
             None
         };
@@ -667,3 +678,31 @@ fn sanitize(name: &str) -> String {
 
 /// PROT_EXEC on Linux (all architectures).
 const PROT_EXEC: u32 = 4;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_binary_that_cannot_be_read_is_named_in_the_profile_stats() {
+        let mut symbols = Symbols {
+            kernel: Default::default(),
+            files: SymbolCache::default(),
+        };
+        let mut b = ProfileBuilder::new("cpu-clock", 1000, false);
+        for _ in 0..2 {
+            b.add_mapping(
+                1,
+                0x1000,
+                0x1000,
+                0,
+                "/nonexistent/app".into(),
+                &mut symbols,
+            );
+        }
+        b.add_mapping(1, 0x9000, 0x1000, 0, "[vdso]".into(), &mut symbols);
+        let p = b.finish();
+        assert_eq!(p.stats.unreadable_binaries.len(), 1, "{:?}", p.stats);
+        assert!(p.stats.unreadable_binaries[0].starts_with("/nonexistent/app: "));
+    }
+}

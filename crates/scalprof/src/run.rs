@@ -177,6 +177,10 @@ impl Observer for Progress {
                     if processes.len() > 5 { ", …" } else { "" }
                 )
             }
+            Notice::CollectorLost { value, what } => format!(
+                "scalprof: warning: at {} {value}, {what}",
+                self.parameter
+            ),
             Notice::OutputCapped {
                 path,
                 bytes,

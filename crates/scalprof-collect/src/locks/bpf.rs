@@ -148,12 +148,16 @@ pub(super) fn trace(
         maps: maps.take(),
         ..Default::default()
     };
+    // Entries that cannot be read back or decoded are counted, not silently skipped.
+    let mut undecoded = 0u64;
     let mut totals = Vec::new();
     for key in skel.maps.kernel_locks.keys() {
         let Ok(Some(val)) = skel.maps.kernel_locks.lookup(&key, MapFlags::ANY) else {
+            undecoded += 1;
             continue;
         };
         let (Some(lock), Some(flags)) = (u64_at(&key, 0), u32_at(&key, 12)) else {
+            undecoded += 1;
             continue;
         };
         let (count, total_ns, max_ns) = stat(&val);
@@ -169,11 +173,13 @@ pub(super) fn trace(
     let mut sampled = Vec::new();
     for key in skel.maps.kernel_stacks.keys() {
         let Ok(Some(val)) = skel.maps.kernel_stacks.lookup(&key, MapFlags::ANY) else {
+            undecoded += 1;
             continue;
         };
         let (Some(lock), Some(stack_id), Some(flags)) =
             (u64_at(&key, 0), i32_at(&key, 8), u32_at(&key, 12))
         else {
+            undecoded += 1;
             continue;
         };
         let stack = if stack_id >= 0 {
@@ -205,11 +211,13 @@ pub(super) fn trace(
     out.kernel = spread_over_stacks(&totals, &sampled);
     for key in skel.maps.user_locks.keys() {
         let Ok(Some(val)) = skel.maps.user_locks.lookup(&key, MapFlags::ANY) else {
+            undecoded += 1;
             continue;
         };
         let (Some(uaddr), Some(tgid), Some(op)) =
             (u64_at(&key, 0), u32_at(&key, 8), u32_at(&key, 12))
         else {
+            undecoded += 1;
             continue;
         };
         let (count, total_ns, max_ns) = stat(&val);
@@ -229,8 +237,10 @@ pub(super) fn trace(
             aggregation_map_full: bss.fail_agg_map,
             nested: bss.fail_nested,
             lost_snapshots: bss.lost_snapshots,
+            undecoded: 0,
         };
     }
+    out.failures.undecoded = undecoded;
     if let Some(stats) = &stats {
         let progs = [
             skel.progs.on_fork.as_fd(),

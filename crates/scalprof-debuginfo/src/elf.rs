@@ -261,17 +261,24 @@ impl ElfInfo {
     }
 }
 
+/// Where distributions put separate debug info (Debian's -dbgsym, Fedora's -debuginfo).
+pub(crate) const DEBUG_ROOT: &str = "/usr/lib/debug";
+
 /// `/usr/lib/debug/.build-id/ab/cdef….debug`, where distributions put separate debug info.
-fn separate_debug_file(build_id: &[u8]) -> Option<PathBuf> {
+pub(crate) fn separate_debug_file(build_id: &[u8]) -> Option<PathBuf> {
+    debug_file_under(Path::new(DEBUG_ROOT), build_id)
+}
+
+/// `<root>/.build-id/ab/cdef….debug`, if it exists.
+pub(crate) fn debug_file_under(root: &Path, build_id: &[u8]) -> Option<PathBuf> {
     if build_id.len() < 2 {
         return None;
     }
     let hex: String = build_id.iter().map(|b| format!("{b:02x}")).collect();
-    let p = PathBuf::from(format!(
-        "/usr/lib/debug/.build-id/{}/{}.debug",
-        &hex[..2],
-        &hex[2..]
-    ));
+    let p = root
+        .join(".build-id")
+        .join(&hex[..2])
+        .join(format!("{}.debug", &hex[2..]));
     p.exists().then_some(p)
 }
 

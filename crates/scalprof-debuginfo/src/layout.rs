@@ -20,6 +20,13 @@ pub use scalprof_model::layout::is_lock_type_name as is_lock_type;
 
 /// Reads the data layout of an ELF file.
 pub fn read_layout(path: &Path) -> Result<Layout, DebugInfoError> {
+    read_layout_with_debug_root(path, Path::new(crate::elf::DEBUG_ROOT))
+}
+
+/// [`read_layout`], looking for separate debug files under `debug_root` (as symbolization
+/// does, by build id): a stripped binary whose debug package is installed keeps its
+/// symbols, types and fields.
+fn read_layout_with_debug_root(path: &Path, debug_root: &Path) -> Result<Layout, DebugInfoError> {
     let data = std::fs::read(path).map_err(|source| DebugInfoError::Read {
         path: path.to_path_buf(),
         source,
@@ -47,9 +54,45 @@ pub fn read_layout(path: &Path) -> Result<Layout, DebugInfoError> {
         .collect();
     objects.sort_by(|a, b| a.address.cmp(&b.address).then_with(|| a.name.cmp(&b.name)));
     objects.dedup_by(|b, a| a.address == b.address);
+    // The separate debug file, by build id, when the binary carries no DWARF of its own.
+    let debug_data = if obj.section_by_name(".debug_info").is_none() {
+        obj.build_id()
+            .ok()
+            .flatten()
+            .and_then(|id| crate::elf::debug_file_under(debug_root, id))
+            .and_then(|p| std::fs::read(p).ok())
+    } else {
+        None
+    };
+    let debug_obj = debug_data
+        .as_deref()
+        .and_then(|d| object::File::parse(d).ok());
+    if let Some(dbg) = &debug_obj {
+        // A stripped binary's symbol table lives in its debug file.
+        for s in dbg
+            .symbols()
+            .filter(|s| s.kind() == SymbolKind::Data && s.address() != 0 && s.size() > 0)
+        {
+            let Some(name) = s.name().ok().and_then(|n| n.split('@').next()) else {
+                continue;
+            };
+            if !objects.iter().any(|o| o.address == s.address()) {
+                objects.push(DataObject {
+                    name: name.to_string(),
+                    address: s.address(),
+                    size: s.size(),
+                    type_name: None,
+                    members: Vec::new(),
+                    atomic_target: false,
+                    lock_type: false,
+                });
+            }
+        }
+        objects.sort_by(|a, b| a.address.cmp(&b.address).then_with(|| a.name.cmp(&b.name)));
+    }
     let has_symbols = !objects.is_empty();
 
-    let types = dwarf_variables(&obj);
+    let types = dwarf_variables(debug_obj.as_ref().unwrap_or(&obj));
     let has_dwarf = !types.is_empty();
     for o in &mut objects {
         if let Some((type_name, members)) = types.get(&o.address) {
@@ -404,4 +447,63 @@ pub fn atomic_access_near(elf: &crate::ElfInfo, svma: u64) -> Option<AtomicAcces
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    fn run(cmd: &mut Command) {
+        let st = cmd.status().unwrap();
+        assert!(st.success(), "{cmd:?}");
+    }
+
+    #[test]
+    fn a_stripped_binary_is_laid_out_from_its_separate_debug_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("t.c");
+        std::fs::write(
+            &src,
+            "struct stats { long hits; long misses; } stats;\n\
+             int main(void) { __atomic_add_fetch(&stats.hits, 1, __ATOMIC_RELAXED); return 0; }\n",
+        )
+        .unwrap();
+        let bin = dir.path().join("t");
+        run(Command::new("cc")
+            .args(["-O1", "-g", "-Wl,--build-id", "-o"])
+            .arg(&bin)
+            .arg(&src));
+        let with_dwarf = read_layout(&bin).unwrap();
+        let stats = |l: &Layout| l.objects.iter().find(|o| o.name == "stats").cloned();
+        assert_eq!(stats(&with_dwarf).unwrap().members.len(), 2);
+
+        // As a distribution ships it: stripped, with the DWARF in .build-id/ab/cdef….debug.
+        let id = {
+            let data = std::fs::read(&bin).unwrap();
+            let obj = object::File::parse(&*data).unwrap();
+            obj.build_id().unwrap().unwrap().to_vec()
+        };
+        let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+        let root = dir.path().join("debug");
+        let debug_dir = root.join(".build-id").join(&hex[..2]);
+        std::fs::create_dir_all(&debug_dir).unwrap();
+        run(Command::new("objcopy")
+            .arg("--only-keep-debug")
+            .arg(&bin)
+            .arg(debug_dir.join(format!("{}.debug", &hex[2..]))));
+        run(Command::new("strip").arg("--strip-all").arg(&bin));
+
+        let bare = read_layout_with_debug_root(&bin, &dir.path().join("nowhere")).unwrap();
+        assert!(stats(&bare).is_none(), "stripped: no symbol for stats");
+        let found = read_layout_with_debug_root(&bin, &root).unwrap();
+        let s = stats(&found).expect("the debug file names the variable");
+        let fields: Vec<&str> = s.members.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(fields, ["hits", "misses"]);
+        assert!(found.has_dwarf);
+        assert!(
+            s.atomic_target,
+            "the locked add in the stripped code still resolves"
+        );
+    }
 }

@@ -192,11 +192,6 @@ pub(crate) fn u32_at(b: &[u8], off: usize) -> Option<u32> {
 }
 
 #[cfg_attr(not(feature = "bpf"), allow(dead_code))]
-pub(crate) fn i32_at(b: &[u8], off: usize) -> Option<i32> {
-    Some(i32::from_ne_bytes(b.get(off..off + 4)?.try_into().ok()?))
-}
-
-#[cfg_attr(not(feature = "bpf"), allow(dead_code))]
 /// A record of the snapshot ring buffer.
 pub(crate) enum Record {
     /// `struct snapshot`: a user stack copied as a waiter blocked.

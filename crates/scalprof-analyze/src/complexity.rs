@@ -8,8 +8,8 @@ use scalprof_model::locks::Scope;
 use scalprof_model::FindingKind;
 use std::collections::HashSet;
 
+use scalprof_model::{ComplexityDetails, FindingDetails};
 use scalprof_model::{ComplexityReport, Finding, PointProfile, PowerFit};
-use serde_json::json;
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
 use crate::scaling::function_costs;
@@ -119,7 +119,7 @@ pub fn complexity(points: &[(u64, u32, &PointProfile)]) -> Option<ComplexityRepo
         };
         functions.push(scalprof_model::FunctionComplexity {
             function,
-            kernel,
+            in_kernel: kernel,
             self_cost: self_cost.iter().map(|p| p.1).collect(),
             inclusive_cost: incl_cost.iter().map(|p| p.1).collect(),
             fit,
@@ -157,7 +157,7 @@ pub fn superlinear(report: &ComplexityReport, unit: &str) -> Vec<Finding> {
             };
             Finding {
                 kind: FindingKind::SuperlinearCost,
-                scope: Some(if f.kernel { Scope::Kernel } else { Scope::User }),
+                scope: Some(if f.in_kernel { Scope::Kernel } else { Scope::User }),
                 subject: f.function.clone(),
                 score: share.clamp(0.0, 1.0),
                 evidence: format!(
@@ -172,13 +172,13 @@ pub fn superlinear(report: &ComplexityReport, unit: &str) -> Vec<Finding> {
                     share * 100.0
                 ),
                 suggestion: "look for a loop that restarts from the beginning for every element (a scan, a search, a list walk) and make it resume, index or batch".into(),
-                details: json!({
-                    "exponent": f.fit.exponent,
-                    "ci95": f.fit.ci95,
-                    "r2": f.fit.r2,
-                    "sizes": report.sizes,
-                    "self_cost": f.self_cost,
-                    "unit": unit,
+                details: FindingDetails::Complexity(ComplexityDetails {
+                    exponent: f.fit.exponent,
+                    ci95: f.fit.ci95,
+                    r2: f.fit.r2,
+                    sizes: report.sizes.clone(),
+                    self_cost: f.self_cost.clone(),
+                    unit: unit.to_string(),
                 }),
             }
         })

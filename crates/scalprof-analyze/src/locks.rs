@@ -15,7 +15,7 @@ use std::collections::HashMap;
 
 use scalprof_model::locks::{LockCaller, LockProfile, LockRow};
 use scalprof_model::{Finding, Point};
-use serde_json::json;
+use scalprof_model::{FindingDetails, LockDetails};
 
 /// contention_begin flags (include/trace/events/lock.h).
 pub const LCB_F_SPIN: u32 = 1 << 0;
@@ -514,14 +514,14 @@ pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
             } else {
                 format!("reduce how often the workload takes {name}: for mmap_lock, fewer mmap/munmap/faults (reuse buffers, MAP_POPULATE, a per-thread arena)")
             },
-            details: json!({
-                "type": lock_type,
-                "address": last.address,
-                "callers": last.callers,
-                "points": values,
-                "wait_ns_per_op": per_op,
-                "count": counts,
-                "max_wait_ns": last.max_wait_ns,
+            details: FindingDetails::Lock(LockDetails {
+                lock_type: lock_type.clone(),
+                address: last.address.clone(),
+                callers: last.callers.clone(),
+                points: values,
+                wait_ns_per_op: per_op,
+                count: counts,
+                max_wait_ns: last.max_wait_ns,
             }),
         });
     }

@@ -8,7 +8,7 @@ use scalprof_model::FindingKind;
 use std::collections::{HashMap, HashSet};
 
 use scalprof_model::{Finding, FunctionGrowth, PointProfile, ScalingDiff};
-use serde_json::json;
+use scalprof_model::{FindingDetails, HotspotDetails, SerialDetails};
 
 /// Rows kept per scope in the run document.
 pub const TOP_ROWS: usize = 15;
@@ -101,7 +101,7 @@ pub fn scaling_diff(points: &[(u64, f64, &PointProfile)]) -> Option<ScalingDiff>
             };
             FunctionGrowth {
                 function,
-                kernel,
+                in_kernel: kernel,
                 self_per_op,
                 inclusive_per_op,
                 growth,
@@ -120,7 +120,7 @@ pub fn scaling_diff(points: &[(u64, f64, &PointProfile)]) -> Option<ScalingDiff>
         "ns/op"
     };
     let (kernel, user): (Vec<FunctionGrowth>, Vec<FunctionGrowth>) =
-        rows.into_iter().partition(|r| r.kernel);
+        rows.into_iter().partition(|r| r.in_kernel);
     Some(ScalingDiff {
         unit: unit.to_string(),
         points: usable.iter().map(|p| p.0).collect(),
@@ -164,11 +164,11 @@ pub fn kernel_hotspots(diff: &ScalingDiff) -> Vec<Finding> {
                              reduce them, or partition the kernel object they share (per-thread \
                              mappings, fewer mmap/munmap, batching)"
                     .into(),
-                details: json!({
-                    "unit": diff.unit,
-                    "points": diff.points,
-                    "self_per_op": r.self_per_op,
-                    "inclusive_per_op": r.inclusive_per_op,
+                details: FindingDetails::Hotspot(HotspotDetails {
+                    unit: diff.unit.clone(),
+                    points: diff.points.clone(),
+                    self_per_op: r.self_per_op.clone(),
+                    inclusive_per_op: r.inclusive_per_op.clone(),
                 }),
             }
         })
@@ -211,11 +211,11 @@ pub fn serial_fractions(points: &[(u64, Option<f64>, &PointProfile)]) -> Vec<Fin
             suggestion: "parallelize or shorten the phase that runs alone (initialization, a \
                          final merge, a single consumer)"
                 .into(),
-            details: json!({
-                "threads": n,
-                "single_thread_share": share,
-                "bins": p.serial.bins,
-                "bin_ms": p.serial.bin_ms,
+            details: FindingDetails::Serial(SerialDetails {
+                threads: n,
+                single_thread_share: share,
+                bins: p.serial.bins,
+                bin_ms: p.serial.bin_ms,
             }),
         });
     }

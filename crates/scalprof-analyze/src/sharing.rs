@@ -14,7 +14,7 @@ use std::path::Path;
 
 use scalprof_model::layout::SharingInputs;
 use scalprof_model::{Finding, PointProfile};
-use serde_json::json;
+use scalprof_model::{FindingDetails, SharingDetails};
 
 /// A sharing finding needs its instructions' growth to explain this share of the cost.
 pub const SHARING_MIN_SCORE: f64 = 0.05;
@@ -183,16 +183,16 @@ pub fn sharing_findings(
             score,
             evidence,
             suggestion,
-            details: json!({
-                "file": t.file,
-                "address": format!("{:#x}", t.object_address),
-                "cache_line": format!("{:#x}", t.line_start),
-                "fields": fields,
-                "written_fields": written,
-                "indexed": t.indexed,
-                "instructions": ips,
-                "evidence_kind": "sampled locked instructions, operands resolved statically (no PMU memory samples)",
-                "strength": if score >= 0.25 { "strong" } else { "moderate" },
+            details: FindingDetails::Sharing(SharingDetails {
+                file: t.file.clone(),
+                address: format!("{:#x}", t.object_address),
+                cache_line: format!("{:#x}", t.line_start),
+                fields,
+                written_fields: written,
+                indexed: t.indexed,
+                instructions: ips,
+                evidence_kind: "sampled locked instructions, operands resolved statically (no PMU memory samples)".into(),
+                strength: if score >= 0.25 { "strong" } else { "moderate" }.into(),
             }),
         });
     }

@@ -282,7 +282,7 @@ fn profile_warnings(header: &RunHeader, profiles: &[(u64, PointProfile)]) -> Vec
                 st.unreadable_binaries.join("; ")
             ));
         }
-        if !st.kernel {
+        if !st.kernel_stacks {
             problems.push(
                 "no kernel stacks (not permitted: run as root or lower perf_event_paranoid)".into(),
             );

@@ -55,7 +55,7 @@ pub struct RawProfile {
     pub event: String,
     pub frequency: u64,
     /// Whether kernel callchains were collected (false when the kernel refused them).
-    pub kernel: bool,
+    pub kernel_stacks: bool,
     /// Samples read from the buffers.
     pub samples: u64,
     /// Records whose header was malformed and that were skipped.
@@ -263,7 +263,7 @@ impl Attach for Sampler {
                     records,
                     event: self.event.clone(),
                     frequency: self.config.frequency,
-                    kernel: self.kernel,
+                    kernel_stacks: self.kernel,
                     samples,
                     bad_records: bad,
                 });

@@ -364,7 +364,95 @@ pub struct Finding {
     pub evidence: String,
     pub suggestion: String,
     #[serde(default)]
-    pub details: serde_json::Value,
+    pub details: FindingDetails,
+}
+
+/// What each kind of finding carries besides its sentence. The JSON is the same object a
+/// reader always saw (fields in alphabetical order); a `details` this build does not
+/// recognise (an older or newer store) is kept as it was.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum FindingDetails {
+    Lock(LockDetails),
+    Sharing(SharingDetails),
+    Complexity(ComplexityDetails),
+    Hotspot(HotspotDetails),
+    Serial(SerialDetails),
+    Other(serde_json::Value),
+}
+
+impl Default for FindingDetails {
+    fn default() -> FindingDetails {
+        FindingDetails::Other(serde_json::Value::Object(Default::default()))
+    }
+}
+
+/// `lock_contention`: the lock's row across the points.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockDetails {
+    pub address: String,
+    /// The top callers at the last point.
+    pub callers: Vec<locks::LockCaller>,
+    /// Contended waits per point.
+    pub count: Vec<u64>,
+    pub max_wait_ns: u64,
+    pub points: Vec<u64>,
+    #[serde(rename = "type")]
+    pub lock_type: locks::LockKind,
+    pub wait_ns_per_op: Vec<f64>,
+}
+
+/// `false_sharing` / `true_sharing`: the global, its cache line and the fields on it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SharingDetails {
+    /// The object's stated address (hex).
+    pub address: String,
+    /// The written cache line (hex).
+    pub cache_line: String,
+    pub evidence_kind: String,
+    /// The fields that share a line with the written ones.
+    pub fields: Vec<String>,
+    pub file: String,
+    pub indexed: bool,
+    /// The locked instructions, `file+0x…`.
+    pub instructions: Vec<String>,
+    /// `strong` or `moderate`.
+    pub strength: String,
+    pub written_fields: Vec<String>,
+}
+
+/// `superlinear_cost`: the function's power-law fit over the sizes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ComplexityDetails {
+    pub ci95: [f64; 2],
+    pub exponent: f64,
+    pub r2: f64,
+    pub self_cost: Vec<f64>,
+    pub sizes: Vec<u64>,
+    pub unit: String,
+}
+
+/// `kernel_hotspot`: the function's cost per operation across the points.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HotspotDetails {
+    pub inclusive_per_op: Vec<f64>,
+    pub points: Vec<u64>,
+    pub self_per_op: Vec<f64>,
+    pub unit: String,
+}
+
+/// `serial_fraction`: how the single-thread share was measured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SerialDetails {
+    pub bin_ms: f64,
+    pub bins: u64,
+    pub single_thread_share: f64,
+    pub threads: u64,
 }
 
 /// What the store keeps about a run besides its repeats.
@@ -561,5 +649,51 @@ mod tests {
         assert!(!r.succeeded());
         r.timed_out = true;
         assert_eq!(r.outcome(), "timed out");
+    }
+}
+
+#[cfg(test)]
+mod details_tests {
+    use super::*;
+
+    #[test]
+    fn typed_details_write_the_object_readers_always_saw_and_read_back_as_their_kind() {
+        let lock = FindingDetails::Lock(LockDetails {
+            address: "0x4040".into(),
+            callers: vec![locks::LockCaller {
+                function: "table_lookup".into(),
+                share: 1.0,
+            }],
+            count: vec![3, 900],
+            max_wait_ns: 50_000,
+            points: vec![1, 2],
+            lock_type: locks::LockKind::Mutex,
+            wait_ns_per_op: vec![1.0, 20.0],
+        });
+        let text = serde_json::to_string(&lock).unwrap();
+        // The same bytes as the untyped object (serde_json sorts object keys).
+        let untyped = serde_json::json!({
+            "type": "mutex", "address": "0x4040",
+            "callers": [{"function": "table_lookup", "share": 1.0}],
+            "points": [1, 2], "wait_ns_per_op": [1.0, 20.0], "count": [3, 900],
+            "max_wait_ns": 50000,
+        });
+        assert_eq!(text, serde_json::to_string(&untyped).unwrap());
+        assert_eq!(serde_json::from_str::<FindingDetails>(&text).unwrap(), lock);
+
+        let serial: FindingDetails = serde_json::from_str(
+            r#"{"bin_ms":10.0,"bins":200,"single_thread_share":0.6,"threads":2}"#,
+        )
+        .unwrap();
+        assert!(matches!(
+            serial,
+            FindingDetails::Serial(SerialDetails { bins: 200, .. })
+        ));
+        // What an older store kept, or a newer build wrote, stays as it was.
+        for old in ["{}", r#"{"bins":3,"future_field":true}"#] {
+            let d: FindingDetails = serde_json::from_str(old).unwrap();
+            assert!(matches!(d, FindingDetails::Other(_)), "{old}");
+            assert_eq!(serde_json::to_string(&d).unwrap(), old);
+        }
     }
 }

@@ -22,7 +22,8 @@ pub struct ProfileStats {
     /// Records that could not be parsed.
     pub bad_records: u64,
     /// Whether kernel callchains were collected.
-    pub kernel: bool,
+    #[serde(rename = "kernel")]
+    pub kernel_stacks: bool,
     /// Samples taken inside scalprof's own tracing (BPF programs and the stack unwinds
     /// they ask for, the sampler's handler): the tool's cost, kept out of the stacks.
     #[serde(default)]
@@ -49,7 +50,7 @@ impl ProfileStats {
         self.unresolved_frames += o.unresolved_frames;
         self.frames += o.frames;
         self.bad_records += o.bad_records;
-        self.kernel |= o.kernel;
+        self.kernel_stacks |= o.kernel_stacks;
         self.overhead_samples += o.overhead_samples;
         self.overhead_weight += o.overhead_weight;
         for b in &o.unreadable_binaries {
@@ -125,7 +126,9 @@ pub struct PointProfile {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FunctionGrowth {
     pub function: String,
-    pub kernel: bool,
+    /// A kernel function (its folded frames end in `_[k]`).
+    #[serde(rename = "kernel")]
+    pub in_kernel: bool,
     /// Self cost per operation at each point (ns or cycles per op).
     pub self_per_op: Vec<f64>,
     /// Inclusive cost per operation at each point.
@@ -169,7 +172,9 @@ pub struct PowerFit {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FunctionComplexity {
     pub function: String,
-    pub kernel: bool,
+    /// A kernel function (its folded frames end in `_[k]`).
+    #[serde(rename = "kernel")]
+    pub in_kernel: bool,
     pub self_cost: Vec<f64>,
     pub inclusive_cost: Vec<f64>,
     pub fit: PowerFit,

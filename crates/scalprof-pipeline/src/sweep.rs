@@ -300,7 +300,7 @@ impl SweepSink for StoreSink<'_> {
         if let (Some(raw), Some(symbols)) = (collected.profile, self.symbols.as_mut()) {
             if repeat.succeeded() {
                 self.observer.symbolizing(value, raw.samples);
-                let mut b = ProfileBuilder::new(&raw.event, raw.frequency, raw.kernel);
+                let mut b = ProfileBuilder::new(&raw.event, raw.frequency, raw.kernel_stacks);
                 match b.handle_buffer(&raw.attr, &raw.records, symbols) {
                     Ok(()) => {
                         let mut p = b.finish();

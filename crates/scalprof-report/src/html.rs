@@ -399,34 +399,30 @@ pub fn run_report(
         h += "<p class=\"muted\">No cache line implicated (see <code>scalprof layout BINARY</code> for a binary's lines).</p>";
     }
     for f in sharing {
-        let d = &f.details;
-        let text = |k: &str| d.get(k).and_then(|v| v.as_str()).unwrap_or("?").to_string();
-        let list = |k: &str| -> Vec<String> {
-            d.get(k)
-                .and_then(|v| v.as_array())
-                .map(|a| a.iter().filter_map(|x| x.as_str().map(esc)).collect())
-                .unwrap_or_default()
+        let scalprof_model::FindingDetails::Sharing(d) = &f.details else {
+            continue;
         };
-        let written = list("written_fields");
-        let fields: Vec<String> = list("fields")
-            .into_iter()
+        let fields: Vec<String> = d
+            .fields
+            .iter()
             .map(|name| {
-                if written.contains(&name) {
-                    format!("<b>{name}</b>")
+                if d.written_fields.contains(name) {
+                    format!("<b>{}</b>", esc(name))
                 } else {
-                    name
+                    esc(name)
                 }
             })
             .collect();
+        let instructions: Vec<String> = d.instructions.iter().map(|i| esc(i)).collect();
         let _ = write!(
             h,
             "<p><b>{}</b> <code>{}</code> in {} — cache line {}: fields {} (written fields in bold); writes at {}</p>",
             esc(f.kind.as_str()),
             esc(&f.subject),
-            esc(&text("file")),
-            esc(&text("cache_line")),
+            esc(&d.file),
+            esc(&d.cache_line),
             if fields.is_empty() { "—".to_string() } else { fields.join(", ") },
-            list("instructions").join(", ")
+            instructions.join(", ")
         );
     }
     h += "</body></html>\n";

@@ -635,7 +635,7 @@ pub fn complexity_table(c: &scalprof_model::ComplexityReport) -> String {
     ]);
     for f in c.functions.iter().take(10) {
         let mut name = f.function.clone();
-        if f.kernel {
+        if f.in_kernel {
             name += " [k]";
         }
         if let Some(n) = f.absent_below {
@@ -849,7 +849,7 @@ mod tests {
     ) -> scalprof_model::FunctionGrowth {
         scalprof_model::FunctionGrowth {
             function: function.into(),
-            kernel,
+            in_kernel: kernel,
             self_per_op: per_op.to_vec(),
             inclusive_per_op: per_op.to_vec(),
             growth: per_op[1] - per_op[0],

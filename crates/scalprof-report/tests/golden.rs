@@ -66,7 +66,7 @@ fn profile(worker_ns: u64, lock_ns: u64, overhead: u64) -> PointProfile {
         repeats: 1,
         stats: ProfileStats {
             samples: (worker_ns + lock_ns) / 1_000_000 + overhead,
-            kernel: true,
+            kernel_stacks: true,
             overhead_samples: overhead,
             ..Default::default()
         },

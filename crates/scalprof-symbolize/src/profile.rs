@@ -150,7 +150,7 @@ impl ProfileBuilder {
             name_ids: HashMap::new(),
             stacks: HashMap::new(),
             stats: ProfileStats {
-                kernel: kernel_callchains,
+                kernel_stacks: kernel_callchains,
                 ..Default::default()
             },
             timeline: Vec::new(),
@@ -477,7 +477,7 @@ impl ProfileBuilder {
             })
             .collect();
         folded.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.stack.cmp(&b.stack)));
-        self.stats.kernel = self.kernel_callchains;
+        self.stats.kernel_stacks = self.kernel_callchains;
         let mut hot: Vec<HotInstruction> = self
             .hot
             .iter()

@@ -83,6 +83,7 @@ pub fn assemble(inputs: &RunInputs) -> RunDocument {
         None
     };
     let mut warnings = warnings(header, &points);
+    warnings.extend(fixed_work(header, &points, source));
 
     // Profiles: per-point summaries, the scaling diff, and the findings they support.
     let profile_of = |v: u64| profiles.iter().find(|(pv, _)| *pv == v).map(|(_, p)| p);
@@ -403,6 +404,32 @@ pub fn spread(values: impl Iterator<Item = f64>) -> Option<Spread> {
     })
 }
 
+/// Under weak scaling every thread brings its own share of work, so the CPU time grows
+/// with the thread count. When it stays flat, the command did the same work at every
+/// point, and the weak-scaling speedups are inflated by the thread count.
+fn fixed_work(header: &RunHeader, points: &[Point], source: ThroughputSource) -> Option<Warning> {
+    if source != ThroughputSource::Weak || header.sweep.parameter != SweepParameter::Threads {
+        return None;
+    }
+    let cpu = |p: &Point| Some(p.user_s?.median + p.sys_s?.median);
+    let first = points.iter().find(|p| cpu(p).is_some())?;
+    let last = points.iter().rev().find(|p| cpu(p).is_some())?;
+    let (c0, c1) = (cpu(first)?, cpu(last)?);
+    let ratio = last.value as f64 / first.value as f64;
+    // Weak scaling doubles the CPU time from 1 to 2 threads; allow for half of that.
+    if ratio < 2.0 || c0 <= 0.0 || c1 / c0 > 1.0 + (ratio - 1.0) / 2.0 {
+        return None;
+    }
+    Some(Warning {
+        kind: WarningKind::FixedWork,
+        point: None,
+        message: format!(
+            "the workload printed no ops, so weak scaling was assumed (each thread adds work), but its CPU time stayed at {c0:.2} → {c1:.2} s from {} to {} threads: if the command does the same work at every point, rerun with --scaling strong (the speedups above are inflated up to {ratio:.0}×)",
+            first.value, last.value
+        ),
+    })
+}
+
 fn warnings(header: &RunHeader, points: &[Point]) -> Vec<Warning> {
     let mut out = Vec::new();
     let cpus = header.host.cpus as u64;
@@ -561,6 +588,28 @@ mod tests {
     fn traced(mut r: PointRepeat) -> PointRepeat {
         r.repeat.traced = true;
         r
+    }
+
+    #[test]
+    fn fixed_work_under_assumed_weak_scaling_is_pointed_out() {
+        let kinds = |reps: Vec<PointRepeat>| -> Vec<WarningKind> {
+            assemble(&RunInputs::timing(header(vec![1, 2]), reps))
+                .warnings
+                .iter()
+                .map(|w| w.kind)
+                .collect()
+        };
+        // `sort --parallel`: the same CPU time at 1 and 2 threads, no ops printed.
+        let mut fixed = vec![rep(1, 0, 1.2, None, 0), rep(2, 0, 0.7, None, 0)];
+        fixed[1].repeat.user_s = 1.15;
+        assert!(kinds(fixed).contains(&WarningKind::FixedWork));
+        // Each thread brings its own work: CPU time doubles.
+        let grows = vec![rep(1, 0, 1.0, None, 0), rep(2, 0, 1.0, None, 0)];
+        assert!(!kinds(grows).contains(&WarningKind::FixedWork));
+        // With ops the throughput is measured, not assumed.
+        let mut ops = vec![rep(1, 0, 1.2, Some(100), 0), rep(2, 0, 0.7, Some(100), 0)];
+        ops[1].repeat.user_s = 1.15;
+        assert!(!kinds(ops).contains(&WarningKind::FixedWork));
     }
 
     #[test]

@@ -305,6 +305,9 @@ pub enum WarningKind {
     /// The traced repeats ran more than 5% slower (or faster) than the clean ones: the
     /// findings describe a perturbed run.
     PerturbedDiagnosis,
+    /// Weak scaling was assumed (no ops printed), but the CPU time did not grow with the
+    /// thread count: the command probably does a fixed amount of work (`--scaling strong`).
+    FixedWork,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -180,6 +180,7 @@ pub fn superlinear(report: &ComplexityReport, unit: &str) -> Vec<Finding> {
                     self_cost: f.self_cost.clone(),
                     unit: unit.to_string(),
                 }),
+                what_if: None,
             }
         })
         .collect()

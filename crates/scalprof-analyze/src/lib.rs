@@ -2,6 +2,7 @@
 //! the scaling model (USL / Amdahl), measurement warnings, and the findings (scaling
 //! diff, locks, sharing, serial phases, complexity).
 
+pub mod budget;
 pub mod compare;
 pub mod complexity;
 pub mod layout;

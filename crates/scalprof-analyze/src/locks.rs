@@ -190,6 +190,32 @@ fn in_futex_syscall(stack: &str) -> bool {
         .any(|f| f.contains("sys_futex") || f == "do_futex")
 }
 
+/// libc's lock and unlock paths (the atomic exchange on the lock word, the futex call
+/// around it): time spent there is the user locks', not the caller's work.
+fn is_user_lock_code(f: &str) -> bool {
+    // glibc's internal aliases: __GI___lll_lock_wait.
+    let f = f.trim_start_matches('_');
+    let f = f.strip_prefix("GI_").unwrap_or(f).trim_start_matches('_');
+    f.starts_with("pthread_mutex_")
+        || f.starts_with("pthread_rwlock_")
+        || f.starts_with("pthread_spin_")
+        || f.starts_with("lll_")
+        // libc's own futex wrappers (user frames; the kernel's end in `_[k]`).
+        || f.starts_with("futex_")
+}
+
+/// Whether a folded stack was sampled doing a user lock's work: inside the futex system
+/// call, or with libc's lock code as its innermost user frame.
+pub fn in_user_lock(stack: &str) -> bool {
+    in_futex_syscall(stack)
+        || stack
+            .split(';')
+            .skip(1)
+            .filter(|fr| !fr.ends_with("_[k]"))
+            .last()
+            .is_some_and(is_user_lock_code)
+}
+
 /// The share of `function`'s self samples taken inside the futex system call.
 pub fn futex_share(profile: &scalprof_model::PointProfile, function: &str) -> f64 {
     let (mut all, mut futex) = (0u64, 0u64);
@@ -210,7 +236,8 @@ pub fn futex_share(profile: &scalprof_model::PointProfile, function: &str) -> f6
 }
 
 /// Adds to the user lock rows the on-CPU time the profile sampled inside the futex system
-/// call — hash-bucket spinning, wake-ups, entering and leaving the kernel: what a
+/// call — hash-bucket spinning, wake-ups, entering and leaving the kernel — and in libc's
+/// lock code (the contended atomic on the lock word): what a
 /// contended user lock costs besides the time its waiters are blocked (which is all the
 /// scheduler-based futex tracing sees). Split over the point's user locks in proportion
 /// to their blocked time. Returns the time attributed.
@@ -218,7 +245,7 @@ pub fn attribute_futex_cpu(rows: &mut [LockRow], profile: &scalprof_model::Point
     let on_cpu: u64 = profile
         .folded
         .iter()
-        .filter(|f| in_futex_syscall(&f.stack))
+        .filter(|f| in_user_lock(&f.stack))
         .map(|f| f.weight)
         .sum();
     let waits: u64 = rows
@@ -344,6 +371,26 @@ pub fn user_wait_kind(frames: &[String]) -> LockKind {
     }
 }
 
+/// The rows of one lock (its read and write sides, or one row): counts and waits summed,
+/// the heaviest side's type and callers, the longest wait.
+fn combine_sides<'a>(rows: impl Iterator<Item = &'a LockRow>) -> Option<LockRow> {
+    let mut rows: Vec<&LockRow> = rows.collect();
+    rows.sort_by_key(|r| std::cmp::Reverse(r.total_wait_ns + r.spin_ns.unwrap_or(0)));
+    let mut out = (*rows.first()?).clone();
+    for r in &rows[1..] {
+        out.count += r.count;
+        out.total_wait_ns += r.total_wait_ns;
+        out.max_wait_ns = out.max_wait_ns.max(r.max_wait_ns);
+        if let Some(spin) = r.spin_ns {
+            *out.spin_ns.get_or_insert(0) += spin;
+        }
+        if out.attributed_to.is_none() {
+            out.attributed_to.clone_from(&r.attributed_to);
+        }
+    }
+    Some(out)
+}
+
 /// (scope, name, type): what makes two rows the same lock.
 type RowKey = (Scope, String, LockKind);
 
@@ -442,29 +489,41 @@ pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
     if lost <= 0.0 {
         return Vec::new();
     }
-    let mut names: Vec<RowKey> = Vec::new();
+    // One finding per lock: a reader-writer lock's read and write sides are one lock.
+    let mut names: Vec<(Scope, String)> = Vec::new();
     for (_, _, lp) in points {
         for r in &lp.rows {
-            let k = (r.scope, r.name.clone(), r.lock_type.clone());
+            let k = (r.scope, r.name.clone());
             if !names.contains(&k) {
                 names.push(k);
             }
         }
     }
     let mut out = Vec::new();
-    for (scope, name, lock_type) in names {
-        let rows: Vec<Option<&LockRow>> = points
+    for (scope, name) in names {
+        let combined: Vec<Option<LockRow>> = points
             .iter()
             .map(|(_, _, lp)| {
-                lp.rows
-                    .iter()
-                    .find(|r| r.scope == scope && r.name == name && r.lock_type == lock_type)
+                combine_sides(
+                    lp.rows
+                        .iter()
+                        .filter(|r| r.scope == scope && r.name == name),
+                )
             })
             .collect();
+        let rows: Vec<Option<&LockRow>> = combined.iter().map(Option::as_ref).collect();
+        let lock_type = match rows.iter().rev().flatten().next() {
+            Some(r) => r.lock_type.clone(),
+            None => continue,
+        };
         let Some(any) = rows.iter().flatten().next() else {
             continue;
         };
-        if !any.is_lock() || any.attributed_to.is_some() {
+        // Condition variables and semaphores are handoffs (an interpreter lock, a queue);
+        // joins and barriers are the harness's structure.
+        if matches!(any.lock_type, LockKind::Join | LockKind::Barrier)
+            || any.attributed_to.is_some()
+        {
             continue;
         }
         let per_op: Vec<f64> = rows
@@ -483,7 +542,9 @@ pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
         };
         let score = (growth / lost).clamp(0.0, 1.0);
         let last_count = rows.last().copied().flatten().map_or(0, |r| r.count);
-        if score < LOCK_MIN_SCORE || last_count < LOCK_MIN_WAITS {
+        // Over a sweep the budget scores and keeps the findings (`budget::score_findings`);
+        // a single point has no budget, so its own share decides.
+        if (single && score < LOCK_MIN_SCORE) || score <= 0.0 || last_count < LOCK_MIN_WAITS {
             continue;
         }
         let last = rows.iter().rev().flatten().next().expect("some row");
@@ -523,6 +584,7 @@ pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
                 count: counts,
                 max_wait_ns: last.max_wait_ns,
             }),
+            what_if: None,
         });
     }
     out

@@ -12,10 +12,10 @@ use scalprof_model::{FindingDetails, HotspotDetails, SerialDetails};
 
 /// Rows kept per scope in the run document.
 pub const TOP_ROWS: usize = 15;
-/// A kernel function whose growth explains at least this share of the last point's cost
-/// per op is reported (tuned on the corpus: mmap_churn's fault/munmap paths score 0.1–0.4,
-/// clean_parallel's kernel noise below 0.01).
-pub const HOTSPOT_MIN_SCORE: f64 = 0.05;
+/// A kernel function whose growth explains at least this share of the last point's
+/// sampled cost per op is a candidate hotspot (clean_parallel's kernel noise is below
+/// 0.01); the budget then keeps those whose share of the thread-time is large enough.
+pub const HOTSPOT_CANDIDATE: f64 = 0.01;
 /// Fewer samples than this at any point and no hotspot is reported (0.1 s of CPU at the
 /// default rate).
 pub const MIN_SAMPLES: u64 = 100;
@@ -141,8 +141,9 @@ pub fn kernel_hotspots(diff: &ScalingDiff) -> Vec<Finding> {
     }
     diff.kernel
         .iter()
-        .filter(|r| r.share_of_loss >= HOTSPOT_MIN_SCORE)
-        .take(3)
+        // Candidates: the budget scores them and keeps those above its minimum share.
+        .filter(|r| r.share_of_loss >= HOTSPOT_CANDIDATE)
+        .take(5)
         .map(|r| {
             let first = r.self_per_op[0];
             let last = r.self_per_op[r.self_per_op.len() - 1];
@@ -170,6 +171,7 @@ pub fn kernel_hotspots(diff: &ScalingDiff) -> Vec<Finding> {
                     self_per_op: r.self_per_op.clone(),
                     inclusive_per_op: r.inclusive_per_op.clone(),
                 }),
+                what_if: None,
             }
         })
         .collect()
@@ -217,6 +219,7 @@ pub fn serial_fractions(points: &[(u64, Option<f64>, &PointProfile)]) -> Vec<Fin
                 bins: p.serial.bins,
                 bin_ms: p.serial.bin_ms,
             }),
+            what_if: None,
         });
     }
     out

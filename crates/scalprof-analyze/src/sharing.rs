@@ -194,6 +194,7 @@ pub fn sharing_findings(
                 evidence_kind: "sampled locked instructions, operands resolved statically (no PMU memory samples)".into(),
                 strength: if score >= 0.25 { "strong" } else { "moderate" }.into(),
             }),
+            what_if: None,
         });
     }
     out

@@ -9,7 +9,7 @@ use scalprof_model::{
     ThroughputInfo, ThroughputSource, Warning, WarningKind, RUN_SCHEMA,
 };
 
-use crate::{complexity, locks, scaling, usl};
+use crate::{budget, complexity, locks, scaling, usl};
 use scalprof_model::locks::LockProfile;
 
 /// Repeats of one point whose wall times spread more than this fraction of their median
@@ -155,6 +155,31 @@ pub fn assemble(inputs: &RunInputs) -> RunDocument {
         });
     }
     findings.extend(lock_findings);
+    // The budget of each point, and the findings scored from the last one.
+    if threads {
+        let work: Vec<f64> = points.iter().map(|p| point_work(p, source)).collect();
+        let profs: Vec<Option<&PointProfile>> =
+            points.iter().map(|p| profile_of(p.value)).collect();
+        let mut series = budget::lock_series(&points, &profs, &work);
+        if let Some(d) = &scaling_diff {
+            series.extend(budget::hotspot_series(&points, &profs, &work, d));
+        }
+        series.extend(budget::serial_series(&points, &profs));
+        for f in findings
+            .iter()
+            .filter(|f| matches!(f.kind, FindingKind::FalseSharing | FindingKind::TrueSharing))
+        {
+            series.extend(budget::sharing_series(&points, &profs, &work, f));
+        }
+        let overhead = budget::overhead_ns(&points, &profs, &work);
+        let budgets = budget::budgets(&points, &overhead, &series);
+        for (p, b) in points.iter_mut().zip(budgets) {
+            p.budget = b;
+        }
+        if let Some(last) = points.last() {
+            budget::score_findings(&mut findings, last);
+        }
+    }
     if threads && !loss_is_real(&points) {
         // Nothing to explain: a program that scales gets no scaling finding.
         findings.retain(|f| f.kind == FindingKind::SuperlinearCost);
@@ -381,6 +406,7 @@ fn summarize_point(value: u64, all: Vec<Repeat>, source: ThroughputSource) -> Po
         repeats,
         profile: None,
         locks: None,
+        budget: None,
     }
 }
 

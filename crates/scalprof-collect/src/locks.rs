@@ -233,6 +233,30 @@ pub(crate) fn parse_record(d: &[u8]) -> Option<Record> {
     })
 }
 
+/// A process's mappings, read again: the new read wins where ranges overlap, and what
+/// only the earlier read had is kept. A read while the process exits can list only part
+/// of its mappings (the kernel tears them down as the file is read), and replacing the
+/// map with it lost libc and the thread stacks, so no stack copy could be unwound. After
+/// an exec (another main executable) the old mappings are dropped.
+pub fn merge_maps(old: Vec<ProcMap>, new: Vec<ProcMap>) -> Vec<ProcMap> {
+    let main = |maps: &[ProcMap]| {
+        maps.iter()
+            .find(|m| m.path.starts_with('/'))
+            .map(|m| m.path.clone())
+    };
+    if old.is_empty() || main(&old) != main(&new) {
+        return new;
+    }
+    let mut out = new;
+    let kept: Vec<ProcMap> = old
+        .into_iter()
+        .filter(|o| !out.iter().any(|n| n.start < o.end && o.start < n.end))
+        .collect();
+    out.extend(kept);
+    out.sort_by_key(|m| m.start);
+    out
+}
+
 /// Parses /proc/PID/maps (empty if the process is gone).
 pub fn read_proc_maps(pid: u32) -> Vec<ProcMap> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
@@ -262,6 +286,29 @@ pub fn parse_proc_maps(text: &str) -> Vec<ProcMap> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_partial_read_of_the_maps_keeps_what_the_earlier_read_saw() {
+        let maps = |text: &str| parse_proc_maps(text);
+        let full = maps(
+            "55d0-55d1 r-xp 0 08:01 1 /usr/bin/app\n\
+             7f00-7f10 r-xp 0 08:01 2 /usr/lib/libc.so.6\n\
+             7f20-7f30 rw-p 0 00:00 0 \n",
+        );
+        // Mid-exit: libc already gone from the listing, the binary still there.
+        let partial = maps("55d0-55d1 r-xp 0 08:01 1 /usr/bin/app\n");
+        let merged = merge_maps(full.clone(), partial);
+        assert_eq!(merged, full);
+        // A new mapping over an old range replaces it.
+        let remapped =
+            maps("55d0-55d1 r-xp 0 08:01 1 /usr/bin/app\n7f20-7f28 r--p 0 08:01 3 /data/file\n");
+        let merged = merge_maps(full.clone(), remapped);
+        assert_eq!(merged.len(), 3);
+        assert_eq!(merged[2].path, "/data/file");
+        // After an exec, the earlier program's mappings are gone.
+        let exec = maps("5600-5601 r-xp 0 08:01 9 /usr/bin/other\n");
+        assert_eq!(merge_maps(full, exec.clone()), exec);
+    }
 
     fn raw(lock: u64, stack: &[u64], count: u64, total_ns: u64, max_ns: u64) -> KernelLockRaw {
         KernelLockRaw {

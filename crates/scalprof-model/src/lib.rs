@@ -234,6 +234,41 @@ pub struct Point {
     /// The point's lock table (kernel and user locks, repeats merged).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub locks: Option<locks::LockProfile>,
+    /// Where this point's thread-time per operation went (points after the first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<Budget>,
+}
+
+/// A point's thread-time per operation, split: `useful` (the efficiency) + the causes'
+/// shares + `overhead` (scalprof's own) + `unexplained` = 1.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Budget {
+    pub useful: f64,
+    pub overhead: f64,
+    pub unexplained: f64,
+    /// Heaviest first.
+    pub causes: Vec<Cause>,
+}
+
+/// One cause of lost thread-time: the growth of its time per operation since the first
+/// point, as a share of this point's thread-time per operation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Cause {
+    pub kind: FindingKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<locks::Scope>,
+    pub subject: String,
+    pub share: f64,
+    /// A few words that identify it further (lock type and callers, a function).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+}
+
+/// The speedup at point `value` if a cause's share became useful work (an upper bound).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WhatIf {
+    pub value: u64,
+    pub speedup: f64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -368,6 +403,9 @@ pub struct Finding {
     pub suggestion: String,
     #[serde(default)]
     pub details: FindingDetails,
+    /// The speedup at the last point without this cause (set from the budget).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub what_if: Option<WhatIf>,
 }
 
 /// What each kind of finding carries besides its sentence. The JSON is the same object a

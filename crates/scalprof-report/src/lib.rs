@@ -63,7 +63,25 @@ pub fn summary(doc: &RunDocument) -> String {
             "no hardware PMU"
         }
     );
-    out += &format!("throughput: {}\n\n", throughput_source_line(doc));
+    out += &format!("throughput: {}\n", throughput_source_line(doc));
+    let verdicts: Vec<String> = doc
+        .points
+        .iter()
+        .filter_map(|p| {
+            Some(verdict_line(
+                doc.sweep.parameter.as_str(),
+                p.value,
+                p.budget.as_ref()?,
+            ))
+        })
+        .collect();
+    if !verdicts.is_empty() {
+        out += "verdict (where the thread-time per operation went):\n";
+        for v in verdicts {
+            out += &format!("  {v}\n");
+        }
+    }
+    out.push('\n');
 
     if doc.points.is_empty() {
         out += "no point was measured\n";
@@ -114,10 +132,44 @@ pub fn summary(doc: &RunDocument) -> String {
                 f.subject,
                 f.evidence
             );
+            if let Some(w) = f.what_if {
+                out += &format!(
+                    "         without it: up to {:.2}× at {} {} (an upper bound)\n",
+                    w.speedup, w.value, doc.sweep.parameter
+                );
+            }
         }
     }
     out += &format!("\nworkload output: {}\n", doc.output_dir);
     out
+}
+
+/// `2 threads: 54% useful · mmap_lock 40% (rwsem:W; __vm_munmap) · unexplained 6%`.
+pub fn verdict_line(parameter: &str, value: u64, b: &scalprof_model::Budget) -> String {
+    let pct = |x: f64| format!("{:.0}%", x * 100.0);
+    let mut parts = vec![format!("{} useful", pct(b.useful))];
+    for c in b.causes.iter().filter(|c| c.share >= 0.01).take(3) {
+        parts.push(if c.detail.is_empty() {
+            format!("{} {}", c.subject, pct(c.share))
+        } else {
+            format!("{} {} ({})", c.subject, pct(c.share), c.detail)
+        });
+    }
+    let minor: f64 = b
+        .causes
+        .iter()
+        .enumerate()
+        .filter(|(i, c)| *i >= 3 || c.share < 0.01)
+        .map(|(_, c)| c.share)
+        .sum();
+    if minor >= 0.005 {
+        parts.push(format!("other causes {}", pct(minor)));
+    }
+    if b.overhead >= 0.005 {
+        parts.push(format!("scalprof {}", pct(b.overhead)));
+    }
+    parts.push(format!("unexplained {}", pct(b.unexplained)));
+    format!("{value} {parameter}: {}", parts.join(" · "))
 }
 
 /// Per point: how much slower (or faster) the traced repeats ran than the clean ones, and

@@ -46,6 +46,7 @@ fn read_json(path: &Path) -> Value {
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     if doc.get("findings").is_some() {
         common::check_findings(&doc);
+        common::check_budgets(&doc);
     }
     doc
 }
@@ -444,6 +445,17 @@ fn a_global_mutex_is_named_with_its_caller() {
     assert_eq!(first["scope"], "user");
     assert_eq!(first["subject"], "table_lock");
     assert_eq!(first["details"]["callers"][0]["function"], "table_lookup");
+    // Worked out by hand: every op takes table_lock around all of its work, so at 2
+    // threads the lost thread-time (1 − efficiency) is the lock's, within 10 points.
+    let e2 = efficiency_at(&doc, 2);
+    let share = first["score"].as_f64().unwrap();
+    assert!(
+        (share - (1.0 - e2)).abs() <= 0.10,
+        "table_lock's share {share:.2} should be the loss {:.2}: {}",
+        1.0 - e2,
+        doc["points"][1]["budget"]
+    );
+    assert_eq!(first["what_if"]["value"], 2);
     // The contract's fields of a finding, with their types.
     for f in findings {
         for key in ["kind", "subject", "evidence", "suggestion"] {

@@ -16,6 +16,8 @@ use libbpf_rs::{MapCore, MapFlags, RingBufferBuilder};
 
 use crate::LockTracerError;
 
+use super::merge_maps;
+
 use super::{
     bpf_cause, parse_record, read_proc_maps, spread_over_stacks, u64_at, KernelLockRaw, LockConfig,
     LockFailures, ProcMap, RawLocks, Record, StackSnapshot, TracerCost, UserLockRaw,
@@ -148,7 +150,9 @@ pub(super) fn trace(
         for tgid in tgids {
             let m = read_proc_maps(tgid);
             if !m.is_empty() {
-                maps.borrow_mut().insert(tgid, m);
+                let mut all = maps.borrow_mut();
+                let merged = merge_maps(all.remove(&tgid).unwrap_or_default(), m);
+                all.insert(tgid, merged);
             }
         }
     }

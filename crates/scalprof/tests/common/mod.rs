@@ -41,6 +41,43 @@ pub fn check_shape(doc: &Value, shape: &Value, path: &str) {
     }
 }
 
+/// Checks every budget of a run document: the parts sum to 1, and each budgeted finding
+/// scores its cause's share at the last point.
+pub fn check_budgets(doc: &Value) {
+    let points = doc["points"].as_array().unwrap();
+    for (i, p) in points.iter().enumerate() {
+        let Some(b) = p.get("budget") else { continue };
+        let causes: f64 = b["causes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["share"].as_f64().unwrap())
+            .sum();
+        let sum = b["useful"].as_f64().unwrap()
+            + b["overhead"].as_f64().unwrap()
+            + b["unexplained"].as_f64().unwrap()
+            + causes;
+        assert!(
+            (sum - 1.0).abs() < 1e-6,
+            "$.points[{i}].budget sums to {sum}: {b}"
+        );
+    }
+    let Some(last) = points.last().and_then(|p| p.get("budget")) else {
+        return;
+    };
+    for f in doc["findings"].as_array().unwrap() {
+        let Some(w) = f.get("what_if") else { continue };
+        let cause = last["causes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["kind"] == f["kind"] && c["subject"] == f["subject"])
+            .unwrap_or_else(|| panic!("finding without its cause in the budget: {f}"));
+        assert_eq!(cause["share"], f["score"], "one number per cause: {f}");
+        assert!(w["speedup"].as_f64().unwrap() > 0.0);
+    }
+}
+
 /// Checks every finding of a run document against the contract's finding shape.
 pub fn check_findings(doc: &Value) {
     let shape: Value =

@@ -1,0 +1,474 @@
+//! Where each point's thread-time went: a budget per point, and findings scored from it.
+//!
+//! At a point with N threads and throughput X (work units per second), the threads spend
+//! `T = N / X` thread-seconds per unit of work. Against the first point, `T₀ / T` of that
+//! is useful (the efficiency); the rest was lost. A cause's share is the growth of its
+//! time per unit since the first point, divided by `T`:
+//!
+//! - a lock: its waits plus the on-CPU time spent for it (spinning, the futex call), in ns
+//!   per unit, from the traced repeats;
+//! - a kernel function (`kernel_hotspot`) or the locked writes of a shared cache line
+//!   (`false_sharing`, `true_sharing`): sampled on-CPU cost, converted to ns through the
+//!   clean repeats' CPU time per unit (so it works for cpu-clock and for cycles);
+//! - a serial phase: while one thread runs alone for a share s of the time, the other
+//!   N − 1 lose s·(N − 1)/N of the thread-time.
+//!
+//! `overhead` is scalprof's own sampled cost at that point; `unexplained` is the rest.
+//! Causes can overlap (a serial phase spent waiting on a condvar): when they explain more
+//! than was lost, they are scaled down together so that the parts still sum to 1.
+
+use scalprof_model::locks::{LockKind, Scope};
+use scalprof_model::{
+    Budget, Cause, Finding, FindingKind, Point, PointProfile, ScalingDiff, WhatIf,
+};
+
+use crate::locks::{in_user_lock, is_futex_path, is_spin_path};
+
+/// A cause below this share of the last point's thread-time is not a finding.
+pub const MIN_SHARE: f64 = 0.05;
+/// Causes listed in a budget are at least this share.
+const LISTED_SHARE: f64 = 0.005;
+
+/// One candidate cause, with its cost at every point of the sweep.
+#[derive(Clone, Debug)]
+pub struct Series {
+    pub kind: FindingKind,
+    pub scope: Option<Scope>,
+    pub subject: String,
+    pub detail: String,
+    /// Thread-ns per unit of work at each point (aligned with the points; `None` when not
+    /// measured there).
+    pub per_op: Vec<Option<f64>>,
+    /// Or the share itself at each point (serial phases).
+    pub shares: Option<Vec<Option<f64>>>,
+}
+
+/// Thread-ns per unit of work, from the clean throughput.
+pub fn thread_ns_per_op(p: &Point) -> Option<f64> {
+    let x = p.throughput.filter(|&x| x > 0.0)?;
+    Some(p.value as f64 * 1e9 / x)
+}
+
+/// CPU ns per unit of work, from the clean repeats' user + system time.
+fn cpu_ns_per_op(p: &Point) -> Option<f64> {
+    let x = p.throughput.filter(|&x| x > 0.0)?;
+    let wall = p.wall_s?.median;
+    let cpu = p.user_s?.median + p.sys_s?.median;
+    (wall > 0.0).then(|| cpu / wall / x * 1e9)
+}
+
+/// The lock rows of every point as series: locks, and the condition variables and
+/// semaphores whose waits are a handoff (an interpreter lock, a work queue). Joins and
+/// barriers are the harness's structure, not a cause.
+pub fn lock_series(
+    points: &[Point],
+    profiles: &[Option<&PointProfile>],
+    work: &[f64],
+) -> Vec<Series> {
+    // The on-CPU part was sampled: convert it like every sampled cost.
+    let scale = sampled_to_ns(points, profiles, work);
+    let mut out: Vec<Series> = Vec::new();
+    for (i, p) in points.iter().enumerate() {
+        let Some(lp) = &p.locks else { continue };
+        for r in &lp.rows {
+            if matches!(r.lock_type, LockKind::Join | LockKind::Barrier)
+                || r.attributed_to.is_some()
+                || work[i] <= 0.0
+            {
+                continue;
+            }
+            let ns = (r.total_wait_ns as f64
+                + r.spin_ns.unwrap_or(0) as f64 * scale[i].unwrap_or(1.0))
+                / work[i];
+            // A reader-writer lock's two sides are one cause.
+            let s = match out
+                .iter_mut()
+                .find(|s| s.scope == Some(r.scope) && s.subject == r.name)
+            {
+                Some(s) => s,
+                None => {
+                    out.push(Series {
+                        kind: FindingKind::LockContention,
+                        scope: Some(r.scope),
+                        subject: r.name.clone(),
+                        detail: r.lock_type.to_string(),
+                        per_op: vec![None; points.len()],
+                        shares: None,
+                    });
+                    out.last_mut().expect("pushed")
+                }
+            };
+            s.per_op[i] = Some(s.per_op[i].unwrap_or(0.0) + ns);
+            // The callers at the latest point that has them.
+            if !r.callers.is_empty() {
+                let callers: Vec<&str> = r
+                    .callers
+                    .iter()
+                    .take(2)
+                    .map(|c| c.function.as_str())
+                    .collect();
+                s.detail = format!("{}; {}", r.lock_type, callers.join(", "));
+            }
+        }
+    }
+    // A point without a row for a lock measured elsewhere had no waits on it.
+    for s in &mut out {
+        for (i, p) in points.iter().enumerate() {
+            if p.locks.is_some() && s.per_op[i].is_none() {
+                s.per_op[i] = Some(0.0);
+            }
+        }
+    }
+    out
+}
+
+/// Sampled on-CPU cost (profile units per work unit) → thread-ns per work unit at each
+/// point: the clean CPU time per unit, spread in proportion to the samples.
+fn sampled_to_ns(
+    points: &[Point],
+    profiles: &[Option<&PointProfile>],
+    work: &[f64],
+) -> Vec<Option<f64>> {
+    points
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let prof = profiles[i]?;
+            let total: f64 = prof.folded.iter().map(|f| f.weight as f64).sum::<f64>() / work[i];
+            (total > 0.0 && work[i] > 0.0).then_some(())?;
+            Some(cpu_ns_per_op(p)? / total)
+        })
+        .collect()
+}
+
+/// Kernel functions whose self cost grew: on-CPU causes. Samples that are a lock's own
+/// on-CPU time (its spin paths, the futex call, libc's lock code) are counted with the
+/// lock, not here. Only the functions the scaling diff lists as grown are candidates.
+pub fn hotspot_series(
+    points: &[Point],
+    profiles: &[Option<&PointProfile>],
+    work: &[f64],
+    diff: &ScalingDiff,
+) -> Vec<Series> {
+    let scale = sampled_to_ns(points, profiles, work);
+    let grown: Vec<&str> = diff
+        .kernel
+        .iter()
+        .filter(|r| r.growth > 0.0 && !is_spin_path(&r.function) && !is_futex_path(&r.function))
+        .map(|r| r.function.as_str())
+        .collect();
+    let self_ns = |i: usize, function: &str| -> Option<f64> {
+        let prof = profiles[i]?;
+        let weight: u64 = prof
+            .folded
+            .iter()
+            .filter(|f| {
+                f.stack
+                    .rsplit(';')
+                    .next()
+                    .and_then(|l| l.strip_suffix("_[k]"))
+                    == Some(function)
+                    && !in_user_lock(&f.stack)
+            })
+            .map(|f| f.weight)
+            .sum();
+        Some(weight as f64 / work[i] * scale[i]?)
+    };
+    grown
+        .into_iter()
+        .map(|function| Series {
+            kind: FindingKind::KernelHotspot,
+            scope: Some(Scope::Kernel),
+            subject: function.to_string(),
+            detail: "kernel, on CPU".into(),
+            per_op: (0..points.len()).map(|i| self_ns(i, function)).collect(),
+            shares: None,
+        })
+        .collect()
+}
+
+/// Serial phases: one thread on a CPU for a share s of the time costs the other N − 1
+/// threads s·(N − 1)/N of the thread-time.
+pub fn serial_series(points: &[Point], profiles: &[Option<&PointProfile>]) -> Option<Series> {
+    let shares: Vec<Option<f64>> = points
+        .iter()
+        .zip(profiles)
+        .map(|(p, prof)| {
+            let prof = (*prof)?;
+            let n = p.value as f64;
+            (p.value >= 2 && prof.serial.bins >= 20)
+                .then(|| prof.serial.single_share() * (n - 1.0) / n)
+        })
+        .collect();
+    let last = profiles.iter().rev().flatten().next()?;
+    shares.iter().any(Option::is_some).then(|| Series {
+        kind: FindingKind::SerialFraction,
+        scope: Some(Scope::User),
+        subject: last
+            .serial
+            .top_function
+            .clone()
+            .unwrap_or_else(|| "[serial phase]".into()),
+        detail: "one thread on a CPU".into(),
+        per_op: vec![None; points.len()],
+        shares: Some(shares),
+    })
+}
+
+/// A sharing finding's growth (profile units per op, first → last point) as a series.
+pub fn sharing_series(
+    points: &[Point],
+    profiles: &[Option<&PointProfile>],
+    work: &[f64],
+    finding: &Finding,
+) -> Option<Series> {
+    let last = points.len() - 1;
+    let s1 = sampled_to_ns(points, profiles, work)[last]?;
+    // The finding's score is its growth over the last point's sampled cost per op.
+    let prof = profiles[last]?;
+    let total: f64 = prof.folded.iter().map(|f| f.weight as f64).sum::<f64>() / work[last];
+    let growth_ns = finding.score * total * s1;
+    let mut per_op = vec![None; points.len()];
+    per_op[0] = Some(0.0);
+    per_op[last] = Some(growth_ns);
+    Some(Series {
+        kind: finding.kind,
+        scope: finding.scope,
+        subject: finding.subject.clone(),
+        detail: "locked writes to one cache line".into(),
+        per_op,
+        shares: None,
+    })
+}
+
+/// scalprof's own sampled cost (BPF programs, unwinding) in thread-ns per unit of work.
+pub fn overhead_ns(
+    points: &[Point],
+    profiles: &[Option<&PointProfile>],
+    work: &[f64],
+) -> Vec<Option<f64>> {
+    let scale = sampled_to_ns(points, profiles, work);
+    (0..points.len())
+        .map(|i| Some(profiles[i]?.stats.overhead_weight as f64 / work[i] * scale[i]?))
+        .collect()
+}
+
+/// The budget of every point after the first (`None` for the first, and where the
+/// throughput is unknown). `overhead_ns`: scalprof's own sampled ns per unit at each point.
+pub fn budgets(
+    points: &[Point],
+    overhead_ns: &[Option<f64>],
+    series: &[Series],
+) -> Vec<Option<Budget>> {
+    let mut out = vec![None; points.len()];
+    if points.len() < 2 || thread_ns_per_op(&points[0]).is_none() {
+        return out;
+    }
+    for i in 1..points.len() {
+        let (Some(t), Some(e)) = (thread_ns_per_op(&points[i]), points[i].efficiency) else {
+            continue;
+        };
+        let useful = e.clamp(0.0, 1.0);
+        let overhead = overhead_ns[i]
+            .map_or(0.0, |o| o / t)
+            .clamp(0.0, 1.0 - useful);
+        let room = (1.0 - useful - overhead).max(0.0);
+        let mut causes: Vec<Cause> = series
+            .iter()
+            .filter_map(|s| {
+                let share = match &s.shares {
+                    Some(shares) => shares[i]?,
+                    None => {
+                        let now = s.per_op[i]?;
+                        (now - s.per_op[0].unwrap_or(0.0)) / t
+                    }
+                };
+                (share > 0.0).then(|| Cause {
+                    kind: s.kind,
+                    scope: s.scope,
+                    subject: s.subject.clone(),
+                    share,
+                    detail: s.detail.clone(),
+                })
+            })
+            .collect();
+        let explained: f64 = causes.iter().map(|c| c.share).sum();
+        if explained > room && explained > 0.0 {
+            for c in &mut causes {
+                c.share *= room / explained;
+            }
+        }
+        causes.retain(|c| c.share >= LISTED_SHARE);
+        causes.sort_by(|a, b| {
+            b.share
+                .total_cmp(&a.share)
+                .then_with(|| a.subject.cmp(&b.subject))
+        });
+        let explained: f64 = causes.iter().map(|c| c.share).sum();
+        out[i] = Some(Budget {
+            useful,
+            overhead,
+            unexplained: (room - explained).max(0.0),
+            causes,
+        });
+    }
+    out
+}
+
+/// The kinds of finding a budget scores.
+pub fn is_budgeted(kind: FindingKind) -> bool {
+    matches!(
+        kind,
+        FindingKind::LockContention
+            | FindingKind::KernelHotspot
+            | FindingKind::SerialFraction
+            | FindingKind::FalseSharing
+            | FindingKind::TrueSharing
+    )
+}
+
+/// Scores the findings from the last point's budget: a finding's score is its cause's
+/// share (the efficiency points it costs), and its what-if the speedup without it. A
+/// budgeted finding whose cause is below [`MIN_SHARE`] is dropped.
+pub fn score_findings(findings: &mut Vec<Finding>, last: &Point) {
+    let Some(b) = &last.budget else { return };
+    findings.retain_mut(|f| {
+        if !is_budgeted(f.kind) {
+            return true;
+        }
+        let Some(c) = b
+            .causes
+            .iter()
+            .find(|c| c.kind == f.kind && c.subject == f.subject)
+        else {
+            return false;
+        };
+        f.score = c.share;
+        f.what_if = Some(WhatIf {
+            value: last.value,
+            speedup: (b.useful + c.share) * last.value as f64,
+        });
+        c.share >= MIN_SHARE
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use scalprof_model::Spread;
+
+    fn point(value: u64, throughput: f64, efficiency: f64) -> Point {
+        let spread = |x: f64| {
+            Some(Spread {
+                median: x,
+                min: x,
+                max: x,
+            })
+        };
+        Point {
+            value,
+            repeats: Vec::new(),
+            traced_repeats: Vec::new(),
+            perturbation: None,
+            throughput: Some(throughput),
+            speedup: Some(efficiency * value as f64),
+            efficiency: Some(efficiency),
+            wall_s: spread(1.0),
+            user_s: spread(value as f64),
+            sys_s: spread(0.0),
+            throughput_spread: None,
+            profile: None,
+            locks: None,
+            budget: None,
+        }
+    }
+
+    fn lock(subject: &str, per_op: [f64; 2]) -> Series {
+        Series {
+            kind: FindingKind::LockContention,
+            scope: Some(Scope::User),
+            subject: subject.into(),
+            detail: "mutex".into(),
+            per_op: per_op.iter().map(|&x| Some(x)).collect(),
+            shares: None,
+        }
+    }
+
+    #[test]
+    fn the_parts_sum_to_one_and_a_cause_is_its_growth_over_the_thread_time() {
+        // 1 thread: 1000 ops/s → 1 ms per op. 2 threads: 1250 ops/s → 1.6 ms thread-time
+        // per op, efficiency 0.625. The lock grew by 0.4 ms per op: 25% of 1.6 ms.
+        let points = [point(1, 1000.0, 1.0), point(2, 1250.0, 0.625)];
+        let b = budgets(
+            &points,
+            &[None, Some(16_000.0)],
+            &[lock("table_lock", [0.0, 400_000.0])],
+        );
+        assert!(b[0].is_none());
+        let b = b[1].as_ref().unwrap();
+        assert!((b.useful - 0.625).abs() < 1e-9);
+        assert!((b.overhead - 0.01).abs() < 1e-9);
+        assert_eq!(b.causes.len(), 1);
+        assert!((b.causes[0].share - 0.25).abs() < 1e-9);
+        assert!((b.unexplained - 0.115).abs() < 1e-9);
+        let sum = b.useful + b.overhead + b.unexplained + b.causes[0].share;
+        assert!((sum - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn causes_that_explain_more_than_was_lost_are_scaled_down_together() {
+        let points = [point(1, 1000.0, 1.0), point(2, 1600.0, 0.8)];
+        // Lost: 20% of 1.25 ms = 0.25 ms; the causes claim 0.5 ms together.
+        let series = [lock("a", [0.0, 375_000.0]), lock("b", [0.0, 125_000.0])];
+        let b = budgets(&points, &[None, None], &series)[1].clone().unwrap();
+        let shares: Vec<f64> = b.causes.iter().map(|c| c.share).collect();
+        assert!((shares[0] - 0.15).abs() < 1e-9 && (shares[1] - 0.05).abs() < 1e-9);
+        assert!(b.unexplained.abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_program_that_scales_cannot_score_high() {
+        // page_fault1: 1.93× at 2 threads; a lock whose wait grew explains at most the 3.5%.
+        let mut points = vec![point(1, 1000.0, 1.0), point(2, 1930.0, 0.965)];
+        let series = [lock("mmap_lock", [10.0, 100_000.0])];
+        points[1].budget = budgets(&points, &[None, None], &series)[1].clone();
+        let mut findings = vec![Finding {
+            kind: FindingKind::LockContention,
+            scope: Some(Scope::Kernel),
+            subject: "mmap_lock".into(),
+            score: 1.0,
+            evidence: String::new(),
+            suggestion: String::new(),
+            details: Default::default(),
+            what_if: None,
+        }];
+        assert!(points[1].budget.as_ref().unwrap().causes[0].share <= 0.035 + 1e-9);
+        score_findings(&mut findings, &points[1]);
+        assert!(
+            findings.is_empty(),
+            "below 5% of the thread-time: no finding"
+        );
+    }
+
+    #[test]
+    fn a_finding_gets_its_share_and_what_if() {
+        let mut points = vec![point(1, 1000.0, 1.0), point(2, 1000.0, 0.5)];
+        let series = [lock("table_lock", [0.0, 800_000.0])];
+        points[1].budget = budgets(&points, &[None, None], &series)[1].clone();
+        let mut findings = vec![Finding {
+            kind: FindingKind::LockContention,
+            scope: Some(Scope::User),
+            subject: "table_lock".into(),
+            score: 0.9,
+            evidence: String::new(),
+            suggestion: String::new(),
+            details: Default::default(),
+            what_if: None,
+        }];
+        score_findings(&mut findings, &points[1]);
+        assert!((findings[0].score - 0.4).abs() < 1e-9);
+        let w = findings[0].what_if.unwrap();
+        assert_eq!(w.value, 2);
+        assert!((w.speedup - 1.8).abs() < 1e-9);
+    }
+}

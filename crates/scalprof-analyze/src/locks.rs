@@ -197,6 +197,8 @@ fn is_user_lock_code(f: &str) -> bool {
     let f = f.trim_start_matches('_');
     let f = f.strip_prefix("GI_").unwrap_or(f).trim_start_matches('_');
     f.starts_with("pthread_mutex_")
+        || f.starts_with("pthread_cond_")
+        || f.starts_with("condvar_")
         || f.starts_with("pthread_rwlock_")
         || f.starts_with("pthread_spin_")
         || f.starts_with("lll_")
@@ -250,22 +252,25 @@ pub fn attribute_futex_cpu(rows: &mut [LockRow], profile: &scalprof_model::Point
         .sum();
     let waits: u64 = rows
         .iter()
-        .filter(|r| r.scope == Scope::User && r.is_lock())
+        .filter(|r| takes_futex_cpu(r))
         .map(|r| r.total_wait_ns)
         .sum();
     if on_cpu == 0 || waits == 0 {
         return 0;
     }
     let mut added = 0;
-    for r in rows
-        .iter_mut()
-        .filter(|r| r.scope == Scope::User && r.is_lock())
-    {
+    for r in rows.iter_mut().filter(|r| takes_futex_cpu(r)) {
         let share = (u128::from(on_cpu) * u128::from(r.total_wait_ns) / u128::from(waits)) as u64;
         *r.spin_ns.get_or_insert(0) += share;
         added += share;
     }
     added
+}
+
+/// The user rows that share the futex call's on-CPU time: locks, condition variables and
+/// semaphores (not joins and barriers, which are the harness's).
+fn takes_futex_cpu(r: &LockRow) -> bool {
+    r.scope == Scope::User && !matches!(r.lock_type, LockKind::Join | LockKind::Barrier)
 }
 
 /// The conventional name of a dynamic kernel lock, from who takes it.

@@ -148,6 +148,27 @@ fn name_user_address(addr: u64, maps: &[ProcMap], symbols: &mut Symbols) -> Stri
     }
 }
 
+/// Offset of `__g_signals` in glibc's `pthread_cond_t` (2.25 and later): the futex words
+/// condvar waiters sleep on.
+const COND_SIGNALS_OFFSET: u64 = 40;
+
+/// `gil_cond+0x2c` (a waiter on the second signal word of `gil_cond`) → `gil_cond`;
+/// `_PyRuntime+0x1b4` → `_PyRuntime+0x188`, where that condvar starts. A name that is not
+/// `symbol+offset` with room for the offset is left as it is.
+fn condvar_name(name: &str) -> String {
+    let Some((sym, off)) = name.rsplit_once("+0x") else {
+        return name.to_string();
+    };
+    let Ok(off) = u64::from_str_radix(off, 16) else {
+        return name.to_string();
+    };
+    match (off & !7).checked_sub(COND_SIGNALS_OFFSET) {
+        Some(0) => sym.to_string(),
+        Some(start) => format!("{sym}+{start:#x}"),
+        None => name.to_string(),
+    }
+}
+
 /// Returns (snapshots, snapshots that named a caller).
 fn add_user_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRow>) -> (u64, u64) {
     let mut spaces: HashMap<u32, UserSpace> = HashMap::new();
@@ -213,6 +234,9 @@ fn add_user_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRow>)
         // Each thread's join waits on its own descriptor: one row for all of them.
         let name = if kind == LockKind::Join {
             "pthread_join".to_string()
+        } else if kind == LockKind::Condvar {
+            // Waiters sleep on one of the condvar's two signal words: name the condvar.
+            condvar_name(&name_user_address(u.uaddr, maps, symbols))
         } else {
             name_user_address(u.uaddr, maps, symbols)
         };
@@ -251,4 +275,18 @@ fn add_user_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRow>)
         rows.push(row);
     }
     (raw.snapshots.len() as u64, resolved)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_condvar_is_named_by_where_it_starts_not_by_its_signal_words() {
+        assert_eq!(condvar_name("gil_cond+0x28"), "gil_cond");
+        assert_eq!(condvar_name("gil_cond+0x2c"), "gil_cond");
+        assert_eq!(condvar_name("_PyRuntime+0x1b4"), "_PyRuntime+0x188");
+        assert_eq!(condvar_name("heap 0x55e01aaf2ee8"), "heap 0x55e01aaf2ee8");
+        assert_eq!(condvar_name("state+0x8"), "state+0x8");
+    }
 }

@@ -26,6 +26,7 @@ pub const PROGRAMS: &[(&str, &str)] = &[
         include_str!("../../../corpus/hash_sharded.c"),
     ),
     ("mmap_churn", include_str!("../../../corpus/mmap_churn.c")),
+    ("gil_handoff", include_str!("../../../corpus/gil_handoff.c")),
     (
         "refcount_global",
         include_str!("../../../corpus/refcount_global.c"),

@@ -481,6 +481,45 @@ fn a_global_mutex_is_named_with_its_caller() {
     assert!(lock_findings.is_empty(), "{lock_findings:?}");
 }
 
+#[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
+fn an_interpreter_lock_handed_off_on_a_condvar_is_named_and_explains_the_loss() {
+    if !can_profile() {
+        return;
+    }
+    let _turn = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let doc = run_corpus(&db, "gil_handoff", &dir.path().join("gil.json"));
+    let findings = doc["findings"].as_array().unwrap();
+    let first = &findings[0];
+    assert_eq!(first["kind"], "lock_contention", "{findings:?}");
+    // Named by the condvar, not by the futex word a waiter slept on.
+    assert_eq!(first["subject"], "gil_cond", "{findings:?}");
+    assert_eq!(first["details"]["type"], "condvar");
+    assert_eq!(first["details"]["callers"][0]["function"], "take_gil");
+    // Worked out by hand: only the GIL's holder runs, so all of the lost thread-time
+    // (1 − efficiency) is the GIL's: its waits on gil_cond and gil_mutex, and the phases
+    // when one thread runs alone while the other waits for it. Within 10 points.
+    let e2 = efficiency_at(&doc, 2);
+    assert!(e2 < 0.7, "a GIL does not scale: efficiency {e2:.2}");
+    let budget = &doc["points"][1]["budget"];
+    let gil: f64 = budget["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| {
+            c["subject"].as_str().unwrap().starts_with("gil_") || c["kind"] == "serial_fraction"
+        })
+        .map(|c| c["share"].as_f64().unwrap())
+        .sum();
+    assert!(
+        (gil - (1.0 - e2)).abs() <= 0.10,
+        "the GIL's causes {gil:.2} should be the loss {:.2}: {budget}",
+        1.0 - e2
+    );
+}
+
 fn complexity(db: &Path, program: &str) -> Value {
     let out = scalprof(db)
         .args([

@@ -71,8 +71,10 @@ pub fn lock_series(
     for (i, p) in points.iter().enumerate() {
         let Some(lp) = &p.locks else { continue };
         for r in &lp.rows {
+            // One long wait is an event (a join, a start-up handshake), not contention.
             if matches!(r.lock_type, LockKind::Join | LockKind::Barrier)
                 || r.attributed_to.is_some()
+                || r.count < crate::locks::LOCK_MIN_WAITS
                 || work[i] <= 0.0
             {
                 continue;

@@ -34,6 +34,12 @@ pub fn terminal_safe(text: &str) -> String {
 
 /// The terminal summary of a run.
 pub fn summary(doc: &RunDocument) -> String {
+    summary_with(doc, false)
+}
+
+/// The summary; `all_locks` shows every lock row instead of those above 1% of the
+/// point's thread-time.
+pub fn summary_with(doc: &RunDocument, all_locks: bool) -> String {
     let mut out = String::new();
     let repeats: usize = doc
         .points
@@ -109,7 +115,31 @@ pub fn summary(doc: &RunDocument) -> String {
     }
     for p in &doc.points {
         if let Some(l) = &p.locks {
-            out += &lock_table(doc.sweep.parameter.as_str(), p.value, l);
+            if all_locks {
+                out += &lock_table(doc.sweep.parameter.as_str(), p.value, l);
+                continue;
+            }
+            let mut shown = l.clone();
+            shown
+                .rows
+                .retain(|r| row_share(p, r).is_none_or(|s| s >= 0.01));
+            let hidden = l.rows.len() - shown.rows.len();
+            let table = lock_table(doc.sweep.parameter.as_str(), p.value, &shown);
+            out += &if hidden > 0 && shown.rows.is_empty() {
+                table.replace(
+                    "  no contended locks\n",
+                    "  no lock above 1% of the thread-time\n",
+                )
+            } else {
+                table
+            };
+            if hidden > 0 {
+                out += &format!(
+                    "  ({hidden} row{} below 1% of the thread-time not shown: scalprof show {} --locks)\n",
+                    plural(hidden),
+                    doc.id
+                );
+            }
         }
     }
     out += &lock_growth(doc);
@@ -486,6 +516,23 @@ fn ns(v: f64) -> String {
 }
 
 /// A lockstat-style table of one point: both scopes, heaviest waits first.
+/// A lock row's waits and on-CPU time as a share of its point's thread-time per operation
+/// (`None` when the point has no throughput).
+fn row_share(p: &scalprof_model::Point, r: &scalprof_model::locks::LockRow) -> Option<f64> {
+    let t = p.value as f64 * 1e9 / p.throughput.filter(|&x| x > 0.0)?;
+    let wait = r.wait_ns_per_op?;
+    let with_cpu = if r.total_wait_ns > 0 {
+        wait * (r.total_wait_ns + r.spin_ns.unwrap_or(0)) as f64 / r.total_wait_ns as f64
+    } else {
+        wait
+    };
+    // Rows made from samples alone have no wait: keep them when they spun at all.
+    if r.total_wait_ns == 0 && r.spin_ns.unwrap_or(0) > 0 {
+        return None;
+    }
+    Some(with_cpu / t)
+}
+
 pub fn lock_table(parameter: &str, value: u64, l: &scalprof_model::locks::LockProfile) -> String {
     let rows: Vec<_> = l.rows.iter().take(10).collect();
     let mut out = format!("\nlocks at {parameter} {value} ({} repeats", l.repeats);

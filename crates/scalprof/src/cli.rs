@@ -296,6 +296,9 @@ pub struct ShowArgs {
     /// Print the run document (scalprof.run/1) instead of the summary.
     #[arg(long)]
     pub json: bool,
+    /// Show every lock row (the summary shows those above 1% of the thread-time).
+    #[arg(long)]
+    pub locks: bool,
 }
 
 #[derive(Args, Debug)]

@@ -246,7 +246,9 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             } else {
                 print!(
                     "{}",
-                    scalprof_report::terminal_safe(&scalprof_report::summary(&doc))
+                    scalprof_report::terminal_safe(&scalprof_report::summary_with(
+                        &doc, args.locks
+                    ))
                 );
             }
             Ok(ExitCode::SUCCESS)

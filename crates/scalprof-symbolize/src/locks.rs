@@ -148,6 +148,21 @@ fn name_user_address(addr: u64, maps: &[ProcMap], symbols: &mut Symbols) -> Stri
     }
 }
 
+/// A name made of an address (`heap 0x…`, `anon 0x…`, `stack 0x…`, `0x…`): no symbol.
+fn is_dynamic_address_name(name: &str) -> bool {
+    ["heap 0x", "anon 0x", "stack 0x", "0x"]
+        .iter()
+        .any(|p| name.starts_with(p))
+}
+
+/// The caller with the most wait.
+fn top_caller(callers: &HashMap<String, u64>) -> Option<&str> {
+    callers
+        .iter()
+        .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
+        .map(|(f, _)| f.as_str())
+}
+
 /// Offset of `__g_signals` in glibc's `pthread_cond_t` (2.25 and later): the futex words
 /// condvar waiters sleep on.
 const COND_SIGNALS_OFFSET: u64 = 40;
@@ -240,6 +255,16 @@ fn add_user_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRow>)
         } else {
             name_user_address(u.uaddr, maps, symbols)
         };
+        // A lock in allocated memory has a new address in every run (ASLR, the
+        // allocator): name it by the function that takes it, so that repeats and points
+        // agree. The address stays in the row.
+        let name = match callers.get(&(u.tgid, u.uaddr)).and_then(top_caller) {
+            Some(caller) if is_dynamic_address_name(&name) => {
+                let place = name.split(' ').next().unwrap_or("heap");
+                format!("{kind}@{caller} ({place})")
+            }
+            _ => name,
+        };
         let entry = by_name
             .entry((name.clone(), kind.clone()))
             .or_insert_with(|| {
@@ -280,6 +305,18 @@ fn add_user_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRow>)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn address_names_are_told_from_symbols_and_the_heaviest_caller_names_them() {
+        assert!(is_dynamic_address_name("heap 0x55e01aaf2ee8"));
+        assert!(is_dynamic_address_name("0x7f00"));
+        assert!(!is_dynamic_address_name("table_lock"));
+        assert!(!is_dynamic_address_name("libfoo.so+0x40"));
+        let callers: HashMap<String, u64> = [("a".to_string(), 5), ("b".to_string(), 9)]
+            .into_iter()
+            .collect();
+        assert_eq!(top_caller(&callers), Some("b"));
+    }
 
     #[test]
     fn a_condvar_is_named_by_where_it_starts_not_by_its_signal_words() {

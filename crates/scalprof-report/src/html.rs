@@ -59,6 +59,7 @@ h1{font-size:1.5em}h2{margin-top:2em;border-bottom:1px solid #ccc}\
 table{border-collapse:collapse;margin:.5em 0}td,th{padding:.2em .6em;border-bottom:1px solid #eee;text-align:right}\
 td:first-child,th:first-child{text-align:left}.l{text-align:left}\
 .finding{border-left:4px solid #c33;padding:.3em .8em;margin:.6em 0;background:#fcf6f6}\
+.bar{display:flex;height:1.4em;width:100%;max-width:720px;border:1px solid #999}.seg{height:100%}.budget-row{margin:.4em 0}.budget-label{font-weight:bold}\
 .score{font-weight:bold}.muted{color:#777}.warn{color:#a60}img.flame{width:100%;border:1px solid #ddd}\
 code{background:#f4f4f4;padding:0 .2em}";
 
@@ -134,6 +135,20 @@ pub fn scaling_plot(doc: &RunDocument) -> String {
         (mt + h - mb) / 2.0,
         esc(&doc.throughput.unit)
     );
+    // Linear scaling from the first point: what the measured points fall short of.
+    if doc.sweep.parameter == scalprof_model::SweepParameter::Threads {
+        if let Some(&(n0, x0, _, _)) = pts.first() {
+            let end = xmax.min(ymax * n0 / x0.max(f64::MIN_POSITIVE));
+            let _ = write!(
+                svg,
+                "<line id=\"linear\" x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#999\" stroke-dasharray=\"2 3\"><title>linear scaling</title></line>",
+                x(n0),
+                y(x0),
+                x(end),
+                y(x0 * end / n0)
+            );
+        }
+    }
     // The fitted model.
     if let Some(m) = &doc.model {
         // Over the measured range and beyond, not below the first point (a retrograde
@@ -165,6 +180,53 @@ pub fn scaling_plot(doc: &RunDocument) -> String {
     }
     svg += "</svg>";
     svg
+}
+
+/// One stacked bar per point: useful, each cause, scalprof, unexplained.
+fn budget_bars(doc: &RunDocument) -> String {
+    const COLORS: [&str; 6] = ["#c33", "#e83", "#db3", "#a5c", "#39c", "#7a7"];
+    let budgets: Vec<(u64, &scalprof_model::Budget)> = doc
+        .points
+        .iter()
+        .filter_map(|p| Some((p.value, p.budget.as_ref()?)))
+        .collect();
+    if budgets.is_empty() {
+        return String::new();
+    }
+    let mut h = String::from(
+        "<h2>Where the thread-time went</h2><div id=\"budget\"><p class=\"muted\">Each point's thread-time per operation: useful work (the efficiency), the causes (the growth of their time per operation since the first point), scalprof's own cost, and what is unexplained.</p>",
+    );
+    for (value, b) in budgets {
+        let seg = |share: f64, color: &str, label: &str| {
+            format!(
+                "<div class=\"seg\" style=\"width:{:.2}%;background:{color}\" title=\"{} {:.0}%\"></div>",
+                share * 100.0,
+                esc(label),
+                share * 100.0
+            )
+        };
+        let mut bar = seg(b.useful, "#4a4", "useful");
+        let mut legend = vec![format!("useful {:.0}%", b.useful * 100.0)];
+        for (i, c) in b.causes.iter().enumerate() {
+            let color = COLORS[i % COLORS.len()];
+            bar += &seg(c.share, color, &c.subject);
+            legend.push(format!(
+                "<span style=\"color:{color}\">■</span> {} {:.0}%",
+                esc(&c.subject),
+                c.share * 100.0
+            ));
+        }
+        bar += &seg(b.overhead, "#666", "scalprof");
+        bar += &seg(b.unexplained, "#ddd", "unexplained");
+        legend.push(format!("unexplained {:.0}%", b.unexplained * 100.0));
+        let _ = write!(
+            h,
+            "<div class=\"budget-row\"><span class=\"budget-label\">{value} {}</span><div class=\"bar\">{bar}</div><p class=\"muted\">{}</p></div>",
+            esc(doc.sweep.parameter.as_str()),
+            legend.join(" · ")
+        );
+    }
+    h + "</div>"
 }
 
 fn model_text(m: &Model, parameter: &str) -> String {
@@ -251,6 +313,7 @@ pub fn run_report(
         let _ = write!(h, "<p class=\"warn\">⚠ {}</p>", esc(&w.message));
     }
 
+    h += &budget_bars(doc);
     h += "<h2>Findings</h2>";
     if doc.findings.is_empty() {
         h += "<p>No finding.</p>";
@@ -258,12 +321,18 @@ pub fn run_report(
     for f in &doc.findings {
         let _ = write!(
             h,
-            "<div class=\"finding\"><span class=\"score\">{:.0}%</span> <b>{}</b> {} <code>{}</code><p>{}</p><p class=\"muted\">Suggestion: {}</p></div>",
+            "<div class=\"finding\"><span class=\"score\">{:.0}%</span> <b>{}</b> {} <code>{}</code><p>{}</p>{}<p class=\"muted\">Suggestion: {}</p></div>",
             f.score * 100.0,
             esc(f.kind.as_str()),
             esc(f.scope.map_or("", |s| s.as_str())),
             esc(&f.subject),
             esc(&f.evidence),
+            f.what_if.map_or(String::new(), |w| format!(
+                "<p class=\"what-if\">Without it: up to {:.2}× at {} {} (an upper bound).</p>",
+                w.speedup,
+                w.value,
+                esc(doc.sweep.parameter.as_str())
+            )),
             esc(&f.suggestion)
         );
     }

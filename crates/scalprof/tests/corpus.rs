@@ -662,6 +662,12 @@ fn the_html_report_loads_in_chromium_with_plot_and_flame_graphs() {
     assert!(dom.status.success());
     let dom_text = String::from_utf8_lossy(&dom.stdout);
     assert!(dom_text.contains("id=\"scaling-plot\"") && dom_text.contains("class=\"measured\""));
+    // The linear-scaling line, and the budget of the point after the first.
+    assert!(dom_text.contains("id=\"linear\""), "no linear-scaling line");
+    assert!(
+        dom_text.contains("id=\"budget\"") && dom_text.contains("class=\"budget-row\""),
+        "no budget bars"
+    );
     assert!(
         dom_text.contains("id=\"flame-1\"")
             && dom_text.contains("id=\"flame-2\"")

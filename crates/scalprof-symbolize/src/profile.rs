@@ -657,12 +657,24 @@ impl UserSpace {
         unwind(&self.process.unwinder, &mut self.cache, ip, sp, bp, bytes).0
     }
 
-    /// The innermost function name at an address and the file it lives in.
+    /// The innermost function name at an address and the file it lives in. In a file
+    /// without symbols (a stripped binary), `file+0xoffset`: the same in every run,
+    /// whatever the load address.
     pub fn symbolize(&self, addr: u64) -> Option<(String, String)> {
         let m = self.process.mapping(addr)?;
-        let elf = m.elf.as_ref()?;
-        let svma = elf.file_offset_to_svma((addr - m.start).checked_add(m.pgoff)?)?;
-        let name = elf.frames(svma).into_iter().next()?;
+        let offset = (addr - m.start).checked_add(m.pgoff)?;
+        let named = m.elf.as_ref().and_then(|elf| {
+            let svma = elf.file_offset_to_svma(offset)?;
+            elf.frames(svma).into_iter().next()
+        });
+        let name = match named {
+            Some(name) => name,
+            None if m.path.starts_with('/') => {
+                let file = m.path.rsplit('/').next().unwrap_or(&m.path);
+                format!("{file}+{offset:#x}")
+            }
+            None => return None,
+        };
         Some((name, m.path.clone()))
     }
 }

@@ -22,7 +22,7 @@ use scalprof_model::{
     Budget, Cause, Finding, FindingKind, Point, PointProfile, ScalingDiff, WhatIf,
 };
 
-use crate::locks::{in_user_lock, is_futex_path, is_spin_path};
+use crate::locks::{blocking_call_of, in_user_lock, is_futex_path, is_spin_path};
 
 /// A cause below this share of the last point's thread-time is not a finding.
 pub const MIN_SHARE: f64 = 0.05;
@@ -72,8 +72,10 @@ pub fn lock_series(
         let Some(lp) = &p.locks else { continue };
         for r in &lp.rows {
             // One long wait is an event (a join, a start-up handshake), not contention.
-            if matches!(r.lock_type, LockKind::Join | LockKind::Barrier)
-                || r.attributed_to.is_some()
+            if matches!(
+                r.lock_type,
+                LockKind::Join | LockKind::Barrier | LockKind::Idle
+            ) || r.attributed_to.is_some()
                 || r.count < crate::locks::LOCK_MIN_WAITS
                 || work[i] <= 0.0
             {
@@ -90,7 +92,11 @@ pub fn lock_series(
                 Some(s) => s,
                 None => {
                     out.push(Series {
-                        kind: FindingKind::LockContention,
+                        kind: if r.lock_type.is_blocked_wait() {
+                            FindingKind::BlockedWait
+                        } else {
+                            FindingKind::LockContention
+                        },
                         scope: Some(r.scope),
                         subject: r.name.clone(),
                         detail: r.lock_type.to_string(),
@@ -171,6 +177,7 @@ pub fn hotspot_series(
                     .and_then(|l| l.strip_suffix("_[k]"))
                     == Some(function)
                     && !in_user_lock(&f.stack)
+                    && blocking_call_of(&f.stack).is_none()
             })
             .map(|f| f.weight)
             .sum();
@@ -322,6 +329,7 @@ pub fn is_budgeted(kind: FindingKind) -> bool {
     matches!(
         kind,
         FindingKind::LockContention
+            | FindingKind::BlockedWait
             | FindingKind::KernelHotspot
             | FindingKind::SerialFraction
             | FindingKind::FalseSharing

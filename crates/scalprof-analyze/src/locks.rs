@@ -267,6 +267,52 @@ pub fn attribute_futex_cpu(rows: &mut [LockRow], profile: &scalprof_model::Point
     added
 }
 
+/// The kind of wait whose system call a folded stack was sampled in, for the waits whose
+/// on-CPU time belongs to them: a file lock's fcntl/flock, a sleep's nanosleep.
+pub fn blocking_call_of(stack: &str) -> Option<LockKind> {
+    let mut kind = None;
+    for f in stack.split(';').filter_map(|fr| fr.strip_suffix("_[k]")) {
+        if f.ends_with("sys_fcntl") {
+            kind = Some(LockKind::PosixLock);
+        } else if f.ends_with("sys_flock") {
+            kind = Some(LockKind::Flock);
+        } else if f.ends_with("sys_clock_nanosleep") || f.ends_with("sys_nanosleep") {
+            kind = Some(LockKind::Sleep);
+        }
+    }
+    kind
+}
+
+/// Adds to file-lock and sleep rows the on-CPU time sampled inside their system calls
+/// (taking and releasing the lock, waking the next waiter, switching back in), split in
+/// proportion to their waits. Returns the time attributed.
+pub fn attribute_syscall_cpu(rows: &mut [LockRow], profile: &scalprof_model::PointProfile) -> u64 {
+    let mut added = 0;
+    for kind in [LockKind::PosixLock, LockKind::Flock, LockKind::Sleep] {
+        let on_cpu: u64 = profile
+            .folded
+            .iter()
+            .filter(|f| blocking_call_of(&f.stack).as_ref() == Some(&kind))
+            .map(|f| f.weight)
+            .sum();
+        let waits: u64 = rows
+            .iter()
+            .filter(|r| r.lock_type == kind)
+            .map(|r| r.total_wait_ns)
+            .sum();
+        if on_cpu == 0 || waits == 0 {
+            continue;
+        }
+        for r in rows.iter_mut().filter(|r| r.lock_type == kind) {
+            let share =
+                (u128::from(on_cpu) * u128::from(r.total_wait_ns) / u128::from(waits)) as u64;
+            *r.spin_ns.get_or_insert(0) += share;
+            added += share;
+        }
+    }
+    added
+}
+
 /// The user rows that share the futex call's on-CPU time: locks, condition variables and
 /// semaphores (not joins and barriers, which are the harness's).
 fn takes_futex_cpu(r: &LockRow) -> bool {
@@ -526,8 +572,10 @@ pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
         };
         // Condition variables and semaphores are handoffs (an interpreter lock, a queue);
         // joins and barriers are the harness's structure.
-        if matches!(any.lock_type, LockKind::Join | LockKind::Barrier)
-            || any.attributed_to.is_some()
+        if matches!(
+            any.lock_type,
+            LockKind::Join | LockKind::Barrier | LockKind::Idle
+        ) || any.attributed_to.is_some()
         {
             continue;
         }
@@ -561,7 +609,11 @@ pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
         let counts: Vec<u64> = rows.iter().map(|r| r.map_or(0, |r| r.count)).collect();
         let values: Vec<u64> = points.iter().map(|(p, _, _)| p.value).collect();
         out.push(Finding {
-            kind: FindingKind::LockContention,
+            kind: if lock_type.is_blocked_wait() {
+                FindingKind::BlockedWait
+            } else {
+                FindingKind::LockContention
+            },
             scope: Some(scope),
             subject: name.clone(),
             score,

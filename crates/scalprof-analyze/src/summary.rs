@@ -125,6 +125,7 @@ pub fn assemble(inputs: &RunInputs) -> RunDocument {
             if let Some(prof) = profile_of(p.value) {
                 locks::attribute_spin(&mut lp.rows, prof);
                 locks::attribute_futex_cpu(&mut lp.rows, prof);
+                locks::attribute_syscall_cpu(&mut lp.rows, prof);
                 locks::sort_rows(&mut lp.rows);
             }
             for r in &mut lp.rows {

@@ -370,6 +370,8 @@ pub enum FindingKind {
     KernelHotspot,
     /// Time when only one thread runs.
     SerialFraction,
+    /// Off-CPU time that is not a lock grows: sleeping, I/O, another blocking call.
+    BlockedWait,
 }
 
 impl FindingKind {
@@ -381,6 +383,7 @@ impl FindingKind {
             FindingKind::SuperlinearCost => "superlinear_cost",
             FindingKind::KernelHotspot => "kernel_hotspot",
             FindingKind::SerialFraction => "serial_fraction",
+            FindingKind::BlockedWait => "blocked_wait",
         }
     }
 }

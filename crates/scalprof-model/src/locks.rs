@@ -71,6 +71,12 @@ pub struct RawLocks {
     pub kernel: Vec<KernelLockRaw>,
     pub user: Vec<UserLockRaw>,
     pub snapshots: Vec<StackSnapshot>,
+    /// Waits in blocking system calls other than futex: `op` is the system call number,
+    /// `uaddr` its first argument (the file descriptor of fd-based calls).
+    pub syscalls: Vec<UserLockRaw>,
+    /// What the file descriptors of those waits named (`/proc/PID/fd`), read while the
+    /// processes ran: (tgid, fd) → path, `pipe:[…]`, `socket:[…]`.
+    pub fd_paths: HashMap<(u32, u64), String>,
     /// Memory maps of the traced processes, read while they ran.
     pub maps: HashMap<u32, Vec<ProcMap>>,
     pub failures: LockFailures,
@@ -176,6 +182,18 @@ pub enum LockKind {
     Semaphore,
     /// A futex wait no libc frame explains.
     Futex,
+    /// fcntl(F_SETLKW): a POSIX record lock on a file.
+    PosixLock,
+    /// flock(LOCK_EX/LOCK_SH) on a file.
+    Flock,
+    /// nanosleep / clock_nanosleep.
+    Sleep,
+    /// poll, select, epoll: waiting for any of several events.
+    Idle,
+    /// A read, write, send or receive that waited (for data, for room, for the disk).
+    Io,
+    /// Another blocking system call.
+    Syscall,
     Other(String),
 }
 
@@ -185,7 +203,13 @@ impl LockKind {
         !matches!(
             self,
             LockKind::Condvar | LockKind::Join | LockKind::Barrier | LockKind::Semaphore
-        )
+        ) && !self.is_blocked_wait()
+            && *self != LockKind::Idle
+    }
+
+    /// Off-CPU waits that are not a lock: sleeping, I/O, another system call.
+    pub fn is_blocked_wait(&self) -> bool {
+        matches!(self, LockKind::Sleep | LockKind::Io | LockKind::Syscall)
     }
 }
 
@@ -213,6 +237,12 @@ impl std::fmt::Display for LockKind {
             LockKind::Barrier => f.write_str("barrier"),
             LockKind::Semaphore => f.write_str("semaphore"),
             LockKind::Futex => f.write_str("futex"),
+            LockKind::PosixLock => f.write_str("posix-lock"),
+            LockKind::Flock => f.write_str("flock"),
+            LockKind::Sleep => f.write_str("sleep"),
+            LockKind::Idle => f.write_str("idle"),
+            LockKind::Io => f.write_str("io"),
+            LockKind::Syscall => f.write_str("syscall"),
             LockKind::Other(s) => f.write_str(s),
         }
     }
@@ -240,6 +270,12 @@ impl From<&str> for LockKind {
             ("barrier", None) => LockKind::Barrier,
             ("semaphore", None) => LockKind::Semaphore,
             ("futex", None) => LockKind::Futex,
+            ("posix-lock", None) => LockKind::PosixLock,
+            ("flock", None) => LockKind::Flock,
+            ("sleep", None) => LockKind::Sleep,
+            ("idle", None) => LockKind::Idle,
+            ("io", None) => LockKind::Io,
+            ("syscall", None) => LockKind::Syscall,
             _ => LockKind::Other(text.to_string()),
         }
     }

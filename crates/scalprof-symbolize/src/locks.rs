@@ -19,6 +19,7 @@ pub fn lock_profile(raw: &RawLocks, symbols: &mut Symbols) -> LockProfile {
     let mut rows: Vec<LockRow> = Vec::new();
     add_kernel_rows(raw, &symbols.kernel, &mut rows);
     let (snapshots, resolved) = add_user_rows(raw, symbols, &mut rows);
+    add_syscall_rows(raw, &mut rows);
     sort_rows(&mut rows);
     LockProfile {
         rows,
@@ -146,6 +147,118 @@ fn name_user_address(addr: u64, maps: &[ProcMap], symbols: &mut Symbols) -> Stri
             addr - m.start + m.offset
         ),
     }
+}
+
+/// What a blocking system call waits for (x86-64 numbers), and its scope.
+fn syscall_wait_kind(nr: u32) -> (LockKind, Scope) {
+    match nr {
+        72 => (LockKind::PosixLock, Scope::File),
+        73 => (LockKind::Flock, Scope::File),
+        35 | 230 => (LockKind::Sleep, Scope::User),
+        7 | 23 | 34 | 43 | 232 | 270 | 271 | 281 | 288 | 441 => (LockKind::Idle, Scope::User),
+        0 | 1 | 17 | 18 | 19 | 20 | 44 | 45 | 46 | 47 | 74 | 75 | 285 | 295 | 296 => {
+            (LockKind::Io, Scope::User)
+        }
+        _ => (LockKind::Syscall, Scope::User),
+    }
+}
+
+fn syscall_name(nr: u32) -> String {
+    match nr {
+        0 => "read".into(),
+        1 => "write".into(),
+        7 => "poll".into(),
+        17 => "pread64".into(),
+        18 => "pwrite64".into(),
+        19 => "readv".into(),
+        20 => "writev".into(),
+        23 => "select".into(),
+        34 => "pause".into(),
+        35 => "nanosleep".into(),
+        43 => "accept".into(),
+        44 => "sendto".into(),
+        45 => "recvfrom".into(),
+        46 => "sendmsg".into(),
+        47 => "recvmsg".into(),
+        72 => "fcntl".into(),
+        73 => "flock".into(),
+        74 => "fsync".into(),
+        75 => "fdatasync".into(),
+        230 => "clock_nanosleep".into(),
+        232 => "epoll_wait".into(),
+        281 => "epoll_pwait".into(),
+        288 => "accept4".into(),
+        n => format!("syscall {n}"),
+    }
+}
+
+/// Rows for the waits in blocking system calls: a file lock by its file, I/O by what the
+/// descriptor named (a file, `pipe:[…]`, `socket:[…]`), a sleep by the call.
+fn add_syscall_rows(raw: &RawLocks, rows: &mut Vec<LockRow>) {
+    let mut by_name: HashMap<(String, LockKind), LockRow> = HashMap::new();
+    for w in &raw.syscalls {
+        let (kind, scope) = syscall_wait_kind(w.op);
+        let call = syscall_name(w.op);
+        let name = if scalprof_collect_fd(w.op) {
+            match raw.fd_paths.get(&(w.tgid, w.uaddr)) {
+                Some(path) if kind == LockKind::Io => format!("{call} {path}"),
+                Some(path) => path.clone(),
+                None => format!("{call} fd {}", w.uaddr),
+            }
+        } else {
+            call
+        };
+        let row = by_name
+            .entry((name.clone(), kind.clone()))
+            .or_insert_with(|| LockRow {
+                scope,
+                name,
+                lock_type: kind,
+                address: if scope == Scope::File {
+                    format!("fd {}", w.uaddr)
+                } else {
+                    "syscall".into()
+                },
+                count: 0,
+                total_wait_ns: 0,
+                max_wait_ns: 0,
+                callers: Vec::new(),
+                attributed_to: None,
+                wait_ns_per_op: None,
+                spin_ns: None,
+            });
+        row.count += w.count;
+        row.total_wait_ns += w.total_ns;
+        row.max_wait_ns = row.max_wait_ns.max(w.max_ns);
+    }
+    rows.extend(by_name.into_values());
+}
+
+/// Whether a system call's first argument is a file descriptor (as the collector reads
+/// them).
+fn scalprof_collect_fd(nr: u32) -> bool {
+    matches!(
+        nr,
+        0 | 1
+            | 17
+            | 18
+            | 19
+            | 20
+            | 42
+            | 43
+            | 44
+            | 45
+            | 46
+            | 47
+            | 72
+            | 73
+            | 74
+            | 75
+            | 285
+            | 288
+            | 295
+            | 296
+    )
 }
 
 /// A name made of an address (`heap 0x…`, `anon 0x…`, `stack 0x…`, `0x…`): no symbol.

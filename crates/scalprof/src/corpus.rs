@@ -28,6 +28,11 @@ pub const PROGRAMS: &[(&str, &str)] = &[
     ("mmap_churn", include_str!("../../../corpus/mmap_churn.c")),
     ("gil_handoff", include_str!("../../../corpus/gil_handoff.c")),
     (
+        "fcntl_same_file",
+        include_str!("../../../corpus/fcntl_same_file.c"),
+    ),
+    ("sleep_retry", include_str!("../../../corpus/sleep_retry.c")),
+    (
         "refcount_global",
         include_str!("../../../corpus/refcount_global.c"),
     ),

@@ -520,6 +520,85 @@ fn an_interpreter_lock_handed_off_on_a_condvar_is_named_and_explains_the_loss() 
     );
 }
 
+/// The share of the last point's thread-time the budget gives `subject`.
+fn cause_share(doc: &Value, subject: &str) -> f64 {
+    doc["points"].as_array().unwrap().last().unwrap()["budget"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["subject"] == subject)
+        .map(|c| c["share"].as_f64().unwrap())
+        .sum()
+}
+
+#[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
+fn a_posix_record_lock_across_processes_is_named_by_its_file() {
+    if !can_profile() {
+        return;
+    }
+    let _turn = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let doc = run_corpus(&db, "fcntl_same_file", &dir.path().join("fcntl.json"));
+    let findings = doc["findings"].as_array().unwrap();
+    let lock = findings
+        .iter()
+        .find(|f| f["scope"] == "file")
+        .unwrap_or_else(|| panic!("no file lock finding: {findings:?}"));
+    assert_eq!(lock["kind"], "lock_contention");
+    assert_eq!(lock["subject"], "/tmp/scalprof-corpus-fcntl.lock");
+    assert_eq!(lock["details"]["type"], "posix-lock");
+    // Worked out by hand: every operation holds the file's lock for all of its work, so
+    // at 2 processes the lost thread-time is the lock's, within 10 points.
+    let e2 = efficiency_at(&doc, 2);
+    let share = cause_share(&doc, "/tmp/scalprof-corpus-fcntl.lock");
+    assert!(
+        (share - (1.0 - e2)).abs() <= 0.10,
+        "the file lock's share {share:.2} should be the loss {:.2}: {}",
+        1.0 - e2,
+        doc["points"][1]["budget"]
+    );
+}
+
+#[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
+fn a_sleep_and_retry_loop_is_a_blocked_wait_in_its_sleep() {
+    if !can_profile() {
+        return;
+    }
+    let _turn = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let doc = run_corpus(&db, "sleep_retry", &dir.path().join("sleep.json"));
+    let findings = doc["findings"].as_array().unwrap();
+    let sleep = findings
+        .iter()
+        .find(|f| f["kind"] == "blocked_wait")
+        .unwrap_or_else(|| panic!("no blocked_wait finding: {findings:?}"));
+    // glibc's nanosleep is the clock_nanosleep system call.
+    assert_eq!(sleep["subject"], "clock_nanosleep");
+    assert_eq!(sleep["details"]["type"], "sleep");
+    // Worked out by hand: while one thread holds db_lock the other sleeps, so the lost
+    // thread-time is the sleeping — seen as the sleep itself and as the phases when one
+    // thread runs alone — within 10 points.
+    let e2 = efficiency_at(&doc, 2);
+    let serial: f64 = doc["points"][1]["budget"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kind"] == "serial_fraction")
+        .map(|c| c["share"].as_f64().unwrap())
+        .sum();
+    let share = cause_share(&doc, "clock_nanosleep") + serial;
+    assert!(
+        (share - (1.0 - e2)).abs() <= 0.10,
+        "the sleep's share {share:.2} should be the loss {:.2}: {}",
+        1.0 - e2,
+        doc["points"][1]["budget"]
+    );
+}
+
 fn complexity(db: &Path, program: &str) -> Value {
     let out = scalprof(db)
         .args([

@@ -44,6 +44,10 @@ struct pt_regs {
 #define LCB_F_SPIN (1U << 0)
 
 #define NR_FUTEX 202 /* x86-64 */
+#define NR_WAIT4 61
+#define NR_WAITID 247
+#define NR_MAX 1024 /* orig_ax above this: not in a system call (a fault, an interrupt) */
+#define SYSCALL_WAIT 2 /* ustart.sampled: a blocking system call other than futex */
 #define FUTEX_CMD_MASK 0x7f /* ~(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME) */
 #define FUTEX_WAIT 0
 #define FUTEX_LOCK_PI 6
@@ -155,6 +159,16 @@ struct {
 	__type(key, struct ukey);
 	__type(value, struct stat);
 } user_locks SEC(".maps");
+
+/* Blocking system calls other than futex, by (argument 0, tgid, system call number):
+ * fcntl/flock waits on a file lock, sleeps, reads waiting for data. Argument 0 is the
+ * file descriptor of the fd-based calls; user space names the file while it is open. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct ukey);
+	__type(value, struct stat);
+} syscall_waits SEC(".maps");
 
 /* A user stack copy, taken as the waiter blocks; its wait time follows in a `wait_end`
  * record with the same (tid, start) once the waiter runs again. */
@@ -284,7 +298,8 @@ static __always_inline int is_futex_wait(u32 op)
 	       op == FUTEX_LOCK_PI2 || op == FUTEX_WAIT_REQUEUE_PI;
 }
 
-/* A traced task blocks: inside futex()? Then it waits on that futex from now. Runs in
+/* A traced task blocks: inside futex()? Then it waits on that futex from now; inside
+ * another system call, on what that call waits for. Runs in
  * the blocking task's context (current == prev), so its user stack can be copied. */
 static __always_inline void futex_block(struct task_struct *prev, u64 now)
 {
@@ -292,8 +307,25 @@ static __always_inline void futex_block(struct task_struct *prev, u64 now)
 	if (!is_tracked(tgid))
 		return;
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(prev);
-	if (!regs || BPF_CORE_READ(regs, orig_ax) != NR_FUTEX)
+	if (!regs)
 		return;
+	u64 nr = BPF_CORE_READ(regs, orig_ax);
+	if (nr != NR_FUTEX) {
+		/* Another blocking system call; the harness's wait for its children is
+		 * structure, not a wait of the workload. */
+		if (nr >= NR_MAX || nr == NR_WAIT4 || nr == NR_WAITID)
+			return;
+		struct ustart *sw = bpf_task_storage_get(&futex_start, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (!sw) {
+			__sync_fetch_and_add(&fail_task_map, 1);
+			return;
+		}
+		sw->ts = now;
+		sw->uaddr = BPF_CORE_READ(regs, di);
+		sw->op = nr;
+		sw->sampled = SYSCALL_WAIT;
+		return;
+	}
 	u32 op = BPF_CORE_READ(regs, si) & FUTEX_CMD_MASK;
 	if (!is_futex_wait(op))
 		return;
@@ -345,6 +377,10 @@ static __always_inline void futex_resume(struct task_struct *next, u64 now)
 	u64 start = st->ts;
 	u32 sampled = st->sampled;
 	st->ts = 0;
+	if (sampled == SYSCALL_WAIT) {
+		account(&syscall_waits, &key, wait);
+		return;
+	}
 	account(&user_locks, &key, wait);
 	if (!sampled)
 		return;

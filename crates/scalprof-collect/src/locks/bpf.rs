@@ -138,6 +138,7 @@ pub(super) fn trace(
         }
     };
     let _ = ready.send(Ok(()));
+    let mut fd_paths: HashMap<(u32, u64), String> = HashMap::new();
     while !stop.load(Ordering::SeqCst) {
         // Short polls: the maps must be read after the exec and before the exit, and a
         // workload may live only tens of milliseconds.
@@ -153,6 +154,17 @@ pub(super) fn trace(
                 let mut all = maps.borrow_mut();
                 let merged = merge_maps(all.remove(&tgid).unwrap_or_default(), m);
                 all.insert(tgid, merged);
+            }
+        }
+        // Name the files the blocking calls waited on while they are open.
+        for key in skel.maps.syscall_waits.keys() {
+            let Some(k) = decode::<ukey>(&key) else {
+                continue;
+            };
+            if super::is_fd_syscall(k.op) && !fd_paths.contains_key(&(k.tgid, k.uaddr)) {
+                if let Ok(path) = std::fs::read_link(format!("/proc/{}/fd/{}", k.tgid, k.uaddr)) {
+                    fd_paths.insert((k.tgid, k.uaddr), path.display().to_string());
+                }
             }
         }
     }
@@ -249,6 +261,25 @@ pub(super) fn trace(
             max_ns: v.max_ns,
         });
     }
+    for key in skel.maps.syscall_waits.keys() {
+        let Ok(Some(val)) = skel.maps.syscall_waits.lookup(&key, MapFlags::ANY) else {
+            undecoded += 1;
+            continue;
+        };
+        let (Some(k), Some(v)) = (decode::<ukey>(&key), decode::<stat>(&val)) else {
+            undecoded += 1;
+            continue;
+        };
+        out.syscalls.push(UserLockRaw {
+            uaddr: k.uaddr,
+            tgid: k.tgid,
+            op: k.op,
+            count: v.count,
+            total_ns: v.total_ns,
+            max_ns: v.max_ns,
+        });
+    }
+    out.fd_paths = fd_paths;
     if let Some(bss) = skel.maps.bss_data.as_deref() {
         out.failures = LockFailures {
             task_map_full: bss.fail_task_map,

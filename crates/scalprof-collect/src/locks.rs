@@ -233,32 +233,6 @@ pub(crate) fn parse_record(d: &[u8]) -> Option<Record> {
     })
 }
 
-/// x86-64 system calls whose first argument is a file descriptor, among those that block.
-pub fn is_fd_syscall(nr: u32) -> bool {
-    matches!(
-        nr,
-        0 | 1
-            | 17
-            | 18
-            | 19
-            | 20
-            | 42
-            | 43
-            | 44
-            | 45
-            | 46
-            | 47
-            | 72
-            | 73
-            | 74
-            | 75
-            | 285
-            | 288
-            | 295
-            | 296
-    )
-}
-
 /// A process's mappings, read again: the new read wins where ranges overlap, and what
 /// only the earlier read had is kept. A read while the process exits can list only part
 /// of its mappings (the kernel tears them down as the file is read), and replacing the

@@ -128,6 +128,32 @@ pub struct LockRow {
     pub spin_ns: Option<u64>,
 }
 
+/// x86-64 system calls whose first argument is a file descriptor, among those that block.
+pub fn is_fd_syscall(nr: u32) -> bool {
+    matches!(
+        nr,
+        0 | 1
+            | 17
+            | 18
+            | 19
+            | 20
+            | 42
+            | 43
+            | 44
+            | 45
+            | 46
+            | 47
+            | 72
+            | 73
+            | 74
+            | 75
+            | 285
+            | 288
+            | 295
+            | 296
+    )
+}
+
 /// Whose lock, or whose code, a lock row or a finding is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -199,7 +199,7 @@ fn add_syscall_rows(raw: &RawLocks, rows: &mut Vec<LockRow>) {
     for w in &raw.syscalls {
         let (kind, scope) = syscall_wait_kind(w.op);
         let call = syscall_name(w.op);
-        let name = if scalprof_collect_fd(w.op) {
+        let name = if scalprof_model::locks::is_fd_syscall(w.op) {
             match raw.fd_paths.get(&(w.tgid, w.uaddr)) {
                 Some(path) if kind == LockKind::Io => format!("{call} {path}"),
                 Some(path) => path.clone(),
@@ -232,33 +232,6 @@ fn add_syscall_rows(raw: &RawLocks, rows: &mut Vec<LockRow>) {
         row.max_wait_ns = row.max_wait_ns.max(w.max_ns);
     }
     rows.extend(by_name.into_values());
-}
-
-/// Whether a system call's first argument is a file descriptor (as the collector reads
-/// them).
-fn scalprof_collect_fd(nr: u32) -> bool {
-    matches!(
-        nr,
-        0 | 1
-            | 17
-            | 18
-            | 19
-            | 20
-            | 42
-            | 43
-            | 44
-            | 45
-            | 46
-            | 47
-            | 72
-            | 73
-            | 74
-            | 75
-            | 285
-            | 288
-            | 295
-            | 296
-    )
 }
 
 /// A name made of an address (`heap 0x…`, `anon 0x…`, `stack 0x…`, `0x…`): no symbol.

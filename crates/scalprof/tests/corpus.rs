@@ -523,6 +523,17 @@ fn an_interpreter_lock_handed_off_on_a_condvar_is_named_and_explains_the_loss() 
     );
 }
 
+/// The share of the last point's thread-time the budget gives to serial phases.
+fn serial_share(doc: &Value) -> f64 {
+    doc["points"].as_array().unwrap().last().unwrap()["budget"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kind"] == "serial_fraction")
+        .map(|c| c["share"].as_f64().unwrap())
+        .sum()
+}
+
 /// The share of the last point's thread-time the budget gives `subject`.
 fn cause_share(doc: &Value, subject: &str) -> f64 {
     doc["points"].as_array().unwrap().last().unwrap()["budget"]["causes"]
@@ -556,13 +567,7 @@ fn a_posix_record_lock_across_processes_is_named_by_its_file() {
     // at 2 processes the lost thread-time is the lock's, within 10 points.
     // The phases when one process runs alone are the same waits, seen from the CPUs.
     let e2 = efficiency_at(&doc, 2);
-    let serial: f64 = doc["points"][1]["budget"]["causes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["kind"] == "serial_fraction")
-        .map(|c| c["share"].as_f64().unwrap())
-        .sum();
+    let serial = serial_share(&doc);
     let share = cause_share(&doc, "/tmp/scalprof-corpus-fcntl.lock") + serial;
     assert!(
         (share - (1.0 - e2)).abs() <= 0.10,
@@ -594,13 +599,7 @@ fn a_sleep_and_retry_loop_is_a_blocked_wait_in_its_sleep() {
     // thread-time is the sleeping — seen as the sleep itself and as the phases when one
     // thread runs alone — within 10 points.
     let e2 = efficiency_at(&doc, 2);
-    let serial: f64 = doc["points"][1]["budget"]["causes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["kind"] == "serial_fraction")
-        .map(|c| c["share"].as_f64().unwrap())
-        .sum();
+    let serial = serial_share(&doc);
     let share = cause_share(&doc, "clock_nanosleep") + serial;
     assert!(
         (share - (1.0 - e2)).abs() <= 0.10,

@@ -161,7 +161,9 @@ pub(super) fn trace(
             let Some(k) = decode::<ukey>(&key) else {
                 continue;
             };
-            if super::is_fd_syscall(k.op) && !fd_paths.contains_key(&(k.tgid, k.uaddr)) {
+            if scalprof_model::locks::is_fd_syscall(k.op)
+                && !fd_paths.contains_key(&(k.tgid, k.uaddr))
+            {
                 if let Ok(path) = std::fs::read_link(format!("/proc/{}/fd/{}", k.tgid, k.uaddr)) {
                     fd_paths.insert((k.tgid, k.uaddr), path.display().to_string());
                 }

@@ -9,7 +9,7 @@ use scalprof_collect::sweep::{Collectors, LockCollector, ProfileCollector};
 use scalprof_collect::{CollectError, LockTracerError, ProfilingError};
 use scalprof_model::locks::{RawLocks, UserLockRaw};
 use scalprof_model::{SweepParameter, ThroughputSource};
-use scalprof_pipeline::sweep::{run_with, Notice, RunOptions};
+use scalprof_pipeline::sweep::{run_with, Notice, RunOptions, RunOutcome};
 use scalprof_pipeline::Observer;
 use scalprof_store::Store;
 
@@ -153,6 +153,26 @@ fn libc_eacces() -> i32 {
 /// workload: two sweeps at once would report each other's children.
 static ONE_SWEEP_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
+/// One sweep of `options()` into a fresh store with these collectors: its outcome and
+/// what it noticed.
+fn sweep(collectors: &mut dyn Collectors) -> (RunOutcome, Notices) {
+    let _one = ONE_SWEEP_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("runs.db")).unwrap();
+    let mut notices = Notices::default();
+    let out = run_with(
+        &store,
+        &options(),
+        collectors,
+        &mut notices,
+        &Interrupt::manual(),
+    )
+    .unwrap();
+    (out, notices)
+}
+
 fn options() -> RunOptions {
     RunOptions {
         command: vec!["sh".into(), "-c".into(), "echo ops=1000".into()],
@@ -173,24 +193,11 @@ fn options() -> RunOptions {
 
 #[test]
 fn a_refused_profiler_is_switched_off_once_and_the_lock_tracer_goes_on() {
-    let _one = ONE_SWEEP_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("runs.db")).unwrap();
     let mut collectors = Fake {
         locks_work: true,
         samplers_made: 0,
     };
-    let mut notices = Notices::default();
-    let out = run_with(
-        &store,
-        &options(),
-        &mut collectors,
-        &mut notices,
-        &Interrupt::manual(),
-    )
-    .unwrap();
+    let (out, notices) = sweep(&mut collectors);
     assert_eq!(notices.no_profiling, 1, "said once, then profiling is off");
     assert_eq!(collectors.samplers_made, 1, "no sampler after the refusal");
     for p in &out.doc.points {
@@ -210,24 +217,11 @@ fn a_refused_profiler_is_switched_off_once_and_the_lock_tracer_goes_on() {
 
 #[test]
 fn with_every_collector_refused_the_sweep_measures_clean_repeats_only() {
-    let _one = ONE_SWEEP_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("runs.db")).unwrap();
     let mut collectors = Fake {
         locks_work: false,
         samplers_made: 0,
     };
-    let mut notices = Notices::default();
-    let out = run_with(
-        &store,
-        &options(),
-        &mut collectors,
-        &mut notices,
-        &Interrupt::manual(),
-    )
-    .unwrap();
+    let (out, notices) = sweep(&mut collectors);
     assert_eq!((notices.no_profiling, notices.no_locks), (1, 1));
     let traced: Vec<usize> = out
         .doc
@@ -247,20 +241,7 @@ fn with_every_collector_refused_the_sweep_measures_clean_repeats_only() {
 
 #[test]
 fn a_recording_lost_by_a_collector_is_reported_for_each_repeat() {
-    let _one = ONE_SWEEP_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("runs.db")).unwrap();
-    let mut notices = Notices::default();
-    let out = run_with(
-        &store,
-        &options(),
-        &mut Losing,
-        &mut notices,
-        &Interrupt::manual(),
-    )
-    .unwrap();
+    let (out, notices) = sweep(&mut Losing);
     let values: Vec<u64> = notices.lost.iter().map(|(v, _)| *v).collect();
     assert_eq!(values, vec![1, 2], "one notice per traced repeat");
     assert!(notices.lost[0].1.contains("panicked"));

@@ -245,42 +245,8 @@ pub(super) fn trace(
         });
     }
     out.kernel = spread_over_stacks(&totals, &sampled);
-    for key in skel.maps.user_locks.keys() {
-        let Ok(Some(val)) = skel.maps.user_locks.lookup(&key, MapFlags::ANY) else {
-            undecoded += 1;
-            continue;
-        };
-        let (Some(k), Some(v)) = (decode::<ukey>(&key), decode::<stat>(&val)) else {
-            undecoded += 1;
-            continue;
-        };
-        out.user.push(UserLockRaw {
-            uaddr: k.uaddr,
-            tgid: k.tgid,
-            op: k.op,
-            count: v.count,
-            total_ns: v.total_ns,
-            max_ns: v.max_ns,
-        });
-    }
-    for key in skel.maps.syscall_waits.keys() {
-        let Ok(Some(val)) = skel.maps.syscall_waits.lookup(&key, MapFlags::ANY) else {
-            undecoded += 1;
-            continue;
-        };
-        let (Some(k), Some(v)) = (decode::<ukey>(&key), decode::<stat>(&val)) else {
-            undecoded += 1;
-            continue;
-        };
-        out.syscalls.push(UserLockRaw {
-            uaddr: k.uaddr,
-            tgid: k.tgid,
-            op: k.op,
-            count: v.count,
-            total_ns: v.total_ns,
-            max_ns: v.max_ns,
-        });
-    }
+    out.user = read_ukey_map(&skel.maps.user_locks, &mut undecoded);
+    out.syscalls = read_ukey_map(&skel.maps.syscall_waits, &mut undecoded);
     out.fd_paths = fd_paths;
     if let Some(bss) = skel.maps.bss_data.as_deref() {
         out.failures = LockFailures {
@@ -301,6 +267,31 @@ pub(super) fn trace(
             skel.progs.on_switch.as_fd(),
         ];
         out.tracer = stats.read(&progs);
+    }
+    out
+}
+
+/// The entries of a map keyed by `ukey` with `stat` values (futex waits, system-call
+/// waits); entries that cannot be read back are counted in `undecoded`.
+fn read_ukey_map(map: &impl MapCore, undecoded: &mut u64) -> Vec<UserLockRaw> {
+    let mut out = Vec::new();
+    for key in map.keys() {
+        let Ok(Some(val)) = map.lookup(&key, MapFlags::ANY) else {
+            *undecoded += 1;
+            continue;
+        };
+        let (Some(k), Some(v)) = (decode::<ukey>(&key), decode::<stat>(&val)) else {
+            *undecoded += 1;
+            continue;
+        };
+        out.push(UserLockRaw {
+            uaddr: k.uaddr,
+            tgid: k.tgid,
+            op: k.op,
+            count: v.count,
+            total_ns: v.total_ns,
+            max_ns: v.max_ns,
+        });
     }
     out
 }

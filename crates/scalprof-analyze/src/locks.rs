@@ -267,6 +267,37 @@ pub fn attribute_futex_cpu(rows: &mut [LockRow], profile: &scalprof_model::Point
     added
 }
 
+/// A kernel frame of a task that waits for the disk: the block layer's wait for a
+/// request, a page under I/O, a journal commit.
+pub fn is_disk_wait(f: &str) -> bool {
+    f.starts_with("io_schedule")
+        || f.starts_with("bit_wait_io")
+        || f.starts_with("folio_wait_bit")
+        || f.starts_with("wait_on_page_bit")
+        || f.starts_with("__wait_on_buffer")
+        || f.starts_with("submit_bio_wait")
+        || f.starts_with("wait_for_completion_io")
+        || f.starts_with("jbd2_log_wait_commit")
+        || f.starts_with("blk_mq_get_tag")
+}
+
+/// The scheduler's and the wait machinery's own frames, above the kernel function that
+/// decided to wait.
+pub fn is_scheduler_frame(f: &str) -> bool {
+    f.starts_with("bpf_")
+        || f.starts_with("__bpf")
+        || f.starts_with("__traceiter")
+        || f.contains("schedule")
+        || f.starts_with("prepare_to_wait")
+        || f.starts_with("finish_wait")
+        || f.contains("wait_event")
+        || f.contains("wait_woken")
+        || f.starts_with("wait_for_completion")
+        || f.starts_with("do_nanosleep")
+        || f.starts_with("hrtimer_nanosleep")
+        || f.starts_with("futex_")
+}
+
 /// The kind of wait whose system call a folded stack was sampled in, for the waits whose
 /// on-CPU time belongs to them: a file lock's fcntl/flock, a sleep's nanosleep.
 pub fn blocking_call_of(stack: &str) -> Option<LockKind> {
@@ -618,20 +649,17 @@ pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
             subject: name.clone(),
             score,
             evidence: format!(
-                "{lock_type} {name}: wait per op {} ns at {} threads{}; {} contended waits, avg {:.1} µs, max {:.1} µs{}",
+                "{lock_type}: wait per op {} ns at {} threads{}; {} {}, avg {:.1} µs, max {:.1} µs{}",
                 fmt_list(&per_op),
                 values.last().expect("point"),
                 if single { String::new() } else { format!(" (was {:.0} ns at {})", per_op[0], values[0]) },
                 last.count,
+                if lock_type.is_blocked_wait() { "waits" } else { "contended waits" },
                 last.avg_wait_ns() / 1e3,
                 last.max_wait_ns as f64 / 1e3,
                 if callers.is_empty() { String::new() } else { format!("; callers: {}", callers.join(", ")) }
             ),
-            suggestion: if scope == Scope::User {
-                format!("shard {name} (one lock per bucket or per CPU, each on its own cache line), shorten its critical section, or use a read-mostly scheme")
-            } else {
-                format!("reduce how often the workload takes {name}: for mmap_lock, fewer mmap/munmap/faults (reuse buffers, MAP_POPULATE, a per-thread arena)")
-            },
+            suggestion: suggestion(&lock_type, scope, &name),
             details: FindingDetails::Lock(LockDetails {
                 lock_type: lock_type.clone(),
                 address: last.address.clone(),
@@ -645,6 +673,19 @@ pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
         });
     }
     out
+}
+
+/// What to try against one kind of wait.
+fn suggestion(kind: &LockKind, scope: Scope, name: &str) -> String {
+    match kind {
+        LockKind::Sleep => "the threads sleep while they wait (a retry loop around a try-lock, a busy handler): block on the resource instead (a lock, a condition variable) so the waiter wakes when it is free, or shorten what the holder does".into(),
+        LockKind::DiskIo => "the threads wait for the disk: batch the flushes (group commit), write asynchronously, or move the file to faster storage".into(),
+        LockKind::CpuWait => "more runnable threads than CPUs: run at most one busy thread per CPU (size the pool to the CPUs the process may use), or give the workload more CPUs".into(),
+        LockKind::Io | LockKind::Syscall => format!("the threads wait in {name}: overlap the waits (more requests in flight) or feed the other side faster"),
+        LockKind::PosixLock | LockKind::Flock => format!("every writer takes a lock on {name}: lock smaller byte ranges, give each writer its own file, or batch more work per lock"),
+        _ if scope == Scope::User => format!("shard {name} (one lock per bucket or per CPU, each on its own cache line), shorten its critical section, or use a read-mostly scheme"),
+        _ => format!("reduce how often the workload takes {name}: for mmap_lock, fewer mmap/munmap/faults (reuse buffers, MAP_POPULATE, a per-thread arena)"),
+    }
 }
 
 fn fmt_list(v: &[f64]) -> String {

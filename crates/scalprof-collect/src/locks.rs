@@ -186,53 +186,6 @@ pub(crate) fn u64_at(b: &[u8], off: usize) -> Option<u64> {
     Some(u64::from_ne_bytes(b.get(off..off + 8)?.try_into().ok()?))
 }
 
-#[cfg_attr(not(feature = "bpf"), allow(dead_code))]
-pub(crate) fn u32_at(b: &[u8], off: usize) -> Option<u32> {
-    Some(u32::from_ne_bytes(b.get(off..off + 4)?.try_into().ok()?))
-}
-
-#[cfg_attr(not(feature = "bpf"), allow(dead_code))]
-/// A record of the snapshot ring buffer.
-pub(crate) enum Record {
-    /// `struct snapshot`: a user stack copied as a waiter blocked.
-    Snapshot {
-        tid: u32,
-        start: u64,
-        snapshot: StackSnapshot,
-    },
-    /// `struct wait_end`: that waiter ran again.
-    WaitEnd { tid: u32, start: u64, wait_ns: u64 },
-}
-
-#[cfg_attr(not(feature = "bpf"), allow(dead_code))]
-/// Size of `struct wait_end`; snapshots are larger.
-pub(crate) const WAIT_END_SIZE: usize = 24;
-
-#[cfg_attr(not(feature = "bpf"), allow(dead_code))]
-pub(crate) fn parse_record(d: &[u8]) -> Option<Record> {
-    if d.len() == WAIT_END_SIZE {
-        return Some(Record::WaitEnd {
-            start: u64_at(d, 0)?,
-            wait_ns: u64_at(d, 8)?,
-            tid: u32_at(d, 16)?,
-        });
-    }
-    let len = u32_at(d, 48)? as usize;
-    Some(Record::Snapshot {
-        tid: u32_at(d, 44)?,
-        start: u64_at(d, 8)?,
-        snapshot: StackSnapshot {
-            uaddr: u64_at(d, 0)?,
-            wait_ns: 0,
-            ip: u64_at(d, 16)?,
-            sp: u64_at(d, 24)?,
-            bp: u64_at(d, 32)?,
-            tgid: u32_at(d, 40)?,
-            stack: d.get(56..56 + len)?.to_vec(),
-        },
-    })
-}
-
 /// A process's mappings, read again: the new read wins where ranges overlap, and what
 /// only the earlier read had is kept. A read while the process exits can list only part
 /// of its mappings (the kernel tears them down as the file is read), and replacing the
@@ -345,45 +298,6 @@ mod tests {
         assert_eq!(lock2.len(), 1);
         assert_eq!((lock2[0].count, lock2[0].total_ns), (5, 500));
         assert!(lock2[0].stack.is_empty());
-    }
-
-    #[test]
-    fn ring_records_are_told_apart_by_size() {
-        let mut end = vec![0u8; WAIT_END_SIZE];
-        end[0..8].copy_from_slice(&77u64.to_ne_bytes());
-        end[8..16].copy_from_slice(&5000u64.to_ne_bytes());
-        end[16..20].copy_from_slice(&42u32.to_ne_bytes());
-        assert!(matches!(
-            parse_record(&end),
-            Some(Record::WaitEnd {
-                tid: 42,
-                start: 77,
-                wait_ns: 5000
-            })
-        ));
-        let mut snap = vec![0u8; 56 + 16];
-        snap[0..8].copy_from_slice(&0x1000u64.to_ne_bytes());
-        snap[8..16].copy_from_slice(&77u64.to_ne_bytes());
-        snap[40..44].copy_from_slice(&7u32.to_ne_bytes());
-        snap[44..48].copy_from_slice(&42u32.to_ne_bytes());
-        snap[48..52].copy_from_slice(&16u32.to_ne_bytes());
-        match parse_record(&snap) {
-            Some(Record::Snapshot {
-                tid,
-                start,
-                snapshot,
-            }) => {
-                assert_eq!(
-                    (tid, start, snapshot.uaddr, snapshot.tgid),
-                    (42, 77, 0x1000, 7)
-                );
-                assert_eq!(snapshot.stack.len(), 16);
-            }
-            _ => panic!("not a snapshot"),
-        }
-        // A copy claiming more bytes than it carries is dropped, not read past its end.
-        snap[48..52].copy_from_slice(&4096u32.to_ne_bytes());
-        assert!(parse_record(&snap).is_none());
     }
 
     #[test]

@@ -30,12 +30,40 @@ pub struct UserLockRaw {
     pub max_ns: u64,
 }
 
-/// A copy of a waiting thread's user stack, taken as it blocked on the futex; `wait_ns`
-/// is how long it then waited (0 if it had not run again when tracing stopped).
+/// Sampled waits of one blocking system call (as in `UserLockRaw`) in one kernel stack.
 #[derive(Clone, Debug, PartialEq)]
-pub struct StackSnapshot {
+pub struct SyscallStackRaw {
     pub uaddr: u64,
     pub tgid: u32,
+    pub op: u32,
+    /// Kernel return addresses, innermost first.
+    pub stack: Vec<u64>,
+    pub count: u64,
+    pub total_ns: u64,
+}
+
+/// Waiting for a CPU: from a wakeup or a preemption until the thread ran, summed over
+/// one process's threads.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunQueueRaw {
+    pub tgid: u32,
+    pub count: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
+}
+
+/// A copy of a waiting thread's user stack, taken as it blocked on a futex or in another
+/// system call; `wait_ns` is how long it then waited (0 if it had not been woken when
+/// tracing stopped).
+#[derive(Clone, Debug, PartialEq)]
+pub struct StackSnapshot {
+    /// The futex, or the system call's first argument.
+    pub uaddr: u64,
+    pub tgid: u32,
+    /// The futex operation, or the system call number.
+    pub op: u32,
+    /// A system-call wait (one of `RawLocks::syscalls`), not a futex wait.
+    pub syscall: bool,
     pub wait_ns: u64,
     pub ip: u64,
     pub sp: u64,
@@ -74,6 +102,10 @@ pub struct RawLocks {
     /// Waits in blocking system calls other than futex: `op` is the system call number,
     /// `uaddr` its first argument (the file descriptor of fd-based calls).
     pub syscalls: Vec<UserLockRaw>,
+    /// The sampled system-call waits with the kernel stack they blocked in.
+    pub syscall_stacks: Vec<SyscallStackRaw>,
+    /// Time the traced processes' threads were runnable but not running, per process.
+    pub runqueue: Vec<RunQueueRaw>,
     /// What the file descriptors of those waits named (`/proc/PID/fd`), read while the
     /// processes ran: (tgid, fd) → path, `pipe:[…]`, `socket:[…]`.
     pub fd_paths: HashMap<(u32, u64), String>,
@@ -220,6 +252,10 @@ pub enum LockKind {
     Io,
     /// Another blocking system call.
     Syscall,
+    /// A wait the blocked kernel stack shows is for the disk (`io_schedule`).
+    DiskIo,
+    /// Runnable but not running: waiting for a CPU.
+    CpuWait,
     Other(String),
 }
 
@@ -235,7 +271,14 @@ impl LockKind {
 
     /// Off-CPU waits that are not a lock: sleeping, I/O, another system call.
     pub fn is_blocked_wait(&self) -> bool {
-        matches!(self, LockKind::Sleep | LockKind::Io | LockKind::Syscall)
+        matches!(
+            self,
+            LockKind::Sleep
+                | LockKind::Io
+                | LockKind::Syscall
+                | LockKind::DiskIo
+                | LockKind::CpuWait
+        )
     }
 }
 
@@ -269,6 +312,8 @@ impl std::fmt::Display for LockKind {
             LockKind::Idle => f.write_str("idle"),
             LockKind::Io => f.write_str("io"),
             LockKind::Syscall => f.write_str("syscall"),
+            LockKind::DiskIo => f.write_str("disk-io"),
+            LockKind::CpuWait => f.write_str("cpu-wait"),
             LockKind::Other(s) => f.write_str(s),
         }
     }
@@ -302,6 +347,8 @@ impl From<&str> for LockKind {
             ("idle", None) => LockKind::Idle,
             ("io", None) => LockKind::Io,
             ("syscall", None) => LockKind::Syscall,
+            ("disk-io", None) => LockKind::DiskIo,
+            ("cpu-wait", None) => LockKind::CpuWait,
             _ => LockKind::Other(text.to_string()),
         }
     }
@@ -369,6 +416,14 @@ mod tests {
             "barrier",
             "semaphore",
             "futex",
+            "posix-lock",
+            "flock",
+            "sleep",
+            "idle",
+            "io",
+            "syscall",
+            "disk-io",
+            "cpu-wait",
             "seqlock",
             "mutex:W",
         ] {
@@ -379,6 +434,7 @@ mod tests {
             LockKind::Rwsem(Some(Side::Write))
         );
         assert_eq!(LockKind::from("mutex:W"), LockKind::Other("mutex:W".into()));
+        assert_eq!(LockKind::from("cpu-wait"), LockKind::CpuWait);
         let json = serde_json::to_string(&LockKind::PercpuRwsem(Some(Side::Read))).unwrap();
         assert_eq!(json, "\"percpu-rwsem:R\"");
         assert!(!LockKind::Condvar.is_lock() && LockKind::PiMutex.is_lock());

@@ -515,17 +515,20 @@ fn ns(v: f64) -> String {
     }
 }
 
-/// A lockstat-style table of one point: both scopes, heaviest waits first.
+/// A row's wait plus on-CPU time per operation, from its wait per operation.
+fn cost_per_op(r: &scalprof_model::locks::LockRow, wait_per_op: f64) -> f64 {
+    if r.total_wait_ns > 0 {
+        wait_per_op * (r.total_wait_ns + r.spin_ns.unwrap_or(0)) as f64 / r.total_wait_ns as f64
+    } else {
+        wait_per_op
+    }
+}
+
 /// A lock row's waits and on-CPU time as a share of its point's thread-time per operation
 /// (`None` when the point has no throughput).
 fn row_share(p: &scalprof_model::Point, r: &scalprof_model::locks::LockRow) -> Option<f64> {
     let t = p.value as f64 * 1e9 / p.throughput.filter(|&x| x > 0.0)?;
-    let wait = r.wait_ns_per_op?;
-    let with_cpu = if r.total_wait_ns > 0 {
-        wait * (r.total_wait_ns + r.spin_ns.unwrap_or(0)) as f64 / r.total_wait_ns as f64
-    } else {
-        wait
-    };
+    let with_cpu = cost_per_op(r, r.wait_ns_per_op?);
     // Rows made from samples alone have no wait: keep them when they spun at all.
     if r.total_wait_ns == 0 && r.spin_ns.unwrap_or(0) > 0 {
         return None;
@@ -533,6 +536,7 @@ fn row_share(p: &scalprof_model::Point, r: &scalprof_model::locks::LockRow) -> O
     Some(with_cpu / t)
 }
 
+/// A lockstat-style table of one point: both scopes, heaviest waits first.
 pub fn lock_table(parameter: &str, value: u64, l: &scalprof_model::locks::LockProfile) -> String {
     let rows: Vec<_> = l.rows.iter().take(10).collect();
     let mut out = format!("\nlocks at {parameter} {value} ({} repeats", l.repeats);
@@ -605,8 +609,9 @@ pub fn lock_table(parameter: &str, value: u64, l: &scalprof_model::locks::LockPr
     out + &t.to_string() + "\n"
 }
 
-/// How each lock's wait per operation grows across the sweep (locks only, heaviest at the
-/// last point first).
+/// How each lock's and wait's cost grows across the sweep, in the budget's terms: its
+/// share of the point's thread-time (the number its finding is scored with) and its wait
+/// plus on-CPU time per operation, heaviest at the last point first.
 pub fn lock_growth(doc: &RunDocument) -> String {
     let points: Vec<&Point> = doc.points.iter().filter(|p| p.locks.is_some()).collect();
     if points.len() < 2 {
@@ -615,23 +620,37 @@ pub fn lock_growth(doc: &RunDocument) -> String {
     let last = points.last().and_then(|p| p.locks.as_ref()).expect("locks");
     let mut t = Table::new();
     t.load_style(UTF8_BORDERS_ONLY);
-    let mut header = vec!["lock wait per op".to_string()];
+    let mut header = vec!["lock or wait: share of thread-time · per op".to_string()];
     header.extend(points.iter().map(|p| format!("@{}", p.value)));
     t.set_header(header);
     let mut n = 0;
-    for r in last.rows.iter().filter(|r| r.is_lock()).take(6) {
+    let shown = |r: &&scalprof_model::locks::LockRow| {
+        (r.is_lock() || r.lock_type.is_blocked_wait()) && r.attributed_to.is_none()
+    };
+    for r in last.rows.iter().filter(shown).take(6) {
         let mut row = vec![format!("{} {} ({})", r.scope, r.name, r.lock_type)];
         for p in &points {
-            let per_op = p
-                .locks
-                .as_ref()
-                .and_then(|l| {
-                    l.rows.iter().find(|x| {
-                        x.scope == r.scope && x.name == r.name && x.lock_type == r.lock_type
-                    })
-                })
-                .map_or(Some(0.0), |x| x.wait_ns_per_op);
-            row.push(per_op.map_or("—".into(), ns));
+            let x = p.locks.as_ref().and_then(|l| {
+                l.rows
+                    .iter()
+                    .find(|x| x.scope == r.scope && x.name == r.name && x.lock_type == r.lock_type)
+            });
+            let per_op = match x {
+                Some(x) => x.wait_ns_per_op.map(|w| cost_per_op(x, w)),
+                None => Some(0.0),
+            };
+            let share = p.budget.as_ref().map(|b| {
+                b.causes
+                    .iter()
+                    .find(|c| c.scope == Some(r.scope) && c.subject == r.name)
+                    .map_or(0.0, |c| c.share)
+            });
+            row.push(match (share, per_op) {
+                (Some(s), Some(c)) => format!("{:.0}% · {}", s * 100.0, ns(c)),
+                (None, Some(c)) => ns(c),
+                (Some(s), None) => format!("{:.0}%", s * 100.0),
+                (None, None) => "—".into(),
+            });
         }
         t.add_row(row);
         n += 1;

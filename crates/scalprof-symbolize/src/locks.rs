@@ -7,10 +7,11 @@ use scalprof_model::locks::{LockKind, Scope};
 use std::collections::HashMap;
 
 use scalprof_analyze::locks::{
-    conventional_name, is_lock_internal, kernel_lock_type, sort_rows, top_callers, user_wait_kind,
+    conventional_name, is_disk_wait, is_lock_internal, is_scheduler_frame, kernel_lock_type,
+    sort_rows, top_callers, user_wait_kind,
 };
 use scalprof_debuginfo::Kallsyms;
-use scalprof_model::locks::{LockProfile, LockRow, ProcMap, RawLocks};
+use scalprof_model::locks::{LockProfile, LockRow, ProcMap, RawLocks, StackSnapshot};
 
 use crate::profile::{Symbols, UserSpace};
 
@@ -19,7 +20,8 @@ pub fn lock_profile(raw: &RawLocks, symbols: &mut Symbols) -> LockProfile {
     let mut rows: Vec<LockRow> = Vec::new();
     add_kernel_rows(raw, &symbols.kernel, &mut rows);
     let (snapshots, resolved) = add_user_rows(raw, symbols, &mut rows);
-    add_syscall_rows(raw, &mut rows);
+    add_syscall_rows(raw, symbols, &mut rows);
+    add_runqueue_row(raw, &mut rows);
     sort_rows(&mut rows);
     LockProfile {
         rows,
@@ -192,46 +194,180 @@ fn syscall_name(nr: u32) -> String {
     }
 }
 
-/// Rows for the waits in blocking system calls: a file lock by its file, I/O by what the
-/// descriptor named (a file, `pipe:[…]`, `socket:[…]`), a sleep by the call.
-fn add_syscall_rows(raw: &RawLocks, rows: &mut Vec<LockRow>) {
-    let mut by_name: HashMap<(String, LockKind), LockRow> = HashMap::new();
+/// One system call's waits: (tgid, first argument, call number).
+type CallKey = (u32, u64, u32);
+
+/// Rows for the waits in blocking system calls, named from the stacks they blocked in:
+/// a file lock by its file, a sleep by the function that sleeps (`sleep in
+/// sqliteDefaultBusyCallback`), a wait the kernel stack shows is for the disk as disk I/O,
+/// other I/O by the call and what the descriptor named (a file; a pipe or a socket by
+/// kind, as their inode numbers change every run).
+fn add_syscall_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRow>) {
+    // The user function that made each call, from the sampled stack copies.
+    let mut spaces: HashMap<u32, UserSpace> = HashMap::new();
+    let mut user_callers: HashMap<CallKey, HashMap<String, u64>> = HashMap::new();
+    for s in raw.snapshots.iter().filter(|s| s.syscall) {
+        if let Some((Some(c), _)) = snapshot_caller(raw, s, symbols, &mut spaces) {
+            *user_callers
+                .entry((s.tgid, s.uaddr, s.op))
+                .or_default()
+                .entry(c)
+                .or_default() += s.wait_ns.max(1);
+        }
+    }
+    // Where in the kernel each call blocked, and how much of it was a wait for the disk.
+    let mut kernel_callers: HashMap<CallKey, HashMap<String, u64>> = HashMap::new();
+    let mut disk: HashMap<CallKey, (u64, u64)> = HashMap::new();
+    for k in &raw.syscall_stacks {
+        let frames: Vec<&str> = k
+            .stack
+            .iter()
+            .filter_map(|&a| symbols.kernel.lookup(a))
+            .collect();
+        let key = (k.tgid, k.uaddr, k.op);
+        let d = disk.entry(key).or_default();
+        d.1 += k.total_ns;
+        if frames.iter().any(|f| is_disk_wait(f)) {
+            d.0 += k.total_ns;
+        }
+        if let Some(f) = frames.iter().find(|f| !is_scheduler_frame(f)) {
+            *kernel_callers
+                .entry(key)
+                .or_default()
+                .entry(f.to_string())
+                .or_default() += k.total_ns;
+        }
+    }
+    let mut by_name: HashMap<(String, LockKind), (LockRow, HashMap<String, u64>)> = HashMap::new();
     for w in &raw.syscalls {
+        let key = (w.tgid, w.uaddr, w.op);
         let (kind, scope) = syscall_wait_kind(w.op);
+        let on_disk = disk
+            .get(&key)
+            .is_some_and(|&(d, all)| all > 0 && 2 * d > all);
+        let kind = if on_disk { LockKind::DiskIo } else { kind };
         let call = syscall_name(w.op);
-        let name = if scalprof_model::locks::is_fd_syscall(w.op) {
-            match raw.fd_paths.get(&(w.tgid, w.uaddr)) {
-                Some(path) if kind == LockKind::Io => format!("{call} {path}"),
-                Some(path) => path.clone(),
-                None => format!("{call} fd {}", w.uaddr),
+        let path = scalprof_model::locks::is_fd_syscall(w.op)
+            .then(|| raw.fd_paths.get(&(w.tgid, w.uaddr)))
+            .flatten();
+        let callers = user_callers.get(&key);
+        let caller = callers.and_then(top_caller);
+        let what = match (&kind, path) {
+            (LockKind::PosixLock | LockKind::Flock, Some(path)) => path.clone(),
+            (LockKind::PosixLock | LockKind::Flock, None) => format!("{call} fd {}", w.uaddr),
+            (LockKind::Sleep, _) => "sleep".to_string(),
+            (LockKind::DiskIo, Some(path)) => format!("disk I/O ({call} {path})"),
+            (LockKind::DiskIo, None) => format!("disk I/O ({call})"),
+            (_, Some(path)) => format!("{call} {}", stable_fd_name(path)),
+            (_, None) => call.clone(),
+        };
+        // A file lock is named by its file; a wait by what it waits for and who waits.
+        let name = match caller {
+            Some(c) if !matches!(kind, LockKind::PosixLock | LockKind::Flock) => {
+                format!("{what} in {c}")
+            }
+            None if kind == LockKind::Sleep => call,
+            _ => what,
+        };
+        let entry = by_name
+            .entry((name.clone(), kind.clone()))
+            .or_insert_with(|| {
+                (
+                    LockRow {
+                        scope,
+                        name,
+                        lock_type: kind,
+                        address: if scope == Scope::File {
+                            format!("fd {}", w.uaddr)
+                        } else {
+                            "syscall".into()
+                        },
+                        count: 0,
+                        total_wait_ns: 0,
+                        max_wait_ns: 0,
+                        callers: Vec::new(),
+                        attributed_to: None,
+                        wait_ns_per_op: None,
+                        spin_ns: None,
+                    },
+                    HashMap::new(),
+                )
+            });
+        entry.0.count += w.count;
+        entry.0.total_wait_ns += w.total_ns;
+        entry.0.max_wait_ns = entry.0.max_wait_ns.max(w.max_ns);
+        // Callers: the user functions that made the call; where none was found, the
+        // kernel path it blocked in.
+        let found = callers.or_else(|| kernel_callers.get(&key));
+        for (f, ns) in found.into_iter().flatten() {
+            *entry.1.entry(f.clone()).or_default() += ns;
+        }
+    }
+    for (_, (mut row, c)) in by_name {
+        let total: u64 = c.values().sum();
+        row.callers = top_callers(c, total);
+        rows.push(row);
+    }
+}
+
+/// `pipe:[4026]` → `pipe`, `socket:[77]` → `socket`: their numbers change every run. A
+/// file keeps its path.
+fn stable_fd_name(path: &str) -> &str {
+    match path.split_once(":[") {
+        Some((kind, _)) if path.ends_with(']') => kind,
+        _ => path,
+    }
+}
+
+/// Time the traced threads were runnable but not running: one row for the whole tree.
+fn add_runqueue_row(raw: &RawLocks, rows: &mut Vec<LockRow>) {
+    if raw.runqueue.is_empty() {
+        return;
+    }
+    rows.push(LockRow {
+        scope: Scope::Kernel,
+        name: "waiting for a CPU".into(),
+        lock_type: LockKind::CpuWait,
+        address: "runqueue".into(),
+        count: raw.runqueue.iter().map(|r| r.count).sum(),
+        total_wait_ns: raw.runqueue.iter().map(|r| r.total_ns).sum(),
+        max_wait_ns: raw.runqueue.iter().map(|r| r.max_ns).max().unwrap_or(0),
+        callers: Vec::new(),
+        attributed_to: None,
+        wait_ns_per_op: None,
+        spin_ns: None,
+    });
+}
+
+/// The first frame of a stack copy outside libc and the loader (the function that waits),
+/// and the libc frames above it (they tell the kind of wait). `None` when the copy's
+/// process map was not read.
+fn snapshot_caller(
+    raw: &RawLocks,
+    s: &StackSnapshot,
+    symbols: &mut Symbols,
+    spaces: &mut HashMap<u32, UserSpace>,
+) -> Option<(Option<String>, Vec<String>)> {
+    let maps = raw.maps.get(&s.tgid)?;
+    let space = spaces
+        .entry(s.tgid)
+        .or_insert_with(|| UserSpace::from_maps(maps, &mut symbols.files));
+    let addrs = space.unwind(s.ip, s.sp, s.bp, &s.stack);
+    let mut libc = Vec::new();
+    for (i, &a) in addrs.iter().enumerate() {
+        let lookup = if i == 0 { a } else { a.saturating_sub(1) };
+        let Some((func, path)) = space.symbolize(lookup) else {
+            continue;
+        };
+        if is_runtime_library(&path) {
+            if !libc.contains(&func) && libc.len() < 16 {
+                libc.push(func);
             }
         } else {
-            call
-        };
-        let row = by_name
-            .entry((name.clone(), kind.clone()))
-            .or_insert_with(|| LockRow {
-                scope,
-                name,
-                lock_type: kind,
-                address: if scope == Scope::File {
-                    format!("fd {}", w.uaddr)
-                } else {
-                    "syscall".into()
-                },
-                count: 0,
-                total_wait_ns: 0,
-                max_wait_ns: 0,
-                callers: Vec::new(),
-                attributed_to: None,
-                wait_ns_per_op: None,
-                spin_ns: None,
-            });
-        row.count += w.count;
-        row.total_wait_ns += w.total_ns;
-        row.max_wait_ns = row.max_wait_ns.max(w.max_ns);
+            return Some((Some(func), libc));
+        }
     }
-    rows.extend(by_name.into_values());
+    Some((None, libc))
 }
 
 /// A name made of an address (`heap 0x…`, `anon 0x…`, `stack 0x…`, `0x…`): no symbol.
@@ -277,28 +413,14 @@ fn add_user_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRow>)
     let mut callers: HashMap<(u32, u64), HashMap<String, u64>> = HashMap::new();
     let mut libc_frames: HashMap<(u32, u64), Vec<String>> = HashMap::new();
     let mut resolved = 0;
-    for s in &raw.snapshots {
-        let Some(maps) = raw.maps.get(&s.tgid) else {
+    for s in raw.snapshots.iter().filter(|s| !s.syscall) {
+        let Some((caller, libc)) = snapshot_caller(raw, s, symbols, &mut spaces) else {
             continue;
         };
-        let space = spaces
-            .entry(s.tgid)
-            .or_insert_with(|| UserSpace::from_maps(maps, &mut symbols.files));
-        let addrs = space.unwind(s.ip, s.sp, s.bp, &s.stack);
-        let mut caller = None;
-        for (i, &a) in addrs.iter().enumerate() {
-            let lookup = if i == 0 { a } else { a.saturating_sub(1) };
-            let Some((func, path)) = space.symbolize(lookup) else {
-                continue;
-            };
-            if is_runtime_library(&path) {
-                let seen = libc_frames.entry((s.tgid, s.uaddr)).or_default();
-                if !seen.contains(&func) && seen.len() < 16 {
-                    seen.push(func);
-                }
-            } else {
-                caller = Some(func);
-                break;
+        let seen = libc_frames.entry((s.tgid, s.uaddr)).or_default();
+        for f in libc {
+            if !seen.contains(&f) && seen.len() < 16 {
+                seen.push(f);
             }
         }
         if let Some(c) = caller {
@@ -385,7 +507,8 @@ fn add_user_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRow>)
         row.callers = top_callers(c, total);
         rows.push(row);
     }
-    (raw.snapshots.len() as u64, resolved)
+    let copies = raw.snapshots.iter().filter(|s| !s.syscall).count();
+    (copies as u64, resolved)
 }
 
 #[cfg(test)]

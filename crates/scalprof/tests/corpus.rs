@@ -565,10 +565,13 @@ fn a_posix_record_lock_across_processes_is_named_by_its_file() {
     assert_eq!(lock["details"]["type"], "posix-lock");
     // Worked out by hand: every operation holds the file's lock for all of its work, so
     // at 2 processes the lost thread-time is the lock's, within 10 points.
-    // The phases when one process runs alone are the same waits, seen from the CPUs.
+    // The phases when one process runs alone are the same waits, seen from the CPUs; and
+    // a waiter the release woke can wait for the CPU its releaser still runs on.
     let e2 = efficiency_at(&doc, 2);
     let serial = serial_share(&doc);
-    let share = cause_share(&doc, "/tmp/scalprof-corpus-fcntl.lock") + serial;
+    let share = cause_share(&doc, "/tmp/scalprof-corpus-fcntl.lock")
+        + serial
+        + cause_share(&doc, "waiting for a CPU");
     assert!(
         (share - (1.0 - e2)).abs() <= 0.10,
         "the file lock's share {share:.2} should be the loss {:.2}: {}",
@@ -592,15 +595,17 @@ fn a_sleep_and_retry_loop_is_a_blocked_wait_in_its_sleep() {
         .iter()
         .find(|f| f["kind"] == "blocked_wait")
         .unwrap_or_else(|| panic!("no blocked_wait finding: {findings:?}"));
-    // glibc's nanosleep is the clock_nanosleep system call.
-    assert_eq!(sleep["subject"], "clock_nanosleep");
+    // Named by the function that sleeps, from the stack copied as it blocked.
+    assert_eq!(sleep["subject"], "sleep in busy_wait_lock");
     assert_eq!(sleep["details"]["type"], "sleep");
     // Worked out by hand: while one thread holds db_lock the other sleeps, so the lost
     // thread-time is the sleeping — seen as the sleep itself and as the phases when one
     // thread runs alone — within 10 points.
     let e2 = efficiency_at(&doc, 2);
     let serial = serial_share(&doc);
-    let share = cause_share(&doc, "clock_nanosleep") + serial;
+    let share = cause_share(&doc, "sleep in busy_wait_lock")
+        + serial
+        + cause_share(&doc, "waiting for a CPU");
     assert!(
         (share - (1.0 - e2)).abs() <= 0.10,
         "the sleep's share {share:.2} should be the loss {:.2}: {}",
@@ -981,4 +986,51 @@ fn the_tracers_own_frames_are_overhead_never_what_grew() {
         .unwrap()
         .iter()
         .all(|r| r.get("traced").is_none()));
+}
+
+#[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
+fn more_threads_than_cpus_is_a_wait_for_a_cpu_and_nothing_else() {
+    if !can_profile() {
+        return;
+    }
+    let _turn = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let json = dir.path().join("over.json");
+    // Twice as many threads as CPUs: the clean program's threads take turns on them.
+    let over = 2 * std::thread::available_parallelism().map_or(2, |n| n.get());
+    scalprof(&db)
+        .env("CORPUS_SCALE", "0.5")
+        .args(["run", "-t", &format!("1,{over}"), "--repeat", "3", "--json"])
+        .arg(&json)
+        .arg("--")
+        .arg(corpus().join("clean_parallel"))
+        .arg("{threads}")
+        .assert()
+        .success();
+    let doc = read_json(&json);
+    let findings = doc["findings"].as_array().unwrap();
+    let top = findings
+        .first()
+        .unwrap_or_else(|| panic!("no finding: {findings:?}"));
+    assert_eq!(top["kind"], "blocked_wait", "{findings:?}");
+    assert_eq!(top["subject"], "waiting for a CPU");
+    assert_eq!(top["details"]["type"], "cpu-wait");
+    // Worked out by hand: with twice the threads a CPU can run, each thread is runnable
+    // but not running half the time: the whole loss (half the thread-time) is the wait.
+    let loss = 1.0 - efficiency_at(&doc, over as u64);
+    let share = cause_share(&doc, "waiting for a CPU");
+    assert!(
+        (share - loss).abs() <= 0.10 && (share - 0.5).abs() <= 0.10,
+        "the wait for a CPU {share:.2} should be the loss {loss:.2}, about half: {}",
+        doc["points"][1]["budget"]
+    );
+    assert!(
+        findings
+            .iter()
+            .skip(1)
+            .all(|f| f["score"].as_f64().unwrap() < 0.10),
+        "nothing else explains the loss: {findings:?}"
+    );
 }

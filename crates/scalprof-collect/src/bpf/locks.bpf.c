@@ -23,6 +23,7 @@ typedef __u64 u64;
 typedef __u32 u32;
 typedef __s32 s32;
 typedef __u8 u8;
+typedef __u16 u16;
 
 /* CO-RE views of the two kernel structs we read; field offsets come from the running
  * kernel's BTF at load time. */
@@ -47,7 +48,8 @@ struct pt_regs {
 #define NR_WAIT4 61
 #define NR_WAITID 247
 #define NR_MAX 1024 /* orig_ax above this: not in a system call (a fault, an interrupt) */
-#define SYSCALL_WAIT 2 /* ustart.sampled: a blocking system call other than futex */
+#define WAIT_FUTEX 1
+#define WAIT_SYSCALL 2
 #define FUTEX_CMD_MASK 0x7f /* ~(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME) */
 #define FUTEX_WAIT 0
 #define FUTEX_LOCK_PI 6
@@ -132,20 +134,25 @@ struct {
 	__uint(value_size, STACK_DEPTH * sizeof(u64));
 } stacks SEC(".maps");
 
+/* What a traced task is waiting for, kept with the task (freed when it exits). */
 struct ustart {
-	u64 ts;
-	u64 uaddr;
-	u32 op;
-	u32 sampled;
+	u64 ts;       /* blocked at; 0 when not in a traced wait */
+	u64 uaddr;    /* the futex, or the system call's first argument */
+	u32 op;       /* the futex operation, or the system call number */
+	u8 kind;      /* WAIT_FUTEX or WAIT_SYSCALL */
+	u8 snapped;   /* a stack copy was taken: a wait_end record follows */
+	u16 pad;
+	s32 kstack;   /* kernel stack of a sampled system-call wait, or -1 */
+	u32 pad2;
+	u64 runnable; /* woken or preempted at: waiting for a CPU since */
 };
 
-/* A blocked futex waiter, kept with its task (freed when the task exits). */
 struct {
 	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
 	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, int);
 	__type(value, struct ustart);
-} futex_start SEC(".maps");
+} wait_start SEC(".maps");
 
 struct ukey {
 	u64 uaddr;
@@ -170,6 +177,31 @@ struct {
 	__type(value, struct stat);
 } syscall_waits SEC(".maps");
 
+/* The sampled system-call waits per (argument 0, tgid, call, kernel stack): the blocked
+ * kernel path tells a disk wait from a pipe, a socket or a sleep. */
+struct skey {
+	u64 uaddr;
+	u32 tgid;
+	u32 op;
+	s32 stack_id;
+	u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct skey);
+	__type(value, struct stat);
+} syscall_stacks SEC(".maps");
+
+/* Waiting for a CPU: from a wakeup or a preemption until the task runs, per tgid. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, u32);
+	__type(value, struct stat);
+} runqueue SEC(".maps");
+
 /* A user stack copy, taken as the waiter blocks; its wait time follows in a `wait_end`
  * record with the same (tid, start) once the waiter runs again. */
 struct snapshot {
@@ -181,6 +213,8 @@ struct snapshot {
 	u32 tgid;
 	u32 tid;
 	u32 len;
+	u32 op;      /* the futex operation, or the system call number */
+	u32 syscall; /* 1: a system-call wait (uaddr is its first argument) */
 	u32 pad;
 	u8 stack[USER_STACK_COPY];
 };
@@ -196,6 +230,11 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 4 << 20);
 } snapshots SEC(".maps");
+
+/* Never used here: they put the record types into the skeleton, so that user space reads
+ * the ring buffer through the generated structs rather than by byte offsets. */
+struct snapshot *record_snapshot_type = 0;
+struct wait_end *record_wait_end_type = 0;
 
 static __always_inline int is_tracked(u32 tgid)
 {
@@ -298,63 +337,22 @@ static __always_inline int is_futex_wait(u32 op)
 	       op == FUTEX_LOCK_PI2 || op == FUTEX_WAIT_REQUEUE_PI;
 }
 
-/* A traced task blocks: inside futex()? Then it waits on that futex from now; inside
- * another system call, on what that call waits for. Runs in
- * the blocking task's context (current == prev), so its user stack can be copied. */
-static __always_inline void futex_block(struct task_struct *prev, u64 now)
+/* Copies the blocking task's user stack into the ring buffer (it is current). */
+static __always_inline int copy_user_stack(struct task_struct *prev, struct pt_regs *regs,
+					   struct ustart *st, u32 tgid, u32 syscall)
 {
-	u32 tgid = BPF_CORE_READ(prev, tgid);
-	if (!is_tracked(tgid))
-		return;
-	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(prev);
-	if (!regs)
-		return;
-	u64 nr = BPF_CORE_READ(regs, orig_ax);
-	if (nr != NR_FUTEX) {
-		/* Another blocking system call; the harness's wait for its children is
-		 * structure, not a wait of the workload. */
-		if (nr >= NR_MAX || nr == NR_WAIT4 || nr == NR_WAITID)
-			return;
-		struct ustart *sw = bpf_task_storage_get(&futex_start, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-		if (!sw) {
-			__sync_fetch_and_add(&fail_task_map, 1);
-			return;
-		}
-		sw->ts = now;
-		sw->uaddr = BPF_CORE_READ(regs, di);
-		sw->op = nr;
-		sw->sampled = SYSCALL_WAIT;
-		return;
-	}
-	u32 op = BPF_CORE_READ(regs, si) & FUTEX_CMD_MASK;
-	if (!is_futex_wait(op))
-		return;
-	struct ustart *st = bpf_task_storage_get(&futex_start, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!st) {
-		__sync_fetch_and_add(&fail_task_map, 1);
-		return;
-	}
-	st->ts = now;
-	st->uaddr = BPF_CORE_READ(regs, di);
-	st->op = op;
-	st->sampled = 0;
-
-	/* A sample of waits carries the user stack, to find the caller of the lock. */
-	struct ukey key = { .uaddr = st->uaddr, .tgid = tgid, .op = op };
-	struct stat *s = bpf_map_lookup_elem(&user_locks, &key);
-	u64 n = s ? s->count : 0;
-	if (n > sample_first && (n % sample_every) != 0)
-		return;
 	struct snapshot *snap = bpf_ringbuf_reserve(&snapshots, sizeof(*snap), 0);
 	if (!snap) {
 		__sync_fetch_and_add(&lost_snapshots, 1);
-		return;
+		return 0;
 	}
-	st->sampled = 1;
 	snap->uaddr = st->uaddr;
-	snap->start = now;
+	snap->start = st->ts;
 	snap->tgid = tgid;
 	snap->tid = BPF_CORE_READ(prev, pid);
+	snap->op = st->op;
+	snap->syscall = syscall;
+	snap->pad = 0;
 	snap->ip = BPF_CORE_READ(regs, ip);
 	snap->sp = BPF_CORE_READ(regs, sp);
 	snap->bp = BPF_CORE_READ(regs, bp);
@@ -364,25 +362,91 @@ static __always_inline void futex_block(struct task_struct *prev, u64 now)
 	else if (bpf_probe_read_user(snap->stack, 512, (void *)snap->sp) == 0)
 		snap->len = 512;
 	bpf_ringbuf_submit(snap, 0);
+	return 1;
 }
 
-/* A task runs again: if it was blocked on a futex, its wait ends now. */
-static __always_inline void futex_resume(struct task_struct *next, u64 now)
+/* Whether the n-th wait on one key carries stacks: the first ones, then one in a few. */
+static __always_inline int sampled(void *map, void *key)
 {
-	struct ustart *st = bpf_task_storage_get(&futex_start, next, 0, 0);
-	if (!st || !st->ts)
+	struct stat *s = bpf_map_lookup_elem(map, key);
+	u64 n = s ? s->count : 0;
+	return n <= sample_first || (n % sample_every) == 0;
+}
+
+/* A traced task blocks: inside futex()? Then it waits on that futex from now; inside
+ * another system call, on what that call waits for. Runs in the blocking task's context
+ * (current == prev), so its stacks can be taken. */
+static __always_inline void on_block(void *ctx, struct task_struct *prev, u64 now)
+{
+	u32 tgid = BPF_CORE_READ(prev, tgid);
+	if (!is_tracked(tgid))
 		return;
-	u64 wait = now - st->ts;
-	struct ukey key = { .uaddr = st->uaddr, .tgid = BPF_CORE_READ(next, tgid), .op = st->op };
-	u64 start = st->ts;
-	u32 sampled = st->sampled;
-	st->ts = 0;
-	if (sampled == SYSCALL_WAIT) {
-		account(&syscall_waits, &key, wait);
+	struct ustart *st = bpf_task_storage_get(&wait_start, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!st) {
+		__sync_fetch_and_add(&fail_task_map, 1);
 		return;
 	}
-	account(&user_locks, &key, wait);
-	if (!sampled)
+	st->runnable = 0;
+	/* Sleeping on a traced kernel lock: counted there, not twice. */
+	struct kstart *ks = bpf_task_storage_get(&task_start, prev, 0, 0);
+	if (ks && ks->lock)
+		return;
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(prev);
+	if (!regs)
+		return;
+	u64 nr = BPF_CORE_READ(regs, orig_ax);
+	st->uaddr = BPF_CORE_READ(regs, di);
+	st->snapped = 0;
+	st->kstack = -1;
+	if (nr != NR_FUTEX) {
+		/* Another blocking system call; the harness's wait for its children is
+		 * structure, not a wait of the workload. */
+		if (nr >= NR_MAX || nr == NR_WAIT4 || nr == NR_WAITID)
+			return;
+		st->ts = now;
+		st->op = nr;
+		st->kind = WAIT_SYSCALL;
+		struct ukey key = { .uaddr = st->uaddr, .tgid = tgid, .op = nr };
+		if (!sampled(&syscall_waits, &key))
+			return;
+		st->kstack = bpf_get_stackid(ctx, &stacks, 0);
+		if (st->kstack < 0) {
+			__sync_fetch_and_add(&fail_stack, 1);
+			st->kstack = -1;
+		}
+		st->snapped = copy_user_stack(prev, regs, st, tgid, 1);
+		return;
+	}
+	u32 op = BPF_CORE_READ(regs, si) & FUTEX_CMD_MASK;
+	if (!is_futex_wait(op))
+		return;
+	st->ts = now;
+	st->op = op;
+	st->kind = WAIT_FUTEX;
+	/* A sample of waits carries the user stack, to find the caller of the lock. */
+	struct ukey key = { .uaddr = st->uaddr, .tgid = tgid, .op = op };
+	if (sampled(&user_locks, &key))
+		st->snapped = copy_user_stack(prev, regs, st, tgid, 0);
+}
+
+/* A blocked task's wait ends (it was woken, or runs again). */
+static __always_inline void end_wait(struct ustart *st, u32 tgid, u32 tid, u64 now)
+{
+	u64 wait = now - st->ts;
+	struct ukey key = { .uaddr = st->uaddr, .tgid = tgid, .op = st->op };
+	u64 start = st->ts;
+	st->ts = 0;
+	if (st->kind == WAIT_SYSCALL) {
+		account(&syscall_waits, &key, wait);
+		if (st->kstack >= 0) {
+			struct skey sk = { .uaddr = st->uaddr, .tgid = tgid, .op = st->op,
+					   .stack_id = st->kstack, .pad = 0 };
+			account(&syscall_stacks, &sk, wait);
+		}
+	} else {
+		account(&user_locks, &key, wait);
+	}
+	if (!st->snapped)
 		return;
 	struct wait_end *e = bpf_ringbuf_reserve(&snapshots, sizeof(*e), 0);
 	if (!e) {
@@ -391,9 +455,61 @@ static __always_inline void futex_resume(struct task_struct *next, u64 now)
 	}
 	e->start = start;
 	e->wait_ns = wait;
-	e->tid = BPF_CORE_READ(next, pid);
+	e->tid = tid;
 	e->pad = 0;
 	bpf_ringbuf_submit(e, 0);
+}
+
+/* A task is woken: its wait ends here, and its wait for a CPU begins. */
+SEC("tp_btf/sched_wakeup")
+int BPF_PROG(on_wakeup, struct task_struct *p)
+{
+	struct ustart *st = bpf_task_storage_get(&wait_start, p, 0, 0);
+	if (!st)
+		return 0;
+	u64 now = bpf_ktime_get_ns();
+	if (st->ts)
+		end_wait(st, BPF_CORE_READ(p, tgid), BPF_CORE_READ(p, pid), now);
+	st->runnable = now;
+	return 0;
+}
+
+/* A new thread or process of the traced tree waits for its first CPU from now. */
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(on_wakeup_new, struct task_struct *p)
+{
+	if (!is_tracked(BPF_CORE_READ(p, tgid)))
+		return 0;
+	struct ustart *st = bpf_task_storage_get(&wait_start, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (st)
+		st->runnable = bpf_ktime_get_ns();
+	return 0;
+}
+
+/* A task runs: a wait no wakeup ended ends now, and so does its wait for a CPU. */
+static __always_inline void on_run(struct task_struct *next, u64 now)
+{
+	struct ustart *st = bpf_task_storage_get(&wait_start, next, 0, 0);
+	if (!st)
+		return;
+	u32 tgid = BPF_CORE_READ(next, tgid);
+	if (st->ts)
+		end_wait(st, tgid, BPF_CORE_READ(next, pid), now);
+	if (st->runnable) {
+		account(&runqueue, &tgid, now - st->runnable);
+		st->runnable = 0;
+	}
+}
+
+/* A traced task preempted: it waits for a CPU from now. */
+static __always_inline void on_preempt(struct task_struct *prev, u64 now)
+{
+	u32 tgid = BPF_CORE_READ(prev, tgid);
+	if (!is_tracked(tgid))
+		return;
+	struct ustart *st = bpf_task_storage_get(&wait_start, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (st)
+		st->runnable = now;
 }
 
 SEC("tp_btf/sched_switch")
@@ -403,8 +519,10 @@ int BPF_PROG(on_switch, _Bool preempt, struct task_struct *prev, struct task_str
 	u64 now = bpf_ktime_get_ns();
 	/* TASK_RUNNING (0) means preempted, not blocked. */
 	if (prev_state != 0)
-		futex_block(prev, now);
-	futex_resume(next, now);
+		on_block(ctx, prev, now);
+	else
+		on_preempt(prev, now);
+	on_run(next, now);
 	return 0;
 }
 

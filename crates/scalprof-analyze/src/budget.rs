@@ -14,8 +14,10 @@
 //!   N − 1 lose s·(N − 1)/N of the thread-time.
 //!
 //! `overhead` is scalprof's own sampled cost at that point; `unexplained` is the rest.
-//! Causes can overlap (a serial phase spent waiting on a condvar): when they explain more
-//! than was lost, they are scaled down together so that the parts still sum to 1.
+//! Causes can overlap: when the named ones explain more than was lost, they are scaled
+//! down together so that the parts still sum to 1. A serial phase overlaps the waits that
+//! cause it (one thread runs while the other sleeps on the lock it holds), so it only
+//! keeps the share the named causes leave.
 
 use scalprof_model::locks::{LockKind, Scope};
 use scalprof_model::{
@@ -301,11 +303,28 @@ pub fn budgets(
                 })
             })
             .collect();
-        let explained: f64 = causes.iter().map(|c| c.share).sum();
-        if explained > room && explained > 0.0 {
-            for c in &mut causes {
-                c.share *= room / explained;
+        // A serial phase is a symptom: while one thread runs, the others wait on
+        // something. Named waits and costs take the room first; the serial phase keeps
+        // what they leave.
+        let named: f64 = causes
+            .iter()
+            .filter(|c| c.kind != FindingKind::SerialFraction)
+            .map(|c| c.share)
+            .sum();
+        if named > room && named > 0.0 {
+            for c in causes
+                .iter_mut()
+                .filter(|c| c.kind != FindingKind::SerialFraction)
+            {
+                c.share *= room / named;
             }
+        }
+        let left = (room - named).max(0.0);
+        for c in causes
+            .iter_mut()
+            .filter(|c| c.kind == FindingKind::SerialFraction)
+        {
+            c.share = c.share.min(left);
         }
         causes.retain(|c| c.share >= LISTED_SHARE);
         causes.sort_by(|a, b| {
@@ -433,6 +452,29 @@ mod tests {
         let b = budgets(&points, &[None, None], &series)[1].clone().unwrap();
         let shares: Vec<f64> = b.causes.iter().map(|c| c.share).collect();
         assert!((shares[0] - 0.15).abs() < 1e-9 && (shares[1] - 0.05).abs() < 1e-9);
+        assert!(b.unexplained.abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_serial_phase_keeps_only_what_the_named_waits_leave() {
+        // Lost: 50%. The sleep explains 25% of the thread-time; the phase when one
+        // thread runs alone would claim 47% on its own.
+        let points = [point(1, 1000.0, 1.0), point(2, 1000.0, 0.5)];
+        let serial = Series {
+            kind: FindingKind::SerialFraction,
+            scope: Some(Scope::User),
+            subject: "run".into(),
+            detail: String::new(),
+            per_op: vec![None, None],
+            shares: Some(vec![None, Some(0.47)]),
+        };
+        let sleep = lock("sleep in busy_handler", [0.0, 500_000.0]);
+        let b = budgets(&points, &[None, None], &[serial, sleep])[1]
+            .clone()
+            .unwrap();
+        let share = |s: &str| b.causes.iter().find(|c| c.subject == s).unwrap().share;
+        assert!((share("sleep in busy_handler") - 0.25).abs() < 1e-9);
+        assert!((share("run") - 0.25).abs() < 1e-9);
         assert!(b.unexplained.abs() < 1e-9);
     }
 

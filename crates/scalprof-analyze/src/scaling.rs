@@ -206,9 +206,8 @@ pub fn serial_fractions(points: &[(u64, Option<f64>, &PointProfile)]) -> Vec<Fin
             score: explained,
             evidence: format!(
                 "at {n} threads only one thread was on a CPU during {:.0}% of the sampled time \
-                 (mostly in {subject}); that explains {:.0}% of the efficiency lost",
+                 (mostly in {subject}); scored by what the named waits and costs leave of it",
                 share * 100.0,
-                explained * 100.0
             ),
             suggestion: "parallelize or shorten the phase that runs alone (initialization, a \
                          final merge, a single consumer)"

@@ -207,7 +207,9 @@ fn add_syscall_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRo
     let mut spaces: HashMap<u32, UserSpace> = HashMap::new();
     let mut user_callers: HashMap<CallKey, HashMap<String, u64>> = HashMap::new();
     for s in raw.snapshots.iter().filter(|s| s.syscall) {
-        if let Some((Some(c), _)) = snapshot_caller(raw, s, symbols, &mut spaces) {
+        if let Some(c) = snapshot_frames(raw, s, symbols, &mut spaces)
+            .and_then(|(own, _)| waiting_function(&own))
+        {
             *user_callers
                 .entry((s.tgid, s.uaddr, s.op))
                 .or_default()
@@ -339,35 +341,56 @@ fn add_runqueue_row(raw: &RawLocks, rows: &mut Vec<LockRow>) {
     });
 }
 
-/// The first frame of a stack copy outside libc and the loader (the function that waits),
-/// and the libc frames above it (they tell the kind of wait). `None` when the copy's
-/// process map was not read.
-fn snapshot_caller(
+/// The frames of a stack copy outside libc and the loader, innermost first (the first is
+/// the function that waits), and the libc frames above them (they tell the kind of
+/// wait). `None` when the copy's process map was not read.
+fn snapshot_frames(
     raw: &RawLocks,
     s: &StackSnapshot,
     symbols: &mut Symbols,
     spaces: &mut HashMap<u32, UserSpace>,
-) -> Option<(Option<String>, Vec<String>)> {
+) -> Option<(Vec<String>, Vec<String>)> {
     let maps = raw.maps.get(&s.tgid)?;
     let space = spaces
         .entry(s.tgid)
         .or_insert_with(|| UserSpace::from_maps(maps, &mut symbols.files));
     let addrs = space.unwind(s.ip, s.sp, s.bp, &s.stack);
     let mut libc = Vec::new();
+    let mut own = Vec::new();
     for (i, &a) in addrs.iter().enumerate() {
         let lookup = if i == 0 { a } else { a.saturating_sub(1) };
         let Some((func, path)) = space.symbolize(lookup) else {
             continue;
         };
         if is_runtime_library(&path) {
-            if !libc.contains(&func) && libc.len() < 16 {
+            if own.is_empty() && !libc.contains(&func) && libc.len() < 16 {
                 libc.push(func);
             }
         } else {
-            return Some((Some(func), libc));
+            own.push(func);
         }
     }
-    Some((None, libc))
+    Some((own, libc))
+}
+
+/// A frame named only by its file and offset (`libsqlite3.so.0.8.6+0xaa1b4`: a stripped
+/// library's internal function).
+fn is_unnamed_frame(f: &str) -> bool {
+    f.contains("+0x")
+}
+
+/// The function that waits, for a wait's name: the innermost frame outside libc; if a
+/// stripped library left it unnamed, with the nearest named function that called it
+/// (`libsqlite3.so.0.8.6+0xaa1b4 under sqlite3_step`).
+fn waiting_function(own: &[String]) -> Option<String> {
+    let first = own.first()?;
+    if !is_unnamed_frame(first) {
+        return Some(first.clone());
+    }
+    Some(match own.iter().find(|f| !is_unnamed_frame(f)) {
+        Some(named) => format!("{first} under {named}"),
+        None => first.clone(),
+    })
 }
 
 /// A name made of an address (`heap 0x…`, `anon 0x…`, `stack 0x…`, `0x…`): no symbol.
@@ -414,9 +437,10 @@ fn add_user_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRow>)
     let mut libc_frames: HashMap<(u32, u64), Vec<String>> = HashMap::new();
     let mut resolved = 0;
     for s in raw.snapshots.iter().filter(|s| !s.syscall) {
-        let Some((caller, libc)) = snapshot_caller(raw, s, symbols, &mut spaces) else {
+        let Some((own, libc)) = snapshot_frames(raw, s, symbols, &mut spaces) else {
             continue;
         };
+        let caller = own.into_iter().next();
         let seen = libc_frames.entry((s.tgid, s.uaddr)).or_default();
         for f in libc {
             if !seen.contains(&f) && seen.len() < 16 {
@@ -534,5 +558,29 @@ mod tests {
         assert_eq!(condvar_name("_PyRuntime+0x1b4"), "_PyRuntime+0x188");
         assert_eq!(condvar_name("heap 0x55e01aaf2ee8"), "heap 0x55e01aaf2ee8");
         assert_eq!(condvar_name("state+0x8"), "state+0x8");
+    }
+
+    #[test]
+    fn a_stripped_frame_is_named_with_the_named_function_that_called_it() {
+        let own = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            waiting_function(&own(&[
+                "libsqlite3.so.0.8.6+0xaa1b4",
+                "libsqlite3.so.0.8.6+0x1c0",
+                "sqlite3_step",
+                "main"
+            ]))
+            .as_deref(),
+            Some("libsqlite3.so.0.8.6+0xaa1b4 under sqlite3_step")
+        );
+        assert_eq!(
+            waiting_function(&own(&["busy_wait_lock", "worker"])).as_deref(),
+            Some("busy_wait_lock")
+        );
+        assert_eq!(
+            waiting_function(&own(&["sort+0xb25c"])).as_deref(),
+            Some("sort+0xb25c")
+        );
+        assert_eq!(waiting_function(&[]), None);
     }
 }

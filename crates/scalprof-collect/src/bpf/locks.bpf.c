@@ -65,6 +65,10 @@ const volatile u8 system_wide = 0;
 /* Copy the user stack of the first waits on each futex, then one in `sample_every`. */
 const volatile u32 sample_first = 32;
 const volatile u32 sample_every = 16;
+/* The same for the waits in other system calls, which need only a few stacks to name
+ * the function that waits (a stack copy costs a 4 KiB read and user-space work). */
+const volatile u32 syscall_sample_first = 8;
+const volatile u32 syscall_sample_every = 64;
 /* Unwind the kernel stack of the first contentions on each lock, then one in
  * `kstack_every`: an unwind costs microseconds, a contention can be 100 ns. */
 const volatile u32 kstack_first = 64;
@@ -361,16 +365,18 @@ static __always_inline int copy_user_stack(struct task_struct *prev, struct pt_r
 		snap->len = USER_STACK_COPY;
 	else if (bpf_probe_read_user(snap->stack, 512, (void *)snap->sp) == 0)
 		snap->len = 512;
-	bpf_ringbuf_submit(snap, 0);
+	/* No wakeup: user space drains the buffer every 10 ms anyway, and waking it for
+	 * each record cost the traced program a context switch per copy. */
+	bpf_ringbuf_submit(snap, BPF_RB_NO_WAKEUP);
 	return 1;
 }
 
 /* Whether the n-th wait on one key carries stacks: the first ones, then one in a few. */
-static __always_inline int sampled(void *map, void *key)
+static __always_inline int sampled(void *map, void *key, u32 first, u32 every)
 {
 	struct stat *s = bpf_map_lookup_elem(map, key);
 	u64 n = s ? s->count : 0;
-	return n <= sample_first || (n % sample_every) == 0;
+	return n <= first || (n % every) == 0;
 }
 
 /* A traced task blocks: inside futex()? Then it waits on that futex from now; inside
@@ -407,7 +413,7 @@ static __always_inline void on_block(void *ctx, struct task_struct *prev, u64 no
 		st->op = nr;
 		st->kind = WAIT_SYSCALL;
 		struct ukey key = { .uaddr = st->uaddr, .tgid = tgid, .op = nr };
-		if (!sampled(&syscall_waits, &key))
+		if (!sampled(&syscall_waits, &key, syscall_sample_first, syscall_sample_every))
 			return;
 		st->kstack = bpf_get_stackid(ctx, &stacks, 0);
 		if (st->kstack < 0) {
@@ -425,7 +431,7 @@ static __always_inline void on_block(void *ctx, struct task_struct *prev, u64 no
 	st->kind = WAIT_FUTEX;
 	/* A sample of waits carries the user stack, to find the caller of the lock. */
 	struct ukey key = { .uaddr = st->uaddr, .tgid = tgid, .op = op };
-	if (sampled(&user_locks, &key))
+	if (sampled(&user_locks, &key, sample_first, sample_every))
 		st->snapped = copy_user_stack(prev, regs, st, tgid, 0);
 }
 
@@ -457,7 +463,7 @@ static __always_inline void end_wait(struct ustart *st, u32 tgid, u32 tid, u64 n
 	e->wait_ns = wait;
 	e->tid = tid;
 	e->pad = 0;
-	bpf_ringbuf_submit(e, 0);
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 }
 
 /* A task is woken: its wait ends here, and its wait for a CPU begins. */

@@ -88,9 +88,51 @@ pub fn is_lock_internal(f: &str) -> bool {
 pub fn is_spin_path(f: &str) -> bool {
     f == "osq_lock"
         || f.ends_with("_spin_on_owner")
+        || is_sleeping_lock_cpu(f)
         || f.contains("spin_lock_slowpath")
         || f.starts_with("_raw_spin_lock")
         || f.starts_with("_raw_spin_unlock")
+}
+
+/// A sleeping lock's on-CPU paths: its slow path's own time (the optimistic spin is
+/// inlined there) and the atomic operations on the lock word of taking and releasing it,
+/// whose cost grows as the word bounces between CPUs.
+fn is_sleeping_lock_cpu(f: &str) -> bool {
+    (f.starts_with("rwsem_down_") && f.ends_with("_slowpath"))
+        || f == "rwsem_optimistic_spin"
+        || f.starts_with("__mutex_lock")
+        || matches!(
+            f,
+            "down_write" | "up_write" | "down_read" | "up_read" | "mutex_lock" | "mutex_unlock"
+        )
+}
+
+/// Functions that take an inode's `i_rwsem` (through the inlined `inode_lock` and
+/// `inode_lock_shared`): writes, truncation, attribute changes, and directory changes and
+/// lookups (the directory's inode).
+pub fn takes_inode_lock(caller: &str) -> bool {
+    caller.ends_with("_file_write_iter")
+        || caller.ends_with("_buffered_write_iter")
+        || caller.ends_with("_dio_write_iter")
+        || caller.ends_with("_fallocate")
+        || caller.ends_with("_punch_hole")
+        || caller.ends_with("_setattr")
+        || matches!(
+            caller,
+            "do_truncate"
+                | "chmod_common"
+                | "chown_common"
+                | "lookup_slow"
+                | "open_last_lookups"
+                | "filename_create"
+                | "do_unlinkat"
+                | "do_rmdir"
+                | "iterate_dir"
+                | "lock_rename"
+                | "vfs_setxattr"
+                | "btrfs_inode_lock"
+                | "xfs_ilock"
+        )
 }
 
 /// Adds to the kernel lock rows the on-CPU time the profile sampled in their spin paths:
@@ -126,7 +168,15 @@ pub fn attribute_spin(rows: &mut Vec<LockRow>, profile: &scalprof_model::PointPr
         let name = match conventional_name(&inner_first, flags) {
             Some(n) => n.to_string(),
             None if spin => format!("spinlock@{caller}"),
-            None => continue,
+            // A sleeping lock spun on: the traced row its caller named (`rwsem:W@caller`).
+            None => match rows.iter().find(|r| {
+                r.scope == Scope::Kernel
+                    && r.name.rsplit_once('@').map(|(_, c)| c) == Some(caller)
+                    && r.lock_type != LockKind::Spinlock
+            }) {
+                Some(r) => r.name.clone(),
+                None => continue,
+            },
         };
         // Samples pile up on the unlock that re-enables interrupts (cpu-clock cannot fire
         // before it): time there is not spinning, so it names no lock of its own.
@@ -362,6 +412,11 @@ pub fn conventional_name(frames: &[&str], flags: u32) -> Option<&'static str> {
         "futex_unqueue",
     ]) {
         return Some("futex hash bucket");
+    }
+    // The function that asked for the lock: the first frame outside the lock machinery.
+    let caller = frames.iter().find(|f| !is_lock_internal(f));
+    if flags & LCB_F_SPIN == 0 && caller.is_some_and(|c| takes_inode_lock(c)) {
+        return Some("i_rwsem");
     }
     if flags & LCB_F_SPIN == 0
         && any(&[
@@ -746,6 +801,61 @@ mod tests {
         assert_eq!(alloc.spin_ns, Some(40_000_000));
         assert_eq!(alloc.callers[0].function, "alloc_fd");
         assert_eq!(rows[2].attributed_to.as_deref(), Some("user locks"));
+    }
+
+    #[test]
+    fn a_spun_on_inode_lock_is_the_traced_i_rwsem_and_its_cpu_counts_with_it() {
+        // Same-file pwrite: writers spin on the inode's rwsem (the spin is inlined into the
+        // slow path) and bounce its word in down_write/up_write.
+        let write = [
+            "rwsem_down_write_slowpath",
+            "down_write",
+            "ext4_buffered_write_iter",
+            "vfs_write",
+        ];
+        assert_eq!(conventional_name(&write, LCB_F_WRITE), Some("i_rwsem"));
+        // A lock taken deeper in the write path is not the inode's.
+        let deeper = [
+            "_raw_spin_lock",
+            "ext4_da_reserve_space",
+            "ext4_da_write_begin",
+            "ext4_buffered_write_iter",
+        ];
+        assert_eq!(conventional_name(&deeper, LCB_F_SPIN), None);
+        let mut rows = vec![LockRow {
+            scope: Scope::Kernel,
+            name: "i_rwsem".into(),
+            lock_type: LockKind::Rwsem(Some(scalprof_model::locks::Side::Write)),
+            address: "0xffff".into(),
+            count: 10,
+            total_wait_ns: 1_000_000,
+            max_wait_ns: 200_000,
+            callers: Vec::new(),
+            attributed_to: None,
+            wait_ns_per_op: None,
+            spin_ns: None,
+        }];
+        let prof = folded(&[
+            ("pw;w;__libc_pwrite64;vfs_write_[k];ext4_buffered_write_iter_[k];down_write_[k];rwsem_down_write_slowpath_[k]", 7_000_000),
+            ("pw;w;__libc_pwrite64;vfs_write_[k];ext4_buffered_write_iter_[k];up_write_[k]", 5_000_000),
+            // Not a lock: the write's own work.
+            ("pw;w;__libc_pwrite64;vfs_write_[k];ext4_buffered_write_iter_[k];copy_page_from_iter_[k]", 9_000_000),
+        ]);
+        assert_eq!(attribute_spin(&mut rows, &prof), 12_000_000);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].spin_ns, Some(12_000_000));
+        // Without a traced row named by convention, the row its caller named takes it.
+        let mut rows = vec![LockRow {
+            name: "mutex@pipe_write".into(),
+            lock_type: LockKind::Mutex,
+            ..rows[0].clone()
+        }];
+        rows[0].spin_ns = None;
+        let prof = folded(&[(
+            "p;w;write;vfs_write_[k];pipe_write_[k];mutex_lock_[k];__mutex_lock_[k]",
+            3_000_000,
+        )]);
+        assert_eq!(attribute_spin(&mut rows, &prof), 3_000_000);
     }
 
     #[test]

@@ -33,6 +33,10 @@ pub const PROGRAMS: &[(&str, &str)] = &[
     ),
     ("sleep_retry", include_str!("../../../corpus/sleep_retry.c")),
     (
+        "pwrite_same_file",
+        include_str!("../../../corpus/pwrite_same_file.c"),
+    ),
+    (
         "refcount_global",
         include_str!("../../../corpus/refcount_global.c"),
     ),

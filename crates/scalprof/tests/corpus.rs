@@ -1034,3 +1034,34 @@ fn more_threads_than_cpus_is_a_wait_for_a_cpu_and_nothing_else() {
         "nothing else explains the loss: {findings:?}"
     );
 }
+
+#[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
+fn writers_of_one_file_wait_on_its_inode_lock() {
+    if !can_profile() {
+        return;
+    }
+    let _turn = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let doc = run_corpus(&db, "pwrite_same_file", &dir.path().join("pwrite.json"));
+    let findings = doc["findings"].as_array().unwrap();
+    let first = findings
+        .first()
+        .unwrap_or_else(|| panic!("no finding: {findings:?}"));
+    // Named from who takes it (the inlined inode_lock in the file system's write path),
+    // its traced waits and the optimistic spinning sampled in its slow path together.
+    assert_eq!(first["subject"], "i_rwsem", "{findings:?}");
+    assert_eq!(first["kind"], "lock_contention");
+    assert_eq!(first["scope"], "kernel");
+    // Worked out by hand: a write holds the inode lock for most of its kernel time, so
+    // the lock explains most of the loss; the rest is the same writes' work grown slower
+    // under it (the file's pages and inode bouncing between CPUs).
+    let loss = 1.0 - efficiency_at(&doc, 2);
+    let share = cause_share(&doc, "i_rwsem");
+    assert!(
+        share >= 0.5 * loss && share <= loss + 0.10,
+        "i_rwsem's share {share:.2} should be most of the loss {loss:.2}: {}",
+        doc["points"][1]["budget"]
+    );
+}

@@ -331,6 +331,19 @@ pub fn is_disk_wait(f: &str) -> bool {
         || f.starts_with("blk_mq_get_tag")
 }
 
+/// Kernel locks that the contention tracepoints do not report, told from the function a
+/// blocked task waits in: the per-VMA lock's writer waiting for the page faults that hold
+/// it for reading (`__vma_start_write`, Linux 6.4 and later).
+pub fn untraced_kernel_lock(f: &str) -> Option<(&'static str, LockKind)> {
+    match f {
+        "__vma_start_write" | "vma_start_write" | "__vma_enter_locked" => Some((
+            "vma lock",
+            LockKind::Rwsem(Some(scalprof_model::locks::Side::Write)),
+        )),
+        _ => None,
+    }
+}
+
 /// The scheduler's and the wait machinery's own frames, above the kernel function that
 /// decided to wait.
 pub fn is_scheduler_frame(f: &str) -> bool {

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use scalprof_analyze::locks::{
     conventional_name, is_disk_wait, is_lock_internal, is_scheduler_frame, kernel_lock_type,
-    sort_rows, top_callers, user_wait_kind,
+    sort_rows, top_callers, untraced_kernel_lock, user_wait_kind,
 };
 use scalprof_debuginfo::Kallsyms;
 use scalprof_model::locks::{LockProfile, LockRow, ProcMap, RawLocks, StackSnapshot};
@@ -237,7 +237,10 @@ fn add_syscall_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRo
     }
     // Where in the kernel each call blocked, and how much of it was a wait for the disk.
     let mut kernel_callers: HashMap<CallKey, HashMap<String, u64>> = HashMap::new();
+    // Sampled wait per call: (on the disk, on an untraced kernel lock, in all).
     let mut disk: HashMap<CallKey, (u64, u64)> = HashMap::new();
+    let mut locked: HashMap<CallKey, (&'static str, LockKind, u64)> = HashMap::new();
+    let mut lock_callers: HashMap<CallKey, HashMap<String, u64>> = HashMap::new();
     for k in &raw.syscall_stacks {
         let frames: Vec<&str> = k
             .stack
@@ -249,6 +252,24 @@ fn add_syscall_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRo
         d.1 += k.total_ns;
         if frames.iter().any(|f| is_disk_wait(f)) {
             d.0 += k.total_ns;
+        }
+        if let Some((i, (name, kind))) = frames
+            .iter()
+            .enumerate()
+            .find_map(|(i, f)| untraced_kernel_lock(f).map(|l| (i, l)))
+        {
+            locked.entry(key).or_insert((name, kind, 0)).2 += k.total_ns;
+            // Who took it: the first frame past the lock's own functions.
+            if let Some(c) = frames[i..]
+                .iter()
+                .find(|f| untraced_kernel_lock(f).is_none() && !is_lock_internal(f))
+            {
+                *lock_callers
+                    .entry(key)
+                    .or_default()
+                    .entry(c.to_string())
+                    .or_default() += k.total_ns;
+            }
         }
         if let Some(f) = frames.iter().find(|f| !is_scheduler_frame(f)) {
             *kernel_callers
@@ -262,10 +283,17 @@ fn add_syscall_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRo
     for w in &raw.syscalls {
         let key = (w.tgid, w.uaddr, w.op);
         let (kind, scope) = syscall_wait_kind(w.op);
-        let on_disk = disk
-            .get(&key)
-            .is_some_and(|&(d, all)| all > 0 && 2 * d > all);
+        let sampled = disk.get(&key).map_or(0, |d| d.1);
+        let on_disk = disk.get(&key).is_some_and(|&(d, _)| 2 * d > sampled);
         let kind = if on_disk { LockKind::DiskIo } else { kind };
+        // Mostly blocked on a kernel lock the tracepoints do not see: that lock's row.
+        let on_lock = locked
+            .get(&key)
+            .filter(|(_, _, ns)| sampled > 0 && 2 * ns > sampled);
+        let (kind, scope) = match on_lock {
+            Some((_, lock_kind, _)) => (lock_kind.clone(), Scope::Kernel),
+            None => (kind, scope),
+        };
         let call = syscall_name(w.op);
         let path = scalprof_model::locks::is_fd_syscall(w.op)
             .then(|| raw.fd_paths.get(&(w.tgid, w.uaddr)))
@@ -281,8 +309,10 @@ fn add_syscall_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRo
             (_, Some(path)) => format!("{call} {}", stable_fd_name(path)),
             (_, None) => call.clone(),
         };
-        // A file lock is named by its file; a wait by what it waits for and who waits.
+        // A lock is named by itself (a file lock by its file); a wait by what it waits for
+        // and who waits.
         let name = match caller {
+            _ if on_lock.is_some() => on_lock.expect("checked").0.to_string(),
             Some(c) if !matches!(kind, LockKind::PosixLock | LockKind::Flock) => {
                 format!("{what} in {c}")
             }
@@ -297,10 +327,10 @@ fn add_syscall_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRo
                         scope,
                         name,
                         lock_type: kind,
-                        address: if scope == Scope::File {
-                            format!("fd {}", w.uaddr)
-                        } else {
-                            "syscall".into()
+                        address: match scope {
+                            Scope::File => format!("fd {}", w.uaddr),
+                            Scope::Kernel => "blocked".into(),
+                            Scope::User => "syscall".into(),
                         },
                         count: 0,
                         total_wait_ns: 0,
@@ -318,7 +348,11 @@ fn add_syscall_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRo
         entry.0.max_wait_ns = entry.0.max_wait_ns.max(w.max_ns);
         // Callers: the user functions that made the call; where none was found, the
         // kernel path it blocked in.
-        let found = callers.or_else(|| kernel_callers.get(&key));
+        let found = if on_lock.is_some() {
+            lock_callers.get(&key)
+        } else {
+            callers.or_else(|| kernel_callers.get(&key))
+        };
         for (f, ns) in found.into_iter().flatten() {
             *entry.1.entry(f.clone()).or_default() += ns;
         }

@@ -119,6 +119,9 @@ pub fn lock_series(
                     .collect();
                 s.detail = format!("{}; {}", r.lock_type, callers.join(", "));
             }
+            if let Some(peer) = &r.woken_by {
+                s.detail = format!("{}; woken by {peer}", s.detail);
+            }
         }
     }
     // A point without a row for a lock measured elsewhere had no waits on it.

@@ -199,6 +199,7 @@ pub fn attribute_spin(rows: &mut Vec<LockRow>, profile: &scalprof_model::PointPr
                     callers: Vec::new(),
                     wait_ns_per_op: None,
                     spin_ns: None,
+                    woken_by: None,
                 });
                 rows.last_mut().expect("just pushed")
             }
@@ -725,8 +726,8 @@ pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
                 if lock_type.is_blocked_wait() { "waits" } else { "contended waits" },
                 last.avg_wait_ns() / 1e3,
                 last.max_wait_ns as f64 / 1e3,
-                if callers.is_empty() { String::new() } else { format!("; callers: {}", callers.join(", ")) }
-            ),
+                if callers.is_empty() { String::new() } else { format!("; callers: {}", callers.join(", ")) },
+            ) + &last.woken_by.as_ref().map_or(String::new(), |p| format!("; woken by {p}")),
             suggestion: suggestion(&lock_type, scope, &name),
             details: FindingDetails::Lock(LockDetails {
                 lock_type: lock_type.clone(),
@@ -847,6 +848,7 @@ mod tests {
             attributed_to: None,
             wait_ns_per_op: None,
             spin_ns: None,
+            woken_by: None,
         }];
         let prof = folded(&[
             ("pw;w;__libc_pwrite64;vfs_write_[k];ext4_buffered_write_iter_[k];down_write_[k];rwsem_down_write_slowpath_[k]", 7_000_000),
@@ -931,6 +933,7 @@ mod tests {
             attributed_to: None,
             wait_ns_per_op: None,
             spin_ns: None,
+            woken_by: None,
         }];
         let p = scalprof_model::PointProfile {
             folded: vec![

@@ -42,6 +42,18 @@ pub struct SyscallStackRaw {
     pub total_ns: u64,
 }
 
+/// Sampled waits of one blocking system call (as in `UserLockRaw`) ended by a task of
+/// process `waker`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WakerRaw {
+    pub uaddr: u64,
+    pub tgid: u32,
+    pub op: u32,
+    pub waker: u32,
+    pub count: u64,
+    pub total_ns: u64,
+}
+
 /// Waiting for a CPU: from a wakeup or a preemption until the thread ran, summed over
 /// one process's threads.
 #[derive(Clone, Debug, PartialEq)]
@@ -106,6 +118,10 @@ pub struct RawLocks {
     pub syscall_stacks: Vec<SyscallStackRaw>,
     /// Time the traced processes' threads were runnable but not running, per process.
     pub runqueue: Vec<RunQueueRaw>,
+    /// Who woke the sampled system-call waits.
+    pub wakers: Vec<WakerRaw>,
+    /// Command names of the waking tasks, by tgid.
+    pub waker_comms: HashMap<u32, String>,
     /// What the file descriptors of those waits named (`/proc/PID/fd`), read while the
     /// processes ran: (tgid, fd) → path, `pipe:[…]`, `socket:[…]`.
     pub fd_paths: HashMap<(u32, u64), String>,
@@ -158,6 +174,10 @@ pub struct LockRow {
     /// (The field keeps its first name for the stored documents' sake.)
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spin_ns: Option<u64>,
+    /// For waits for data or room (a pipe, a socket): the command name of the task that
+    /// ended most of them, the peer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub woken_by: Option<String>,
 }
 
 /// x86-64 system calls whose first argument is a file descriptor, among those that block.

@@ -589,6 +589,9 @@ pub fn lock_table(parameter: &str, value: u64, l: &scalprof_model::locks::LockPr
         if let Some(a) = &r.attributed_to {
             name += &format!(" (→ {a})");
         }
+        if let Some(p) = &r.woken_by {
+            name += &format!(" (woken by {p})");
+        }
         t.add_row(vec![
             r.scope.to_string(),
             name,

@@ -100,6 +100,7 @@ fn locks(wait_ns: u64, count: u64) -> LockProfile {
             attributed_to: None,
             wait_ns_per_op: None,
             spin_ns: None,
+            woken_by: None,
         }],
         repeats: 1,
         snapshots: 40,

@@ -205,6 +205,7 @@ fn lock_tables_round_trip() {
             attributed_to: None,
             wait_ns_per_op: None,
             spin_ns: None,
+            woken_by: None,
         }],
         repeats: 1,
         ..Default::default()

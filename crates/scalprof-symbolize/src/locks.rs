@@ -65,6 +65,7 @@ fn add_kernel_rows(raw: &RawLocks, kallsyms: &Kallsyms, rows: &mut Vec<LockRow>)
                         scope: Scope::Kernel,
                         wait_ns_per_op: None,
                         spin_ns: None,
+                        woken_by: None,
                         attributed_to: (name == "futex hash bucket")
                             .then(|| "user locks".to_string()),
                         name,
@@ -279,6 +280,17 @@ fn add_syscall_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRo
                 .or_default() += k.total_ns;
         }
     }
+    // Who woke each call's sampled waits, by command name.
+    let mut wakers: HashMap<CallKey, HashMap<&str, u64>> = HashMap::new();
+    for k in &raw.wakers {
+        if let Some(comm) = raw.waker_comms.get(&k.waker) {
+            *wakers
+                .entry((k.tgid, k.uaddr, k.op))
+                .or_default()
+                .entry(comm.as_str())
+                .or_default() += k.total_ns;
+        }
+    }
     let mut by_name: HashMap<(String, LockKind), (LockRow, HashMap<String, u64>)> = HashMap::new();
     for w in &raw.syscalls {
         let key = (w.tgid, w.uaddr, w.op);
@@ -309,6 +321,12 @@ fn add_syscall_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRo
             (_, Some(path)) => format!("{call} {}", stable_fd_name(path)),
             (_, None) => call.clone(),
         };
+        // Waiting for data or room: the task that ended most of the waits is the peer (a
+        // wakeup from an interrupt names whoever it interrupted, so not for timers or
+        // the disk).
+        let peer = (kind == LockKind::Io)
+            .then(|| wakers.get(&key).and_then(main_waker))
+            .flatten();
         // A lock is named by itself (a file lock by its file); a wait by what it waits for
         // and who waits.
         let name = match caller {
@@ -339,6 +357,7 @@ fn add_syscall_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRo
                         attributed_to: None,
                         wait_ns_per_op: None,
                         spin_ns: None,
+                        woken_by: None,
                     },
                     HashMap::new(),
                 )
@@ -346,6 +365,9 @@ fn add_syscall_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRo
         entry.0.count += w.count;
         entry.0.total_wait_ns += w.total_ns;
         entry.0.max_wait_ns = entry.0.max_wait_ns.max(w.max_ns);
+        if entry.0.woken_by.is_none() {
+            entry.0.woken_by = peer.map(str::to_string);
+        }
         // Callers: the user functions that made the call; where none was found, the
         // kernel path it blocked in.
         let found = if on_lock.is_some() {
@@ -362,6 +384,16 @@ fn add_syscall_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRo
         row.callers = top_callers(c, total);
         rows.push(row);
     }
+}
+
+/// The waker of most of the wait, when one did more than half of it.
+fn main_waker<'a>(wakers: &HashMap<&'a str, u64>) -> Option<&'a str> {
+    let total: u64 = wakers.values().sum();
+    wakers
+        .iter()
+        .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
+        .filter(|(_, &ns)| 2 * ns > total)
+        .map(|(c, _)| *c)
 }
 
 /// `pipe:[4026]` → `pipe`, `socket:[77]` → `socket`: their numbers change every run. A
@@ -390,6 +422,7 @@ fn add_runqueue_row(raw: &RawLocks, rows: &mut Vec<LockRow>) {
         attributed_to: None,
         wait_ns_per_op: None,
         spin_ns: None,
+        woken_by: None,
     });
 }
 
@@ -565,6 +598,7 @@ fn add_user_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRow>)
                         attributed_to: None,
                         wait_ns_per_op: None,
                         spin_ns: None,
+                        woken_by: None,
                     },
                     HashMap::new(),
                 )
@@ -610,6 +644,26 @@ mod tests {
         assert_eq!(condvar_name("_PyRuntime+0x1b4"), "_PyRuntime+0x188");
         assert_eq!(condvar_name("heap 0x55e01aaf2ee8"), "heap 0x55e01aaf2ee8");
         assert_eq!(condvar_name("state+0x8"), "state+0x8");
+    }
+
+    #[test]
+    fn a_wait_names_its_peer_only_when_one_waker_did_most_of_it() {
+        let w: HashMap<&str, u64> = [("producer", 70), ("kworker/0:1", 30)]
+            .into_iter()
+            .collect();
+        assert_eq!(main_waker(&w), Some("producer"));
+        let w: HashMap<&str, u64> = [("a", 50), ("b", 50)].into_iter().collect();
+        assert_eq!(main_waker(&w), None);
+        // Pipes and sockets by kind (their numbers change every run), files by path.
+        assert_eq!(stable_fd_name("pipe:[40261]"), "pipe");
+        assert_eq!(stable_fd_name("socket:[77]"), "socket");
+        assert_eq!(stable_fd_name("/var/lib/db/wal"), "/var/lib/db/wal");
+        // Kernel locks the tracepoints miss are told from where their waiters block.
+        assert_eq!(
+            untraced_kernel_lock("__vma_start_write").map(|l| l.0),
+            Some("vma lock")
+        );
+        assert!(untraced_kernel_lock("pipe_read").is_none());
     }
 
     #[test]

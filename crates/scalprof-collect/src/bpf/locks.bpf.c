@@ -198,6 +198,35 @@ struct {
 	__type(value, struct stat);
 } syscall_stacks SEC(".maps");
 
+/* Who ended the sampled system-call waits: the waking task's process, per (argument 0,
+ * tgid, call, waker tgid); a pipe's writer, a socket's sender. */
+struct wkey {
+	u64 uaddr;
+	u32 tgid;
+	u32 op;
+	u32 waker;
+	u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct wkey);
+	__type(value, struct stat);
+} wakers SEC(".maps");
+
+/* The command name of each waking task seen, by its tgid. */
+struct comm {
+	char name[16];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, u32);
+	__type(value, struct comm);
+} waker_comms SEC(".maps");
+
 /* Waiting for a CPU: from a wakeup or a preemption until the task runs, per tgid. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -435,8 +464,9 @@ static __always_inline void on_block(void *ctx, struct task_struct *prev, u64 no
 		st->snapped = copy_user_stack(prev, regs, st, tgid, 0);
 }
 
-/* A blocked task's wait ends (it was woken, or runs again). */
-static __always_inline void end_wait(struct ustart *st, u32 tgid, u32 tid, u64 now)
+/* A blocked task's wait ends: it was woken by `waker` (a tgid; 0 when not known), or
+ * runs again. */
+static __always_inline void end_wait(struct ustart *st, u32 tgid, u32 tid, u64 now, u32 waker)
 {
 	u64 wait = now - st->ts;
 	struct ukey key = { .uaddr = st->uaddr, .tgid = tgid, .op = st->op };
@@ -448,6 +478,16 @@ static __always_inline void end_wait(struct ustart *st, u32 tgid, u32 tid, u64 n
 			struct skey sk = { .uaddr = st->uaddr, .tgid = tgid, .op = st->op,
 					   .stack_id = st->kstack, .pad = 0 };
 			account(&syscall_stacks, &sk, wait);
+			if (waker) {
+				struct wkey wk = { .uaddr = st->uaddr, .tgid = tgid, .op = st->op,
+						   .waker = waker, .pad = 0 };
+				account(&wakers, &wk, wait);
+				if (!bpf_map_lookup_elem(&waker_comms, &waker)) {
+					struct comm c = {};
+					bpf_get_current_comm(c.name, sizeof(c.name));
+					bpf_map_update_elem(&waker_comms, &waker, &c, BPF_NOEXIST);
+				}
+			}
 		}
 	} else {
 		account(&user_locks, &key, wait);
@@ -466,16 +506,21 @@ static __always_inline void end_wait(struct ustart *st, u32 tgid, u32 tid, u64 n
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 }
 
-/* A task is woken: its wait ends here, and its wait for a CPU begins. */
-SEC("tp_btf/sched_wakeup")
+/* A task is being woken (in the waker's context, before the wakeup may be queued to
+ * another CPU): its wait ends here, and its wait for a CPU begins. */
+SEC("tp_btf/sched_waking")
 int BPF_PROG(on_wakeup, struct task_struct *p)
 {
 	struct ustart *st = bpf_task_storage_get(&wait_start, p, 0, 0);
 	if (!st)
 		return 0;
 	u64 now = bpf_ktime_get_ns();
+	/* The waker is the current task, unless the wakeup comes from an interrupt (a
+	 * timer, a completed I/O), where current is whoever was interrupted: only the
+	 * sampled waits of calls that wait for another task keep it (user space decides). */
 	if (st->ts)
-		end_wait(st, BPF_CORE_READ(p, tgid), BPF_CORE_READ(p, pid), now);
+		end_wait(st, BPF_CORE_READ(p, tgid), BPF_CORE_READ(p, pid), now,
+			 bpf_get_current_pid_tgid() >> 32);
 	st->runnable = now;
 	return 0;
 }
@@ -500,7 +545,7 @@ static __always_inline void on_run(struct task_struct *next, u64 now)
 		return;
 	u32 tgid = BPF_CORE_READ(next, tgid);
 	if (st->ts)
-		end_wait(st, tgid, BPF_CORE_READ(next, pid), now);
+		end_wait(st, tgid, BPF_CORE_READ(next, pid), now, 0);
 	if (st->runnable) {
 		account(&runqueue, &tgid, now - st->runnable);
 		st->runnable = 0;

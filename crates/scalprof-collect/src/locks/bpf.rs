@@ -18,7 +18,7 @@ use crate::LockTracerError;
 
 use super::merge_maps;
 
-use scalprof_model::locks::{RunQueueRaw, SyscallStackRaw};
+use scalprof_model::locks::{RunQueueRaw, SyscallStackRaw, WakerRaw};
 
 use super::{
     bpf_cause, read_proc_maps, spread_over_stacks, u64_at, KernelLockRaw, LockConfig, LockFailures,
@@ -37,7 +37,7 @@ use super::{
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/locks.skel.rs"));
 }
-use skel::types::{kkey, skey, snapshot, stat, ukey, wait_end};
+use skel::types::{comm, kkey, skey, snapshot, stat, ukey, wait_end, wkey};
 use skel::LocksSkelBuilder;
 
 /// A map key or value type of the skeleton, generated from the program's BTF.
@@ -58,6 +58,10 @@ unsafe impl Plain for skey {}
 unsafe impl Plain for snapshot {}
 // SAFETY: wait_end is repr(C) { u64, u64, u32, u32 }.
 unsafe impl Plain for wait_end {}
+// SAFETY: wkey is repr(C) { u64, u32, u32, u32, u32 }.
+unsafe impl Plain for wkey {}
+// SAFETY: comm is repr(C) { [i8; 16] }.
+unsafe impl Plain for comm {}
 
 /// A record of the snapshot ring buffer.
 enum Record {
@@ -327,6 +331,47 @@ pub(super) fn trace(
             count: v.count,
             total_ns: v.total_ns,
         });
+    }
+    for key in skel.maps.wakers.keys() {
+        let Ok(Some(val)) = skel.maps.wakers.lookup(&key, MapFlags::ANY) else {
+            undecoded += 1;
+            continue;
+        };
+        let (Some(k), Some(v)) = (decode::<wkey>(&key), decode::<stat>(&val)) else {
+            undecoded += 1;
+            continue;
+        };
+        out.wakers.push(WakerRaw {
+            uaddr: k.uaddr,
+            tgid: k.tgid,
+            op: k.op,
+            waker: k.waker,
+            count: v.count,
+            total_ns: v.total_ns,
+        });
+    }
+    for key in skel.maps.waker_comms.keys() {
+        let Ok(Some(val)) = skel.maps.waker_comms.lookup(&key, MapFlags::ANY) else {
+            undecoded += 1;
+            continue;
+        };
+        let (Some(tgid), Some(c)) = (
+            key.get(..4)
+                .and_then(|b| b.try_into().ok())
+                .map(u32::from_ne_bytes),
+            decode::<comm>(&val),
+        ) else {
+            undecoded += 1;
+            continue;
+        };
+        let bytes: Vec<u8> = c
+            .name
+            .iter()
+            .map(|&b| b as u8)
+            .take_while(|&b| b != 0)
+            .collect();
+        out.waker_comms
+            .insert(tgid, String::from_utf8_lossy(&bytes).into_owned());
     }
     for key in skel.maps.runqueue.keys() {
         let Ok(Some(val)) = skel.maps.runqueue.lookup(&key, MapFlags::ANY) else {

@@ -32,6 +32,61 @@ pub fn nlogn_exponent(sizes: &[u64]) -> f64 {
     }
     ((n1 * n1.ln()) / (n0 * n0.ln())).ln() / (n1 / n0).ln()
 }
+/// The C library's string and memory primitives (`__memcmp_evex_movbe`, `__strcmp_avx2`,
+/// `__GI___strcoll_l`): their cost per call grows with the data they touch (longer
+/// compares, caches outgrown), so their growth is the algorithm's that calls them. They
+/// keep their own rows, and their cost also counts in the caller's, which the alarm judges.
+pub fn is_data_primitive(function: &str) -> bool {
+    let f = function.trim_start_matches('_');
+    let f = f.strip_prefix("GI_").unwrap_or(f).trim_start_matches('_');
+    [
+        "memcmp",
+        "bcmp",
+        "memcpy",
+        "memmove",
+        "memset",
+        "memchr",
+        "memrchr",
+        "strcmp",
+        "strncmp",
+        "strcasecmp",
+        "strlen",
+        "strnlen",
+        "strcoll",
+        "strchr",
+        "strrchr",
+        "strstr",
+        "strcpy",
+        "stpcpy",
+        "wcscmp",
+        "wcslen",
+        "wmemcmp",
+    ]
+    .iter()
+    .any(|p| {
+        f.strip_prefix(p)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('_'))
+    })
+}
+
+/// Self cost of each function with the data primitives it called charged to it (the
+/// primitives keep their own self cost too).
+fn charged_self(p: &PointProfile) -> std::collections::HashMap<String, u64> {
+    let mut out: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
+    for f in &p.folded {
+        // The first frame is the process name.
+        let frames: Vec<&str> = f.stack.split(';').skip(1).collect();
+        let Some(leaf) = frames.last() else { continue };
+        *out.entry(leaf.to_string()).or_default() += f.weight;
+        if is_data_primitive(leaf) {
+            if let Some(caller) = frames.iter().rev().find(|fr| !is_data_primitive(fr)) {
+                *out.entry(caller.to_string()).or_default() += f.weight;
+            }
+        }
+    }
+    out
+}
+
 /// Functions with less than this share of the largest point's cost are not fitted.
 const MIN_SHARE: f64 = 0.01;
 
@@ -76,6 +131,7 @@ pub fn complexity(points: &[(u64, u32, &PointProfile)]) -> Option<ComplexityRepo
         return None;
     }
     let costs: Vec<_> = points.iter().map(|(_, _, p)| function_costs(p)).collect();
+    let charged: Vec<_> = points.iter().map(|(_, _, p)| charged_self(p)).collect();
     let per_run = |w: u64, i: usize| w as f64 / f64::from(points[i].1.max(1));
     let total: Vec<(f64, f64)> = costs
         .iter()
@@ -85,15 +141,12 @@ pub fn complexity(points: &[(u64, u32, &PointProfile)]) -> Option<ComplexityRepo
     let overall = power_fit(&total)?;
     let last = costs.len() - 1;
     let mut names: HashSet<&String> = HashSet::new();
-    for c in &costs {
-        names.extend(c.self_weight.keys());
+    for c in &charged {
+        names.extend(c.keys());
     }
     let mut functions = Vec::new();
     for name in names {
-        let self_last = per_run(
-            costs[last].self_weight.get(name).copied().unwrap_or(0),
-            last,
-        );
+        let self_last = per_run(charged[last].get(name).copied().unwrap_or(0), last);
         if self_last < MIN_SHARE * total[last].1 {
             continue;
         }
@@ -102,7 +155,8 @@ pub fn complexity(points: &[(u64, u32, &PointProfile)]) -> Option<ComplexityRepo
                 .map(|i| (points[i].0 as f64, per_run(f(i), i)))
                 .collect()
         };
-        let self_cost = series(&|i| costs[i].self_weight.get(name).copied().unwrap_or(0));
+        // A caller's cost includes the data primitives it called (see is_data_primitive).
+        let self_cost = series(&|i| charged[i].get(name).copied().unwrap_or(0));
         let incl_cost = series(&|i| costs[i].inclusive_weight.get(name).copied().unwrap_or(0));
         // Sizes where the function was not sampled are left out of the fit, not divided by.
         let absent_below = self_cost
@@ -141,7 +195,8 @@ pub fn complexity(points: &[(u64, u32, &PointProfile)]) -> Option<ComplexityRepo
 }
 
 /// `superlinear_cost` findings: functions whose exponent's interval lies above n log n's
-/// exponent over the sizes plus [`NLOGN_MARGIN`]. Score: the function's share of the cost
+/// exponent over the sizes plus [`NLOGN_MARGIN`]; not the data primitives, whose growth is
+/// judged in their callers'. Score: the function's share of the cost
 /// at the largest size.
 pub fn superlinear(report: &ComplexityReport, unit: &str) -> Vec<Finding> {
     let last_total = *report.total_cost.last().unwrap_or(&0.0);
@@ -149,6 +204,7 @@ pub fn superlinear(report: &ComplexityReport, unit: &str) -> Vec<Finding> {
         .functions
         .iter()
         .filter(|f| f.fit.ci95[0] > nlogn_exponent(&report.sizes) + NLOGN_MARGIN)
+        .filter(|f| !is_data_primitive(&f.function))
         .map(|f| {
             let share = if last_total > 0.0 {
                 f.self_cost.last().copied().unwrap_or(0.0) / last_total
@@ -207,6 +263,78 @@ mod tests {
             .collect();
         let f = power_fit(&pts).unwrap();
         assert!(f.exponent > 1.05 && f.exponent < 1.15, "{f:?}");
+    }
+
+    #[test]
+    fn a_data_primitive_is_judged_in_its_caller() {
+        assert!(is_data_primitive("__memcmp_evex_movbe"));
+        assert!(is_data_primitive("__GI___strcoll_l"));
+        assert!(is_data_primitive("memcpy"));
+        assert!(!is_data_primitive("memcached_get"));
+        assert!(!is_data_primitive("expire_flows"));
+        // A sort: comparisons n log n, each memcmp slower as the data outgrows the caches
+        // (n^1.4 alone); the sort itself stays n log n. Then a quadratic scan whose own
+        // time is small, calling memcmp n² times: the scan is named, memcmp is not.
+        let sizes = [250_000u64, 500_000, 1_000_000, 2_000_000];
+        let prof = |_n: u64, stacks: &[(&str, f64)]| PointProfile {
+            folded: stacks
+                .iter()
+                .map(|&(s, w)| scalprof_model::FoldedStack {
+                    stack: s.to_string(),
+                    samples: 1,
+                    weight: w as u64,
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let nf = |n: u64| n as f64;
+        let sort: Vec<PointProfile> = sizes
+            .iter()
+            .map(|&n| {
+                prof(
+                    n,
+                    &[
+                        ("sort;main;sortlines", 400.0 * nf(n) * nf(n).ln()),
+                        (
+                            "sort;main;sortlines;__memcmp_evex_movbe",
+                            5.0 * nf(n).powf(1.4),
+                        ),
+                    ],
+                )
+            })
+            .collect();
+        let pts: Vec<(u64, u32, &PointProfile)> =
+            sizes.iter().zip(&sort).map(|(&n, p)| (n, 1, p)).collect();
+        let report = complexity(&pts).unwrap();
+        assert!(report
+            .functions
+            .iter()
+            .any(|f| f.function == "__memcmp_evex_movbe"));
+        assert!(
+            superlinear(&report, "ns").is_empty(),
+            "{:?}",
+            superlinear(&report, "ns")
+        );
+        let scan: Vec<PointProfile> = sizes
+            .iter()
+            .map(|&n| {
+                prof(
+                    n,
+                    &[
+                        ("p;main;dedup", 0.001 * nf(n) * nf(n)),
+                        ("p;main;dedup;memcmp", 0.01 * nf(n) * nf(n)),
+                        ("p;main;read_input", 100.0 * nf(n)),
+                    ],
+                )
+            })
+            .collect();
+        let pts: Vec<(u64, u32, &PointProfile)> =
+            sizes.iter().zip(&scan).map(|(&n, p)| (n, 1, p)).collect();
+        let named: Vec<String> = superlinear(&complexity(&pts).unwrap(), "ns")
+            .into_iter()
+            .map(|f| f.subject)
+            .collect();
+        assert_eq!(named, vec!["dedup".to_string()]);
     }
 
     #[test]

@@ -772,7 +772,8 @@ pub fn complexity_table(c: &scalprof_model::ComplexityReport) -> String {
         ]);
     }
     format!(
-        "\ncomplexity over sizes {}:\n{t}\n",
+        "\ncomplexity over sizes {}:\n{t}\n  (a function's self cost includes the libc memory and string calls it makes; \
+         those keep their own rows, and are judged in their callers: their cost per call grows with the data)\n",
         c.sizes
             .iter()
             .map(|s| s.to_string())

@@ -412,6 +412,7 @@ mod tests {
             profile: None,
             locks: None,
             budget: None,
+            counters: None,
         }
     }
 

@@ -393,6 +393,7 @@ fn summarize_point(value: u64, all: Vec<Repeat>, source: ThroughputSource) -> Po
         (Some(t), Some(c)) if c.median > 0.0 => Some(t.median / c.median - 1.0),
         _ => None,
     };
+    let counters = point_counters(&ok);
     Point {
         value,
         traced_repeats,
@@ -408,7 +409,46 @@ fn summarize_point(value: u64, all: Vec<Repeat>, source: ThroughputSource) -> Po
         profile: None,
         locks: None,
         budget: None,
+        counters,
     }
+}
+
+/// The counters of a point's successful clean repeats: the median of each (a PMU count only
+/// when every repeat has it).
+fn point_counters(ok: &[&Repeat]) -> Option<scalprof_model::Counters> {
+    if ok.is_empty() {
+        return None;
+    }
+    let med = |v: Vec<u64>| -> Option<u64> {
+        (v.len() == ok.len())
+            .then(|| spread(v.iter().map(|&x| x as f64)))
+            .flatten()
+            .map(|s| s.median.round() as u64)
+    };
+    let counted = |f: &dyn Fn(&scalprof_model::EventCounts) -> Option<u64>| {
+        med(ok
+            .iter()
+            .filter_map(|r| r.counts.as_ref().and_then(f))
+            .collect())
+    };
+    let cycles = counted(&|c| c.cycles);
+    let instructions = counted(&|c| c.instructions);
+    Some(scalprof_model::Counters {
+        context_switches: med(ok
+            .iter()
+            .map(|r| r.voluntary_csw + r.involuntary_csw)
+            .collect())?,
+        cpu_migrations: counted(&|c| Some(c.cpu_migrations)),
+        page_faults: med(ok.iter().map(|r| r.minor_faults).collect())?,
+        major_faults: med(ok.iter().map(|r| r.major_faults).collect())?,
+        cycles,
+        instructions,
+        ipc: match (cycles, instructions) {
+            (Some(c), Some(i)) if c > 0 => Some(i as f64 / c as f64),
+            _ => None,
+        },
+        llc_misses: counted(&|c| c.llc_misses),
+    })
 }
 
 /// Median (mean of the middle two for even counts), minimum and maximum.
@@ -605,6 +645,7 @@ mod tests {
                 involuntary_csw: 0,
                 minor_faults: 0,
                 major_faults: 0,
+                counts: None,
                 stdout_path: None,
                 stderr_path: None,
                 traced: false,

@@ -11,6 +11,7 @@
 //! - [`interrupt`]: SIGINT/SIGTERM forwarded to the workload's process group.
 //! - [`host`]: facts about the machine recorded with every run.
 
+pub mod counters;
 pub mod exec;
 pub mod host;
 pub mod import;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use regex::Regex;
 use scalprof_model::Repeat;
 
+use crate::counters::EventCounter;
 use crate::exec::{self, Attach, ExecSpec};
 use crate::interrupt::Interrupt;
 use crate::locks::{LockConfig, LockTracer, RawLocks};
@@ -312,14 +313,14 @@ pub fn run_with(
             path: plan.output_dir.clone(),
             source,
         })?;
-    let mut sampling = plan.sampling.clone();
-    let mut locks = plan.locks.clone();
+    let mut on = Enabled {
+        sampling: plan.sampling.clone(),
+        locks: plan.locks.clone(),
+    };
+    // The PMU's counters are tried until the first refusal (no PMU: a VM).
+    let mut count_pmu = true;
     for &value in &plan.values {
-        let diagnose = if sampling.is_some() || locks.is_some() {
-            plan.diagnose
-        } else {
-            0
-        };
+        let diagnose = if on.any() { plan.diagnose } else { 0 };
         let runs = (0..plan.warmup)
             .map(|i| (i, RepeatKind::Warmup))
             .chain((0..plan.repeat).map(|i| (i, RepeatKind::Clean)))
@@ -329,7 +330,7 @@ pub fn run_with(
                 return Ok(SweepEnd::Interrupted(interrupt.signal()));
             }
             // A collector that failed on an earlier repeat is off: nothing left to trace.
-            if kind == RepeatKind::Traced && sampling.is_none() && locks.is_none() {
+            if kind == RepeatKind::Traced && !on.any() {
                 break;
             }
             sink.starting(value, index, kind);
@@ -349,15 +350,19 @@ pub fn run_with(
                 stderr: plan.output_dir.join(format!("{stem}.stderr")),
                 timeout: plan.timeout,
             };
+            let mut counter = EventCounter::new(count_pmu);
             let (r, collected) = run_collected(
                 &spec,
                 interrupt,
                 traced,
                 collectors,
-                &mut sampling,
-                &mut locks,
+                &mut on,
+                &mut counter,
                 sink,
             )?;
+            if counter.pmu_refused() {
+                count_pmu = false;
+            }
             // A repeat cut short by Ctrl-C is not a measurement: drop it.
             if interrupt.requested() && !r.timed_out && r.exit_code != Some(0) {
                 return Ok(SweepEnd::Interrupted(interrupt.signal()));
@@ -384,6 +389,7 @@ pub fn run_with(
                 involuntary_csw: r.involuntary_csw,
                 minor_faults: r.minor_faults,
                 major_faults: r.major_faults,
+                counts: counter.take(),
                 stdout_path: Some(spec.stdout.display().to_string()),
                 stderr_path: Some(spec.stderr.display().to_string()),
                 traced,
@@ -408,6 +414,18 @@ pub fn run_with(
     Ok(SweepEnd::Complete)
 }
 
+/// The collectors still on for the traced repeats of this sweep.
+struct Enabled {
+    sampling: Option<SamplingConfig>,
+    locks: Option<LockConfig>,
+}
+
+impl Enabled {
+    fn any(&self) -> bool {
+        self.sampling.is_some() || self.locks.is_some()
+    }
+}
+
 /// Runs one repeat with the collectors that are on; a collector that cannot start is
 /// switched off for the rest of the sweep (the sink says why) and the repeat runs without it.
 fn run_collected(
@@ -415,20 +433,22 @@ fn run_collected(
     interrupt: &Interrupt,
     traced: bool,
     collectors: &mut dyn Collectors,
-    sampling: &mut Option<SamplingConfig>,
-    locks: &mut Option<LockConfig>,
+    on: &mut Enabled,
+    counter: &mut EventCounter,
     sink: &mut dyn SweepSink,
 ) -> Result<(exec::ExecResult, Collected), CollectError> {
     loop {
-        let mut sampler = sampling
+        let mut sampler = on
+            .sampling
             .as_ref()
             .filter(|_| traced)
             .map(|c| collectors.sampler(c));
-        let mut tracer = locks
+        let mut tracer = on
+            .locks
             .as_ref()
             .filter(|_| traced)
             .map(|c| collectors.lock_tracer(c));
-        let mut attached: Vec<&mut dyn Attach> = Vec::new();
+        let mut attached: Vec<&mut dyn Attach> = vec![&mut *counter];
         if let Some(s) = sampler.as_mut() {
             attached.push(s.as_mut());
         }
@@ -439,11 +459,11 @@ fn run_collected(
             // The workload did not start: retry without the collector that failed.
             Err(CollectError::Profiling(reason)) => {
                 sink.profiling_unavailable(&reason);
-                *sampling = None;
+                on.sampling = None;
             }
             Err(CollectError::Locks(reason)) => {
                 sink.locks_unavailable(&reason);
-                *locks = None;
+                on.locks = None;
             }
             Err(e) => return Err(e),
             Ok(r) => {

@@ -156,6 +156,10 @@ pub struct Repeat {
     pub involuntary_csw: u64,
     pub minor_faults: u64,
     pub major_faults: u64,
+    /// Events counted (not sampled) over the whole process tree: CPU migrations, and the
+    /// PMU's cycles, instructions and LLC misses where the machine has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counts: Option<EventCounts>,
     /// Files holding the workload's stdout and stderr for this repeat.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stdout_path: Option<String>,
@@ -165,6 +169,41 @@ pub struct Repeat {
     /// reported; it measures what tracing changed (`Point::perturbation`).
     #[serde(default, skip_serializing_if = "is_false")]
     pub traced: bool,
+}
+
+/// perf events counted over one execution's process tree (inherited by every thread and
+/// child). The PMU's are `None` on a machine without one (many VMs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EventCounts {
+    pub cpu_migrations: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cycles: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llc_misses: Option<u64>,
+}
+
+/// A point's counters: medians over its clean repeats, per repeat (the whole process
+/// tree's run).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Counters {
+    /// Voluntary plus involuntary context switches.
+    pub context_switches: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_migrations: Option<u64>,
+    /// Minor page faults.
+    pub page_faults: u64,
+    pub major_faults: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cycles: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<u64>,
+    /// Instructions per cycle (from the two medians).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipc: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llc_misses: Option<u64>,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -237,6 +276,9 @@ pub struct Point {
     /// Where this point's thread-time per operation went (points after the first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<Budget>,
+    /// Counted events of the clean repeats (medians).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<Counters>,
 }
 
 /// A point's thread-time per operation, split: `useful` (the efficiency) + the causes'
@@ -682,6 +724,7 @@ mod tests {
             involuntary_csw: 0,
             minor_faults: 0,
             major_faults: 0,
+            counts: None,
             stdout_path: None,
             stderr_path: None,
             traced: false,

@@ -123,6 +123,7 @@ pub fn import(store: &Store, path: &Path, label: Option<String>) -> Result<i64> 
             involuntary_csw: 0,
             minor_faults: 0,
             major_faults: 0,
+            counts: None,
             stdout_path: None,
             stderr_path: None,
             traced: false,

@@ -102,6 +102,9 @@ pub fn summary_with(doc: &RunDocument, all_locks: bool) -> String {
     if let Some(split) = split_line(&doc.points, doc.sweep.parameter.as_str()) {
         out += &format!("time:  {split}\n");
     }
+    if let Some(line) = counters_line(doc) {
+        out += &format!("counted: {line}\n");
+    }
     if let Some(line) = profile_line(doc) {
         out += &format!("profile: {line}\n");
     }
@@ -442,6 +445,59 @@ fn profile_line(doc: &RunDocument) -> Option<String> {
         sampling.frequency,
         parts.join("; ")
     ))
+}
+
+/// The counted events per point (medians of the clean repeats, per run of the workload),
+/// and once, which the machine cannot count.
+pub fn counters_line(doc: &RunDocument) -> Option<String> {
+    let parts: Vec<String> = doc
+        .points
+        .iter()
+        .filter_map(|p| {
+            let c = p.counters?;
+            let mut s = format!(
+                "{} {}: {} context switches, {} page faults",
+                doc.sweep.parameter,
+                p.value,
+                count(c.context_switches),
+                count(c.page_faults)
+            );
+            if c.major_faults > 0 {
+                s += &format!(" ({} major)", count(c.major_faults));
+            }
+            if let Some(m) = c.cpu_migrations {
+                s += &format!(", {} CPU migrations", count(m));
+            }
+            if let Some(ipc) = c.ipc {
+                s += &format!(", IPC {ipc:.2}");
+            }
+            if let Some(l) = c.llc_misses {
+                s += &format!(", {} LLC misses", count(l));
+            }
+            Some(s)
+        })
+        .collect();
+    if parts.is_empty() {
+        return None;
+    }
+    let counted_pmu = doc
+        .points
+        .iter()
+        .any(|p| p.counters.is_some_and(|c| c.cycles.is_some()));
+    let mut line = parts.join("; ");
+    if !counted_pmu {
+        line += " (no PMU here: cycles, instructions, IPC and LLC misses are not counted)";
+    }
+    Some(line)
+}
+
+/// A count: exact below a thousand, else with an SI suffix.
+fn count(n: u64) -> String {
+    if n < 1000 {
+        n.to_string()
+    } else {
+        si(n as f64)
+    }
 }
 
 /// What-grew rows below this share of the last point's cost per op are not shown.

@@ -46,6 +46,7 @@ fn repeat(index: u32, wall: f64, threads: u64, traced: bool) -> Repeat {
         involuntary_csw: 2,
         minor_faults: 100,
         major_faults: 0,
+        counts: None,
         stdout_path: None,
         stderr_path: None,
         traced,

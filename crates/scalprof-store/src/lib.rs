@@ -119,6 +119,8 @@ const MIGRATIONS: &[&str] = &[
     // 6: what the sharing analysis read from the binaries (JSON, SharingInputs). Findings
     // are recomputed on every load from now on; `findings` keeps older runs' results.
     "ALTER TABLE runs ADD COLUMN sharing TEXT;",
+    // 7: counted events per repeat (JSON, EventCounts): CPU migrations, PMU counts.
+    "ALTER TABLE repeats ADD COLUMN counts TEXT;",
 ];
 
 /// The schema version this build writes.
@@ -347,8 +349,8 @@ impl Store {
         self.conn.execute(
             "INSERT OR REPLACE INTO repeats (run_id, value, idx, wall_s, user_s, sys_s, ops, exit_code,
                 signal, timed_out, voluntary_csw, involuntary_csw, minor_faults, major_faults,
-                stdout_path, stderr_path, traced)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
+                stdout_path, stderr_path, traced, counts)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
             params![
                 id,
                 value as i64,
@@ -367,6 +369,9 @@ impl Store {
                 r.stdout_path,
                 r.stderr_path,
                 r.traced,
+                r.counts
+                    .as_ref()
+                    .map(|c| serde_json::to_string(c).expect("plain struct")),
             ],
         )?;
         Ok(())
@@ -653,33 +658,43 @@ impl Store {
         let mut stmt = self.conn.prepare(
             "SELECT value, idx, wall_s, user_s, sys_s, ops, exit_code, signal, timed_out,
                     voluntary_csw, involuntary_csw, minor_faults, major_faults, stdout_path, stderr_path,
-                    traced
+                    traced, counts
              FROM repeats WHERE run_id = ?1 ORDER BY rowid",
         )?;
         let repeats = stmt
             .query_map([id], |r| {
-                Ok(PointRepeat {
-                    value: r.get::<_, i64>(0)? as u64,
-                    repeat: Repeat {
-                        index: r.get(1)?,
-                        wall_s: r.get(2)?,
-                        user_s: r.get(3)?,
-                        sys_s: r.get(4)?,
-                        ops: r.get::<_, Option<i64>>(5)?.map(|o| o as u64),
-                        exit_code: r.get(6)?,
-                        signal: r.get(7)?,
-                        timed_out: r.get(8)?,
-                        voluntary_csw: r.get::<_, i64>(9)? as u64,
-                        involuntary_csw: r.get::<_, i64>(10)? as u64,
-                        minor_faults: r.get::<_, i64>(11)? as u64,
-                        major_faults: r.get::<_, i64>(12)? as u64,
-                        stdout_path: r.get(13)?,
-                        stderr_path: r.get(14)?,
-                        traced: r.get(15)?,
+                Ok((
+                    PointRepeat {
+                        value: r.get::<_, i64>(0)? as u64,
+                        repeat: Repeat {
+                            index: r.get(1)?,
+                            wall_s: r.get(2)?,
+                            user_s: r.get(3)?,
+                            sys_s: r.get(4)?,
+                            ops: r.get::<_, Option<i64>>(5)?.map(|o| o as u64),
+                            exit_code: r.get(6)?,
+                            signal: r.get(7)?,
+                            timed_out: r.get(8)?,
+                            voluntary_csw: r.get::<_, i64>(9)? as u64,
+                            involuntary_csw: r.get::<_, i64>(10)? as u64,
+                            minor_faults: r.get::<_, i64>(11)? as u64,
+                            major_faults: r.get::<_, i64>(12)? as u64,
+                            stdout_path: r.get(13)?,
+                            stderr_path: r.get(14)?,
+                            traced: r.get(15)?,
+                            counts: None,
+                        },
                     },
-                })
+                    r.get::<_, Option<String>>(16)?,
+                ))
             })?
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .map(|(mut p, counts)| {
+                p.repeat.counts = counts.map(|t| parse(id, "counts", &t)).transpose()?;
+                Ok(p)
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
         Ok(StoredRun {
             header,
             repeats,

@@ -35,6 +35,7 @@ fn repeat(index: u32, wall: f64) -> Repeat {
         involuntary_csw: 2,
         minor_faults: 3,
         major_faults: 4,
+        counts: None,
         stdout_path: Some("/tmp/o".into()),
         stderr_path: None,
         traced: false,

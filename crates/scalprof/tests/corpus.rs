@@ -240,6 +240,30 @@ fn mmap_churn_profiles_name_the_munmap_and_fault_paths() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.db");
     let doc = run_corpus(&db, "mmap_churn", &dir.path().join("mmap.json"));
+    // Counted, not sampled, in the clean repeats: each thread faults in its own pages, so
+    // the faults double with the threads; the waiters on mmap_lock switch out.
+    let counters = |v: usize| doc["points"][v]["counters"].clone();
+    let faults = |v: usize| counters(v)["page_faults"].as_f64().unwrap();
+    assert!(
+        (faults(1) / faults(0) - 2.0).abs() < 0.2,
+        "page faults should double: {} → {}",
+        faults(0),
+        faults(1)
+    );
+    assert!(
+        counters(1)["context_switches"].as_u64().unwrap()
+            > 10 * counters(0)["context_switches"].as_u64().unwrap().max(1),
+        "{}",
+        counters(1)
+    );
+    assert!(counters(1)["cpu_migrations"].is_u64(), "{}", counters(1));
+    // The PMU's counts exist exactly where there is a PMU.
+    assert_eq!(
+        counters(1)["ipc"].is_f64(),
+        doc["host"]["pmu"] == true,
+        "{}",
+        counters(1)
+    );
     assert_eq!(
         doc["sampling"]["event"],
         if doc["host"]["pmu"] == true {

@@ -4,6 +4,7 @@
 
 pub mod flame;
 pub mod html;
+pub mod pprof;
 
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 use comfy_table::{CellAlignment, Table};

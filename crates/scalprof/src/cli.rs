@@ -43,6 +43,9 @@ pub enum Command {
     /// Write a flame graph (SVG) of a sweep point, its folded stacks, or a differential
     /// flame graph of two points or runs, normalized per operation.
     Flame(FlameArgs),
+    /// Export stored profiles for other tools: pprof (gzipped profile.proto, for `go tool
+    /// pprof`, Pyroscope, Parca, Grafana) or folded stacks (inferno, flamegraph.pl, speedscope).
+    Export(ExportArgs),
     /// Profile a command over input sizes and fit each function's cost as a·nᵏ: names the
     /// functions that grow faster than the input (`superlinear_cost`).
     Complexity(ComplexityArgs),
@@ -188,6 +191,30 @@ pub struct FlameArgs {
     /// e.g. `--diff @1 @2` (what changed from 1 to 2 threads), `--diff 3@2 5@2` (two runs).
     #[arg(long, num_args = 2, value_names = ["A", "B"])]
     pub diff: Option<Vec<String>>,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExportFormat {
+    /// Gzipped profile.proto: every sample's kernel and user frames, its process and point.
+    Pprof,
+    /// One line per stack: `process;frame;…;leaf samples` (kernel frames end in `_[k]`).
+    Folded,
+}
+
+#[derive(Args, Debug)]
+pub struct ExportArgs {
+    /// A run id, `latest`, `latest~N`, or a label.
+    #[arg(default_value = "latest", value_name = "RUN")]
+    pub run: String,
+    /// The sweep point to export, or `all` (pprof only: each sample is labelled with its
+    /// point, e.g. `threads=2`). Default: the last point.
+    #[arg(long, value_name = "N|all")]
+    pub point: Option<String>,
+    #[arg(long, value_enum, default_value_t = ExportFormat::Pprof)]
+    pub format: ExportFormat,
+    /// Output file, `-` for standard output (default: scalprof-<run>-<point>.pb.gz or .folded).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]

@@ -94,10 +94,12 @@ pub fn flame(store: &Store, args: FlameArgs) -> Result<()> {
     }
     let s = select(store, &args.run, args.point)?;
     if args.folded {
+        let mut text = String::new();
         for line in scalprof_report::flame::folded_lines(&s.profile) {
-            println!("{line}");
+            text.push_str(&line);
+            text.push('\n');
         }
-        return Ok(());
+        return crate::export::write_stdout(text.as_bytes());
     }
     let st = &s.profile.stats;
     let title = format!(

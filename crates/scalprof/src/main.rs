@@ -5,6 +5,7 @@
 
 mod cli;
 mod corpus;
+mod export;
 mod flame;
 mod report;
 mod run;
@@ -466,6 +467,11 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Flame(args) => {
             let store = open_store_read_only(&cli.db)?;
             flame::flame(&store, args)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Export(args) => {
+            let store = open_store_read_only(&cli.db)?;
+            export::export(&store, args)?;
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -383,6 +383,30 @@ fn runs_lists_and_show_resolves_labels() {
         .assert()
         .failure()
         .stderr(predicate::str::contains("no run \"nope\""));
+    // A run measured without profiles has nothing to export, and says why.
+    scalprof(&db)
+        .args([
+            "run",
+            "-t",
+            "1",
+            "--repeat",
+            "1",
+            "--diagnose",
+            "0",
+            "--",
+            "true",
+        ])
+        .assert()
+        .success();
+    scalprof(&db)
+        .args(["export", "latest", "-o"])
+        .arg(dir.path().join("x.pb.gz"))
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "has no profiles (recorded with --no-profile",
+        ));
+    assert!(!dir.path().join("x.pb.gz").exists());
 }
 
 #[test]

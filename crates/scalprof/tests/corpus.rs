@@ -2,6 +2,7 @@
 //! other test competes for the CPUs while it measures scaling.
 
 use std::path::{Path, PathBuf};
+use std::process::Command as StdCommand;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use assert_cmd::Command;
@@ -230,6 +231,102 @@ fn folded(db: &Path, point: u64) -> Vec<(String, u64)> {
         .collect()
 }
 
+/// `go`, where Go is installed (on PATH or in its default place).
+fn go_tool() -> Option<PathBuf> {
+    let on_path = StdCommand::new("go")
+        .arg("version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if on_path {
+        return Some(PathBuf::from("go"));
+    }
+    let default = PathBuf::from("/usr/local/go/bin/go");
+    default.exists().then_some(default)
+}
+
+/// The latest run's pprof export holds both points' stacks, kernel frames in the kernel's
+/// file, labelled by point and process, and Go's pprof (where Go is installed) reads it;
+/// the folded export is the flame command's folded output.
+fn export_reads_back(db: &Path, dir: &Path) {
+    use prost::Message;
+    use scalprof_report::pprof::{Profile, KERNEL_FILE};
+    use std::io::Read;
+
+    let file = dir.join("all.pb.gz");
+    scalprof(db)
+        .args([
+            "export", "latest", "--point", "all", "--format", "pprof", "-o",
+        ])
+        .arg(&file)
+        .assert()
+        .success();
+    let mut raw = Vec::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(&file).unwrap())
+        .read_to_end(&mut raw)
+        .expect("a gzip file");
+    let p = Profile::decode(&raw[..]).expect("a profile.proto message");
+    let s = |i: i64| p.string_table[i as usize].as_str();
+    for point in [1i64, 2] {
+        let samples: i64 = p
+            .sample
+            .iter()
+            .filter(|x| {
+                x.label
+                    .iter()
+                    .any(|l| s(l.key) == "threads" && l.num == point)
+            })
+            .map(|x| x.value[0])
+            .sum();
+        let stored: u64 = folded(db, point as u64).iter().map(|f| f.1).sum();
+        assert_eq!(samples as u64, stored, "point {point}");
+    }
+    let munmap = p
+        .function
+        .iter()
+        .find(|f| s(f.name) == "__x64_sys_munmap")
+        .expect("the kernel's munmap in the export");
+    assert_eq!(s(munmap.filename), KERNEL_FILE);
+    assert!(p.sample.iter().all(|x| x
+        .label
+        .iter()
+        .any(|l| s(l.key) == "process" && s(l.str) == "mmap_churn")));
+    match go_tool() {
+        Some(go) => {
+            let out = StdCommand::new(go)
+                .args(["tool", "pprof", "-traces", "-tagfocus", "threads=2"])
+                .arg(&file)
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success()
+                    && text.contains("__x64_sys_munmap")
+                    && text.contains("worker"),
+                "go tool pprof: {}\n{text:.2000}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        None => eprintln!("go is not installed: the pprof export was checked with prost only"),
+    }
+    let folded_file = dir.join("p2.folded");
+    scalprof(db)
+        .args([
+            "export", "latest", "--point", "2", "--format", "folded", "-o",
+        ])
+        .arg(&folded_file)
+        .assert()
+        .success();
+    let exported = std::fs::read_to_string(&folded_file).unwrap();
+    let lines: Vec<(String, u64)> = exported
+        .lines()
+        .map(|l| {
+            let (stack, n) = l.rsplit_once(' ').unwrap();
+            (stack.to_string(), n.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(lines, folded(db, 2));
+}
+
 #[test]
 #[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn mmap_churn_profiles_name_the_munmap_and_fault_paths() {
@@ -323,6 +420,7 @@ fn mmap_churn_profiles_name_the_munmap_and_fault_paths() {
         let (_, ug, ub) = fill("worker");
         assert_eq!(ug, ub, "user frame not in the user color");
     }
+    export_reads_back(&db, dir.path());
     // What grew: kernel functions of the munmap/fault paths lead the kernel table.
     let diff = &doc["scaling_diff"];
     let top: Vec<&str> = diff["kernel"]

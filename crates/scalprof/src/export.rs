@@ -1,0 +1,129 @@
+//! `scalprof export`: stored profiles as pprof or folded stacks, for other tools.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use scalprof_pipeline::LoadedRun;
+use scalprof_report::pprof::{self, ExportMeta, ExportPoint};
+use scalprof_store::Store;
+
+use crate::cli::{ExportArgs, ExportFormat};
+
+pub fn export(store: &Store, args: ExportArgs) -> Result<()> {
+    let id = store.resolve(&args.run)?;
+    let loaded = LoadedRun::load(store, id)?;
+    let profiled: Vec<u64> = loaded.inputs.profiles.iter().map(|p| p.0).collect();
+    if profiled.is_empty() {
+        bail!("run {id} has no profiles (recorded with --no-profile, or every repeat failed)");
+    }
+    let all = args.point.as_deref() == Some("all");
+    let values: Vec<u64> = match args.point.as_deref() {
+        Some("all") => profiled.clone(),
+        Some(v) => {
+            let v: u64 = v
+                .parse()
+                .with_context(|| format!("--point {v:?}: expected a point value or `all`"))?;
+            if !profiled.contains(&v) {
+                let have: Vec<String> = profiled.iter().map(|p| p.to_string()).collect();
+                bail!(
+                    "run {id} has no profile at point {v} (profiled points: {})",
+                    have.join(", ")
+                );
+            }
+            vec![v]
+        }
+        None => vec![*profiled.iter().max().expect("non-empty")],
+    };
+    let parameter = loaded.doc.sweep.parameter.as_str();
+    let which = if all {
+        "all".to_string()
+    } else {
+        values[0].to_string()
+    };
+    let (bytes, default_name) = match args.format {
+        ExportFormat::Folded => {
+            if all {
+                bail!(
+                    "folded stacks carry no labels, so points cannot be told apart: \
+                     export one point (--point N), or use --format pprof for all of them"
+                );
+            }
+            let profile = loaded.profile(values[0]).expect("profiled point");
+            let mut text = String::new();
+            for line in scalprof_report::flame::folded_lines(profile) {
+                text.push_str(&line);
+                text.push('\n');
+            }
+            (text.into_bytes(), format!("scalprof-{id}@{which}.folded"))
+        }
+        ExportFormat::Pprof => {
+            let points: Vec<ExportPoint<'_>> = values
+                .iter()
+                .map(|&value| ExportPoint {
+                    value,
+                    profile: loaded.profile(value).expect("profiled point"),
+                })
+                .collect();
+            let doc = &loaded.doc;
+            let mut comments = vec![format!(
+                "scalprof run {id} ({}): {}",
+                doc.label,
+                doc.command.join(" ")
+            )];
+            for p in &points {
+                let st = &p.profile.stats;
+                comments.push(format!(
+                    "{parameter} {}: {} @ {} Hz, {} samples over {} traced repeats; \
+                     {} lost, {} truncated stacks, {} unresolved frames",
+                    p.value,
+                    p.profile.event,
+                    p.profile.frequency,
+                    st.samples,
+                    p.profile.repeats,
+                    st.lost_samples,
+                    st.truncated_stacks,
+                    st.unresolved_frames
+                ));
+            }
+            let time_nanos = humantime::parse_rfc3339_weak(&doc.created)
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(0));
+            let meta = ExportMeta {
+                parameter: parameter.to_string(),
+                comments,
+                time_nanos,
+                main_binary: doc.command.first().cloned().unwrap_or_default(),
+            };
+            let bytes = pprof::encode_gz(&pprof::profile(&points, &meta))?;
+            (bytes, format!("scalprof-{id}@{which}.pb.gz"))
+        }
+    };
+    let out = args.output.unwrap_or_else(|| PathBuf::from(default_name));
+    if out.as_os_str() == "-" {
+        if args.format == ExportFormat::Pprof && std::io::stdout().is_terminal() {
+            bail!("pprof is a binary format: write it to a file (-o FILE) or a pipe");
+        }
+        return write_stdout(&bytes);
+    }
+    std::fs::write(&out, &bytes).with_context(|| format!("writing {}", out.display()))?;
+    eprintln!(
+        "scalprof: wrote {} ({} of run {id}, {parameter} {which})",
+        out.display(),
+        match args.format {
+            ExportFormat::Pprof => "pprof profile",
+            ExportFormat::Folded => "folded stacks",
+        }
+    );
+    Ok(())
+}
+
+/// Writes to standard output; a reader that stopped early (`| head`) is not an error.
+pub fn write_stdout(bytes: &[u8]) -> Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r.context("writing to standard output"),
+    }
+}

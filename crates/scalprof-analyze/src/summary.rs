@@ -293,7 +293,8 @@ fn profile_warnings(header: &RunHeader, profiles: &[(u64, PointProfile)]) -> Vec
         }
         if st.samples > 0 && st.truncated_stacks * 10 > st.samples {
             problems.push(format!(
-                "{:.0}% of user stacks could not be walked to their root",
+                "{:.0}% of user stacks could not be walked to their root (deep stacks or \
+                 large frames: copy more of each with --stack-size 32k)",
                 100.0 * st.truncated_stacks as f64 / st.samples as f64
             ));
         }

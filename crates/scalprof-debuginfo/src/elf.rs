@@ -1,5 +1,6 @@
 //! One ELF file: function symbols, DWARF frames, load segments and unwind sections.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -209,11 +210,12 @@ impl ElfInfo {
         (svma < s.end).then_some((s.start, s.end))
     }
 
-    /// The data object (variable) containing a stated address, and the offset into it.
-    pub fn object(&self, svma: u64) -> Option<(&str, u64)> {
+    /// The data object (variable) containing a stated address, demangled, and the offset
+    /// into it.
+    pub fn object(&self, svma: u64) -> Option<(Cow<'_, str>, u64)> {
         let i = self.objects.partition_point(|s| s.start <= svma);
         let s = self.objects.get(i.checked_sub(1)?)?;
-        (svma < s.end.max(s.start + 1)).then(|| (s.name.as_str(), svma - s.start))
+        (svma < s.end.max(s.start + 1)).then(|| (demangle(&s.name), svma - s.start))
     }
 
     /// The stated address of the start of the first loadable segment with file offset 0
@@ -242,7 +244,7 @@ impl ElfInfo {
         }
         if names.is_empty() {
             if let Some(s) = self.symbol(svma) {
-                names.push(s.to_string());
+                names.push(demangle(s).into_owned());
             }
         }
         names
@@ -258,6 +260,18 @@ impl ElfInfo {
             .iter()
             .find(|s| s.name == name)
             .map(|s| s.start)
+    }
+}
+
+/// A symbol-table name as a developer reads it: C++ (`_Z…`) and Rust (`_ZN…17h…E`, `_R…`)
+/// names demangled (Rust without its hash), as perf, samply and inferno show them; other
+/// names unchanged. Done at lookup, not at load: a large C++ binary has 10⁵ symbols and a
+/// profile touches a few hundred.
+pub fn demangle(name: &str) -> Cow<'_, str> {
+    if name.starts_with("_Z") || name.starts_with("_R") {
+        addr2line::demangle_auto(Cow::Borrowed(name), None)
+    } else {
+        Cow::Borrowed(name)
     }
 }
 
@@ -315,6 +329,22 @@ mod tests {
         assert!(elf.unwind_sections().eh_frame_hdr.is_some());
         // Loadable code maps back: the segment holding .text converts offsets to addresses.
         assert!(elf.file_offset_to_svma(addr).is_some());
+    }
+
+    #[test]
+    fn mangled_cpp_and_rust_names_read_as_source_names() {
+        assert_eq!(
+            demangle("_ZN4node6worker11MessagePort9OnMessageENS1_21MessageProcessingModeE"),
+            "node::worker::MessagePort::OnMessage(node::worker::MessagePort::MessageProcessingMode)"
+        );
+        assert_eq!(
+            demangle("_ZN3std2rt10lang_start17h1a2b3c4d5e6f7a8bE"),
+            "std::rt::lang_start"
+        );
+        assert_eq!(demangle("_RNvCs1234_7mycrate4main"), "mycrate::main");
+        // C names, and names that only look mangled, stay as they are.
+        assert_eq!(demangle("pthread_mutex_lock"), "pthread_mutex_lock");
+        assert_eq!(demangle("_Zombie"), "_Zombie");
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! - [`sharing`]: hot instructions → the globals their locked writes target, with layouts.
 
 pub mod locks;
+pub mod perf_map;
 pub mod profile;
 pub mod sharing;
 

@@ -9,7 +9,7 @@
 //! [`finish`]: ProfileBuilder::finish
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
@@ -20,6 +20,8 @@ use linux_perf_event_reader::{
 };
 use scalprof_analyze::profile::is_tool_frame;
 use scalprof_debuginfo::{ElfInfo, Kallsyms, SymbolCache};
+
+use crate::perf_map::PerfMap;
 use scalprof_model::{FoldedStack, HotInstruction, PointProfile, ProfileStats, SerialStats};
 
 /// perf's callchain context markers are the top 4095 values of u64.
@@ -136,6 +138,11 @@ pub struct ProfileBuilder {
     kernel_cache: HashMap<u64, u32>,
     /// (file, stated address) → (samples, weight) of user-mode leaf instructions.
     hot: HashMap<(String, u64), (u64, u64)>,
+    /// JIT code names per process (`/tmp/perf-PID.map`), read at the first address in
+    /// anonymous executable memory.
+    perf_maps: HashMap<i32, Option<PerfMap>>,
+    /// Where perf maps are looked for (`/tmp`; tests use their own folder).
+    perf_map_dir: PathBuf,
 }
 
 impl ProfileBuilder {
@@ -156,7 +163,25 @@ impl ProfileBuilder {
             timeline: Vec::new(),
             kernel_cache: HashMap::new(),
             hot: HashMap::new(),
+            perf_maps: HashMap::new(),
+            perf_map_dir: PathBuf::from("/tmp"),
         }
+    }
+
+    /// Looks for JIT perf maps (`perf-PID.map`) in `dir` instead of `/tmp`.
+    pub fn with_perf_map_dir(mut self, dir: &Path) -> ProfileBuilder {
+        self.perf_map_dir = dir.to_path_buf();
+        self
+    }
+
+    /// The JIT name of an address of process `pid`, from its perf map.
+    fn jit_name(&mut self, pid: i32, addr: u64) -> Option<String> {
+        let dir = &self.perf_map_dir;
+        let map = self
+            .perf_maps
+            .entry(pid)
+            .or_insert_with(|| PerfMap::load(&dir.join(format!("perf-{pid}.map"))));
+        map.as_ref()?.lookup(addr).map(str::to_string)
     }
 
     fn intern(&mut self, name: &str) -> u32 {
@@ -262,7 +287,7 @@ impl ProfileBuilder {
         path: String,
         symbols: &mut Symbols,
     ) {
-        let elf = if path.starts_with('/') {
+        let elf = if path.starts_with('/') && !is_anonymous(&path) {
             let file = PathBuf::from(&path);
             let elf = symbols.files.get(&file);
             let st = &mut self.stats;
@@ -423,7 +448,8 @@ impl ProfileBuilder {
         if let Some(ids) = self.processes.get(&pid).and_then(|p| p.names.get(&addr)) {
             return ids.clone();
         }
-        let names: Vec<String> = {
+        // (names, may be JIT code, unresolved)
+        let (names, jit, unresolved): (Vec<String>, bool, bool) = {
             let p = &self.processes[&pid];
             match p.mapping(addr) {
                 Some(m) => {
@@ -435,18 +461,23 @@ impl ProfileBuilder {
                         (!f.is_empty()).then_some(f)
                     });
                     match resolved {
-                        Some(f) => f,
-                        None if m.path.starts_with('[') => vec![m.path.clone()],
-                        None => {
-                            self.stats.unresolved_frames += 1;
-                            vec![format!("[{file}]")]
-                        }
+                        Some(f) => (f, false, false),
+                        None if is_anonymous(&m.path) => (vec!["[anon]".to_string()], true, true),
+                        None if m.path.starts_with('[') => (vec![m.path.clone()], false, false),
+                        None => (vec![format!("[{file}]")], false, true),
                     }
                 }
-                None => {
+                // Code mapped before the profile began, or never announced.
+                None => (vec!["[unknown]".to_string()], true, true),
+            }
+        };
+        let names = match jit.then(|| self.jit_name(pid, addr)).flatten() {
+            Some(name) => vec![name],
+            None => {
+                if unresolved {
                     self.stats.unresolved_frames += 1;
-                    vec!["[unknown]".to_string()]
                 }
+                names
             }
         };
         let ids: Arc<[u32]> = names
@@ -677,6 +708,12 @@ impl UserSpace {
         };
         Some((name, m.path.clone()))
     }
+}
+
+/// Executable memory without a file behind it: where JIT compilers put their code. perf
+/// names it `//anon`; `[anon:name]` is a named anonymous mapping, `/memfd:` a memory file.
+fn is_anonymous(path: &str) -> bool {
+    path.is_empty() || path == "//anon" || path.starts_with("[anon") || path.starts_with("/memfd:")
 }
 
 /// Folded-stack frames may not contain `;` (the separator) or newlines.

@@ -276,6 +276,13 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 999, value_name = "HZ")]
     pub freq: u64,
 
+    /// User stack bytes copied per sample for unwinding (like perf's `--call-graph
+    /// dwarf,SIZE`): `8k` … `63k`. Raise it when the profile says user stacks could not be
+    /// walked to their root (deep stacks, large stack frames such as an event loop's);
+    /// each sample costs this much memory until the repeat ends.
+    #[arg(long, default_value = "8k", value_name = "BYTES", value_parser = parse_stack_size)]
+    pub stack_size: u32,
+
     /// Measure time only, without profiling (no stacks, flame graphs or "what grew").
     #[arg(long)]
     pub no_profile: bool,
@@ -352,4 +359,25 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         }
     }
     humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 30s, 2m, 1.5)"))
+}
+
+/// `8192`, `8k`, `32K`: a user stack copy size, a multiple of 8 the kernel accepts.
+fn parse_stack_size(s: &str) -> Result<u32, String> {
+    let t = s.trim();
+    let (digits, unit) = match t.strip_suffix(['k', 'K']) {
+        Some(d) => (d, 1024),
+        None => (t, 1),
+    };
+    let n: u32 = digits
+        .parse::<u32>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+        .ok_or_else(|| format!("{s:?} is not a size (e.g. 16k or 16384)"))?;
+    // The kernel takes at most 0xfff8 bytes per copy, a multiple of 8.
+    if !(1024..=63 * 1024).contains(&n) || !n.is_multiple_of(8) {
+        return Err(format!(
+            "{s:?}: the stack copy must be 1k–63k, a multiple of 8 bytes"
+        ));
+    }
+    Ok(n)
 }

@@ -54,6 +54,7 @@ pub const PROGRAMS: &[(&str, &str)] = &[
         include_str!("../../../corpus/clean_parallel.c"),
     ),
     ("dup_close", include_str!("../../../corpus/dup_close.c")),
+    ("jit_spin", include_str!("../../../corpus/jit_spin.c")),
     (
         "syscall_loop",
         include_str!("../../../corpus/syscall_loop.c"),

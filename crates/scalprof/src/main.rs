@@ -146,6 +146,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 keep_going: args.keep_going,
                 sampling: (!args.no_profile).then(|| scalprof_collect::perf::SamplingConfig {
                     frequency: args.freq,
+                    stack_bytes: args.stack_size,
                     ..Default::default()
                 }),
                 locks: (!args.no_locks).then_some(scalprof_collect::locks::LockConfig {

@@ -513,6 +513,124 @@ fn clean_program_stacks_reach_the_thread_function_and_raise_no_finding() {
 
 #[test]
 #[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
+fn jit_code_is_named_from_the_perf_map_and_unwound_by_frame_pointer() {
+    if !can_profile() {
+        return;
+    }
+    let _turn = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let doc = run_corpus(&db, "jit_spin", &dir.path().join("jit.json"));
+    // The map files it left behind (read after the exits): the test's to clean up.
+    remove_perf_maps("jit:corpus_spin_loop");
+    for point in [1u64, 2] {
+        let stacks = folded(&db, point);
+        let total: u64 = stacks.iter().map(|s| s.1).sum();
+        // The generated code is the leaf of nearly every sample, by the name the program
+        // published, and the frame-pointer step out of it reaches the C caller.
+        let named: u64 = stacks
+            .iter()
+            .filter(|s| s.0.ends_with("start_thread;worker;jit:corpus_spin_loop"))
+            .map(|s| s.1)
+            .sum();
+        assert!(
+            total > 100 && named * 10 >= total * 8,
+            "point {point}: {named} of {total} samples name the JIT code under worker: {:?}",
+            &stacks[..stacks.len().min(5)]
+        );
+        assert!(!stacks.iter().any(|s| s.0.contains("[anon]")));
+    }
+    let findings = doc["findings"].as_array().unwrap();
+    assert!(
+        findings
+            .iter()
+            .all(|f| f["score"].as_f64().unwrap() <= 0.05),
+        "a scaling JIT program produced findings: {findings:?}"
+    );
+}
+
+/// Removes the perf maps in /tmp whose text contains `marker` (runtimes leave them).
+fn remove_perf_maps(marker: &str) {
+    for entry in std::fs::read_dir("/tmp").unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("perf-") && name.ends_with(".map") {
+            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+            if text.contains(marker) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+}
+
+#[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
+fn node_worker_threads_name_the_hot_js_function_and_reach_the_thread_root() {
+    if !can_profile() {
+        return;
+    }
+    let node = StdCommand::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !node {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have Node (apt-get install nodejs)"
+        );
+        eprintln!("skipped: node is not installed (apt-get install nodejs)");
+        return;
+    }
+    let _turn = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let script = dir.path().join("node_workers.js");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/node_workers.js"),
+        &script,
+    )
+    .unwrap();
+    // An event loop's frame (uv__io_poll) holds 12 KiB of epoll events: the root is past
+    // the default 8 KiB copy.
+    scalprof(&db)
+        .args([
+            "run",
+            "-t",
+            "1,2",
+            "--repeat",
+            "1",
+            "--stack-size",
+            "32k",
+            "--",
+        ])
+        .args(["node", "--perf-basic-prof"])
+        .arg(&script)
+        .arg("{threads}")
+        .assert()
+        .success();
+    remove_perf_maps(&script.display().to_string());
+    let stacks = folded(&db, 2);
+    let total: u64 = stacks.iter().map(|s| s.1).sum();
+    let sum =
+        |f: &dyn Fn(&str) -> bool| -> u64 { stacks.iter().filter(|s| f(&s.0)).map(|s| s.1).sum() };
+    let hot = sum(&|s: &str| s.rsplit(';').next().unwrap_or("").contains("hotLoop"));
+    assert!(
+        total > 500 && hot * 10 >= total * 7,
+        "{hot} of {total} samples have hotLoop as their leaf"
+    );
+    // From the JIT code, by frame pointers, through V8's builtins and node's C++ (CFI),
+    // to the worker thread's start.
+    let rooted = sum(&|s: &str| {
+        s.contains("hotLoop") && s.contains(";start_thread;") && s.contains("Worker::Run")
+    });
+    assert!(
+        rooted * 10 >= hot * 8,
+        "{rooted} of {hot} hotLoop samples reach the worker thread's root"
+    );
+    assert!(sum(&|s: &str| s.ends_with("[anon]")) * 20 < total);
+}
+
+#[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn profiles_follow_forked_children() {
     if !can_profile() {
         return;

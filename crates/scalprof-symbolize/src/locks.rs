@@ -229,11 +229,12 @@ fn add_syscall_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRo
         if let Some(c) = snapshot_frames(raw, s, symbols, &mut spaces)
             .and_then(|(own, _)| waiting_function(&own))
         {
-            *user_callers
+            let w = user_callers
                 .entry((s.tgid, s.uaddr, s.op))
                 .or_default()
                 .entry(c)
-                .or_default() += s.wait_ns.max(1);
+                .or_default();
+            *w = w.saturating_add(s.wait_ns.max(1));
         }
     }
     // Where in the kernel each call blocked, and how much of it was a wait for the disk.
@@ -534,11 +535,12 @@ fn add_user_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRow>)
         }
         if let Some(c) = caller {
             resolved += 1;
-            *callers
+            let w = callers
                 .entry((s.tgid, s.uaddr))
                 .or_default()
                 .entry(c)
-                .or_default() += s.wait_ns.max(1);
+                .or_default();
+            *w = w.saturating_add(s.wait_ns.max(1));
         }
     }
     // Rows by (name, kind), summed over processes of the tree.

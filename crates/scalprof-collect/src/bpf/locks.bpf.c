@@ -464,11 +464,18 @@ static __always_inline void on_block(void *ctx, struct task_struct *prev, u64 no
 		st->snapped = copy_user_stack(prev, regs, st, tgid, 0);
 }
 
+/* Time from `since` to `now`, which another CPU may have read a moment before `since` was
+ * written (a waker racing with the sleeper's switch-out): never a wrapped difference. */
+static __always_inline u64 elapsed(u64 now, u64 since)
+{
+	return now > since ? now - since : 0;
+}
+
 /* A blocked task's wait ends: it was woken by `waker` (a tgid; 0 when not known), or
  * runs again. */
 static __always_inline void end_wait(struct ustart *st, u32 tgid, u32 tid, u64 now, u32 waker)
 {
-	u64 wait = now - st->ts;
+	u64 wait = elapsed(now, st->ts);
 	struct ukey key = { .uaddr = st->uaddr, .tgid = tgid, .op = st->op };
 	u64 start = st->ts;
 	st->ts = 0;
@@ -547,7 +554,7 @@ static __always_inline void on_run(struct task_struct *next, u64 now)
 	if (st->ts)
 		end_wait(st, tgid, BPF_CORE_READ(next, pid), now, 0);
 	if (st->runnable) {
-		account(&runqueue, &tgid, now - st->runnable);
+		account(&runqueue, &tgid, elapsed(now, st->runnable));
 		st->runnable = 0;
 	}
 }

@@ -78,6 +78,7 @@ pub fn lock_series(
                 r.lock_type,
                 LockKind::Join | LockKind::Barrier | LockKind::Idle
             ) || r.attributed_to.is_some()
+                || r.peer_attached
                 || r.count < crate::locks::LOCK_MIN_WAITS
                 || work[i] <= 0.0
             {
@@ -121,6 +122,9 @@ pub fn lock_series(
             }
             if let Some(peer) = &r.woken_by {
                 s.detail = format!("{}; woken by {peer}", s.detail);
+            }
+            if let Some(process) = &r.process {
+                s.detail = format!("{}; in {process}", s.detail);
             }
         }
     }

@@ -200,6 +200,8 @@ pub fn attribute_spin(rows: &mut Vec<LockRow>, profile: &scalprof_model::PointPr
                     wait_ns_per_op: None,
                     spin_ns: None,
                     woken_by: None,
+                    process: None,
+                    peer_attached: false,
                 });
                 rows.last_mut().expect("just pushed")
             }
@@ -672,10 +674,13 @@ pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
         };
         // Condition variables and semaphores are handoffs (an interpreter lock, a queue);
         // joins and barriers are the harness's structure.
+        // A wait for an attached server's answer is the server's time, which its own
+        // rows break down.
         if matches!(
             any.lock_type,
             LockKind::Join | LockKind::Barrier | LockKind::Idle
         ) || any.attributed_to.is_some()
+            || any.peer_attached
         {
             continue;
         }
@@ -717,7 +722,7 @@ pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
             scope: Some(scope),
             subject: name.clone(),
             score,
-            evidence: format!(
+            evidence: last.process.as_ref().map_or(String::new(), |p| format!("in {p} (attached): ")) + &format!(
                 "{lock_type}: wait per op {} ns at {} threads{}; {} {}, avg {:.1} µs, max {:.1} µs{}",
                 fmt_list(&per_op),
                 values.last().expect("point"),
@@ -849,6 +854,8 @@ mod tests {
             wait_ns_per_op: None,
             spin_ns: None,
             woken_by: None,
+            process: None,
+            peer_attached: false,
         }];
         let prof = folded(&[
             ("pw;w;__libc_pwrite64;vfs_write_[k];ext4_buffered_write_iter_[k];down_write_[k];rwsem_down_write_slowpath_[k]", 7_000_000),
@@ -934,6 +941,8 @@ mod tests {
             wait_ns_per_op: None,
             spin_ns: None,
             woken_by: None,
+            process: None,
+            peer_attached: false,
         }];
         let p = scalprof_model::PointProfile {
             folded: vec![

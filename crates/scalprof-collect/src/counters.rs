@@ -125,7 +125,9 @@ impl EventCounter {
 }
 
 impl Attach for EventCounter {
-    fn attach(&mut self, pid: i32) -> Result<(), CollectError> {
+    /// Counts the command's tree; attached processes are not counted (their counts would
+    /// mix work done for other clients into the point).
+    fn attach(&mut self, pid: i32, _attached: &[i32]) -> Result<(), CollectError> {
         self.fds.clear();
         self.counts = None;
         if let Ok(fd) = Self::open(Event::Migrations, pid) {

@@ -18,6 +18,8 @@ pub struct ExecSpec {
     pub stdout: PathBuf,
     pub stderr: PathBuf,
     pub timeout: Option<Duration>,
+    /// Processes observed alongside the command (`--attach`), found before this run.
+    pub attached: Vec<i32>,
 }
 
 /// What one execution measured.
@@ -97,7 +99,9 @@ fn leftovers(before: &[i32], workload: i32) -> Vec<(i32, String)> {
 /// Something that attaches to the workload between fork and exec, and is finished
 /// once the workload has exited (a profiler, a lock tracer).
 pub trait Attach {
-    fn attach(&mut self, pid: i32) -> Result<(), CollectError>;
+    /// `pid` is the suspended command; `attached` are running processes to observe too
+    /// (with the processes they create from now on).
+    fn attach(&mut self, pid: i32, attached: &[i32]) -> Result<(), CollectError>;
     /// Called after the workload has been reaped.
     fn finish(&mut self);
 }
@@ -121,7 +125,7 @@ pub fn run_with(
     let child = Suspended::spawn(&path, &spec.argv, &spec.env, &out, &err)?;
     let pid = child.pid();
     for (i, c) in collectors.iter_mut().enumerate() {
-        if let Err(e) = c.attach(pid) {
+        if let Err(e) = c.attach(pid, &spec.attached) {
             child.abort();
             for c in collectors[..i].iter_mut() {
                 c.finish();
@@ -232,6 +236,7 @@ mod tests {
             stdout: dir.path().join("out"),
             stderr: dir.path().join("err"),
             timeout,
+            attached: Vec::new(),
         }
     }
 

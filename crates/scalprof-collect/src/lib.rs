@@ -11,6 +11,7 @@
 //! - [`interrupt`]: SIGINT/SIGTERM forwarded to the workload's process group.
 //! - [`host`]: facts about the machine recorded with every run.
 
+pub mod attach;
 pub mod counters;
 pub mod exec;
 pub mod host;
@@ -53,6 +54,8 @@ pub enum CollectError {
     Profiling(#[from] ProfilingError),
     #[error("lock tracing: {0}")]
     Locks(#[from] LockTracerError),
+    #[error("{0}")]
+    Attach(String),
     #[error("storing a measurement failed")]
     Sink(#[source] SinkError),
 }

@@ -62,13 +62,18 @@ impl LockTracer {
 }
 
 impl Attach for LockTracer {
-    fn attach(&mut self, pid: i32) -> Result<(), CollectError> {
+    fn attach(&mut self, pid: i32, attached: &[i32]) -> Result<(), CollectError> {
         let (ready_tx, ready_rx) = mpsc::channel();
         let stop = self.stop.clone();
         let config = self.config.clone();
+        // The command's tree and the attached processes' trees are traced alike.
+        let tgids: Vec<u32> = std::iter::once(pid)
+            .chain(attached.iter().copied())
+            .map(|p| p as u32)
+            .collect();
         let thread = std::thread::Builder::new()
             .name("scalprof-locks".into())
-            .spawn(move || trace(pid as u32, &config, ready_tx, &stop))
+            .spawn(move || trace(&tgids, &config, ready_tx, &stop))
             .map_err(LockTracerError::Thread)?;
         match ready_rx.recv_timeout(Duration::from_secs(30)) {
             Ok(Ok(())) => {
@@ -99,7 +104,7 @@ use bpf::trace;
 /// Without the `bpf` feature there is no tracer: say so, and how to get one.
 #[cfg(not(feature = "bpf"))]
 fn trace(
-    _pid: u32,
+    _tgids: &[u32],
     _config: &LockConfig,
     ready: mpsc::Sender<Result<(), LockTracerError>>,
     _stop: &AtomicBool,

@@ -60,6 +60,21 @@ pub struct RawProfile {
     pub samples: u64,
     /// Records whose header was malformed and that were skipped.
     pub bad_records: u64,
+    /// With attached processes the sampler samples every CPU and these are the processes
+    /// to keep (the command and the attached ones; their children are followed through
+    /// the fork records). `None`: the records are the command's tree only.
+    pub only: Option<Vec<i32>>,
+    /// The attached processes as they were when sampling began: their command names and
+    /// executable mappings (no record announces what was mapped before).
+    pub initial: Vec<InitialProcess>,
+}
+
+/// A process that ran before sampling began.
+#[derive(Clone, Debug, Default)]
+pub struct InitialProcess {
+    pub pid: i32,
+    pub comm: String,
+    pub maps: Vec<crate::locks::ProcMap>,
 }
 
 /// How often the reader drains the buffers when no wakeup came: 4 MiB per CPU holds
@@ -97,6 +112,8 @@ pub struct Sampler {
     attr: Vec<u8>,
     event: String,
     kernel: bool,
+    only: Option<Vec<i32>>,
+    initial: Vec<InitialProcess>,
 }
 
 impl Sampler {
@@ -111,6 +128,8 @@ impl Sampler {
             attr: Vec::new(),
             event: String::new(),
             kernel: true,
+            only: None,
+            initial: Vec::new(),
         }
     }
 
@@ -125,7 +144,7 @@ impl Sampler {
             .then(|| "the sampler's reader thread panicked: this repeat has no profile".into())
     }
 
-    fn attr(&self, cycles: bool, kernel: bool) -> b::perf_event_attr {
+    fn attr(&self, cycles: bool, kernel: bool, every_task: bool) -> b::perf_event_attr {
         // SAFETY: perf_event_attr is plain data; all-zero is its documented default.
         let mut a: b::perf_event_attr = unsafe { std::mem::zeroed() };
         a.size = std::mem::size_of::<b::perf_event_attr>() as u32;
@@ -141,9 +160,15 @@ impl Sampler {
         a.sample_type = SAMPLE_TYPE;
         a.sample_regs_user = USER_REGS_MASK;
         a.sample_stack_user = self.config.stack_bytes;
-        a.set_disabled(1);
-        a.set_enable_on_exec(1);
-        a.set_inherit(1);
+        if every_task {
+            // Every CPU, every task, from now: the records are filtered by process later.
+            // (A per-task event cannot follow threads that exist already, and one per
+            // thread of a large server is many descriptors.)
+        } else {
+            a.set_disabled(1);
+            a.set_enable_on_exec(1);
+            a.set_inherit(1);
+        }
         a.set_mmap(1);
         a.set_mmap2(1);
         a.set_comm(1);
@@ -159,12 +184,13 @@ impl Sampler {
         a
     }
 
-    fn open_all(&mut self, pid: i32) -> Result<(), CollectError> {
+    fn open_all(&mut self, pid: i32, every_task: bool) -> Result<(), CollectError> {
         let cpus = online_cpu_list();
         let mut cycles = self.config.use_pmu;
         let mut kernel = true;
+        let target = if every_task { -1 } else { pid };
         loop {
-            let mut attr = self.attr(cycles, kernel);
+            let mut attr = self.attr(cycles, kernel, every_task);
             let mut opened = Vec::new();
             let mut failure = None;
             for &cpu in &cpus {
@@ -172,7 +198,7 @@ impl Sampler {
                 let fd = unsafe {
                     sys::perf_event_open(
                         &mut attr,
-                        pid,
+                        target,
                         cpu as i32,
                         -1,
                         b::PERF_FLAG_FD_CLOEXEC as _,
@@ -239,8 +265,26 @@ pub fn paranoia_hint() -> String {
 }
 
 impl Attach for Sampler {
-    fn attach(&mut self, pid: i32) -> Result<(), CollectError> {
-        self.open_all(pid)?;
+    fn attach(&mut self, pid: i32, attached: &[i32]) -> Result<(), CollectError> {
+        if !attached.is_empty() {
+            self.only = Some(
+                std::iter::once(pid)
+                    .chain(attached.iter().copied())
+                    .collect(),
+            );
+            self.initial = attached
+                .iter()
+                .map(|&p| InitialProcess {
+                    pid: p,
+                    comm: crate::attach::comm_of(p).unwrap_or_default(),
+                    maps: crate::locks::read_proc_maps(p as u32)
+                        .into_iter()
+                        .filter(|m| m.executable)
+                        .collect(),
+                })
+                .collect();
+        }
+        self.open_all(pid, !attached.is_empty())?;
         let buffers = std::mem::take(&mut self.buffers);
         let stop = self.stop.clone();
         let handle = std::thread::Builder::new()
@@ -266,6 +310,8 @@ impl Attach for Sampler {
                     kernel_stacks: self.kernel,
                     samples,
                     bad_records: bad,
+                    only: self.only.take(),
+                    initial: std::mem::take(&mut self.initial),
                 });
             }
         }
@@ -567,7 +613,7 @@ mod tests {
         assert_eq!(size, out.len());
 
         let sampler = Sampler::new(SamplingConfig::default());
-        let attr = sampler.attr(false, true);
+        let attr = sampler.attr(false, true, false);
         // SAFETY: viewing a plain-data struct as bytes.
         let bytes = unsafe {
             std::slice::from_raw_parts(

@@ -10,6 +10,7 @@ use std::time::Duration;
 use regex::Regex;
 use scalprof_model::Repeat;
 
+use crate::attach::AttachSpec;
 use crate::counters::EventCounter;
 use crate::exec::{self, Attach, ExecSpec};
 use crate::interrupt::Interrupt;
@@ -50,6 +51,8 @@ pub struct SweepPlan {
     pub sampling: Option<SamplingConfig>,
     /// Trace lock contention in the diagnosis repeats; `None` = off.
     pub locks: Option<LockConfig>,
+    /// Running processes the traced repeats observe alongside the command (a server).
+    pub attach: AttachSpec,
 }
 
 /// What one execution of the workload is for.
@@ -349,6 +352,12 @@ pub fn run_with(
                 stdout: plan.output_dir.join(format!("{stem}.stdout")),
                 stderr: plan.output_dir.join(format!("{stem}.stderr")),
                 timeout: plan.timeout,
+                // Found again for every traced repeat: a server's processes come and go.
+                attached: if traced && !plan.attach.is_empty() {
+                    plan.attach.resolve()?
+                } else {
+                    Vec::new()
+                },
             };
             let mut counter = EventCounter::new(count_pmu);
             let (r, collected) = run_collected(
@@ -571,6 +580,7 @@ mod tests {
             output_limit: OUTPUT_LIMIT,
             sampling: None,
             locks: None,
+            attach: AttachSpec::default(),
         }
     }
 

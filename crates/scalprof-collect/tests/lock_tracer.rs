@@ -47,6 +47,7 @@ fn trace(bin: &Path, threads: &str, dir: &Path) -> RawLocks {
         stdout: dir.join("out"),
         stderr: dir.join("err"),
         timeout: None,
+        attached: Vec::new(),
     };
     let mut tracer = LockTracer::new(LockConfig::default());
     let r = exec::run_with(

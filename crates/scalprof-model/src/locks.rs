@@ -120,8 +120,10 @@ pub struct RawLocks {
     pub runqueue: Vec<RunQueueRaw>,
     /// Who woke the sampled system-call waits.
     pub wakers: Vec<WakerRaw>,
-    /// Command names of the waking tasks, by tgid.
+    /// Command names of the traced processes (waiting and waking), by tgid.
     pub waker_comms: HashMap<u32, String>,
+    /// Command names of the processes attached to (`--attach`), when they were attached.
+    pub attached_comms: Vec<String>,
     /// What the file descriptors of those waits named (`/proc/PID/fd`), read while the
     /// processes ran: (tgid, fd) → path, `pipe:[…]`, `socket:[…]`.
     pub fd_paths: HashMap<(u32, u64), String>,
@@ -178,6 +180,14 @@ pub struct LockRow {
     /// ended most of them, the peer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub woken_by: Option<String>,
+    /// The command name of the process that did most of these waits, when it is not the
+    /// swept command itself (a server observed with `--attach`, a child program).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process: Option<String>,
+    /// The peer that ended these waits (`woken_by`) is an attached process: the waits are
+    /// its response time, which its own rows break down; not a cause of their own.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub peer_attached: bool,
 }
 
 /// x86-64 system calls whose first argument is a file descriptor, among those that block.

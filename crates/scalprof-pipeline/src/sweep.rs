@@ -40,6 +40,8 @@ pub struct RunOptions {
     pub sampling: Option<SamplingConfig>,
     /// Trace locks in the diagnosis repeats (`None`: no lock tables).
     pub locks: Option<LockConfig>,
+    /// Running processes observed in the traced repeats (`--attach`, `--attach-name`).
+    pub attach: scalprof_collect::attach::AttachSpec,
 }
 
 /// What a sweep produced.
@@ -192,6 +194,7 @@ pub fn run_with(
             c
         }),
         locks: opts.locks.clone().filter(|_| tracing),
+        attach: opts.attach.clone(),
     };
     let diagnose = if tracing { opts.diagnose } else { 0 };
     observer.started(
@@ -301,6 +304,12 @@ impl SweepSink for StoreSink<'_> {
             if repeat.succeeded() {
                 self.observer.symbolizing(value, raw.samples);
                 let mut b = ProfileBuilder::new(&raw.event, raw.frequency, raw.kernel_stacks);
+                if let Some(only) = &raw.only {
+                    b = b.only(only);
+                }
+                for p in &raw.initial {
+                    b.add_process(p.pid, &p.comm, &p.maps, symbols);
+                }
                 match b.handle_buffer(&raw.attr, &raw.records, symbols) {
                     Ok(()) => {
                         let mut p = b.finish();

@@ -17,7 +17,7 @@ use scalprof_store::Store;
 struct RefusedSampler;
 
 impl Attach for RefusedSampler {
-    fn attach(&mut self, _pid: i32) -> Result<(), CollectError> {
+    fn attach(&mut self, _pid: i32, _attached: &[i32]) -> Result<(), CollectError> {
         Err(CollectError::Profiling(ProfilingError::Open {
             source: std::io::Error::from_raw_os_error(libc_eacces()),
             hint: "run as root".into(),
@@ -38,7 +38,7 @@ struct ScriptedLocks {
 }
 
 impl Attach for ScriptedLocks {
-    fn attach(&mut self, _pid: i32) -> Result<(), CollectError> {
+    fn attach(&mut self, _pid: i32, _attached: &[i32]) -> Result<(), CollectError> {
         self.attached = true;
         Ok(())
     }
@@ -65,7 +65,7 @@ impl LockCollector for ScriptedLocks {
 struct UnbuiltLocks;
 
 impl Attach for UnbuiltLocks {
-    fn attach(&mut self, _pid: i32) -> Result<(), CollectError> {
+    fn attach(&mut self, _pid: i32, _attached: &[i32]) -> Result<(), CollectError> {
         Err(CollectError::Locks(LockTracerError::NotBuilt))
     }
     fn finish(&mut self) {}
@@ -81,7 +81,7 @@ impl LockCollector for UnbuiltLocks {
 struct PanickedSampler;
 
 impl Attach for PanickedSampler {
-    fn attach(&mut self, _pid: i32) -> Result<(), CollectError> {
+    fn attach(&mut self, _pid: i32, _attached: &[i32]) -> Result<(), CollectError> {
         Ok(())
     }
     fn finish(&mut self) {}
@@ -188,6 +188,7 @@ fn options() -> RunOptions {
         keep_going: false,
         sampling: Some(SamplingConfig::default()),
         locks: Some(LockConfig::default()),
+        attach: Default::default(),
     }
 }
 

@@ -649,6 +649,9 @@ pub fn lock_table(parameter: &str, value: u64, l: &scalprof_model::locks::LockPr
         if let Some(p) = &r.woken_by {
             name += &format!(" (woken by {p})");
         }
+        if let Some(p) = &r.process {
+            name += &format!(" [{p}]");
+        }
         t.add_row(vec![
             r.scope.to_string(),
             name,

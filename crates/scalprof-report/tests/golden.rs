@@ -102,6 +102,8 @@ fn locks(wait_ns: u64, count: u64) -> LockProfile {
             wait_ns_per_op: None,
             spin_ns: None,
             woken_by: None,
+            process: None,
+            peer_attached: false,
         }],
         repeats: 1,
         snapshots: 40,

@@ -207,6 +207,8 @@ fn lock_tables_round_trip() {
             wait_ns_per_op: None,
             spin_ns: None,
             woken_by: None,
+            process: None,
+            peer_attached: false,
         }],
         repeats: 1,
         ..Default::default()

@@ -66,6 +66,8 @@ fn add_kernel_rows(raw: &RawLocks, kallsyms: &Kallsyms, rows: &mut Vec<LockRow>)
                         wait_ns_per_op: None,
                         spin_ns: None,
                         woken_by: None,
+                        process: None,
+                        peer_attached: false,
                         attributed_to: (name == "futex hash bucket")
                             .then(|| "user locks".to_string()),
                         name,
@@ -293,6 +295,8 @@ fn add_syscall_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRo
         }
     }
     let mut by_name: HashMap<(String, LockKind), (LockRow, HashMap<String, u64>)> = HashMap::new();
+    // Wait per process of each row, to say which attached process did it.
+    let mut procs: HashMap<(String, LockKind), HashMap<u32, u64>> = HashMap::new();
     for w in &raw.syscalls {
         let key = (w.tgid, w.uaddr, w.op);
         let (kind, scope) = syscall_wait_kind(w.op);
@@ -359,6 +363,8 @@ fn add_syscall_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRo
                         wait_ns_per_op: None,
                         spin_ns: None,
                         woken_by: None,
+                        process: None,
+                        peer_attached: false,
                     },
                     HashMap::new(),
                 )
@@ -368,7 +374,13 @@ fn add_syscall_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRo
         entry.0.max_wait_ns = entry.0.max_wait_ns.max(w.max_ns);
         if entry.0.woken_by.is_none() {
             entry.0.woken_by = peer.map(str::to_string);
+            entry.0.peer_attached = peer.is_some_and(|p| raw.attached_comms.iter().any(|c| c == p));
         }
+        *procs
+            .entry((entry.0.name.clone(), entry.0.lock_type.clone()))
+            .or_default()
+            .entry(w.tgid)
+            .or_default() += w.total_ns;
         // Callers: the user functions that made the call; where none was found, the
         // kernel path it blocked in.
         let found = if on_lock.is_some() {
@@ -380,11 +392,22 @@ fn add_syscall_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRo
             *entry.1.entry(f.clone()).or_default() += ns;
         }
     }
-    for (_, (mut row, c)) in by_name {
+    for (key, (mut row, c)) in by_name {
         let total: u64 = c.values().sum();
         row.callers = top_callers(c, total);
+        row.process = procs.get(&key).and_then(|p| attached_process(raw, p));
         rows.push(row);
     }
+}
+
+/// The command name of the process that waited most, when it is an attached one (a server
+/// observed with `--attach`): findings then say whose lock it is.
+fn attached_process(raw: &RawLocks, by_tgid: &HashMap<u32, u64>) -> Option<String> {
+    let (tgid, _) = by_tgid
+        .iter()
+        .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))?;
+    let comm = raw.waker_comms.get(tgid)?;
+    raw.attached_comms.contains(comm).then(|| comm.clone())
 }
 
 /// The waker of most of the wait, when one did more than half of it.
@@ -424,6 +447,8 @@ fn add_runqueue_row(raw: &RawLocks, rows: &mut Vec<LockRow>) {
         wait_ns_per_op: None,
         spin_ns: None,
         woken_by: None,
+        process: None,
+        peer_attached: false,
     });
 }
 
@@ -545,6 +570,8 @@ fn add_user_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRow>)
     }
     // Rows by (name, kind), summed over processes of the tree.
     let mut by_name: HashMap<(String, LockKind), (LockRow, HashMap<String, u64>)> = HashMap::new();
+    // Wait per process of each row, to say which attached process did it.
+    let mut procs: HashMap<(String, LockKind), HashMap<u32, u64>> = HashMap::new();
     for u in &raw.user {
         let maps = raw.maps.get(&u.tgid).map(Vec::as_slice).unwrap_or(&[]);
         let kind = user_wait_kind(
@@ -601,6 +628,8 @@ fn add_user_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRow>)
                         wait_ns_per_op: None,
                         spin_ns: None,
                         woken_by: None,
+                        process: None,
+                        peer_attached: false,
                     },
                     HashMap::new(),
                 )
@@ -608,15 +637,21 @@ fn add_user_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRow>)
         entry.0.count += u.count;
         entry.0.total_wait_ns += u.total_ns;
         entry.0.max_wait_ns = entry.0.max_wait_ns.max(u.max_ns);
+        *procs
+            .entry((entry.0.name.clone(), entry.0.lock_type.clone()))
+            .or_default()
+            .entry(u.tgid)
+            .or_default() += u.total_ns;
         if let Some(c) = callers.get(&(u.tgid, u.uaddr)) {
             for (f, w) in c {
                 *entry.1.entry(f.clone()).or_default() += w;
             }
         }
     }
-    for (_, (mut row, c)) in by_name {
+    for (key, (mut row, c)) in by_name {
         let total: u64 = c.values().sum();
         row.callers = top_callers(c, total);
+        row.process = procs.get(&key).and_then(|p| attached_process(raw, p));
         rows.push(row);
     }
     let copies = raw.snapshots.iter().filter(|s| !s.syscall).count();

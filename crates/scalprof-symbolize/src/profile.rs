@@ -8,7 +8,7 @@
 //!
 //! [`finish`]: ProfileBuilder::finish
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -143,6 +143,9 @@ pub struct ProfileBuilder {
     perf_maps: HashMap<i32, Option<PerfMap>>,
     /// Where perf maps are looked for (`/tmp`; tests use their own folder).
     perf_map_dir: PathBuf,
+    /// When the records come from every task on the machine (attached processes): the
+    /// processes to keep, grown by their forks.
+    only: Option<HashSet<i32>>,
 }
 
 impl ProfileBuilder {
@@ -165,7 +168,41 @@ impl ProfileBuilder {
             hot: HashMap::new(),
             perf_maps: HashMap::new(),
             perf_map_dir: PathBuf::from("/tmp"),
+            only: None,
         }
+    }
+
+    /// Keeps only the records of these processes and of the processes they fork: for a
+    /// profile of every task (sampling with attached processes).
+    pub fn only(mut self, pids: &[i32]) -> ProfileBuilder {
+        self.only = Some(pids.iter().copied().collect());
+        self
+    }
+
+    /// A process that ran before the records began: its name and executable mappings
+    /// (from /proc, read when sampling began).
+    pub fn add_process(
+        &mut self,
+        pid: i32,
+        comm: &str,
+        maps: &[scalprof_model::locks::ProcMap],
+        symbols: &mut Symbols,
+    ) {
+        self.processes.entry(pid).or_default().comm = comm.to_string();
+        for m in maps.iter().filter(|m| m.executable) {
+            self.add_mapping(
+                pid,
+                m.start,
+                m.end.saturating_sub(m.start),
+                m.offset,
+                m.path.clone(),
+                symbols,
+            );
+        }
+    }
+
+    fn wanted(&self, pid: i32) -> bool {
+        self.only.as_ref().is_none_or(|o| o.contains(&pid))
     }
 
     /// Looks for JIT perf maps (`perf-PID.map`) in `dir` instead of `/tmp`.
@@ -232,6 +269,34 @@ impl ProfileBuilder {
 
     /// Handles one record.
     pub fn handle(&mut self, rec: EventRecord<'_>, symbols: &mut Symbols) {
+        if let Some(only) = self.only.as_mut() {
+            let pid = match &rec {
+                EventRecord::Sample(s) => s.pid,
+                EventRecord::Mmap(m) => Some(m.pid),
+                EventRecord::Mmap2(m) => Some(m.pid),
+                EventRecord::Comm(c) => Some(c.pid),
+                EventRecord::Fork(f) => {
+                    if only.contains(&f.ppid) {
+                        only.insert(f.pid);
+                    }
+                    Some(f.pid)
+                }
+                _ => None,
+            };
+            if pid.is_some_and(|p| !self.wanted(p)) {
+                return;
+            }
+            // The command before its exec is scalprof's own forked child (per-task
+            // sampling starts at the exec; sampling every task starts at once).
+            if let EventRecord::Sample(s) = &rec {
+                let unnamed = s
+                    .pid
+                    .is_none_or(|p| self.processes.get(&p).is_none_or(|p| p.comm.is_empty()));
+                if unnamed {
+                    return;
+                }
+            }
+        }
         match rec {
             EventRecord::Sample(s) => self.handle_sample(&s, symbols),
             EventRecord::Mmap(m) if m.is_executable => {

@@ -295,6 +295,17 @@ pub struct RunArgs {
     #[arg(short = 'a', long = "all-cpus")]
     pub system_wide: bool,
 
+    /// Also profile and trace these running processes (a server the swept command is a
+    /// client of) in the traced repeats, with their children and the processes they start
+    /// meanwhile: `--attach 1234,5678`. Throughput still comes from the command.
+    #[arg(long, value_name = "PID[,PID…]", value_delimiter = ',')]
+    pub attach: Vec<i32>,
+
+    /// Like --attach, for every process with this command name (`ps -eo comm`), found
+    /// again before each traced repeat: `--attach-name postgres`.
+    #[arg(long, value_name = "COMM")]
+    pub attach_name: Vec<String>,
+
     /// Have the kernel time every run of scalprof's BPF programs (BPF_ENABLE_STATS) and
     /// report it as the tracer's cost. Exact, but it adds two clock reads to every run:
     /// without it, the tracer's cost is the share of samples taken in its own frames.

@@ -55,6 +55,8 @@ pub const PROGRAMS: &[(&str, &str)] = &[
     ),
     ("dup_close", include_str!("../../../corpus/dup_close.c")),
     ("jit_spin", include_str!("../../../corpus/jit_spin.c")),
+    ("lock_server", include_str!("../../../corpus/lock_server.c")),
+    ("lock_client", include_str!("../../../corpus/lock_client.c")),
     (
         "syscall_loop",
         include_str!("../../../corpus/syscall_loop.c"),

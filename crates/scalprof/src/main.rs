@@ -153,6 +153,10 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                     system_wide: args.system_wide,
                     bpf_stats: args.bpf_stats,
                 }),
+                attach: scalprof_collect::attach::AttachSpec {
+                    pids: args.attach.clone(),
+                    names: args.attach_name.clone(),
+                },
             };
             if args.freq == 0 || args.freq > 100_000 {
                 anyhow::bail!("--freq must be between 1 and 100000 samples per second");
@@ -161,6 +165,21 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             scalprof_collect::resolve_program(
                 &scalprof_collect::sweep::substitute(&opts.command, opts.parameter.as_str(), 1)[0],
             )?;
+            if !opts.attach.is_empty() {
+                // So does a server that is not running.
+                let found = opts.attach.resolve()?;
+                if opts.diagnose == 0 || (opts.sampling.is_none() && opts.locks.is_none()) {
+                    anyhow::bail!(
+                        "--attach observes processes in the traced repeats, and this run has \
+                         none (--diagnose 0, or --no-profile with --no-locks)"
+                    );
+                }
+                eprintln!(
+                    "scalprof: attaching to {} running process{} in the traced repeats",
+                    found.len(),
+                    if found.len() == 1 { "" } else { "es" }
+                );
+            }
             let store = open_store(&cli.db)?;
             let interrupt = Interrupt::install()?;
             let show = Show {
@@ -323,6 +342,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                     ..Default::default()
                 }),
                 locks: None,
+                attach: Default::default(),
             };
             let show = Show {
                 summary: true,
@@ -408,6 +428,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                     system_wide: args.system_wide,
                     bpf_stats: args.bpf_stats,
                 }),
+                attach: Default::default(),
             };
             let show = Show {
                 summary: false,
@@ -518,6 +539,7 @@ fn demo(db: &Option<std::path::PathBuf>, args: cli::DemoArgs) -> Result<ExitCode
             keep_going: false,
             sampling: Some(Default::default()),
             locks: Some(Default::default()),
+            attach: Default::default(),
         };
         let show = Show {
             summary: true,

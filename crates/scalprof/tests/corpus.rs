@@ -629,6 +629,105 @@ fn node_worker_threads_name_the_hot_js_function_and_reach_the_thread_root() {
     assert!(sum(&|s: &str| s.ends_with("[anon]")) * 20 < total);
 }
 
+/// A corpus server running for the length of a test.
+struct Server(std::process::Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
+fn an_attached_server_s_lock_is_named_with_its_caller_and_process() {
+    if !can_profile() {
+        return;
+    }
+    let _turn = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let socket = dir.path().join("server.sock");
+    let server = Server(
+        StdCommand::new(corpus().join("lock_server"))
+            .arg(&socket)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    for _ in 0..100 {
+        if socket.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(socket.exists(), "the server did not start");
+    let json = dir.path().join("client.json");
+    scalprof(&db)
+        .args(["run", "-t", "1,2", "--repeat", "3", "--json"])
+        .arg(&json)
+        .args(["--attach", &server.0.id().to_string(), "--"])
+        .arg(corpus().join("lock_client"))
+        .arg("{threads}")
+        .arg(&socket)
+        .assert()
+        .success();
+    let doc = read_json(&json);
+    let findings = doc["findings"].as_array().unwrap();
+    let top = &findings[0];
+    assert_eq!(top["kind"], "lock_contention", "{findings:?}");
+    assert_eq!(top["subject"], "table_lock", "{findings:?}");
+    let evidence = top["evidence"].as_str().unwrap();
+    assert!(
+        evidence.contains("in lock_server") && evidence.contains("table_lookup"),
+        "{evidence}"
+    );
+    // The client's wait for the answer is the server's time: no finding of its own.
+    assert!(
+        findings
+            .iter()
+            .all(|f| !f["subject"].as_str().unwrap().contains("in client")),
+        "{findings:?}"
+    );
+    // The server's samples are in the profile, under its own name.
+    let stacks = folded(&db, 2);
+    let server_samples: u64 = stacks
+        .iter()
+        .filter(|s| s.0.starts_with("lock_server;") && s.0.contains("table_lookup"))
+        .map(|s| s.1)
+        .sum();
+    let total: u64 = stacks.iter().map(|s| s.1).sum();
+    assert!(
+        server_samples * 4 > total,
+        "{server_samples} of {total} samples in the server's table_lookup"
+    );
+    // Only the observed processes are in it, though every CPU was sampled.
+    assert!(
+        stacks
+            .iter()
+            .all(|s| s.0.starts_with("lock_server;") || s.0.starts_with("lock_client;")),
+        "{:?}",
+        stacks.iter().find(|s| !s.0.starts_with("lock_"))
+    );
+    // A process that is not there is a clear error before anything runs.
+    scalprof(&db)
+        .args([
+            "run",
+            "-t",
+            "1",
+            "--attach-name",
+            "no_such_server",
+            "--",
+            "true",
+        ])
+        .assert()
+        .code(1)
+        .stderr(predicates::str::contains(
+            "--attach-name no_such_server: no running process has that command name",
+        ));
+}
+
 #[test]
 #[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn profiles_follow_forked_children() {

@@ -225,7 +225,7 @@ struct {
 	__uint(max_entries, 4096);
 	__type(key, u32);
 	__type(value, struct comm);
-} waker_comms SEC(".maps");
+} waker_comms SEC(".maps"); /* and the waiters': every traced process's name by tgid */
 
 /* Waiting for a CPU: from a wakeup or a preemption until the task runs, per tgid. */
 struct {
@@ -408,6 +408,17 @@ static __always_inline int sampled(void *map, void *key, u32 first, u32 every)
 	return n <= first || (n % every) == 0;
 }
 
+/* The command name of the current task's process, kept once per tgid (with the wakers'),
+ * so that rows can say which process waited even after it exited. */
+static __always_inline void remember_comm(u32 tgid)
+{
+	if (bpf_map_lookup_elem(&waker_comms, &tgid))
+		return;
+	struct comm c = {};
+	bpf_get_current_comm(c.name, sizeof(c.name));
+	bpf_map_update_elem(&waker_comms, &tgid, &c, BPF_NOEXIST);
+}
+
 /* A traced task blocks: inside futex()? Then it waits on that futex from now; inside
  * another system call, on what that call waits for. Runs in the blocking task's context
  * (current == prev), so its stacks can be taken. */
@@ -444,6 +455,7 @@ static __always_inline void on_block(void *ctx, struct task_struct *prev, u64 no
 		struct ukey key = { .uaddr = st->uaddr, .tgid = tgid, .op = nr };
 		if (!sampled(&syscall_waits, &key, syscall_sample_first, syscall_sample_every))
 			return;
+		remember_comm(tgid);
 		st->kstack = bpf_get_stackid(ctx, &stacks, 0);
 		if (st->kstack < 0) {
 			__sync_fetch_and_add(&fail_stack, 1);
@@ -460,8 +472,10 @@ static __always_inline void on_block(void *ctx, struct task_struct *prev, u64 no
 	st->kind = WAIT_FUTEX;
 	/* A sample of waits carries the user stack, to find the caller of the lock. */
 	struct ukey key = { .uaddr = st->uaddr, .tgid = tgid, .op = op };
-	if (sampled(&user_locks, &key, sample_first, sample_every))
+	if (sampled(&user_locks, &key, sample_first, sample_every)) {
+		remember_comm(tgid);
 		st->snapped = copy_user_stack(prev, regs, st, tgid, 0);
+	}
 }
 
 /* Time from `since` to `now`, which another CPU may have read a moment before `since` was

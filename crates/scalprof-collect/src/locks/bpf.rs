@@ -123,13 +123,13 @@ fn covers(maps: &[ProcMap], addr: u64) -> bool {
 const STACK_DEPTH: usize = 32;
 
 pub(super) fn trace(
-    pid: u32,
+    tgids: &[u32],
     config: &LockConfig,
     ready: mpsc::Sender<Result<(), LockTracerError>>,
     stop: &AtomicBool,
 ) -> RawLocks {
     let mut object = MaybeUninit::uninit();
-    let loaded = load(&mut object, pid, config);
+    let loaded = load(&mut object, tgids, config);
     let skel = match loaded {
         Ok(s) => s,
         Err(e) => {
@@ -152,6 +152,13 @@ pub(super) fn trace(
     } else {
         None
     };
+    // The attached processes' names, while they surely run.
+    let mut attached_comms: Vec<String> = tgids[1..]
+        .iter()
+        .filter_map(|&t| crate::attach::comm_of(t as i32))
+        .collect();
+    attached_comms.sort();
+    attached_comms.dedup();
     let snapshots: Rc<RefCell<Vec<(u32, u64, StackSnapshot)>>> = Rc::default();
     let wait_ends: Rc<RefCell<HashMap<(u32, u64), u64>>> = Rc::default();
     let maps: Rc<RefCell<HashMap<u32, Vec<ProcMap>>>> = Rc::default();
@@ -226,7 +233,9 @@ pub(super) fn trace(
         // a Python program that maps and unmaps arenas 15% of its throughput.
         if refreshed.elapsed() >= MAPS_REFRESH {
             refreshed = Instant::now();
-            let tgids: Vec<u32> = std::iter::once(pid)
+            let tgids: Vec<u32> = tgids
+                .iter()
+                .copied()
                 .chain(maps.borrow().keys().copied())
                 .collect();
             for tgid in tgids {
@@ -268,6 +277,7 @@ pub(super) fn trace(
     let mut out = RawLocks {
         snapshots,
         maps: maps.take(),
+        attached_comms,
         ..Default::default()
     };
     // Entries that cannot be read back or decoded are counted, not silently skipped.
@@ -502,18 +512,20 @@ impl BpfStats {
 
 fn load<'obj>(
     object: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
-    pid: u32,
+    tgids: &[u32],
     config: &LockConfig,
 ) -> Result<skel::LocksSkel<'obj>, libbpf_rs::Error> {
     let mut open = LocksSkelBuilder::default().open(object)?;
     if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
-        ro.root_tgid = pid;
+        ro.root_tgid = tgids[0];
         ro.system_wide = u8::from(config.system_wide);
     }
     let mut skel = open.load()?;
-    skel.maps
-        .tracked
-        .update(&pid.to_ne_bytes(), &[1u8], MapFlags::ANY)?;
+    for tgid in tgids {
+        skel.maps
+            .tracked
+            .update(&tgid.to_ne_bytes(), &[1u8], MapFlags::ANY)?;
+    }
     skel.attach()?;
     Ok(skel)
 }

@@ -209,7 +209,10 @@ fn syscall_name(nr: u32) -> String {
         75 => "fdatasync".into(),
         230 => "clock_nanosleep".into(),
         232 => "epoll_wait".into(),
+        270 => "pselect6".into(),
+        271 => "ppoll".into(),
         281 => "epoll_pwait".into(),
+        441 => "epoll_pwait2".into(),
         288 => "accept4".into(),
         n => format!("syscall {n}"),
     }
@@ -321,7 +324,9 @@ fn add_syscall_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRo
             (LockKind::PosixLock | LockKind::Flock, Some(path)) => path.clone(),
             (LockKind::PosixLock | LockKind::Flock, None) => format!("{call} fd {}", w.uaddr),
             (LockKind::Sleep, _) => "sleep".to_string(),
-            (LockKind::DiskIo, Some(path)) => format!("disk I/O ({call} {path})"),
+            (LockKind::DiskIo, Some(path)) => {
+                format!("disk I/O ({call} {})", stable_fd_name(path))
+            }
             (LockKind::DiskIo, None) => format!("disk I/O ({call})"),
             (_, Some(path)) => format!("{call} {}", stable_fd_name(path)),
             (_, None) => call.clone(),
@@ -421,11 +426,18 @@ fn main_waker<'a>(wakers: &HashMap<&'a str, u64>) -> Option<&'a str> {
 }
 
 /// `pipe:[4026]` → `pipe`, `socket:[77]` → `socket`: their numbers change every run. A
-/// file keeps its path.
-fn stable_fd_name(path: &str) -> &str {
+/// file keeps its path, except a numbered segment of a log (PostgreSQL's
+/// `pg_wal/000000010000000000000004`), which is the next one in the next run: `pg_wal/*`.
+fn stable_fd_name(path: &str) -> std::borrow::Cow<'_, str> {
     match path.split_once(":[") {
-        Some((kind, _)) if path.ends_with(']') => kind,
-        _ => path,
+        Some((kind, _)) if path.ends_with(']') => return kind.into(),
+        _ => {}
+    }
+    match path.rsplit_once('/') {
+        Some((dir, file)) if file.len() >= 8 && file.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            format!("{dir}/*").into()
+        }
+        _ => path.into(),
     }
 }
 
@@ -695,6 +707,11 @@ mod tests {
         assert_eq!(stable_fd_name("pipe:[40261]"), "pipe");
         assert_eq!(stable_fd_name("socket:[77]"), "socket");
         assert_eq!(stable_fd_name("/var/lib/db/wal"), "/var/lib/db/wal");
+        assert_eq!(
+            stable_fd_name("/var/lib/postgresql/15/main/pg_wal/000000010000000000000004"),
+            "/var/lib/postgresql/15/main/pg_wal/*"
+        );
+        assert_eq!(stable_fd_name("/tmp/deadbeef.db"), "/tmp/deadbeef.db");
         // Kernel locks the tracepoints miss are told from where their waiters block.
         assert_eq!(
             untraced_kernel_lock("__vma_start_write").map(|l| l.0),

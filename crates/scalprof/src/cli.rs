@@ -210,9 +210,11 @@ pub struct ExportArgs {
     /// point, e.g. `threads=2`). Default: the last point.
     #[arg(long, value_name = "N|all")]
     pub point: Option<String>,
+    /// The file format.
     #[arg(long, value_enum, default_value_t = ExportFormat::Pprof)]
     pub format: ExportFormat,
-    /// Output file, `-` for standard output (default: scalprof-<run>-<point>.pb.gz or .folded).
+    /// Output file, `-` for standard output (default: scalprof-<run>@<point>.pb.gz, or
+    /// .folded).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
 }

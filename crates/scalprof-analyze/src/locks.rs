@@ -754,6 +754,7 @@ fn suggestion(kind: &LockKind, scope: Scope, name: &str) -> String {
     match kind {
         LockKind::Sleep => "the threads sleep while they wait (a retry loop around a try-lock, a busy handler): block on the resource instead (a lock, a condition variable) so the waiter wakes when it is free, or shorten what the holder does".into(),
         LockKind::DiskIo => "the threads wait for the disk: batch the flushes (group commit), write asynchronously, or move the file to faster storage".into(),
+        LockKind::CpuWait if name == scalprof_model::locks::CPU_WAIT_OTHER => "other processes on the machine took the CPUs while the workload was runnable: measure on a quiet machine, or keep the sweep's largest point below the CPUs left free".into(),
         LockKind::CpuWait => "more runnable threads than CPUs: run at most one busy thread per CPU (size the pool to the CPUs the process may use), or give the workload more CPUs".into(),
         LockKind::Io | LockKind::Syscall => format!("the threads wait in {name}: overlap the waits (more requests in flight) or feed the other side faster"),
         LockKind::PosixLock | LockKind::Flock => format!("every writer takes a lock on {name}: lock smaller byte ranges, give each writer its own file, or batch more work per lock"),

@@ -55,13 +55,31 @@ pub struct WakerRaw {
 }
 
 /// Waiting for a CPU: from a wakeup or a preemption until the thread ran, summed over
-/// one process's threads.
+/// one process's threads and by who took the CPU.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RunQueueRaw {
     pub tgid: u32,
+    pub behind: RunQueueBehind,
     pub count: u64,
     pub total_ns: u64,
     pub max_ns: u64,
+}
+
+/// The rows of time spent waiting for a CPU, by who had it.
+pub const CPU_WAIT: &str = "waiting for a CPU";
+pub const CPU_WAIT_OTHER: &str = "waiting for a CPU behind other processes";
+pub const CPU_WAIT_OBSERVER: &str = "waiting for a CPU behind scalprof";
+
+/// Who had the CPU a traced thread waited for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunQueueBehind {
+    /// The traced threads themselves, or not known (a woken thread waits behind whoever
+    /// runs there).
+    Own,
+    /// Another process preempted it: other work on the machine.
+    Other,
+    /// scalprof itself preempted it: the observer's cost, absent from the clean repeats.
+    Observer,
 }
 
 /// A copy of a waiting thread's user stack, taken as it blocked on a futex or in another
@@ -164,7 +182,8 @@ pub struct LockRow {
     pub total_wait_ns: u64,
     pub max_wait_ns: u64,
     pub callers: Vec<LockCaller>,
-    /// Kernel contention that is really a user lock's (the futex hash bucket lock).
+    /// Kernel contention that is really a user lock's (the futex hash bucket lock), or a
+    /// wait scalprof itself caused ("the observer"): listed, never a cause.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attributed_to: Option<String>,
     /// Wait per operation of the point's work (set when the run document is built).

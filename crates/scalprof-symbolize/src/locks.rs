@@ -11,7 +11,10 @@ use scalprof_analyze::locks::{
     sort_rows, top_callers, untraced_kernel_lock, user_wait_kind,
 };
 use scalprof_debuginfo::Kallsyms;
-use scalprof_model::locks::{LockProfile, LockRow, ProcMap, RawLocks, StackSnapshot};
+use scalprof_model::locks::{
+    LockProfile, LockRow, ProcMap, RawLocks, RunQueueBehind, RunQueueRaw, StackSnapshot, CPU_WAIT,
+    CPU_WAIT_OBSERVER, CPU_WAIT_OTHER,
+};
 
 use crate::profile::{Symbols, UserSpace};
 
@@ -441,27 +444,46 @@ fn stable_fd_name(path: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
-/// Time the traced threads were runnable but not running: one row for the whole tree.
+/// Time the traced threads were runnable but not running: one row for the whole tree per
+/// kind of thread that had the CPU. Behind scalprof itself, the wait is the observer's
+/// (the clean repeats do not have it): attributed to it, never a cause.
 fn add_runqueue_row(raw: &RawLocks, rows: &mut Vec<LockRow>) {
-    if raw.runqueue.is_empty() {
-        return;
+    for (behind, name, address, attributed_to) in [
+        (RunQueueBehind::Own, CPU_WAIT, "runqueue", None),
+        (
+            RunQueueBehind::Other,
+            CPU_WAIT_OTHER,
+            "runqueue:other",
+            None,
+        ),
+        (
+            RunQueueBehind::Observer,
+            CPU_WAIT_OBSERVER,
+            "runqueue:scalprof",
+            Some("the observer"),
+        ),
+    ] {
+        let of: Vec<&RunQueueRaw> = raw.runqueue.iter().filter(|r| r.behind == behind).collect();
+        if of.is_empty() {
+            continue;
+        }
+        rows.push(LockRow {
+            scope: Scope::Kernel,
+            name: name.into(),
+            lock_type: LockKind::CpuWait,
+            address: address.into(),
+            count: of.iter().map(|r| r.count).sum(),
+            total_wait_ns: of.iter().map(|r| r.total_ns).sum(),
+            max_wait_ns: of.iter().map(|r| r.max_ns).max().unwrap_or(0),
+            callers: Vec::new(),
+            attributed_to: attributed_to.map(Into::into),
+            wait_ns_per_op: None,
+            spin_ns: None,
+            woken_by: None,
+            process: None,
+            peer_attached: false,
+        });
     }
-    rows.push(LockRow {
-        scope: Scope::Kernel,
-        name: "waiting for a CPU".into(),
-        lock_type: LockKind::CpuWait,
-        address: "runqueue".into(),
-        count: raw.runqueue.iter().map(|r| r.count).sum(),
-        total_wait_ns: raw.runqueue.iter().map(|r| r.total_ns).sum(),
-        max_wait_ns: raw.runqueue.iter().map(|r| r.max_ns).max().unwrap_or(0),
-        callers: Vec::new(),
-        attributed_to: None,
-        wait_ns_per_op: None,
-        spin_ns: None,
-        woken_by: None,
-        process: None,
-        peer_attached: false,
-    });
 }
 
 /// The frames of a stack copy outside libc and the loader, innermost first (the first is

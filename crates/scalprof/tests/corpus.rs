@@ -500,13 +500,22 @@ fn clean_program_stacks_reach_the_thread_function_and_raise_no_finding() {
         reach * 10 >= total * 9,
         "{reach} of {total} samples reach worker"
     );
+    // Other work on the machine can take a CPU from the two threads (a busy CI host); that
+    // is named as such, and is no cause of the program's own. The CPU time scalprof itself
+    // takes is the observer's, never a finding.
     let findings = doc["findings"].as_array().unwrap();
     assert!(
-        findings
-            .iter()
-            .all(|f| f["score"].as_f64().unwrap() <= 0.05),
+        findings.iter().all(|f| f["score"].as_f64().unwrap() <= 0.05
+            || f["subject"] == "waiting for a CPU behind other processes"),
         "clean program produced findings: {findings:?}"
     );
+    let rows = doc["points"][1]["locks"]["rows"].as_array().unwrap();
+    if let Some(me) = rows
+        .iter()
+        .find(|r| r["name"] == "waiting for a CPU behind scalprof")
+    {
+        assert_eq!(me["attributed_to"], "the observer", "{me}");
+    }
     let st = &doc["points"][1]["profile"]["stats"];
     assert_eq!(st["lost_samples"], 0);
 }

@@ -62,6 +62,9 @@ struct pt_regs {
 
 const volatile u32 root_tgid = 0;
 const volatile u8 system_wide = 0;
+/* scalprof's own process: a traced thread it preempts waits for a CPU because of the
+ * observer, which the clean repeats do not have. */
+const volatile u32 observer_tgid = 0;
 /* Copy the user stack of the first waits on each futex, then one in `sample_every`. */
 const volatile u32 sample_first = 32;
 const volatile u32 sample_every = 16;
@@ -227,13 +230,51 @@ struct {
 	__type(value, struct comm);
 } waker_comms SEC(".maps"); /* and the waiters': every traced process's name by tgid */
 
-/* Waiting for a CPU: from a wakeup or a preemption until the task runs, per tgid. */
+/* Waiting for a CPU: from a wakeup or a preemption until the task runs, per tgid, split
+ * by who had the CPU. When a traced task is preempted by another process or by scalprof
+ * itself, that task's slice (until it is switched out) is the part of the wait it caused;
+ * the rest of the wait is behind the traced tasks themselves, or not known (a woken task
+ * waits behind whoever runs there). */
+#define RQ_OWN 0
+#define RQ_OTHER 1
+#define RQ_OBSERVER 2
+struct rq_key {
+	u32 tgid;
+	u32 behind;
+};
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
-	__type(key, u32);
+	__type(key, struct rq_key);
 	__type(value, struct stat);
 } runqueue SEC(".maps");
+
+/* Per CPU: the traced task the running task preempted, until the preemptor switches out. */
+struct rq_victim {
+	u64 since; /* the victim's wait for a CPU began */
+	u64 ts;    /* the preemptor's slice began */
+	u32 pid;
+	u32 behind;
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct rq_victim);
+} rq_victim SEC(".maps");
+
+/* Per waiting task (by tid): the slices of other processes and of scalprof in its
+ * current wait for a CPU (the wait that began at `since`). */
+struct rq_slices {
+	u64 since;
+	u64 ns[3];
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, u32);
+	__type(value, struct rq_slices);
+} rq_slices SEC(".maps");
 
 /* A user stack copy, taken as the waiter blocks; its wait time follows in a `wait_end`
  * record with the same (tid, start) once the waiter runs again. */
@@ -565,23 +606,75 @@ static __always_inline void on_run(struct task_struct *next, u64 now)
 	if (!st)
 		return;
 	u32 tgid = BPF_CORE_READ(next, tgid);
+	u32 pid = BPF_CORE_READ(next, pid);
 	if (st->ts)
-		end_wait(st, tgid, BPF_CORE_READ(next, pid), now, 0);
-	if (st->runnable) {
-		account(&runqueue, &tgid, elapsed(now, st->runnable));
-		st->runnable = 0;
+		end_wait(st, tgid, pid, now, 0);
+	if (!st->runnable)
+		return;
+	u64 wait = elapsed(now, st->runnable);
+	int sliced = 0;
+	struct rq_slices *sl = bpf_map_lookup_elem(&rq_slices, &pid);
+	if (sl && sl->since == st->runnable) {
+		for (u32 b = RQ_OTHER; b <= RQ_OBSERVER; b++) {
+			u64 part = sl->ns[b] < wait ? sl->ns[b] : wait;
+			if (part) {
+				struct rq_key key = { .tgid = tgid, .behind = b };
+				account(&runqueue, &key, part);
+				wait -= part;
+				sliced = 1;
+			}
+		}
+		bpf_map_delete_elem(&rq_slices, &pid);
 	}
+	if (wait || !sliced) {
+		struct rq_key key = { .tgid = tgid, .behind = RQ_OWN };
+		account(&runqueue, &key, wait);
+	}
+	st->runnable = 0;
 }
 
-/* A traced task preempted: it waits for a CPU from now. */
-static __always_inline void on_preempt(struct task_struct *prev, u64 now)
+/* A traced task preempted by `next`: it waits for a CPU from now. When `next` is not a
+ * traced task, its slice on this CPU is counted against that wait. */
+static __always_inline void on_preempt(struct task_struct *prev, struct task_struct *next, u64 now)
 {
 	u32 tgid = BPF_CORE_READ(prev, tgid);
 	if (!is_tracked(tgid))
 		return;
 	struct ustart *st = bpf_task_storage_get(&wait_start, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (st)
-		st->runnable = now;
+	if (!st)
+		return;
+	st->runnable = now;
+	u32 by = BPF_CORE_READ(next, tgid);
+	u32 behind = observer_tgid && by == observer_tgid ? RQ_OBSERVER
+		     : is_tracked(by)			  ? RQ_OWN
+							  : RQ_OTHER;
+	u32 zero = 0;
+	struct rq_victim *v = bpf_map_lookup_elem(&rq_victim, &zero);
+	if (v && behind != RQ_OWN) {
+		v->since = now;
+		v->ts = now;
+		v->pid = BPF_CORE_READ(prev, pid);
+		v->behind = behind;
+	}
+}
+
+/* The task that preempted a traced one switches out: its slice is part of that wait. */
+static __always_inline void end_slice(u64 now)
+{
+	u32 zero = 0;
+	struct rq_victim *v = bpf_map_lookup_elem(&rq_victim, &zero);
+	if (!v || !v->pid)
+		return;
+	u32 pid = v->pid;
+	struct rq_slices *sl = bpf_map_lookup_elem(&rq_slices, &pid);
+	if (!sl || sl->since != v->since) {
+		struct rq_slices init = { .since = v->since };
+		bpf_map_update_elem(&rq_slices, &pid, &init, BPF_ANY);
+		sl = bpf_map_lookup_elem(&rq_slices, &pid);
+	}
+	if (sl)
+		sl->ns[v->behind == RQ_OBSERVER ? 2 : 1] += elapsed(now, v->ts);
+	v->pid = 0;
 }
 
 SEC("tp_btf/sched_switch")
@@ -589,11 +682,12 @@ int BPF_PROG(on_switch, _Bool preempt, struct task_struct *prev, struct task_str
 	     unsigned int prev_state)
 {
 	u64 now = bpf_ktime_get_ns();
+	end_slice(now);
 	/* TASK_RUNNING (0) means preempted, not blocked. */
 	if (prev_state != 0)
 		on_block(ctx, prev, now);
 	else
-		on_preempt(prev, now);
+		on_preempt(prev, next, now);
 	on_run(next, now);
 	return 0;
 }

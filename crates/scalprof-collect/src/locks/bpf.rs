@@ -18,7 +18,7 @@ use crate::LockTracerError;
 
 use super::merge_maps;
 
-use scalprof_model::locks::{RunQueueRaw, SyscallStackRaw, WakerRaw};
+use scalprof_model::locks::{RunQueueBehind, RunQueueRaw, SyscallStackRaw, WakerRaw};
 
 use super::{
     bpf_cause, read_proc_maps, spread_over_stacks, u64_at, KernelLockRaw, LockConfig, LockFailures,
@@ -388,17 +388,22 @@ pub(super) fn trace(
             undecoded += 1;
             continue;
         };
-        let (Some(tgid), Some(v)) = (
-            key.get(..4)
+        let word = |i: usize| {
+            key.get(i * 4..i * 4 + 4)
                 .and_then(|b| b.try_into().ok())
-                .map(u32::from_ne_bytes),
-            decode::<stat>(&val),
-        ) else {
+                .map(u32::from_ne_bytes)
+        };
+        let (Some(tgid), Some(behind), Some(v)) = (word(0), word(1), decode::<stat>(&val)) else {
             undecoded += 1;
             continue;
         };
         out.runqueue.push(RunQueueRaw {
             tgid,
+            behind: match behind {
+                1 => RunQueueBehind::Other,
+                2 => RunQueueBehind::Observer,
+                _ => RunQueueBehind::Own,
+            },
             count: v.count,
             total_ns: v.total_ns,
             max_ns: v.max_ns,
@@ -519,6 +524,7 @@ fn load<'obj>(
     if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
         ro.root_tgid = tgids[0];
         ro.system_wide = u8::from(config.system_wide);
+        ro.observer_tgid = std::process::id();
     }
     let mut skel = open.load()?;
     for tgid in tgids {

@@ -38,6 +38,10 @@ pub enum Command {
     Show(ShowArgs),
     /// Build the pathology corpus and sweep the false-sharing pair (packed vs padded counters).
     Demo(DemoArgs),
+    /// The kernel's scalability: built-in OS microbenchmarks (page faults, mmap, stat,
+    /// record locks, pwrite, …), each swept over worker counts as a stored run with its
+    /// diagnosis; prints a rates table with each test's top cause.
+    Suite(SuiteArgs),
     /// Build the pathology corpus (small C programs reproducing each case study).
     Corpus(CorpusArgs),
     /// Write a flame graph (SVG) of a sweep point, its folded stacks, or a differential
@@ -346,6 +350,35 @@ pub struct ShowArgs {
     /// Show every lock row (the summary shows those above 1% of the thread-time).
     #[arg(long)]
     pub locks: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct SuiteArgs {
+    /// Shorter runs (0.5 s per repeat, 2 clean repeats): the whole suite in minutes.
+    #[arg(long)]
+    pub quick: bool,
+    /// Tests to run, `name` (all its modes) or `name:threads|processes`, comma-separated;
+    /// default: all. Tests: page_fault, mmap_munmap, brk, fork_exec, stat_same, stat_own,
+    /// open_close, dup_close, pipe_pingpong, fcntl_same_file, fcntl_own_file,
+    /// pwrite_same_file, pwrite_own_file, futex_own, poll, lseek.
+    #[arg(long, value_name = "LIST")]
+    pub tests: Option<String>,
+    /// Worker counts (default: as for `run`, 1 … the online CPUs).
+    #[arg(short = 't', long = "threads", value_name = "LIST")]
+    pub threads: Option<String>,
+    /// Seconds each repeat runs its operation (default 1; 0.5 with --quick).
+    #[arg(long, value_name = "S")]
+    pub seconds: Option<f64>,
+    /// Clean repeats per point (default 3; 2 with --quick).
+    #[arg(long, value_name = "N")]
+    pub repeat: Option<u32>,
+    /// Kill a test's repeat after this long (default 60s): a hung test is recorded as
+    /// timed out and the suite goes on.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+    /// Write the results as `scalprof.suite/1` JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]

@@ -80,33 +80,41 @@ pub fn default_dir() -> PathBuf {
 pub fn build(dir: &Path) -> Result<Vec<(&'static str, PathBuf)>> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     write_if_changed(&dir.join("common.h"), COMMON_H)?;
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let mut built = Vec::new();
     for (name, source) in PROGRAMS {
-        let src = dir.join(format!("{name}.c"));
-        let bin = dir.join(name);
-        let changed = write_if_changed(&src, source)?;
-        if changed || !bin.exists() {
-            let out = Command::new(&cc)
-                .args(["-O2", "-g", "-pthread"])
-                .arg("-o")
-                .arg(&bin)
-                .arg(&src)
-                .output()
-                .with_context(|| {
-                    format!("running the C compiler `{cc}` (install one: apt-get install -y gcc, or set CC)")
-                })?;
-            if !out.status.success() {
-                bail!(
-                    "compiling {} failed:\n{}",
-                    src.display(),
-                    String::from_utf8_lossy(&out.stderr)
-                );
-            }
-        }
+        let bin = compile(dir, name, source)?;
         built.push((*name, bin));
     }
     Ok(built)
+}
+
+/// Writes `NAME.c` to `dir` and compiles it to `dir/NAME` (-O2 -g -pthread, no frame
+/// pointers) unless the source is unchanged and the binary exists.
+pub fn compile(dir: &Path, name: &str, source: &str) -> Result<PathBuf> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let src = dir.join(format!("{name}.c"));
+    let bin = dir.join(name);
+    let changed = write_if_changed(&src, source)?;
+    if changed || !bin.exists() {
+        let out = Command::new(&cc)
+            .args(["-O2", "-g", "-pthread"])
+            .arg("-o")
+            .arg(&bin)
+            .arg(&src)
+            .output()
+            .with_context(|| {
+                format!("running the C compiler `{cc}` (install one: apt-get install -y gcc, or set CC)")
+            })?;
+        if !out.status.success() {
+            bail!(
+                "compiling {} failed:\n{}",
+                src.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    Ok(bin)
 }
 
 fn write_if_changed(path: &Path, text: &str) -> Result<bool> {

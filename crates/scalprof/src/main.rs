@@ -9,6 +9,7 @@ mod export;
 mod flame;
 mod report;
 mod run;
+mod suite;
 
 use std::process::ExitCode;
 
@@ -489,6 +490,25 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Flame(args) => {
             let store = open_store_read_only(&cli.db)?;
             flame::flame(&store, args)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Suite(args) => {
+            let store = open_store(&cli.db)?;
+            let interrupt = Interrupt::install()?;
+            let json = args.json.clone();
+            let doc = suite::suite(&store, args, &interrupt)?;
+            println!(
+                "{}",
+                scalprof_report::terminal_safe(&suite::table(&doc.tests))
+            );
+            if let Some(path) = &json {
+                suite::write_json(path, &doc)?;
+                eprintln!("scalprof: wrote {}", path.display());
+            }
+            if interrupt.requested() {
+                eprintln!("scalprof: suite interrupted; the tests above are stored");
+                return Ok(ExitCode::from(130));
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Export(args) => {

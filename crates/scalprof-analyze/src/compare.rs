@@ -5,6 +5,9 @@
 
 use scalprof_model::compare::{Comparison, LockChange, MetricComparison, PointComparison, Welch};
 use scalprof_model::locks::Scope;
+use scalprof_model::suite::{
+    SuiteComparison, SuiteDocument, TestComparison, TestResult, SUITE_COMPARE_SCHEMA,
+};
 use scalprof_model::{Point, RunDocument};
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
@@ -225,6 +228,90 @@ pub fn slower_points(c: &Comparison, pct: f64) -> Vec<(u64, f64)> {
         .collect()
 }
 
+/// Compares throughput alone, from per-repeat rates (a suite document's points), for runs
+/// that are not in the store.
+pub fn compare_rates(
+    a_id: &str,
+    a: &[(u64, Vec<f64>)],
+    b_id: &str,
+    b: &[(u64, Vec<f64>)],
+) -> Comparison {
+    let points = a
+        .iter()
+        .filter_map(|(value, xa)| {
+            let (_, xb) = b.iter().find(|(v, _)| v == value)?;
+            Some(PointComparison {
+                value: *value,
+                metrics: metric("throughput", xa, xb).into_iter().collect(),
+                locks: Vec::new(),
+            })
+        })
+        .collect();
+    Comparison {
+        schema: "scalprof.compare/1".into(),
+        a: a_id.into(),
+        b: b_id.into(),
+        confidence: CONFIDENCE,
+        points,
+        findings_appeared: Vec::new(),
+        findings_disappeared: Vec::new(),
+        warnings: Vec::new(),
+    }
+}
+
+/// Compares two suites test by test (tests are matched by name and mode). `stored` returns
+/// the full comparison of two tests' runs when both are in the store and are the runs the
+/// documents describe; otherwise the tests are compared from the documents' repeats.
+pub fn compare_suites(
+    a: &SuiteDocument,
+    b: &SuiteDocument,
+    mut stored: impl FnMut(&TestResult, &TestResult) -> Option<Comparison>,
+) -> SuiteComparison {
+    let rates = |t: &TestResult| -> Vec<(u64, Vec<f64>)> {
+        t.points
+            .iter()
+            .map(|p| (p.value, p.repeats.clone()))
+            .collect()
+    };
+    let same = |x: &TestResult, y: &TestResult| x.name == y.name && x.mode == y.mode;
+    let mut tests = Vec::new();
+    for ta in &a.tests {
+        let Some(tb) = b.tests.iter().find(|tb| same(ta, tb)) else {
+            continue;
+        };
+        let (comparison, from_store) = match stored(ta, tb) {
+            Some(c) => (c, true),
+            None => (
+                compare_rates(&ta.run_id, &rates(ta), &tb.run_id, &rates(tb)),
+                false,
+            ),
+        };
+        tests.push(TestComparison {
+            name: ta.name.clone(),
+            mode: ta.mode.clone(),
+            a_top_cause: ta.top_cause.clone(),
+            b_top_cause: tb.top_cause.clone(),
+            comparison,
+            from_store,
+        });
+    }
+    let only = |x: &SuiteDocument, y: &SuiteDocument| -> Vec<String> {
+        x.tests
+            .iter()
+            .filter(|t| !y.tests.iter().any(|u| same(t, u)))
+            .map(TestResult::key)
+            .collect()
+    };
+    SuiteComparison {
+        schema: SUITE_COMPARE_SCHEMA.into(),
+        a_host: a.host.clone(),
+        b_host: b.host.clone(),
+        tests,
+        only_in_a: only(a, b),
+        only_in_b: only(b, a),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,5 +350,101 @@ mod tests {
             .unwrap()
             .verdict
             .contains("not enough"));
+    }
+
+    fn suite(kernel: &str, tests: &[(&str, &str, &[f64], Option<&str>)]) -> SuiteDocument {
+        use scalprof_model::suite::{PointRate, TopCause};
+        SuiteDocument {
+            schema: scalprof_model::suite::SUITE_SCHEMA.into(),
+            host: scalprof_model::Host {
+                kernel: kernel.into(),
+                cpus: 2,
+                cpu_model: "x".into(),
+                pmu: false,
+            },
+            tests: tests
+                .iter()
+                .enumerate()
+                .map(|(i, (name, mode, at2, cause))| TestResult {
+                    name: (*name).into(),
+                    mode: (*mode).into(),
+                    run_id: (i + 1).to_string(),
+                    status: "complete".into(),
+                    points: vec![
+                        PointRate {
+                            value: 1,
+                            throughput: Some(100.0),
+                            efficiency: Some(1.0),
+                            repeats: vec![99.0, 100.0, 101.0],
+                        },
+                        PointRate {
+                            value: 2,
+                            throughput: Some(at2[1]),
+                            efficiency: Some(at2[1] / 200.0),
+                            repeats: at2.to_vec(),
+                        },
+                    ],
+                    top_cause: cause.map(|s| TopCause {
+                        kind: "lock_contention".into(),
+                        subject: s.into(),
+                        score: 0.4,
+                    }),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn suites_are_compared_test_by_test_from_their_repeats() {
+        let a = suite(
+            "6.18",
+            &[
+                (
+                    "mmap_munmap",
+                    "threads",
+                    &[110.0, 112.0, 114.0],
+                    Some("mmap_lock"),
+                ),
+                ("lseek", "threads", &[199.0, 200.0, 201.0], None),
+                ("brk", "threads", &[150.0, 151.0, 152.0], None),
+            ],
+        );
+        let b = suite(
+            "6.19",
+            &[
+                ("lseek", "threads", &[198.0, 201.0, 200.0], None),
+                ("mmap_munmap", "threads", &[180.0, 182.0, 184.0], None),
+                ("mmap_munmap", "processes", &[190.0, 195.0, 200.0], None),
+            ],
+        );
+        let mut asked = Vec::new();
+        let c = compare_suites(&a, &b, |x, y| {
+            asked.push((x.run_id.clone(), y.run_id.clone()));
+            None
+        });
+        assert_eq!(c.schema, SUITE_COMPARE_SCHEMA);
+        assert_eq!(asked, [("1".into(), "2".into()), ("2".into(), "1".into())]);
+        assert_eq!(c.only_in_a, ["brk (threads)"]);
+        assert_eq!(c.only_in_b, ["mmap_munmap (processes)"]);
+        let at2 = |name: &str| {
+            let t = c.tests.iter().find(|t| t.name == name).unwrap();
+            assert!(!t.from_store);
+            t.comparison.points[1].metrics[0].clone()
+        };
+        let m = at2("mmap_munmap");
+        assert!(m.significant, "{m:?}");
+        assert!((m.difference_pct.unwrap() - 62.5).abs() < 0.1, "{m:?}");
+        assert!(!at2("lseek").significant);
+        let t = &c.tests[0];
+        assert_eq!(t.a_top_cause.as_ref().unwrap().subject, "mmap_lock");
+        assert!(t.b_top_cause.is_none());
+        // The full comparison from the store is used when there is one.
+        let c = compare_suites(&a, &b, |x, y| {
+            Some(compare_rates(&x.run_id, &[], &y.run_id, &[]))
+        });
+        assert!(c
+            .tests
+            .iter()
+            .all(|t| t.from_store && t.comparison.points.is_empty()));
     }
 }

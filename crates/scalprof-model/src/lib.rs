@@ -10,6 +10,7 @@ pub mod compare;
 pub mod layout;
 pub mod locks;
 pub mod profile;
+pub mod suite;
 pub use profile::{
     ComplexityReport, FoldedStack, FunctionComplexity, FunctionGrowth, HotInstruction,
     PointProfile, PowerFit, ProfileStats, ScalingDiff, SerialStats, MAX_UNREADABLE,

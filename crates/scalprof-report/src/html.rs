@@ -54,7 +54,7 @@ fn base64(data: &[u8]) -> String {
     out
 }
 
-const STYLE: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}\
+pub(crate) const STYLE: &str = "body{font:14px/1.45 system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}\
 h1{font-size:1.5em}h2{margin-top:2em;border-bottom:1px solid #ccc}\
 table{border-collapse:collapse;margin:.5em 0}td,th{padding:.2em .6em;border-bottom:1px solid #eee;text-align:right}\
 td:first-child,th:first-child{text-align:left}.l{text-align:left}\
@@ -183,7 +183,7 @@ pub fn scaling_plot(doc: &RunDocument) -> String {
 }
 
 /// One stacked bar per point: useful, each cause, scalprof, unexplained.
-fn budget_bars(doc: &RunDocument) -> String {
+pub(crate) fn budget_bars(doc: &RunDocument) -> String {
     const COLORS: [&str; 6] = ["#c33", "#e83", "#db3", "#a5c", "#39c", "#7a7"];
     let budgets: Vec<(u64, &scalprof_model::Budget)> = doc
         .points

@@ -5,6 +5,7 @@
 pub mod flame;
 pub mod html;
 pub mod pprof;
+pub mod suite;
 
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 use comfy_table::{CellAlignment, Table};

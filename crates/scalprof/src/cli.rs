@@ -128,9 +128,10 @@ pub struct ReportArgs {
 
 #[derive(Args, Debug)]
 pub struct CompareArgs {
-    /// The baseline: a run id, label, `latest` or `latest~N`.
+    /// The baseline: a run id, label, `latest` or `latest~N` — or a suite document
+    /// (`scalprof suite --json FILE`), to compare two suites test by test.
     pub a: String,
-    /// The candidate.
+    /// The candidate (a suite document if A is one).
     pub b: String,
     /// Print the comparison as JSON (medians, difference, confidence interval, p-value, verdict).
     #[arg(long)]
@@ -376,9 +377,14 @@ pub struct SuiteArgs {
     /// timed out and the suite goes on.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub timeout: Option<Duration>,
-    /// Write the results as `scalprof.suite/1` JSON.
+    /// Write the results as `scalprof.suite/1` JSON; `scalprof compare` takes two of these
+    /// (before and after a kernel change) and compares them test by test.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Write one self-contained HTML page for the whole suite: the rates table, then each
+    /// test's scaling plot, time budget and findings.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]

@@ -13,7 +13,7 @@ mod suite;
 
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Parser;
 use cli::{Cli, Command, Scaling};
 use run::Show;
@@ -62,6 +62,50 @@ fn open_store(cli_db: &Option<std::path::PathBuf>) -> Result<Store> {
 fn open_store_read_only(cli_db: &Option<std::path::PathBuf>) -> Result<Store> {
     let path = cli_db.clone().unwrap_or_else(scalprof_store::default_path);
     Ok(Store::open_read_only(&path)?)
+}
+
+/// `scalprof compare A.json B.json`: two suites, test by test. The runs come from the store
+/// when they are in it; a suite from another machine is compared from its document.
+fn compare_suites(
+    db: &Option<std::path::PathBuf>,
+    args: &cli::CompareArgs,
+    a: &scalprof_model::suite::SuiteDocument,
+    b: &scalprof_model::suite::SuiteDocument,
+) -> Result<ExitCode> {
+    if args.flame.is_some() {
+        bail!("compare: --flame compares two runs; for a suite, compare one test's runs (their ids are in the table)");
+    }
+    let store = open_store_read_only(db).ok();
+    let c = suite::compare(store.as_ref(), a, b);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&c)?);
+    } else {
+        print!(
+            "{}",
+            scalprof_report::terminal_safe(&scalprof_report::suite::comparison(&c))
+        );
+    }
+    if let Some(path) = &args.report {
+        std::fs::write(path, scalprof_report::suite::html_comparison(&c))
+            .with_context(|| format!("writing {}", path.display()))?;
+        eprintln!("scalprof: wrote {}", path.display());
+    }
+    if let Some(pct) = args.fail_if_slower {
+        let mut slower = false;
+        for t in &c.tests {
+            for (v, d) in scalprof_analyze::compare::slower_points(&t.comparison, pct) {
+                eprintln!(
+                    "scalprof: B is slower in {} ({}) at {v} workers: throughput {d:+.1}% (proven at 95% confidence)",
+                    t.name, t.mode
+                );
+                slower = true;
+            }
+        }
+        if slower {
+            return Ok(ExitCode::from(1));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// What to do about an error, when its cause is one the user can fix: a full disk. SQLite
@@ -353,6 +397,13 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(exit_code_for(&outcome.doc, &interrupt))
         }
         Command::Compare(args) => {
+            match (suite::read_document(&args.a)?, suite::read_document(&args.b)?) {
+                (Some(a), Some(b)) => return compare_suites(&cli.db, &args, &a, &b),
+                (None, None) => {}
+                (Some(_), None) | (None, Some(_)) => bail!(
+                    "compare: one of A and B is a suite document and the other is not; compare two suites (scalprof suite --json FILE) or two runs"
+                ),
+            }
             let store = open_store_read_only(&cli.db)?;
             let (ia, ib) = (store.resolve(&args.a)?, store.resolve(&args.b)?);
             let (ra, rb) = (
@@ -495,14 +546,18 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Suite(args) => {
             let store = open_store(&cli.db)?;
             let interrupt = Interrupt::install()?;
-            let json = args.json.clone();
+            let (json, report) = (args.json.clone(), args.report.clone());
             let doc = suite::suite(&store, args, &interrupt)?;
             println!(
                 "{}",
-                scalprof_report::terminal_safe(&suite::table(&doc.tests))
+                scalprof_report::terminal_safe(&scalprof_report::suite::table(&doc.tests))
             );
             if let Some(path) = &json {
                 suite::write_json(path, &doc)?;
+                eprintln!("scalprof: wrote {}", path.display());
+            }
+            if let Some(path) = &report {
+                suite::write_report(&store, path, &doc)?;
                 eprintln!("scalprof: wrote {}", path.display());
             }
             if interrupt.requested() {

@@ -3,17 +3,15 @@
 //! fixed time (`suite/osbench.c`, compiled at first use); each test and mode is an ordinary
 //! stored run, swept over worker counts, with its full diagnosis.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use comfy_table::presets::UTF8_BORDERS_ONLY;
-use comfy_table::{CellAlignment, Table};
 use scalprof_collect::interrupt::Interrupt;
-use scalprof_model::{Finding, Host, RunDocument, RunStatus, ThroughputSource};
+use scalprof_model::suite::{PointRate, SuiteComparison, SuiteDocument, TestResult, TopCause};
+use scalprof_model::{Finding, RunDocument, RunStatus, ThroughputSource};
 use scalprof_pipeline::RunOptions;
 use scalprof_store::Store;
-use serde::Serialize;
 
 use crate::cli::SuiteArgs;
 use crate::run::{self, Show};
@@ -112,40 +110,6 @@ pub const TESTS: &[Test] = &[
     },
 ];
 
-/// `scalprof.suite/1`: the suite's results, one entry per test and mode.
-#[derive(Debug, Serialize)]
-pub struct SuiteDocument {
-    pub schema: &'static str,
-    pub host: Host,
-    pub tests: Vec<TestResult>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct TestResult {
-    pub name: String,
-    pub mode: String,
-    pub run_id: String,
-    /// complete, failed (a repeat failed or timed out), interrupted.
-    pub status: String,
-    pub points: Vec<PointRate>,
-    pub top_cause: Option<TopCause>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct PointRate {
-    pub value: u64,
-    /// Operations per second (median of the clean repeats); null where every repeat failed.
-    pub throughput: Option<f64>,
-    pub efficiency: Option<f64>,
-}
-
-#[derive(Debug, Serialize)]
-pub struct TopCause {
-    pub kind: String,
-    pub subject: String,
-    pub score: f64,
-}
-
 /// The tests and modes `--tests` selects (`name` or `name:mode`), in the suite's order.
 pub fn select(list: Option<&str>) -> Result<Vec<(&'static Test, &'static str)>> {
     let all: Vec<(&Test, &str)> = TESTS
@@ -190,67 +154,6 @@ fn top_cause(findings: &[Finding]) -> Option<TopCause> {
             subject: f.subject.clone(),
             score: f.score,
         })
-}
-
-fn rate(ops: f64) -> String {
-    if ops >= 1e6 {
-        format!("{:.2}M", ops / 1e6)
-    } else if ops >= 1e3 {
-        format!("{:.1}k", ops / 1e3)
-    } else {
-        format!("{ops:.0}")
-    }
-}
-
-/// The rates table: ops/s per point, per-CPU rate and efficiency at the largest point, the
-/// top cause and its share.
-pub fn table(results: &[TestResult]) -> String {
-    let mut t = Table::new();
-    t.load_style(UTF8_BORDERS_ONLY);
-    t.set_header(vec![
-        "test",
-        "mode",
-        "ops/s per point",
-        "per worker",
-        "efficiency",
-        "top cause",
-        "run",
-    ]);
-    for r in results {
-        let last = r.points.iter().rev().find(|p| p.throughput.is_some());
-        let points: Vec<String> = r
-            .points
-            .iter()
-            .map(|p| {
-                format!(
-                    "{}: {}",
-                    p.value,
-                    p.throughput.map_or("failed".into(), rate)
-                )
-            })
-            .collect();
-        t.add_row(vec![
-            r.name.clone(),
-            r.mode.clone(),
-            points.join(" · "),
-            last.and_then(|p| p.throughput.map(|x| rate(x / p.value as f64)))
-                .unwrap_or_else(|| "—".into()),
-            last.and_then(|p| p.efficiency)
-                .map_or("—".into(), |e| format!("{:.0}%", e * 100.0)),
-            match &r.top_cause {
-                Some(c) => format!("{} {:.0}% ({})", c.subject, c.score * 100.0, c.kind),
-                None if r.status == "complete" => "none".into(),
-                None => format!("({})", r.status),
-            },
-            r.run_id.to_string(),
-        ]);
-    }
-    for i in [3, 4, 6] {
-        if let Some(c) = t.column_mut(i) {
-            c.set_cell_alignment(CellAlignment::Right);
-        }
-    }
-    t.to_string() + "\n"
 }
 
 pub fn suite(store: &Store, args: SuiteArgs, interrupt: &Interrupt) -> Result<SuiteDocument> {
@@ -334,11 +237,27 @@ pub fn suite(store: &Store, args: SuiteArgs, interrupt: &Interrupt) -> Result<Su
                     value: p.value,
                     throughput: p.throughput,
                     efficiency: p.efficiency,
+                    repeats: p
+                        .repeats
+                        .iter()
+                        .filter_map(|r| {
+                            scalprof_analyze::summary::repeat_throughput(
+                                p.value,
+                                r,
+                                doc.throughput.source,
+                            )
+                        })
+                        .collect(),
                 })
                 .collect(),
             top_cause: top_cause(&doc.findings),
         };
-        eprint!("{}", table(std::slice::from_ref(&result)));
+        eprint!(
+            "{}",
+            scalprof_report::terminal_safe(&scalprof_report::suite::table(std::slice::from_ref(
+                &result
+            )))
+        );
         results.push(result);
     }
     let host = match host {
@@ -346,16 +265,78 @@ pub fn suite(store: &Store, args: SuiteArgs, interrupt: &Interrupt) -> Result<Su
         None => scalprof_collect::host::probe(),
     };
     Ok(SuiteDocument {
-        schema: "scalprof.suite/1",
+        schema: scalprof_model::suite::SUITE_SCHEMA.into(),
         host,
         tests: results,
     })
 }
 
 /// Writes the suite document.
-pub fn write_json(path: &PathBuf, doc: &SuiteDocument) -> Result<()> {
+pub fn write_json(path: &Path, doc: &SuiteDocument) -> Result<()> {
     let text = serde_json::to_string_pretty(doc)?;
     std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))
+}
+
+/// Writes the suite's HTML page, with each test's stored run.
+pub fn write_report(store: &Store, path: &Path, doc: &SuiteDocument) -> Result<()> {
+    let runs: Vec<Option<RunDocument>> = doc
+        .tests
+        .iter()
+        .map(|t| {
+            let id = store.resolve(&t.run_id).ok()?;
+            Some(scalprof_pipeline::LoadedRun::load(store, id).ok()?.doc)
+        })
+        .collect();
+    let html = scalprof_report::suite::html_report(doc, &runs);
+    std::fs::write(path, html).with_context(|| format!("writing {}", path.display()))
+}
+
+/// A suite document named on the command line: `None` if `arg` is not a file (then it is a
+/// run reference), an error if it is a file but not a suite document.
+pub fn read_document(arg: &str) -> Result<Option<SuiteDocument>> {
+    let path = Path::new(arg);
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {arg}"))?;
+    let doc: SuiteDocument = serde_json::from_str(&text)
+        .ok()
+        .filter(|d: &SuiteDocument| d.schema == scalprof_model::suite::SUITE_SCHEMA)
+        .with_context(|| {
+            format!(
+                "{arg} is a file but not a suite document ({}, written by `scalprof suite --json`); \
+                 to compare runs, name them by id or label",
+                scalprof_model::suite::SUITE_SCHEMA
+            )
+        })?;
+    Ok(Some(doc))
+}
+
+/// The stored run a suite document describes: the run with that id, if it is the same test
+/// with the same rates (a document from another store may reuse the id).
+fn stored_run(store: &Store, t: &TestResult) -> Option<scalprof_pipeline::LoadedRun> {
+    let id = store.resolve(&t.run_id).ok()?;
+    let run = scalprof_pipeline::LoadedRun::load(store, id).ok()?;
+    let same_rates = run.doc.points.len() == t.points.len()
+        && run.doc.points.iter().zip(&t.points).all(|(p, q)| {
+            p.value == q.value
+                && match (p.throughput, q.throughput) {
+                    (Some(x), Some(y)) => (x - y).abs() <= 1e-9 * x.abs().max(1.0),
+                    (None, None) => true,
+                    _ => false,
+                }
+        });
+    (run.doc.label == format!("suite-{}-{}", t.name, t.mode) && same_rates).then_some(run)
+}
+
+/// Two suites compared test by test: from the stored runs where both are in `store`,
+/// otherwise from the documents' repeats.
+pub fn compare(store: Option<&Store>, a: &SuiteDocument, b: &SuiteDocument) -> SuiteComparison {
+    scalprof_analyze::compare::compare_suites(a, b, |ta, tb| {
+        let store = store?;
+        let (ra, rb) = (stored_run(store, ta)?, stored_run(store, tb)?);
+        Some(scalprof_analyze::compare::compare(&ra.doc, &rb.doc))
+    })
 }
 
 #[cfg(test)]

@@ -160,3 +160,112 @@ fn a_hung_test_is_recorded_as_timed_out_and_the_suite_goes_on() {
         .code(1)
         .stderr(predicates::str::contains("no test \"page_faults\""));
 }
+
+#[test]
+fn two_suites_are_compared_test_by_test_and_a_suite_is_one_html_page() {
+    if !privileged() {
+        return;
+    }
+    let _turn = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let p = |f: &str| dir.path().join(f).display().to_string();
+    let suite = |tests: &str, json: &str, extra: &[&str]| {
+        scalprof(&db)
+            .args(["suite", "--tests", tests, "--threads", "1", "--repeat", "3"])
+            .args(["--seconds", "0.2", "--json", &p(json)])
+            .args(extra)
+            .assert()
+            .success();
+    };
+    suite(
+        "lseek:threads,futex_own",
+        "a.json",
+        &["--report", &p("a.html")],
+    );
+    suite("lseek:threads", "b.json", &[]);
+
+    let html = std::fs::read_to_string(p("a.html")).unwrap();
+    for needle in [
+        "id=\"rates\"",
+        "<h2 id=\"lseek-threads\">",
+        "<h2 id=\"futex_own-threads\">",
+        "<svg",
+    ] {
+        assert!(html.contains(needle), "{needle} not in the suite page");
+    }
+
+    let out = scalprof(&db)
+        .args(["compare", &p("a.json"), &p("b.json")])
+        .assert()
+        .success();
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert!(text.contains("B vs A (95% confidence)"), "{text}");
+    assert!(text.contains("lseek"), "{text}");
+    assert!(text.contains("only in A: futex_own (threads)"), "{text}");
+
+    let json = |db: &Path, a: &str, b: &str| -> Value {
+        let out = scalprof(db)
+            .args(["compare", "--json", &p(a), &p(b)])
+            .assert()
+            .success();
+        serde_json::from_slice(&out.get_output().stdout).unwrap()
+    };
+    // Both suites' runs are in this store: the full comparison.
+    let c = json(&db, "a.json", "b.json");
+    assert_eq!(c["schema"], "scalprof.suite-compare/1");
+    let t = &c["tests"][0];
+    assert_eq!(t["name"], "lseek");
+    assert_eq!(t["from_store"], true, "{t}");
+    let m = &t["comparison"]["points"][0]["metrics"][0];
+    assert_eq!(m["metric"], "throughput");
+    assert_eq!((m["a_n"].as_u64(), m["b_n"].as_u64()), (Some(3), Some(3)));
+    // Another store: from the documents' repeats.
+    let c = json(&dir.path().join("other.db"), "a.json", "b.json");
+    assert_eq!(c["tests"][0]["from_store"], false);
+    assert_eq!(
+        c["tests"][0]["comparison"]["points"][0]["metrics"][0]["a_n"],
+        3
+    );
+
+    // A kernel that halves lseek's rate: the documents no longer describe the stored runs,
+    // so the rates in the document are compared, and the regression fails the check.
+    let mut slow: Value =
+        serde_json::from_str(&std::fs::read_to_string(p("b.json")).unwrap()).unwrap();
+    let point = &mut slow["tests"][0]["points"][0];
+    point["throughput"] = (point["throughput"].as_f64().unwrap() * 0.5).into();
+    let halved: Vec<Value> = point["repeats"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| (x.as_f64().unwrap() * 0.5).into())
+        .collect();
+    point["repeats"] = halved.into();
+    std::fs::write(p("slow.json"), slow.to_string()).unwrap();
+    let out = scalprof(&db)
+        .args([
+            "compare",
+            &p("a.json"),
+            &p("slow.json"),
+            "--fail-if-slower",
+            "10",
+        ])
+        .assert()
+        .code(1);
+    let err = String::from_utf8(out.get_output().stderr.clone()).unwrap();
+    assert!(
+        err.contains("B is slower in lseek (threads) at 1 workers"),
+        "{err}"
+    );
+    let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
+    assert!(text.contains("slower in 1"), "{text}");
+
+    // A suite and a run cannot be compared.
+    scalprof(&db)
+        .args(["compare", &p("a.json"), "latest"])
+        .assert()
+        .code(1)
+        .stderr(predicates::str::contains(
+            "one of A and B is a suite document",
+        ));
+}

@@ -1,0 +1,510 @@
+//! The suite's views: the rates table, the comparison of two suites (terminal), and the
+//! suite's HTML page and its comparison page.
+
+use std::fmt::Write;
+
+use comfy_table::presets::UTF8_BORDERS_ONLY;
+use comfy_table::{CellAlignment, Table};
+use scalprof_model::compare::MetricComparison;
+use scalprof_model::suite::{SuiteComparison, SuiteDocument, TestComparison, TestResult, TopCause};
+use scalprof_model::{Host, RunDocument};
+
+use crate::html::{budget_bars, esc, scaling_plot, STYLE};
+
+/// Operations per second, short: 1.23M, 45.6k, 789.
+pub fn rate(ops: f64) -> String {
+    if ops >= 1e6 {
+        format!("{:.2}M", ops / 1e6)
+    } else if ops >= 1e3 {
+        format!("{:.1}k", ops / 1e3)
+    } else {
+        format!("{ops:.0}")
+    }
+}
+
+/// A top cause without its kind, for the comparison's narrow column.
+fn short_cause(c: Option<&TopCause>) -> String {
+    c.map_or("none".into(), |c| {
+        format!("{} {:.0}%", c.subject, c.score * 100.0)
+    })
+}
+
+fn cause(c: Option<&TopCause>, status: &str) -> String {
+    match c {
+        Some(c) => format!("{} {:.0}% ({})", c.subject, c.score * 100.0, c.kind),
+        None if status == "complete" => "none".into(),
+        None => format!("({status})"),
+    }
+}
+
+/// Repeats of one point further apart than this, relative to their median, are marked.
+const NOISY: f64 = 0.10;
+
+/// (max − min) / median of a point's repeats.
+fn spread(repeats: &[f64]) -> Option<f64> {
+    if repeats.len() < 2 {
+        return None;
+    }
+    let mut r = repeats.to_vec();
+    r.sort_by(f64::total_cmp);
+    let median = if r.len() % 2 == 1 {
+        r[r.len() / 2]
+    } else {
+        (r[r.len() / 2 - 1] + r[r.len() / 2]) / 2.0
+    };
+    (median > 0.0).then(|| (r[r.len() - 1] - r[0]) / median)
+}
+
+/// The footnote for marked points, if any is.
+fn noisy_note(results: &[TestResult]) -> Option<String> {
+    let any = results.iter().any(|r| {
+        r.points
+            .iter()
+            .any(|p| spread(&p.repeats).is_some_and(|s| s > NOISY))
+    });
+    any.then(|| {
+        format!(
+            "±: that point's repeats are more than {:.0}% apart (half their range shown); rerun the test alone with more repeats (--tests NAME --repeat 5) before trusting it",
+            NOISY * 100.0
+        )
+    })
+}
+
+/// One test's cells: ops/s per point, per worker and efficiency at the largest measured
+/// point.
+fn cells(r: &TestResult) -> [String; 3] {
+    let last = r.points.iter().rev().find(|p| p.throughput.is_some());
+    let points: Vec<String> = r
+        .points
+        .iter()
+        .map(|p| {
+            let noisy = spread(&p.repeats).filter(|s| *s > NOISY);
+            format!(
+                "{}: {}{}",
+                p.value,
+                p.throughput.map_or("failed".into(), rate),
+                noisy.map_or(String::new(), |s| format!(" ±{:.0}%", 50.0 * s))
+            )
+        })
+        .collect();
+    [
+        points.join(" · "),
+        last.and_then(|p| p.throughput.map(|x| rate(x / p.value as f64)))
+            .unwrap_or_else(|| "—".into()),
+        last.and_then(|p| p.efficiency)
+            .map_or("—".into(), |e| format!("{:.0}%", e * 100.0)),
+    ]
+}
+
+/// The rates table: ops/s per point, per-worker rate and efficiency at the largest point,
+/// the top cause and its share, and the stored run.
+pub fn table(results: &[TestResult]) -> String {
+    let mut t = Table::new();
+    t.load_style(UTF8_BORDERS_ONLY);
+    t.set_header(vec![
+        "test",
+        "mode",
+        "ops/s per point",
+        "per worker",
+        "efficiency",
+        "top cause",
+        "run",
+    ]);
+    for r in results {
+        let [points, per, eff] = cells(r);
+        t.add_row(vec![
+            r.name.clone(),
+            r.mode.clone(),
+            points,
+            per,
+            eff,
+            cause(r.top_cause.as_ref(), &r.status),
+            r.run_id.clone(),
+        ]);
+    }
+    for i in [3, 4, 6] {
+        if let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    let mut out = t.to_string() + "\n";
+    if let Some(note) = noisy_note(results) {
+        out += &note;
+        out.push('\n');
+    }
+    out
+}
+
+fn host_line(h: &Host) -> String {
+    format!(
+        "Linux {}, {} CPUs, {}{}",
+        h.kernel,
+        h.cpus,
+        h.cpu_model,
+        if h.pmu { "" } else { ", no hardware PMU" }
+    )
+}
+
+/// The throughput verdict of one point, short: `+62.5% ± 2.1%`, `no difference (p 0.43)`.
+pub fn change(m: &MetricComparison) -> String {
+    match (&m.welch, m.difference_pct) {
+        (Some(w), Some(pct)) if m.significant && w.difference != 0.0 => {
+            // The interval's half-width in the same percent of A's mean as the difference.
+            let half = (pct * (w.ci95[1] - w.ci95[0]) / 2.0 / w.difference).abs();
+            format!("{pct:+.1}% ± {half:.1}% (p {:.1e})", w.p_value)
+        }
+        (Some(w), _) => format!("no difference proven (p {:.2})", w.p_value),
+        (None, _) => "too few repeats".into(),
+    }
+}
+
+fn throughput_at(t: &TestComparison) -> Vec<(u64, &MetricComparison)> {
+    t.comparison
+        .points
+        .iter()
+        .filter_map(|p| {
+            p.metrics
+                .iter()
+                .find(|m| m.metric == "throughput")
+                .map(|m| (p.value, m))
+        })
+        .collect()
+}
+
+/// Counts of tests B made faster and slower (proven at some point), and the rest.
+fn tally(c: &SuiteComparison) -> (usize, usize, usize) {
+    let (mut faster, mut slower) = (0, 0);
+    for t in &c.tests {
+        let ms = throughput_at(t);
+        let proven = |sign: f64| {
+            ms.iter()
+                .any(|(_, m)| m.significant && m.difference_pct.is_some_and(|d| d * sign > 0.0))
+        };
+        if proven(-1.0) {
+            slower += 1;
+        } else if proven(1.0) {
+            faster += 1;
+        }
+    }
+    (faster, slower, c.tests.len() - faster - slower)
+}
+
+/// The terminal view of two suites compared: one row per test and point with Welch's
+/// verdict on throughput, the top causes before and after, then what changed in the locks
+/// and findings of the stored runs.
+pub fn comparison(c: &SuiteComparison) -> String {
+    let mut out = format!("A: {}\nB: {}\n", host_line(&c.a_host), host_line(&c.b_host));
+    let mut t = Table::new();
+    t.load_style(UTF8_BORDERS_ONLY);
+    t.set_header(vec![
+        "test",
+        "mode",
+        "workers",
+        "A ops/s",
+        "B ops/s",
+        "B vs A (95% confidence)",
+        "top cause A → B",
+        "runs",
+    ]);
+    for test in &c.tests {
+        let rows = throughput_at(test);
+        if rows.is_empty() {
+            t.add_row(vec![
+                test.name.clone(),
+                test.mode.clone(),
+                "—".into(),
+                "—".into(),
+                "—".into(),
+                "no point measured in both".into(),
+                String::new(),
+                format!("{} → {}", test.comparison.a, test.comparison.b),
+            ]);
+        }
+        for (i, (value, m)) in rows.iter().enumerate() {
+            let first = i == 0;
+            t.add_row(vec![
+                if first {
+                    test.name.clone()
+                } else {
+                    String::new()
+                },
+                if first {
+                    test.mode.clone()
+                } else {
+                    String::new()
+                },
+                value.to_string(),
+                rate(m.a_median),
+                rate(m.b_median),
+                change(m),
+                if first {
+                    format!(
+                        "{} → {}",
+                        short_cause(test.a_top_cause.as_ref()),
+                        short_cause(test.b_top_cause.as_ref())
+                    )
+                } else {
+                    String::new()
+                },
+                if first {
+                    format!("{} → {}", test.comparison.a, test.comparison.b)
+                } else {
+                    String::new()
+                },
+            ]);
+        }
+    }
+    for i in [2, 3, 4] {
+        if let Some(col) = t.column_mut(i) {
+            col.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    out += &t.to_string();
+    out.push('\n');
+    let (faster, slower, same) = tally(c);
+    out += &format!(
+        "B is faster in {faster} test(s), slower in {slower}, no difference proven in {same}\n"
+    );
+    for test in &c.tests {
+        let k = format!("{} ({})", test.name, test.mode);
+        for p in &test.comparison.points {
+            for l in &p.locks {
+                out += &format!(
+                    "  {k} at {}: {} wait per op {:.0} ns → {:.0} ns\n",
+                    p.value, l.lock, l.a_wait_ns_per_op, l.b_wait_ns_per_op
+                );
+            }
+        }
+        for f in &test.comparison.findings_appeared {
+            out += &format!("  {k}: finding appeared in B: {f}\n");
+        }
+        for f in &test.comparison.findings_disappeared {
+            out += &format!("  {k}: finding gone in B: {f}\n");
+        }
+        if !test.from_store {
+            out += &format!(
+                "  {k}: runs {} and {} are not both in this store: throughput only, from the suite documents\n",
+                test.comparison.a, test.comparison.b
+            );
+        }
+    }
+    for k in &c.only_in_a {
+        out += &format!("  only in A: {k}\n");
+    }
+    for k in &c.only_in_b {
+        out += &format!("  only in B: {k}\n");
+    }
+    out
+}
+
+fn page_head(h: &mut String, title: &str) {
+    let _ = write!(
+        h,
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>{STYLE}</style></head><body><h1>{}</h1>",
+        esc(title),
+        esc(title)
+    );
+}
+
+/// The suite's page (`scalprof suite --report`): the rates table, then each test's scaling
+/// plot, time budget and findings. `runs` holds each test's stored run where it loaded.
+pub fn html_report(doc: &SuiteDocument, runs: &[Option<RunDocument>]) -> String {
+    let mut h = String::new();
+    page_head(&mut h, "scalprof suite");
+    let _ = write!(h, "<p class=\"muted\">{}</p>", esc(&host_line(&doc.host)));
+    h += "<h2>Rates</h2><table id=\"rates\"><tr><th>test</th><th class=\"l\">mode</th><th>ops/s per point</th><th>per worker</th><th>efficiency</th><th class=\"l\">top cause</th><th>run</th></tr>";
+    for r in &doc.tests {
+        let [points, per, eff] = cells(r);
+        let _ = write!(
+            h,
+            "<tr><td><a href=\"#{}-{}\">{}</a></td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td><td>{}</td></tr>",
+            esc(&r.name),
+            esc(&r.mode),
+            esc(&r.name),
+            esc(&r.mode),
+            esc(&points),
+            esc(&per),
+            esc(&eff),
+            esc(&cause(r.top_cause.as_ref(), &r.status)),
+            esc(&r.run_id)
+        );
+    }
+    h += "</table>";
+    if let Some(note) = noisy_note(&doc.tests) {
+        let _ = write!(h, "<p class=\"muted\">{}</p>", esc(&note));
+    }
+    for (r, run) in doc.tests.iter().zip(runs) {
+        let _ = write!(
+            h,
+            "<h2 id=\"{}-{}\">{} ({})</h2>",
+            esc(&r.name),
+            esc(&r.mode),
+            esc(&r.name),
+            esc(&r.mode)
+        );
+        let Some(run) = run else {
+            let _ = write!(
+                h,
+                "<p class=\"warn\">run {} is not in the store</p>",
+                esc(&r.run_id)
+            );
+            continue;
+        };
+        let _ = write!(
+            h,
+            "<p class=\"muted\">run {} · <code>{}</code> · status {} · full page: <code>scalprof report {}</code></p>",
+            esc(&run.id),
+            esc(&run.command.join(" ")),
+            esc(&r.status),
+            esc(&run.id)
+        );
+        h += &scaling_plot(run);
+        // The run page's section heading, one level down under the test's.
+        h += &budget_bars(run)
+            .replace("<h2>", "<h3>")
+            .replace("</h2>", "</h3>")
+            .replace(" id=\"budget\"", "");
+        if run.findings.is_empty() {
+            h += "<p>No finding.</p>";
+        }
+        for f in &run.findings {
+            let _ = write!(
+                h,
+                "<div class=\"finding\"><span class=\"score\">{:.0}%</span> <b>{}</b> <code>{}</code><p>{}</p><p class=\"muted\">Suggestion: {}</p></div>",
+                f.score * 100.0,
+                esc(f.kind.as_str()),
+                esc(&f.subject),
+                esc(&f.evidence),
+                esc(&f.suggestion)
+            );
+        }
+    }
+    h += "</body></html>\n";
+    h
+}
+
+/// The comparison page of two suites (`scalprof compare A.json B.json --report`).
+pub fn html_comparison(c: &SuiteComparison) -> String {
+    let mut h = String::new();
+    page_head(&mut h, "scalprof compare: two suites");
+    let _ = write!(
+        h,
+        "<p>A: {}<br>B: {}</p>",
+        esc(&host_line(&c.a_host)),
+        esc(&host_line(&c.b_host))
+    );
+    let (faster, slower, same) = tally(c);
+    let _ = write!(
+        h,
+        "<p><b>B is faster in {faster} test(s), slower in {slower}, no difference proven in {same}.</b></p>"
+    );
+    h += "<table id=\"suite-compare\"><tr><th>test</th><th class=\"l\">mode</th><th>workers</th><th>A ops/s</th><th>B ops/s</th><th class=\"l\">B vs A (95% confidence)</th><th class=\"l\">top cause A → B</th><th>runs</th></tr>";
+    for test in &c.tests {
+        for (value, m) in throughput_at(test) {
+            let class = match m.difference_pct {
+                Some(d) if m.significant && d < 0.0 => " class=\"warn\"",
+                _ => "",
+            };
+            let _ = write!(
+                h,
+                "<tr{class}><td>{}</td><td class=\"l\">{}</td><td>{value}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{} → {}</td><td>{} → {}</td></tr>",
+                esc(&test.name),
+                esc(&test.mode),
+                rate(m.a_median),
+                rate(m.b_median),
+                esc(&change(m)),
+                esc(&short_cause(test.a_top_cause.as_ref())),
+                esc(&short_cause(test.b_top_cause.as_ref())),
+                esc(&test.comparison.a),
+                esc(&test.comparison.b)
+            );
+        }
+    }
+    h += "</table>";
+    for test in &c.tests {
+        for p in &test.comparison.points {
+            for l in &p.locks {
+                let _ = write!(
+                    h,
+                    "<p>{} ({}) at {}: {} wait per op {:.0} ns → {:.0} ns</p>",
+                    esc(&test.name),
+                    esc(&test.mode),
+                    p.value,
+                    esc(&l.lock),
+                    l.a_wait_ns_per_op,
+                    l.b_wait_ns_per_op
+                );
+            }
+        }
+        for f in &test.comparison.findings_appeared {
+            let _ = write!(
+                h,
+                "<p class=\"warn\">{} ({}): finding appeared in B: {}</p>",
+                esc(&test.name),
+                esc(&test.mode),
+                esc(f)
+            );
+        }
+        for f in &test.comparison.findings_disappeared {
+            let _ = write!(
+                h,
+                "<p>{} ({}): finding gone in B: {}</p>",
+                esc(&test.name),
+                esc(&test.mode),
+                esc(f)
+            );
+        }
+    }
+    for k in c
+        .only_in_a
+        .iter()
+        .map(|k| ("A", k))
+        .chain(c.only_in_b.iter().map(|k| ("B", k)))
+    {
+        let _ = write!(h, "<p class=\"muted\">only in {}: {}</p>", k.0, esc(k.1));
+    }
+    h += "</body></html>\n";
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use scalprof_model::suite::PointRate;
+
+    fn result(name: &str, at2: &[f64], status: &str) -> TestResult {
+        let median = |r: &[f64]| (!r.is_empty()).then(|| r.iter().sum::<f64>() / r.len() as f64);
+        TestResult {
+            name: name.into(),
+            mode: "threads".into(),
+            run_id: "7".into(),
+            status: status.into(),
+            points: [(1, vec![1000.0, 1010.0]), (2, at2.to_vec())]
+                .into_iter()
+                .map(|(value, repeats)| PointRate {
+                    value,
+                    throughput: median(&repeats),
+                    efficiency: median(&repeats).map(|m| m / (1005.0 * value as f64)),
+                    repeats,
+                })
+                .collect(),
+            top_cause: None,
+        }
+    }
+
+    #[test]
+    fn the_rates_table_marks_noisy_points_and_failed_ones() {
+        let quiet = table(&[result("lseek", &[1900.0, 1950.0], "complete")]);
+        assert!(quiet.contains("2: 1.9k"), "{quiet}");
+        assert!(quiet.contains("96%") && quiet.contains("none"), "{quiet}");
+        assert!(!quiet.contains('±'), "{quiet}");
+        let noisy = table(&[
+            result("brk", &[1500.0, 1900.0], "complete"),
+            result("futex_own", &[], "failed"),
+        ]);
+        assert!(noisy.contains("2: 1.7k ±12%"), "{noisy}");
+        assert!(noisy.contains("rerun the test alone"), "{noisy}");
+        assert!(noisy.contains("2: failed"), "{noisy}");
+        assert!(noisy.contains("(failed)"), "{noisy}");
+    }
+}

@@ -684,7 +684,13 @@ fn an_attached_server_s_lock_is_named_with_its_caller_and_process() {
         .success();
     let doc = read_json(&json);
     let findings = doc["findings"].as_array().unwrap();
-    let top = &findings[0];
+    let top = findings.first().unwrap_or_else(|| {
+        panic!(
+            "no finding; efficiency at 2: {}, warnings: {}",
+            efficiency_at(&doc, 2),
+            doc["warnings"]
+        )
+    });
     assert_eq!(top["kind"], "lock_contention", "{findings:?}");
     assert_eq!(top["subject"], "table_lock", "{findings:?}");
     let evidence = top["evidence"].as_str().unwrap();
@@ -1148,6 +1154,9 @@ fn layout(args: &[&std::ffi::OsStr]) -> (bool, String) {
 
 #[test]
 fn layout_flags_two_locks_on_one_line_and_works_without_debug_info() {
+    // Reading the kernel's BTF and the binaries' DWARF keeps a CPU busy for seconds (more in
+    // a debug build): never while another test measures scaling.
+    let _turn = exclusive();
     let bin = corpus().join("adjacent_locks");
     let (ok, text) = layout(&[bin.as_os_str()]);
     assert!(ok, "{text}");

@@ -6,7 +6,8 @@
 //! time per unit since the first point, divided by `T`:
 //!
 //! - a lock: its waits plus the on-CPU time spent for it (spinning, the futex call), in ns
-//!   per unit, from the traced repeats;
+//!   per unit, from the traced repeats, scaled by how much slower (or faster) the traced
+//!   repeats ran than the clean ones;
 //! - a kernel function (`kernel_hotspot`) or the locked writes of a shared cache line
 //!   (`false_sharing`, `true_sharing`): sampled on-CPU cost, converted to ns through the
 //!   clean repeats' CPU time per unit (so it works for cpu-clock and for cycles);
@@ -59,6 +60,14 @@ fn cpu_ns_per_op(p: &Point) -> Option<f64> {
     (wall > 0.0).then(|| cpu / wall / x * 1e9)
 }
 
+/// Clean time per traced time at a point: waits are measured in the traced repeats, whose
+/// every operation took `1 / (1 + perturbation)` times as long as in the clean ones (slower
+/// when tracing costs, faster when the clean repeats were the disturbed ones); the budget's
+/// thread-time comes from the clean repeats, so waits are scaled back to that clock.
+fn dilation(p: &Point) -> f64 {
+    p.perturbation.map_or(1.0, |x| (1.0 + x).clamp(0.25, 4.0))
+}
+
 /// The lock rows of every point as series: locks, and the condition variables and
 /// semaphores whose waits are a handoff (an interpreter lock, a work queue). Joins and
 /// barriers are the harness's structure, not a cause.
@@ -86,7 +95,8 @@ pub fn lock_series(
             }
             let ns = (r.total_wait_ns as f64
                 + r.spin_ns.unwrap_or(0) as f64 * scale[i].unwrap_or(1.0))
-                / work[i];
+                / work[i]
+                * dilation(p);
             // A reader-writer lock's two sides are one cause.
             let s = match out
                 .iter_mut()
@@ -450,6 +460,49 @@ mod tests {
         assert!((b.unexplained - 0.115).abs() < 1e-9);
         let sum = b.useful + b.overhead + b.unexplained + b.causes[0].share;
         assert!((sum - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn waits_from_a_slower_traced_run_are_scaled_back_to_the_clean_clock() {
+        use scalprof_model::locks::{LockProfile, LockRow};
+        let with_lock = |mut p: Point, wait_ns: u64, perturbation: Option<f64>| {
+            p.perturbation = perturbation;
+            p.locks = Some(LockProfile {
+                rows: vec![LockRow {
+                    scope: Scope::User,
+                    name: "table_lock".into(),
+                    lock_type: LockKind::Mutex,
+                    address: "0x1".into(),
+                    count: 1000,
+                    total_wait_ns: wait_ns,
+                    max_wait_ns: 1,
+                    callers: Vec::new(),
+                    attributed_to: None,
+                    wait_ns_per_op: None,
+                    spin_ns: None,
+                    woken_by: None,
+                    process: None,
+                    peer_attached: false,
+                }],
+                ..Default::default()
+            });
+            p
+        };
+        // 1000 units of work per point. The traced repeats at 2 threads ran 20% slower,
+        // so their 500 µs of wait per unit is 400 µs of the clean run's time.
+        let points = [
+            with_lock(point(1, 1000.0, 1.0), 0, None),
+            with_lock(point(2, 1250.0, 0.625), 500_000_000, Some(-0.2)),
+        ];
+        let series = lock_series(&points, &[None, None], &[1000.0, 1000.0]);
+        assert_eq!(series.len(), 1);
+        assert!(
+            (series[0].per_op[1].unwrap() - 400_000.0).abs() < 1e-6,
+            "{series:?}"
+        );
+        // The share is then the clean run's: 0.4 ms of 1.6 ms.
+        let b = budgets(&points, &[None, None], &series)[1].clone().unwrap();
+        assert!((b.causes[0].share - 0.25).abs() < 1e-9, "{b:?}");
     }
 
     #[test]

@@ -446,7 +446,23 @@ fn mmap_churn_profiles_name_the_munmap_and_fault_paths() {
     let mmap_lock = findings
         .iter()
         .find(|f| f["kind"] == "lock_contention" && f["subject"] == "mmap_lock")
-        .unwrap_or_else(|| panic!("no mmap_lock finding: {findings:?}"));
+        .unwrap_or_else(|| {
+            panic!(
+                "no mmap_lock finding: {findings:?}; points: {:?}; warnings: {}",
+                doc["points"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| (
+                        p["efficiency"].clone(),
+                        p["throughput_spread"].clone(),
+                        p["perturbation"].clone(),
+                        p["budget"].clone()
+                    ))
+                    .collect::<Vec<_>>(),
+                doc["warnings"]
+            )
+        });
     assert_eq!(mmap_lock["scope"], "kernel");
     let rows = doc["points"][1]["locks"]["rows"].as_array().unwrap();
     let callers: Vec<&str> = rows
@@ -1380,8 +1396,9 @@ fn more_threads_than_cpus_is_a_wait_for_a_cpu_and_nothing_else() {
     let share = cause_share(&doc, "waiting for a CPU");
     assert!(
         (share - loss).abs() <= 0.10 && (share - 0.5).abs() <= 0.10,
-        "the wait for a CPU {share:.2} should be the loss {loss:.2}, about half: {}",
-        doc["points"][1]["budget"]
+        "the wait for a CPU {share:.2} should be the loss {loss:.2}, about half: {} (traced vs clean {})",
+        doc["points"][1]["budget"],
+        doc["points"][1]["perturbation"]
     );
     assert!(
         findings

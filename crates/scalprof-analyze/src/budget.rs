@@ -14,13 +14,14 @@
 //! - a serial phase: while one thread runs alone for a share s of the time, the other
 //!   N − 1 lose s·(N − 1)/N of the thread-time.
 //!
-//! `overhead` is scalprof's own sampled cost at that point; `unexplained` is the rest.
+//! `overhead` is scalprof's own cost at that point: its sampled frames, and the time the
+//! program's threads waited for a CPU scalprof held; `unexplained` is the rest.
 //! Causes can overlap: when the named ones explain more than was lost, they are scaled
 //! down together so that the parts still sum to 1. A serial phase overlaps the waits that
 //! cause it (one thread runs while the other sleeps on the lock it holds), so it only
 //! keeps the share the named causes leave.
 
-use scalprof_model::locks::{LockKind, Scope};
+use scalprof_model::locks::{LockKind, Scope, CPU_WAIT_OBSERVER};
 use scalprof_model::{
     Budget, Cause, Finding, FindingKind, Point, PointProfile, ScalingDiff, WhatIf,
 };
@@ -281,6 +282,25 @@ pub fn overhead_ns(
         .collect()
 }
 
+/// The time the program's threads waited for a CPU that scalprof's own threads held, in
+/// thread-ns per unit of work (on the clean clock): the observer's cost, like its sampled
+/// frames. Nothing of it happens in the clean repeats.
+pub fn observer_wait_ns(points: &[Point], work: &[f64]) -> Vec<Option<f64>> {
+    points
+        .iter()
+        .zip(work)
+        .map(|(p, &w)| {
+            let rows = &p.locks.as_ref()?.rows;
+            let ns: u64 = rows
+                .iter()
+                .filter(|r| r.scope == Scope::Kernel && r.name == CPU_WAIT_OBSERVER)
+                .map(|r| r.total_wait_ns)
+                .sum();
+            (w > 0.0).then(|| ns as f64 / w * dilation(p))
+        })
+        .collect()
+}
+
 /// The budget of every point after the first (`None` for the first, and where the
 /// throughput is unknown). `overhead_ns`: scalprof's own sampled ns per unit at each point.
 pub fn budgets(
@@ -503,6 +523,27 @@ mod tests {
         // The share is then the clean run's: 0.4 ms of 1.6 ms.
         let b = budgets(&points, &[None, None], &series)[1].clone().unwrap();
         assert!((b.causes[0].share - 0.25).abs() < 1e-9, "{b:?}");
+
+        // 100 ms behind scalprof's own threads: the observer's cost, not a cause.
+        let mut points = points;
+        let rows = &mut points[1].locks.as_mut().unwrap().rows;
+        let mut observer = rows[0].clone();
+        observer.scope = Scope::Kernel;
+        observer.name = CPU_WAIT_OBSERVER.into();
+        observer.lock_type = LockKind::CpuWait;
+        observer.total_wait_ns = 100_000_000;
+        observer.attributed_to = Some("the observer".into());
+        rows.push(observer);
+        assert_eq!(
+            lock_series(&points, &[None, None], &[1000.0, 1000.0]).len(),
+            1
+        );
+        let waited = observer_wait_ns(&points, &[1000.0, 1000.0]);
+        assert_eq!(waited[0], Some(0.0));
+        assert!((waited[1].unwrap() - 80_000.0).abs() < 1e-6, "{waited:?}");
+        // 80 µs of 1.6 ms per unit: 5% of the thread-time is scalprof's.
+        let b = budgets(&points, &waited, &series)[1].clone().unwrap();
+        assert!((b.overhead - 0.05).abs() < 1e-9, "{b:?}");
     }
 
     #[test]

@@ -172,7 +172,15 @@ pub fn assemble(inputs: &RunInputs) -> RunDocument {
         {
             series.extend(budget::sharing_series(&points, &profs, &work, f));
         }
-        let overhead = budget::overhead_ns(&points, &profs, &work);
+        let observer = budget::observer_wait_ns(&points, &work);
+        let overhead: Vec<Option<f64>> = budget::overhead_ns(&points, &profs, &work)
+            .into_iter()
+            .zip(observer)
+            .map(|(sampled, waited)| match (sampled, waited) {
+                (None, None) => None,
+                (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+            })
+            .collect();
         let budgets = budget::budgets(&points, &overhead, &series);
         for (p, b) in points.iter_mut().zip(budgets) {
             p.budget = b;

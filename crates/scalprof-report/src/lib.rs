@@ -228,6 +228,20 @@ fn tracing_line(doc: &RunDocument) -> Option<String> {
                     100.0 * st.overhead_samples as f64 / all as f64
                 ));
             }
+            // The program's threads runnable while scalprof's own threads held the CPU.
+            let behind: u64 = p.locks.as_ref().map_or(0, |l| {
+                l.rows
+                    .iter()
+                    .filter(|r| r.name == scalprof_model::locks::CPU_WAIT_OBSERVER)
+                    .map(|r| r.total_wait_ns)
+                    .sum()
+            });
+            if behind > 0 {
+                bits.push(format!(
+                    "{} waiting for a CPU behind scalprof",
+                    ns(behind as f64)
+                ));
+            }
             if let Some(l) = p.locks.as_ref().filter(|l| l.tracer.bpf_runs > 0) {
                 let cpu_ns: f64 = p
                     .traced_repeats

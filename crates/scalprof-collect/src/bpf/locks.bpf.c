@@ -150,7 +150,7 @@ struct ustart {
 	u8 snapped;   /* a stack copy was taken: a wait_end record follows */
 	u16 pad;
 	s32 kstack;   /* kernel stack of a sampled system-call wait, or -1 */
-	u32 pad2;
+	u32 sliced;   /* preempted by an untraced task: `rq_slices` may hold its slices */
 	u64 runnable; /* woken or preempted at: waiting for a CPU since */
 };
 
@@ -441,6 +441,22 @@ static __always_inline int copy_user_stack(struct task_struct *prev, struct pt_r
 	return 1;
 }
 
+/* The wait state of a task of the traced tree, created at its first switch. Only traced
+ * tasks ever get one, so a task that has it is traced without a lookup of `tracked` (the
+ * common case: every switch of a busy program). */
+static __always_inline struct ustart *tracked_storage(struct task_struct *t, u32 tgid)
+{
+	struct ustart *st = bpf_task_storage_get(&wait_start, t, 0, 0);
+	if (st)
+		return st;
+	if (!is_tracked(tgid))
+		return NULL;
+	st = bpf_task_storage_get(&wait_start, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!st)
+		__sync_fetch_and_add(&fail_task_map, 1);
+	return st;
+}
+
 /* Whether the n-th wait on one key carries stacks: the first ones, then one in a few. */
 static __always_inline int sampled(void *map, void *key, u32 first, u32 every)
 {
@@ -466,13 +482,9 @@ static __always_inline void remember_comm(u32 tgid)
 static __always_inline void on_block(void *ctx, struct task_struct *prev, u64 now)
 {
 	u32 tgid = BPF_CORE_READ(prev, tgid);
-	if (!is_tracked(tgid))
+	struct ustart *st = tracked_storage(prev, tgid);
+	if (!st)
 		return;
-	struct ustart *st = bpf_task_storage_get(&wait_start, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!st) {
-		__sync_fetch_and_add(&fail_task_map, 1);
-		return;
-	}
 	st->runnable = 0;
 	/* Sleeping on a traced kernel lock: counted there, not twice. */
 	struct kstart *ks = bpf_task_storage_get(&task_start, prev, 0, 0);
@@ -613,7 +625,8 @@ static __always_inline void on_run(struct task_struct *next, u64 now)
 		return;
 	u64 wait = elapsed(now, st->runnable);
 	int sliced = 0;
-	struct rq_slices *sl = bpf_map_lookup_elem(&rq_slices, &pid);
+	struct rq_slices *sl = st->sliced ? bpf_map_lookup_elem(&rq_slices, &pid) : NULL;
+	st->sliced = 0;
 	if (sl && sl->since == st->runnable) {
 		for (u32 b = RQ_OTHER; b <= RQ_OBSERVER; b++) {
 			u64 part = sl->ns[b] < wait ? sl->ns[b] : wait;
@@ -637,10 +650,7 @@ static __always_inline void on_run(struct task_struct *next, u64 now)
  * traced task, its slice on this CPU is counted against that wait. */
 static __always_inline void on_preempt(struct task_struct *prev, struct task_struct *next, u64 now)
 {
-	u32 tgid = BPF_CORE_READ(prev, tgid);
-	if (!is_tracked(tgid))
-		return;
-	struct ustart *st = bpf_task_storage_get(&wait_start, prev, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	struct ustart *st = tracked_storage(prev, BPF_CORE_READ(prev, tgid));
 	if (!st)
 		return;
 	st->runnable = now;
@@ -651,6 +661,7 @@ static __always_inline void on_preempt(struct task_struct *prev, struct task_str
 	u32 zero = 0;
 	struct rq_victim *v = bpf_map_lookup_elem(&rq_victim, &zero);
 	if (v && behind != RQ_OWN) {
+		st->sliced = 1;
 		v->since = now;
 		v->ts = now;
 		v->pid = BPF_CORE_READ(prev, pid);

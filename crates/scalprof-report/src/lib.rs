@@ -707,6 +707,9 @@ pub fn lock_growth(doc: &RunDocument) -> String {
     };
     for r in last.rows.iter().filter(shown).take(6) {
         let mut row = vec![format!("{} {} ({})", r.scope, r.name, r.lock_type)];
+        // A row that is nothing anywhere (under 1 ns per op and 0.5% of the thread-time
+        // at every point) says nothing: a clean program's handful of short waits.
+        let mut something = false;
         for p in &points {
             let x = p.locks.as_ref().and_then(|l| {
                 l.rows
@@ -723,12 +726,16 @@ pub fn lock_growth(doc: &RunDocument) -> String {
                     .find(|c| c.scope == Some(r.scope) && c.subject == r.name)
                     .map_or(0.0, |c| c.share)
             });
+            something |= share.is_some_and(|s| s >= 0.005) || per_op.is_some_and(|c| c >= 1.0);
             row.push(match (share, per_op) {
                 (Some(s), Some(c)) => format!("{:.0}% · {}", s * 100.0, ns(c)),
                 (None, Some(c)) => ns(c),
                 (Some(s), None) => format!("{:.0}%", s * 100.0),
                 (None, None) => "—".into(),
             });
+        }
+        if !something {
+            continue;
         }
         t.add_row(row);
         n += 1;

@@ -177,6 +177,55 @@ pub fn kernel_hotspots(diff: &ScalingDiff) -> Vec<Finding> {
         .collect()
 }
 
+/// The processes whose samples have `leaf` (a folded frame, `…_[k]` for the kernel) as
+/// their leaf at one point, with their shares of its weight, largest first. A folded stack
+/// starts with its process's command name.
+pub fn leaf_processes(p: &PointProfile, leaf: &str) -> Vec<(String, f64)> {
+    let mut by: Vec<(String, u64)> = Vec::new();
+    for f in &p.folded {
+        let mut frames = f.stack.split(';');
+        let Some(process) = frames.next() else {
+            continue;
+        };
+        if f.stack.rsplit(';').next() != Some(leaf) {
+            continue;
+        }
+        match by.iter_mut().find(|(c, _)| c == process) {
+            Some(e) => e.1 += f.weight,
+            None => by.push((process.to_string(), f.weight)),
+        }
+    }
+    let total: u64 = by.iter().map(|e| e.1).sum();
+    let mut out: Vec<(String, f64)> = by
+        .into_iter()
+        .map(|(c, w)| (c, w as f64 / total.max(1) as f64))
+        .collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    out
+}
+
+/// ", in postgres 80%, pgbench 20%": where a profile-based finding's function ran, when
+/// that is not only the swept command (`own`, its command name): an attached server, or
+/// several processes.
+pub fn processes_note(processes: &[(String, f64)], own: &str) -> Option<String> {
+    if processes.is_empty() || (processes.len() == 1 && processes[0].0 == own) {
+        return None;
+    }
+    let parts: Vec<String> = processes
+        .iter()
+        .filter(|(_, s)| *s >= 0.05)
+        .take(3)
+        .map(|(c, s)| {
+            if processes.len() == 1 {
+                c.clone()
+            } else {
+                format!("{c} {:.0}%", s * 100.0)
+            }
+        })
+        .collect();
+    Some(format!("; in {}", parts.join(", ")))
+}
+
 /// `serial_fraction` findings: at N > 1, the share of wall time during which only one of
 /// the workload's threads was on a CPU, when it explains part of the lost efficiency.
 /// `points`: (threads, efficiency, profile).
@@ -247,6 +296,29 @@ mod tests {
                 .collect(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_hotspot_says_which_processes_ran_it_unless_only_the_command_did() {
+        let p = profile(&[
+            ("postgres;exec;XLogFlush;osq_lock_[k]", 800),
+            ("pgbench;main;send;osq_lock_[k]", 200),
+            ("pgbench;main;work", 5000),
+        ]);
+        let procs = leaf_processes(&p, "osq_lock_[k]");
+        assert_eq!(procs.len(), 2);
+        assert_eq!(procs[0].0, "postgres");
+        assert!((procs[0].1 - 0.8).abs() < 1e-9);
+        assert_eq!(
+            processes_note(&procs, "pgbench").as_deref(),
+            Some("; in postgres 80%, pgbench 20%")
+        );
+        let own = leaf_processes(&p, "work");
+        assert_eq!(processes_note(&own, "pgbench"), None);
+        assert_eq!(
+            processes_note(&own, "other").as_deref(),
+            Some("; in pgbench")
+        );
     }
 
     #[test]

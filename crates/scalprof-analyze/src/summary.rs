@@ -193,6 +193,20 @@ pub fn assemble(inputs: &RunInputs) -> RunDocument {
         // Nothing to explain: a program that scales gets no scaling finding.
         findings.retain(|f| f.kind == FindingKind::SuperlinearCost);
     }
+    // A kernel hotspot says which processes ran it, when that is not only the command
+    // (a server observed with --attach, or several programs).
+    if let Some(last) = points.last().and_then(|p| profile_of(p.value)) {
+        let own = command_name(&header.command);
+        for f in findings
+            .iter_mut()
+            .filter(|f| f.kind == FindingKind::KernelHotspot)
+        {
+            let procs = scaling::leaf_processes(last, &format!("{}_[k]", f.subject));
+            if let Some(note) = scaling::processes_note(&procs, &own) {
+                f.evidence += &note;
+            }
+        }
+    }
     findings.sort_by(|a, b| {
         b.score
             .total_cmp(&a.score)
@@ -249,6 +263,20 @@ pub fn assemble(inputs: &RunInputs) -> RunDocument {
         scaling_diff,
         complexity,
     }
+}
+
+/// The kernel's name for the command's process: its file name, cut to the 15 bytes a
+/// task's `comm` holds.
+fn command_name(command: &[String]) -> String {
+    let base = command
+        .first()
+        .map(|c| c.rsplit('/').next().unwrap_or(c))
+        .unwrap_or("");
+    let mut end = base.len().min(15);
+    while !base.is_char_boundary(end) {
+        end -= 1;
+    }
+    base[..end].to_string()
 }
 
 /// Whether the last point lost efficiency by more than the clean repeats can tell apart

@@ -140,7 +140,9 @@ pub fn spread_over_stacks(
     for t in totals {
         let mine: Vec<&KernelLockRaw> = sampled
             .iter()
-            .filter(|s| s.lock == t.lock && s.flags == t.flags && !s.stack.is_empty())
+            .filter(|s| {
+                s.lock == t.lock && s.flags == t.flags && s.tgid == t.tgid && !s.stack.is_empty()
+            })
             .collect();
         let weight: u128 = mine.iter().map(|s| u128::from(s.total_ns.max(1))).sum();
         if mine.is_empty() || weight == 0 {
@@ -171,6 +173,7 @@ pub fn spread_over_stacks(
             }
             out.push(KernelLockRaw {
                 lock: t.lock,
+                tgid: t.tgid,
                 flags: t.flags,
                 stack: s.stack.clone(),
                 count,
@@ -271,6 +274,7 @@ mod tests {
     fn raw(lock: u64, stack: &[u64], count: u64, total_ns: u64, max_ns: u64) -> KernelLockRaw {
         KernelLockRaw {
             lock,
+            tgid: 1,
             flags: 0,
             stack: stack.to_vec(),
             count,

@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, PartialEq)]
 pub struct KernelLockRaw {
     pub lock: u64,
+    /// The waiting process.
+    pub tgid: u32,
     /// `contention_begin` flags (LCB_F_*: spin, read, write, rt, percpu, mutex).
     pub flags: u32,
     /// Kernel return addresses, innermost first (BPF trampoline frames included).

@@ -39,6 +39,8 @@ pub fn lock_profile(raw: &RawLocks, symbols: &mut Symbols) -> LockProfile {
 fn add_kernel_rows(raw: &RawLocks, kallsyms: &Kallsyms, rows: &mut Vec<LockRow>) {
     // (name, type) → row; callers accumulated by wait.
     let mut by_name: HashMap<(String, LockKind), (LockRow, HashMap<String, u64>)> = HashMap::new();
+    // Wait per process of each row, to say which attached process did it.
+    let mut procs: HashMap<(String, LockKind), HashMap<u32, u64>> = HashMap::new();
     for k in &raw.kernel {
         let frames: Vec<&str> = k.stack.iter().filter_map(|&a| kallsyms.lookup(a)).collect();
         let frames: Vec<&str> = frames
@@ -88,9 +90,15 @@ fn add_kernel_rows(raw: &RawLocks, kallsyms: &Kallsyms, rows: &mut Vec<LockRow>)
         entry.0.total_wait_ns += k.total_ns;
         entry.0.max_wait_ns = entry.0.max_wait_ns.max(k.max_ns);
         *entry.1.entry(caller).or_default() += k.total_ns;
+        *procs
+            .entry((entry.0.name.clone(), entry.0.lock_type.clone()))
+            .or_default()
+            .entry(k.tgid)
+            .or_default() += k.total_ns;
     }
-    for (_, (mut row, callers)) in by_name {
+    for (key, (mut row, callers)) in by_name {
         row.callers = top_callers(callers, row.total_wait_ns);
+        row.process = procs.get(&key).and_then(|p| attached_process(raw, p));
         rows.push(row);
     }
 }

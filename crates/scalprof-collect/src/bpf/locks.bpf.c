@@ -110,6 +110,8 @@ struct kkey {
 	u64 lock;
 	s32 stack_id;
 	u32 flags;
+	u32 tgid; /* the waiter's process: a server's lock says it is the server's */
+	u32 pad;
 };
 
 struct stat {
@@ -351,6 +353,17 @@ int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 /* Spinlock waits are not traced: they are on-CPU, so the sampler sees them (and names
  * them from the sampled stack), and a program on every spinlock contention runs while
  * the lock is wanted or held: on an fd-table lock it made a program 66% slower. */
+/* The command name of the current task's process, kept once per tgid (with the wakers'),
+ * so that rows can say which process waited even after it exited. */
+static __always_inline void remember_comm(u32 tgid)
+{
+	if (bpf_map_lookup_elem(&waker_comms, &tgid))
+		return;
+	struct comm c = {};
+	bpf_get_current_comm(c.name, sizeof(c.name));
+	bpf_map_update_elem(&waker_comms, &tgid, &c, BPF_NOEXIST);
+}
+
 SEC("tp_btf/contention_begin")
 int BPF_PROG(on_contention_begin, void *lock, unsigned int flags)
 {
@@ -372,9 +385,12 @@ int BPF_PROG(on_contention_begin, void *lock, unsigned int flags)
 	st->lock = (u64)lock;
 	st->flags = flags;
 	st->stack_id = -1;
-	struct kkey total = { .lock = (u64)lock, .stack_id = -1, .flags = flags };
+	struct kkey total = { .lock = (u64)lock, .stack_id = -1, .flags = flags,
+			      .tgid = id >> 32, .pad = 0 };
 	struct stat *s = bpf_map_lookup_elem(&kernel_locks, &total);
 	u64 n = s ? s->count : 0;
+	if (!s)
+		remember_comm(id >> 32);
 	if (n < kstack_first || n % kstack_every == 0) {
 		st->stack_id = bpf_get_stackid(ctx, &stacks, 0);
 		if (st->stack_id < 0) {
@@ -394,7 +410,8 @@ int BPF_PROG(on_contention_end, void *lock, int ret)
 	if (!st || st->lock != (u64)lock)
 		return 0;
 	u64 wait = bpf_ktime_get_ns() - st->ts;
-	struct kkey key = { .lock = st->lock, .stack_id = -1, .flags = st->flags };
+	struct kkey key = { .lock = st->lock, .stack_id = -1, .flags = st->flags,
+			    .tgid = bpf_get_current_pid_tgid() >> 32, .pad = 0 };
 	s32 stack_id = st->stack_id;
 	st->lock = 0;
 	account(&kernel_locks, &key, wait);
@@ -465,16 +482,6 @@ static __always_inline int sampled(void *map, void *key, u32 first, u32 every)
 	return n <= first || (n % every) == 0;
 }
 
-/* The command name of the current task's process, kept once per tgid (with the wakers'),
- * so that rows can say which process waited even after it exited. */
-static __always_inline void remember_comm(u32 tgid)
-{
-	if (bpf_map_lookup_elem(&waker_comms, &tgid))
-		return;
-	struct comm c = {};
-	bpf_get_current_comm(c.name, sizeof(c.name));
-	bpf_map_update_elem(&waker_comms, &tgid, &c, BPF_NOEXIST);
-}
 
 /* A traced task blocks: inside futex()? Then it waits on that futex from now; inside
  * another system call, on what that call waits for. Runs in the blocking task's context

@@ -294,6 +294,7 @@ pub(super) fn trace(
         };
         totals.push(KernelLockRaw {
             lock: k.lock,
+            tgid: k.tgid,
             flags: k.flags,
             stack: Vec::new(),
             count: v.count,
@@ -314,6 +315,7 @@ pub(super) fn trace(
         let stack = read_stack(&skel.maps.stacks, k.stack_id);
         sampled.push(KernelLockRaw {
             lock: k.lock,
+            tgid: k.tgid,
             flags: k.flags,
             stack,
             count: v.count,

@@ -150,7 +150,8 @@ struct ustart {
 	u32 op;       /* the futex operation, or the system call number */
 	u8 kind;      /* WAIT_FUTEX or WAIT_SYSCALL */
 	u8 snapped;   /* a stack copy was taken: a wait_end record follows */
-	u16 pad;
+	u8 woken;     /* runnable since a wakeup ended its wait (not since a preemption) */
+	u8 pad;
 	s32 kstack;   /* kernel stack of a sampled system-call wait, or -1 */
 	u32 sliced;   /* preempted by an untraced task: `rq_slices` may hold its slices */
 	u64 runnable; /* woken or preempted at: waiting for a CPU since */
@@ -599,9 +600,12 @@ int BPF_PROG(on_wakeup, struct task_struct *p)
 	/* The waker is the current task, unless the wakeup comes from an interrupt (a
 	 * timer, a completed I/O), where current is whoever was interrupted: only the
 	 * sampled waits of calls that wait for another task keep it (user space decides). */
-	if (st->ts)
+	st->woken = 0;
+	if (st->ts) {
 		end_wait(st, BPF_CORE_READ(p, tgid), BPF_CORE_READ(p, pid), now,
 			 bpf_get_current_pid_tgid() >> 32);
+		st->woken = 1;
+	}
 	st->runnable = now;
 	return 0;
 }
@@ -613,13 +617,26 @@ int BPF_PROG(on_wakeup_new, struct task_struct *p)
 	if (!is_tracked(BPF_CORE_READ(p, tgid)))
 		return 0;
 	struct ustart *st = bpf_task_storage_get(&wait_start, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (st)
+	if (st) {
 		st->runnable = bpf_ktime_get_ns();
+		st->woken = 0;
+	}
 	return 0;
 }
 
-/* A task runs: a wait no wakeup ended ends now, and so does its wait for a CPU. */
-static __always_inline void on_run(struct task_struct *next, u64 now)
+/* Time added to a wait already counted: the latency of its wakeup. */
+static __always_inline void add_time(void *map, void *key, u64 ns)
+{
+	struct stat *s = bpf_map_lookup_elem(map, key);
+	if (s)
+		__sync_fetch_and_add(&s->total_ns, ns);
+}
+
+/* A task runs: a wait no wakeup ended ends now, and so does its wait for a CPU. When it
+ * was woken from a wait onto an idle CPU (`from_idle`), nothing else had that CPU: the
+ * time until it ran is the wakeup's latency (the idle CPU's exit), part of the wait it
+ * was woken from (a lock's handoff), not a wait for a CPU. */
+static __always_inline void on_run(struct task_struct *next, u64 now, int from_idle)
 {
 	struct ustart *st = bpf_task_storage_get(&wait_start, next, 0, 0);
 	if (!st)
@@ -631,6 +648,15 @@ static __always_inline void on_run(struct task_struct *next, u64 now)
 	if (!st->runnable)
 		return;
 	u64 wait = elapsed(now, st->runnable);
+	if (from_idle && st->woken && !st->sliced) {
+		struct ukey key = { .uaddr = st->uaddr, .tgid = tgid, .op = st->op };
+		add_time(st->kind == WAIT_SYSCALL ? (void *)&syscall_waits : (void *)&user_locks,
+			 &key, wait);
+		st->woken = 0;
+		st->runnable = 0;
+		return;
+	}
+	st->woken = 0;
 	int sliced = 0;
 	struct rq_slices *sl = st->sliced ? bpf_map_lookup_elem(&rq_slices, &pid) : NULL;
 	st->sliced = 0;
@@ -661,6 +687,7 @@ static __always_inline void on_preempt(struct task_struct *prev, struct task_str
 	if (!st)
 		return;
 	st->runnable = now;
+	st->woken = 0;
 	u32 by = BPF_CORE_READ(next, tgid);
 	u32 behind = observer_tgid && by == observer_tgid ? RQ_OBSERVER
 		     : is_tracked(by)			  ? RQ_OWN
@@ -706,7 +733,7 @@ int BPF_PROG(on_switch, _Bool preempt, struct task_struct *prev, struct task_str
 		on_block(ctx, prev, now);
 	else
 		on_preempt(prev, next, now);
-	on_run(next, now);
+	on_run(next, now, BPF_CORE_READ(prev, pid) == 0);
 	return 0;
 }
 

@@ -627,6 +627,8 @@ fn node_worker_threads_name_the_hot_js_function_and_reach_the_thread_root() {
             "32k",
             "--",
         ])
+        // V8 leaves isolate-*.log files in its working directory.
+        .current_dir(dir.path())
         .args(["node", "--perf-basic-prof"])
         .arg(&script)
         .arg("{threads}")
@@ -700,15 +702,28 @@ fn an_attached_server_s_lock_is_named_with_its_caller_and_process() {
         .success();
     let doc = read_json(&json);
     let findings = doc["findings"].as_array().unwrap();
-    let top = findings.first().unwrap_or_else(|| {
-        panic!(
-            "no finding; efficiency at 2: {}, warnings: {}",
-            efficiency_at(&doc, 2),
-            doc["warnings"]
-        )
-    });
+    // Two client and two server threads share this machine's two CPUs: at 2 clients the
+    // woken server threads also wait for a CPU (a cause of its own, which can rank above
+    // the lock on a 2-CPU machine). Nothing else may rank above the server's lock.
+    let at = findings
+        .iter()
+        .position(|f| f["subject"] == "table_lock")
+        .unwrap_or_else(|| {
+            panic!(
+                "table_lock not named; efficiency at 2: {}, findings: {findings:?}, warnings: {}",
+                efficiency_at(&doc, 2),
+                doc["warnings"]
+            )
+        });
+    assert!(
+        findings[..at]
+            .iter()
+            .all(|f| f["subject"] == "waiting for a CPU"),
+        "{findings:?}"
+    );
+    let top = &findings[at];
     assert_eq!(top["kind"], "lock_contention", "{findings:?}");
-    assert_eq!(top["subject"], "table_lock", "{findings:?}");
+    assert!(top["score"].as_f64().unwrap() >= 0.05, "{findings:?}");
     let evidence = top["evidence"].as_str().unwrap();
     assert!(
         evidence.contains("in lock_server") && evidence.contains("table_lookup"),

@@ -636,7 +636,8 @@ static __always_inline void add_time(void *map, void *key, u64 ns)
  * was woken from a wait onto an idle CPU (`from_idle`), nothing else had that CPU: the
  * time until it ran is the wakeup's latency (the idle CPU's exit), part of the wait it
  * was woken from (a lock's handoff), not a wait for a CPU. */
-static __always_inline void on_run(struct task_struct *next, u64 now, int from_idle)
+static __always_inline void on_run(struct task_struct *next, u64 now, int from_idle,
+				   u32 prev_tgid)
 {
 	struct ustart *st = bpf_task_storage_get(&wait_start, next, 0, 0);
 	if (!st)
@@ -652,6 +653,17 @@ static __always_inline void on_run(struct task_struct *next, u64 now, int from_i
 		struct ukey key = { .uaddr = st->uaddr, .tgid = tgid, .op = st->op };
 		add_time(st->kind == WAIT_SYSCALL ? (void *)&syscall_waits : (void *)&user_locks,
 			 &key, wait);
+		st->woken = 0;
+		st->runnable = 0;
+		return;
+	}
+	/* Woken onto a CPU that another process (or scalprof) then held: the wait was behind
+	 * it. (A preempted task's wait is split by the preemptors' slices below.) */
+	if (st->woken && !st->sliced && !is_tracked(prev_tgid)) {
+		struct rq_key key = { .tgid = tgid,
+				      .behind = observer_tgid && prev_tgid == observer_tgid ?
+							RQ_OBSERVER : RQ_OTHER };
+		account(&runqueue, &key, wait);
 		st->woken = 0;
 		st->runnable = 0;
 		return;
@@ -733,7 +745,7 @@ int BPF_PROG(on_switch, _Bool preempt, struct task_struct *prev, struct task_str
 		on_block(ctx, prev, now);
 	else
 		on_preempt(prev, next, now);
-	on_run(next, now, BPF_CORE_READ(prev, pid) == 0);
+	on_run(next, now, BPF_CORE_READ(prev, pid) == 0, BPF_CORE_READ(prev, tgid));
 	return 0;
 }
 

@@ -10,12 +10,7 @@ use serde_json::Value;
 
 mod common;
 use common::check_shape;
-
-fn scalprof(db: &Path) -> Command {
-    let mut c = Command::cargo_bin("scalprof").unwrap();
-    c.arg("--db").arg(db);
-    c
-}
+use common::scalprof;
 
 fn read_json(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()

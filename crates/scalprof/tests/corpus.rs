@@ -3,24 +3,13 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command as StdCommand;
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::OnceLock;
 
 use assert_cmd::Command;
 use serde_json::Value;
 
 mod common;
-
-fn scalprof(db: &Path) -> Command {
-    let mut c = Command::cargo_bin("scalprof").unwrap();
-    c.arg("--db").arg(db);
-    c
-}
-
-/// Measurements must not overlap: the tests of this binary take turns.
-fn exclusive() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
+use common::{exclusive, scalprof};
 
 /// Profiling needs root or perf_event_paranoid ≤ 1. In CI it must work; elsewhere the
 /// test is skipped, and says why.

@@ -3,16 +3,11 @@
 //! scale get no cause of 0.10 or more.
 
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard};
 
-use assert_cmd::Command;
 use serde_json::Value;
 
-fn scalprof(db: &Path) -> Command {
-    let mut c = Command::cargo_bin("scalprof").unwrap();
-    c.arg("--db").arg(db);
-    c
-}
+mod common;
+use common::{exclusive, scalprof};
 
 /// Profiling and lock tracing need root (or perf_event_paranoid ≤ 1 and CAP_BPF); in CI
 /// they must work, elsewhere the test is skipped and says why.
@@ -27,12 +22,6 @@ fn privileged() -> bool {
     );
     eprintln!("skipped: the suite's diagnoses need root (BPF lock tracing)");
     false
-}
-
-/// One suite at a time: they measure the machine.
-fn exclusive() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 fn test<'a>(doc: &'a Value, name: &str, mode: &str) -> &'a Value {

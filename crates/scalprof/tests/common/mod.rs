@@ -1,7 +1,24 @@
 //! Helpers shared by the test binaries (each uses some of them).
 #![allow(dead_code)]
 
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+
+use assert_cmd::Command;
 use serde_json::Value;
+
+/// The scalprof binary, with its own store.
+pub fn scalprof(db: &Path) -> Command {
+    let mut c = Command::cargo_bin("scalprof").unwrap();
+    c.arg("--db").arg(db);
+    c
+}
+
+/// Measurements must not overlap: the tests of one binary that measure take turns.
+pub fn exclusive() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// Checks `doc` against an independent, hand-written copy of the contract's shape:
 /// every key of the shape must be present with the shape's type.

@@ -3,9 +3,13 @@
  * does a fixed amount of work per thread, and prints one line "ops=N". */
 #ifndef CORPUS_COMMON_H
 #define CORPUS_COMMON_H
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static long corpus_arg(int argc, char **argv, long dflt)
 {
@@ -49,5 +53,42 @@ static void corpus_run_threads(long nthreads, void *(*fn)(void *))
     for (long i = 0; i < nthreads; i++)
         pthread_join(tids[i], NULL);
     free(tids);
+}
+/* A file of this program's own, next to its executable (scalprof builds the corpus in a
+ * directory only its user can write), never in a shared /tmp where another user could plant
+ * a link to a file of ours. */
+static void corpus_own_path(char *buf, size_t n, const char *name)
+{
+    char exe[4096];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (len <= 0) {
+        perror("/proc/self/exe");
+        exit(1);
+    }
+    exe[len] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash)
+        *slash = '\0';
+    if ((size_t)snprintf(buf, n, "%s/%s", exe, name) >= n) {
+        fprintf(stderr, "path too long: %s/%s\n", exe, name);
+        exit(1);
+    }
+}
+
+/* Opens (creating, 0600) a file of ours for reading and writing: never through a symlink,
+ * and only a regular file we own with one link. */
+static int corpus_open_own(const char *path)
+{
+    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        perror(path);
+        exit(1);
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1) {
+        fprintf(stderr, "%s is not a regular file of ours with one link: refusing it\n", path);
+        exit(1);
+    }
+    return fd;
 }
 #endif

@@ -7,8 +7,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define LOCK_PATH "/tmp/scalprof-corpus-fcntl.lock"
-
 /* A slice of work done while holding the lock: ~10 µs. */
 __attribute__((noinline)) uint64_t locked_work(uint64_t x)
 {
@@ -37,6 +35,8 @@ int main(int argc, char **argv)
 {
     long procs = corpus_arg(argc, argv, 1);
     long iters = corpus_scaled(20000);
+    char lock_path[4200];
+    corpus_own_path(lock_path, sizeof(lock_path), "fcntl_same_file.lock");
     for (long p = 1; p < procs; p++) {
         pid_t pid = fork();
         if (pid < 0) {
@@ -45,19 +45,11 @@ int main(int argc, char **argv)
         }
         if (pid == 0) {
             /* Each process opens the file itself: POSIX locks belong to processes. */
-            int fd = open(LOCK_PATH, O_RDWR | O_CREAT, 0600);
-            if (fd < 0) {
-                perror(LOCK_PATH);
-                _exit(1);
-            }
+            int fd = corpus_open_own(lock_path);
             _exit(run(fd, iters, (uint64_t)p) == 42 ? 3 : 0);
         }
     }
-    int fd = open(LOCK_PATH, O_RDWR | O_CREAT, 0600);
-    if (fd < 0) {
-        perror(LOCK_PATH);
-        exit(1);
-    }
+    int fd = corpus_open_own(lock_path);
     uint64_t x = run(fd, iters, 0);
     int failed = 0, st;
     while (wait(&st) > 0)

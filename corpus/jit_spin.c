@@ -61,7 +61,9 @@ int main(int argc, char **argv)
     }
     char path[64];
     snprintf(path, sizeof(path), "/tmp/perf-%d.map", (int)getpid());
-    FILE *map = fopen(path, "w");
+    /* A new file only: never written through a link another user planted at the name. */
+    int mfd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    FILE *map = mfd < 0 ? NULL : fdopen(mfd, "w");
     if (!map) {
         perror(path);
         return 1;

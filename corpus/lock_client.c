@@ -8,7 +8,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-static const char *path = "/tmp/scalprof-corpus-lock_server.sock";
+/* Default: lock_server.sock next to the executable, where lock_server listens by default. */
+static const char *path;
+static char own_path[4200];
 static long requests;
 
 static void *client(void *arg)
@@ -37,6 +39,10 @@ int main(int argc, char **argv)
     long threads = corpus_arg(argc, argv, 1);
     if (argc > 2)
         path = argv[2];
+    if (!path) {
+        corpus_own_path(own_path, sizeof(own_path), "lock_server.sock");
+        path = own_path;
+    }
     requests = corpus_scaled(8000);
     corpus_run_threads(threads, client);
     printf("ops=%ld\n", threads * requests);

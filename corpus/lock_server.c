@@ -2,7 +2,7 @@
  * request a lookup in one table under `table_lock`. Run it, then sweep lock_client
  * against it with `scalprof run --attach-name lock_server`: the cause is in the server,
  * not in the client the sweep starts.
- *   lock_server [SOCKET]   (default /tmp/scalprof-corpus-lock_server.sock)
+ *   lock_server [SOCKET]   (default lock_server.sock next to the executable)
  * It serves until killed. */
 #define _GNU_SOURCE /* accept4 */
 #include "common.h"
@@ -70,7 +70,9 @@ static void *serve_connection(void *arg)
 
 int main(int argc, char **argv)
 {
-    const char *path = argc > 1 ? argv[1] : "/tmp/scalprof-corpus-lock_server.sock";
+    char own_path[4200];
+    corpus_own_path(own_path, sizeof(own_path), "lock_server.sock");
+    const char *path = argc > 1 ? argv[1] : own_path;
     for (uint64_t i = 0; i < ENTRIES; i++) {
         pool[i].key = i * 7919;
         pool[i].value = i;

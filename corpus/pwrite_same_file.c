@@ -6,8 +6,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#define PATH "/tmp/scalprof-corpus-pwrite.dat"
-
 static int fd;
 static long iters;
 
@@ -28,14 +26,16 @@ int main(int argc, char **argv)
 {
     long threads = corpus_arg(argc, argv, 1);
     iters = corpus_scaled(600000);
-    fd = open(PATH, O_RDWR | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) {
-        perror(PATH);
+    char path[4200];
+    corpus_own_path(path, sizeof(path), "pwrite_same_file.dat");
+    fd = corpus_open_own(path);
+    if (ftruncate(fd, 0) != 0) {
+        perror("ftruncate");
         return 1;
     }
     corpus_run_threads(threads, worker);
     close(fd);
-    unlink(PATH);
+    unlink(path);
     printf("ops=%ld\n", threads * iters);
     return 0;
 }

@@ -4,10 +4,13 @@
  *
  *   osbench TEST threads|processes N [SECONDS]
  *
- * SECONDS (default 1) is the time the workers run. Files live in SUITE_DIR (default /tmp), named
- * scalprof-suite-*; each worker's "own" file carries its number. The tests' names are part
+ * SECONDS (default 1) is the time the workers run. Files live in SUITE_DIR (default: a new
+ * private directory under /tmp, removed at exit), named scalprof-suite-*; each worker's "own"
+ * file carries its number. A file is never opened through a symlink, and one that is not a
+ * regular file of ours with one link (planted by another user) is refused. The tests' names are part
  * of scalprof's contract (`scalprof suite --tests`). */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -37,7 +40,7 @@ struct shared {
 };
 
 static struct shared *sh;
-static const char *dir = "/tmp";
+static const char *dir;
 static long page;
 
 static void die(const char *what)
@@ -58,12 +61,40 @@ static int open_file(const char *name, long id, size_t size)
 {
     char p[512];
     path_of(p, sizeof(p), name, id);
-    int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
     if (fd < 0)
         die(p);
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        die(p);
+    if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1) {
+        fprintf(stderr, "osbench: %s is not a regular file of ours with one link: refusing it\n", p);
+        exit(1);
+    }
     if (size && ftruncate(fd, (off_t)size) != 0)
         die("ftruncate");
     return fd;
+}
+
+/* Removes the private directory made when SUITE_DIR is unset, with the files in it. */
+static void remove_dir(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+            unlinkat(dirfd(d), e->d_name, 0);
+    closedir(d);
+    rmdir(path);
+}
+
+static pid_t owner;
+static void remove_tmp(void)
+{
+    if (getpid() == owner)
+        remove_dir(dir);
 }
 
 #define LOOP(body)                                                                          \
@@ -362,8 +393,16 @@ int main(int argc, char **argv)
     }
     page = sysconf(_SC_PAGESIZE);
     const char *d = getenv("SUITE_DIR");
-    if (d && *d)
+    static char tmp[] = "/tmp/scalprof-suite-XXXXXX";
+    if (d && *d) {
         dir = d;
+    } else {
+        if (!mkdtemp(tmp))
+            die("mkdtemp");
+        dir = tmp;
+        owner = getpid();
+        atexit(remove_tmp);
+    }
     double seconds = argc == 5 ? atof(argv[4]) : 1.0;
     if (seconds <= 0 || seconds > 3600) {
         fprintf(stderr, "osbench: SECONDS must be in (0, 3600]\n");

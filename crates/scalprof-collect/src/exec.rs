@@ -51,6 +51,13 @@ pub fn become_subreaper() {
     }
 }
 
+fn is_subreaper() -> bool {
+    let mut on: libc::c_int = 0;
+    // SAFETY: PR_GET_CHILD_SUBREAPER writes one int through the pointer we pass.
+    let r = unsafe { libc::prctl(libc::PR_GET_CHILD_SUBREAPER, &mut on as *mut libc::c_int) };
+    r == 0 && on != 0
+}
+
 /// This process's children (all threads'), from /proc.
 fn own_children() -> Vec<i32> {
     let mut out = Vec::new();
@@ -170,8 +177,16 @@ pub fn run_with(
 
     let timed_out = timed_out.load(Ordering::SeqCst);
     if timed_out || interrupt.requested() {
-        // Leave nothing of the workload behind.
+        // Leave nothing of the workload behind: its group, and the orphans of its tree
+        // that were reparented to us (they may have left the group).
         kill_group(pid, libc::SIGKILL);
+        // Only as a subreaper (the CLI, one workload at a time) are new children of ours
+        // the workload's orphans rather than another caller's workloads.
+        if is_subreaper() {
+            for (orphan, _) in &leftover {
+                kill_group(*orphan, libc::SIGKILL);
+            }
+        }
     }
     let (exit_code, signal) = if libc::WIFEXITED(status) {
         (Some(libc::WEXITSTATUS(status)), None)
@@ -195,9 +210,10 @@ pub fn run_with(
     })
 }
 
-fn create(path: &PathBuf) -> Result<File, CollectError> {
-    File::create(path).map_err(|source| CollectError::OutputFile {
-        path: path.clone(),
+/// The workload's output files: owner-only, never written through a link.
+fn create(path: &std::path::Path) -> Result<File, CollectError> {
+    crate::private::create_file(path).map_err(|source| CollectError::OutputFile {
+        path: path.to_path_buf(),
         source,
     })
 }
@@ -276,6 +292,34 @@ mod tests {
         )
         .unwrap();
         assert_eq!((r.exit_code, r.signal), (None, Some(libc::SIGSEGV)));
+    }
+
+    #[test]
+    fn timeout_reaches_processes_that_left_the_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("survivor");
+        let t0 = Instant::now();
+        // Parent and child each move to another process group (setpgid), as a daemonizing
+        // workload does; the child would write the marker after 3 s if it survived.
+        let script = format!(
+            "import os,time\npid=os.fork()\nif pid==0:\n os.setpgid(0,0)\n time.sleep(3)\n open('{}','w').write('x')\n os._exit(0)\ntime.sleep(0.1)\nos.setpgid(0,pid)\ntime.sleep(30)\n",
+            marker.display()
+        );
+        let s = spec(
+            &dir,
+            &["python3", "-c", &script],
+            Some(Duration::from_millis(500)),
+        );
+        let r = run(&s, &Interrupt::manual()).unwrap();
+        let err = std::fs::read_to_string(dir.path().join("err")).unwrap_or_default();
+        assert!(r.timed_out, "{r:?} {err}");
+        assert_eq!(r.signal, Some(libc::SIGKILL));
+        assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+        std::thread::sleep(Duration::from_millis(3500));
+        assert!(
+            !marker.exists(),
+            "the child that left the group survived the timeout"
+        );
     }
 
     #[test]

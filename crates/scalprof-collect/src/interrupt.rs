@@ -2,7 +2,7 @@
 //!
 //! The workload runs in its own process group, so the terminal's SIGINT reaches only
 //! scalprof. A handler thread records the interruption and forwards SIGTERM to the
-//! workload's group; if the group is still alive after a grace period (or a second
+//! workload's group and to every process of its tree (one that left the group too); if the group is still alive after a grace period (or a second
 //! signal arrives) it gets SIGKILL. The sweep loop then stops, keeping every finished
 //! repeat.
 
@@ -106,12 +106,51 @@ impl Interrupt {
     }
 }
 
+/// Signals the workload: its process group (which `pgid`, the workload's pid, leads) and
+/// every process descended from the workload, wherever it moved (a workload may leave the
+/// group with setpgid or setsid: only the tree reaches it then).
 pub(crate) fn kill_group(pgid: i32, sig: i32) {
-    if pgid > 0 {
-        // SAFETY: kill has no memory-safety preconditions; a negative pid addresses
-        // the process group we created for the workload.
+    if pgid <= 0 {
+        return;
+    }
+    // The tree is read before anything is signalled: a killed parent's children are
+    // reparented at once and would no longer be found under it.
+    let tree = descendants(pgid);
+    // SAFETY: kill has no memory-safety preconditions; a negative pid addresses the
+    // process group we created for the workload.
+    unsafe {
+        libc::kill(-pgid, sig);
+    }
+    for pid in tree {
+        // SAFETY: as above, for one process of the workload's tree.
         unsafe {
-            libc::kill(-pgid, sig);
+            libc::kill(pid, sig);
         }
     }
+}
+
+/// `pid` and every process descended from it, from /proc's children lists.
+pub(crate) fn descendants(pid: i32) -> Vec<i32> {
+    let mut out = vec![pid];
+    let mut i = 0;
+    while i < out.len() && out.len() < 100_000 {
+        let p = out[i];
+        i += 1;
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            if let Ok(text) = std::fs::read_to_string(t.path().join("children")) {
+                for c in text
+                    .split_whitespace()
+                    .filter_map(|c| c.parse::<i32>().ok())
+                {
+                    if !out.contains(&c) {
+                        out.push(c);
+                    }
+                }
+            }
+        }
+    }
+    out
 }

@@ -10,6 +10,7 @@
 //! - [`import`]: reading perf.data files recorded elsewhere.
 //! - [`interrupt`]: SIGINT/SIGTERM forwarded to the workload's process group.
 //! - [`host`]: facts about the machine recorded with every run.
+//! - [`private`]: directories and files no other user can plant anything in.
 
 pub mod attach;
 pub mod counters;
@@ -20,6 +21,7 @@ pub mod interrupt;
 pub mod launch;
 pub mod locks;
 pub mod perf;
+pub mod private;
 pub mod sweep;
 
 use std::path::PathBuf;

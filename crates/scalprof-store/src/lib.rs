@@ -44,6 +44,16 @@ pub enum StoreError {
         "{path} is an SQLite database of another program (no scalprof tables): pass another --db"
     )]
     NotAStore { path: PathBuf },
+    #[error("{path} is a symlink made by uid {owner}, not by you: refusing to create a store through it; pass another --db")]
+    ForeignLink { path: PathBuf, owner: u32 },
+    #[error("cannot read the write-ahead log of {path} (its folder is read-only or full, and a private copy failed): runs committed only to the log would be missing; copy the store with its -wal file to a writable folder and pass --db")]
+    UnreadableWal {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} has an older schema and cannot be upgraded read-only: open it once where it can be written")]
+    OldReadOnly { path: PathBuf },
     #[error("run store query failed")]
     Sql(#[from] rusqlite::Error),
     #[error("run {id} has a malformed {field} column")]
@@ -165,6 +175,9 @@ pub struct NewRun {
 pub struct Store {
     conn: Connection,
     path: PathBuf,
+    /// A private copy of a store and its write-ahead log that could not be read in place
+    /// (see [`Store::open_read_only`]); removed when the store is dropped.
+    _copy: Option<tempfile::TempDir>,
 }
 
 impl Store {
@@ -188,18 +201,44 @@ impl Store {
             source,
         };
         if !path.exists() {
-            // An empty file is a new SQLite database; its journal files take its mode.
+            // An empty file is a new SQLite database; its journal files take its mode. A
+            // dangling symlink (`ln -s target.db link.db`) is followed to create its target
+            // owner-only too, unless another user made the link.
+            if let Ok(link) = std::fs::symlink_metadata(path) {
+                use std::os::unix::fs::MetadataExt;
+                // SAFETY: geteuid has no preconditions.
+                let me = unsafe { libc::geteuid() };
+                if link.file_type().is_symlink() && link.uid() != me && link.uid() != 0 {
+                    return Err(StoreError::ForeignLink {
+                        path: path.to_path_buf(),
+                        owner: link.uid(),
+                    });
+                }
+            }
             let _ = std::fs::OpenOptions::new()
                 .write(true)
-                .create_new(true)
+                .create(true)
+                .truncate(false)
                 .mode(0o600)
                 .open(path);
         }
         let conn = Connection::open(path).map_err(open_err)?;
         conn.busy_timeout(std::time::Duration::from_secs(5))
             .map_err(open_err)?;
-        conn.pragma_update(None, "journal_mode", "WAL")
-            .map_err(open_err)?;
+        // Switching a new store to WAL takes an exclusive lock without calling the busy
+        // handler: when another scalprof is creating the same store, wait for it here.
+        let start = std::time::Instant::now();
+        loop {
+            match conn.pragma_update(None, "journal_mode", "WAL") {
+                Err(e)
+                    if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                        && start.elapsed() < std::time::Duration::from_secs(5) =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                r => break r.map_err(open_err)?,
+            }
+        }
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(open_err)?;
         conn.pragma_update(None, "foreign_keys", "ON")
@@ -207,6 +246,7 @@ impl Store {
         let mut store = Store {
             conn,
             path: path.to_path_buf(),
+            _copy: None,
         };
         store.migrate()?;
         Ok(store)
@@ -223,6 +263,12 @@ impl Store {
         };
         if !path.exists() {
             return Err(StoreError::Missing {
+                path: path.to_path_buf(),
+            });
+        }
+        // A zero-byte file is what `run` starts a new store from: a store with no runs yet.
+        if std::fs::metadata(path).is_ok_and(|m| m.len() == 0) {
+            return Err(StoreError::Empty {
                 path: path.to_path_buf(),
             });
         }
@@ -248,6 +294,11 @@ impl Store {
                 ) =>
             {
                 drop(conn);
+                if wal_has_data(path) {
+                    // Runs committed only to the write-ahead log (a killed recorder's) are
+                    // not in the main file: read a private copy of both instead.
+                    return Store::open_copy(path);
+                }
                 let uri = format!("file:{}?immutable=1", uri_path(path));
                 let conn = Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)
                     .map_err(open_err)?;
@@ -275,6 +326,46 @@ impl Store {
         Ok(Store {
             conn,
             path: path.to_path_buf(),
+            _copy: None,
+        })
+    }
+
+    /// Opens a private copy of the store and its write-ahead log, where SQLite may create
+    /// the shared-memory file it needs to read the log; what cannot be copied is an error
+    /// that says so, never a store shown without its newest runs.
+    fn open_copy(path: &Path) -> Result<Store, StoreError> {
+        let wal_err = |source: std::io::Error| StoreError::UnreadableWal {
+            path: path.to_path_buf(),
+            source,
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("scalprof-store-")
+            .tempdir()
+            .map_err(wal_err)?;
+        let copy = dir.path().join("runs.db");
+        std::fs::copy(path, &copy).map_err(wal_err)?;
+        std::fs::copy(wal_path(path), wal_path(&copy)).map_err(wal_err)?;
+        let conn = Connection::open(&copy).map_err(|source| StoreError::Open {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let version = user_version(&conn)?;
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::TooNew {
+                path: path.to_path_buf(),
+                found: version,
+                known: SCHEMA_VERSION,
+            });
+        }
+        if version < SCHEMA_VERSION {
+            return Err(StoreError::OldReadOnly {
+                path: path.to_path_buf(),
+            });
+        }
+        Ok(Store {
+            conn,
+            path: path.to_path_buf(),
+            _copy: Some(dir),
         })
     }
 
@@ -282,10 +373,14 @@ impl Store {
         &self.path
     }
 
+    /// Applies pending migrations in one write transaction, reading the version inside
+    /// it: two scalprofs creating or upgrading one store at once take turns, and the second
+    /// finds the work done.
     fn migrate(&mut self) -> Result<(), StoreError> {
-        let current: i64 = self
+        let tx = self
             .conn
-            .pragma_query_value(None, "user_version", |r| r.get(0))?;
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let current: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
         if current > SCHEMA_VERSION {
             return Err(StoreError::TooNew {
                 path: self.path.clone(),
@@ -295,23 +390,25 @@ impl Store {
         }
         if current == 0 {
             // A database that is not empty and not ours: do not add tables to it.
-            let tables: i64 = self.conn.query_row(
+            let tables: i64 = tx.query_row(
                 "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'",
                 [],
                 |r| r.get(0),
             )?;
-            if tables > 0 && !has_table(&self.conn, "runs")? {
+            if tables > 0 && !has_table(&tx, "runs")? {
                 return Err(StoreError::NotAStore {
                     path: self.path.clone(),
                 });
             }
         }
-        for (i, sql) in MIGRATIONS.iter().enumerate().skip(current as usize) {
-            let tx = self.conn.transaction()?;
-            tx.execute_batch(sql)?;
-            tx.pragma_update(None, "user_version", (i + 1) as i64)?;
-            tx.commit()?;
+        if current == SCHEMA_VERSION {
+            return Ok(());
         }
+        for sql in MIGRATIONS.iter().skip(current as usize) {
+            tx.execute_batch(sql)?;
+        }
+        tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+        tx.commit()?;
         Ok(())
     }
 
@@ -573,11 +670,14 @@ impl Store {
         let mut out = Vec::new();
         for row in rows {
             let (id, label, command, created, status, pid, values, points) = row?;
-            let values: Vec<u64> = parse(id, "sweep_values", &values)?;
+            // One damaged run is listed as damaged; it does not hide the others.
+            let values: Vec<u64> = parse(id, "sweep_values", &values).unwrap_or_default();
+            let command =
+                parse(id, "command", &command).unwrap_or_else(|e| vec![format!("(damaged: {e})")]);
             out.push(RunSummary {
                 id,
                 label,
-                command: parse(id, "command", &command)?,
+                command,
                 created,
                 status: effective_status(&status, pid),
                 points: points as u64,
@@ -704,6 +804,17 @@ impl Store {
                 .transpose()?,
         })
     }
+}
+
+fn wal_path(path: &Path) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push("-wal");
+    PathBuf::from(p)
+}
+
+/// Whether the store has a write-ahead log with frames not yet in the main file.
+fn wal_has_data(path: &Path) -> bool {
+    std::fs::metadata(wal_path(path)).is_ok_and(|m| m.len() > 0)
 }
 
 fn user_version(conn: &Connection) -> rusqlite::Result<i64> {

@@ -320,3 +320,127 @@ fn a_schema_5_store_keeps_its_frozen_findings_and_new_runs_store_sharing_inputs(
     assert_eq!(new.sharing, Some(inputs));
     assert!(new.legacy_findings.is_empty());
 }
+
+/// Root may read anything, so a read-only folder is a read-only bind mount here.
+fn read_only_mount(dir: &Path) -> Option<impl Drop> {
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        assert!(std::env::var_os("CI").is_none(), "CI runs as root");
+        eprintln!("skipped: a read-only bind mount needs root");
+        return None;
+    }
+    let bind = std::process::Command::new("mount")
+        .args(["--bind"])
+        .arg(dir)
+        .arg(dir)
+        .status()
+        .unwrap();
+    assert!(bind.success());
+    let guard = Unmount(dir.to_path_buf());
+    let ro = std::process::Command::new("mount")
+        .args(["-o", "remount,bind,ro"])
+        .arg(dir)
+        .status()
+        .unwrap();
+    assert!(ro.success());
+    Some(guard)
+}
+
+#[test]
+fn runs_committed_only_to_the_log_are_read_from_a_read_only_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x.db");
+    {
+        let store = Store::open(&path).unwrap();
+        store.create_run(&new_run("first")).unwrap();
+        // Checkpointed into the main file.
+        store
+            .conn
+            .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+            .unwrap();
+        store.create_run(&new_run("second")).unwrap();
+        // A killed recorder never checkpoints: the second run is only in the log.
+        std::mem::forget(store);
+    }
+    let ro = dir.path().join("ro");
+    std::fs::create_dir(&ro).unwrap();
+    std::fs::copy(&path, ro.join("x.db")).unwrap();
+    std::fs::copy(wal_path(&path), ro.join("x.db-wal")).unwrap();
+    assert!(wal_has_data(&ro.join("x.db")));
+    let Some(_mount) = read_only_mount(&ro) else {
+        return;
+    };
+    let store = Store::open_read_only(&ro.join("x.db")).unwrap();
+    let labels: Vec<String> = store.list().unwrap().into_iter().map(|r| r.label).collect();
+    assert_eq!(labels, ["first", "second"]);
+    assert_eq!(store.path(), ro.join("x.db"));
+}
+
+#[test]
+fn two_openers_of_a_new_store_take_turns_in_the_migration() {
+    for _ in 0..10 {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("new.db");
+        let openers: Vec<_> = (0..4)
+            .map(|_| {
+                let path = path.clone();
+                std::thread::spawn(move || Store::open(&path).map(|_| ()))
+            })
+            .collect();
+        for o in openers {
+            o.join().unwrap().unwrap();
+        }
+        let store = Store::open(&path).unwrap();
+        assert_eq!(user_version(&store.conn).unwrap(), SCHEMA_VERSION);
+    }
+}
+
+#[test]
+fn a_dangling_symlink_is_followed_to_an_owner_only_store() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let link = dir.path().join("link.db");
+    std::os::unix::fs::symlink("target.db", &link).unwrap();
+    Store::open(&link).unwrap();
+    let mode = std::fs::metadata(dir.path().join("target.db"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    // A link another user planted is not followed to create anything.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        let theirs = dir.path().join("theirs.db");
+        std::os::unix::fs::symlink("victim.db", &theirs).unwrap();
+        std::os::unix::fs::lchown(&theirs, Some(65534), Some(65534)).unwrap();
+        let e = Store::open(&theirs).err().unwrap().to_string();
+        assert!(e.contains("uid 65534"), "{e}");
+        assert!(!dir.path().join("victim.db").exists());
+    }
+}
+
+#[test]
+fn a_damaged_run_does_not_hide_the_others_and_an_empty_file_is_an_empty_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x.db");
+    let store = Store::open(&path).unwrap();
+    store.create_run(&new_run("a")).unwrap();
+    let b = store.create_run(&new_run("b")).unwrap();
+    store
+        .conn
+        .execute("UPDATE runs SET command = 'not json' WHERE id = ?1", [b])
+        .unwrap();
+    let runs = store.list().unwrap();
+    assert_eq!(runs.len(), 2);
+    assert!(runs[1].command[0].starts_with("(damaged"), "{:?}", runs[1]);
+    let empty = dir.path().join("empty.db");
+    std::fs::write(&empty, "").unwrap();
+    let e = Store::open_read_only(&empty).err().unwrap();
+    assert!(matches!(e, StoreError::Empty { .. }), "{e}");
+}

@@ -8,6 +8,10 @@
 //! No crate reads this format on its own (samply and perf each carry their own reader), so
 //! it is parsed here. The file stays after the process exits, which is when scalprof
 //! symbolizes a repeat's samples.
+//!
+//! `/tmp` is shared, so a map is read only when it is a regular file (a FIFO planted there
+//! would block the reader forever) owned by root, by us or by the process's user (as perf
+//! does), and names lose their control and bidi characters (a name is printed to terminals).
 
 use std::path::{Path, PathBuf};
 
@@ -27,9 +31,26 @@ pub fn path_of(pid: i32) -> PathBuf {
 }
 
 impl PerfMap {
-    /// Reads a perf map; `None` when there is none (the process published no JIT code).
-    pub fn load(path: &Path) -> Option<PerfMap> {
-        let text = std::fs::read(path).ok()?;
+    /// Reads a perf map; `None` when there is none (the process published no JIT code) or
+    /// it is not one we trust: not a regular file, or owned by someone other than root, us
+    /// and `process_uid` (the user the process ran as, when known).
+    pub fn load(path: &Path, process_uid: Option<u32>) -> Option<PerfMap> {
+        use std::io::Read;
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(path)
+            .ok()?;
+        let meta = f.metadata().ok()?;
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        let owner = meta.uid();
+        if !meta.is_file() || !(owner == 0 || owner == me || Some(owner) == process_uid) {
+            return None;
+        }
+        let mut text = Vec::new();
+        f.read_to_end(&mut text).ok()?;
         Some(PerfMap::parse(&String::from_utf8_lossy(&text)))
     }
 
@@ -52,7 +73,7 @@ impl PerfMap {
             }
             map.ranges
                 .push((start, start.saturating_add(size), map.names.len()));
-            map.names.push(name.to_string());
+            map.names.push(printable(name));
             map.longest = map.longest.max(size);
         }
         map.ranges.sort_unstable();
@@ -79,6 +100,19 @@ impl PerfMap {
     pub fn is_empty(&self) -> bool {
         self.names.is_empty()
     }
+}
+
+/// A name with control characters (ESC, BEL) and bidi overrides replaced by U+FFFD.
+fn printable(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_control() || matches!(c, '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}') {
+                '\u{FFFD}'
+            } else {
+                c
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -112,5 +146,37 @@ mod tests {
         );
         assert_eq!(map.lookup(0x7f0f_b400_0008), Some("zero"));
         assert_eq!(map.lookup(0x10), None);
+    }
+
+    #[test]
+    fn planted_maps_are_not_read_and_names_are_printable() {
+        let dir =
+            std::env::temp_dir().join(format!("scalprof-perfmap-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // A FIFO would block a plain read forever: refused at once.
+        let fifo = dir.join("perf-1.map");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo with a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert!(PerfMap::load(&fifo, None).is_none());
+        let file = dir.join("perf-2.map");
+        std::fs::write(&file, "1000 10 evil\x1b]0;title\x07\u{202e}name\n").unwrap();
+        let map = PerfMap::load(&file, None).unwrap();
+        assert_eq!(
+            map.lookup(0x1000),
+            Some("evil\u{FFFD}]0;title\u{FFFD}\u{FFFD}name")
+        );
+        // Another user's map is not trusted (as perf), unless the process ran as that user.
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            std::os::unix::fs::chown(&file, Some(65534), Some(65534)).unwrap();
+            assert!(PerfMap::load(&file, None).is_none());
+            assert!(PerfMap::load(&file, Some(65534)).is_some());
+        }
+        // A symlink is not followed.
+        let link = dir.join("perf-3.map");
+        std::os::unix::fs::symlink("/etc/hostname", &link).unwrap();
+        assert!(PerfMap::load(&link, None).is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

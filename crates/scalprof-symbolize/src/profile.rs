@@ -214,10 +214,14 @@ impl ProfileBuilder {
     /// The JIT name of an address of process `pid`, from its perf map.
     fn jit_name(&mut self, pid: i32, addr: u64) -> Option<String> {
         let dir = &self.perf_map_dir;
-        let map = self
-            .perf_maps
-            .entry(pid)
-            .or_insert_with(|| PerfMap::load(&dir.join(format!("perf-{pid}.map"))));
+        let map = self.perf_maps.entry(pid).or_insert_with(|| {
+            // The process's user, while it still runs (an attached server's).
+            use std::os::unix::fs::MetadataExt;
+            let uid = std::fs::metadata(format!("/proc/{pid}"))
+                .ok()
+                .map(|m| m.uid());
+            PerfMap::load(&dir.join(format!("perf-{pid}.map")), uid)
+        });
         map.as_ref()?.lookup(addr).map(str::to_string)
     }
 

@@ -65,24 +65,35 @@ pub const PROGRAMS: &[(&str, &str)] = &[
 
 const COMMON_H: &str = include_str!("../../../corpus/common.h");
 
+/// `$XDG_CACHE_HOME/scalprof/corpus`, else `~/.cache/scalprof/corpus`; with neither set,
+/// `$TMPDIR/scalprof-UID/corpus` (per user, so that another user's directory of the same
+/// name is never taken for ours: [`build`] refuses any directory that is not private).
 pub fn default_dir() -> PathBuf {
     std::env::var_os("XDG_CACHE_HOME")
         .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(std::env::temp_dir)
-        .join("scalprof")
+        .map(|v| PathBuf::from(v).join("scalprof"))
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .map(|h| PathBuf::from(h).join(".cache/scalprof"))
+        })
+        .unwrap_or_else(|| {
+            // SAFETY: geteuid has no preconditions.
+            let uid = unsafe { libc::geteuid() };
+            std::env::temp_dir().join(format!("scalprof-{uid}"))
+        })
         .join("corpus")
 }
 
 /// Writes the sources to `dir` and compiles each program whose source changed or whose
-/// binary is missing. Returns (name, binary path) pairs.
+/// binary is missing. Returns (name, binary path) pairs. `dir` must be private (see
+/// [`scalprof_collect::private`]): programs found there are run, as root too.
 pub fn build(dir: &Path) -> Result<Vec<(&'static str, PathBuf)>> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let dir = scalprof_collect::private::private_dir(dir)?;
     write_if_changed(&dir.join("common.h"), COMMON_H)?;
     let mut built = Vec::new();
     for (name, source) in PROGRAMS {
-        let bin = compile(dir, name, source)?;
+        let bin = compile(&dir, name, source)?;
         built.push((*name, bin));
     }
     Ok(built)
@@ -91,7 +102,7 @@ pub fn build(dir: &Path) -> Result<Vec<(&'static str, PathBuf)>> {
 /// Writes `NAME.c` to `dir` and compiles it to `dir/NAME` (-O2 -g -pthread, no frame
 /// pointers) unless the source is unchanged and the binary exists.
 pub fn compile(dir: &Path, name: &str, source: &str) -> Result<PathBuf> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let dir = &scalprof_collect::private::private_dir(dir)?;
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let src = dir.join(format!("{name}.c"));
     let bin = dir.join(name);
@@ -121,6 +132,9 @@ fn write_if_changed(path: &Path, text: &str) -> Result<bool> {
     if std::fs::read_to_string(path).is_ok_and(|old| old == text) {
         return Ok(false);
     }
-    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    use std::io::Write;
+    scalprof_collect::private::create_file(path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .with_context(|| format!("writing {}", path.display()))?;
     Ok(true)
 }

@@ -1,6 +1,6 @@
 //! `scalprof export`: stored profiles as pprof or folded stacks, for other tools.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
@@ -107,7 +107,7 @@ pub fn export(store: &Store, args: ExportArgs) -> Result<()> {
         }
         return write_stdout(&bytes);
     }
-    std::fs::write(&out, &bytes).with_context(|| format!("writing {}", out.display()))?;
+    crate::out::file(&out, &bytes)?;
     eprintln!(
         "scalprof: wrote {} ({} of run {id}, {parameter} {which})",
         out.display(),
@@ -121,9 +121,5 @@ pub fn export(store: &Store, args: ExportArgs) -> Result<()> {
 
 /// Writes to standard output; a reader that stopped early (`| head`) is not an error.
 pub fn write_stdout(bytes: &[u8]) -> Result<()> {
-    let mut stdout = std::io::stdout().lock();
-    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        r => r.context("writing to standard output"),
-    }
+    Ok(crate::out::stdout_bytes(bytes)?)
 }

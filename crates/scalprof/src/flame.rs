@@ -88,7 +88,7 @@ pub fn flame(store: &Store, args: FlameArgs) -> Result<()> {
                 a.run, a.point, b.run, b.point
             ))
         });
-        std::fs::write(&out, svg).with_context(|| format!("writing {}", out.display()))?;
+        crate::out::file(&out, svg)?;
         eprintln!("scalprof: wrote {}", out.display());
         return Ok(());
     }
@@ -114,7 +114,7 @@ pub fn flame(store: &Store, args: FlameArgs) -> Result<()> {
     let out = args
         .output
         .unwrap_or_else(|| PathBuf::from(format!("scalprof-{}@{}.svg", s.run, s.point)));
-    std::fs::write(&out, svg).with_context(|| format!("writing {}", out.display()))?;
+    crate::out::file(&out, svg)?;
     eprintln!("scalprof: wrote {}", out.display());
     Ok(())
 }

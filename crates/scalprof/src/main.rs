@@ -3,6 +3,8 @@
 //! This binary is glue: clap definitions (`cli`), turning them into option structs,
 //! calling the pipeline (`scalprof-pipeline`), and printing (`scalprof-report`).
 
+#[macro_use]
+mod out;
 mod cli;
 mod corpus;
 mod export;
@@ -28,6 +30,17 @@ use scalprof_store::Store;
 fn quiet_import_panics() {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
+        // eprintln! panics when standard error is a closed pipe or a full disk: there is
+        // nowhere left to say anything, so leave quietly (the store has what was measured).
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.starts_with("failed printing to std") {
+            std::process::exit(1);
+        }
         if !scalprof_pipeline::import::PARSING.with(|p| p.get()) {
             default(info);
         }
@@ -36,10 +49,23 @@ fn quiet_import_panics() {
 
 fn main() -> ExitCode {
     quiet_import_panics();
+    // An empty SCALPROF_DB means unset (as an empty XDG_DATA_HOME does), not `--db ""`.
+    if std::env::var_os("SCALPROF_DB").is_some_and(|v| v.is_empty()) {
+        std::env::remove_var("SCALPROF_DB");
+    }
     let cli = Cli::parse();
     let db = cli.db.clone();
-    match dispatch(cli) {
+    match dispatch(cli).and_then(|code| Ok(out::flush().map(|()| code)?)) {
         Ok(code) => code,
+        // The reader went away (`scalprof runs | head -1`): nothing more to say.
+        Err(e)
+            if e.chain().any(|c| {
+                c.downcast_ref::<out::WriteError>()
+                    .is_some_and(|w| w.is_broken_pipe())
+            }) =>
+        {
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!(
                 "scalprof: error: {}",
@@ -78,16 +104,15 @@ fn compare_suites(
     let store = open_store_read_only(db).ok();
     let c = suite::compare(store.as_ref(), a, b);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&c)?);
+        outln!("{}", serde_json::to_string_pretty(&c)?);
     } else {
-        print!(
+        out!(
             "{}",
             scalprof_report::terminal_safe(&scalprof_report::suite::comparison(&c))
         );
     }
     if let Some(path) = &args.report {
-        std::fs::write(path, scalprof_report::suite::html_comparison(&c))
-            .with_context(|| format!("writing {}", path.display()))?;
+        crate::out::file(path, scalprof_report::suite::html_comparison(&c))?;
         eprintln!("scalprof: wrote {}", path.display());
     }
     if let Some(pct) = args.fail_if_slower {
@@ -111,7 +136,16 @@ fn compare_suites(
 /// What to do about an error, when its cause is one the user can fix: a full disk. SQLite
 /// reports it as "disk full", or as an I/O error when its shared-memory file cannot grow,
 /// so an I/O error is checked against the free space where the store lives.
-fn hint(e: &anyhow::Error, db: &Option<std::path::PathBuf>) -> Option<&'static str> {
+fn hint(e: &anyhow::Error, db: &Option<std::path::PathBuf>) -> Option<String> {
+    // An output the user named (or standard output): its own disk, not the store's.
+    if let Some(w) = e.chain().find_map(|c| c.downcast_ref::<out::WriteError>()) {
+        return (w.source.raw_os_error() == Some(libc::ENOSPC)).then(|| {
+            format!(
+                "no space left where {} is written: free space there or write it elsewhere; the run itself is kept in the store",
+                w.target
+            )
+        });
+    }
     let full = e.chain().any(|c| {
         let sqlite = c
             .downcast_ref::<rusqlite::Error>()
@@ -122,7 +156,7 @@ fn hint(e: &anyhow::Error, db: &Option<std::path::PathBuf>) -> Option<&'static s
                 .and_then(|e| e.raw_os_error())
                 == Some(libc::ENOSPC)
     });
-    full.then_some("the disk is full: free space where the store and the workload output live (--db), then rerun; every finished repeat is kept")
+    full.then(|| "the disk is full: free space where the store and the workload output live (--db), then rerun; every finished repeat is kept".to_string())
 }
 
 /// Whether the filesystem holding the store has no space left.
@@ -245,11 +279,11 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             let model = scalprof_analyze::usl::fit(&obs)
                 .with_context(|| format!("fitting {}", args.file.display()))?;
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&model)?);
+                outln!("{}", serde_json::to_string_pretty(&model)?);
             } else {
-                println!("{}", scalprof_report::model_line(Some(&model), "N"));
+                outln!("{}", scalprof_report::model_line(Some(&model), "N"));
                 if let Some(note) = &model.note {
-                    println!("  note: {note}");
+                    outln!("  note: {note}");
                 }
                 for (name, est) in [
                     ("σ", model.sigma_est),
@@ -257,9 +291,11 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                     ("λ", model.lambda_est),
                 ] {
                     if let Some(e) = est {
-                        println!(
+                        outln!(
                             "  {name}: std. error {:.4e}, 95% interval {:.4e} … {:.4e}",
-                            e.std_error, e.ci95[0], e.ci95[1]
+                            e.std_error,
+                            e.ci95[0],
+                            e.ci95[1]
                         );
                     }
                 }
@@ -270,7 +306,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             let path = cli.db.clone().unwrap_or_else(scalprof_store::default_path);
             let store = match Store::open_read_only(&path) {
                 Err(scalprof_store::StoreError::Missing { .. }) => {
-                    println!(
+                    outln!(
                         "no runs in {} yet: scalprof run -- CMD, or scalprof demo",
                         path.display()
                     );
@@ -291,12 +327,12 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 })
                 .collect();
             if rows.is_empty() {
-                println!(
+                outln!(
                     "no runs in {} yet: scalprof run -- CMD, or scalprof demo",
                     store.path().display()
                 );
             } else {
-                println!(
+                outln!(
                     "{}",
                     scalprof_report::terminal_safe(&scalprof_report::runs_table(&rows).to_string())
                 );
@@ -308,9 +344,9 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             let id = store.resolve(&args.run)?;
             let doc = scalprof_pipeline::document(&store, id)?;
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&doc)?);
+                outln!("{}", serde_json::to_string_pretty(&doc)?);
             } else {
-                print!(
+                out!(
                     "{}",
                     scalprof_report::terminal_safe(&scalprof_report::summary_with(
                         &doc, args.locks
@@ -322,7 +358,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Corpus(args) => {
             let dir = args.out.unwrap_or_else(corpus::default_dir);
             for (name, path) in corpus::build(&dir)? {
-                println!("{name:<20} {}", path.display());
+                outln!("{name:<20} {}", path.display());
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -337,7 +373,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 );
             }
             if args.kernel {
-                print!("{}", kernel_layout(&args, line)?);
+                out!("{}", kernel_layout(&args, line)?);
                 return Ok(ExitCode::SUCCESS);
             }
             let binary = args
@@ -345,7 +381,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 .as_ref()
                 .expect("clap requires it without --kernel");
             let layout = scalprof_debuginfo::layout::read_layout(binary)?;
-            print!(
+            out!(
                 "{}",
                 scalprof_report::layout_text(&layout, &binary.display().to_string(), line)
             );
@@ -413,9 +449,9 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             let (a, b) = (&ra.doc, &rb.doc);
             let c = scalprof_analyze::compare::compare(a, b);
             if args.json {
-                println!("{}", serde_json::to_string_pretty(&c)?);
+                outln!("{}", serde_json::to_string_pretty(&c)?);
             } else {
-                print!(
+                out!(
                     "{}",
                     scalprof_report::terminal_safe(&scalprof_report::comparison(
                         &c, &a.label, &b.label
@@ -442,8 +478,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 let diff = report::compare_diff(&ra, &rb, &c)?;
                 let html =
                     scalprof_report::html::compare_report(&c, &a.label, &b.label, diff.as_deref());
-                std::fs::write(path, html)
-                    .with_context(|| format!("writing {}", path.display()))?;
+                crate::out::file(path, html)?;
                 eprintln!("scalprof: wrote {}", path.display());
             }
             if let Some(pct) = args.fail_if_slower {
@@ -490,7 +525,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             let doc = &outcome.doc;
             for p in &doc.points {
                 match &p.locks {
-                    Some(l) => print!(
+                    Some(l) => out!(
                         "{}",
                         scalprof_report::terminal_safe(&scalprof_report::lock_table(
                             doc.sweep.parameter.as_str(),
@@ -498,7 +533,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                             l
                         ))
                     ),
-                    None => println!("no lock data (see the warning above)"),
+                    None => outln!("no lock data (see the warning above)"),
                 }
             }
             let lock_findings: Vec<_> = doc
@@ -507,9 +542,9 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 .filter(|f| f.kind == scalprof_model::FindingKind::LockContention)
                 .collect();
             if !lock_findings.is_empty() {
-                println!("\nfindings:");
+                outln!("\nfindings:");
                 for f in lock_findings {
-                    println!(
+                    outln!(
                         "{}",
                         scalprof_report::terminal_safe(&format!(
                             "  {:>4.0}%  {} ({}): {}",
@@ -531,7 +566,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             let store = open_store(&cli.db)?;
             let id = scalprof_pipeline::import::import(&store, &args.file, args.label)?;
             let doc = scalprof_pipeline::document(&store, id)?;
-            print!(
+            out!(
                 "{}",
                 scalprof_report::terminal_safe(&scalprof_report::summary(&doc))
             );
@@ -548,7 +583,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             let interrupt = Interrupt::install()?;
             let (json, report) = (args.json.clone(), args.report.clone());
             let doc = suite::suite(&store, args, &interrupt)?;
-            println!(
+            outln!(
                 "{}",
                 scalprof_report::terminal_safe(&scalprof_report::suite::table(&doc.tests))
             );
@@ -599,7 +634,7 @@ fn demo(db: &Option<std::path::PathBuf>, args: cli::DemoArgs) -> Result<ExitCode
         .transpose()?;
     let mut docs = Vec::new();
     for name in ["counters_packed", "counters_padded"] {
-        println!("\n=== {name}: {} ===", describe(name));
+        outln!("\n=== {name}: {} ===", describe(name));
         let opts = RunOptions {
             command: vec![path_of(name), "{threads}".into()],
             parameter: scalprof_model::SweepParameter::Threads,
@@ -626,11 +661,11 @@ fn demo(db: &Option<std::path::PathBuf>, args: cli::DemoArgs) -> Result<ExitCode
         }
         docs.push((name, outcome.doc));
     }
-    println!("\n=== packed vs padded ===");
+    outln!("\n=== packed vs padded ===");
     for (name, doc) in &docs {
         let last = doc.points.iter().rev().find(|p| p.efficiency.is_some());
         if let Some(p) = last {
-            println!(
+            outln!(
                 "{name:<16} efficiency at {} threads: {:>4.0}%   (run {}, scalprof show {})",
                 p.value,
                 p.efficiency.unwrap_or(0.0) * 100.0,
@@ -639,7 +674,7 @@ fn demo(db: &Option<std::path::PathBuf>, args: cli::DemoArgs) -> Result<ExitCode
             );
         }
     }
-    println!(
+    outln!(
         "The counters are the same work; only their layout differs. Packed in one cache line, \
          every atomic add by one thread invalidates the line in the other CPU's cache."
     );

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use scalprof_pipeline::LoadedRun;
 use scalprof_store::Store;
 
@@ -31,7 +31,7 @@ pub fn write_report(store: &Store, id: i64, out: &Path) -> Result<()> {
         _ => None,
     };
     let html = scalprof_report::html::run_report(&run.doc, &flames, diff.as_deref());
-    std::fs::write(out, html).with_context(|| format!("writing {}", out.display()))?;
+    crate::out::file(out, html)?;
     eprintln!("scalprof: wrote {}", out.display());
     Ok(())
 }

@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
 use scalprof_collect::interrupt::Interrupt;
 use scalprof_collect::sweep::{RepeatKind, SweepEnd};
@@ -36,7 +36,7 @@ pub fn run(
     let outcome = outcome?;
     let id = outcome.id;
     if show.summary {
-        print!(
+        out!(
             "{}",
             scalprof_report::terminal_safe(&scalprof_report::summary(&outcome.doc))
         );
@@ -61,7 +61,7 @@ pub fn run(
 
 pub fn write_json(path: &Path, doc: &RunDocument) -> Result<()> {
     let text = serde_json::to_string_pretty(doc)?;
-    std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))
+    Ok(crate::out::file(path, text + "\n")?)
 }
 
 /// The progress bar, and the messages printed above it.

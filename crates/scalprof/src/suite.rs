@@ -170,6 +170,16 @@ pub fn suite(store: &Store, args: SuiteArgs, interrupt: &Interrupt) -> Result<Su
     let repeat = args.repeat.unwrap_or(if args.quick { 2 } else { 3 });
     let dir = crate::corpus::default_dir().with_file_name("suite");
     let bin = crate::corpus::compile(&dir, "osbench", SOURCE)?;
+    // The tests' files: in a directory no other user can plant a link in (the given
+    // SUITE_DIR only if it is private), and osbench refuses links and others' files anyway.
+    let work = match std::env::var_os("SUITE_DIR").filter(|d| !d.is_empty()) {
+        Some(d) => {
+            scalprof_collect::private::private_dir(std::path::Path::new(&d)).context("SUITE_DIR")?
+        }
+        None => scalprof_collect::private::private_dir(&dir.join("work"))?,
+    };
+    // Inherited by every test's workload; set before any of them starts.
+    std::env::set_var("SUITE_DIR", &work);
     let timeout = args.timeout.unwrap_or(Duration::from_secs(60));
     let mut results = Vec::new();
     let mut host = None;
@@ -274,7 +284,7 @@ pub fn suite(store: &Store, args: SuiteArgs, interrupt: &Interrupt) -> Result<Su
 /// Writes the suite document.
 pub fn write_json(path: &Path, doc: &SuiteDocument) -> Result<()> {
     let text = serde_json::to_string_pretty(doc)?;
-    std::fs::write(path, text + "\n").with_context(|| format!("writing {}", path.display()))
+    Ok(crate::out::file(path, text + "\n")?)
 }
 
 /// Writes the suite's HTML page, with each test's stored run.
@@ -288,7 +298,7 @@ pub fn write_report(store: &Store, path: &Path, doc: &SuiteDocument) -> Result<(
         })
         .collect();
     let html = scalprof_report::suite::html_report(doc, &runs);
-    std::fs::write(path, html).with_context(|| format!("writing {}", path.display()))
+    Ok(crate::out::file(path, html)?)
 }
 
 /// A suite document named on the command line: `None` if `arg` is not a file (then it is a

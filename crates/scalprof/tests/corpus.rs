@@ -935,7 +935,14 @@ fn a_posix_record_lock_across_processes_is_named_by_its_file() {
         .find(|f| f["scope"] == "file")
         .unwrap_or_else(|| panic!("no file lock finding: {findings:?}"));
     assert_eq!(lock["kind"], "lock_contention");
-    assert_eq!(lock["subject"], "/tmp/scalprof-corpus-fcntl.lock");
+    // The lock file lives next to the program, in the private corpus directory.
+    let lock_file = corpus()
+        .canonicalize()
+        .unwrap()
+        .join("fcntl_same_file.lock")
+        .display()
+        .to_string();
+    assert_eq!(lock["subject"], lock_file.as_str());
     assert_eq!(lock["details"]["type"], "posix-lock");
     // Worked out by hand: every operation holds the file's lock for all of its work, so
     // at 2 processes the lost thread-time is the lock's, within 10 points.
@@ -943,9 +950,7 @@ fn a_posix_record_lock_across_processes_is_named_by_its_file() {
     // a waiter the release woke can wait for the CPU its releaser still runs on.
     let e2 = efficiency_at(&doc, 2);
     let serial = serial_share(&doc);
-    let share = cause_share(&doc, "/tmp/scalprof-corpus-fcntl.lock")
-        + serial
-        + cause_share(&doc, "waiting for a CPU");
+    let share = cause_share(&doc, &lock_file) + serial + cause_share(&doc, "waiting for a CPU");
     assert!(
         (share - (1.0 - e2)).abs() <= 0.10,
         "the file lock's share {share:.2} should be the loss {:.2}: {}",

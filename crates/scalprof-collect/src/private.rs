@@ -1,0 +1,230 @@
+//! Directories and files no other user can plant anything in.
+//!
+//! scalprof runs as root by design and builds and runs programs (the corpus, the suite's
+//! benchmark) from a cache directory; on a shared machine another local user may have
+//! created that directory first (under a shared `$TMPDIR`, or with `sudo -E` keeping
+//! their `$HOME`). A directory is private when it and every ancestor can be changed only by
+//! us or root: the directory itself is owned by us and not writable by group or others,
+//! and every ancestor is owned by us or root and is either not writable by others or
+//! sticky (like `/tmp`, where others cannot rename or remove what we own). The check runs
+//! on the canonical path, which is what callers then use, so no symlink in the path given
+//! can be repointed later.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// Why a directory or file is not ours alone.
+#[derive(Debug, thiserror::Error)]
+pub enum PrivateError {
+    #[error("cannot create {path}: {source}")]
+    Create {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("refusing to use {path}: {reason}; another user could plant files there that scalprof would run or write as you. Remove it (or pick another directory: set XDG_CACHE_HOME, or pass the directory option) and rerun")]
+    Unsafe { path: PathBuf, reason: String },
+}
+
+fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() }
+}
+
+/// Creates `path` (and missing parents, mode 0700) and checks that it is private; returns
+/// its canonical path.
+pub fn private_dir(path: &Path) -> Result<PathBuf, PrivateError> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+        .map_err(|source| PrivateError::Create {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    let canon = path.canonicalize().map_err(|source| PrivateError::Create {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    check_private(&canon)?;
+    Ok(canon)
+}
+
+/// Checks an existing canonical directory path (see the module comment).
+pub fn check_private(canon: &Path) -> Result<(), PrivateError> {
+    let me = euid();
+    let unsafe_because = |reason: String| PrivateError::Unsafe {
+        path: canon.to_path_buf(),
+        reason,
+    };
+    let meta = std::fs::symlink_metadata(canon).map_err(|source| PrivateError::Create {
+        path: canon.to_path_buf(),
+        source,
+    })?;
+    if !meta.is_dir() {
+        return Err(unsafe_because("it is not a directory".into()));
+    }
+    if meta.uid() != me {
+        return Err(unsafe_because(format!(
+            "it is owned by uid {}, not by you (uid {me})",
+            meta.uid()
+        )));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(unsafe_because(format!(
+            "it is writable by others (mode {:o})",
+            meta.mode() & 0o7777
+        )));
+    }
+    for dir in canon.ancestors().skip(1) {
+        let Ok(m) = std::fs::metadata(dir) else {
+            continue;
+        };
+        let sticky = m.mode() & 0o1000 != 0;
+        if m.uid() != me && m.uid() != 0 {
+            return Err(unsafe_because(format!(
+                "its parent {} is owned by uid {}",
+                dir.display(),
+                m.uid()
+            )));
+        }
+        if m.mode() & 0o022 != 0 && !sticky {
+            return Err(unsafe_because(format!(
+                "its parent {} is writable by others (mode {:o})",
+                dir.display(),
+                m.mode() & 0o7777
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Creates (or truncates) a file for writing, owner-only (0600), refusing a symlink, and
+/// anything but a regular file with one link that we own: what another user planted at
+/// the path is never written through.
+pub fn create_file(path: &Path) -> io::Result<File> {
+    let f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    let m = f.metadata()?;
+    if !m.is_file() || m.uid() != euid() || m.nlink() != 1 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{} already exists and is not a regular file of yours (owner uid {}, {} links): refusing to write through it",
+                path.display(),
+                m.uid(),
+                m.nlink()
+            ),
+        ));
+    }
+    f.set_len(0)?;
+    Ok(f)
+}
+
+/// Opens a file another process wrote for us to read (a JIT's perf map) only if it is a
+/// regular file owned by one of `owners` (or root): never a FIFO or device that would block,
+/// nor another user's file.
+pub fn open_trusted(path: &Path, owners: &[u32]) -> io::Result<File> {
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    let m = f.metadata()?;
+    if !m.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is not a regular file", path.display()),
+        ));
+    }
+    if m.uid() != 0 && !owners.contains(&m.uid()) {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{} is owned by uid {}, not by the process's user or root",
+                path.display(),
+                m.uid()
+            ),
+        ));
+    }
+    Ok(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn creates_owner_only_directories_and_refuses_ones_others_can_change() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = private_dir(&tmp.path().join("a/b")).unwrap();
+        let mode = std::fs::metadata(&d).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        // Writable by others: refused.
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = private_dir(&d).unwrap_err().to_string();
+        assert!(e.contains("writable by others"), "{e}");
+        // A parent others can write (not sticky): refused.
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let parent = d.parent().unwrap();
+        std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = private_dir(&d).unwrap_err().to_string();
+        assert!(e.contains("parent"), "{e}");
+        // Sticky, like /tmp: fine.
+        std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        private_dir(&d).unwrap();
+        // Owned by someone else (needs root to chown; skipped otherwise).
+        if euid() == 0 {
+            let other = tmp.path().join("theirs");
+            std::fs::create_dir(&other).unwrap();
+            std::os::unix::fs::chown(&other, Some(65534), Some(65534)).unwrap();
+            let e = private_dir(&other).unwrap_err().to_string();
+            assert!(e.contains("owned by uid 65534"), "{e}");
+            let e = private_dir(&other.join("sub")).unwrap_err().to_string();
+            assert!(e.contains("parent"), "{e}");
+        }
+    }
+
+    #[test]
+    fn never_writes_through_a_symlink_or_a_hard_link() {
+        let tmp = tempfile::tempdir().unwrap();
+        let victim = tmp.path().join("victim");
+        std::fs::write(&victim, "keep").unwrap();
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        assert!(create_file(&link).is_err());
+        let hard = tmp.path().join("hard");
+        std::fs::hard_link(&victim, &hard).unwrap();
+        assert!(create_file(&hard).is_err());
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+        let fresh = tmp.path().join("fresh");
+        create_file(&fresh).unwrap();
+        let mode = std::fs::metadata(&fresh).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+
+    #[test]
+    fn reads_only_regular_files_of_the_right_owner() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fifo = tmp.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo with a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        // Would block forever on open/read without O_NONBLOCK and the type check.
+        assert!(open_trusted(&fifo, &[euid()]).is_err());
+        let plain = tmp.path().join("plain");
+        std::fs::write(&plain, "x").unwrap();
+        assert!(open_trusted(&plain, &[euid()]).is_ok());
+        if euid() == 0 {
+            std::os::unix::fs::chown(&plain, Some(65534), Some(65534)).unwrap();
+            assert!(open_trusted(&plain, &[]).is_err());
+            assert!(open_trusted(&plain, &[65534]).is_ok());
+        }
+    }
+}

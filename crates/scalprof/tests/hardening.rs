@@ -1,0 +1,338 @@
+//! scalprof runs as root on shared machines: what another local user plants is never run,
+//! followed or read, and bad input or a broken output never panics, hangs or loses a run.
+//! Each test reproduces one defect found by hand; "another user" is uid 65534 (nobody),
+//! whose files root makes with chown.
+
+use std::path::Path;
+use std::process::{Command as StdCommand, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+mod common;
+use common::scalprof;
+
+const NOBODY: u32 = 65534;
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Tests that chown files to another user need root; outside CI they may skip, and say so.
+fn need_root(test: &str) -> bool {
+    if is_root() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{test}: CI runs as root; this test needs it"
+    );
+    eprintln!("{test}: skipped, needs root to plant another user's files (chown)");
+    false
+}
+
+fn stderr_of(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn another_users_build_directory_is_refused_not_run() {
+    if !need_root("another_users_build_directory_is_refused_not_run") {
+        return;
+    }
+    // With HOME and XDG_CACHE_HOME unset the corpus is built under $TMPDIR/scalprof-UID;
+    // another user made that directory first and planted a "program" there.
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(
+        tmp.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o1777),
+    )
+    .unwrap();
+    let planted = tmp.path().join("scalprof-0/corpus");
+    std::fs::create_dir_all(&planted).unwrap();
+    let marker = tmp.path().join("ran-as-root");
+    for name in ["counters_packed", "counters_padded"] {
+        let bin = planted.join(name);
+        std::fs::write(
+            &bin,
+            format!("#!/bin/sh\ntouch {}\necho ops=1\n", marker.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+    }
+    for p in [
+        tmp.path().join("scalprof-0"),
+        planted.clone(),
+        planted.join("counters_packed"),
+        planted.join("counters_padded"),
+    ] {
+        std::os::unix::fs::chown(&p, Some(NOBODY), Some(NOBODY)).unwrap();
+    }
+    let out = StdCommand::new(assert_cmd::cargo::cargo_bin("scalprof"))
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("TMPDIR", tmp.path())
+        .arg("--db")
+        .arg(tmp.path().join("runs.db"))
+        .args(["demo", "-t", "1", "--repeat", "1"])
+        .output()
+        .unwrap();
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("owned by uid 65534"), "{err}");
+    assert!(!marker.exists(), "a planted binary ran");
+}
+
+#[test]
+fn the_suite_never_writes_through_a_planted_link() {
+    if !need_root("the_suite_never_writes_through_a_planted_link") {
+        return;
+    }
+    let _turn = common::exclusive();
+    let tmp = tempfile::tempdir().unwrap();
+    let victim = tmp.path().join("victim");
+    std::fs::write(&victim, "root's secret").unwrap();
+    // A SUITE_DIR someone else owns is refused before anything runs.
+    let theirs = tmp.path().join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    std::os::unix::fs::symlink(&victim, theirs.join("scalprof-suite-pwrite")).unwrap();
+    std::os::unix::fs::chown(&theirs, Some(NOBODY), Some(NOBODY)).unwrap();
+    let suite = |dir: &Path| {
+        scalprof(&tmp.path().join("runs.db"))
+            .env("SUITE_DIR", dir)
+            .args([
+                "suite",
+                "--tests",
+                "pwrite_same_file:threads",
+                "-t",
+                "1",
+                "--seconds",
+                "0.2",
+                "--repeat",
+                "1",
+            ])
+            .output()
+            .unwrap()
+    };
+    let out = suite(&theirs);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert!(stderr_of(&out).contains("SUITE_DIR"), "{}", stderr_of(&out));
+    // Even in a directory of ours, a link at a test file's name is not followed.
+    let ours = tmp.path().join("ours");
+    std::fs::create_dir(&ours).unwrap();
+    std::os::unix::fs::symlink(&victim, ours.join("scalprof-suite-pwrite")).unwrap();
+    let out = suite(&ours);
+    assert_eq!(
+        std::fs::read_to_string(&victim).unwrap(),
+        "root's secret",
+        "{}",
+        stderr_of(&out)
+    );
+}
+
+#[test]
+fn timeout_and_sigterm_reach_a_workload_that_left_the_process_group() {
+    let _turn = common::exclusive();
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("runs.db");
+    // Parent and child both leave scalprof's process group; both sleep.
+    let script = "import os,time\npid=os.fork()\nif pid==0:\n os.setpgid(0,0)\n time.sleep(60)\n os._exit(0)\ntime.sleep(0.1)\nos.setpgid(0,pid)\ntime.sleep(60)\n";
+    let t0 = Instant::now();
+    let out = scalprof(&db)
+        .args([
+            "run",
+            "-t",
+            "1",
+            "--repeat",
+            "1",
+            "--diagnose",
+            "0",
+            "--timeout",
+            "1s",
+            "--",
+            "python3",
+            "-c",
+            script,
+        ])
+        .timeout(Duration::from_secs(30))
+        .output()
+        .unwrap();
+    assert!(
+        t0.elapsed() < Duration::from_secs(8),
+        "--timeout 1s ran {:?}: {}",
+        t0.elapsed(),
+        stderr_of(&out)
+    );
+    // SIGTERM to scalprof stops it, and the workload tree with it.
+    let child = StdCommand::new(assert_cmd::cargo::cargo_bin("scalprof"))
+        .arg("--db")
+        .arg(&db)
+        .args(["run", "-t", "1", "--repeat", "1", "--diagnose", "0", "--"])
+        .args(["python3", "-c", script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let t1 = Instant::now();
+    // SAFETY: sending SIGTERM to our own child process.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        t1.elapsed() < Duration::from_secs(6),
+        "SIGTERM took {:?}",
+        t1.elapsed()
+    );
+    assert_eq!(out.status.code(), Some(143), "{}", stderr_of(&out));
+    // Nothing of either workload is left sleeping.
+    let left = StdCommand::new("pgrep")
+        .args(["-f", "os.setpgid"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&left.stdout).trim().is_empty(),
+        "workload processes survived: {}",
+        String::from_utf8_lossy(&left.stdout)
+    );
+}
+
+/// A store with one quick run in it.
+fn store_with_a_run(dir: &Path) -> std::path::PathBuf {
+    let db = dir.join("runs.db");
+    let out = scalprof(&db)
+        .args(["run", "-t", "1", "--repeat", "1", "--diagnose", "0", "--"])
+        .args(["sh", "-c", "echo ops=1"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    db
+}
+
+#[test]
+fn a_closed_pipe_or_a_full_disk_is_an_error_not_a_panic() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = store_with_a_run(tmp.path());
+    let full = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap()
+    };
+    for args in [
+        &["runs"][..],
+        &["show", "1"],
+        &["show", "1", "--json"],
+        &["compare", "1", "1"],
+    ] {
+        let out = StdCommand::new(assert_cmd::cargo::cargo_bin("scalprof"))
+            .arg("--db")
+            .arg(&db)
+            .args(args)
+            .stdout(full())
+            .output()
+            .unwrap();
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("writing standard output") && !err.contains("panicked"),
+            "{args:?}: {err}"
+        );
+        assert!(
+            !err.contains("where the store"),
+            "blamed on the store: {err}"
+        );
+        // A reader that goes away after the first line: quiet, exit 0.
+        let mut child = StdCommand::new(assert_cmd::cargo::cargo_bin("scalprof"))
+            .arg("--db")
+            .arg(&db)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr_of(&out));
+        assert!(!stderr_of(&out).contains("panicked"), "{}", stderr_of(&out));
+    }
+    // A report written to a full disk names the report, not the store.
+    let out = scalprof(&db)
+        .args(["report", "1", "-o", "/dev/full"])
+        .output()
+        .unwrap();
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("where /dev/full is written"), "{err}");
+}
+
+#[test]
+fn a_jit_map_planted_by_another_user_is_neither_read_nor_waited_on() {
+    // The FIFO case needs no second user: a FIFO at perf-PID.map would block a plain read.
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("runs.db");
+    let _turn = common::exclusive();
+    // A JIT (generated code in an anonymous executable mapping, named only by a perf map)
+    // whose map's name holds a FIFO: symbolizing its samples must not open and block on it.
+    let script = "import ctypes, mmap, os\n\
+os.mkfifo(f'/tmp/perf-{os.getpid()}.map')\n\
+buf = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)\n\
+buf.write(bytes([0x48, 0x89, 0xf8, 0x48, 0xff, 0xc8, 0x75, 0xfb, 0xc3]))\n\
+addr = ctypes.addressof(ctypes.c_char.from_buffer(buf))\n\
+ctypes.CFUNCTYPE(ctypes.c_long, ctypes.c_long)(addr)(300_000_000)\n\
+print('ops=1')\n";
+    let child = StdCommand::new(assert_cmd::cargo::cargo_bin("scalprof"))
+        .arg("--db")
+        .arg(&db)
+        .args(["run", "-t", "1", "--repeat", "1", "--no-locks", "--"])
+        .args(["python3", "-c", script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    let mut child = child;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t0.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("scalprof hung on a FIFO perf map");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // Remove what the workload planted.
+    for e in std::fs::read_dir("/tmp").unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with("perf-") && e.file_type().is_ok_and(|t| t.is_fifo()) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+    assert!(status.success(), "{status:?}");
+    let shown = scalprof(&db)
+        .args(["show", "1", "--json"])
+        .output()
+        .unwrap();
+    let doc: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(doc["status"], "complete");
+}
+
+use std::os::unix::fs::FileTypeExt;
+
+#[test]
+fn an_empty_scalprof_db_means_the_default_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = StdCommand::new(assert_cmd::cargo::cargo_bin("scalprof"))
+        .env("SCALPROF_DB", "")
+        .env("XDG_DATA_HOME", tmp.path())
+        .arg("runs")
+        .output()
+        .unwrap();
+    let err = stderr_of(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(!err.contains("--db"), "{err}");
+}

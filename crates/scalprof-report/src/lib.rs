@@ -28,10 +28,26 @@ pub fn terminal_safe(text: &str) -> String {
             c if ('\u{80}'..='\u{9f}').contains(&c) => {
                 out.push_str(&format!("\\u{{{:x}}}", c as u32));
             }
+            // Bidirectional overrides and isolates reorder what follows them on screen
+            // (a fake verdict could read as a real one): shown as their code.
+            c if is_bidi_control(c) => out.push_str(&format!("\\u{:04x}", c as u32)),
             c => out.push(c),
         }
     }
     out
+}
+
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// A value from the workload or the user (a label, an argument, a symbol) put on one line
+/// of a report: a newline in it would start a line of its own, so it is shown as `\n`.
+pub fn one_line(value: &str) -> String {
+    if !value.contains(['\n', '\r']) {
+        return value.to_string();
+    }
+    value.replace('\n', "\\n").replace('\r', "\\r")
 }
 
 /// The terminal summary of a run.
@@ -52,14 +68,14 @@ pub fn summary_with(doc: &RunDocument, all_locks: bool) -> String {
     out += &format!(
         "run {} · {} · {} · {} point{} × {} repeat{}\n",
         doc.id,
-        doc.label,
+        one_line(&doc.label),
         doc.status.as_str(),
         doc.points.len(),
         plural(doc.points.len()),
         repeats,
         plural(repeats)
     );
-    out += &format!("command: {}\n", doc.command.join(" "));
+    out += &format!("command: {}\n", one_line(&doc.command.join(" ")));
     out += &format!(
         "host:    Linux {}, {} CPUs, {}, {}\n",
         doc.host.kernel,
@@ -164,8 +180,8 @@ pub fn summary_with(doc: &RunDocument, all_locks: bool) -> String {
                 "  {:>4.0}%  {}  {}: {}\n",
                 f.score * 100.0,
                 f.kind,
-                f.subject,
-                f.evidence
+                one_line(&f.subject),
+                one_line(&f.evidence)
             );
             if let Some(w) = f.what_if {
                 out += &format!(
@@ -185,9 +201,14 @@ pub fn verdict_line(parameter: &str, value: u64, b: &scalprof_model::Budget) -> 
     let mut parts = vec![format!("{} useful", pct(b.useful))];
     for c in b.causes.iter().filter(|c| c.share >= 0.01).take(3) {
         parts.push(if c.detail.is_empty() {
-            format!("{} {}", c.subject, pct(c.share))
+            format!("{} {}", one_line(&c.subject), pct(c.share))
         } else {
-            format!("{} {} ({})", c.subject, pct(c.share), c.detail)
+            format!(
+                "{} {} ({})",
+                one_line(&c.subject),
+                pct(c.share),
+                one_line(&c.detail)
+            )
         });
     }
     let minor: f64 = b
@@ -883,11 +904,11 @@ pub fn runs_table(rows: &[RunRow]) -> String {
     for r in rows {
         t.add_row(vec![
             r.id.to_string(),
-            r.label.clone(),
+            one_line(&r.label),
             r.status.clone(),
             r.points.clone(),
             r.created.clone(),
-            r.command.clone(),
+            one_line(&r.command),
         ]);
     }
     t.to_string()
@@ -1032,6 +1053,11 @@ mod tests {
             "a^[]0;pwned^Gb\nc^Id^?\\u{9b}2J"
         );
         assert_eq!(terminal_safe("plain · text ✓"), "plain · text ✓");
+        assert_eq!(
+            terminal_safe("abc\u{202e}fed\u{2066}"),
+            "abc\\u202efed\\u2066"
+        );
+        assert_eq!(one_line("a\nb\r"), "a\\nb\\r");
     }
 
     #[test]

@@ -119,7 +119,12 @@ pub fn export(store: &Store, args: ExportArgs) -> Result<()> {
     Ok(())
 }
 
-/// Writes to standard output; a reader that stopped early (`| head`) is not an error.
+/// Writes an export to standard output: as it is to a pipe, terminal-safe to a terminal.
 pub fn write_stdout(bytes: &[u8]) -> Result<()> {
+    if std::io::stdout().is_terminal() {
+        // Text for a terminal (pprof is refused there): no raw ESC or BEL from a symbol.
+        crate::out::text(&String::from_utf8_lossy(bytes))?;
+        return Ok(crate::out::flush()?);
+    }
     Ok(crate::out::stdout_bytes(bytes)?)
 }

@@ -104,7 +104,7 @@ fn compare_suites(
     let store = open_store_read_only(db).ok();
     let c = suite::compare(store.as_ref(), a, b);
     if args.json {
-        outln!("{}", serde_json::to_string_pretty(&c)?);
+        out::data(&(serde_json::to_string_pretty(&c)? + "\n"))?;
     } else {
         out!(
             "{}",
@@ -279,7 +279,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             let model = scalprof_analyze::usl::fit(&obs)
                 .with_context(|| format!("fitting {}", args.file.display()))?;
             if args.json {
-                outln!("{}", serde_json::to_string_pretty(&model)?);
+                out::data(&(serde_json::to_string_pretty(&model)? + "\n"))?;
             } else {
                 outln!("{}", scalprof_report::model_line(Some(&model), "N"));
                 if let Some(note) = &model.note {
@@ -344,7 +344,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             let id = store.resolve(&args.run)?;
             let doc = scalprof_pipeline::document(&store, id)?;
             if args.json {
-                outln!("{}", serde_json::to_string_pretty(&doc)?);
+                out::data(&(serde_json::to_string_pretty(&doc)? + "\n"))?;
             } else {
                 out!(
                     "{}",
@@ -449,7 +449,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             let (a, b) = (&ra.doc, &rb.doc);
             let c = scalprof_analyze::compare::compare(a, b);
             if args.json {
-                outln!("{}", serde_json::to_string_pretty(&c)?);
+                out::data(&(serde_json::to_string_pretty(&c)? + "\n"))?;
             } else {
                 out!(
                     "{}",

@@ -40,20 +40,43 @@ impl WriteError {
     }
 }
 
-/// `print!` that returns an error instead of panicking.
+/// `print!` for text meant to be read: made terminal-safe (see
+/// `scalprof_report::terminal_safe`), and an error instead of a panic when it cannot be
+/// written. Every human-readable line scalprof prints goes through here or [`outln!`].
 macro_rules! out {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        write!(std::io::stdout().lock(), $($arg)*).map_err($crate::out::WriteError::stdout)?
-    }};
+    ($($arg:tt)*) => {
+        $crate::out::text(&format!($($arg)*))?
+    };
 }
 
-/// `println!` that returns an error instead of panicking.
+/// `println!` counterpart of [`out!`].
 macro_rules! outln {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        writeln!(std::io::stdout().lock(), $($arg)*).map_err($crate::out::WriteError::stdout)?
-    }};
+    ($($arg:tt)*) => {
+        $crate::out::text(&(format!($($arg)*) + "\n"))?
+    };
+}
+
+/// Writes text for a reader, escaped of control and bidi characters.
+pub fn text(s: &str) -> Result<(), WriteError> {
+    write_str(&scalprof_report::terminal_safe(s))
+}
+
+/// Writes data meant for another program (JSON, folded stacks) as it is to a pipe or
+/// file, and escaped like [`text`] when it reaches a terminal.
+pub fn data(s: &str) -> Result<(), WriteError> {
+    use std::io::IsTerminal;
+    if std::io::stdout().is_terminal() {
+        text(s)
+    } else {
+        write_str(s)
+    }
+}
+
+fn write_str(s: &str) -> Result<(), WriteError> {
+    std::io::stdout()
+        .lock()
+        .write_all(s.as_bytes())
+        .map_err(WriteError::stdout)
 }
 
 /// Writes bytes to standard output and flushes them.

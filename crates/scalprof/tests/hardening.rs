@@ -336,3 +336,146 @@ fn an_empty_scalprof_db_means_the_default_store() {
     assert!(out.status.success(), "{err}");
     assert!(!err.contains("--db"), "{err}");
 }
+
+/// Compiles `source` and renames its symbol `from` to `to` (objcopy), for symbol names no
+/// compiler would write: escape sequences, bidi overrides.
+fn binary_with_symbol(
+    dir: &Path,
+    source: &str,
+    from: &str,
+    to: &str,
+    debug: bool,
+) -> std::path::PathBuf {
+    let src = dir.join("prog.c");
+    std::fs::write(&src, source).unwrap();
+    let plain = dir.join("prog-plain");
+    let cc = StdCommand::new("cc")
+        .args(debug.then_some("-g"))
+        .args(["-O1", "-fno-inline", "-o"])
+        .arg(&plain)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(cc.success());
+    let bin = dir.join("prog");
+    let oc = StdCommand::new("objcopy")
+        .arg(format!("--redefine-sym={from}={to}"))
+        .arg(&plain)
+        .arg(&bin)
+        .status()
+        .unwrap();
+    assert!(oc.success());
+    bin
+}
+
+const ESC_NAME: &str = "evil\x1b]0;pwned\x07\x1b[2Jvar";
+
+#[test]
+fn layout_never_prints_a_binary_s_escape_sequences() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = binary_with_symbol(
+        tmp.path(),
+        "struct s { long a; long b; } var;\nint main(void) { var.a = 1; return 0; }\n",
+        "var",
+        ESC_NAME,
+        true,
+    );
+    let out = scalprof(&tmp.path().join("runs.db"))
+        .arg("layout")
+        .arg(&bin)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert!(text.contains("evil^[]0;pwned^G^[[2Jvar"), "{text}");
+    assert!(!text.contains('\x1b') && !text.contains('\x07'), "{text}");
+}
+
+#[test]
+fn a_label_or_argument_cannot_forge_summary_lines() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("runs.db");
+    // A newline would start a fake findings line; U+202E would reorder what follows it.
+    let label = "x\nfindings:\n   99%  lock_contention  FAKE: forged\u{202e}";
+    let out = scalprof(&db)
+        .args([
+            "run",
+            "-t",
+            "1",
+            "--repeat",
+            "1",
+            "--diagnose",
+            "0",
+            "--label",
+            label,
+        ])
+        .args(["--", "sh", "-c", "echo ops=1", "fake\n   98%  forged-arg"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    for args in [&["show", "1"][..], &["runs"]] {
+        let out = scalprof(&db).args(args).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            !text.lines().any(|l| l.trim_start().starts_with("99%")
+                || l.trim_start().starts_with("98%")
+                || l.trim_start().starts_with("findings:")),
+            "{args:?}: a forged line:\n{text}"
+        );
+        assert!(!text.contains('\u{202e}'), "{text}");
+    }
+}
+
+#[test]
+fn folded_stacks_reach_a_terminal_escaped() {
+    if !need_root("folded_stacks_reach_a_terminal_escaped") {
+        return;
+    }
+    let _turn = common::exclusive();
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("runs.db");
+    let bin = binary_with_symbol(
+        tmp.path(),
+        "volatile long sink;\n__attribute__((noinline)) void spin(void) { for (long i = 0; i < 300000000; i++) sink += i; }\nint main(void) { spin(); return 0; }\n",
+        "spin",
+        "spin\x1b[2J",
+        false,
+    );
+    let out = scalprof(&db)
+        .args(["run", "-t", "1", "--repeat", "1", "--no-locks", "--"])
+        .arg(&bin)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let folded = |args: &str| {
+        // `script` gives the command a terminal; what it printed is in the typescript.
+        let log = tmp.path().join("typescript");
+        let cmd = format!(
+            "{} --db {} {args}",
+            assert_cmd::cargo::cargo_bin("scalprof").display(),
+            db.display()
+        );
+        let st = StdCommand::new("script")
+            .args(["-qec", &cmd])
+            .arg(&log)
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success());
+        std::fs::read_to_string(&log).unwrap()
+    };
+    for args in ["flame 1 --folded", "export 1 --format folded -o -"] {
+        let text = folded(args);
+        assert!(text.contains("spin^[[2J"), "{args}: {text}");
+        assert!(
+            !text.contains("spin\x1b"),
+            "{args}: raw ESC on the terminal"
+        );
+    }
+    // To a pipe the data stays as it is.
+    let out = scalprof(&db)
+        .args(["flame", "1", "--folded"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("spin\x1b[2J"));
+}

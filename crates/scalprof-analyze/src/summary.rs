@@ -618,7 +618,9 @@ fn warnings(header: &RunHeader, points: &[Point]) -> Vec<Warning> {
         }
     }
     let measured = points.iter().filter(|p| p.throughput.is_some()).count();
-    if measured < 3 && header.sweep.parameter == SweepParameter::Threads {
+    // A sweep that stopped before it measured anything: the stop says why, not this.
+    let stopped_empty = measured == 0 && header.status != scalprof_model::RunStatus::Complete;
+    if measured < 3 && !stopped_empty && header.sweep.parameter == SweepParameter::Threads {
         let hint = if cpus < 3 {
             format!(" (this machine has {cpus} CPUs: more points would oversubscribe it; run the sweep on a larger machine)")
         } else {
@@ -638,7 +640,13 @@ fn warnings(header: &RunHeader, points: &[Point]) -> Vec<Warning> {
             ),
         });
     }
-    if !points.is_empty() && points.iter().all(|p| p.repeats.len() == 1) {
+    // A sweep that stopped (a failed workload, Ctrl-C) has one repeat because it stopped,
+    // not because one was asked for: that is said by the stop, not by this warning.
+    let stopped = header.status != scalprof_model::RunStatus::Complete
+        || points
+            .iter()
+            .any(|p| p.repeats.iter().any(|r| !r.succeeded()));
+    if !stopped && !points.is_empty() && points.iter().all(|p| p.repeats.len() == 1) {
         out.push(Warning {
             kind: WarningKind::SingleRepeat,
             point: None,

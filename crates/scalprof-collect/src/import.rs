@@ -130,6 +130,19 @@ pub fn read_from<R: Read + Seek>(
             size,
         });
     }
+    let big_endian = magic == *b"2ELIFREP";
+    // Pipe mode (`perf record -o -`): a 16-byte header (magic, size 16) and the records
+    // follow, with the attributes as records; only file mode has the sections read here.
+    let mut size_field = [0u8; 8];
+    file.seek(SeekFrom::Start(8)).map_err(io_err)?;
+    if file.read_exact(&mut size_field).is_ok() && u64_at(&size_field, big_endian) == 16 {
+        return Err(ImportError::Corrupt {
+            path: name,
+            reason: "pipe-mode perf.data (recorded with `perf record -o -`); scalprof reads file-mode perf.data: record with `perf record -o FILE` (or convert it: `perf inject -i IN -o OUT.data`)".into(),
+            offset: 8,
+            size,
+        });
+    }
     let mut header = [0u8; 104];
     file.seek(SeekFrom::Start(0)).map_err(io_err)?;
     if file.read_exact(&mut header).is_err() {
@@ -140,7 +153,6 @@ pub fn read_from<R: Read + Seek>(
             size,
         });
     }
-    let big_endian = magic == *b"2ELIFREP";
     let checked = check_header(&header, big_endian, size)
         .and_then(|()| check_feature_table(&mut file, &header, big_endian, size))
         .and_then(|()| check_id_sections(&mut file, &header, big_endian, size))

@@ -122,6 +122,48 @@ impl BpfCause {
     }
 }
 
+/// Linux capability numbers (include/uapi/linux/capability.h) that scalprof's collectors
+/// need without root.
+pub mod caps {
+    pub const SYS_ADMIN: u32 = 21;
+    pub const PERFMON: u32 = 38;
+    pub const BPF: u32 = 39;
+
+    /// Whether this process has all of `caps` in its effective set (root has them all).
+    pub fn have(caps: &[u32]) -> bool {
+        let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+            return false;
+        };
+        let Some(eff) = status
+            .lines()
+            .find_map(|l| l.strip_prefix("CapEff:"))
+            .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        else {
+            return false;
+        };
+        caps.iter().all(|&c| eff & (1u64 << c) != 0)
+    }
+
+    /// Whether BPF programs may be loaded: CAP_BPF with CAP_PERFMON, or CAP_SYS_ADMIN.
+    pub fn may_load_bpf() -> bool {
+        have(&[BPF, PERFMON]) || have(&[SYS_ADMIN])
+    }
+
+    /// Whether every CPU may be sampled (`--attach`, `-a`): CAP_PERFMON or CAP_SYS_ADMIN,
+    /// or `perf_event_paranoid` ≤ 0.
+    pub fn may_sample_every_cpu() -> bool {
+        have(&[PERFMON]) || have(&[SYS_ADMIN]) || paranoid().is_some_and(|p| p <= 0)
+    }
+
+    pub fn paranoid() -> Option<i32> {
+        std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+}
+
 /// Finds the program the way execvp would, so that a missing command fails at once,
 /// before any run is created.
 pub fn resolve_program(program: &str) -> Result<PathBuf, CollectError> {

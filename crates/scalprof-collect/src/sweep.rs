@@ -99,6 +99,8 @@ pub trait SweepSink {
     fn leftover_processes(&mut self, _value: u64, _processes: &[(i32, String)]) {}
     /// A workload output file was cut to its head and tail (`bytes` long before).
     fn output_capped(&mut self, _path: &std::path::Path, _bytes: u64) {}
+    /// The ops regex matched `matched`, but what it captured is not a number.
+    fn ops_not_a_number(&mut self, _value: u64, _matched: &str) {}
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -176,14 +178,28 @@ pub fn substitute(command: &[String], parameter: &str, value: u64) -> Vec<String
 
 /// The last match of the ops regex in the workload's stdout.
 pub fn parse_ops(stdout: &str, re: &Regex) -> Option<u64> {
-    let caps = re.captures_iter(stdout).last()?;
-    let text = caps.get(1).or_else(|| caps.get(0))?.as_str();
-    text.parse::<u64>().ok().or_else(|| {
-        text.parse::<f64>()
-            .ok()
-            .filter(|f| *f >= 0.0)
-            .map(|f| f.round() as u64)
-    })
+    match_ops(stdout, re).ok()?
+}
+
+/// Like [`parse_ops`], telling "no match" (`Ok(None)`) from a match whose capture is not
+/// a number (`Err(the whole match)`).
+pub fn match_ops(stdout: &str, re: &Regex) -> Result<Option<u64>, String> {
+    let Some(caps) = re.captures_iter(stdout).last() else {
+        return Ok(None);
+    };
+    let Some(text) = caps.get(1).or_else(|| caps.get(0)).map(|m| m.as_str()) else {
+        return Ok(None);
+    };
+    text.parse::<u64>()
+        .ok()
+        .or_else(|| {
+            text.parse::<f64>()
+                .ok()
+                .filter(|f| f.is_finite() && *f >= 0.0)
+                .map(|f| f.round() as u64)
+        })
+        .map(Some)
+        .ok_or_else(|| caps.get(0).map_or("", |m| m.as_str()).to_string())
 }
 
 /// Reads at most the last 4 MiB of a workload's stdout (where `ops=` lines are).
@@ -379,7 +395,13 @@ pub fn run_with(
             if !r.leftover.is_empty() {
                 sink.leftover_processes(value, &r.leftover);
             }
-            let ops = parse_ops(&read_tail(&spec.stdout, 4 << 20), &plan.ops_regex);
+            let ops = match match_ops(&read_tail(&spec.stdout, 4 << 20), &plan.ops_regex) {
+                Ok(ops) => ops,
+                Err(matched) => {
+                    sink.ops_not_a_number(value, &matched);
+                    None
+                }
+            };
             for path in [&spec.stdout, &spec.stderr] {
                 if let Some(bytes) = cap_output(path, plan.output_limit) {
                     sink.output_capped(path, bytes);
@@ -525,6 +547,9 @@ mod tests {
         assert_eq!(parse_ops("nothing here", &re), None);
         let re = Regex::new(r"([0-9.]+) ops/s").unwrap();
         assert_eq!(parse_ops("rate: 12.6 ops/s", &re), Some(13));
+        let re = Regex::new(r"ops=(\w+)").unwrap();
+        assert_eq!(match_ops("ops=abc\n", &re), Err("ops=abc".to_string()));
+        assert_eq!(match_ops("none\n", &re), Ok(None));
     }
 
     #[test]

@@ -90,6 +90,8 @@ pub enum Notice<'a> {
         bytes: u64,
         kept_bytes: u64,
     },
+    /// The ops regex matched `matched`, whose capture is not a number.
+    OpsNotANumber { value: u64, matched: &'a str },
 }
 
 /// What a sweep reports as it goes. Every method has a default that ignores it.
@@ -354,6 +356,11 @@ impl SweepSink for StoreSink<'_> {
     fn leftover_processes(&mut self, value: u64, processes: &[(i32, String)]) {
         self.observer
             .notice(Notice::LeftoverProcesses { value, processes });
+    }
+
+    fn ops_not_a_number(&mut self, value: u64, matched: &str) {
+        self.observer
+            .notice(Notice::OpsNotANumber { value, matched });
     }
 
     fn output_capped(&mut self, path: &Path, bytes: u64) {

@@ -78,7 +78,7 @@ pub struct ComplexityArgs {
     #[arg(long, value_name = "LIST", required = true)]
     pub sizes: String,
     /// Clean (unprofiled) runs per size: the whole workload's time.
-    #[arg(long, default_value_t = 3, value_name = "N")]
+    #[arg(long, default_value_t = 3, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub repeat: u32,
     /// Profiled runs per size, after the clean ones: the per-function fits come from these.
     #[arg(long, default_value_t = 3, value_name = "N")]
@@ -138,7 +138,7 @@ pub struct CompareArgs {
     pub json: bool,
     /// Exit 1 if B's throughput is proven lower than A's by more than PCT percent at any
     /// point (for CI).
-    #[arg(long, value_name = "PCT")]
+    #[arg(long, value_name = "PCT", value_parser = parse_percent)]
     pub fail_if_slower: Option<f64>,
     /// Also write a differential flame graph (per operation) of the last common point.
     #[arg(long, value_name = "FILE")]
@@ -151,7 +151,7 @@ pub struct CompareArgs {
 #[derive(Args, Debug)]
 pub struct LocksArgs {
     /// The thread count to substitute for `{threads}` (and put in SCALPROF_THREADS).
-    #[arg(short = 't', long = "threads", default_value_t = 1, value_name = "N")]
+    #[arg(short = 't', long = "threads", default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub threads: u64,
     /// Trace every process on the machine, not only the command's tree.
     #[arg(short = 'a', long = "all-cpus")]
@@ -233,7 +233,7 @@ pub struct RunArgs {
 
     /// Clean (untraced) runs per point: throughput, speedup, efficiency and the model come
     /// from these. Use 5 or more on a shared or noisy machine.
-    #[arg(long, default_value_t = 3, value_name = "N")]
+    #[arg(long, default_value_t = 3, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub repeat: u32,
 
     /// Traced runs per point, after the clean ones: profiles, lock tables and findings come
@@ -368,10 +368,10 @@ pub struct SuiteArgs {
     #[arg(short = 't', long = "threads", value_name = "LIST")]
     pub threads: Option<String>,
     /// Seconds each repeat runs its operation (default 1; 0.5 with --quick).
-    #[arg(long, value_name = "S")]
+    #[arg(long, value_name = "S", value_parser = parse_seconds)]
     pub seconds: Option<f64>,
     /// Clean repeats per point (default 3; 2 with --quick).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub repeat: Option<u32>,
     /// Kill a test's repeat after this long (default 60s): a hung test is recorded as
     /// timed out and the suite goes on.
@@ -390,7 +390,7 @@ pub struct SuiteArgs {
 #[derive(Args, Debug)]
 pub struct DemoArgs {
     /// Measured runs per point.
-    #[arg(long, default_value_t = 3, value_name = "N")]
+    #[arg(long, default_value_t = 3, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub repeat: u32,
     /// Thread counts (default: as for `run`).
     #[arg(short = 't', long = "threads", value_name = "LIST")]
@@ -409,8 +409,29 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         if secs > 0.0 && secs.is_finite() {
             return Ok(Duration::from_secs_f64(secs));
         }
+        return Err("must be a positive time (examples: 30s, 2m, 1.5)".into());
     }
-    humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 30s, 2m, 1.5)"))
+    match humantime::parse_duration(s) {
+        Ok(d) if d.is_zero() => Err("must be a positive time (examples: 30s, 2m, 1.5)".into()),
+        Ok(d) => Ok(d),
+        Err(e) => Err(format!("{e} (examples: 30s, 2m, 1.5)")),
+    }
+}
+
+/// A percentage threshold: a finite number, 0 or more (`nan` would never fire).
+fn parse_percent(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(p) if p.is_finite() && p >= 0.0 => Ok(p),
+        _ => Err("must be a percentage, 0 or more (e.g. 5)".into()),
+    }
+}
+
+/// Seconds a suite test runs: in (0, 3600].
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x > 0.0 && x <= 3600.0 => Ok(x),
+        _ => Err("must be a number of seconds in (0, 3600]".into()),
+    }
 }
 
 /// `8192`, `8k`, `32K`: a user stack copy size, a multiple of 8 the kernel accepts.

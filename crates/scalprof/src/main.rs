@@ -253,6 +253,22 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                          none (--diagnose 0, or --no-profile with --no-locks)"
                     );
                 }
+                // Refused before anything runs, rather than a run without the profiles it
+                // was for.
+                if opts.sampling.is_some() && !scalprof_collect::caps::may_sample_every_cpu() {
+                    anyhow::bail!(
+                        "--attach samples every CPU, which needs root (or CAP_PERFMON) or \
+                         perf_event_paranoid ≤ 0 (it is {}): `sudo sysctl kernel.perf_event_paranoid=0`, \
+                         or add --no-profile to trace only locks",
+                        scalprof_collect::caps::paranoid().map_or("unknown".into(), |p| p.to_string())
+                    );
+                }
+                if opts.locks.is_some() && !scalprof_collect::caps::may_load_bpf() {
+                    anyhow::bail!(
+                        "--attach traces the processes' locks with BPF, which needs root (or \
+                         CAP_BPF and CAP_PERFMON); or add --no-locks to profile only"
+                    );
+                }
                 eprintln!(
                     "scalprof: attaching to {} running process{} in the traced repeats",
                     found.len(),
@@ -493,6 +509,16 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Locks(args) => {
+            // Lock tracing is what this command is for: without it, say so before running.
+            if !cfg!(feature = "bpf") {
+                return Err(scalprof_collect::LockTracerError::NotBuilt.into());
+            }
+            if !scalprof_collect::caps::may_load_bpf() {
+                anyhow::bail!(
+                    "tracing locks loads BPF programs, which needs root (or CAP_BPF and \
+                     CAP_PERFMON): run it with sudo"
+                );
+            }
             scalprof_collect::resolve_program(
                 &scalprof_collect::sweep::substitute(&args.command, "threads", args.threads)[0],
             )?;
@@ -523,6 +549,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             };
             let outcome = run::run(&store, &opts, &show, &interrupt)?;
             let doc = &outcome.doc;
+            let mut no_lock_data = false;
             for p in &doc.points {
                 match &p.locks {
                     Some(l) => out!(
@@ -533,7 +560,10 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                             l
                         ))
                     ),
-                    None => outln!("no lock data (see the warning above)"),
+                    None => {
+                        outln!("no lock data (see the warning above)");
+                        no_lock_data = true;
+                    }
                 }
             }
             let lock_findings: Vec<_> = doc
@@ -560,6 +590,10 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 "scalprof: stored as run {} (scalprof show {})",
                 doc.id, doc.id
             );
+            if no_lock_data && !interrupt.requested() {
+                // The tracer failed to start: the command did not do what was asked.
+                return Ok(ExitCode::from(1));
+            }
             Ok(exit_code_for(doc, &interrupt))
         }
         Command::Import(args) => {

@@ -191,6 +191,10 @@ impl Observer for Progress {
                 path.display(),
                 kept_bytes >> 21
             ),
+            Notice::OpsNotANumber { value, matched } => format!(
+                "scalprof: warning: at {} {value}, the ops regex matched {matched:?}, but what it captures is not a number: capture the count, e.g. --ops-regex 'ops=(\\d+)'",
+                self.parameter
+            ),
         };
         self.print(&(msg + "\n"));
     }

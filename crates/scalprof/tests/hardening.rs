@@ -479,3 +479,134 @@ fn folded_stacks_reach_a_terminal_escaped() {
         .unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("spin\x1b[2J"));
 }
+
+/// Runs scalprof as nobody (setpriv), in a folder nobody may write.
+fn as_nobody(args: &[&str]) -> Option<std::process::Output> {
+    if !need_root("as_nobody") {
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap().keep();
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let out = StdCommand::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(assert_cmd::cargo::cargo_bin("scalprof"))
+        .arg("--db")
+        .arg(dir.join("n.db"))
+        .args(args)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    Some(out)
+}
+
+#[test]
+fn unprivileged_locks_and_attach_fail_before_running_and_say_why() {
+    let Some(out) = as_nobody(&["locks", "--", "sh", "-c", "touch /tmp/scalprof-ran-anyway"])
+    else {
+        return;
+    };
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("needs root"), "{err}");
+    // Every-CPU sampling needs paranoid ≤ 0, not the 1 that per-process profiling needs.
+    if scalprof_collect::caps::paranoid().is_some_and(|p| p > 0) {
+        let sleeper = StdCommand::new("sleep").arg("30").spawn().unwrap();
+        let out = as_nobody(&[
+            "run",
+            "-t",
+            "1",
+            "--repeat",
+            "1",
+            "--no-locks",
+            "--attach-name",
+            "sleep",
+            "--",
+            "true",
+        ])
+        .unwrap();
+        let mut sleeper = sleeper;
+        let _ = sleeper.kill();
+        let _ = sleeper.wait();
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains("perf_event_paranoid=0"), "{err}");
+    }
+}
+
+#[test]
+fn values_that_make_no_sense_are_refused_when_parsed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("runs.db");
+    for (args, what) in [
+        (
+            &["compare", "1", "2", "--fail-if-slower", "nan"][..],
+            "--fail-if-slower",
+        ),
+        (&["run", "--timeout", "0", "--", "true"], "--timeout"),
+        (&["run", "--timeout", "0s", "--", "true"], "--timeout"),
+        (&["locks", "-t", "0", "--", "true"], "--threads"),
+        (&["suite", "--repeat", "0"], "--repeat"),
+        (&["suite", "--seconds", "nan"], "--seconds"),
+        (&["demo", "--repeat", "0"], "--repeat"),
+    ] {
+        let out = scalprof(&db).args(args).output().unwrap();
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(what), "{args:?}: {err}");
+    }
+    assert!(!db.exists(), "a refused command created the store");
+}
+
+#[test]
+fn a_stopped_sweep_and_a_non_numeric_ops_capture_are_told_as_they_are() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("runs.db");
+    let out = scalprof(&db)
+        .args(["run", "-t", "1,2", "--repeat", "2", "--diagnose", "0", "--"])
+        .args(["sh", "-c", "exit 3"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!text.contains("one repeat per point"), "{text}");
+    assert!(!text.contains("0 measured points"), "{text}");
+    let out = scalprof(&db)
+        .args(["run", "-t", "1", "--repeat", "1", "--diagnose", "0"])
+        .args([
+            "--ops-regex",
+            r"ops=(\w+)",
+            "--",
+            "sh",
+            "-c",
+            "echo ops=abc",
+        ])
+        .output()
+        .unwrap();
+    let err = stderr_of(&out);
+    assert!(
+        err.contains("matched \"ops=abc\"") && err.contains("not a number"),
+        "{err}"
+    );
+}
+
+#[test]
+fn pipe_mode_perf_data_is_named_as_such() {
+    // The 16-byte header of `perf record -o -` (magic, header size 16), then records.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut bytes = b"PERFILE2".to_vec();
+    bytes.extend_from_slice(&16u64.to_le_bytes());
+    bytes.extend_from_slice(&[0u8; 200]);
+    let file = tmp.path().join("pipe.data");
+    std::fs::write(&file, bytes).unwrap();
+    let out = scalprof(&tmp.path().join("runs.db"))
+        .arg("import")
+        .arg(&file)
+        .output()
+        .unwrap();
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("pipe-mode perf.data") && err.contains("perf record -o FILE"),
+        "{err}"
+    );
+}

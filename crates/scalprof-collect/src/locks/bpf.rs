@@ -129,16 +129,28 @@ pub(super) fn trace(
     stop: &AtomicBool,
 ) -> RawLocks {
     let mut object = MaybeUninit::uninit();
+    // libbpf's own log is kept, not printed: a refusal for lack of privileges is said once
+    // by our error, and the log (the verifier's, say) is added only to other failures.
+    let previous = libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Info, keep_libbpf_log)));
     let loaded = load(&mut object, tgids, config);
+    libbpf_rs::set_print(previous);
+    let log = std::mem::take(&mut *LIBBPF_LOG.lock().unwrap_or_else(|e| e.into_inner()));
     let skel = match loaded {
         Ok(s) => s,
         Err(e) => {
-            let message = format!("{e:#}");
+            let mut message = format!("{e:#}");
             let denied = e.kind() == libbpf_rs::ErrorKind::PermissionDenied;
-            let _ = ready.send(Err(LockTracerError::Load {
-                cause: bpf_cause(denied, &message),
-                message,
-            }));
+            let cause = bpf_cause(denied, &(message.clone() + &log));
+            if cause != crate::BpfCause::Permission && !log.trim().is_empty() {
+                let tail: Vec<&str> = log.trim_end().lines().rev().take(20).collect();
+                message += "; libbpf said:\n";
+                for line in tail.into_iter().rev() {
+                    message += "  ";
+                    message += line;
+                    message += "\n";
+                }
+            }
+            let _ = ready.send(Err(LockTracerError::Load { cause, message }));
             return RawLocks::default();
         }
     };
@@ -514,6 +526,16 @@ impl BpfStats {
             }
         }
         cost
+    }
+}
+
+/// What libbpf printed while the tracer loaded (at most 64 KiB).
+static LIBBPF_LOG: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+
+fn keep_libbpf_log(_level: libbpf_rs::PrintLevel, msg: String) {
+    let mut log = LIBBPF_LOG.lock().unwrap_or_else(|e| e.into_inner());
+    if log.len() < 64 << 10 {
+        log.push_str(&msg);
     }
 }
 

@@ -90,7 +90,7 @@ pub struct ComplexityArgs {
     #[arg(long, value_name = "L")]
     pub label: Option<String>,
     /// Also write the run document to this file.
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", value_parser = parse_output_path)]
     pub json: Option<PathBuf>,
     /// The workload; `{size}` in any argument is replaced by the size (also SCALPROF_SIZE).
     #[arg(last = true, required = true, value_name = "CMD")]
@@ -144,7 +144,7 @@ pub struct CompareArgs {
     #[arg(long, value_name = "FILE")]
     pub flame: Option<PathBuf>,
     /// Also write the comparison as a self-contained HTML page.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_parser = parse_output_path)]
     pub report: Option<PathBuf>,
 }
 
@@ -162,7 +162,7 @@ pub struct LocksArgs {
     #[arg(long)]
     pub bpf_stats: bool,
     /// Also write the run document to this file.
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", value_parser = parse_output_path)]
     pub json: Option<PathBuf>,
     /// The command.
     #[arg(last = true, required = true, value_name = "CMD")]
@@ -252,7 +252,7 @@ pub struct RunArgs {
     pub label: Option<String>,
 
     /// Also write the run document (scalprof.run/1) to this file.
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", value_parser = parse_output_path)]
     pub json: Option<PathBuf>,
 
     /// Regex whose first capture group is the operation count the workload prints;
@@ -275,7 +275,7 @@ pub struct RunArgs {
     pub keep_going: bool,
 
     /// Write the HTML report of the run to this file at the end.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_parser = parse_output_path)]
     pub report: Option<PathBuf>,
 
     /// Sampling frequency of the profiler (samples per second per CPU). Lower it for long
@@ -379,11 +379,11 @@ pub struct SuiteArgs {
     pub timeout: Option<Duration>,
     /// Write the results as `scalprof.suite/1` JSON; `scalprof compare` takes two of these
     /// (before and after a kernel change) and compares them test by test.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_parser = parse_output_path)]
     pub json: Option<PathBuf>,
     /// Write one self-contained HTML page for the whole suite: the rates table, then each
     /// test's scaling plot, time budget and findings.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_parser = parse_output_path)]
     pub report: Option<PathBuf>,
 }
 
@@ -416,6 +416,33 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         Ok(d) => Ok(d),
         Err(e) => Err(format!("{e} (examples: 30s, 2m, 1.5)")),
     }
+}
+
+/// A file to write when the command ends (`--json`, `--report`): checked now, so that a
+/// typo in its folder is said before a sweep of many minutes, not after it.
+fn parse_output_path(s: &str) -> Result<PathBuf, String> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = PathBuf::from(s);
+    if s.is_empty() {
+        return Err("is empty".into());
+    }
+    if path.is_dir() {
+        return Err(format!("{s} is a directory; name a file"));
+    }
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    if !dir.is_dir() {
+        return Err(format!("the folder {} does not exist", dir.display()));
+    }
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| "contains a NUL byte".to_string())?;
+    // SAFETY: c is a valid NUL-terminated path.
+    if unsafe { libc::access(c.as_ptr(), libc::W_OK) } != 0 {
+        return Err(format!("the folder {} is not writable", dir.display()));
+    }
+    Ok(path)
 }
 
 /// A percentage threshold: a finite number, 0 or more (`nan` would never fire).

@@ -88,7 +88,25 @@ pub fn for_each_record(
 
 fn open(path: &Path) -> Result<(String, std::fs::File, u64), ImportError> {
     let name = path.display().to_string();
-    let file = std::fs::File::open(path).map_err(|source| ImportError::Open {
+    // Never a FIFO or device: it would block, or never end.
+    let file = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+            .and_then(|f| {
+                if f.metadata()?.is_file() {
+                    Ok(f)
+                } else {
+                    Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        "not a regular file (a FIFO, device or directory)",
+                    ))
+                }
+            })
+    }
+    .map_err(|source| ImportError::Open {
         path: name.clone(),
         source,
     })?;

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 /// Why a directory or file is not ours alone.
 #[derive(Debug, thiserror::Error)]
 pub enum PrivateError {
-    #[error("cannot create {path}: {source}")]
+    #[error("cannot create {path}")]
     Create {
         path: PathBuf,
         #[source]

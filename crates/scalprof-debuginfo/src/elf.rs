@@ -84,7 +84,7 @@ fn collect_kind<'a>(
 
 impl ElfInfo {
     pub fn open(path: &Path) -> Result<ElfInfo, DebugInfoError> {
-        let file = std::fs::File::open(path).map_err(|source| DebugInfoError::Read {
+        let file = crate::open_regular(path).map_err(|source| DebugInfoError::Read {
             path: path.to_path_buf(),
             source,
         })?;

@@ -27,10 +27,15 @@ pub fn read_layout(path: &Path) -> Result<Layout, DebugInfoError> {
 /// does, by build id): a stripped binary whose debug package is installed keeps its
 /// symbols, types and fields.
 fn read_layout_with_debug_root(path: &Path, debug_root: &Path) -> Result<Layout, DebugInfoError> {
-    let data = std::fs::read(path).map_err(|source| DebugInfoError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let data = crate::open_regular(path)
+        .and_then(|mut f| {
+            let mut v = Vec::new();
+            std::io::Read::read_to_end(&mut f, &mut v).map(|_| v)
+        })
+        .map_err(|source| DebugInfoError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
     let obj = object::File::parse(&*data).map_err(|e| DebugInfoError::Parse {
         path: path.to_path_buf(),
         reason: e.to_string(),

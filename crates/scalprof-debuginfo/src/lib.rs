@@ -17,6 +17,25 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use elf::ElfInfo;
+
+/// Opens a file to read only if it is a regular file, without blocking on the way: a FIFO
+/// or a device given (or planted) where a binary or a perf.data is expected would otherwise
+/// block the reader forever or feed it endless bytes.
+pub fn open_regular(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    // O_NONBLOCK: opening a FIFO for reading waits for a writer without it.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file (a FIFO, device or directory)",
+        ));
+    }
+    Ok(file)
+}
 pub use kallsyms::Kallsyms;
 
 #[derive(Debug, thiserror::Error)]

@@ -54,6 +54,8 @@ pub enum StoreError {
     },
     #[error("{path} has an older schema and cannot be upgraded read-only: open it once where it can be written")]
     OldReadOnly { path: PathBuf },
+    #[error("{path} is a directory: --db names the store's file (e.g. {path}/runs.db)")]
+    IsDirectory { path: PathBuf },
     #[error("run store query failed")]
     Sql(#[from] rusqlite::Error),
     #[error("run {id} has a malformed {field} column")]
@@ -186,6 +188,11 @@ impl Store {
     /// command lines, paths and symbols.
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        if path.is_dir() {
+            return Err(StoreError::IsDirectory {
+                path: path.to_path_buf(),
+            });
+        }
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::DirBuilder::new()
                 .recursive(true)
@@ -263,6 +270,11 @@ impl Store {
         };
         if !path.exists() {
             return Err(StoreError::Missing {
+                path: path.to_path_buf(),
+            });
+        }
+        if path.is_dir() {
+            return Err(StoreError::IsDirectory {
                 path: path.to_path_buf(),
             });
         }

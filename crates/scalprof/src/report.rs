@@ -16,14 +16,17 @@ pub fn write_report(store: &Store, id: i64, out: &Path) -> Result<()> {
         (Some((va, a)), Some((vb, b))) if va != vb => {
             let (wa, wb) = (run.work(*va), run.work(*vb));
             if wa > 0.0 && wb > 0.0 {
-                Some(scalprof_report::flame::diff_svg(
+                // Profiles with no samples (a workload too short to sample) have no diff;
+                // the report says so for each point rather than failing.
+                scalprof_report::flame::diff_svg(
                     a,
                     wa,
                     b,
                     wb,
                     &format!("{} {va} → {vb}, per operation", run.doc.sweep.parameter),
                     Some("red: grew per operation, blue: shrank".into()),
-                )?)
+                )
+                .ok()
             } else {
                 None
             }

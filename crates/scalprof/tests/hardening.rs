@@ -610,3 +610,60 @@ fn pipe_mode_perf_data_is_named_as_such() {
         "{err}"
     );
 }
+
+#[test]
+fn a_fifo_given_as_a_file_is_refused_not_waited_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fifo = tmp.path().join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let db = tmp.path().join("runs.db");
+    for args in [&["import"][..], &["layout"]] {
+        let out = scalprof(&db)
+            .args(args)
+            .arg(&fifo)
+            .timeout(Duration::from_secs(20))
+            .output()
+            .unwrap();
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains("not a regular file"), "{args:?}: {err}");
+    }
+    // A folder given as the store is named as one, not "disk I/O error".
+    let out = scalprof(tmp.path()).arg("runs").output().unwrap();
+    assert!(
+        stderr_of(&out).contains("is a directory"),
+        "{}",
+        stderr_of(&out)
+    );
+}
+
+#[test]
+fn a_report_of_a_run_too_short_to_sample_is_still_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("runs.db");
+    let out = scalprof(&db)
+        .args([
+            "run",
+            "-t",
+            "1,2",
+            "--repeat",
+            "1",
+            "--diagnose",
+            "1",
+            "--no-locks",
+        ])
+        .args(["--", "sh", "-c", "echo ops=$1", "sh", "{threads}"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let html = tmp.path().join("r.html");
+    let out = scalprof(&db)
+        .args(["report", "1", "-o"])
+        .arg(&html)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert!(std::fs::read_to_string(&html).unwrap().contains("<html"));
+}

@@ -24,7 +24,7 @@ pub enum PrivateError {
         #[source]
         source: io::Error,
     },
-    #[error("refusing to use {path}: {reason}; another user could plant files there that scalprof would run or write as you. Remove it (or pick another directory: set XDG_CACHE_HOME, or pass the directory option) and rerun")]
+    #[error("refusing to use {path}: {reason}; another user could plant files there that scalprof would run or write as you. Remove it, or pick a directory only you can write (XDG_CACHE_HOME for the build cache, SUITE_DIR for the suite's files, --out for `corpus`), and rerun")]
     Unsafe { path: PathBuf, reason: String },
 }
 

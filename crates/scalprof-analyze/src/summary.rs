@@ -29,7 +29,7 @@ pub fn assemble(inputs: &RunInputs) -> RunDocument {
     let repeats = inputs.repeats.as_slice();
     let profiles = inputs.profiles.as_slice();
     let lock_profiles = inputs.locks.as_slice();
-    let source = throughput_source(header, repeats);
+    let (source, inferred) = throughput_source(header, repeats);
     let mut points: Vec<Point> = Vec::new();
     let mut values: Vec<u64> = header.sweep.values.clone();
     // Points measured but not in the declared sweep (should not happen) still show up.
@@ -84,6 +84,10 @@ pub fn assemble(inputs: &RunInputs) -> RunDocument {
     };
     let mut warnings = warnings(header, &points);
     warnings.extend(fixed_work(header, &points, source));
+    // First: a sweep that swept nothing makes every other line moot.
+    if let Some(w) = not_swept(header) {
+        warnings.insert(0, w);
+    }
 
     // Profiles: per-point summaries, the scaling diff, and the findings they support.
     let profile_of = |v: u64| profiles.iter().find(|(pv, _)| *pv == v).map(|(_, p)| p);
@@ -252,6 +256,7 @@ pub fn assemble(inputs: &RunInputs) -> RunDocument {
         throughput: ThroughputInfo {
             source,
             unit: source.unit().to_string(),
+            inferred,
             ops_regex: (source == ThroughputSource::Ops).then(|| header.ops_regex.clone()),
         },
         points,
@@ -378,14 +383,98 @@ fn profile_warnings(header: &RunHeader, profiles: &[(u64, PointProfile)]) -> Vec
     out
 }
 
-/// Ops when every successful repeat reported them; otherwise the run's scaling mode.
-fn throughput_source(header: &RunHeader, repeats: &[PointRepeat]) -> ThroughputSource {
+/// Ops when every successful repeat reported them; otherwise the scaling the user gave,
+/// or the one the CPU time shows (with the reason).
+fn throughput_source(
+    header: &RunHeader,
+    repeats: &[PointRepeat],
+) -> (ThroughputSource, Option<String>) {
     let mut ok = repeats.iter().filter(|r| r.repeat.succeeded()).peekable();
     if ok.peek().is_some() && ok.all(|r| r.repeat.ops.is_some()) {
-        ThroughputSource::Ops
-    } else {
-        header.scaling
+        return (ThroughputSource::Ops, None);
     }
+    match header.scaling {
+        Some(s) => (s, None),
+        None => {
+            let (s, why) = infer_scaling(header, repeats);
+            (s, Some(why))
+        }
+    }
+}
+
+/// Weak or strong scaling from the CPU time of the clean repeats: a command whose total
+/// work is fixed uses about the same CPU time at every point (plus what contention adds),
+/// one whose threads each add work uses more in proportion to the parameter — diluted by
+/// the start-up every run pays once (an interpreter's 50 ms against 100 ms of work per
+/// thread grows 1.33× from 1 to 2 threads, not 2×). The boundary is `ratio^(1/4)` (1.19×
+/// from 1 to 2 threads), a quarter of the way from fixed to proportional on a log scale:
+/// chosen on zstd -T (fixed work, 1.04×) and Python threads doing a loop each (1.33×).
+fn infer_scaling(header: &RunHeader, repeats: &[PointRepeat]) -> (ThroughputSource, String) {
+    let p = header.sweep.parameter;
+    let cpu_at = |value: u64| -> Option<f64> {
+        let mut v: Vec<f64> = repeats
+            .iter()
+            .filter(|r| r.value == value && !r.repeat.traced && r.repeat.succeeded())
+            .map(|r| r.repeat.user_s + r.repeat.sys_s)
+            .collect();
+        v.sort_by(f64::total_cmp);
+        (!v.is_empty()).then(|| v[v.len() / 2])
+    };
+    let mut values: Vec<u64> = repeats.iter().map(|r| r.value).collect();
+    values.sort_unstable();
+    values.dedup();
+    let measured: Vec<(u64, f64)> = values
+        .into_iter()
+        .filter_map(|v| cpu_at(v).map(|c| (v, c)))
+        .collect();
+    let (Some(&(v0, c0)), Some(&(v1, c1))) = (measured.first(), measured.last()) else {
+        return (
+            ThroughputSource::Weak,
+            "weak scaling assumed: no point finished to infer it from (--scaling strong if the total work is fixed)".into(),
+        );
+    };
+    let ratio = v1 as f64 / v0 as f64;
+    if v1 != v0 && c1.max(c0) < 0.01 {
+        return (
+            ThroughputSource::Weak,
+            format!("weak scaling assumed: the command used almost no CPU time ({c0:.3} → {c1:.3} s), nothing to infer from (--scaling strong if the total work is fixed)"),
+        );
+    }
+    if v1 == v0 || c0 <= 0.0 {
+        return (
+            ThroughputSource::Weak,
+            format!("weak scaling assumed: one {p} value, nothing to infer from (--scaling strong if the total work is fixed)"),
+        );
+    }
+    let growth = c1 / c0;
+    if growth < ratio.powf(0.25) {
+        (
+            ThroughputSource::Strong,
+            format!("strong scaling, inferred: the CPU time stayed {c0:.2} → {c1:.2} s from {v0} to {v1} {p}, so the total work is fixed (--scaling weak if each thread adds work)"),
+        )
+    } else {
+        (
+            ThroughputSource::Weak,
+            format!("weak scaling, inferred: the CPU time grew {c0:.2} → {c1:.2} s from {v0} to {v1} {p} ({growth:.1}×), so each thread adds work (--scaling strong if the total work is fixed)"),
+        )
+    }
+}
+
+/// The command has no placeholder for the swept parameter.
+fn not_swept(header: &RunHeader) -> Option<Warning> {
+    let p = header.sweep.parameter.as_str();
+    let placeholder = format!("{{{p}}}");
+    if header.sweep.values.len() < 2 || header.command.iter().any(|a| a.contains(&placeholder)) {
+        return None;
+    }
+    Some(Warning {
+        kind: WarningKind::NotSwept,
+        point: None,
+        message: format!(
+            "the command has no {placeholder}: every point ran the same command, unless it reads SCALPROF_{} — put {placeholder} where the command takes its {p} count",
+            p.to_uppercase()
+        ),
+    })
 }
 
 /// The work a point's profiled repeats did, in throughput units (ops, thread-runs or
@@ -524,7 +613,11 @@ pub fn spread(values: impl Iterator<Item = f64>) -> Option<Spread> {
 /// with the thread count. When it stays flat, the command did the same work at every
 /// point, and the weak-scaling speedups are inflated by the thread count.
 fn fixed_work(header: &RunHeader, points: &[Point], source: ThroughputSource) -> Option<Warning> {
-    if source != ThroughputSource::Weak || header.sweep.parameter != SweepParameter::Threads {
+    // Only when the user said weak: an inferred choice says its reason in the header.
+    if source != ThroughputSource::Weak
+        || header.scaling.is_none()
+        || header.sweep.parameter != SweepParameter::Threads
+    {
         return None;
     }
     let cpu = |p: &Point| Some(p.user_s?.median + p.sys_s?.median);
@@ -680,7 +773,7 @@ mod tests {
                 cpu_model: "cpu".into(),
                 pmu: false,
             },
-            scaling: ThroughputSource::Weak,
+            scaling: Some(ThroughputSource::Weak),
             ops_regex: r"ops=(\d+)".into(),
             output_dir: "/tmp".into(),
         }
@@ -835,6 +928,76 @@ mod tests {
         ]);
         let doc = assemble(&RunInputs::timing(header(vec![1, 2]), bimodal));
         assert!(loss_is_real(&doc.points));
+    }
+
+    #[test]
+    fn scaling_is_inferred_from_the_cpu_time_when_not_given() {
+        // (value, wall, cpu) per repeat; no ops printed.
+        let reps = |rows: &[(u64, f64, f64)]| -> Vec<PointRepeat> {
+            rows.iter()
+                .enumerate()
+                .map(|(i, &(v, wall, cpu))| {
+                    let mut r = rep(v, i as u32, wall, None, 0);
+                    r.repeat.user_s = cpu;
+                    r
+                })
+                .collect()
+        };
+        let mut h = header(vec![1, 2]);
+        h.scaling = None;
+        // zstd -T{threads} on a fixed input: CPU flat, wall halves → strong, 1.84×.
+        let fixed = reps(&[
+            (1, 0.694, 0.71),
+            (1, 0.70, 0.71),
+            (2, 0.377, 0.74),
+            (2, 0.38, 0.73),
+        ]);
+        let doc = assemble(&RunInputs::timing(h.clone(), fixed));
+        assert_eq!(doc.throughput.source, ThroughputSource::Strong);
+        assert!(doc
+            .throughput
+            .inferred
+            .as_deref()
+            .unwrap()
+            .contains("strong scaling, inferred"));
+        let s = doc.points[1].speedup.unwrap();
+        assert!((s - 1.84).abs() < 0.05, "{s}");
+        assert!(doc
+            .warnings
+            .iter()
+            .all(|w| w.kind != WarningKind::FixedWork));
+        // Python threads with a loop each, 50 ms of start-up: 0.15 → 0.20 s → weak.
+        let added = reps(&[
+            (1, 0.15, 0.15),
+            (1, 0.15, 0.15),
+            (2, 0.21, 0.20),
+            (2, 0.2, 0.20),
+        ]);
+        let doc = assemble(&RunInputs::timing(h.clone(), added));
+        assert_eq!(doc.throughput.source, ThroughputSource::Weak);
+        // Said explicitly, the user's choice stands (and a flat CPU time is warned about).
+        let mut weak = header(vec![1, 2]);
+        weak.scaling = Some(ThroughputSource::Weak);
+        let fixed = reps(&[(1, 0.694, 0.71), (2, 0.377, 0.74)]);
+        let doc = assemble(&RunInputs::timing(weak, fixed));
+        assert_eq!(doc.throughput.source, ThroughputSource::Weak);
+        assert!(doc.throughput.inferred.is_none());
+    }
+
+    #[test]
+    fn a_command_without_the_placeholder_is_warned_about_first() {
+        let mut h = header(vec![1, 2]);
+        h.command = vec!["sleep".into(), "0.1".into()];
+        let doc = assemble(&RunInputs::timing(
+            h,
+            vec![rep(1, 0, 0.1, None, 0), rep(2, 0, 0.1, None, 0)],
+        ));
+        assert_eq!(doc.warnings[0].kind, WarningKind::NotSwept);
+        let doc = assemble(&RunInputs::timing(
+            header(vec![1, 2]),
+            vec![rep(1, 0, 0.1, None, 0)],
+        ));
+        assert!(doc.warnings.iter().all(|w| w.kind != WarningKind::NotSwept));
     }
 
     #[test]

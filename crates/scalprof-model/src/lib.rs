@@ -386,6 +386,9 @@ pub enum WarningKind {
     /// Weak scaling was assumed (no ops printed), but the CPU time did not grow with the
     /// thread count: the command probably does a fixed amount of work (`--scaling strong`).
     FixedWork,
+    /// The command does not contain the sweep parameter's placeholder: unless it reads
+    /// SCALPROF_THREADS (or SCALPROF_SIZE), every point ran the same thing.
+    NotSwept,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -553,8 +556,9 @@ pub struct RunHeader {
     pub status: RunStatus,
     pub sweep: Sweep,
     pub host: Host,
-    /// Throughput when the workload prints no ops: `weak` or `strong`.
-    pub scaling: ThroughputSource,
+    /// Throughput when the workload prints no ops: `weak` or `strong` as the user said,
+    /// `None` to infer it from the CPU time across the points.
+    pub scaling: Option<ThroughputSource>,
     /// The regex that extracts `ops` from the workload's stdout.
     pub ops_regex: String,
     /// Where the workload's stdout/stderr files are kept.
@@ -649,6 +653,9 @@ pub struct Sampling {
 pub struct ThroughputInfo {
     pub source: ThroughputSource,
     pub unit: String,
+    /// Why weak or strong scaling was chosen when the user did not say (`--scaling`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inferred: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ops_regex: Option<String>,
 }

@@ -33,7 +33,8 @@ pub struct RunOptions {
     pub warmup: u32,
     pub label: Option<String>,
     pub ops_regex: String,
-    pub scaling: ThroughputSource,
+    /// Weak or strong scaling when the workload prints no ops; `None` infers it.
+    pub scaling: Option<ThroughputSource>,
     pub timeout: Option<Duration>,
     pub keep_going: bool,
     /// Profile the diagnosis repeats (`None`: no profiles).

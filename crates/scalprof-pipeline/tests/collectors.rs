@@ -183,7 +183,7 @@ fn options() -> RunOptions {
         warmup: 0,
         label: Some("fallback".into()),
         ops_regex: r"ops=(\d+)".into(),
-        scaling: ThroughputSource::Weak,
+        scaling: Some(ThroughputSource::Weak),
         timeout: None,
         keep_going: false,
         sampling: Some(SamplingConfig::default()),

@@ -88,6 +88,10 @@ pub fn summary_with(doc: &RunDocument, all_locks: bool) -> String {
         }
     );
     out += &format!("throughput: {}\n", throughput_source_line(doc));
+    // Warnings that make the rest of the screen moot come first, not at its end.
+    for w in doc.warnings.iter().filter(|w| is_headline_warning(w.kind)) {
+        out += &format!("  ! {}\n", w.message);
+    }
     let verdicts: Vec<String> = doc
         .points
         .iter()
@@ -167,9 +171,14 @@ pub fn summary_with(doc: &RunDocument, all_locks: bool) -> String {
     if let Some(c) = &doc.complexity {
         out += &complexity_table(c);
     }
-    if !doc.warnings.is_empty() {
+    let rest: Vec<_> = doc
+        .warnings
+        .iter()
+        .filter(|w| !is_headline_warning(w.kind))
+        .collect();
+    if !rest.is_empty() {
         out += "\nwarnings:\n";
-        for w in &doc.warnings {
+        for w in rest {
             out += &format!("  ! {}\n", w.message);
         }
     }
@@ -298,8 +307,22 @@ fn plural(n: usize) -> &'static str {
     }
 }
 
+/// A sweep that swept nothing, or throughput computed on a wrong assumption: said under
+/// the header, before any number.
+fn is_headline_warning(kind: scalprof_model::WarningKind) -> bool {
+    use scalprof_model::WarningKind::*;
+    matches!(kind, NotSwept | FixedWork)
+}
+
 fn throughput_source_line(doc: &RunDocument) -> String {
     use scalprof_model::ThroughputSource::*;
+    if let Some(why) = &doc.throughput.inferred {
+        let formula = match doc.throughput.source {
+            Strong => "throughput = 1 / wall",
+            _ => "throughput = N / wall",
+        };
+        return format!("{} — no ops line; {why}; {formula}", doc.throughput.unit);
+    }
     match doc.throughput.source {
         Ops => format!(
             "{} — operations printed by the workload ({}) per second of wall time",

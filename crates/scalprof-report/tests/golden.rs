@@ -130,7 +130,7 @@ fn inputs() -> scalprof_model::RunInputs {
             cpu_model: "Test CPU".into(),
             pmu: false,
         },
-        scaling: ThroughputSource::Weak,
+        scaling: Some(ThroughputSource::Weak),
         ops_regex: r"ops=(\d+)".into(),
         output_dir: "/tmp/runs.db.d/7".into(),
     };

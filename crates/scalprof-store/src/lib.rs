@@ -79,7 +79,7 @@ const MIGRATIONS: &[&str] = &[
         parameter     TEXT NOT NULL,
         sweep_values  TEXT NOT NULL,   -- JSON array of integers
         host          TEXT NOT NULL,   -- JSON object (scalprof_model::Host)
-        scaling       TEXT NOT NULL,   -- weak | strong
+        scaling       TEXT NOT NULL,   -- weak | strong | auto (inferred when read)
         ops_regex     TEXT NOT NULL,
         output_dir    TEXT NOT NULL,
         recorder_pid  INTEGER,
@@ -170,7 +170,8 @@ pub struct NewRun {
     pub command: Vec<String>,
     pub sweep: Sweep,
     pub host: Host,
-    pub scaling: ThroughputSource,
+    /// `None`: infer weak or strong scaling when the run is analyzed.
+    pub scaling: Option<ThroughputSource>,
     pub ops_regex: String,
 }
 
@@ -437,7 +438,7 @@ impl Store {
                 run.sweep.parameter.as_str(),
                 json(&run.sweep.values),
                 json(&run.host),
-                run.scaling.as_str(),
+                run.scaling.map_or("auto", ThroughputSource::as_str),
                 run.ops_regex,
                 std::process::id(),
             ],
@@ -759,10 +760,10 @@ impl Store {
                 values: parse(id, "sweep_values", &values)?,
             },
             host: parse(id, "host", &host)?,
-            scaling: if scaling == "strong" {
-                ThroughputSource::Strong
-            } else {
-                ThroughputSource::Weak
+            scaling: match scaling.as_str() {
+                "strong" => Some(ThroughputSource::Strong),
+                "auto" => None,
+                _ => Some(ThroughputSource::Weak),
             },
             ops_regex,
             output_dir,

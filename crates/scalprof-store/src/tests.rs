@@ -16,7 +16,7 @@ fn new_run(label: &str) -> NewRun {
             cpu_model: "test".into(),
             pmu: false,
         },
-        scaling: ThroughputSource::Weak,
+        scaling: Some(ThroughputSource::Weak),
         ops_regex: r"ops=(\d+)".into(),
     }
 }

@@ -262,8 +262,10 @@ pub struct RunArgs {
 
     /// Throughput when the workload prints no ops line: `weak` if each thread does the same
     /// work (throughput = N / wall), `strong` if the total work is fixed (1 / wall).
-    #[arg(long, value_enum, default_value_t = Scaling::Weak)]
-    pub scaling: Scaling,
+    /// Default: inferred from the CPU time across the points (flat = fixed work), and the
+    /// header says which and why.
+    #[arg(long, value_enum)]
+    pub scaling: Option<Scaling>,
 
     /// Kill a repeat's process group after this long (e.g. `30s`, `2m`); use for workloads
     /// that can hang. The repeat is kept, marked timed out.

@@ -217,10 +217,10 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 warmup: args.warmup,
                 label: args.label,
                 ops_regex: args.ops_regex,
-                scaling: match args.scaling {
+                scaling: args.scaling.map(|s| match s {
                     Scaling::Weak => ThroughputSource::Weak,
                     Scaling::Strong => ThroughputSource::Strong,
-                },
+                }),
                 timeout: args.timeout,
                 keep_going: args.keep_going,
                 sampling: (!args.no_profile).then(|| scalprof_collect::perf::SamplingConfig {
@@ -431,7 +431,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 warmup: 0,
                 label: args.label,
                 ops_regex: r"ops=(\d+)".into(),
-                scaling: ThroughputSource::Strong,
+                scaling: Some(ThroughputSource::Strong),
                 timeout: None,
                 keep_going: false,
                 sampling: Some(scalprof_collect::perf::SamplingConfig {
@@ -533,7 +533,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 warmup: 0,
                 label: None,
                 ops_regex: r"ops=(\d+)".into(),
-                scaling: ThroughputSource::Weak,
+                scaling: Some(ThroughputSource::Weak),
                 timeout: None,
                 keep_going: true,
                 sampling: None,
@@ -678,7 +678,7 @@ fn demo(db: &Option<std::path::PathBuf>, args: cli::DemoArgs) -> Result<ExitCode
             warmup: 0,
             label: Some(format!("demo-{name}")),
             ops_regex: r"ops=(\d+)".into(),
-            scaling: ThroughputSource::Weak,
+            scaling: Some(ThroughputSource::Weak),
             timeout: Some(std::time::Duration::from_secs(120)),
             keep_going: false,
             sampling: Some(Default::default()),

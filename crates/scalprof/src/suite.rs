@@ -209,7 +209,7 @@ pub fn suite(store: &Store, args: SuiteArgs, interrupt: &Interrupt) -> Result<Su
             warmup: 0,
             label: Some(format!("suite-{}-{mode}", test.name)),
             ops_regex: r"ops=(\d+)".into(),
-            scaling: ThroughputSource::Weak,
+            scaling: Some(ThroughputSource::Weak),
             timeout: Some(timeout),
             // A test that fails or hangs is recorded, and the suite goes on.
             keep_going: true,

@@ -330,6 +330,36 @@ fn spread_note(p: &Point) -> String {
         .unwrap_or_default()
 }
 
+/// Binaries whose code without a symbol (`[pigz]` frames) is in at least 10% of the
+/// samples, with that share, most first.
+fn unnamed_binaries(p: &PointProfile) -> Vec<(String, f64)> {
+    let total: u64 = p.folded.iter().map(|s| s.samples).sum();
+    if total == 0 {
+        return Vec::new();
+    }
+    let mut by: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
+    for s in &p.folded {
+        let mut seen: Vec<&str> = Vec::new();
+        for f in s.stack.split(';') {
+            if let Some(b) = f.strip_prefix('[').and_then(|f| f.strip_suffix(']')) {
+                if !matches!(b, "unknown" | "k" | "vdso" | "anon") && !seen.contains(&b) {
+                    seen.push(b);
+                }
+            }
+        }
+        for b in seen {
+            *by.entry(b).or_default() += s.samples;
+        }
+    }
+    let mut out: Vec<(String, f64)> = by
+        .into_iter()
+        .map(|(b, n)| (b.to_string(), n as f64 / total as f64))
+        .filter(|(_, share)| *share >= 0.10)
+        .collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1));
+    out
+}
+
 /// Lost samples, truncated stacks and unresolved frames, when they are large enough to
 /// mislead.
 fn profile_warnings(header: &RunHeader, profiles: &[(u64, PointProfile)]) -> Vec<Warning> {
@@ -351,7 +381,8 @@ fn profile_warnings(header: &RunHeader, profiles: &[(u64, PointProfile)]) -> Vec
                 100.0 * st.truncated_stacks as f64 / st.samples as f64
             ));
         }
-        if st.frames > 0 && st.unresolved_frames * 10 > st.frames {
+        if unnamed_binaries(p).is_empty() && st.frames > 0 && st.unresolved_frames * 10 > st.frames
+        {
             problems.push(format!(
                 "{:.0}% of frames have no symbol (stripped binaries? install debug symbols)",
                 100.0 * st.unresolved_frames as f64 / st.frames as f64
@@ -379,6 +410,34 @@ fn profile_warnings(header: &RunHeader, profiles: &[(u64, PointProfile)]) -> Vec
                 ),
             });
         }
+    }
+    // Stripped binaries: said once, from the last profile, with what to install.
+    let unnamed = profiles
+        .last()
+        .map(|(_, p)| unnamed_binaries(p))
+        .unwrap_or_default();
+    if !unnamed.is_empty() {
+        // A program's package is usually its name; a library's is not (libz.so is zlib1g's).
+        let example = unnamed
+            .iter()
+            .find(|(b, _)| !b.contains(".so"))
+            .map(|(b, _)| format!("e.g. `apt-get install {b}-dbgsym`; "))
+            .unwrap_or_default();
+        let list: Vec<String> = unnamed
+            .iter()
+            .map(|(b, share)| format!("{b} (in {:.0}% of samples)", share * 100.0))
+            .collect();
+        out.push(Warning {
+            kind: WarningKind::ProfileQuality,
+            point: None,
+            message: format!(
+                "profile: code without names in {}: stripped binaries; install their debug \
+                 symbols, which scalprof reads from /usr/lib/debug (Debian: the -dbgsym \
+                 packages from the debian-debug archive, {example}`dpkg -S FILE` names a \
+                 library's package)",
+                list.join(", "),
+            ),
+        });
     }
     out
 }
@@ -982,6 +1041,49 @@ mod tests {
         let doc = assemble(&RunInputs::timing(weak, fixed));
         assert_eq!(doc.throughput.source, ThroughputSource::Weak);
         assert!(doc.throughput.inferred.is_none());
+    }
+
+    #[test]
+    fn stripped_binaries_are_named_once_with_the_package_to_install() {
+        let stack = |s: &str, n: u64| scalprof_model::FoldedStack {
+            stack: s.into(),
+            samples: n,
+            weight: n * 1000,
+        };
+        let profile = PointProfile {
+            event: "cpu-clock".into(),
+            frequency: 999,
+            stats: scalprof_model::ProfileStats {
+                samples: 100,
+                frames: 500,
+                unresolved_frames: 300,
+                kernel_stacks: true,
+                ..Default::default()
+            },
+            folded: vec![
+                stack(
+                    "pigz;clone3;start_thread;[pigz];deflate;[libz.so.1.2.13]",
+                    95,
+                ),
+                stack("pigz;main;write_all", 5),
+            ],
+            ..Default::default()
+        };
+        let mut inputs = RunInputs::timing(
+            header(vec![1, 2]),
+            vec![rep(1, 0, 1.0, Some(1), 0), rep(2, 0, 1.0, Some(2), 0)],
+        );
+        inputs.profiles = vec![(1, profile.clone()), (2, profile)];
+        let doc = assemble(&inputs);
+        let w: Vec<&str> = doc
+            .warnings
+            .iter()
+            .filter(|w| w.message.contains("without names"))
+            .map(|w| w.message.as_str())
+            .collect();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].contains("pigz (in 95% of samples)"), "{}", w[0]);
+        assert!(w[0].contains("apt-get install pigz-dbgsym"), "{}", w[0]);
     }
 
     #[test]

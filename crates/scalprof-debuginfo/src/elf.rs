@@ -68,7 +68,10 @@ fn collect_kind<'a>(
     syms: impl Iterator<Item = object::Symbol<'a, 'a>>,
     kind: SymbolKind,
 ) -> Vec<Symbol> {
-    syms.filter(|s| s.kind() == kind && s.address() != 0)
+    // An undefined symbol can carry an address too: in an executable that takes a shared
+    // library function's address (pigz and `malloc`), `.dynsym` gives the import its PLT
+    // slot's address. Taken for a function, it named all the code after it `malloc`.
+    syms.filter(|s| s.kind() == kind && s.address() != 0 && !s.is_undefined())
         .filter_map(|s| {
             // Versioned names from a symtab ("pthread_mutex_lock@@GLIBC_2.2.5") lose the
             // version: people grep for the plain name.
@@ -345,6 +348,52 @@ mod tests {
         // C names, and names that only look mangled, stay as they are.
         assert_eq!(demangle("pthread_mutex_lock"), "pthread_mutex_lock");
         assert_eq!(demangle("_Zombie"), "_Zombie");
+    }
+
+    #[test]
+    fn an_import_with_a_plt_address_does_not_name_the_code_after_it() {
+        let dir = std::env::temp_dir().join(format!("scalprof-plt-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let src = dir.join("p.c");
+        // Taking malloc's address in non-PIE code makes the linker give the undefined
+        // `.dynsym` symbol malloc a value: its canonical PLT entry, before `worker`.
+        std::fs::write(
+            &src,
+            "#include <stdlib.h>\nvoid *(*volatile alloc)(size_t);\n\
+             __attribute__((noinline)) long worker(long n) { long s = 0; for (long i = 0; i < n; i++) s += i ^ (s >> 3); return s; }\n\
+             int main(int c, char **v) { (void)v; alloc = malloc; free(alloc(8)); return (int)worker(c * 1000); }\n",
+        )
+        .unwrap();
+        let bin = dir.join("p");
+        let cc = std::process::Command::new("cc")
+            .args(["-O1", "-no-pie", "-fno-pie", "-o"])
+            .arg(&bin)
+            .arg(&src)
+            .status();
+        let Ok(st) = cc else {
+            eprintln!("skipped: no C compiler");
+            return;
+        };
+        assert!(st.success());
+        let worker = ElfInfo::open(&bin)
+            .unwrap()
+            .symbol_address("worker")
+            .unwrap();
+        let stripped = dir.join("p-stripped");
+        let strip = std::process::Command::new("strip")
+            .arg("-o")
+            .arg(&stripped)
+            .arg(&bin)
+            .status()
+            .unwrap();
+        assert!(strip.success());
+        let info = ElfInfo::open(&stripped).unwrap();
+        assert_eq!(
+            info.symbol(worker + 4),
+            None,
+            "stripped code named after an import"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

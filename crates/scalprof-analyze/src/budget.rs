@@ -394,9 +394,11 @@ pub fn is_budgeted(kind: FindingKind) -> bool {
 }
 
 /// Scores the findings from the last point's budget: a finding's score is its cause's
-/// share (the efficiency points it costs), and its what-if the speedup without it. A
-/// budgeted finding whose cause is below [`MIN_SHARE`] is dropped.
-pub fn score_findings(findings: &mut Vec<Finding>, last: &Point) {
+/// share (the efficiency points it costs), and its what-if the speedup without it — at
+/// most the point's thread count and the machine's `cpus` (0: unknown), since removing a
+/// cause cannot run more threads at once than there are CPUs. A budgeted finding whose
+/// cause is below [`MIN_SHARE`] is dropped.
+pub fn score_findings(findings: &mut Vec<Finding>, last: &Point, cpus: u64) {
     let Some(b) = &last.budget else { return };
     findings.retain_mut(|f| {
         if !is_budgeted(f.kind) {
@@ -410,9 +412,14 @@ pub fn score_findings(findings: &mut Vec<Finding>, last: &Point) {
             return false;
         };
         f.score = c.share;
+        let ceiling = if cpus > 0 {
+            last.value.min(cpus)
+        } else {
+            last.value
+        } as f64;
         f.what_if = Some(WhatIf {
             value: last.value,
-            speedup: (b.useful + c.share) * last.value as f64,
+            speedup: ((b.useful + c.share) * last.value as f64).min(ceiling),
         });
         c.share >= MIN_SHARE
     });
@@ -597,7 +604,7 @@ mod tests {
             what_if: None,
         }];
         assert!(points[1].budget.as_ref().unwrap().causes[0].share <= 0.035 + 1e-9);
-        score_findings(&mut findings, &points[1]);
+        score_findings(&mut findings, &points[1], 0);
         assert!(
             findings.is_empty(),
             "below 5% of the thread-time: no finding"
@@ -619,7 +626,7 @@ mod tests {
             details: Default::default(),
             what_if: None,
         }];
-        score_findings(&mut findings, &points[1]);
+        score_findings(&mut findings, &points[1], 0);
         assert!((findings[0].score - 0.4).abs() < 1e-9);
         let w = findings[0].what_if.unwrap();
         assert_eq!(w.value, 2);

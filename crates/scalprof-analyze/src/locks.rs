@@ -722,17 +722,39 @@ pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
             scope: Some(scope),
             subject: name.clone(),
             score,
-            evidence: last.process.as_ref().map_or(String::new(), |p| format!("in {p} (attached): ")) + &format!(
-                "{lock_type}: wait per op {} ns at {} threads{}; {} {}, avg {:.1} µs, max {:.1} µs{}",
-                fmt_list(&per_op),
-                values.last().expect("point"),
-                if single { String::new() } else { format!(" (was {:.0} ns at {})", per_op[0], values[0]) },
-                last.count,
-                if lock_type.is_blocked_wait() { "waits" } else { "contended waits" },
-                last.avg_wait_ns() / 1e3,
-                last.max_wait_ns as f64 / 1e3,
-                if callers.is_empty() { String::new() } else { format!("; callers: {}", callers.join(", ")) },
-            ) + &last.woken_by.as_ref().map_or(String::new(), |p| format!("; woken by {p}")),
+            evidence: last
+                .process
+                .as_ref()
+                .map_or(String::new(), |p| format!("in {p} (attached): "))
+                + &format!(
+                    "{lock_type}: wait per op {} at {} threads{}; {} {}, avg {}, max {}{}",
+                    fmt_list(&per_op),
+                    values.last().expect("point"),
+                    if single {
+                        String::new()
+                    } else {
+                        format!(" (was {} at {})", human_ns(per_op[0]), values[0])
+                    },
+                    last.count,
+                    if lock_type.is_blocked_wait() {
+                        "waits"
+                    } else {
+                        "contended waits"
+                    },
+                    human_ns(last.avg_wait_ns()),
+                    // The largest wait is at least the average (they come from separate
+                    // aggregations: a dropped ring record can leave max below avg).
+                    human_ns((last.max_wait_ns as f64).max(last.avg_wait_ns())),
+                    if callers.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; callers: {}", callers.join(", "))
+                    },
+                )
+                + &last
+                    .woken_by
+                    .as_ref()
+                    .map_or(String::new(), |p| format!("; woken by {p}")),
             suggestion: suggestion(&lock_type, scope, &name),
             details: FindingDetails::Lock(LockDetails {
                 lock_type: lock_type.clone(),
@@ -765,9 +787,24 @@ fn suggestion(kind: &LockKind, scope: Scope, name: &str) -> String {
 
 fn fmt_list(v: &[f64]) -> String {
     v.iter()
-        .map(|x| format!("{x:.0}"))
+        .map(|x| human_ns(*x))
         .collect::<Vec<_>>()
         .join(" → ")
+}
+
+/// A duration in nanoseconds in the unit a person reads it in: `850 ns`, `23.2 µs`,
+/// `73.2 ms`, `1.35 s`.
+pub fn human_ns(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1e9 {
+        format!("{:.2} s", v / 1e9)
+    } else if a >= 1e6 {
+        format!("{:.1} ms", v / 1e6)
+    } else if a >= 1e3 {
+        format!("{:.1} µs", v / 1e3)
+    } else {
+        format!("{v:.0} ns")
+    }
 }
 
 #[cfg(test)]

@@ -190,7 +190,7 @@ pub fn assemble(inputs: &RunInputs) -> RunDocument {
             p.budget = b;
         }
         if let Some(last) = points.last() {
-            budget::score_findings(&mut findings, last);
+            budget::score_findings(&mut findings, last, header.host.cpus as u64);
         }
     }
     if threads && !loss_is_real(&points) {

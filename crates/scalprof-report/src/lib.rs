@@ -198,6 +198,9 @@ pub fn summary_with(doc: &RunDocument, all_locks: bool) -> String {
                     w.speedup, w.value, doc.sweep.parameter
                 );
             }
+            if !f.suggestion.is_empty() {
+                out += &format!("         what to do: {}\n", one_line(&f.suggestion));
+            }
         }
     }
     out += &format!("\nworkload output: {}\n", doc.output_dir);

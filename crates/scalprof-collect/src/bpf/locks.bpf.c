@@ -155,6 +155,7 @@ struct ustart {
 	s32 kstack;   /* kernel stack of a sampled system-call wait, or -1 */
 	u32 sliced;   /* preempted by an untraced task: `rq_slices` may hold its slices */
 	u64 runnable; /* woken or preempted at: waiting for a CPU since */
+	u64 ended_ns; /* length of the wait that ended last (its wakeup latency may follow) */
 };
 
 struct {
@@ -554,6 +555,7 @@ static __always_inline void end_wait(struct ustart *st, u32 tgid, u32 tid, u64 n
 	struct ukey key = { .uaddr = st->uaddr, .tgid = tgid, .op = st->op };
 	u64 start = st->ts;
 	st->ts = 0;
+	st->ended_ns = wait;
 	if (st->kind == WAIT_SYSCALL) {
 		account(&syscall_waits, &key, wait);
 		if (st->kstack >= 0) {
@@ -624,12 +626,17 @@ int BPF_PROG(on_wakeup_new, struct task_struct *p)
 	return 0;
 }
 
-/* Time added to a wait already counted: the latency of its wakeup. */
-static __always_inline void add_time(void *map, void *key, u64 ns)
+/* Time added to a wait already counted (`ended`): the latency of its wakeup. The wait
+ * is that much longer, so it may be the longest: a total with no maximum to match read
+ * as a maximum below the average. */
+static __always_inline void add_time(void *map, void *key, u64 ns, u64 ended)
 {
 	struct stat *s = bpf_map_lookup_elem(map, key);
-	if (s)
-		__sync_fetch_and_add(&s->total_ns, ns);
+	if (!s)
+		return;
+	__sync_fetch_and_add(&s->total_ns, ns);
+	if (ended + ns > s->max_ns)
+		s->max_ns = ended + ns;
 }
 
 /* A task runs: a wait no wakeup ended ends now, and so does its wait for a CPU. When it
@@ -652,7 +659,7 @@ static __always_inline void on_run(struct task_struct *next, u64 now, int from_i
 	if (from_idle && st->woken && !st->sliced) {
 		struct ukey key = { .uaddr = st->uaddr, .tgid = tgid, .op = st->op };
 		add_time(st->kind == WAIT_SYSCALL ? (void *)&syscall_waits : (void *)&user_locks,
-			 &key, wait);
+			 &key, wait, st->ended_ns);
 		st->woken = 0;
 		st->runnable = 0;
 		return;

@@ -62,6 +62,22 @@ pub fn check_shape(doc: &Value, shape: &Value, path: &str) {
 /// scores its cause's share at the last point.
 pub fn check_budgets(doc: &Value) {
     let points = doc["points"].as_array().unwrap();
+    // A lock row's longest wait is at least its average one (a wakeup's latency added to
+    // a wait's total once left the maximum behind).
+    for (i, p) in points.iter().enumerate() {
+        let rows = p["locks"]["rows"].as_array().cloned().unwrap_or_default();
+        for r in rows {
+            let count = r["count"].as_u64().unwrap_or(0);
+            if count == 0 {
+                continue;
+            }
+            let avg = r["total_wait_ns"].as_u64().unwrap() / count;
+            assert!(
+                r["max_wait_ns"].as_u64().unwrap() >= avg,
+                "$.points[{i}].locks: max below average in {r}"
+            );
+        }
+    }
     for (i, p) in points.iter().enumerate() {
         let Some(b) = p.get("budget") else { continue };
         let causes: f64 = b["causes"]

@@ -3,7 +3,9 @@
 //! verdict, "No difference proven at 95.0% confidence", when there is none. Plus the lock
 //! tables and findings that changed.
 
-use scalprof_model::compare::{Comparison, LockChange, MetricComparison, PointComparison, Welch};
+use scalprof_model::compare::{
+    Comparison, Gate, LockChange, MetricComparison, PointComparison, Ratio, Welch,
+};
 use scalprof_model::locks::Scope;
 use scalprof_model::suite::{
     SuiteComparison, SuiteDocument, TestComparison, TestResult, SUITE_COMPARE_SCHEMA,
@@ -131,6 +133,87 @@ fn per_repeat(doc: &RunDocument, p: &Point) -> Vec<(String, Vec<f64>)> {
     ]
 }
 
+/// The interval of the mean difference of `b − a` at `confidence` (Welch–Satterthwaite).
+fn welch_interval(a: &[f64], b: &[f64], confidence: f64) -> Option<(f64, [f64; 2])> {
+    if a.len() < 2 || b.len() < 2 {
+        return None;
+    }
+    let (ma, va) = mean_var(a);
+    let (mb, vb) = mean_var(b);
+    let (sa, sb) = (va / a.len() as f64, vb / b.len() as f64);
+    let d = mb - ma;
+    let se = (sa + sb).sqrt();
+    if se == 0.0 {
+        return Some((d, [d, d]));
+    }
+    let dof = (sa + sb).powi(2)
+        / (sa.powi(2) / (a.len() as f64 - 1.0) + sb.powi(2) / (b.len() as f64 - 1.0));
+    let q = StudentsT::new(0.0, 1.0, dof)
+        .ok()?
+        .inverse_cdf(0.5 + confidence / 2.0);
+    Some((d, [d - q * se, d + q * se]))
+}
+
+/// B's throughput over A's: Welch's interval on the logarithms of the per-repeat rates,
+/// exponentiated (a ratio's interval is symmetric on a log scale, as hyperfine's "X ran
+/// 3.82 ± 0.2 times faster" reads it). `points` is how many points are compared at once,
+/// for the family-wise interval.
+fn throughput_ratio(a: &[f64], b: &[f64], points: usize) -> Option<Ratio> {
+    if a.iter().chain(b).any(|x| *x <= 0.0) {
+        return None;
+    }
+    let (la, lb): (Vec<f64>, Vec<f64>) = (
+        a.iter().map(|x| x.ln()).collect(),
+        b.iter().map(|x| x.ln()).collect(),
+    );
+    let (d, ci) = welch_interval(&la, &lb, CONFIDENCE)?;
+    let family = 1.0 - (1.0 - CONFIDENCE) / points.max(1) as f64;
+    let (_, cf) = welch_interval(&la, &lb, family)?;
+    Some(Ratio {
+        ratio: d.exp(),
+        ci95: [ci[0].exp(), ci[1].exp()],
+        ci_family: [cf[0].exp(), cf[1].exp()],
+    })
+}
+
+/// "B is 7.02× faster [6.1–7.9×]" or "B is 1.28× slower […]".
+pub fn ratio_words(r: &Ratio) -> String {
+    if r.ratio >= 1.0 {
+        format!(
+            "{:.2}× faster [{:.2}–{:.2}×, 95%]",
+            r.ratio, r.ci95[0], r.ci95[1]
+        )
+    } else {
+        format!(
+            "{:.2}× slower [{:.2}–{:.2}×, 95%]",
+            1.0 / r.ratio,
+            1.0 / r.ci95[1],
+            1.0 / r.ci95[0]
+        )
+    }
+}
+
+/// The gate: B fails where its throughput is below A's by more than `pct` percent for the
+/// whole family-wise interval (so a −7% ± 7% estimate from 2 repeats does not fail it).
+pub fn gate(c: &Comparison, pct: f64) -> Gate {
+    let limit = 1.0 - pct / 100.0;
+    let mut slower = Vec::new();
+    let mut untested = Vec::new();
+    for p in &c.points {
+        match &p.throughput_ratio {
+            Some(r) if r.ci_family[1] < limit => slower.push(p.value),
+            Some(_) => {}
+            None => untested.push(p.value),
+        }
+    }
+    Gate {
+        threshold_pct: pct,
+        failed: !slower.is_empty(),
+        slower_points: slower,
+        untested_points: untested,
+    }
+}
+
 /// Compares run B against run A, point by point (points present in both).
 pub fn compare(a: &RunDocument, b: &RunDocument) -> Comparison {
     let mut points = Vec::new();
@@ -145,6 +228,20 @@ pub fn compare(a: &RunDocument, b: &RunDocument) -> Comparison {
             .zip(&mb)
             .filter_map(|((name, xa), (_, xb))| metric(name, xa, xb))
             .collect();
+        let rates = |d: &RunDocument, p: &Point| -> Vec<f64> {
+            p.repeats
+                .iter()
+                .filter(|r| r.succeeded())
+                .filter_map(|r| repeat_throughput(p.value, r, d.throughput.source))
+                .collect()
+        };
+        let common = a
+            .points
+            .iter()
+            .filter(|x| b.points.iter().any(|y| y.value == x.value))
+            .count();
+        let throughput_ratio = throughput_ratio(&rates(a, pa), &rates(b, pb), common);
+        let efficiency = pa.efficiency.zip(pb.efficiency).map(|(x, y)| [x, y]);
         let mut locks = Vec::new();
         if let (Some(la), Some(lb)) = (&pa.locks, &pb.locks) {
             let mut names: Vec<(Scope, String)> = Vec::new();
@@ -173,6 +270,8 @@ pub fn compare(a: &RunDocument, b: &RunDocument) -> Comparison {
         }
         points.push(PointComparison {
             value: pa.value,
+            throughput_ratio,
+            efficiency,
             metrics,
             locks,
         });
@@ -204,27 +303,75 @@ pub fn compare(a: &RunDocument, b: &RunDocument) -> Comparison {
             a.host.kernel, a.host.cpus, b.host.kernel, b.host.cpus
         ));
     }
+    let findings_appeared: Vec<String> = kb.iter().filter(|k| !ka.contains(k)).cloned().collect();
+    let findings_disappeared: Vec<String> =
+        ka.iter().filter(|k| !kb.contains(k)).cloned().collect();
+    let verdict = verdict(
+        &points,
+        &a.sweep.parameter.to_string(),
+        &findings_appeared,
+        &findings_disappeared,
+    );
     Comparison {
         schema: "scalprof.compare/1".into(),
         a: a.id.clone(),
         b: b.id.clone(),
         confidence: CONFIDENCE,
         points,
-        findings_appeared: kb.iter().filter(|k| !ka.contains(k)).cloned().collect(),
-        findings_disappeared: ka.iter().filter(|k| !kb.contains(k)).cloned().collect(),
+        findings_appeared,
+        findings_disappeared,
         warnings,
+        verdict,
+        gate: None,
     }
 }
 
-/// Points where B's throughput is proven lower than A's by more than `pct` percent.
+/// "B is 7.02× faster at 2 threads [6.10–7.95×, 95%]; efficiency 13% → 96%; gone:
+/// false_sharing: vm_cnt" — from the last common point with a ratio.
+fn verdict(
+    points: &[PointComparison],
+    parameter: &str,
+    appeared: &[String],
+    gone: &[String],
+) -> String {
+    let Some(p) = points.iter().rev().find(|p| p.throughput_ratio.is_some()) else {
+        return match points.last() {
+            Some(p) => format!(
+                "not enough repeats to compare at {} {parameter} (2 or more on each side: --repeat 3)",
+                p.value
+            ),
+            None => "no sweep point in common".into(),
+        };
+    };
+    let r = p.throughput_ratio.expect("found above");
+    let mut s = if r.ci95[0] <= 1.0 && r.ci95[1] >= 1.0 {
+        format!(
+            "no difference proven at {} {parameter} (B/A = {:.2} [{:.2}–{:.2}], 95%)",
+            p.value, r.ratio, r.ci95[0], r.ci95[1]
+        )
+    } else {
+        format!("B is {} at {} {parameter}", ratio_words(&r), p.value)
+    };
+    if let Some([ea, eb]) = p.efficiency {
+        s += &format!("; efficiency {:.0}% → {:.0}%", ea * 100.0, eb * 100.0);
+    }
+    if !gone.is_empty() {
+        s += &format!("; gone: {}", gone.join(", "));
+    }
+    if !appeared.is_empty() {
+        s += &format!("; new: {}", appeared.join(", "));
+    }
+    s
+}
+
+/// Points where B's throughput is shown lower than A's by more than `pct` percent (see
+/// [`gate`]), with B's change in percent.
 pub fn slower_points(c: &Comparison, pct: f64) -> Vec<(u64, f64)> {
+    let g = gate(c, pct);
     c.points
         .iter()
-        .filter_map(|p| {
-            let m = p.metrics.iter().find(|m| m.metric == "throughput")?;
-            let d = m.difference_pct?;
-            (m.significant && d < -pct).then_some((p.value, d))
-        })
+        .filter(|p| g.slower_points.contains(&p.value))
+        .filter_map(|p| Some((p.value, (p.throughput_ratio?.ratio - 1.0) * 100.0)))
         .collect()
 }
 
@@ -236,17 +383,24 @@ pub fn compare_rates(
     b_id: &str,
     b: &[(u64, Vec<f64>)],
 ) -> Comparison {
-    let points = a
+    let common = a
+        .iter()
+        .filter(|(v, _)| b.iter().any(|(w, _)| w == v))
+        .count();
+    let points: Vec<PointComparison> = a
         .iter()
         .filter_map(|(value, xa)| {
             let (_, xb) = b.iter().find(|(v, _)| v == value)?;
             Some(PointComparison {
                 value: *value,
+                throughput_ratio: throughput_ratio(xa, xb, common),
+                efficiency: None,
                 metrics: metric("throughput", xa, xb).into_iter().collect(),
                 locks: Vec::new(),
             })
         })
         .collect();
+    let verdict = verdict(&points, "workers", &[], &[]);
     Comparison {
         schema: "scalprof.compare/1".into(),
         a: a_id.into(),
@@ -256,6 +410,8 @@ pub fn compare_rates(
         findings_appeared: Vec::new(),
         findings_disappeared: Vec::new(),
         warnings: Vec::new(),
+        verdict,
+        gate: None,
     }
 }
 
@@ -318,6 +474,53 @@ mod tests {
 
     /// Reference: SciPy 1.x `stats.ttest_ind(b, a, equal_var=False)` and its
     /// `confidence_interval(0.95)` → t 7.21605, df 7.17415, p 1.55497e-4, CI 0.72783 .. 1.43217.
+    #[test]
+    fn the_gate_fires_only_on_a_slowdown_shown_beyond_its_threshold() {
+        let pc = |value: u64, a: &[f64], b: &[f64], k: usize| PointComparison {
+            value,
+            throughput_ratio: throughput_ratio(a, b, k),
+            efficiency: None,
+            metrics: Vec::new(),
+            locks: Vec::new(),
+        };
+        let cmp = |points: Vec<PointComparison>| Comparison {
+            schema: "scalprof.compare/1".into(),
+            a: "1".into(),
+            b: "2".into(),
+            confidence: CONFIDENCE,
+            points,
+            findings_appeared: Vec::new(),
+            findings_disappeared: Vec::new(),
+            warnings: Vec::new(),
+            verdict: String::new(),
+            gate: None,
+        };
+        // The issue's case: −7.3% from 2 repeats, ± about 7%: not shown beyond 5%.
+        let c = cmp(vec![
+            pc(1, &[100.0, 101.0], &[100.0, 100.5], 2),
+            pc(2, &[180.0, 190.0], &[168.0, 174.5], 2),
+        ]);
+        let g = gate(&c, 5.0);
+        assert!(!g.failed, "{:?}", c.points[1].throughput_ratio);
+        // A 2.8× slowdown with tight repeats is.
+        let c = cmp(vec![
+            pc(1, &[100.0, 101.0, 99.0], &[100.0, 100.5, 99.5], 2),
+            pc(2, &[385.0, 369.0, 389.0], &[135.0, 133.0, 136.0], 2),
+        ]);
+        let g = gate(&c, 5.0);
+        assert!(g.failed);
+        assert_eq!(g.slower_points, [2]);
+        // One repeat a side cannot be tested, and says so.
+        let c = cmp(vec![pc(1, &[100.0], &[50.0], 1)]);
+        let g = gate(&c, 5.0);
+        assert!(!g.failed);
+        assert_eq!(g.untested_points, [1]);
+        // The ratio's interval is the geometric one: 2× faster reads 2.00×.
+        let r = throughput_ratio(&[10.0, 10.0, 10.0], &[20.0, 20.0, 20.0], 1).unwrap();
+        assert!((r.ratio - 2.0).abs() < 1e-9);
+        assert!(ratio_words(&r).starts_with("2.00× faster"));
+    }
+
     #[test]
     fn welch_matches_scipy() {
         let a = [10.1, 9.8, 10.3, 10.0, 9.9];

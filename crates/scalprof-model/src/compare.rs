@@ -32,9 +32,39 @@ pub struct MetricComparison {
     pub verdict: String,
 }
 
+/// B's throughput as a multiple of A's at one point, with its confidence intervals.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Ratio {
+    /// exp(mean ln B − mean ln A): the geometric means' ratio.
+    pub ratio: f64,
+    /// 95% interval of the ratio at this point alone.
+    pub ci95: [f64; 2],
+    /// The interval widened for all the points compared at once (Bonferroni: each at
+    /// 1 − 0.05/k), which `--fail-if-slower` tests.
+    pub ci_family: [f64; 2],
+}
+
+/// The CI gate (`--fail-if-slower PCT`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Gate {
+    pub threshold_pct: f64,
+    /// Points where B is slower than A by more than the threshold, at the family-wise
+    /// confidence: the whole interval lies below 1 − PCT/100.
+    pub slower_points: Vec<u64>,
+    /// Points with too few repeats to test (fewer than 2 on a side).
+    pub untested_points: Vec<u64>,
+    pub failed: bool,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PointComparison {
     pub value: u64,
+    /// B's throughput over A's, when both sides have 2 or more repeats.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throughput_ratio: Option<Ratio>,
+    /// Efficiency (speedup per thread) of A and B at this point, when both have one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub efficiency: Option<[f64; 2]>,
     pub metrics: Vec<MetricComparison>,
     /// Lock waits per operation that changed: (lock, A ns/op, B ns/op).
     pub locks: Vec<LockChange>,
@@ -60,4 +90,9 @@ pub struct Comparison {
     /// What makes A and B not like for like: different commands, throughput units or hosts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// One line: how B's throughput compares at the last common point, and what changed.
+    #[serde(default)]
+    pub verdict: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gate: Option<Gate>,
 }

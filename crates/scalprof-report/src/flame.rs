@@ -65,15 +65,38 @@ pub fn diff_lines(
     after_work: f64,
 ) -> Vec<String> {
     use std::collections::BTreeMap;
-    let per_op = |p: &PointProfile, work: f64| -> BTreeMap<String, f64> {
-        let mut m = BTreeMap::new();
+    // Stacks are rooted at the process name: two builds of one program with different file
+    // names (counters_packed, counters_padded) would share no stack, and every frame of
+    // the fix would read as new. The after side's main process takes the before side's name.
+    let main_root = |p: &PointProfile| -> Option<String> {
+        let mut w: BTreeMap<&str, u64> = BTreeMap::new();
         for f in &p.folded {
-            *m.entry(f.stack.clone()).or_insert(0.0) += f.weight as f64 / work.max(1e-300);
+            *w.entry(f.stack.split(';').next().unwrap_or(""))
+                .or_default() += f.weight;
+        }
+        w.into_iter()
+            .max_by_key(|(_, n)| *n)
+            .map(|(r, _)| r.to_string())
+    };
+    let rename = match (main_root(before), main_root(after)) {
+        (Some(ra), Some(rb)) if ra != rb => Some((rb, ra)),
+        _ => None,
+    };
+    let per_op = |p: &PointProfile, work: f64, rename: Option<&(String, String)>| {
+        let mut m: BTreeMap<String, f64> = BTreeMap::new();
+        for f in &p.folded {
+            let stack = match rename {
+                Some((from, to)) if f.stack.split(';').next() == Some(from.as_str()) => {
+                    format!("{to}{}", &f.stack[from.len()..])
+                }
+                _ => f.stack.clone(),
+            };
+            *m.entry(stack).or_insert(0.0) += f.weight as f64 / work.max(1e-300);
         }
         m
     };
-    let a = per_op(before, before_work);
-    let b = per_op(after, after_work);
+    let a = per_op(before, before_work, None);
+    let b = per_op(after, after_work, rename.as_ref());
     let total = a.values().sum::<f64>().max(b.values().sum::<f64>());
     let scale = if total > 0.0 { 1e6 / total } else { 1.0 };
     let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
@@ -126,5 +149,16 @@ mod tests {
         assert!(svg.contains("work"));
         assert!(!svg.contains("<script>_[k]"), "frame names must be escaped");
         assert!(svg.contains("&lt;script&gt;"));
+    }
+
+    #[test]
+    fn two_builds_with_different_names_diff_by_function() {
+        let a = prof(&[("counters_packed;start_thread;worker", 700)]);
+        let b = prof(&[("counters_padded;start_thread;worker", 100)]);
+        let lines = diff_lines(&a, 1.0, &b, 1.0);
+        assert_eq!(
+            lines,
+            ["counters_packed;start_thread;worker 1000000 142857"]
+        );
     }
 }

@@ -796,6 +796,9 @@ pub fn lock_growth(doc: &RunDocument) -> String {
 /// The terminal view of a comparison (ministat-style verdicts per point and metric).
 pub fn comparison(c: &scalprof_model::compare::Comparison, a_label: &str, b_label: &str) -> String {
     let mut out = format!("A: run {} ({a_label})\nB: run {} ({b_label})\n", c.a, c.b);
+    if !c.verdict.is_empty() {
+        out += &format!("{}\n", c.verdict);
+    }
     for w in &c.warnings {
         out += &format!("  ! {w}\n");
     }
@@ -803,7 +806,18 @@ pub fn comparison(c: &scalprof_model::compare::Comparison, a_label: &str, b_labe
         out += "\nthe runs have no sweep point in common\n";
     }
     for p in &c.points {
-        out += &format!("\npoint {}:\n", p.value);
+        let mut head = format!("\npoint {}", p.value);
+        if let Some(r) = &p.throughput_ratio {
+            head += &format!(
+                ": B/A throughput {:.2}× [{:.2}–{:.2}]",
+                r.ratio, r.ci95[0], r.ci95[1]
+            );
+        }
+        if let Some([ea, eb]) = p.efficiency {
+            head += &format!(", efficiency {:.0}% → {:.0}%", ea * 100.0, eb * 100.0);
+        }
+        out += &head;
+        out += ":\n";
         let mut t = Table::new();
         t.load_style(UTF8_BORDERS_ONLY);
         t.set_header(vec![

@@ -196,3 +196,30 @@ fn the_lock_table_matches_its_golden_file() {
         &scalprof_report::lock_table("threads", p.value, p.locks.as_ref().unwrap()),
     );
 }
+
+/// The same program with its lock sharded: point 2 runs as fast as point 1, no waits.
+fn fixed_document() -> scalprof_model::RunDocument {
+    let mut inputs = inputs();
+    inputs.header.id = "8".into();
+    inputs.header.label = "hash_sharded".into();
+    for r in inputs.repeats.iter_mut().filter(|r| r.value == 2) {
+        let w = r.repeat.wall_s / 5.0;
+        r.repeat = repeat(r.repeat.index, w, 2, r.repeat.traced);
+    }
+    inputs.profiles[1] = (2, profile(200_000_000, 0, 3));
+    inputs.locks[1] = (2, locks(0, 0));
+    scalprof_analyze::assemble(&inputs)
+}
+
+#[test]
+fn compare_s_headline_matches_its_golden_file() {
+    let (a, b) = (document(), fixed_document());
+    let mut c = scalprof_analyze::compare::compare(&a, &b);
+    c.gate = Some(scalprof_analyze::compare::gate(&c, 5.0));
+    assert!(!c.gate.as_ref().unwrap().failed);
+    assert!(c.verdict.starts_with("B is 5.00× faster"), "{}", c.verdict);
+    check(
+        "compare-mutex.txt",
+        &scalprof_report::comparison(&c, &a.label, &b.label),
+    );
+}

@@ -61,6 +61,10 @@ pub enum Command {
     Report(ReportArgs),
     /// Compare two runs ("prove the fix"): per point, medians and Welch's t-test on
     /// throughput, wall, user and system time; lock and finding changes.
+    #[command(
+        after_help = "Exit status: 0 no regression; 1 B is slower than --fail-if-slower \
+        allows; 2 bad usage; 3 any other error (a missing run, an unreadable store)."
+    )]
     Compare(CompareArgs),
     /// Run a command once and show its lock contention: kernel locks and user-space locks
     /// (futex waits) in one lockstat-style table, with callers.
@@ -136,8 +140,9 @@ pub struct CompareArgs {
     /// Print the comparison as JSON (medians, difference, confidence interval, p-value, verdict).
     #[arg(long)]
     pub json: bool,
-    /// Exit 1 if B's throughput is proven lower than A's by more than PCT percent at any
-    /// point (for CI).
+    /// Exit 1 if B's throughput is lower than A's by more than PCT percent at some point,
+    /// shown at 95% confidence for all the points at once (each point's interval of B/A,
+    /// Bonferroni-corrected, lies wholly below 1 − PCT/100). Needs 2+ repeats a side.
     #[arg(long, value_name = "PCT", value_parser = parse_percent)]
     pub fail_if_slower: Option<f64>,
     /// Also write a differential flame graph (per operation) of the last common point.

@@ -15,7 +15,7 @@ mod suite;
 
 use std::process::ExitCode;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::Parser;
 use cli::{Cli, Command, Scaling};
 use run::Show;
@@ -55,6 +55,12 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     let db = cli.db.clone();
+    // compare's exit codes are a CI contract: 1 a regression, 2 usage, 3 any other error.
+    let error_code = if matches!(cli.command, Command::Compare(_)) {
+        3
+    } else {
+        1
+    };
     match dispatch(cli).and_then(|code| Ok(out::flush().map(|()| code)?)) {
         Ok(code) => code,
         // The reader went away (`scalprof runs | head -1`): nothing more to say.
@@ -74,10 +80,25 @@ fn main() -> ExitCode {
             if let Some(h) = hint(&e, &db) {
                 eprintln!("scalprof: {h}");
             }
-            ExitCode::from(1)
+            if e.chain().any(|c| c.downcast_ref::<Usage>().is_some()) {
+                return ExitCode::from(2);
+            }
+            ExitCode::from(error_code)
         }
     }
 }
+
+/// Arguments that make no sense together, found after parsing: exit 2, as clap's errors.
+#[derive(Debug)]
+struct Usage(String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
 
 fn open_store(cli_db: &Option<std::path::PathBuf>) -> Result<Store> {
     let path = cli_db.clone().unwrap_or_else(scalprof_store::default_path);
@@ -99,7 +120,7 @@ fn compare_suites(
     b: &scalprof_model::suite::SuiteDocument,
 ) -> Result<ExitCode> {
     if args.flame.is_some() {
-        bail!("compare: --flame compares two runs; for a suite, compare one test's runs (their ids are in the table)");
+        return Err(Usage("compare: --flame compares two runs; for a suite, compare one test's runs (their ids are in the table)".into()).into());
     }
     let store = open_store_read_only(db).ok();
     let c = suite::compare(store.as_ref(), a, b);
@@ -452,9 +473,12 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             match (suite::read_document(&args.a)?, suite::read_document(&args.b)?) {
                 (Some(a), Some(b)) => return compare_suites(&cli.db, &args, &a, &b),
                 (None, None) => {}
-                (Some(_), None) | (None, Some(_)) => bail!(
-                    "compare: one of A and B is a suite document and the other is not; compare two suites (scalprof suite --json FILE) or two runs"
-                ),
+                (Some(_), None) | (None, Some(_)) => {
+                    return Err(Usage(
+                        "compare: one of A and B is a suite document and the other is not; compare two suites (scalprof suite --json FILE) or two runs".into(),
+                    )
+                    .into())
+                }
             }
             let store = open_store_read_only(&cli.db)?;
             let (ia, ib) = (store.resolve(&args.a)?, store.resolve(&args.b)?);
@@ -463,7 +487,10 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 scalprof_pipeline::LoadedRun::load(&store, ib)?,
             );
             let (a, b) = (&ra.doc, &rb.doc);
-            let c = scalprof_analyze::compare::compare(a, b);
+            let mut c = scalprof_analyze::compare::compare(a, b);
+            c.gate = args
+                .fail_if_slower
+                .map(|pct| scalprof_analyze::compare::gate(&c, pct));
             if args.json {
                 out::data(&(serde_json::to_string_pretty(&c)? + "\n"))?;
             } else {
@@ -497,12 +524,30 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 crate::out::file(path, html)?;
                 eprintln!("scalprof: wrote {}", path.display());
             }
-            if let Some(pct) = args.fail_if_slower {
-                let slower = scalprof_analyze::compare::slower_points(&c, pct);
-                if !slower.is_empty() {
-                    for (v, d) in &slower {
-                        eprintln!("scalprof: B is slower at point {v}: throughput {d:+.1}% (proven at 95% confidence)");
-                    }
+            if let Some(g) = &c.gate {
+                for p in c
+                    .points
+                    .iter()
+                    .filter(|p| g.slower_points.contains(&p.value))
+                {
+                    let r = p.throughput_ratio.expect("a slower point has a ratio");
+                    eprintln!(
+                        "scalprof: regression: B is {} at point {}, beyond the {}% allowed for all {} points at once (interval {:.2}–{:.2}× of A)",
+                        scalprof_analyze::compare::ratio_words(&r),
+                        p.value,
+                        g.threshold_pct,
+                        c.points.len(),
+                        r.ci_family[0],
+                        r.ci_family[1]
+                    );
+                }
+                if !g.untested_points.is_empty() {
+                    eprintln!(
+                        "scalprof: warning: --fail-if-slower could not test point(s) {:?}: fewer than 2 repeats on a side (--repeat 3)",
+                        g.untested_points
+                    );
+                }
+                if g.failed {
                     return Ok(ExitCode::from(1));
                 }
             }

@@ -253,7 +253,7 @@ fn two_suites_are_compared_test_by_test_and_a_suite_is_one_html_page() {
     scalprof(&db)
         .args(["compare", &p("a.json"), "latest"])
         .assert()
-        .code(1)
+        .code(2)
         .stderr(predicates::str::contains(
             "one of A and B is a suite document",
         ));

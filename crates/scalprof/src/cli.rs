@@ -93,7 +93,7 @@ pub struct ComplexityArgs {
     /// A name for the run (default: the program's file name).
     #[arg(long, value_name = "L")]
     pub label: Option<String>,
-    /// Also write the run document to this file.
+    /// Also write the run document to this file (`-`: standard output, instead of the summary).
     #[arg(long, value_name = "PATH", value_parser = parse_output_path)]
     pub json: Option<PathBuf>,
     /// The workload; `{size}` in any argument is replaced by the size (also SCALPROF_SIZE).
@@ -166,7 +166,7 @@ pub struct LocksArgs {
     /// without it, the tracer's cost is the share of samples taken in its own frames.
     #[arg(long)]
     pub bpf_stats: bool,
-    /// Also write the run document to this file.
+    /// Also write the run document to this file (`-`: standard output, instead of the summary).
     #[arg(long, value_name = "PATH", value_parser = parse_output_path)]
     pub json: Option<PathBuf>,
     /// The command.
@@ -191,10 +191,12 @@ pub struct FlameArgs {
     /// The sweep point (thread count); default: the last point.
     #[arg(long, value_name = "N")]
     pub point: Option<u64>,
-    /// Output file (default: scalprof-<run>-<point>.svg, or -diff.svg).
+    /// Output file (default: scalprof-RUN@POINT.svg; with --diff,
+    /// scalprof-RUN@POINT-vs-RUN@POINT-diff.svg).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// Print the folded stacks ("frame;frame;… samples") instead of an SVG, for other tools.
+    /// Print the folded stacks ("frame;frame;… samples") instead of an SVG, for other tools;
+    /// with --diff, "frame;frame;… before after" per operation (inferno's diff format).
     #[arg(long)]
     pub folded: bool,
     /// Compare two profiles, each `RUN`, `RUN@POINT` or `@POINT` (a point of RUN):
@@ -256,7 +258,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "L")]
     pub label: Option<String>,
 
-    /// Also write the run document (scalprof.run/1) to this file.
+    /// Also write the run document (scalprof.run/1) to this file (`-`: standard output,
+    /// instead of the summary).
     #[arg(long, value_name = "PATH", value_parser = parse_output_path)]
     pub json: Option<PathBuf>,
 
@@ -432,6 +435,10 @@ fn parse_output_path(s: &str) -> Result<PathBuf, String> {
     let path = PathBuf::from(s);
     if s.is_empty() {
         return Err("is empty".into());
+    }
+    // Standard output.
+    if s == "-" {
+        return Ok(path);
     }
     if path.is_dir() {
         return Err(format!("{s} is a directory; name a file"));

@@ -70,6 +70,16 @@ pub fn flame(store: &Store, args: FlameArgs) -> Result<()> {
         if a.work <= 0.0 || b.work <= 0.0 {
             bail!("cannot normalize per operation: a profile has no successful work recorded");
         }
+        if args.folded {
+            // "stack before after", per operation: what inferno-diff-folded and
+            // flamegraph.pl's difference mode read.
+            let mut text = String::new();
+            for line in scalprof_report::flame::diff_lines(&a.profile, a.work, &b.profile, b.work) {
+                text.push_str(&line);
+                text.push('\n');
+            }
+            return crate::export::write_stdout(text.as_bytes());
+        }
         let title = format!(
             "scalprof: run {} @{} → run {} @{} (cost per operation)",
             a.run, a.point, b.run, b.point

@@ -594,8 +594,10 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             };
             let outcome = run::run(&store, &opts, &show, &interrupt)?;
             let doc = &outcome.doc;
-            let mut no_lock_data = false;
-            for p in &doc.points {
+            let mut no_lock_data = doc.points.iter().any(|p| p.locks.is_none());
+            // `--json -`: the document alone on standard output.
+            let text = show.json.as_deref() != Some(std::path::Path::new("-"));
+            for p in doc.points.iter().filter(|_| text) {
                 match &p.locks {
                     Some(l) => out!(
                         "{}",
@@ -616,7 +618,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 .iter()
                 .filter(|f| f.kind == scalprof_model::FindingKind::LockContention)
                 .collect();
-            if !lock_findings.is_empty() {
+            if text && !lock_findings.is_empty() {
                 outln!("\nfindings:");
                 for f in lock_findings {
                     outln!(
@@ -662,13 +664,18 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             let interrupt = Interrupt::install()?;
             let (json, report) = (args.json.clone(), args.report.clone());
             let doc = suite::suite(&store, args, &interrupt)?;
-            outln!(
-                "{}",
-                scalprof_report::terminal_safe(&scalprof_report::suite::table(&doc.tests))
-            );
+            let json_to_stdout = json.as_deref() == Some(std::path::Path::new("-"));
+            if !json_to_stdout {
+                outln!(
+                    "{}",
+                    scalprof_report::terminal_safe(&scalprof_report::suite::table(&doc.tests))
+                );
+            }
             if let Some(path) = &json {
                 suite::write_json(path, &doc)?;
-                eprintln!("scalprof: wrote {}", path.display());
+                if !json_to_stdout {
+                    eprintln!("scalprof: wrote {}", path.display());
+                }
             }
             if let Some(path) = &report {
                 suite::write_report(&store, path, &doc)?;

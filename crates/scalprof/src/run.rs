@@ -35,7 +35,8 @@ pub fn run(
     progress.bar.finish_and_clear();
     let outcome = outcome?;
     let id = outcome.id;
-    if show.summary {
+    let json_to_stdout = show.json.as_deref() == Some(Path::new("-"));
+    if show.summary && !json_to_stdout {
         out!(
             "{}",
             scalprof_report::terminal_safe(&scalprof_report::summary(&outcome.doc))
@@ -59,8 +60,13 @@ pub fn run(
     Ok(outcome)
 }
 
+/// Writes the run document to `path`; `-` is standard output (the summary is then left
+/// out, so that the output is the document alone).
 pub fn write_json(path: &Path, doc: &RunDocument) -> Result<()> {
     let text = serde_json::to_string_pretty(doc)?;
+    if path == Path::new("-") {
+        return Ok(crate::out::data(&(text + "\n"))?);
+    }
     Ok(crate::out::file(path, text + "\n")?)
 }
 
@@ -82,10 +88,12 @@ impl Progress {
 impl Observer for Progress {
     fn started(&mut self, id: i64, label: &str, shape: &Shape) {
         eprintln!(
-            "scalprof: run {id} ({}): {} points × {} repeats{}",
+            "scalprof: run {id} ({}): {} point{} × {} repeat{}{}",
             scalprof_report::terminal_safe(label),
             shape.points,
+            if shape.points == 1 { "" } else { "s" },
             shape.repeat,
+            if shape.repeat == 1 { "" } else { "s" },
             if shape.traced > 0 {
                 format!(" + {} traced", shape.traced)
             } else {

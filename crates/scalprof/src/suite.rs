@@ -262,11 +262,17 @@ pub fn suite(store: &Store, args: SuiteArgs, interrupt: &Interrupt) -> Result<Su
                 .collect(),
             top_cause: top_cause(&doc.findings),
         };
-        eprint!(
-            "{}",
-            scalprof_report::terminal_safe(&scalprof_report::suite::table(std::slice::from_ref(
-                &result
-            )))
+        // One line as each test ends; the table of all of them follows the suite.
+        eprintln!(
+            "scalprof: suite: {} ({}) stored as run {}{}",
+            result.name,
+            result.mode,
+            result.run_id,
+            result.top_cause.as_ref().map_or(String::new(), |c| format!(
+                "; top cause {} {:.0}%",
+                scalprof_report::one_line(&c.subject),
+                c.score * 100.0
+            ))
         );
         results.push(result);
     }
@@ -281,9 +287,12 @@ pub fn suite(store: &Store, args: SuiteArgs, interrupt: &Interrupt) -> Result<Su
     })
 }
 
-/// Writes the suite document.
+/// Writes the suite document; `-` is standard output.
 pub fn write_json(path: &Path, doc: &SuiteDocument) -> Result<()> {
     let text = serde_json::to_string_pretty(doc)?;
+    if path == Path::new("-") {
+        return Ok(crate::out::data(&(text + "\n"))?);
+    }
     Ok(crate::out::file(path, text + "\n")?)
 }
 

@@ -784,3 +784,32 @@ fn a_full_disk_is_named_and_stored_runs_stay_readable() {
         .code(1)
         .stderr(predicate::str::contains("the disk is full"));
 }
+
+#[test]
+fn json_dash_is_standard_output_and_counts_read_as_english() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let out = scalprof(&db)
+        .current_dir(dir.path())
+        .args([
+            "run",
+            "-t",
+            "1",
+            "--repeat",
+            "1",
+            "--diagnose",
+            "0",
+            "--json",
+            "-",
+        ])
+        .args(["--", "sh", "-c", "echo ops=7"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    // The document alone, not the summary, and no file named "-".
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["points"][0]["repeats"][0]["ops"], 7);
+    assert!(!dir.path().join("-").exists());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("1 point × 1 repeat"), "{err}");
+}

@@ -52,12 +52,16 @@ pub fn one_line(value: &str) -> String {
 
 /// The terminal summary of a run.
 pub fn summary(doc: &RunDocument) -> String {
-    summary_with(doc, false)
+    summary_with(doc, false, false)
 }
 
 /// The summary; `all_locks` shows every lock row instead of those above 1% of the
 /// point's thread-time.
-pub fn summary_with(doc: &RunDocument, all_locks: bool) -> String {
+pub fn summary_with(doc: &RunDocument, all_locks: bool, verbose: bool) -> String {
+    // The default screen is what to read first: the verdict, the points, the causes and
+    // what to do. The measurement's own details (time split, counters, profile quality,
+    // what grew, each point's lock table) come with `verbose` (`show -v`), or `--locks`.
+    let verbose = verbose || all_locks;
     let mut out = String::new();
     let repeats: usize = doc
         .points
@@ -121,6 +125,27 @@ pub fn summary_with(doc: &RunDocument, all_locks: bool) -> String {
         "\nmodel: {}\n",
         model_line(doc.model.as_ref(), doc.sweep.parameter.as_str())
     );
+    if verbose {
+        out += &details(doc, all_locks);
+    }
+    out += &lock_growth(doc);
+    if let Some(c) = &doc.complexity {
+        out += &complexity_table(c);
+    }
+    out += &warnings_and_findings(doc);
+    if !verbose && !doc.points.is_empty() {
+        out += &format!(
+            "more: scalprof show {} -v (time split, counters, profile, what grew, lock tables)\n",
+            doc.id
+        );
+    }
+    out
+}
+
+/// The measurement's details: time split, counters, profile and tracing quality, what
+/// grew, each point's lock table.
+fn details(doc: &RunDocument, all_locks: bool) -> String {
+    let mut out = String::new();
     if let Some(split) = split_line(&doc.points, doc.sweep.parameter.as_str()) {
         out += &format!("time:  {split}\n");
     }
@@ -167,10 +192,12 @@ pub fn summary_with(doc: &RunDocument, all_locks: bool) -> String {
             }
         }
     }
-    out += &lock_growth(doc);
-    if let Some(c) = &doc.complexity {
-        out += &complexity_table(c);
-    }
+    out
+}
+
+/// Warnings, then the findings with what to do, then where the workload's output is.
+fn warnings_and_findings(doc: &RunDocument) -> String {
+    let mut out = String::new();
     let rest: Vec<_> = doc
         .warnings
         .iter()
@@ -752,7 +779,24 @@ pub fn lock_growth(doc: &RunDocument) -> String {
     let shown = |r: &&scalprof_model::locks::LockRow| {
         (r.is_lock() || r.lock_type.is_blocked_wait()) && r.attributed_to.is_none()
     };
-    for r in last.rows.iter().filter(shown).take(6) {
+    let last_point = points.last().expect("two points");
+    let share_at = |p: &Point, r: &scalprof_model::locks::LockRow| -> f64 {
+        p.budget.as_ref().map_or(0.0, |b| {
+            b.causes
+                .iter()
+                .find(|c| c.scope == Some(r.scope) && c.subject == r.name)
+                .map_or(0.0, |c| c.share)
+        })
+    };
+    // The causes first, largest share at the last point first; with a budget, a row that
+    // is no cause at any point (a thread join, an idle pool's wait) is left out.
+    let mut rows: Vec<&scalprof_model::locks::LockRow> = last.rows.iter().filter(shown).collect();
+    rows.sort_by(|x, y| share_at(last_point, y).total_cmp(&share_at(last_point, x)));
+    let budgeted = points.iter().any(|p| p.budget.is_some());
+    if budgeted {
+        rows.retain(|r| points.iter().any(|p| share_at(p, r) >= 0.005));
+    }
+    for r in rows.into_iter().take(6) {
         let mut row = vec![format!("{} {} ({})", r.scope, r.name, r.lock_type)];
         // A row that is nothing anywhere (under 1 ns per op and 0.5% of the thread-time
         // at every point) says nothing: a clean program's handful of short waits.

@@ -223,3 +223,16 @@ fn compare_s_headline_matches_its_golden_file() {
         &scalprof_report::comparison(&c, &a.label, &b.label),
     );
 }
+
+#[test]
+fn the_default_screen_is_short_and_the_details_are_one_flag_away() {
+    let doc = document();
+    let short = scalprof_report::summary(&doc);
+    assert!(short.lines().count() <= 40, "{short}");
+    assert!(short.contains("what to do:"), "{short}");
+    assert!(!short.contains("what grew ("), "{short}");
+    check(
+        "summary-mutex-verbose.txt",
+        &scalprof_report::summary_with(&doc, false, true),
+    );
+}

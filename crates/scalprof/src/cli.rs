@@ -361,6 +361,10 @@ pub struct ShowArgs {
     /// Show every lock row (the summary shows those above 1% of the thread-time).
     #[arg(long)]
     pub locks: bool,
+    /// Show the measurement's details too: time split, counters, profile and tracing
+    /// quality, what grew per operation, each point's lock table.
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
 }
 
 #[derive(Args, Debug)]

@@ -386,7 +386,9 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 out!(
                     "{}",
                     scalprof_report::terminal_safe(&scalprof_report::summary_with(
-                        &doc, args.locks
+                        &doc,
+                        args.locks,
+                        args.verbose
                     ))
                 );
             }
@@ -647,9 +649,10 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             let store = open_store(&cli.db)?;
             let id = scalprof_pipeline::import::import(&store, &args.file, args.label)?;
             let doc = scalprof_pipeline::document(&store, id)?;
+            // An imported profile has no sweep to speak of: its details are the point.
             out!(
                 "{}",
-                scalprof_report::terminal_safe(&scalprof_report::summary(&doc))
+                scalprof_report::terminal_safe(&scalprof_report::summary_with(&doc, false, true))
             );
             eprintln!("scalprof: imported as run {id} (scalprof flame {id})");
             Ok(ExitCode::SUCCESS)

@@ -28,6 +28,28 @@ pub fn esc(s: &str) -> String {
 }
 
 /// Standard base64 (RFC 4648), for data: URIs; a dozen lines do not warrant a dependency.
+/// A flame graph as a frame of its own, so that inferno's script runs (an `<img>` shows a
+/// picture whose search, zoom and tooltips never work) and each graph's ids and functions
+/// stay apart from the page's and the other graphs'. As tall as the SVG says it is.
+fn flame_frame(id: &str, title: &str, svg: &[u8]) -> String {
+    let head = String::from_utf8_lossy(&svg[..svg.len().min(2048)]);
+    let height = head
+        .find("<svg")
+        .and_then(|i| {
+            let rest = &head[i..];
+            let h = rest.find(" height=\"")? + " height=\"".len();
+            rest[h..].split('"').next()?.parse::<u32>().ok()
+        })
+        .unwrap_or(600);
+    format!(
+        "<iframe class=\"flame\" id=\"{}\" title=\"{}\" height=\"{}\" src=\"data:image/svg+xml;base64,{}\"></iframe>",
+        esc(id),
+        esc(title),
+        height + 4,
+        base64(svg)
+    )
+}
+
 fn base64(data: &[u8]) -> String {
     const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
@@ -60,7 +82,7 @@ table{border-collapse:collapse;margin:.5em 0}td,th{padding:.2em .6em;border-bott
 td:first-child,th:first-child{text-align:left}.l{text-align:left}\
 .finding{border-left:4px solid #c33;padding:.3em .8em;margin:.6em 0;background:#fcf6f6}\
 .bar{display:flex;height:1.4em;width:100%;max-width:720px;border:1px solid #999}.seg{height:100%}.budget-row{margin:.4em 0}.budget-label{font-weight:bold}\
-.score{font-weight:bold}.muted{color:#777}.warn{color:#a60}img.flame{width:100%;border:1px solid #ddd}\
+.score{font-weight:bold}.muted{color:#777}.warn{color:#a60}iframe.flame{width:100%;border:1px solid #ddd}\
 code{background:#f4f4f4;padding:0 .2em}";
 
 /// The scaling plot: measured medians with min–max whiskers, and the fitted model.
@@ -166,6 +188,38 @@ pub fn scaling_plot(doc: &RunDocument) -> String {
             path.join(" ")
         );
     }
+    // Where the points start to outnumber the machine's CPUs.
+    let cpus = doc.host.cpus as f64;
+    if doc.sweep.parameter == scalprof_model::SweepParameter::Threads && cpus > 0.0 && cpus < xmax {
+        let _ = write!(
+            svg,
+            "<line id=\"cpus\" x1=\"{0:.1}\" y1=\"{1}\" x2=\"{0:.1}\" y2=\"{2}\" stroke=\"#a60\" stroke-dasharray=\"1 4\"/><text x=\"{3:.1}\" y=\"{4}\" font-size=\"11\" fill=\"#a60\">{5} CPUs</text>",
+            x(cpus),
+            mt,
+            h - mb,
+            x(cpus) + 4.0,
+            h - mb - 6.0,
+            doc.host.cpus
+        );
+    }
+    // The legend, top left inside the axes (the curves start at the first point, right of it).
+    let lx = ml + 12.0;
+    let _ = write!(
+        svg,
+        "<g id=\"legend\" font-size=\"11\"><circle cx=\"{0}\" cy=\"{1}\" r=\"4\" fill=\"#c33\"/><text x=\"{2}\" y=\"{3}\">measured (median, min–max)</text>\
+         <line x1=\"{4}\" y1=\"{5}\" x2=\"{6}\" y2=\"{5}\" stroke=\"#36c\" stroke-dasharray=\"5 4\"/><text x=\"{2}\" y=\"{7}\">fitted model</text>\
+         <line x1=\"{4}\" y1=\"{8}\" x2=\"{6}\" y2=\"{8}\" stroke=\"#999\" stroke-dasharray=\"2 3\"/><text x=\"{2}\" y=\"{9}\">linear scaling</text></g>",
+        lx + 8.0,
+        mt + 6.0,
+        lx + 20.0,
+        mt + 10.0,
+        lx,
+        mt + 20.0,
+        lx + 16.0,
+        mt + 24.0,
+        mt + 34.0,
+        mt + 38.0,
+    );
     for p in &pts {
         let _ = write!(
             svg,
@@ -382,15 +436,15 @@ pub fn run_report(
                     .collect();
                 let _ = write!(
                     h,
-                    "<tr><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{:.3} ms</td><td>{:.1} µs</td><td>{:.1} µs</td><td>{}</td><td class=\"l\">{}</td></tr>",
+                    "<tr><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td></tr>",
                     esc(r.scope.as_str()),
                     esc(&r.name),
                     esc(&r.lock_type.to_string()),
                     r.count,
-                    r.total_wait_ns as f64 / 1e6,
-                    r.avg_wait_ns() / 1e3,
-                    r.max_wait_ns as f64 / 1e3,
-                    r.spin_ns.map_or("—".into(), |v| format!("{:.3} ms", v as f64 / 1e6)),
+                    crate::ns(r.total_wait_ns as f64),
+                    crate::ns(r.avg_wait_ns()),
+                    crate::ns(r.max_wait_ns as f64),
+                    r.spin_ns.map_or("—".into(), |v| crate::ns(v as f64)),
                     callers.join(", ")
                 );
             }
@@ -429,10 +483,9 @@ pub fn run_report(
             Ok(svg) => {
                 let _ = write!(
                     h,
-                    "<h3>{}</h3><img class=\"flame\" id=\"flame-{v}\" alt=\"flame graph, {}\" src=\"data:image/svg+xml;base64,{}\">",
+                    "<h3>{}</h3>{}",
                     esc(&t),
-                    esc(&t),
-                    base64(&svg)
+                    flame_frame(&format!("flame-{v}"), &format!("flame graph, {t}"), &svg)
                 );
             }
             Err(e) => {
@@ -448,8 +501,8 @@ pub fn run_report(
     if let Some(svg) = diff {
         let _ = write!(
             h,
-            "<h3>What changed per operation, first → last point</h3><img class=\"flame\" id=\"flame-diff\" alt=\"differential flame graph\" src=\"data:image/svg+xml;base64,{}\">",
-            base64(svg)
+            "<h3>What changed per operation, first → last point</h3>{}",
+            flame_frame("flame-diff", "differential flame graph", svg)
         );
     }
     h += "<h2>Cache lines</h2>";
@@ -565,8 +618,8 @@ pub fn compare_report(
     if let Some(svg) = diff {
         let _ = write!(
             h,
-            "<h2>What changed per operation</h2><img class=\"flame\" id=\"flame-diff\" alt=\"differential flame graph\" src=\"data:image/svg+xml;base64,{}\">",
-            base64(svg)
+            "<h2>What changed per operation</h2>{}",
+            flame_frame("flame-diff", "differential flame graph", svg)
         );
     }
     h += "</body></html>\n";

@@ -649,7 +649,7 @@ pub fn what_grew(d: &scalprof_model::ScalingDiff) -> String {
     out
 }
 
-fn ns(v: f64) -> String {
+pub(crate) fn ns(v: f64) -> String {
     if v >= 1e9 {
         format!("{:.2} s", v / 1e9)
     } else if v >= 1e6 {

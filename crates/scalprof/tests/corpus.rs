@@ -1146,6 +1146,14 @@ fn the_html_report_loads_in_chromium_with_plot_and_flame_graphs() {
             && dom_text.contains("id=\"flame-2\"")
             && dom_text.contains("id=\"flame-diff\"")
     );
+    // Flame graphs are frames of their own, where inferno's script runs (an <img> never
+    // runs it: no search, zoom or tooltips); the legend and the CPU count are on the plot.
+    assert!(
+        dom_text.contains("<iframe class=\"flame\""),
+        "flame graphs are not frames"
+    );
+    assert!(!dom_text.contains("<img class=\"flame\""));
+    assert!(dom_text.contains("id=\"legend\""), "no legend");
     let stderr = String::from_utf8_lossy(&dom.stderr);
     let console_errors: Vec<&str> = stderr
         .lines()
@@ -1161,6 +1169,31 @@ fn the_html_report_loads_in_chromium_with_plot_and_flame_graphs() {
     assert!(
         std::fs::metadata(&png).unwrap().len() > 10_000,
         "an empty screenshot"
+    );
+    // inferno's search runs: a flame graph opened with ?s=REGEX highlights the matches and
+    // says how much of the profile they are.
+    let svg = dir.path().join("flame.svg");
+    scalprof(&db)
+        .args(["flame", "latest", "-o"])
+        .arg(&svg)
+        .assert()
+        .success();
+    let searched = std::process::Command::new(browser)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .args(["--virtual-time-budget=3000", "--dump-dom"])
+        .arg(format!("file://{}?s=mmap", svg.display()))
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&searched.stdout);
+    assert!(
+        dom.contains("Matched: "),
+        "the flame graph's search did not run"
     );
 }
 

@@ -591,6 +591,7 @@ mod tests {
                         kind: "lock_contention".into(),
                         subject: s.into(),
                         score: 0.4,
+                        lock_type: None,
                     }),
                 })
                 .collect(),

@@ -49,6 +49,10 @@ pub struct TopCause {
     pub kind: String,
     pub subject: String,
     pub score: f64,
+    /// What the subject is, when its name alone does not say (`posix-lock` for a file's
+    /// record lock, `rwsem:W`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock_type: Option<String>,
 }
 
 impl TestResult {

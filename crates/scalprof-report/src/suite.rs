@@ -25,13 +25,23 @@ pub fn rate(ops: f64) -> String {
 /// A top cause without its kind, for the comparison's narrow column.
 fn short_cause(c: Option<&TopCause>) -> String {
     c.map_or("none".into(), |c| {
-        format!("{} {:.0}%", c.subject, c.score * 100.0)
+        format!("{} {:.0}%", subject(c), c.score * 100.0)
     })
+}
+
+/// A cause as a person names it: a file's record lock is "POSIX record lock on PATH",
+/// not the bare path.
+fn subject(c: &TopCause) -> String {
+    match c.lock_type.as_deref() {
+        Some("posix-lock") => format!("POSIX record lock on {}", c.subject),
+        Some("flock") => format!("flock on {}", c.subject),
+        _ => c.subject.clone(),
+    }
 }
 
 fn cause(c: Option<&TopCause>, status: &str) -> String {
     match c {
-        Some(c) => format!("{} {:.0}% ({})", c.subject, c.score * 100.0, c.kind),
+        Some(c) => format!("{} {:.0}% ({})", subject(c), c.score * 100.0, c.kind),
         None if status == "complete" => "none".into(),
         None => format!("({status})"),
     }

@@ -153,6 +153,10 @@ fn top_cause(findings: &[Finding]) -> Option<TopCause> {
             kind: f.kind.as_str().into(),
             subject: f.subject.clone(),
             score: f.score,
+            lock_type: match &f.details {
+                scalprof_model::FindingDetails::Lock(l) => Some(l.lock_type.to_string()),
+                _ => None,
+            },
         })
 }
 

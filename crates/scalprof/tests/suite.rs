@@ -96,6 +96,9 @@ fn the_quick_suite_names_the_kernel_s_locks_and_clears_what_scales() {
             .ends_with("scalprof-suite-lock"),
         "{lock}"
     );
+    // Named as what it is in the rates table, not by its path alone.
+    assert_eq!(lock["lock_type"], "posix-lock", "{lock}");
+    assert!(table.contains("POSIX record lock on "), "{table}");
     for (name, mode) in [
         ("page_fault", "threads"),
         ("lseek", "threads"),

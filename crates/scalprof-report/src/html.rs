@@ -305,7 +305,7 @@ pub fn run_report(
         h,
         "<h1>{}</h1><p><code>{}</code></p><p class=\"muted\">{} · Linux {} · {} CPUs · {} · {} · status <b>{}</b></p>",
         esc(&title),
-        esc(&doc.command.join(" ")),
+        esc(&crate::shell_line(&doc.command)),
         esc(&doc.created),
         esc(&doc.host.kernel),
         doc.host.cpus,

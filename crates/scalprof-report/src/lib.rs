@@ -41,6 +41,25 @@ fn is_bidi_control(c: char) -> bool {
     matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
+/// A command line as a shell would take it back: an argument with a space or a shell
+/// character is single-quoted (`sh -c 'echo ops=1'`), so that it can be copied and rerun.
+/// (Written here: the rule is four lines, and quoting for display only.)
+pub fn shell_line(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| {
+            let plain = !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_@%+=:,./{}-".contains(c));
+            if plain {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// A value from the workload or the user (a label, an argument, a symbol) put on one line
 /// of a report: a newline in it would start a line of its own, so it is shown as `\n`.
 pub fn one_line(value: &str) -> String {
@@ -79,7 +98,7 @@ pub fn summary_with(doc: &RunDocument, all_locks: bool, verbose: bool) -> String
         repeats,
         plural(repeats)
     );
-    out += &format!("command: {}\n", one_line(&doc.command.join(" ")));
+    out += &format!("command: {}\n", one_line(&shell_line(&doc.command)));
     out += &format!(
         "host:    Linux {}, {} CPUs, {}, {}\n",
         doc.host.kernel,
@@ -1142,6 +1161,11 @@ mod tests {
             "abc\\u202efed\\u2066"
         );
         assert_eq!(one_line("a\nb\r"), "a\\nb\\r");
+        let argv: Vec<String> = ["sh", "-c", "echo ops=1", "it's", "{threads}"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(shell_line(&argv), "sh -c 'echo ops=1' 'it'\\''s' {threads}");
     }
 
     #[test]

@@ -364,7 +364,7 @@ pub fn html_report(doc: &SuiteDocument, runs: &[Option<RunDocument>]) -> String 
             h,
             "<p class=\"muted\">run {} · <code>{}</code> · status {} · full page: <code>scalprof report {}</code></p>",
             esc(&run.id),
-            esc(&run.command.join(" ")),
+            esc(&crate::shell_line(&run.command)),
             esc(&r.status),
             esc(&run.id)
         );

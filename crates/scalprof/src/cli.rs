@@ -79,7 +79,7 @@ pub struct ComplexityArgs {
     /// Input sizes, e.g. `5000,10000,20000,40000,80000`: at least three; five or more give
     /// each function's exponent a usable 95% interval (a finding needs all of it above
     /// n log n + 0.15).
-    #[arg(long, value_name = "LIST", required = true)]
+    #[arg(long, value_name = "LIST", required = true, value_parser = parse_list)]
     pub sizes: String,
     /// Clean (unprofiled) runs per size: the whole workload's time.
     #[arg(long, default_value_t = 3, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
@@ -155,9 +155,10 @@ pub struct CompareArgs {
 
 #[derive(Args, Debug)]
 pub struct LocksArgs {
-    /// The thread count to substitute for `{threads}` (and put in SCALPROF_THREADS).
-    #[arg(short = 't', long = "threads", default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-    pub threads: u64,
+    /// Thread counts to substitute for `{threads}` (and put in SCALPROF_THREADS), a list as
+    /// in `run`: `2`, `1,2,4`, `1-4`.
+    #[arg(short = 't', long = "threads", default_value = "1", value_name = "LIST", value_parser = parse_list)]
+    pub threads: String,
     /// Trace every process on the machine, not only the command's tree.
     #[arg(short = 'a', long = "all-cpus")]
     pub system_wide: bool,
@@ -235,7 +236,7 @@ pub struct ExportArgs {
 pub struct RunArgs {
     /// Thread counts: `1,2,4`, a range `1-8`, or both (`1-4,8,16`). Default: powers of two up
     /// to the online CPU count, plus the count itself.
-    #[arg(short = 't', long = "threads", value_name = "LIST")]
+    #[arg(short = 't', long = "threads", value_name = "LIST", value_parser = parse_list)]
     pub threads: Option<String>,
 
     /// Clean (untraced) runs per point: throughput, speedup, efficiency and the model come
@@ -379,7 +380,7 @@ pub struct SuiteArgs {
     #[arg(long, value_name = "LIST")]
     pub tests: Option<String>,
     /// Worker counts (default: as for `run`, 1 … the online CPUs).
-    #[arg(short = 't', long = "threads", value_name = "LIST")]
+    #[arg(short = 't', long = "threads", value_name = "LIST", value_parser = parse_list)]
     pub threads: Option<String>,
     /// Seconds each repeat runs its operation (default 1; 0.5 with --quick).
     #[arg(long, value_name = "S", value_parser = parse_seconds)]
@@ -407,7 +408,7 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 3, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub repeat: u32,
     /// Thread counts (default: as for `run`).
-    #[arg(short = 't', long = "threads", value_name = "LIST")]
+    #[arg(short = 't', long = "threads", value_name = "LIST", value_parser = parse_list)]
     pub threads: Option<String>,
 }
 
@@ -461,6 +462,14 @@ fn parse_output_path(s: &str) -> Result<PathBuf, String> {
         return Err(format!("the folder {} is not writable", dir.display()));
     }
     Ok(path)
+}
+
+/// A sweep list (`1,2,4`, `1-8`, `1-4,8`), checked when parsed: the same error, and exit
+/// status 2, in every command that takes one.
+fn parse_list(s: &str) -> Result<String, String> {
+    scalprof_collect::sweep::parse_values(s)
+        .map(|_| s.to_string())
+        .map_err(|e| e.to_string())
 }
 
 /// A percentage threshold: a finite number, 0 or more (`nan` would never fire).

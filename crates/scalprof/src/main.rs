@@ -357,7 +357,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 .map(|r| scalprof_report::RunRow {
                     id: r.id,
                     label: r.label,
-                    command: r.command.join(" "),
+                    command: scalprof_report::shell_line(&r.command),
                     created: r.created,
                     status: r.status.as_str().to_string(),
                     points: format!("{}/{}", r.points, r.planned),
@@ -567,14 +567,14 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 );
             }
             scalprof_collect::resolve_program(
-                &scalprof_collect::sweep::substitute(&args.command, "threads", args.threads)[0],
+                &scalprof_collect::sweep::substitute(&args.command, "threads", 1)[0],
             )?;
             let store = open_store(&cli.db)?;
             let interrupt = Interrupt::install()?;
             let opts = RunOptions {
                 command: args.command,
                 parameter: scalprof_model::SweepParameter::Threads,
-                values: Some(vec![args.threads]),
+                values: Some(scalprof_collect::sweep::parse_values(&args.threads)?),
                 repeat: 1,
                 diagnose: 1,
                 warmup: 0,
@@ -583,7 +583,10 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 scaling: Some(ThroughputSource::Weak),
                 timeout: None,
                 keep_going: true,
-                sampling: None,
+                // Sampled too, so that a lock's on-CPU time (spinning, the lock code) counts as
+                // it does in `run`: without it `locks -t 2` gave table_lock 6% where `run`
+                // gave 79%.
+                sampling: Some(Default::default()),
                 locks: Some(scalprof_collect::locks::LockConfig {
                     system_wide: args.system_wide,
                     bpf_stats: args.bpf_stats,

@@ -770,8 +770,10 @@ impl UserSpace {
         let name = match named {
             Some(name) => name,
             None if m.path.starts_with('/') => {
+                // Unnamed code reads as in profiles (`[zstd]`), with the offset that tells
+                // one call site from another.
                 let file = m.path.rsplit('/').next().unwrap_or(&m.path);
-                format!("{file}+{offset:#x}")
+                format!("[{file}]+{offset:#x}")
             }
             None => return None,
         };

@@ -93,8 +93,9 @@ pub struct ComplexityArgs {
     /// A name for the run (default: the program's file name).
     #[arg(long, value_name = "L")]
     pub label: Option<String>,
-    /// Also write the run document to this file (`-`: standard output, instead of the summary).
-    #[arg(long, value_name = "PATH", value_parser = parse_output_path)]
+    /// Also write the run document to this file; `--json` alone (or `-`) prints it instead
+    /// of the summary, as `show --json` does.
+    #[arg(long, value_name = "PATH", value_parser = parse_output_path, num_args = 0..=1, default_missing_value = "-")]
     pub json: Option<PathBuf>,
     /// The workload; `{size}` in any argument is replaced by the size (also SCALPROF_SIZE).
     #[arg(last = true, required = true, value_name = "CMD")]
@@ -167,8 +168,9 @@ pub struct LocksArgs {
     /// without it, the tracer's cost is the share of samples taken in its own frames.
     #[arg(long)]
     pub bpf_stats: bool,
-    /// Also write the run document to this file (`-`: standard output, instead of the summary).
-    #[arg(long, value_name = "PATH", value_parser = parse_output_path)]
+    /// Also write the run document to this file; `--json` alone (or `-`) prints it instead
+    /// of the summary, as `show --json` does.
+    #[arg(long, value_name = "PATH", value_parser = parse_output_path, num_args = 0..=1, default_missing_value = "-")]
     pub json: Option<PathBuf>,
     /// The command.
     #[arg(last = true, required = true, value_name = "CMD")]
@@ -259,9 +261,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "L")]
     pub label: Option<String>,
 
-    /// Also write the run document (scalprof.run/1) to this file (`-`: standard output,
-    /// instead of the summary).
-    #[arg(long, value_name = "PATH", value_parser = parse_output_path)]
+    /// Also write the run document (scalprof.run/1) to this file; `--json` alone (or `-`)
+    /// prints it instead of the summary, as `show --json` does.
+    #[arg(long, value_name = "PATH", value_parser = parse_output_path, num_args = 0..=1, default_missing_value = "-")]
     pub json: Option<PathBuf>,
 
     /// Regex whose first capture group is the operation count the workload prints;
@@ -393,8 +395,9 @@ pub struct SuiteArgs {
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub timeout: Option<Duration>,
     /// Write the results as `scalprof.suite/1` JSON; `scalprof compare` takes two of these
-    /// (before and after a kernel change) and compares them test by test.
-    #[arg(long, value_name = "FILE", value_parser = parse_output_path)]
+    /// (before and after a kernel change) and compares them test by test. `--json` alone (or
+    /// `-`) prints it instead of the table.
+    #[arg(long, value_name = "FILE", value_parser = parse_output_path, num_args = 0..=1, default_missing_value = "-")]
     pub json: Option<PathBuf>,
     /// Write one self-contained HTML page for the whole suite: the rates table, then each
     /// test's scaling plot, time budget and findings.

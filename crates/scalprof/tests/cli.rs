@@ -813,3 +813,32 @@ fn json_dash_is_standard_output_and_counts_read_as_english() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("1 point × 1 repeat"), "{err}");
 }
+
+#[test]
+fn json_alone_prints_the_document_as_show_json_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let out = scalprof(&db)
+        .args([
+            "run",
+            "--json",
+            "-t",
+            "1",
+            "--repeat",
+            "1",
+            "--diagnose",
+            "0",
+        ])
+        .args(["--", "sh", "-c", "echo ops=7"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let shown = scalprof(&db)
+        .args(["show", "1", "--json"])
+        .output()
+        .unwrap();
+    let again: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(doc["id"], again["id"]);
+    assert_eq!(doc["points"], again["points"]);
+}

@@ -553,6 +553,98 @@ pub fn run_report(
 
 /// The comparison page (`scalprof compare --report`): verdicts per point and metric, lock
 /// and finding changes, and the differential flame graph.
+/// A's and B's throughput (medians, min–max) over the common points, on one plot.
+fn compare_plot(c: &scalprof_model::compare::Comparison) -> String {
+    let series: Vec<(f64, [f64; 3], [f64; 3])> = c
+        .points
+        .iter()
+        .filter_map(|p| {
+            let m = p.metrics.iter().find(|m| m.metric == "throughput")?;
+            Some((
+                p.value as f64,
+                [m.a_median, m.a_range[0], m.a_range[1]],
+                [m.b_median, m.b_range[0], m.b_range[1]],
+            ))
+        })
+        .collect();
+    if series.is_empty() {
+        return String::new();
+    }
+    let (w, h, ml, mr, mt, mb) = (720.0, 320.0, 70.0, 20.0, 20.0, 40.0);
+    let xmax = series.iter().map(|s| s.0).fold(1.0, f64::max) * 1.1;
+    let ymax = series
+        .iter()
+        .map(|s| s.1[2].max(s.2[2]))
+        .fold(0.0, f64::max)
+        .max(f64::MIN_POSITIVE)
+        * 1.15;
+    let x = |v: f64| ml + (w - ml - mr) * v / xmax;
+    let y = |v: f64| h - mb - (h - mt - mb) * v / ymax;
+    let mut svg = format!(
+        "<svg id=\"compare-plot\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-label=\"throughput of A and B\">\
+         <line x1=\"{ml}\" y1=\"{0}\" x2=\"{1}\" y2=\"{0}\" stroke=\"#333\"/><line x1=\"{ml}\" y1=\"{mt}\" x2=\"{ml}\" y2=\"{0}\" stroke=\"#333\"/>",
+        h - mb,
+        w - mr
+    );
+    for i in 0..=4 {
+        let v = ymax * i as f64 / 4.0;
+        let _ = write!(
+            svg,
+            "<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"end\">{}</text>",
+            ml - 6.0,
+            y(v) + 4.0,
+            si(v)
+        );
+    }
+    for s in &series {
+        let _ = write!(
+            svg,
+            "<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">{}</text>",
+            x(s.0),
+            h - mb + 16.0,
+            s.0
+        );
+    }
+    for (name, color, pick) in [("A", "#999", 0usize), ("B", "#c33", 1)] {
+        let pts: Vec<String> = series
+            .iter()
+            .map(|s| {
+                let v = if pick == 0 { s.1 } else { s.2 };
+                format!("{:.1},{:.1}", x(s.0), y(v[0]))
+            })
+            .collect();
+        let _ = write!(
+            svg,
+            "<polyline class=\"series-{name}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>",
+            pts.join(" ")
+        );
+        for s in &series {
+            let v = if pick == 0 { s.1 } else { s.2 };
+            let _ = write!(
+                svg,
+                "<line x1=\"{0:.1}\" y1=\"{1:.1}\" x2=\"{0:.1}\" y2=\"{2:.1}\" stroke=\"{color}\"/><circle cx=\"{0:.1}\" cy=\"{3:.1}\" r=\"4\" fill=\"{color}\"><title>{name} at {4}: {5}</title></circle>",
+                x(s.0),
+                y(v[1]),
+                y(v[2]),
+                y(v[0]),
+                s.0,
+                si(v[0])
+            );
+        }
+    }
+    let _ = write!(
+        svg,
+        "<g id=\"legend\" font-size=\"11\"><circle cx=\"{0}\" cy=\"{1}\" r=\"4\" fill=\"#999\"/><text x=\"{2}\" y=\"{3}\">A (median, min–max)</text><circle cx=\"{0}\" cy=\"{4}\" r=\"4\" fill=\"#c33\"/><text x=\"{2}\" y=\"{5}\">B</text></g></svg>",
+        ml + 20.0,
+        mt + 6.0,
+        ml + 30.0,
+        mt + 10.0,
+        mt + 22.0,
+        mt + 26.0
+    );
+    format!("<h2>Throughput, A and B</h2>{svg}")
+}
+
 pub fn compare_report(
     c: &scalprof_model::compare::Comparison,
     a_label: &str,
@@ -571,6 +663,10 @@ pub fn compare_report(
         esc(&c.b),
         esc(b_label)
     );
+    if !c.verdict.is_empty() {
+        let _ = write!(h, "<p id=\"verdict\"><b>{}</b></p>", esc(&c.verdict));
+    }
+    h += &compare_plot(c);
     for p in &c.points {
         let _ = write!(
             h,

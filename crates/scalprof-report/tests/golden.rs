@@ -236,3 +236,16 @@ fn the_default_screen_is_short_and_the_details_are_one_flag_away() {
         &scalprof_report::summary_with(&doc, false, true),
     );
 }
+
+#[test]
+fn the_compare_page_overlays_a_and_b_and_leads_with_the_verdict() {
+    let (a, b) = (document(), fixed_document());
+    let c = scalprof_analyze::compare::compare(&a, &b);
+    let html = scalprof_report::html::compare_report(&c, &a.label, &b.label, None);
+    assert!(
+        html.contains("<p id=\"verdict\"><b>B is 5.00× faster"),
+        "{html}"
+    );
+    assert!(html.contains("id=\"compare-plot\""));
+    assert!(html.contains("class=\"series-A\"") && html.contains("class=\"series-B\""));
+}

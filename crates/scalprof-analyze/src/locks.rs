@@ -780,9 +780,24 @@ fn suggestion(kind: &LockKind, scope: Scope, name: &str) -> String {
         LockKind::CpuWait => "more runnable threads than CPUs: run at most one busy thread per CPU (size the pool to the CPUs the process may use), or give the workload more CPUs".into(),
         LockKind::Io | LockKind::Syscall => format!("the threads wait in {name}: overlap the waits (more requests in flight) or feed the other side faster"),
         LockKind::PosixLock | LockKind::Flock => format!("every writer takes a lock on {name}: lock smaller byte ranges, give each writer its own file, or batch more work per lock"),
+        // CPython keeps its global interpreter lock in _PyRuntime: sharding it is not an option.
+        _ if scope == Scope::User && name.starts_with("_PyRuntime") => "this is CPython's GIL: Python threads run Python code one at a time. Use processes (multiprocessing, concurrent.futures.ProcessPoolExecutor), a free-threaded CPython (3.13t), or move the hot loop into code that releases the GIL (NumPy, a C extension)".into(),
         _ if scope == Scope::User => format!("shard {name} (one lock per bucket or per CPU, each on its own cache line), shorten its critical section, or use a read-mostly scheme"),
-        _ => format!("reduce how often the workload takes {name}: for mmap_lock, fewer mmap/munmap/faults (reuse buffers, MAP_POPULATE, a per-thread arena)"),
+        _ if name.starts_with("mmap_lock") => "reduce the address-space changes: fewer mmap/munmap/mprotect and page faults (reuse buffers, MAP_POPULATE, a per-thread arena)".into(),
+        _ if name.starts_with("i_rwsem") => "writers of one file take its inode lock in turn: give each writer its own file, or batch the writes (fewer, larger writes)".into(),
+        _ => format!("reduce how often the workload takes the kernel's {name}: its callers are in the lock table (scalprof show RUN -v)"),
     }
+}
+
+#[cfg(test)]
+#[test]
+fn suggestions_fit_the_lock() {
+    let gil = suggestion(&LockKind::Condvar, Scope::User, "_PyRuntime+0x188");
+    assert!(gil.contains("GIL") && !gil.contains("shard"), "{gil}");
+    let inode = suggestion(&LockKind::Rwsem(None), Scope::Kernel, "i_rwsem");
+    assert!(inode.contains("own file"), "{inode}");
+    let other = suggestion(&LockKind::Spinlock, Scope::Kernel, "futex hash bucket");
+    assert!(!other.contains("mmap"), "{other}");
 }
 
 fn fmt_list(v: &[f64]) -> String {

@@ -476,6 +476,86 @@ pub fn conventional_name(frames: &[&str], flags: u32) -> Option<&'static str> {
     None
 }
 
+/// The variable a user lock named `SYMBOL+0xOFFSET` lies in (`stripes` for
+/// `stripes+0xb80`), when it is one: not unnamed code (`[zstd]+0x…`), nor a heap or
+/// caller-named lock.
+fn object_of(name: &str) -> Option<(&str, &str)> {
+    // The element at offset 0 is named by the bare symbol.
+    let (sym, off) = name.rsplit_once("+0x").unwrap_or((name, "0"));
+    let plain = !sym.is_empty()
+        && sym
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '$'));
+    (plain && !off.is_empty() && off.chars().all(|c| c.is_ascii_hexdigit())).then_some((sym, off))
+}
+
+/// One object, one cause: user locks that are elements of one array or fields of one
+/// struct (`stripes+0xb80`, `stripes+0x8c0`, …) become one row named by the variable,
+/// with the count and the busiest elements in its `address`; waits and spinning add up,
+/// the maximum is the largest, the callers are weighed by each element's wait. A variable
+/// with one contended lock keeps its `SYMBOL+0xOFFSET` name.
+pub fn group_objects(rows: &mut Vec<LockRow>) {
+    use std::collections::BTreeMap;
+    let mut groups: BTreeMap<(String, String, Option<String>), Vec<usize>> = BTreeMap::new();
+    for (i, r) in rows.iter().enumerate() {
+        if r.scope != Scope::User || r.attributed_to.is_some() {
+            continue;
+        }
+        if let Some((sym, _)) = object_of(&r.name) {
+            groups
+                .entry((sym.to_string(), r.lock_type.to_string(), r.process.clone()))
+                .or_default()
+                .push(i);
+        }
+    }
+    let mut remove: Vec<usize> = Vec::new();
+    for ((sym, _, _), idx) in groups {
+        if idx.len() < 2 {
+            continue;
+        }
+        let cost = |r: &LockRow| (r.total_wait_ns + r.spin_ns.unwrap_or(0)) as f64;
+        let total: f64 = idx.iter().map(|&i| cost(&rows[i])).sum::<f64>().max(1.0);
+        let mut callers: HashMap<String, u64> = HashMap::new();
+        let mut elements: Vec<(String, f64)> = Vec::new();
+        let mut merged = rows[idx[0]].clone();
+        merged.count = 0;
+        merged.total_wait_ns = 0;
+        merged.max_wait_ns = 0;
+        merged.spin_ns = None;
+        for &i in &idx {
+            let r = &rows[i];
+            merged.count += r.count;
+            merged.total_wait_ns += r.total_wait_ns;
+            merged.max_wait_ns = merged.max_wait_ns.max(r.max_wait_ns);
+            if let Some(s) = r.spin_ns {
+                merged.spin_ns = Some(merged.spin_ns.unwrap_or(0) + s);
+            }
+            for c in &r.callers {
+                *callers.entry(c.function.clone()).or_default() += (c.share * cost(r)) as u64;
+            }
+            let off = object_of(&r.name).map_or("", |(_, o)| o);
+            elements.push((format!("+0x{off}"), cost(r) / total));
+        }
+        elements.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let busiest: Vec<String> = elements
+            .iter()
+            .take(3)
+            .map(|(o, s)| format!("{o} {:.0}%", s * 100.0))
+            .collect();
+        merged.name = sym;
+        merged.address = format!("{} elements; busiest {}", idx.len(), busiest.join(", "));
+        let weight: u64 = callers.values().sum();
+        merged.callers = top_callers(callers, weight.max(1));
+        remove.extend(idx.iter().skip(1).copied());
+        let first = idx[0];
+        rows[first] = merged;
+    }
+    remove.sort_unstable();
+    for i in remove.into_iter().rev() {
+        rows.remove(i);
+    }
+}
+
 /// Locks first (joins and condition variables after them), heaviest first (traced wait
 /// plus sampled spinning).
 pub fn sort_rows(rows: &mut [LockRow]) {
@@ -787,6 +867,52 @@ fn suggestion(kind: &LockKind, scope: Scope, name: &str) -> String {
         _ if name.starts_with("i_rwsem") => "writers of one file take its inode lock in turn: give each writer its own file, or batch the writes (fewer, larger writes)".into(),
         _ => format!("reduce how often the workload takes the kernel's {name}: its callers are in the lock table (scalprof show RUN -v)"),
     }
+}
+
+#[cfg(test)]
+#[test]
+fn elements_of_one_array_are_one_row() {
+    let row = |name: &str, wait: u64, caller: &str| LockRow {
+        scope: Scope::User,
+        name: name.into(),
+        lock_type: LockKind::Mutex,
+        address: "0x1000".into(),
+        count: 10,
+        total_wait_ns: wait,
+        max_wait_ns: wait / 5,
+        callers: vec![LockCaller {
+            function: caller.into(),
+            share: 1.0,
+        }],
+        attributed_to: None,
+        wait_ns_per_op: None,
+        spin_ns: None,
+        woken_by: None,
+        process: None,
+        peer_attached: false,
+    };
+    let mut rows = vec![
+        row("stripes", 100, "update"),
+        row("stripes+0x40", 300, "update"),
+        row("stripes+0xb80", 600, "update"),
+        row("table_lock", 50, "lookup"),
+        row("[zstd]+0xae28", 70, "x"),
+        row("_PyRuntime+0x188", 20, "take_gil"),
+    ];
+    group_objects(&mut rows);
+    let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["stripes", "table_lock", "[zstd]+0xae28", "_PyRuntime+0x188"]
+    );
+    let s = &rows[0];
+    assert_eq!((s.count, s.total_wait_ns, s.max_wait_ns), (30, 1000, 120));
+    assert!(
+        s.address.starts_with("3 elements; busiest +0xb80 60%"),
+        "{}",
+        s.address
+    );
+    assert_eq!(s.callers[0].function, "update");
 }
 
 #[cfg(test)]

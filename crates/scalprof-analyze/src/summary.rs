@@ -130,8 +130,9 @@ pub fn assemble(inputs: &RunInputs) -> RunDocument {
                 locks::attribute_spin(&mut lp.rows, prof);
                 locks::attribute_futex_cpu(&mut lp.rows, prof);
                 locks::attribute_syscall_cpu(&mut lp.rows, prof);
-                locks::sort_rows(&mut lp.rows);
             }
+            locks::group_objects(&mut lp.rows);
+            locks::sort_rows(&mut lp.rows);
             for r in &mut lp.rows {
                 r.wait_ns_per_op = (work > 0.0).then(|| r.total_wait_ns as f64 / work);
             }

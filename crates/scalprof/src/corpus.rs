@@ -61,6 +61,10 @@ pub const PROGRAMS: &[(&str, &str)] = &[
         "syscall_loop",
         include_str!("../../../corpus/syscall_loop.c"),
     ),
+    (
+        "striped_locks",
+        include_str!("../../../corpus/striped_locks.c"),
+    ),
 ];
 
 const COMMON_H: &str = include_str!("../../../corpus/common.h");

@@ -1484,3 +1484,38 @@ fn writers_of_one_file_wait_on_its_inode_lock() {
         doc["points"][1]["budget"]
     );
 }
+
+#[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
+fn a_lock_array_is_one_cause_named_by_its_variable() {
+    if !can_profile() {
+        return;
+    }
+    let _turn = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let doc = run_corpus(&db, "striped_locks", &dir.path().join("striped.json"));
+    let last = doc["points"].as_array().unwrap().last().unwrap();
+    let rows = last["locks"]["rows"].as_array().unwrap();
+    let stripes: Vec<&Value> = rows
+        .iter()
+        .filter(|r| r["name"].as_str().unwrap().starts_with("stripes"))
+        .collect();
+    // 64 mutexes of one array: one row, one cause, not one per element.
+    assert_eq!(stripes.len(), 1, "{stripes:?}");
+    assert_eq!(stripes[0]["name"], "stripes", "{}", stripes[0]);
+    assert!(
+        stripes[0]["address"].as_str().unwrap().contains("elements"),
+        "{}",
+        stripes[0]
+    );
+    let causes = last["budget"]["causes"].as_array().unwrap();
+    assert!(
+        causes
+            .iter()
+            .all(|c| !c["subject"].as_str().unwrap().starts_with("stripes+")),
+        "{causes:?}"
+    );
+    let share = cause_share(&doc, "stripes");
+    assert!(share > 0.05, "the lock array's share: {share}; {causes:?}");
+}

@@ -193,6 +193,7 @@ pub fn assemble(inputs: &RunInputs) -> RunDocument {
         if let Some(last) = points.last() {
             budget::score_findings(&mut findings, last, header.host.cpus as u64);
         }
+        warnings.extend(unexplained_warning(header, &points));
     }
     if threads && !loss_is_real(&points) {
         // Nothing to explain: a program that scales gets no scaling finding.
@@ -518,6 +519,56 @@ fn infer_scaling(header: &RunHeader, repeats: &[PointRepeat]) -> (ThroughputSour
             format!("weak scaling, inferred: the CPU time grew {c0:.2} → {c1:.2} s from {v0} to {v1} {p} ({growth:.1}×), so each thread adds work (--scaling strong if the total work is fixed)"),
         )
     }
+}
+
+/// Above this share of the last point's thread-time, "unexplained" needs a reason.
+const UNEXPLAINED_WARN: f64 = 0.10;
+
+/// An unexplained share above 10% at the last point, with what may have left it so: too
+/// few samples, truncated stacks, a perturbed traced repeat — or on-CPU growth that no
+/// cause claims (the "what grew" tables show where it went).
+fn unexplained_warning(header: &RunHeader, points: &[Point]) -> Option<Warning> {
+    let p = points.iter().rev().find(|p| p.budget.is_some())?;
+    let b = p.budget.as_ref()?;
+    if b.unexplained <= UNEXPLAINED_WARN {
+        return None;
+    }
+    let mut why = Vec::new();
+    if let Some(prof) = &p.profile {
+        if prof.stats.samples < 200 {
+            why.push(format!(
+                "only {} samples at this point (a longer run or a higher --freq gives more)",
+                prof.stats.samples
+            ));
+        }
+        if prof.stats.samples > 0 && prof.stats.truncated_stacks * 10 > prof.stats.samples {
+            why.push("many stacks were cut short (--stack-size 32k)".into());
+        }
+    }
+    if let Some(x) = p.perturbation.filter(|x| x.abs() > 0.10) {
+        why.push(format!(
+            "the traced repeats ran {:.0}% {} than the clean ones, so what was traced is not quite what was timed",
+            x.abs() * 100.0,
+            if x < 0.0 { "slower" } else { "faster" }
+        ));
+    }
+    if why.is_empty() {
+        why.push(format!(
+            "on-CPU time grew where no cause claims it yet: the \"what grew\" tables show where (scalprof show {} -v)",
+            header.id
+        ));
+    }
+    Some(Warning {
+        kind: WarningKind::Unexplained,
+        point: Some(p.value),
+        message: format!(
+            "{} {}: {:.0}% of the thread-time is unexplained: {}",
+            header.sweep.parameter,
+            p.value,
+            b.unexplained * 100.0,
+            why.join("; ")
+        ),
+    })
 }
 
 /// The command has no placeholder for the swept parameter.
@@ -1085,6 +1136,35 @@ mod tests {
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(w[0].contains("pigz (in 95% of samples)"), "{}", w[0]);
         assert!(w[0].contains("apt-get install pigz-dbgsym"), "{}", w[0]);
+    }
+
+    #[test]
+    fn a_large_unexplained_share_says_why() {
+        let h = header(vec![1, 2]);
+        let doc = assemble(&RunInputs::timing(
+            h.clone(),
+            vec![rep(1, 0, 1.0, Some(10), 0), rep(2, 0, 1.5, Some(20), 0)],
+        ));
+        let mut points = doc.points.clone();
+        let budget = |unexplained: f64| scalprof_model::Budget {
+            useful: 1.0 - unexplained,
+            overhead: 0.0,
+            unexplained,
+            causes: Vec::new(),
+        };
+        points[1].budget = Some(budget(0.05));
+        assert!(unexplained_warning(&h, &points).is_none());
+        points[1].budget = Some(budget(0.30));
+        let w = unexplained_warning(&h, &points).unwrap();
+        assert!(
+            w.message.contains("30% of the thread-time is unexplained"),
+            "{}",
+            w.message
+        );
+        assert!(w.message.contains("what grew"), "{}", w.message);
+        points[1].perturbation = Some(-0.48);
+        let w = unexplained_warning(&h, &points).unwrap();
+        assert!(w.message.contains("ran 48% slower"), "{}", w.message);
     }
 
     #[test]

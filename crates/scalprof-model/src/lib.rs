@@ -386,6 +386,9 @@ pub enum WarningKind {
     /// Weak scaling was assumed (no ops printed), but the CPU time did not grow with the
     /// thread count: the command probably does a fixed amount of work (`--scaling strong`).
     FixedWork,
+    /// More than 10% of the last point's thread-time is unexplained; the message says what
+    /// may have left it so.
+    Unexplained,
     /// The command does not contain the sweep parameter's placeholder: unless it reads
     /// SCALPROF_THREADS (or SCALPROF_SIZE), every point ran the same thing.
     NotSwept,

@@ -309,8 +309,23 @@ pub fn budgets(
     series: &[Series],
 ) -> Vec<Option<Budget>> {
     let mut out = vec![None; points.len()];
-    if points.len() < 2 || thread_ns_per_op(&points[0]).is_none() {
+    // One point has nothing to compare with: no budget (its findings score themselves).
+    if points.len() < 2 {
         return out;
+    }
+    let Some(t0) = thread_ns_per_op(&points[0]) else {
+        return out;
+    };
+    // The baseline: useful is its efficiency, 1 by definition, and causes are growth since
+    // it, so its budget is all useful. Every point then carries a budget that sums to 1,
+    // for a reader of the document.
+    if points[0].efficiency.is_some() && t0 > 0.0 {
+        out[0] = Some(Budget {
+            useful: 1.0,
+            overhead: 0.0,
+            unexplained: 0.0,
+            causes: Vec::new(),
+        });
     }
     for i in 1..points.len() {
         let (Some(t), Some(e)) = (thread_ns_per_op(&points[i]), points[i].efficiency) else {
@@ -478,7 +493,10 @@ mod tests {
             &[None, Some(16_000.0)],
             &[lock("table_lock", [0.0, 400_000.0])],
         );
-        assert!(b[0].is_none());
+        // The baseline has a budget too: all useful here (no overhead measured at 1).
+        let b0 = b[0].as_ref().unwrap();
+        assert_eq!((b0.useful, b0.overhead, b0.unexplained), (1.0, 0.0, 0.0));
+        assert!(b0.causes.is_empty());
         let b = b[1].as_ref().unwrap();
         assert!((b.useful - 0.625).abs() < 1e-9);
         assert!((b.overhead - 0.01).abs() < 1e-9);

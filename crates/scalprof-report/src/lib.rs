@@ -115,9 +115,11 @@ pub fn summary_with(doc: &RunDocument, all_locks: bool, verbose: bool) -> String
     for w in doc.warnings.iter().filter(|w| is_headline_warning(w.kind)) {
         out += &format!("  ! {}\n", w.message);
     }
+    // The baseline's budget is useful work and scalprof's cost only: no verdict to read.
     let verdicts: Vec<String> = doc
         .points
         .iter()
+        .skip(1)
         .filter_map(|p| {
             Some(verdict_line(
                 doc.sweep.parameter.as_str(),

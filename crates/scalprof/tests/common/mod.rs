@@ -62,6 +62,15 @@ pub fn check_shape(doc: &Value, shape: &Value, path: &str) {
 /// scores its cause's share at the last point.
 pub fn check_budgets(doc: &Value) {
     let points = doc["points"].as_array().unwrap();
+    // A sweep's every point carries a budget, the baseline too (all useful).
+    let budgeted = points.last().is_some_and(|p| p["budget"].is_object());
+    if points.len() >= 2 && budgeted && points[0]["efficiency"].is_number() {
+        assert_eq!(
+            points[0]["budget"]["useful"], 1.0,
+            "$.points[0].budget: {}",
+            points[0]["budget"]
+        );
+    }
     // A lock row's longest wait is at least its average one (a wakeup's latency added to
     // a wait's total once left the maximum behind).
     for (i, p) in points.iter().enumerate() {

@@ -793,6 +793,22 @@ pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
             .collect();
         let counts: Vec<u64> = rows.iter().map(|r| r.map_or(0, |r| r.count)).collect();
         let values: Vec<u64> = points.iter().map(|(p, _, _)| p.value).collect();
+        // One meaning of "wait per op" everywhere (this text, the finding's details, the
+        // lock rows' wait_ns_per_op): the blocked wait. The on-CPU time spent in the lock
+        // (spinning, lock code, the futex path) is said beside it; the score counts both.
+        let per_work = |f: &dyn Fn(&LockRow) -> u64| -> Vec<f64> {
+            rows.iter()
+                .zip(points)
+                .map(|(r, (_, work, _))| r.map_or(0.0, |r| f(r) as f64 / work.max(1e-300)))
+                .collect()
+        };
+        let wait_per_op = per_work(&|r| r.total_wait_ns);
+        let cpu_per_op = per_work(&|r| r.spin_ns.unwrap_or(0));
+        let on_cpu_text = if cpu_per_op.iter().any(|x| *x >= 1.0) {
+            format!(", on-CPU in it {} per op", fmt_list(&cpu_per_op))
+        } else {
+            String::new()
+        };
         out.push(Finding {
             kind: if lock_type.is_blocked_wait() {
                 FindingKind::BlockedWait
@@ -807,13 +823,13 @@ pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
                 .as_ref()
                 .map_or(String::new(), |p| format!("in {p} (attached): "))
                 + &format!(
-                    "{lock_type}: wait per op {} at {} threads{}; {} {}, avg {}, max {}{}",
-                    fmt_list(&per_op),
+                    "{lock_type}: wait per op {} at {} threads{}{on_cpu_text}; {} {}, avg {}, max {}{}",
+                    fmt_list(&wait_per_op),
                     values.last().expect("point"),
                     if single {
                         String::new()
                     } else {
-                        format!(" (was {} at {})", human_ns(per_op[0]), values[0])
+                        format!(" (was {} at {})", human_ns(wait_per_op[0]), values[0])
                     },
                     last.count,
                     if lock_type.is_blocked_wait() {
@@ -841,7 +857,8 @@ pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
                 address: last.address.clone(),
                 callers: last.callers.clone(),
                 points: values,
-                wait_ns_per_op: per_op,
+                wait_ns_per_op: wait_per_op,
+                on_cpu_ns_per_op: cpu_per_op,
                 count: counts,
                 max_wait_ns: last.max_wait_ns,
             }),

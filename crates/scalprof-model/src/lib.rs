@@ -493,7 +493,12 @@ pub struct LockDetails {
     pub points: Vec<u64>,
     #[serde(rename = "type")]
     pub lock_type: locks::LockKind,
+    /// Blocked wait per operation at each point (as the lock rows' `wait_ns_per_op`).
     pub wait_ns_per_op: Vec<f64>,
+    /// On-CPU time in the lock per operation at each point: spinning, the lock code, the
+    /// futex system call (the rows' `spin_ns` per operation). The score counts both.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub on_cpu_ns_per_op: Vec<f64>,
 }
 
 /// `false_sharing` / `true_sharing`: the global, its cache line and the fields on it.
@@ -767,6 +772,7 @@ mod details_tests {
             points: vec![1, 2],
             lock_type: locks::LockKind::Mutex,
             wait_ns_per_op: vec![1.0, 20.0],
+            on_cpu_ns_per_op: Vec::new(),
         });
         let text = serde_json::to_string(&lock).unwrap();
         // The same bytes as the untyped object (serde_json sorts object keys).

@@ -793,7 +793,7 @@ pub fn lock_growth(doc: &RunDocument) -> String {
     let last = points.last().and_then(|p| p.locks.as_ref()).expect("locks");
     let mut t = Table::new();
     t.load_style(UTF8_BORDERS_ONLY);
-    let mut header = vec!["lock or wait: share of thread-time · per op".to_string()];
+    let mut header = vec!["lock or wait: share of thread-time · time in it per op".to_string()];
     header.extend(points.iter().map(|p| format!("@{}", p.value)));
     t.set_header(header);
     let mut n = 0;

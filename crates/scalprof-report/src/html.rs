@@ -375,7 +375,7 @@ pub fn run_report(
     for f in &doc.findings {
         let _ = write!(
             h,
-            "<div class=\"finding\"><span class=\"score\">{:.0}%</span> <b>{}</b> {} <code>{}</code><p>{}</p>{}<p class=\"muted\">Suggestion: {}</p></div>",
+            "<div class=\"finding\"><span class=\"score\">{:.0}%</span> <b>{}</b> {} <code>{}</code><p>{}</p>{}<p class=\"muted\">What to do: {}</p></div>",
             f.score * 100.0,
             esc(f.kind.as_str()),
             esc(f.scope.map_or("", |s| s.as_str())),
@@ -505,7 +505,6 @@ pub fn run_report(
             flame_frame("flame-diff", "differential flame graph", svg)
         );
     }
-    h += "<h2>Cache lines</h2>";
     let sharing: Vec<&scalprof_model::Finding> = doc
         .findings
         .iter()
@@ -517,8 +516,9 @@ pub fn run_report(
             )
         })
         .collect();
-    if sharing.is_empty() {
-        h += "<p class=\"muted\">No cache line implicated (see <code>scalprof layout BINARY</code> for a binary's lines).</p>";
+    // No empty section: the heading comes with a line to show.
+    if !sharing.is_empty() {
+        h += "<h2>Cache lines</h2>";
     }
     for f in sharing {
         let scalprof_model::FindingDetails::Sharing(d) = &f.details else {

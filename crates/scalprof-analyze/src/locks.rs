@@ -851,7 +851,12 @@ pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
                     .woken_by
                     .as_ref()
                     .map_or(String::new(), |p| format!("; woken by {p}")),
-            suggestion: suggestion(&lock_type, scope, &name),
+            suggestion: if last.address.contains(" elements; ") {
+                // A lock array (`group_objects`): already sharded.
+                format!("{name} is already an array of locks and the waits are few: the cost is the lock words moving between CPUs. Partition the work per thread or CPU so each thread keeps to its own locks; more shards do not help when every thread touches every shard")
+            } else {
+                suggestion(&lock_type, scope, &name)
+            },
             details: FindingDetails::Lock(LockDetails {
                 lock_type: lock_type.clone(),
                 address: last.address.clone(),

@@ -844,7 +844,13 @@ fn a_global_mutex_is_named_with_its_caller() {
     assert!(findings
         .iter()
         .all(|f| !(f["kind"] == "lock_contention" && f["scope"] == "kernel")));
-    // The sharded twin: no lock finding.
+    // The sharded twin: what is left of the lock cost is the lock array's (its 256 locks
+    // are one cause, `shards`, whose words move between CPUs), a small share, with advice
+    // that fits an array that is already sharded.
+    let global = findings
+        .iter()
+        .find(|f| f["subject"] == "table_lock")
+        .map_or(0.0, |f| f["score"].as_f64().unwrap());
     let sharded = run_corpus(&db, "hash_sharded", &dir.path().join("sharded.json"));
     let lock_findings: Vec<&Value> = sharded["findings"]
         .as_array()
@@ -852,7 +858,18 @@ fn a_global_mutex_is_named_with_its_caller() {
         .iter()
         .filter(|f| f["kind"] == "lock_contention" && f["score"].as_f64().unwrap() > 0.05)
         .collect();
-    assert!(lock_findings.is_empty(), "{lock_findings:?}");
+    for f in &lock_findings {
+        assert_eq!(f["subject"], "shards", "{f}");
+        assert!(f["score"].as_f64().unwrap() < 0.15, "{f}");
+        assert!(
+            f["score"].as_f64().unwrap() < global / 3.0,
+            "{f}; the global lock: {global}"
+        );
+        assert!(
+            f["suggestion"].as_str().unwrap().contains("Partition"),
+            "{f}"
+        );
+    }
 }
 
 #[test]

@@ -127,34 +127,6 @@ pub fn create_file(path: &Path) -> io::Result<File> {
     Ok(f)
 }
 
-/// Opens a file another process wrote for us to read (a JIT's perf map) only if it is a
-/// regular file owned by one of `owners` (or root): never a FIFO or device that would block,
-/// nor another user's file.
-pub fn open_trusted(path: &Path, owners: &[u32]) -> io::Result<File> {
-    let f = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)?;
-    let m = f.metadata()?;
-    if !m.is_file() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("{} is not a regular file", path.display()),
-        ));
-    }
-    if m.uid() != 0 && !owners.contains(&m.uid()) {
-        return Err(io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            format!(
-                "{} is owned by uid {}, not by the process's user or root",
-                path.display(),
-                m.uid()
-            ),
-        ));
-    }
-    Ok(f)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,24 +179,5 @@ mod tests {
         create_file(&fresh).unwrap();
         let mode = std::fs::metadata(&fresh).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
-    }
-
-    #[test]
-    fn reads_only_regular_files_of_the_right_owner() {
-        let tmp = tempfile::tempdir().unwrap();
-        let fifo = tmp.path().join("fifo");
-        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-        // SAFETY: mkfifo with a valid NUL-terminated path.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-        // Would block forever on open/read without O_NONBLOCK and the type check.
-        assert!(open_trusted(&fifo, &[euid()]).is_err());
-        let plain = tmp.path().join("plain");
-        std::fs::write(&plain, "x").unwrap();
-        assert!(open_trusted(&plain, &[euid()]).is_ok());
-        if euid() == 0 {
-            std::os::unix::fs::chown(&plain, Some(65534), Some(65534)).unwrap();
-            assert!(open_trusted(&plain, &[]).is_err());
-            assert!(open_trusted(&plain, &[65534]).is_ok());
-        }
     }
 }

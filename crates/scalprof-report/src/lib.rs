@@ -670,16 +670,10 @@ pub fn what_grew(d: &scalprof_model::ScalingDiff) -> String {
     out
 }
 
+/// A duration in the unit a person reads it in (one formatter for text and HTML, and the
+/// findings' evidence).
 pub(crate) fn ns(v: f64) -> String {
-    if v >= 1e9 {
-        format!("{:.2} s", v / 1e9)
-    } else if v >= 1e6 {
-        format!("{:.1} ms", v / 1e6)
-    } else if v >= 1e3 {
-        format!("{:.1} µs", v / 1e3)
-    } else {
-        format!("{v:.0} ns")
-    }
+    scalprof_analyze::locks::human_ns(v)
 }
 
 /// A row's wait plus on-CPU time per operation, from its wait per operation.

@@ -36,17 +36,20 @@ impl PerfMap {
     /// and `process_uid` (the user the process ran as, when known).
     pub fn load(path: &Path, process_uid: Option<u32>) -> Option<PerfMap> {
         use std::io::Read;
-        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-        let mut f = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-            .open(path)
-            .ok()?;
-        let meta = f.metadata().ok()?;
+        use std::os::unix::fs::MetadataExt;
+        // Not through a symlink either: the name is in a directory anyone can write.
+        if std::fs::symlink_metadata(path)
+            .ok()?
+            .file_type()
+            .is_symlink()
+        {
+            return None;
+        }
+        let mut f = scalprof_debuginfo::open_regular(path).ok()?;
         // SAFETY: geteuid has no preconditions.
         let me = unsafe { libc::geteuid() };
-        let owner = meta.uid();
-        if !meta.is_file() || !(owner == 0 || owner == me || Some(owner) == process_uid) {
+        let owner = f.metadata().ok()?.uid();
+        if !(owner == 0 || owner == me || Some(owner) == process_uid) {
             return None;
         }
         let mut text = Vec::new();

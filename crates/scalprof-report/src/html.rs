@@ -86,6 +86,44 @@ td:first-child,th:first-child{text-align:left}.l{text-align:left}\
 code{background:#f4f4f4;padding:0 .2em}";
 
 /// The scaling plot: measured medians with min–max whiskers, and the fitted model.
+/// A plot's axes: the two lines, five throughput ticks up to `ymax`, and a label under each
+/// of `xs`. `frame` is (width, height, left, right, top and bottom margins).
+fn axes(
+    svg: &mut String,
+    frame: (f64, f64, f64, f64, f64, f64),
+    ymax: f64,
+    y: &dyn Fn(f64) -> f64,
+    xs: &[f64],
+    x: &dyn Fn(f64) -> f64,
+) {
+    let (w, h, ml, mr, mt, mb) = frame;
+    let _ = write!(
+        svg,
+        "<line x1=\"{ml}\" y1=\"{0}\" x2=\"{1}\" y2=\"{0}\" stroke=\"#333\"/><line x1=\"{ml}\" y1=\"{mt}\" x2=\"{ml}\" y2=\"{0}\" stroke=\"#333\"/>",
+        h - mb,
+        w - mr
+    );
+    for i in 0..=4 {
+        let v = ymax * i as f64 / 4.0;
+        let _ = write!(
+            svg,
+            "<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"end\">{}</text>",
+            ml - 6.0,
+            y(v) + 4.0,
+            si(v)
+        );
+    }
+    for &v in xs {
+        let _ = write!(
+            svg,
+            "<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">{}</text>",
+            x(v),
+            h - mb + 16.0,
+            v
+        );
+    }
+}
+
 pub fn scaling_plot(doc: &RunDocument) -> String {
     let pts: Vec<(f64, f64, f64, f64)> = doc
         .points
@@ -119,34 +157,8 @@ pub fn scaling_plot(doc: &RunDocument) -> String {
     let ymax = pts.iter().map(|p| p.3).fold(model_max, f64::max) * 1.1;
     let x = |v: f64| ml + (w - ml - mr) * v / xmax;
     let y = |v: f64| h - mb - (h - mt - mb) * v / ymax.max(f64::MIN_POSITIVE);
-    // Axes and ticks.
-    let _ = write!(
-        svg,
-        "<line x1=\"{ml}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#333\"/><line x1=\"{ml}\" y1=\"{mt}\" x2=\"{ml}\" y2=\"{}\" stroke=\"#333\"/>",
-        h - mb,
-        w - mr,
-        h - mb,
-        h - mb
-    );
-    for i in 0..=4 {
-        let v = ymax * i as f64 / 4.0;
-        let _ = write!(
-            svg,
-            "<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"end\">{}</text>",
-            ml - 6.0,
-            y(v) + 4.0,
-            si(v)
-        );
-    }
-    for p in &pts {
-        let _ = write!(
-            svg,
-            "<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">{}</text>",
-            x(p.0),
-            h - mb + 16.0,
-            p.0
-        );
-    }
+    let xs: Vec<f64> = pts.iter().map(|p| p.0).collect();
+    axes(&mut svg, (w, h, ml, mr, mt, mb), ymax, &y, &xs, &x);
     let _ = write!(
         svg,
         "<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\">{}</text><text x=\"14\" y=\"{}\" font-size=\"12\" transform=\"rotate(-90 14 {})\" text-anchor=\"middle\">throughput ({})</text>",
@@ -581,30 +593,10 @@ fn compare_plot(c: &scalprof_model::compare::Comparison) -> String {
     let x = |v: f64| ml + (w - ml - mr) * v / xmax;
     let y = |v: f64| h - mb - (h - mt - mb) * v / ymax;
     let mut svg = format!(
-        "<svg id=\"compare-plot\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-label=\"throughput of A and B\">\
-         <line x1=\"{ml}\" y1=\"{0}\" x2=\"{1}\" y2=\"{0}\" stroke=\"#333\"/><line x1=\"{ml}\" y1=\"{mt}\" x2=\"{ml}\" y2=\"{0}\" stroke=\"#333\"/>",
-        h - mb,
-        w - mr
+        "<svg id=\"compare-plot\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-label=\"throughput of A and B\">"
     );
-    for i in 0..=4 {
-        let v = ymax * i as f64 / 4.0;
-        let _ = write!(
-            svg,
-            "<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"end\">{}</text>",
-            ml - 6.0,
-            y(v) + 4.0,
-            si(v)
-        );
-    }
-    for s in &series {
-        let _ = write!(
-            svg,
-            "<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">{}</text>",
-            x(s.0),
-            h - mb + 16.0,
-            s.0
-        );
-    }
+    let xs: Vec<f64> = series.iter().map(|s| s.0).collect();
+    axes(&mut svg, (w, h, ml, mr, mt, mb), ymax, &y, &xs, &x);
     for (name, color, pick) in [("A", "#999", 0usize), ("B", "#c33", 1)] {
         let pts: Vec<String> = series
             .iter()

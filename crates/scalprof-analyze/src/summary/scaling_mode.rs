@@ -1,0 +1,84 @@
+//! What throughput means for a run: ops printed by the workload, or weak or strong scaling
+//! as the user said or as the CPU time across the points shows.
+
+use scalprof_model::{PointRepeat, RunHeader, ThroughputSource};
+
+/// Ops when every successful repeat reported them; otherwise the scaling the user gave,
+/// or the one the CPU time shows (with the reason).
+pub(super) fn throughput_source(
+    header: &RunHeader,
+    repeats: &[PointRepeat],
+) -> (ThroughputSource, Option<String>) {
+    let mut ok = repeats.iter().filter(|r| r.repeat.succeeded()).peekable();
+    if ok.peek().is_some() && ok.all(|r| r.repeat.ops.is_some()) {
+        return (ThroughputSource::Ops, None);
+    }
+    match header.scaling {
+        Some(s) => (s, None),
+        None => {
+            let (s, why) = infer_scaling(header, repeats);
+            (s, Some(why))
+        }
+    }
+}
+
+/// Weak or strong scaling from the CPU time of the clean repeats: a command whose total
+/// work is fixed uses about the same CPU time at every point (plus what contention adds),
+/// one whose threads each add work uses more in proportion to the parameter — diluted by
+/// the start-up every run pays once (an interpreter's 50 ms against 100 ms of work per
+/// thread grows 1.33× from 1 to 2 threads, not 2×). The boundary is `ratio^(1/4)` (1.19×
+/// from 1 to 2 threads), a quarter of the way from fixed to proportional on a log scale:
+/// chosen on zstd -T (fixed work, 1.04×) and Python threads doing a loop each (1.33×).
+pub(super) fn infer_scaling(
+    header: &RunHeader,
+    repeats: &[PointRepeat],
+) -> (ThroughputSource, String) {
+    let p = header.sweep.parameter;
+    let cpu_at = |value: u64| -> Option<f64> {
+        let mut v: Vec<f64> = repeats
+            .iter()
+            .filter(|r| r.value == value && !r.repeat.traced && r.repeat.succeeded())
+            .map(|r| r.repeat.user_s + r.repeat.sys_s)
+            .collect();
+        v.sort_by(f64::total_cmp);
+        (!v.is_empty()).then(|| v[v.len() / 2])
+    };
+    let mut values: Vec<u64> = repeats.iter().map(|r| r.value).collect();
+    values.sort_unstable();
+    values.dedup();
+    let measured: Vec<(u64, f64)> = values
+        .into_iter()
+        .filter_map(|v| cpu_at(v).map(|c| (v, c)))
+        .collect();
+    let (Some(&(v0, c0)), Some(&(v1, c1))) = (measured.first(), measured.last()) else {
+        return (
+            ThroughputSource::Weak,
+            "weak scaling assumed: no point finished to infer it from (--scaling strong if the total work is fixed)".into(),
+        );
+    };
+    let ratio = v1 as f64 / v0 as f64;
+    if v1 != v0 && c1.max(c0) < 0.01 {
+        return (
+            ThroughputSource::Weak,
+            format!("weak scaling assumed: the command used almost no CPU time ({c0:.3} → {c1:.3} s), nothing to infer from (--scaling strong if the total work is fixed)"),
+        );
+    }
+    if v1 == v0 || c0 <= 0.0 {
+        return (
+            ThroughputSource::Weak,
+            format!("weak scaling assumed: one {p} value, nothing to infer from (--scaling strong if the total work is fixed)"),
+        );
+    }
+    let growth = c1 / c0;
+    if growth < ratio.powf(0.25) {
+        (
+            ThroughputSource::Strong,
+            format!("strong scaling, inferred: the CPU time stayed {c0:.2} → {c1:.2} s from {v0} to {v1} {p}, so the total work is fixed (--scaling weak if each thread adds work)"),
+        )
+    } else {
+        (
+            ThroughputSource::Weak,
+            format!("weak scaling, inferred: the CPU time grew {c0:.2} → {c1:.2} s from {v0} to {v1} {p} ({growth:.1}×), so each thread adds work (--scaling strong if the total work is fixed)"),
+        )
+    }
+}

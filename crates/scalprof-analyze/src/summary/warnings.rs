@@ -1,0 +1,350 @@
+//! The run document's measurement warnings: noisy or failed repeats, too few points, a
+//! sweep that swept nothing, a weak-scaling assumption the CPU time contradicts, profile
+//! quality (lost samples, stripped binaries) and an unexplained share that needs a reason.
+
+use scalprof_model::{
+    Point, PointProfile, RunHeader, SweepParameter, ThroughputSource, Warning, WarningKind,
+};
+
+use super::{NOISY_SPREAD, PERTURBATION_LIMIT};
+
+/// " (the clean repeats themselves spread N%)" when they spread at all.
+pub(super) fn spread_note(p: &Point) -> String {
+    p.throughput_spread
+        .filter(|s| s.median > 0.0 && s.max > s.min)
+        .map(|s| {
+            format!(
+                " (the clean repeats themselves spread {:.0}%)",
+                100.0 * (s.max - s.min) / s.median
+            )
+        })
+        .unwrap_or_default()
+}
+
+/// Binaries whose code without a symbol (`[pigz]` frames) is in at least 10% of the
+/// samples, with that share, most first.
+pub(super) fn unnamed_binaries(p: &PointProfile) -> Vec<(String, f64)> {
+    let total: u64 = p.folded.iter().map(|s| s.samples).sum();
+    if total == 0 {
+        return Vec::new();
+    }
+    let mut by: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
+    for s in &p.folded {
+        let mut seen: Vec<&str> = Vec::new();
+        for f in s.stack.split(';') {
+            if let Some(b) = f.strip_prefix('[').and_then(|f| f.strip_suffix(']')) {
+                if !matches!(b, "unknown" | "k" | "vdso" | "anon") && !seen.contains(&b) {
+                    seen.push(b);
+                }
+            }
+        }
+        for b in seen {
+            *by.entry(b).or_default() += s.samples;
+        }
+    }
+    let mut out: Vec<(String, f64)> = by
+        .into_iter()
+        .map(|(b, n)| (b.to_string(), n as f64 / total as f64))
+        .filter(|(_, share)| *share >= 0.10)
+        .collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1));
+    out
+}
+
+/// Lost samples, truncated stacks and unresolved frames, when they are large enough to
+/// mislead.
+pub(super) fn profile_warnings(
+    header: &RunHeader,
+    profiles: &[(u64, PointProfile)],
+) -> Vec<Warning> {
+    let mut out = Vec::new();
+    for (v, p) in profiles {
+        let st = &p.stats;
+        let total = st.samples + st.lost_samples;
+        let mut problems = Vec::new();
+        if st.lost_samples > 0 {
+            problems.push(format!(
+                "{} of {total} samples lost (buffers full; lower --freq)",
+                st.lost_samples
+            ));
+        }
+        if st.samples > 0 && st.truncated_stacks * 10 > st.samples {
+            problems.push(format!(
+                "{:.0}% of user stacks could not be walked to their root (deep stacks or \
+                 large frames: copy more of each with --stack-size 32k)",
+                100.0 * st.truncated_stacks as f64 / st.samples as f64
+            ));
+        }
+        if unnamed_binaries(p).is_empty() && st.frames > 0 && st.unresolved_frames * 10 > st.frames
+        {
+            problems.push(format!(
+                "{:.0}% of frames have no symbol (stripped binaries? install debug symbols)",
+                100.0 * st.unresolved_frames as f64 / st.frames as f64
+            ));
+        }
+        if !st.unreadable_binaries.is_empty() {
+            problems.push(format!(
+                "binaries that could not be read, whose frames have no names: {}",
+                st.unreadable_binaries.join("; ")
+            ));
+        }
+        if !st.kernel_stacks {
+            problems.push(
+                "no kernel stacks (not permitted: run as root or lower perf_event_paranoid)".into(),
+            );
+        }
+        if !problems.is_empty() {
+            out.push(Warning {
+                kind: WarningKind::ProfileQuality,
+                point: Some(*v),
+                message: format!(
+                    "{} {v}: profile: {}",
+                    header.sweep.parameter,
+                    problems.join("; ")
+                ),
+            });
+        }
+    }
+    // Stripped binaries: said once, from the last profile, with what to install.
+    let unnamed = profiles
+        .last()
+        .map(|(_, p)| unnamed_binaries(p))
+        .unwrap_or_default();
+    if !unnamed.is_empty() {
+        // A program's package is usually its name; a library's is not (libz.so is zlib1g's).
+        let example = unnamed
+            .iter()
+            .find(|(b, _)| !b.contains(".so"))
+            .map(|(b, _)| format!("e.g. `apt-get install {b}-dbgsym`; "))
+            .unwrap_or_default();
+        let list: Vec<String> = unnamed
+            .iter()
+            .map(|(b, share)| format!("{b} (in {:.0}% of samples)", share * 100.0))
+            .collect();
+        out.push(Warning {
+            kind: WarningKind::ProfileQuality,
+            point: None,
+            message: format!(
+                "profile: code without names in {}: stripped binaries; install their debug \
+                 symbols, which scalprof reads from /usr/lib/debug (Debian: the -dbgsym \
+                 packages from the debian-debug archive, {example}`dpkg -S FILE` names a \
+                 library's package)",
+                list.join(", "),
+            ),
+        });
+    }
+    out
+}
+
+/// Above this share of the last point's thread-time, "unexplained" needs a reason.
+pub(super) const UNEXPLAINED_WARN: f64 = 0.10;
+
+/// An unexplained share above 10% at the last point, with what may have left it so: too
+/// few samples, truncated stacks, a perturbed traced repeat — or on-CPU growth that no
+/// cause claims (the "what grew" tables show where it went).
+pub(super) fn unexplained_warning(header: &RunHeader, points: &[Point]) -> Option<Warning> {
+    let p = points.iter().rev().find(|p| p.budget.is_some())?;
+    let b = p.budget.as_ref()?;
+    if b.unexplained <= UNEXPLAINED_WARN {
+        return None;
+    }
+    let mut why = Vec::new();
+    if let Some(prof) = &p.profile {
+        if prof.stats.samples < 200 {
+            why.push(format!(
+                "only {} samples at this point (a longer run or a higher --freq gives more)",
+                prof.stats.samples
+            ));
+        }
+        if prof.stats.samples > 0 && prof.stats.truncated_stacks * 10 > prof.stats.samples {
+            why.push("many stacks were cut short (--stack-size 32k)".into());
+        }
+    }
+    if let Some(x) = p.perturbation.filter(|x| x.abs() > 0.10) {
+        why.push(format!(
+            "the traced repeats ran {:.0}% {} than the clean ones, so what was traced is not quite what was timed",
+            x.abs() * 100.0,
+            if x < 0.0 { "slower" } else { "faster" }
+        ));
+    }
+    if why.is_empty() {
+        why.push(format!(
+            "on-CPU time grew where no cause claims it yet: the \"what grew\" tables show where (scalprof show {} -v)",
+            header.id
+        ));
+    }
+    Some(Warning {
+        kind: WarningKind::Unexplained,
+        point: Some(p.value),
+        message: format!(
+            "{} {}: {:.0}% of the thread-time is unexplained: {}",
+            header.sweep.parameter,
+            p.value,
+            b.unexplained * 100.0,
+            why.join("; ")
+        ),
+    })
+}
+
+/// The command has no placeholder for the swept parameter.
+pub(super) fn not_swept(header: &RunHeader) -> Option<Warning> {
+    let p = header.sweep.parameter.as_str();
+    let placeholder = format!("{{{p}}}");
+    if header.sweep.values.len() < 2 || header.command.iter().any(|a| a.contains(&placeholder)) {
+        return None;
+    }
+    Some(Warning {
+        kind: WarningKind::NotSwept,
+        point: None,
+        message: format!(
+            "the command has no {placeholder}: every point ran the same command, unless it reads SCALPROF_{} — put {placeholder} where the command takes its {p} count",
+            p.to_uppercase()
+        ),
+    })
+}
+
+/// Under weak scaling every thread brings its own share of work, so the CPU time grows
+/// with the thread count. When it stays flat, the command did the same work at every
+/// point, and the weak-scaling speedups are inflated by the thread count.
+pub(super) fn fixed_work(
+    header: &RunHeader,
+    points: &[Point],
+    source: ThroughputSource,
+) -> Option<Warning> {
+    // Only when the user said weak: an inferred choice says its reason in the header.
+    if source != ThroughputSource::Weak
+        || header.scaling.is_none()
+        || header.sweep.parameter != SweepParameter::Threads
+    {
+        return None;
+    }
+    let cpu = |p: &Point| Some(p.user_s?.median + p.sys_s?.median);
+    let first = points.iter().find(|p| cpu(p).is_some())?;
+    let last = points.iter().rev().find(|p| cpu(p).is_some())?;
+    let (c0, c1) = (cpu(first)?, cpu(last)?);
+    let ratio = last.value as f64 / first.value as f64;
+    // Weak scaling doubles the CPU time from 1 to 2 threads; allow for half of that.
+    if ratio < 2.0 || c0 <= 0.0 || c1 / c0 > 1.0 + (ratio - 1.0) / 2.0 {
+        return None;
+    }
+    Some(Warning {
+        kind: WarningKind::FixedWork,
+        point: None,
+        message: format!(
+            "the workload printed no ops, so weak scaling was assumed (each thread adds work), but its CPU time stayed at {c0:.2} → {c1:.2} s from {} to {} threads: if the command does the same work at every point, rerun with --scaling strong (the speedups above are inflated up to {ratio:.0}×)",
+            first.value, last.value
+        ),
+    })
+}
+
+pub(super) fn warnings(header: &RunHeader, points: &[Point]) -> Vec<Warning> {
+    let mut out = Vec::new();
+    let cpus = header.host.cpus as u64;
+    for p in points {
+        if let Some(w) = p.wall_s {
+            let ok = p.repeats.iter().filter(|r| r.succeeded()).count();
+            if ok >= 2 && w.median > 0.0 && (w.max - w.min) / w.median > NOISY_SPREAD {
+                let hint = if ok < 5 {
+                    "run more repeats (--repeat 5) on a quieter machine"
+                } else {
+                    "other work on the machine is interfering; quiet it and rerun"
+                };
+                out.push(Warning {
+                    kind: WarningKind::NoisyRepeats,
+                    point: Some(p.value),
+                    message: format!(
+                        "{} {}: wall time of {ok} repeats spreads {:.0}% ({:.3}–{:.3} s); {hint}",
+                        header.sweep.parameter,
+                        p.value,
+                        100.0 * (w.max - w.min) / w.median,
+                        w.min,
+                        w.max
+                    ),
+                });
+            }
+        }
+        if let Some(x) = p.perturbation.filter(|x| x.abs() > PERTURBATION_LIMIT) {
+            out.push(Warning {
+                kind: WarningKind::PerturbedDiagnosis,
+                point: Some(p.value),
+                message: format!(
+                    "{} {}: traced repeats ran {:.0}% {} than clean ones{}; the findings describe a perturbed run (the reported throughput is the clean one)",
+                    header.sweep.parameter,
+                    p.value,
+                    100.0 * x.abs(),
+                    if x < 0.0 { "slower" } else { "faster" },
+                    spread_note(p),
+                ),
+            });
+        }
+        let failed = p.repeats.iter().filter(|r| !r.succeeded()).count();
+        if failed > 0 {
+            let how: Vec<String> = p
+                .repeats
+                .iter()
+                .filter(|r| !r.succeeded())
+                .map(|r| r.outcome())
+                .collect();
+            out.push(Warning {
+                kind: WarningKind::FailedRepeats,
+                point: Some(p.value),
+                message: format!(
+                    "{} {}: {failed} of {} repeats failed ({}); they are kept but not counted in throughput",
+                    header.sweep.parameter,
+                    p.value,
+                    p.repeats.len(),
+                    how.join(", ")
+                ),
+            });
+        }
+        if header.sweep.parameter == SweepParameter::Threads && cpus > 0 && p.value > cpus {
+            out.push(Warning {
+                kind: WarningKind::OversubscribedPoint,
+                point: Some(p.value),
+                message: format!(
+                    "threads {}: more threads than the {cpus} online CPUs; this point measures time-sharing, not scaling",
+                    p.value
+                ),
+            });
+        }
+    }
+    let measured = points.iter().filter(|p| p.throughput.is_some()).count();
+    // A sweep that stopped before it measured anything: the stop says why, not this.
+    let stopped_empty = measured == 0 && header.status != scalprof_model::RunStatus::Complete;
+    if measured < 3 && !stopped_empty && header.sweep.parameter == SweepParameter::Threads {
+        let hint = if cpus < 3 {
+            format!(" (this machine has {cpus} CPUs: more points would oversubscribe it; run the sweep on a larger machine)")
+        } else {
+            " (sweep at least 3 values, e.g. -t 1,2,4)".to_string()
+        };
+        out.push(Warning {
+            kind: WarningKind::TooFewPoints,
+            point: None,
+            message: format!(
+                "{measured} measured point{}: too few for the USL, {}{hint}",
+                if measured == 1 { "" } else { "s" },
+                if measured == 2 {
+                    "fitted Amdahl's law instead"
+                } else {
+                    "no model fitted"
+                }
+            ),
+        });
+    }
+    // A sweep that stopped (a failed workload, Ctrl-C) has one repeat because it stopped,
+    // not because one was asked for: that is said by the stop, not by this warning.
+    let stopped = header.status != scalprof_model::RunStatus::Complete
+        || points
+            .iter()
+            .any(|p| p.repeats.iter().any(|r| !r.succeeded()));
+    if !stopped && !points.is_empty() && points.iter().all(|p| p.repeats.len() == 1) {
+        out.push(Warning {
+            kind: WarningKind::SingleRepeat,
+            point: None,
+            message:
+                "one repeat per point: the spread between runs is unknown (use --repeat 3 or more)"
+                    .to_string(),
+        });
+    }
+    out
+}

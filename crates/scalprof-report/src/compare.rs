@@ -1,0 +1,87 @@
+//! The terminal view of a comparison: the verdict, then per point B/A and ministat-style
+//! verdicts per metric, the lock waits and findings that changed.
+
+use super::*;
+
+/// The terminal view of a comparison (ministat-style verdicts per point and metric).
+pub fn comparison(c: &scalprof_model::compare::Comparison, a_label: &str, b_label: &str) -> String {
+    let mut out = format!("A: run {} ({a_label})\nB: run {} ({b_label})\n", c.a, c.b);
+    if !c.verdict.is_empty() {
+        out += &format!("{}\n", c.verdict);
+    }
+    for w in &c.warnings {
+        out += &format!("  ! {w}\n");
+    }
+    if c.points.is_empty() {
+        out += "\nthe runs have no sweep point in common\n";
+    }
+    for p in &c.points {
+        let mut head = format!("\npoint {}", p.value);
+        if let Some(r) = &p.throughput_ratio {
+            head += &format!(
+                ": B/A throughput {:.2}× [{:.2}–{:.2}]",
+                r.ratio, r.ci95[0], r.ci95[1]
+            );
+        }
+        if let Some([ea, eb]) = p.efficiency {
+            head += &format!(", efficiency {:.0}% → {:.0}%", ea * 100.0, eb * 100.0);
+        }
+        out += &head;
+        out += ":\n";
+        let mut t = Table::new();
+        t.load_style(UTF8_BORDERS_ONLY);
+        t.set_header(vec![
+            "metric",
+            "A median (min–max)",
+            "B median (min–max)",
+            "verdict",
+        ]);
+        for m in &p.metrics {
+            let f = |x: f64| {
+                if m.metric == "throughput" {
+                    si(x)
+                } else {
+                    format!("{x:.4}")
+                }
+            };
+            t.add_row(vec![
+                m.metric.clone(),
+                format!(
+                    "{} ({}–{}) n={}",
+                    f(m.a_median),
+                    f(m.a_range[0]),
+                    f(m.a_range[1]),
+                    m.a_n
+                ),
+                format!(
+                    "{} ({}–{}) n={}",
+                    f(m.b_median),
+                    f(m.b_range[0]),
+                    f(m.b_range[1]),
+                    m.b_n
+                ),
+                m.verdict.clone(),
+            ]);
+        }
+        out += &t.to_string();
+        out.push('\n');
+        for l in &p.locks {
+            out += &format!(
+                "  lock {}: wait per op {} → {}\n",
+                l.lock,
+                ns(l.a_wait_ns_per_op),
+                ns(l.b_wait_ns_per_op)
+            );
+        }
+    }
+    for f in &c.findings_appeared {
+        out += &format!("\nfinding appeared in B: {f}");
+    }
+    for f in &c.findings_disappeared {
+        out += &format!("\nfinding gone in B: {f}");
+    }
+    if !c.findings_appeared.is_empty() || !c.findings_disappeared.is_empty() {
+        out.push('\n');
+    }
+    out
+}

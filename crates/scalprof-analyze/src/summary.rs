@@ -113,9 +113,19 @@ pub fn assemble(inputs: &RunInputs) -> RunDocument {
     if let Some(sharing) = inputs.sharing.as_ref().filter(|_| threads) {
         findings.extend(crate::sharing::sharing_findings(&with_work, sharing));
     }
-    // Kernel hotspots grow with concurrency; over input sizes, growth is complexity's.
+    // The functions whose growth is a shared line's (the locked instructions are in them).
+    let claimed: Vec<String> = findings
+        .iter()
+        .filter_map(|f| match &f.details {
+            scalprof_model::FindingDetails::Sharing(d) => Some(d.functions.iter().cloned()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    // Hotspots grow with concurrency; over input sizes, growth is complexity's.
     if let Some(d) = scaling_diff.as_ref().filter(|_| threads) {
         findings.extend(scaling::kernel_hotspots(d));
+        findings.extend(scaling::user_hotspots(d, &claimed));
     }
     let serial_input: Vec<(u64, Option<f64>, &PointProfile)> = points
         .iter()
@@ -173,7 +183,7 @@ pub fn assemble(inputs: &RunInputs) -> RunDocument {
             points.iter().map(|p| profile_of(p.value)).collect();
         let mut series = budget::lock_series(&points, &profs, &work);
         if let Some(d) = &scaling_diff {
-            series.extend(budget::hotspot_series(&points, &profs, &work, d));
+            series.extend(budget::hotspot_series(&points, &profs, &work, d, &claimed));
         }
         series.extend(budget::serial_series(&points, &profs));
         for f in findings

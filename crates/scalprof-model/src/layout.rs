@@ -61,6 +61,10 @@ pub struct SharingSite {
     pub indexed: bool,
     /// The global holding `address` (a `DataObject` of `objects` in the same file).
     pub object: String,
+    /// The functions the sampled instruction is in, innermost first (inlined ones from
+    /// DWARF, then the symbol): the profile names its samples by these.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub functions: Vec<String>,
 }
 
 /// A global of a binary, with its layout, that a [`SharingSite`] writes.

@@ -417,6 +417,9 @@ pub enum FindingKind {
     SuperlinearCost,
     /// A kernel path whose share grows without a named lock.
     KernelHotspot,
+    /// A user function whose own on-CPU time per op grows with the sweep, and that is
+    /// neither a lock's code nor the writes of a shared cache line.
+    UserHotspot,
     /// Time when only one thread runs.
     SerialFraction,
     /// Off-CPU time that is not a lock grows: sleeping, I/O, another blocking call.
@@ -431,6 +434,7 @@ impl FindingKind {
             FindingKind::TrueSharing => "true_sharing",
             FindingKind::SuperlinearCost => "superlinear_cost",
             FindingKind::KernelHotspot => "kernel_hotspot",
+            FindingKind::UserHotspot => "user_hotspot",
             FindingKind::SerialFraction => "serial_fraction",
             FindingKind::BlockedWait => "blocked_wait",
         }
@@ -519,6 +523,9 @@ pub struct SharingDetails {
     /// `strong` or `moderate`.
     pub strength: String,
     pub written_fields: Vec<String>,
+    /// The functions the locked instructions are in: their whole growth is this line's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub functions: Vec<String>,
 }
 
 /// `superlinear_cost`: the function's power-law fit over the sizes.
@@ -697,7 +704,9 @@ mod tests {
             FindingKind::TrueSharing,
             FindingKind::SuperlinearCost,
             FindingKind::KernelHotspot,
+            FindingKind::UserHotspot,
             FindingKind::SerialFraction,
+            FindingKind::BlockedWait,
         ] {
             let v = serde_json::to_value(k).unwrap();
             assert_eq!(v, serde_json::Value::String(k.as_str().into()));

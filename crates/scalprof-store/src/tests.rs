@@ -312,6 +312,7 @@ fn a_schema_5_store_keeps_its_frozen_findings_and_new_runs_store_sharing_inputs(
             address: 0x4040,
             indexed: true,
             object: "counters".into(),
+            functions: vec!["worker".into()],
         }],
         objects: vec![],
     };

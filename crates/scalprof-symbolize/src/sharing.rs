@@ -64,6 +64,10 @@ pub fn resolve(hot: &[HotInstruction], files: &mut SymbolCache, line: u64) -> Sh
             address: access.address,
             indexed: access.indexed,
             object: obj.name.clone(),
+            functions: files
+                .get(Path::new(&h.file))
+                .map(|elf| elf.frames(h.address))
+                .unwrap_or_default(),
         });
     }
     out

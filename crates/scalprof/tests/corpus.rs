@@ -1300,6 +1300,26 @@ fn a_global_refcount_is_true_sharing() {
         .unwrap_or_else(|| panic!("no true_sharing finding: {findings:?}"));
     assert_eq!(ts["subject"], "obj_refcount");
     assert!(findings.iter().all(|f| f["kind"] != "false_sharing"));
+    // The locked add's samples skid onto the instructions after it: the whole growth of
+    // the function it is in is the line's, so the loss is explained, and by it.
+    let (top, residual) = top_cause_and_residual(&doc);
+    assert_eq!(top, "obj_refcount", "{}", doc["points"][1]["budget"]);
+    let loss = 1.0 - efficiency_at(&doc, 2);
+    assert!(
+        cause_share(&doc, "obj_refcount") >= 0.7 * loss && residual <= 0.10,
+        "the line's share and the residual against the loss {loss:.2}: {}",
+        doc["points"][1]["budget"]
+    );
+}
+
+/// The last point's largest cause and its unexplained share.
+fn top_cause_and_residual(doc: &Value) -> (String, f64) {
+    let budget = &doc["points"].as_array().unwrap().last().unwrap()["budget"];
+    let top = budget["causes"][0]["subject"]
+        .as_str()
+        .unwrap_or("(no cause)")
+        .to_string();
+    (top, budget["unexplained"].as_f64().unwrap())
 }
 
 /// Names no finding, table row or caller may carry: scalprof's own BPF and perf frames.
@@ -1539,4 +1559,13 @@ fn a_lock_array_is_one_cause_named_by_its_variable() {
     );
     let share = cause_share(&doc, "stripes");
     assert!(share > 0.05, "the lock array's share: {share}; {causes:?}");
+    // The lock words' traffic (libc's lock code, the futex path) is the array's cost: it
+    // is the largest cause and little is left unexplained.
+    let (top, residual) = top_cause_and_residual(&doc);
+    assert_eq!(top, "stripes", "{causes:?}");
+    assert!(
+        residual <= 0.10,
+        "unexplained {residual:.2}: {}",
+        last["budget"]
+    );
 }

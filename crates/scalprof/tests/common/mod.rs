@@ -134,6 +134,7 @@ pub fn check_findings(doc: &Value) {
                 "true_sharing",
                 "superlinear_cost",
                 "kernel_hotspot",
+                "user_hotspot",
                 "serial_fraction",
                 "blocked_wait",
             ]

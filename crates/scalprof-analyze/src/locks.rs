@@ -864,7 +864,21 @@ pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
                 .process
                 .as_ref()
                 .map_or(String::new(), |p| format!("in {p} (attached): "))
-                + &format!(
+                + &if last.address == "sampled" {
+                    // A spinlock is not traced: its row is made of the samples that spun.
+                    format!(
+                        "{lock_type}, sampled (spinlocks are not traced): on-CPU spinning per op {} at {} threads; {} samples{}",
+                        fmt_list(&cpu_per_op),
+                        values.last().expect("point"),
+                        last.count,
+                        if callers.is_empty() {
+                            String::new()
+                        } else {
+                            format!("; callers: {}", callers.join(", "))
+                        },
+                    )
+                } else {
+                    format!(
                     "{lock_type}: wait per op {} at {} threads{}{on_cpu_text}; {} {}, avg {}, max {}{}",
                     fmt_list(&wait_per_op),
                     values.last().expect("point"),
@@ -889,6 +903,7 @@ pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
                         format!("; callers: {}", callers.join(", "))
                     },
                 )
+                }
                 + &last
                     .woken_by
                     .as_ref()

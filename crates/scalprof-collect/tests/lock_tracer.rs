@@ -78,7 +78,9 @@ fn futex_waits_of_a_global_mutex_are_counted_with_stack_copies() {
             .map(|u| u.count)
             .sum::<u64>()
     };
-    assert!(mutex_waits(&raw) > 100, "futex waits: {:?}", raw.user);
+    // How often two threads collide on the one mutex depends on how they were scheduled:
+    // from about 90 (a CI run) to thousands. Without tracing it would be none.
+    assert!(mutex_waits(&raw) > 20, "futex waits: {:?}", raw.user);
     assert!(!raw.snapshots.is_empty());
     let tgid = raw.user[0].tgid;
     let maps = &raw.maps[&tgid];

@@ -1,0 +1,253 @@
+//! Lock findings: the locks whose waits and on-CPU time grew over the sweep, with their
+//! evidence, callers and a suggestion that fits the lock.
+
+use scalprof_model::locks::{LockKind, LockProfile, LockRow, Scope};
+use scalprof_model::{Finding, FindingDetails, FindingKind, LockDetails, Point};
+
+use super::*;
+
+/// `lock_contention` findings. `points`: (point, work, lock profile), in sweep order.
+///
+/// A lock's score is the share of the lost thread-time per operation that the growth of
+/// its wait per operation explains: with N threads, each operation costs N·wall/ops of
+/// thread time; ideal scaling keeps that at the first point's value, and waiting is
+/// thread time.
+pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
+    let Some(&(last_point, last_work, _)) = points.last() else {
+        return Vec::new();
+    };
+    let (first_point, first_work, _) = points[0];
+    // From the clean throughput (work units per second): N threads' time per unit.
+    let thread_time_per_op = |p: &Point, work: f64| -> Option<f64> {
+        let x = p.throughput?;
+        (work > 0.0 && x > 0.0).then(|| p.value as f64 * 1e9 / x)
+    };
+    let (Some(t_last), Some(t_first)) = (
+        thread_time_per_op(last_point, last_work),
+        thread_time_per_op(first_point, first_work),
+    ) else {
+        return Vec::new();
+    };
+    let single = points.len() == 1;
+    // For a single point, waits are compared with the whole thread time.
+    let lost = if single { t_last } else { t_last - t_first };
+    if lost <= 0.0 {
+        return Vec::new();
+    }
+    // One finding per lock: a reader-writer lock's read and write sides are one lock.
+    let mut names: Vec<(Scope, String)> = Vec::new();
+    for (_, _, lp) in points {
+        for r in &lp.rows {
+            let k = (r.scope, r.name.clone());
+            if !names.contains(&k) {
+                names.push(k);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for (scope, name) in names {
+        let combined: Vec<Option<LockRow>> = points
+            .iter()
+            .map(|(_, _, lp)| {
+                combine_sides(
+                    lp.rows
+                        .iter()
+                        .filter(|r| r.scope == scope && r.name == name),
+                )
+            })
+            .collect();
+        let rows: Vec<Option<&LockRow>> = combined.iter().map(Option::as_ref).collect();
+        let lock_type = match rows.iter().rev().flatten().next() {
+            Some(r) => r.lock_type.clone(),
+            None => continue,
+        };
+        let Some(any) = rows.iter().flatten().next() else {
+            continue;
+        };
+        // Condition variables and semaphores are handoffs (an interpreter lock, a queue);
+        // joins and barriers are the harness's structure.
+        // A wait for an attached server's answer is the server's time, which its own
+        // rows break down.
+        if matches!(
+            any.lock_type,
+            LockKind::Join | LockKind::Barrier | LockKind::Idle
+        ) || any.attributed_to.is_some()
+            || any.peer_attached
+        {
+            continue;
+        }
+        let per_op: Vec<f64> = rows
+            .iter()
+            .zip(points)
+            .map(|(r, (_, work, _))| {
+                r.map_or(0.0, |r| {
+                    (r.total_wait_ns + r.spin_ns.unwrap_or(0)) as f64 / work.max(1e-300)
+                })
+            })
+            .collect();
+        let growth = if single {
+            per_op[0]
+        } else {
+            per_op[per_op.len() - 1] - per_op[0]
+        };
+        let score = (growth / lost).clamp(0.0, 1.0);
+        let last_count = rows.last().copied().flatten().map_or(0, |r| r.count);
+        // Over a sweep the budget scores and keeps the findings (`budget::score_findings`);
+        // a single point has no budget, so its own share decides.
+        if (single && score < LOCK_MIN_SCORE) || score <= 0.0 || last_count < LOCK_MIN_WAITS {
+            continue;
+        }
+        let last = rows.iter().rev().flatten().next().expect("some row");
+        let callers: Vec<String> = last
+            .callers
+            .iter()
+            .map(|c| format!("{} ({:.0}%)", c.function, c.share * 100.0))
+            .collect();
+        let counts: Vec<u64> = rows.iter().map(|r| r.map_or(0, |r| r.count)).collect();
+        let values: Vec<u64> = points.iter().map(|(p, _, _)| p.value).collect();
+        // One meaning of "wait per op" everywhere (this text, the finding's details, the
+        // lock rows' wait_ns_per_op): the blocked wait. The on-CPU time spent in the lock
+        // (spinning, lock code, the futex path) is said beside it; the score counts both.
+        let per_work = |f: &dyn Fn(&LockRow) -> u64| -> Vec<f64> {
+            rows.iter()
+                .zip(points)
+                .map(|(r, (_, work, _))| r.map_or(0.0, |r| f(r) as f64 / work.max(1e-300)))
+                .collect()
+        };
+        let wait_per_op = per_work(&|r| r.total_wait_ns);
+        let cpu_per_op = per_work(&|r| r.spin_ns.unwrap_or(0));
+        let on_cpu_text = if cpu_per_op.iter().any(|x| *x >= 1.0) {
+            format!(", on-CPU in it {} per op", fmt_list(&cpu_per_op))
+        } else {
+            String::new()
+        };
+        out.push(Finding {
+            kind: if lock_type.is_blocked_wait() {
+                FindingKind::BlockedWait
+            } else {
+                FindingKind::LockContention
+            },
+            scope: Some(scope),
+            subject: name.clone(),
+            score,
+            evidence: last
+                .process
+                .as_ref()
+                .map_or(String::new(), |p| format!("in {p} (attached): "))
+                + &if last.address == "sampled" {
+                    // A spinlock is not traced: its row is made of the samples that spun.
+                    format!(
+                        "{lock_type}, sampled (spinlocks are not traced): on-CPU spinning per op {} at {} threads; {} samples{}",
+                        fmt_list(&cpu_per_op),
+                        values.last().expect("point"),
+                        last.count,
+                        if callers.is_empty() {
+                            String::new()
+                        } else {
+                            format!("; callers: {}", callers.join(", "))
+                        },
+                    )
+                } else {
+                    format!(
+                    "{lock_type}: wait per op {} at {} threads{}{on_cpu_text}; {} {}, avg {}, max {}{}",
+                    fmt_list(&wait_per_op),
+                    values.last().expect("point"),
+                    if single {
+                        String::new()
+                    } else {
+                        format!(" (was {} at {})", human_ns(wait_per_op[0]), values[0])
+                    },
+                    last.count,
+                    if lock_type.is_blocked_wait() {
+                        "waits"
+                    } else {
+                        "contended waits"
+                    },
+                    human_ns(last.avg_wait_ns()),
+                    // The largest wait is at least the average (they come from separate
+                    // aggregations: a dropped ring record can leave max below avg).
+                    human_ns((last.max_wait_ns as f64).max(last.avg_wait_ns())),
+                    if callers.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; callers: {}", callers.join(", "))
+                    },
+                )
+                }
+                + &last
+                    .woken_by
+                    .as_ref()
+                    .map_or(String::new(), |p| format!("; woken by {p}")),
+            suggestion: if last.address.contains(" elements; ") {
+                // A lock array (`group_objects`): already sharded.
+                format!("{name} is already an array of locks and the waits are few: the cost is the lock words moving between CPUs. Partition the work per thread or CPU so each thread keeps to its own locks; more shards do not help when every thread touches every shard")
+            } else {
+                suggestion(&lock_type, scope, &name)
+            },
+            details: FindingDetails::Lock(LockDetails {
+                lock_type: lock_type.clone(),
+                address: last.address.clone(),
+                callers: last.callers.clone(),
+                points: values,
+                wait_ns_per_op: wait_per_op,
+                on_cpu_ns_per_op: cpu_per_op,
+                count: counts,
+                max_wait_ns: last.max_wait_ns,
+            }),
+            what_if: None,
+        });
+    }
+    out
+}
+
+/// What to try against one kind of wait.
+fn suggestion(kind: &LockKind, scope: Scope, name: &str) -> String {
+    match kind {
+        LockKind::Sleep => "the threads sleep while they wait (a retry loop around a try-lock, a busy handler): block on the resource instead (a lock, a condition variable) so the waiter wakes when it is free, or shorten what the holder does".into(),
+        LockKind::DiskIo => "the threads wait for the disk: batch the flushes (group commit), write asynchronously, or move the file to faster storage".into(),
+        LockKind::CpuWait if name == scalprof_model::locks::CPU_WAIT_OTHER => "other processes on the machine took the CPUs while the workload was runnable: measure on a quiet machine, or keep the sweep's largest point below the CPUs left free".into(),
+        LockKind::CpuWait => "more runnable threads than CPUs: run at most one busy thread per CPU (size the pool to the CPUs the process may use), or give the workload more CPUs".into(),
+        LockKind::Io | LockKind::Syscall => format!("the threads wait in {name}: overlap the waits (more requests in flight) or feed the other side faster"),
+        LockKind::PosixLock | LockKind::Flock => format!("every writer takes a lock on {name}: lock smaller byte ranges, give each writer its own file, or batch more work per lock"),
+        // CPython keeps its global interpreter lock in _PyRuntime: sharding it is not an option.
+        _ if scope == Scope::User && name.starts_with("_PyRuntime") => "this is CPython's GIL: Python threads run Python code one at a time. Use processes (multiprocessing, concurrent.futures.ProcessPoolExecutor), a free-threaded CPython (3.13t), or move the hot loop into code that releases the GIL (NumPy, a C extension)".into(),
+        _ if scope == Scope::User => format!("shard {name} (one lock per bucket or per CPU, each on its own cache line), shorten its critical section, or use a read-mostly scheme"),
+        _ if name.starts_with("mmap_lock") => "reduce the address-space changes: fewer mmap/munmap/mprotect and page faults (reuse buffers, MAP_POPULATE, a per-thread arena)".into(),
+        _ if name.starts_with("i_rwsem") => "writers of one file take its inode lock in turn: give each writer its own file, or batch the writes (fewer, larger writes)".into(),
+        _ if name == "files_struct.file_lock" => "the threads share one file-descriptor table, and opening, duplicating and closing descriptors takes its lock: keep descriptors open and reuse them, or open them in processes (or threads made with clone without CLONE_FILES) that have their own table".into(),
+        _ => format!("reduce how often the workload takes the kernel's {name}: its callers are in the lock table (scalprof show RUN -v)"),
+    }
+}
+
+#[cfg(test)]
+#[test]
+fn suggestions_fit_the_lock() {
+    let gil = suggestion(&LockKind::Condvar, Scope::User, "_PyRuntime+0x188");
+    assert!(gil.contains("GIL") && !gil.contains("shard"), "{gil}");
+    let inode = suggestion(&LockKind::Rwsem(None), Scope::Kernel, "i_rwsem");
+    assert!(inode.contains("own file"), "{inode}");
+    let other = suggestion(&LockKind::Spinlock, Scope::Kernel, "futex hash bucket");
+    assert!(!other.contains("mmap"), "{other}");
+}
+
+fn fmt_list(v: &[f64]) -> String {
+    v.iter()
+        .map(|x| human_ns(*x))
+        .collect::<Vec<_>>()
+        .join(" → ")
+}
+
+/// A duration in nanoseconds in the unit a person reads it in: `850 ns`, `23.2 µs`,
+/// `73.2 ms`, `1.35 s`.
+pub fn human_ns(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1e9 {
+        format!("{:.2} s", v / 1e9)
+    } else if a >= 1e6 {
+        format!("{:.1} ms", v / 1e6)
+    } else if a >= 1e3 {
+        format!("{:.1} µs", v / 1e3)
+    } else {
+        format!("{v:.0} ns")
+    }
+}

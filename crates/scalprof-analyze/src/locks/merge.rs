@@ -1,0 +1,251 @@
+//! Merging lock tables: repeats into one table, the two sides of a reader-writer lock into
+//! one row, and the elements of one lock array into one cause.
+
+use scalprof_model::locks::{LockCaller, LockKind, LockProfile, LockRow, Scope};
+use std::collections::HashMap;
+
+use super::*;
+
+/// The variable a user lock named `SYMBOL+0xOFFSET` lies in (`stripes` for
+/// `stripes+0xb80`), when it is one: not unnamed code (`[zstd]+0x…`), nor a heap or
+/// caller-named lock.
+fn object_of(name: &str) -> Option<(&str, &str)> {
+    // The element at offset 0 is named by the bare symbol.
+    let (sym, off) = name.rsplit_once("+0x").unwrap_or((name, "0"));
+    let plain = !sym.is_empty()
+        && sym
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '$'));
+    (plain && !off.is_empty() && off.chars().all(|c| c.is_ascii_hexdigit())).then_some((sym, off))
+}
+
+/// One object, one cause: user locks that are elements of one array or fields of one
+/// struct (`stripes+0xb80`, `stripes+0x8c0`, …) become one row named by the variable,
+/// with the count and the busiest elements in its `address`; waits and spinning add up,
+/// the maximum is the largest, the callers are weighed by each element's wait. A variable
+/// with one contended lock keeps its `SYMBOL+0xOFFSET` name.
+pub fn group_objects(rows: &mut Vec<LockRow>) {
+    use std::collections::BTreeMap;
+    let mut groups: BTreeMap<(String, String, Option<String>), Vec<usize>> = BTreeMap::new();
+    for (i, r) in rows.iter().enumerate() {
+        if r.scope != Scope::User || r.attributed_to.is_some() {
+            continue;
+        }
+        if let Some((sym, _)) = object_of(&r.name) {
+            groups
+                .entry((sym.to_string(), r.lock_type.to_string(), r.process.clone()))
+                .or_default()
+                .push(i);
+        }
+    }
+    let mut remove: Vec<usize> = Vec::new();
+    for ((sym, _, _), idx) in groups {
+        if idx.len() < 2 {
+            continue;
+        }
+        let cost = |r: &LockRow| (r.total_wait_ns + r.spin_ns.unwrap_or(0)) as f64;
+        let total: f64 = idx.iter().map(|&i| cost(&rows[i])).sum::<f64>().max(1.0);
+        let mut callers: HashMap<String, u64> = HashMap::new();
+        let mut elements: Vec<(String, f64)> = Vec::new();
+        let mut merged = rows[idx[0]].clone();
+        merged.count = 0;
+        merged.total_wait_ns = 0;
+        merged.max_wait_ns = 0;
+        merged.spin_ns = None;
+        for &i in &idx {
+            let r = &rows[i];
+            merged.count += r.count;
+            merged.total_wait_ns += r.total_wait_ns;
+            merged.max_wait_ns = merged.max_wait_ns.max(r.max_wait_ns);
+            if let Some(s) = r.spin_ns {
+                merged.spin_ns = Some(merged.spin_ns.unwrap_or(0) + s);
+            }
+            for c in &r.callers {
+                *callers.entry(c.function.clone()).or_default() += (c.share * cost(r)) as u64;
+            }
+            let off = object_of(&r.name).map_or("", |(_, o)| o);
+            elements.push((format!("+0x{off}"), cost(r) / total));
+        }
+        elements.sort_by(|a, b| b.1.total_cmp(&a.1));
+        let busiest: Vec<String> = elements
+            .iter()
+            .take(3)
+            .map(|(o, s)| format!("{o} {:.0}%", s * 100.0))
+            .collect();
+        merged.name = sym;
+        merged.address = format!("{} elements; busiest {}", idx.len(), busiest.join(", "));
+        let weight: u64 = callers.values().sum();
+        merged.callers = top_callers(callers, weight.max(1));
+        remove.extend(idx.iter().skip(1).copied());
+        let first = idx[0];
+        rows[first] = merged;
+    }
+    remove.sort_unstable();
+    for i in remove.into_iter().rev() {
+        rows.remove(i);
+    }
+}
+
+/// Locks first (joins and condition variables after them), heaviest first (traced wait
+/// plus sampled spinning).
+pub fn sort_rows(rows: &mut [LockRow]) {
+    let cost = |r: &LockRow| r.total_wait_ns + r.spin_ns.unwrap_or(0);
+    rows.sort_by(|a, b| {
+        b.is_lock()
+            .cmp(&a.is_lock())
+            .then(cost(b).cmp(&cost(a)))
+            .then_with(|| a.name.cmp(&b.name))
+    });
+}
+
+pub fn top_callers(callers: HashMap<String, u64>, total: u64) -> Vec<LockCaller> {
+    let mut v: Vec<(String, u64)> = callers.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    v.into_iter()
+        .take(TOP_CALLERS)
+        .map(|(function, w)| LockCaller {
+            function,
+            share: if total == 0 {
+                0.0
+            } else {
+                w as f64 / total as f64
+            },
+        })
+        .collect()
+}
+
+/// The rows of one lock (its read and write sides, or one row): counts and waits summed,
+/// the heaviest side's type and callers, the longest wait.
+pub(crate) fn combine_sides<'a>(rows: impl Iterator<Item = &'a LockRow>) -> Option<LockRow> {
+    let mut rows: Vec<&LockRow> = rows.collect();
+    rows.sort_by_key(|r| std::cmp::Reverse(r.total_wait_ns + r.spin_ns.unwrap_or(0)));
+    let mut out = (*rows.first()?).clone();
+    for r in &rows[1..] {
+        out.count += r.count;
+        out.total_wait_ns += r.total_wait_ns;
+        out.max_wait_ns = out.max_wait_ns.max(r.max_wait_ns);
+        if let Some(spin) = r.spin_ns {
+            *out.spin_ns.get_or_insert(0) += spin;
+        }
+        if out.attributed_to.is_none() {
+            out.attributed_to.clone_from(&r.attributed_to);
+        }
+    }
+    Some(out)
+}
+
+/// (scope, name, type): what makes two rows the same lock.
+type RowKey = (Scope, String, LockKind);
+
+/// Merges the lock profiles of a point's repeats: rows by (scope, name, type).
+pub fn merge(profiles: impl IntoIterator<Item = LockProfile>) -> Option<LockProfile> {
+    let mut out: Option<LockProfile> = None;
+    let mut rows: HashMap<RowKey, (LockRow, HashMap<String, f64>)> = HashMap::new();
+    for p in profiles {
+        for r in &p.rows {
+            let e = rows
+                .entry((r.scope, r.name.clone(), r.lock_type.clone()))
+                .or_insert_with(|| {
+                    let mut z = r.clone();
+                    z.count = 0;
+                    z.total_wait_ns = 0;
+                    z.max_wait_ns = 0;
+                    z.callers.clear();
+                    (z, HashMap::new())
+                });
+            e.0.count += r.count;
+            e.0.total_wait_ns += r.total_wait_ns;
+            e.0.max_wait_ns = e.0.max_wait_ns.max(r.max_wait_ns);
+            for c in &r.callers {
+                *e.1.entry(c.function.clone()).or_default() += c.share * r.total_wait_ns as f64;
+            }
+        }
+        match &mut out {
+            None => {
+                let mut first = p;
+                first.rows.clear();
+                out = Some(first);
+            }
+            Some(o) => {
+                o.snapshots += p.snapshots;
+                o.snapshots_resolved += p.snapshots_resolved;
+                o.repeats += p.repeats;
+                let f = &mut o.failures;
+                f.task_map_full += p.failures.task_map_full;
+                f.stack_failures += p.failures.stack_failures;
+                f.aggregation_map_full += p.failures.aggregation_map_full;
+                f.nested += p.failures.nested;
+                f.lost_snapshots += p.failures.lost_snapshots;
+                f.undecoded += p.failures.undecoded;
+                o.tracer.bpf_run_ns += p.tracer.bpf_run_ns;
+                o.tracer.bpf_runs += p.tracer.bpf_runs;
+            }
+        }
+    }
+    let mut out = out?;
+    out.rows = rows
+        .into_values()
+        .map(|(mut row, callers)| {
+            let total: f64 = callers.values().sum();
+            let mut v: Vec<(String, f64)> = callers.into_iter().collect();
+            v.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+            row.callers = v
+                .into_iter()
+                .take(TOP_CALLERS)
+                .map(|(function, w)| LockCaller {
+                    function,
+                    share: if total > 0.0 { w / total } else { 0.0 },
+                })
+                .collect();
+            row
+        })
+        .collect();
+    sort_rows(&mut out.rows);
+    Some(out)
+}
+
+#[cfg(test)]
+#[test]
+fn elements_of_one_array_are_one_row() {
+    let row = |name: &str, wait: u64, caller: &str| LockRow {
+        scope: Scope::User,
+        name: name.into(),
+        lock_type: LockKind::Mutex,
+        address: "0x1000".into(),
+        count: 10,
+        total_wait_ns: wait,
+        max_wait_ns: wait / 5,
+        callers: vec![LockCaller {
+            function: caller.into(),
+            share: 1.0,
+        }],
+        attributed_to: None,
+        wait_ns_per_op: None,
+        spin_ns: None,
+        woken_by: None,
+        process: None,
+        peer_attached: false,
+    };
+    let mut rows = vec![
+        row("stripes", 100, "update"),
+        row("stripes+0x40", 300, "update"),
+        row("stripes+0xb80", 600, "update"),
+        row("table_lock", 50, "lookup"),
+        row("[zstd]+0xae28", 70, "x"),
+        row("_PyRuntime+0x188", 20, "take_gil"),
+    ];
+    group_objects(&mut rows);
+    let names: Vec<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["stripes", "table_lock", "[zstd]+0xae28", "_PyRuntime+0x188"]
+    );
+    let s = &rows[0];
+    assert_eq!((s.count, s.total_wait_ns, s.max_wait_ns), (30, 1000, 120));
+    assert!(
+        s.address.starts_with("3 elements; busiest +0xb80 60%"),
+        "{}",
+        s.address
+    );
+    assert_eq!(s.callers[0].function, "update");
+}

@@ -1,0 +1,136 @@
+//! `scalprof compare`: two runs or two suites, with a verdict and a gate for CI.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+
+use super::*;
+use crate::cli;
+use crate::out;
+
+/// `scalprof compare A B`: two runs (or two suite documents) side by side.
+pub fn compare(db: &Option<PathBuf>, args: cli::CompareArgs) -> Result<ExitCode> {
+    match (crate::suite::read_document(&args.a)?, crate::suite::read_document(&args.b)?) {
+        (Some(a), Some(b)) => return compare_suites(db, &args, &a, &b),
+        (None, None) => {}
+        (Some(_), None) | (None, Some(_)) => {
+            return Err(Usage(
+                "compare: one of A and B is a suite document and the other is not; compare two suites (scalprof suite --json FILE) or two runs".into(),
+            )
+            .into())
+        }
+    }
+    let store = open_store_read_only(db)?;
+    let (ia, ib) = (store.resolve(&args.a)?, store.resolve(&args.b)?);
+    let (ra, rb) = (
+        scalprof_pipeline::LoadedRun::load(&store, ia)?,
+        scalprof_pipeline::LoadedRun::load(&store, ib)?,
+    );
+    let (a, b) = (&ra.doc, &rb.doc);
+    let mut c = scalprof_analyze::compare::compare(a, b);
+    c.gate = args
+        .fail_if_slower
+        .map(|pct| scalprof_analyze::compare::gate(&c, pct));
+    if args.json {
+        out::data(&(serde_json::to_string_pretty(&c)? + "\n"))?;
+    } else {
+        out!(
+            "{}",
+            scalprof_report::terminal_safe(&scalprof_report::comparison(&c, &a.label, &b.label))
+        );
+    }
+    if let Some(out) = &args.flame {
+        let last = c.points.last().map(|p| p.value);
+        match last {
+            Some(v) => crate::flame::flame(
+                &store,
+                cli::FlameArgs {
+                    run: a.id.clone(),
+                    point: None,
+                    output: Some(out.clone()),
+                    folded: false,
+                    diff: Some(vec![format!("{}@{v}", a.id), format!("{}@{v}", b.id)]),
+                },
+            )?,
+            None => eprintln!("scalprof: no common point: no differential flame graph"),
+        }
+    }
+    if let Some(path) = &args.report {
+        let diff = crate::report::compare_diff(&ra, &rb, &c)?;
+        let html = scalprof_report::html::compare_report(&c, &a.label, &b.label, diff.as_deref());
+        crate::out::file(path, html)?;
+        eprintln!("scalprof: wrote {}", path.display());
+    }
+    if let Some(g) = &c.gate {
+        for p in c
+            .points
+            .iter()
+            .filter(|p| g.slower_points.contains(&p.value))
+        {
+            let r = p.throughput_ratio.expect("a slower point has a ratio");
+            eprintln!(
+                "scalprof: regression: B is {} at point {}, beyond the {}% allowed for all {} points at once (interval {:.2}–{:.2}× of A)",
+                scalprof_analyze::compare::ratio_words(&r),
+                p.value,
+                g.threshold_pct,
+                c.points.len(),
+                r.ci_family[0],
+                r.ci_family[1]
+            );
+        }
+        if !g.untested_points.is_empty() {
+            eprintln!(
+                "scalprof: warning: --fail-if-slower could not test point(s) {:?}: fewer than 2 repeats on a side (--repeat 3)",
+                g.untested_points
+            );
+        }
+        if g.failed {
+            return Ok(ExitCode::from(1));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `scalprof compare A.json B.json`: two suites, test by test. The runs come from the store
+/// when they are in it; a suite from another machine is compared from its document.
+fn compare_suites(
+    db: &Option<std::path::PathBuf>,
+    args: &cli::CompareArgs,
+    a: &scalprof_model::suite::SuiteDocument,
+    b: &scalprof_model::suite::SuiteDocument,
+) -> Result<ExitCode> {
+    if args.flame.is_some() {
+        return Err(Usage("compare: --flame compares two runs; for a suite, compare one test's runs (their ids are in the table)".into()).into());
+    }
+    let store = open_store_read_only(db).ok();
+    let c = crate::suite::compare(store.as_ref(), a, b);
+    if args.json {
+        out::data(&(serde_json::to_string_pretty(&c)? + "\n"))?;
+    } else {
+        out!(
+            "{}",
+            scalprof_report::terminal_safe(&scalprof_report::suite::comparison(&c))
+        );
+    }
+    if let Some(path) = &args.report {
+        crate::out::file(path, scalprof_report::suite::html_comparison(&c))?;
+        eprintln!("scalprof: wrote {}", path.display());
+    }
+    if let Some(pct) = args.fail_if_slower {
+        let mut slower = false;
+        for t in &c.tests {
+            for (v, d) in scalprof_analyze::compare::slower_points(&t.comparison, pct) {
+                eprintln!(
+                    "scalprof: B is slower in {} ({}) at {v} workers: throughput {d:+.1}% (proven at 95% confidence)",
+                    t.name, t.mode
+                );
+                slower = true;
+            }
+        }
+        if slower {
+            return Ok(ExitCode::from(1));
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

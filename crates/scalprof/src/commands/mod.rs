@@ -1,0 +1,111 @@
+//! One function per command; `main` dispatches to them.
+
+mod compare;
+mod demo;
+mod inspect;
+mod record;
+
+pub use compare::compare;
+pub use demo::demo;
+pub use inspect::{corpus, export, fit, flame, layout, report, runs, show};
+pub use record::{complexity, import, locks, run, suite};
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use scalprof_collect::interrupt::Interrupt;
+use scalprof_model::RunStatus;
+use scalprof_store::Store;
+
+fn open_store(cli_db: &Option<std::path::PathBuf>) -> Result<Store> {
+    let path = cli_db.clone().unwrap_or_else(scalprof_store::default_path);
+    Ok(Store::open(&path)?)
+}
+
+/// For the commands that only read the store.
+fn open_store_read_only(cli_db: &Option<std::path::PathBuf>) -> Result<Store> {
+    let path = cli_db.clone().unwrap_or_else(scalprof_store::default_path);
+    Ok(Store::open_read_only(&path)?)
+}
+
+/// 0 for a complete run with a measurement; 128 + the signal when interrupted (130 for
+/// SIGINT, 143 for SIGTERM); 1 when the workload failed, also when `--keep-going` went on
+/// past failures and no repeat succeeded.
+fn exit_code_for(doc: &scalprof_model::RunDocument, interrupt: &Interrupt) -> ExitCode {
+    match doc.status {
+        RunStatus::Interrupted => {
+            ExitCode::from(128u8.saturating_add(interrupt.signal().unwrap_or(2) as u8))
+        }
+        RunStatus::Failed => ExitCode::from(1),
+        RunStatus::Complete | RunStatus::Running => {
+            let any_ok = doc
+                .points
+                .iter()
+                .any(|p| p.repeats.iter().any(|r| r.succeeded()));
+            if any_ok || doc.points.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+    }
+}
+
+/// Arguments that make no sense together, found after parsing: exit 2, as clap's errors.
+#[derive(Debug)]
+pub struct Usage(pub String);
+
+impl std::fmt::Display for Usage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Usage {}
+
+/// What to do about an error, when its cause is one the user can fix: a full disk. SQLite
+/// reports it as "disk full", or as an I/O error when its shared-memory file cannot grow,
+/// so an I/O error is checked against the free space where the store lives.
+pub fn hint(e: &anyhow::Error, db: &Option<std::path::PathBuf>) -> Option<String> {
+    // An output the user named (or standard output): its own disk, not the store's.
+    if let Some(w) = e
+        .chain()
+        .find_map(|c| c.downcast_ref::<crate::out::WriteError>())
+    {
+        return (w.source.raw_os_error() == Some(libc::ENOSPC)).then(|| {
+            format!(
+                "no space left where {} is written: free space there or write it elsewhere; the run itself is kept in the store",
+                w.target
+            )
+        });
+    }
+    let full = e.chain().any(|c| {
+        let sqlite = c
+            .downcast_ref::<rusqlite::Error>()
+            .and_then(|e| e.sqlite_error_code());
+        sqlite == Some(rusqlite::ErrorCode::DiskFull)
+            || (sqlite == Some(rusqlite::ErrorCode::SystemIoFailure) && store_disk_full(db))
+            || c.downcast_ref::<std::io::Error>()
+                .and_then(|e| e.raw_os_error())
+                == Some(libc::ENOSPC)
+    });
+    full.then(|| "the disk is full: free space where the store and the workload output live (--db), then rerun; every finished repeat is kept".to_string())
+}
+
+/// Whether the filesystem holding the store has no space left.
+fn store_disk_full(db: &Option<std::path::PathBuf>) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let path = db.clone().unwrap_or_else(scalprof_store::default_path);
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(std::path::Path::new("."));
+    let Ok(c) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: statvfs is plain old data; zeroed is a valid value.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: c is a valid NUL-terminated path and st a writable statvfs.
+    let r = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    r == 0 && st.f_bavail == 0
+}

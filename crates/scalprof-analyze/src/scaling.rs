@@ -158,6 +158,11 @@ fn hotspots(diff: &ScalingDiff, scope: Scope, keep: &dyn Fn(&str) -> bool) -> Ve
         Scope::File => return Vec::new(),
     };
     let (p0, p1) = (diff.points[0], diff.points[diff.points.len() - 1]);
+    // Nanoseconds in the unit a person reads (cycles as counted).
+    let per_op = |x: f64| match diff.unit.as_str() {
+        "ns/op" => format!("{} per op", crate::locks::human_ns(x)),
+        unit => format!("{x:.1} {unit}"),
+    };
     rows.iter()
         // Candidates: the budget scores them and keeps those above its minimum share.
         .filter(|r| r.share_of_loss >= HOTSPOT_CANDIDATE && keep(&r.function))
@@ -171,9 +176,10 @@ fn hotspots(diff: &ScalingDiff, scope: Scope, keep: &dyn Fn(&str) -> bool) -> Ve
                 subject: r.function.clone(),
                 score: r.share_of_loss.min(1.0),
                 evidence: format!(
-                    "self cost grew from {first:.1} to {last:.1} {} between {} and {} threads; \
+                    "self cost grew from {} to {} between {} and {} threads; \
                      that growth is {:.0}% of the cost per op at {} threads",
-                    diff.unit,
+                    per_op(first),
+                    per_op(last),
                     diff.points[0],
                     diff.points[diff.points.len() - 1],
                     r.share_of_loss * 100.0,
@@ -189,7 +195,9 @@ fn hotspots(diff: &ScalingDiff, scope: Scope, keep: &dyn Fn(&str) -> bool) -> Ve
                         "its own instructions got slower per operation as threads were \
                              added: look for memory it shares with the other threads (a counter or \
                              flag written without a lock prefix, a list or table every thread \
-                             walks) or for memory bandwidth; `scalprof flame --diff @{p0} @{p1}` \
+                             walks), for memory bandwidth, or for more work per operation with \
+                             more threads (splitting the input, merging the results); \
+                             `scalprof flame --diff @{p0} @{p1}` \
                              shows where it grew"
                     }
                 }

@@ -691,6 +691,26 @@ mod tests {
         ]);
         let doc = assemble(&RunInputs::timing(h.clone(), added));
         assert_eq!(doc.throughput.source, ThroughputSource::Weak);
+        // zstd -T2 -9 on 40 MB: splitting the input costs CPU (1.3×), but the wall time
+        // fell: the same work finished sooner → strong, not "115% efficient".
+        let split = reps(&[
+            (1, 0.281, 0.29),
+            (1, 0.255, 0.30),
+            (2, 0.244, 0.43),
+            (2, 0.233, 0.42),
+        ]);
+        let doc = assemble(&RunInputs::timing(h.clone(), split));
+        assert_eq!(doc.throughput.source, ThroughputSource::Strong);
+        assert!(doc.points[1].efficiency.unwrap() < 1.0);
+        // Each thread adding work and scaling perfectly: the wall time stays within noise.
+        let perfect = reps(&[
+            (1, 0.150, 0.15),
+            (1, 0.152, 0.15),
+            (2, 0.146, 0.30),
+            (2, 0.148, 0.30),
+        ]);
+        let doc = assemble(&RunInputs::timing(h.clone(), perfect));
+        assert_eq!(doc.throughput.source, ThroughputSource::Weak);
         // Said explicitly, the user's choice stands (and a flat CPU time is warned about).
         let mut weak = header(vec![1, 2]);
         weak.scaling = Some(ThroughputSource::Weak);

@@ -1,5 +1,9 @@
+use super::open::{user_version, wal_has_data, wal_path, MIGRATIONS};
+use super::read::effective_status;
 use super::*;
-use scalprof_model::locks::{LockKind, Scope};
+use scalprof_model::locks::{LockKind, LockProfile, Scope};
+use scalprof_model::{FoldedStack, PointProfile, Repeat};
+use std::path::Path;
 
 fn new_run(label: &str) -> NewRun {
     NewRun {

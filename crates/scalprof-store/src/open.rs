@@ -1,0 +1,361 @@
+//! Opening the store: creating it, migrating its schema in one transaction, and reading
+//! a store we may not write (a private copy when it has a write-ahead log).
+
+use rusqlite::{Connection, OptionalExtension};
+use std::path::{Path, PathBuf};
+
+use crate::*;
+
+impl Store {
+    /// Opens (creating if needed) the store at `path` and applies pending migrations.
+    /// A new store and its folder are the owner's only (0600/0700): profiles reveal
+    /// command lines, paths and symbols.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        if path.is_dir() {
+            return Err(StoreError::IsDirectory {
+                path: path.to_path_buf(),
+            });
+        }
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|source| StoreError::CreateDir {
+                    path: dir.to_path_buf(),
+                    source,
+                })?;
+        }
+        let open_err = |source| StoreError::Open {
+            path: path.to_path_buf(),
+            source,
+        };
+        if !path.exists() {
+            // An empty file is a new SQLite database; its journal files take its mode. A
+            // dangling symlink (`ln -s target.db link.db`) is followed to create its target
+            // owner-only too, unless another user made the link.
+            if let Ok(link) = std::fs::symlink_metadata(path) {
+                use std::os::unix::fs::MetadataExt;
+                // SAFETY: geteuid has no preconditions.
+                let me = unsafe { libc::geteuid() };
+                if link.file_type().is_symlink() && link.uid() != me && link.uid() != 0 {
+                    return Err(StoreError::ForeignLink {
+                        path: path.to_path_buf(),
+                        owner: link.uid(),
+                    });
+                }
+            }
+            let _ = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(0o600)
+                .open(path);
+        }
+        let conn = Connection::open(path).map_err(open_err)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(open_err)?;
+        // Switching a new store to WAL takes an exclusive lock without calling the busy
+        // handler: when another scalprof is creating the same store, wait for it here.
+        let start = std::time::Instant::now();
+        loop {
+            match conn.pragma_update(None, "journal_mode", "WAL") {
+                Err(e)
+                    if e.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy)
+                        && start.elapsed() < std::time::Duration::from_secs(5) =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                r => break r.map_err(open_err)?,
+            }
+        }
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(open_err)?;
+        conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(open_err)?;
+        let mut store = Store {
+            conn,
+            path: path.to_path_buf(),
+            _copy: None,
+        };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    /// Opens an existing store for reading only: `runs`, `show`, `report`, `compare` and
+    /// `flame` work on a full disk and for a user who may read the store but not write its
+    /// folder. A store at an older schema is migrated first if it can be written.
+    pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+        use rusqlite::OpenFlags;
+        let open_err = |source| StoreError::Open {
+            path: path.to_path_buf(),
+            source,
+        };
+        if !path.exists() {
+            return Err(StoreError::Missing {
+                path: path.to_path_buf(),
+            });
+        }
+        if path.is_dir() {
+            return Err(StoreError::IsDirectory {
+                path: path.to_path_buf(),
+            });
+        }
+        // A zero-byte file is what `run` starts a new store from: a store with no runs yet.
+        if std::fs::metadata(path).is_ok_and(|m| m.len() == 0) {
+            return Err(StoreError::Empty {
+                path: path.to_path_buf(),
+            });
+        }
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags).map_err(open_err)?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .map_err(open_err)?;
+        let (conn, version) = match user_version(&conn) {
+            Ok(v) => (conn, v),
+            // A WAL store whose folder we may not write: SQLite cannot create the shared
+            // memory file it reads through. Read the file as it is (nothing else can be
+            // writing to it without write access to that folder either). Likewise on a full
+            // disk, where the shared memory file cannot grow.
+            Err(e)
+                if matches!(
+                    e.sqlite_error_code(),
+                    Some(
+                        rusqlite::ErrorCode::ReadOnly
+                            | rusqlite::ErrorCode::CannotOpen
+                            | rusqlite::ErrorCode::SystemIoFailure
+                            | rusqlite::ErrorCode::DiskFull
+                    )
+                ) =>
+            {
+                drop(conn);
+                if wal_has_data(path) {
+                    // Runs committed only to the write-ahead log (a killed recorder's) are
+                    // not in the main file: read a private copy of both instead.
+                    return Store::open_copy(path);
+                }
+                let uri = format!("file:{}?immutable=1", uri_path(path));
+                let conn = Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)
+                    .map_err(open_err)?;
+                let v = user_version(&conn).map_err(open_err)?;
+                (conn, v)
+            }
+            Err(e) => return Err(open_err(e)),
+        };
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::TooNew {
+                path: path.to_path_buf(),
+                found: version,
+                known: SCHEMA_VERSION,
+            });
+        }
+        if version == 0 && !has_table(&conn, "runs")? {
+            return Err(StoreError::NotAStore {
+                path: path.to_path_buf(),
+            });
+        }
+        if version < SCHEMA_VERSION {
+            drop(conn);
+            return Store::open(path);
+        }
+        Ok(Store {
+            conn,
+            path: path.to_path_buf(),
+            _copy: None,
+        })
+    }
+
+    /// Opens a private copy of the store and its write-ahead log, where SQLite may create
+    /// the shared-memory file it needs to read the log; what cannot be copied is an error
+    /// that says so, never a store shown without its newest runs.
+    fn open_copy(path: &Path) -> Result<Store, StoreError> {
+        let wal_err = |source: std::io::Error| StoreError::UnreadableWal {
+            path: path.to_path_buf(),
+            source,
+        };
+        let dir = tempfile::Builder::new()
+            .prefix("scalprof-store-")
+            .tempdir()
+            .map_err(wal_err)?;
+        let copy = dir.path().join("runs.db");
+        std::fs::copy(path, &copy).map_err(wal_err)?;
+        std::fs::copy(wal_path(path), wal_path(&copy)).map_err(wal_err)?;
+        let conn = Connection::open(&copy).map_err(|source| StoreError::Open {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let version = user_version(&conn)?;
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::TooNew {
+                path: path.to_path_buf(),
+                found: version,
+                known: SCHEMA_VERSION,
+            });
+        }
+        if version < SCHEMA_VERSION {
+            return Err(StoreError::OldReadOnly {
+                path: path.to_path_buf(),
+            });
+        }
+        Ok(Store {
+            conn,
+            path: path.to_path_buf(),
+            _copy: Some(dir),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Applies pending migrations in one write transaction, reading the version inside
+    /// it: two scalprofs creating or upgrading one store at once take turns, and the second
+    /// finds the work done.
+    fn migrate(&mut self) -> Result<(), StoreError> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let current: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
+        if current > SCHEMA_VERSION {
+            return Err(StoreError::TooNew {
+                path: self.path.clone(),
+                found: current,
+                known: SCHEMA_VERSION,
+            });
+        }
+        if current == 0 {
+            // A database that is not empty and not ours: do not add tables to it.
+            let tables: i64 = tx.query_row(
+                "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'",
+                [],
+                |r| r.get(0),
+            )?;
+            if tables > 0 && !has_table(&tx, "runs")? {
+                return Err(StoreError::NotAStore {
+                    path: self.path.clone(),
+                });
+            }
+        }
+        if current == SCHEMA_VERSION {
+            return Ok(());
+        }
+        for sql in MIGRATIONS.iter().skip(current as usize) {
+            tx.execute_batch(sql)?;
+        }
+        tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+        tx.commit()?;
+        Ok(())
+    }
+}
+
+/// Migrations, in order; `PRAGMA user_version` is the number applied.
+pub(crate) const MIGRATIONS: &[&str] = &[
+    // 1: runs and their repeats.
+    "CREATE TABLE runs (
+        id            INTEGER PRIMARY KEY AUTOINCREMENT,
+        label         TEXT NOT NULL,
+        created       TEXT NOT NULL,
+        command       TEXT NOT NULL,   -- JSON array of strings
+        status        TEXT NOT NULL,
+        parameter     TEXT NOT NULL,
+        sweep_values  TEXT NOT NULL,   -- JSON array of integers
+        host          TEXT NOT NULL,   -- JSON object (scalprof_model::Host)
+        scaling       TEXT NOT NULL,   -- weak | strong | auto (inferred when read)
+        ops_regex     TEXT NOT NULL,
+        output_dir    TEXT NOT NULL,
+        recorder_pid  INTEGER,
+        findings      TEXT NOT NULL DEFAULT '[]'
+    );
+    CREATE TABLE repeats (
+        run_id          INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        value           INTEGER NOT NULL,
+        idx             INTEGER NOT NULL,
+        wall_s          REAL NOT NULL,
+        user_s          REAL NOT NULL,
+        sys_s           REAL NOT NULL,
+        ops             INTEGER,
+        exit_code       INTEGER,
+        signal          INTEGER,
+        timed_out       INTEGER NOT NULL,
+        voluntary_csw   INTEGER NOT NULL,
+        involuntary_csw INTEGER NOT NULL,
+        minor_faults    INTEGER NOT NULL,
+        major_faults    INTEGER NOT NULL,
+        stdout_path     TEXT,
+        stderr_path     TEXT,
+        PRIMARY KEY (run_id, value, idx)
+    );",
+    // 2: one profile per repeat: counters as JSON, stacks in folded form.
+    "CREATE TABLE profiles (
+        run_id     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        value      INTEGER NOT NULL,
+        idx        INTEGER NOT NULL,
+        event      TEXT NOT NULL,
+        frequency  INTEGER NOT NULL,
+        stats      TEXT NOT NULL,   -- JSON (scalprof_model::ProfileStats)
+        serial     TEXT NOT NULL,   -- JSON (scalprof_model::SerialStats)
+        folded     TEXT NOT NULL,   -- lines: samples weight stack
+        PRIMARY KEY (run_id, value, idx)
+    );",
+    // 3: one named lock table per repeat.
+    "CREATE TABLE locks (
+        run_id     INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+        value      INTEGER NOT NULL,
+        idx        INTEGER NOT NULL,
+        profile    TEXT NOT NULL,   -- JSON (scalprof_model::locks::LockProfile)
+        PRIMARY KEY (run_id, value, idx)
+    );",
+    // 4: the hot user instructions of each profile (JSON list), for the sharing analysis.
+    "ALTER TABLE profiles ADD COLUMN hot TEXT NOT NULL DEFAULT '[]';",
+    // 5: clean and diagnosis (traced) repeats; older runs traced every repeat they profiled.
+    "ALTER TABLE repeats ADD COLUMN traced INTEGER NOT NULL DEFAULT 0;",
+    // 6: what the sharing analysis read from the binaries (JSON, SharingInputs). Findings
+    // are recomputed on every load from now on; `findings` keeps older runs' results.
+    "ALTER TABLE runs ADD COLUMN sharing TEXT;",
+    // 7: counted events per repeat (JSON, EventCounts): CPU migrations, PMU counts.
+    "ALTER TABLE repeats ADD COLUMN counts TEXT;",
+];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+pub(crate) fn wal_path(path: &Path) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push("-wal");
+    PathBuf::from(p)
+}
+
+/// Whether the store has a write-ahead log with frames not yet in the main file.
+pub(crate) fn wal_has_data(path: &Path) -> bool {
+    std::fs::metadata(wal_path(path)).is_ok_and(|m| m.len() > 0)
+}
+
+pub(crate) fn user_version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.pragma_query_value(None, "user_version", |r| r.get(0))
+}
+
+/// A path as the path part of an SQLite `file:` URI (`%`, `?` and `#` escaped).
+fn uri_path(path: &Path) -> String {
+    let mut out = String::new();
+    for c in path.to_string_lossy().chars() {
+        match c {
+            '%' => out.push_str("%25"),
+            '?' => out.push_str("%3f"),
+            '#' => out.push_str("%23"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn has_table(conn: &Connection, name: &str) -> Result<bool, StoreError> {
+    Ok(conn
+        .query_row(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1",
+            [name],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some())
+}

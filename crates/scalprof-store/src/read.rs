@@ -1,0 +1,301 @@
+//! Reading runs back: by id, label or `latest~N`, the list, and a whole run with its
+//! profiles and lock tables.
+
+use rusqlite::OptionalExtension;
+use scalprof_model::locks::LockProfile;
+use scalprof_model::{
+    FoldedStack, PointProfile, PointRepeat, Repeat, RunHeader, RunStatus, Sweep, SweepParameter,
+    ThroughputSource,
+};
+
+use crate::*;
+
+impl Store {
+    /// Every stored lock table of a run, one per repeat, as (point value, table).
+    pub fn load_locks(&self, id: i64) -> Result<Vec<(u64, LockProfile)>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT value, profile FROM locks WHERE run_id = ?1 ORDER BY value, idx")?;
+        let rows = stmt.query_map([id], |r| {
+            Ok((r.get::<_, i64>(0)? as u64, r.get::<_, String>(1)?))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (v, text) = row?;
+            out.push((v, parse(id, "lock table", &text)?));
+        }
+        Ok(out)
+    }
+
+    /// Every stored profile of a run, one per repeat, as (point value, profile).
+    pub fn load_profiles(&self, id: i64) -> Result<Vec<(u64, PointProfile)>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT value, event, frequency, stats, serial, folded, hot FROM profiles
+             WHERE run_id = ?1 ORDER BY value, idx",
+        )?;
+        let rows = stmt.query_map([id], |r| {
+            Ok((
+                r.get::<_, i64>(0)? as u64,
+                r.get::<_, String>(1)?,
+                r.get::<_, i64>(2)? as u64,
+                r.get::<_, String>(3)?,
+                r.get::<_, String>(4)?,
+                r.get::<_, String>(5)?,
+                r.get::<_, String>(6)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (value, event, frequency, stats, serial, folded, hot) = row?;
+            let folded = folded
+                .lines()
+                .filter_map(|l| {
+                    let mut it = l.splitn(3, ' ');
+                    Some(FoldedStack {
+                        samples: it.next()?.parse().ok()?,
+                        weight: it.next()?.parse().ok()?,
+                        stack: it.next()?.to_string(),
+                    })
+                })
+                .collect();
+            out.push((
+                value,
+                PointProfile {
+                    event,
+                    frequency,
+                    stats: parse(id, "profile stats", &stats)?,
+                    serial: parse(id, "profile serial", &serial)?,
+                    repeats: 1,
+                    hot: parse(id, "profile hot instructions", &hot)?,
+                    folded,
+                },
+            ));
+        }
+        Ok(out)
+    }
+
+    /// Resolves `latest`, `latest~N`, a numeric id or a label (its newest run).
+    pub fn resolve(&self, reference: &str) -> Result<i64, StoreError> {
+        let not_found = || StoreError::NoSuchRun {
+            reference: reference.to_string(),
+            path: self.path.clone(),
+        };
+        let latest = |back: i64| -> Result<i64, StoreError> {
+            let id: Option<i64> = self
+                .conn
+                .query_row(
+                    "SELECT id FROM runs ORDER BY id DESC LIMIT 1 OFFSET ?1",
+                    [back],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            match id {
+                Some(id) => Ok(id),
+                None if back == 0 => Err(StoreError::Empty {
+                    path: self.path.clone(),
+                }),
+                None => Err(not_found()),
+            }
+        };
+        if reference == "latest" {
+            return latest(0);
+        }
+        if let Some(n) = reference.strip_prefix("latest~") {
+            // A count back from the newest: `latest~-1` is no run, not the newest.
+            return n
+                .parse::<u32>()
+                .map_err(|_| not_found())
+                .and_then(|n| latest(i64::from(n)));
+        }
+        if let Ok(id) = reference.parse::<i64>() {
+            let found: Option<i64> = self
+                .conn
+                .query_row("SELECT id FROM runs WHERE id = ?1", [id], |r| r.get(0))
+                .optional()?;
+            return found.ok_or_else(not_found);
+        }
+        self.conn
+            .query_row(
+                "SELECT id FROM runs WHERE label = ?1 ORDER BY id DESC LIMIT 1",
+                [reference],
+                |r| r.get(0),
+            )
+            .optional()?
+            .ok_or_else(not_found)
+    }
+
+    pub fn list(&self) -> Result<Vec<RunSummary>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT r.id, r.label, r.command, r.created, r.status, r.recorder_pid, r.sweep_values,
+                    (SELECT COUNT(DISTINCT value) FROM repeats WHERE run_id = r.id)
+             FROM runs r ORDER BY r.id",
+        )?;
+        let rows = stmt.query_map([], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, String>(4)?,
+                r.get::<_, Option<i64>>(5)?,
+                r.get::<_, String>(6)?,
+                r.get::<_, i64>(7)?,
+            ))
+        })?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, label, command, created, status, pid, values, points) = row?;
+            // One damaged run is listed as damaged; it does not hide the others.
+            let values: Vec<u64> = parse(id, "sweep_values", &values).unwrap_or_default();
+            let command =
+                parse(id, "command", &command).unwrap_or_else(|e| vec![format!("(damaged: {e})")]);
+            out.push(RunSummary {
+                id,
+                label,
+                command,
+                created,
+                status: effective_status(&status, pid),
+                points: points as u64,
+                planned: values.len() as u64,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The run's header, its stored repeats (in the order they ran), and what older stores
+    /// kept as findings or the sharing analysis needs.
+    pub fn load(&self, id: i64) -> Result<StoredRun, StoreError> {
+        let row = self
+            .conn
+            .query_row(
+                "SELECT label, created, command, status, parameter, sweep_values, host, scaling,
+                        ops_regex, output_dir, recorder_pid, findings, sharing
+                 FROM runs WHERE id = ?1",
+                [id],
+                |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, String>(3)?,
+                        r.get::<_, String>(4)?,
+                        r.get::<_, String>(5)?,
+                        r.get::<_, String>(6)?,
+                        r.get::<_, String>(7)?,
+                        r.get::<_, String>(8)?,
+                        r.get::<_, String>(9)?,
+                        r.get::<_, Option<i64>>(10)?,
+                        r.get::<_, String>(11)?,
+                        r.get::<_, Option<String>>(12)?,
+                    ))
+                },
+            )
+            .optional()?
+            .ok_or_else(|| StoreError::NoSuchRun {
+                reference: id.to_string(),
+                path: self.path.clone(),
+            })?;
+        let (
+            label,
+            created,
+            command,
+            status,
+            parameter,
+            values,
+            host,
+            scaling,
+            ops_regex,
+            output_dir,
+            pid,
+            findings,
+            sharing,
+        ) = row;
+        let header = RunHeader {
+            id: id.to_string(),
+            label,
+            created,
+            command: parse(id, "command", &command)?,
+            status: effective_status(&status, pid),
+            sweep: Sweep {
+                // Runs are only ever stored with `threads` or `size`.
+                parameter: SweepParameter::parse(&parameter).unwrap_or(SweepParameter::Threads),
+                values: parse(id, "sweep_values", &values)?,
+            },
+            host: parse(id, "host", &host)?,
+            scaling: match scaling.as_str() {
+                "strong" => Some(ThroughputSource::Strong),
+                "auto" => None,
+                _ => Some(ThroughputSource::Weak),
+            },
+            ops_regex,
+            output_dir,
+        };
+        let mut stmt = self.conn.prepare(
+            "SELECT value, idx, wall_s, user_s, sys_s, ops, exit_code, signal, timed_out,
+                    voluntary_csw, involuntary_csw, minor_faults, major_faults, stdout_path, stderr_path,
+                    traced, counts
+             FROM repeats WHERE run_id = ?1 ORDER BY rowid",
+        )?;
+        let repeats = stmt
+            .query_map([id], |r| {
+                Ok((
+                    PointRepeat {
+                        value: r.get::<_, i64>(0)? as u64,
+                        repeat: Repeat {
+                            index: r.get(1)?,
+                            wall_s: r.get(2)?,
+                            user_s: r.get(3)?,
+                            sys_s: r.get(4)?,
+                            ops: r.get::<_, Option<i64>>(5)?.map(|o| o as u64),
+                            exit_code: r.get(6)?,
+                            signal: r.get(7)?,
+                            timed_out: r.get(8)?,
+                            voluntary_csw: r.get::<_, i64>(9)? as u64,
+                            involuntary_csw: r.get::<_, i64>(10)? as u64,
+                            minor_faults: r.get::<_, i64>(11)? as u64,
+                            major_faults: r.get::<_, i64>(12)? as u64,
+                            stdout_path: r.get(13)?,
+                            stderr_path: r.get(14)?,
+                            traced: r.get(15)?,
+                            counts: None,
+                        },
+                    },
+                    r.get::<_, Option<String>>(16)?,
+                ))
+            })?
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .map(|(mut p, counts)| {
+                p.repeat.counts = counts.map(|t| parse(id, "counts", &t)).transpose()?;
+                Ok(p)
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        Ok(StoredRun {
+            header,
+            repeats,
+            legacy_findings: parse(id, "findings", &findings)?,
+            sharing: sharing
+                .map(|text| parse(id, "sharing", &text))
+                .transpose()?,
+        })
+    }
+}
+
+/// A run still marked `running` whose recorder is gone was cut off: report it as
+/// interrupted (its finished repeats are all there).
+pub(crate) fn effective_status(status: &str, recorder_pid: Option<i64>) -> RunStatus {
+    let s = RunStatus::parse(status).unwrap_or(RunStatus::Interrupted);
+    if s != RunStatus::Running {
+        return s;
+    }
+    match recorder_pid {
+        Some(pid) if pid > 0 && process_alive(pid as i32) => RunStatus::Running,
+        _ => RunStatus::Interrupted,
+    }
+}
+
+fn process_alive(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks for existence and permission.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}

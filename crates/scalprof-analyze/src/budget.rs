@@ -313,6 +313,56 @@ pub fn serial_series(points: &[Point], profiles: &[Option<&PointProfile>]) -> Op
     })
 }
 
+/// The critical section is the lock's: a user function that takes a contended lock (its
+/// top caller, at least half of the waits) and whose own time per op grew did that work
+/// holding the lock, and it got slower because the data it guards move between CPUs with
+/// the lock (hash_global_mutex: `table_lookup` +5% beside `table_lock`). Its growth joins
+/// the lock's series rather than standing as a hotspot of its own.
+pub fn fold_critical_sections(series: &mut Vec<Series>, points: &[Point]) {
+    let Some(rows) = points
+        .iter()
+        .rev()
+        .find_map(|p| p.locks.as_ref().map(|l| &l.rows))
+    else {
+        return;
+    };
+    let holder_of = |function: &str| -> Option<&str> {
+        rows.iter()
+            .filter(|r| r.scope == Scope::User && r.lock_type.is_lock())
+            .find(|r| {
+                r.callers
+                    .first()
+                    .is_some_and(|c| c.function == function && c.share >= 0.5)
+            })
+            .map(|r| r.name.as_str())
+    };
+    let mut k = 0;
+    while k < series.len() {
+        let lock = (series[k].kind == FindingKind::UserHotspot)
+            .then(|| holder_of(&series[k].subject))
+            .flatten()
+            .and_then(|name| {
+                series.iter().position(|s| {
+                    s.kind == FindingKind::LockContention
+                        && s.scope == Some(Scope::User)
+                        && s.subject == name
+                })
+            });
+        match lock {
+            Some(l) => {
+                let section = series.remove(k);
+                let l = if l > k { l - 1 } else { l };
+                for (into, add) in series[l].per_op.iter_mut().zip(&section.per_op) {
+                    if let Some(add) = add {
+                        *into = Some(into.unwrap_or(0.0) + add);
+                    }
+                }
+            }
+            None => k += 1,
+        }
+    }
+}
+
 /// A sharing finding's growth (profile units per op, first → last point) as a series.
 pub fn sharing_series(
     points: &[Point],
@@ -725,6 +775,50 @@ mod tests {
         );
         let at2 = 200_000.0 + 600_000.0 * 1.6 / 1.4;
         assert!((lock.per_op[1].unwrap() - at2).abs() < 1e-6, "{lock:?}");
+    }
+
+    #[test]
+    fn a_lock_holder_s_own_growth_is_the_lock_s() {
+        use scalprof_model::locks::{LockCaller, LockProfile, LockRow};
+        let mut points = [point(1, 1000.0, 1.0), point(2, 1250.0, 0.625)];
+        let row = |name: &str, caller: &str, share: f64| LockRow {
+            scope: Scope::User,
+            name: name.into(),
+            lock_type: LockKind::Mutex,
+            address: "0x1".into(),
+            count: 1000,
+            total_wait_ns: 1,
+            max_wait_ns: 1,
+            callers: vec![LockCaller {
+                function: caller.into(),
+                share,
+            }],
+            attributed_to: None,
+            wait_ns_per_op: None,
+            spin_ns: None,
+            woken_by: None,
+            process: None,
+            peer_attached: false,
+        };
+        points[1].locks = Some(LockProfile {
+            rows: vec![row("table_lock", "table_lookup", 0.9), row("other", "parse", 0.3)],
+            ..Default::default()
+        });
+        let hotspot = |f: &str, per_op: [f64; 2]| Series {
+            kind: FindingKind::UserHotspot,
+            ..lock(f, per_op)
+        };
+        let mut series = vec![
+            hotspot("table_lookup", [10.0, 60.0]),
+            lock("table_lock", [0.0, 400.0]),
+            lock("other", [0.0, 100.0]),
+            // Takes `other` for under half of its waits: its growth stays its own.
+            hotspot("parse", [5.0, 25.0]),
+        ];
+        fold_critical_sections(&mut series, &points);
+        let subjects: Vec<&str> = series.iter().map(|s| s.subject.as_str()).collect();
+        assert_eq!(subjects, ["table_lock", "other", "parse"]);
+        assert_eq!(series[0].per_op, [Some(10.0), Some(460.0)]);
     }
 
     #[test]

@@ -192,6 +192,7 @@ pub fn assemble(inputs: &RunInputs) -> RunDocument {
         {
             series.extend(budget::sharing_series(&points, &profs, &work, f));
         }
+        budget::fold_critical_sections(&mut series, &points);
         let observer = budget::observer_wait_ns(&points, &work);
         let overhead: Vec<Option<f64>> = budget::overhead_ns(&points, &profs, &work)
             .into_iter()

@@ -801,7 +801,10 @@ mod tests {
             peer_attached: false,
         };
         points[1].locks = Some(LockProfile {
-            rows: vec![row("table_lock", "table_lookup", 0.9), row("other", "parse", 0.3)],
+            rows: vec![
+                row("table_lock", "table_lookup", 0.9),
+                row("other", "parse", 0.3),
+            ],
             ..Default::default()
         });
         let hotspot = |f: &str, per_op: [f64; 2]| Series {

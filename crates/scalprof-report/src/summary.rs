@@ -1,0 +1,328 @@
+//! The run summary: the header, the verdict line, the default screen and `-v`'s details,
+//! warnings and findings with what to do.
+
+use scalprof_model::RunDocument;
+
+use crate::*;
+
+/// The terminal summary of a run.
+pub fn summary(doc: &RunDocument) -> String {
+    summary_with(doc, false, false)
+}
+
+/// The summary; `all_locks` shows every lock row instead of those above 1% of the
+/// point's thread-time.
+pub fn summary_with(doc: &RunDocument, all_locks: bool, verbose: bool) -> String {
+    // The default screen is what to read first: the verdict, the points, the causes and
+    // what to do. The measurement's own details (time split, counters, profile quality,
+    // what grew, each point's lock table) come with `verbose` (`show -v`), or `--locks`.
+    let verbose = verbose || all_locks;
+    let mut out = String::new();
+    let repeats: usize = doc
+        .points
+        .iter()
+        .map(|p| p.repeats.len())
+        .max()
+        .unwrap_or(0);
+    out += &format!(
+        "run {} · {} · {} · {} point{} × {} repeat{}\n",
+        doc.id,
+        one_line(&doc.label),
+        doc.status.as_str(),
+        doc.points.len(),
+        plural(doc.points.len()),
+        repeats,
+        plural(repeats)
+    );
+    out += &format!("command: {}\n", one_line(&shell_line(&doc.command)));
+    out += &format!(
+        "host:    Linux {}, {} CPUs, {}, {}\n",
+        doc.host.kernel,
+        doc.host.cpus,
+        doc.host.cpu_model,
+        if doc.host.pmu {
+            "hardware PMU"
+        } else {
+            "no hardware PMU"
+        }
+    );
+    out += &format!("throughput: {}\n", throughput_source_line(doc));
+    // Warnings that make the rest of the screen moot come first, not at its end.
+    for w in doc.warnings.iter().filter(|w| is_headline_warning(w.kind)) {
+        out += &format!("  ! {}\n", w.message);
+    }
+    // The baseline's budget is useful work and scalprof's cost only: no verdict to read.
+    let verdicts: Vec<String> = doc
+        .points
+        .iter()
+        .skip(1)
+        .filter_map(|p| {
+            Some(verdict_line(
+                doc.sweep.parameter.as_str(),
+                p.value,
+                p.budget.as_ref()?,
+            ))
+        })
+        .collect();
+    if !verdicts.is_empty() {
+        out += "verdict (where the thread-time per operation went):\n";
+        for v in verdicts {
+            out += &format!("  {v}\n");
+        }
+    }
+    out.push('\n');
+
+    if doc.points.is_empty() {
+        out += "no point was measured\n";
+    } else {
+        out += &points_table(doc).to_string();
+        out.push('\n');
+    }
+    out += &format!(
+        "\nmodel: {}\n",
+        model_line(doc.model.as_ref(), doc.sweep.parameter.as_str())
+    );
+    if verbose {
+        out += &details(doc, all_locks);
+    }
+    out += &lock_growth(doc);
+    if let Some(c) = &doc.complexity {
+        out += &complexity_table(c);
+    }
+    out += &warnings_and_findings(doc);
+    if !verbose && !doc.points.is_empty() {
+        out += &format!(
+            "more: scalprof show {} -v (time split, counters, profile, what grew, lock tables)\n",
+            doc.id
+        );
+    }
+    out
+}
+
+/// The measurement's details: time split, counters, profile and tracing quality, what
+/// grew, each point's lock table.
+pub(crate) fn details(doc: &RunDocument, all_locks: bool) -> String {
+    let mut out = String::new();
+    if let Some(split) = split_line(&doc.points, doc.sweep.parameter.as_str()) {
+        out += &format!("time:  {split}\n");
+    }
+    if let Some(line) = counters_line(doc) {
+        out += &format!("counted: {line}\n");
+    }
+    if let Some(line) = profile_line(doc) {
+        out += &format!("profile: {line}\n");
+    }
+    if let Some(line) = tracing_line(doc) {
+        out += &format!("tracing: {line}\n");
+    }
+    if let Some(d) = &doc.scaling_diff {
+        if d.points.len() >= 2 {
+            out += &what_grew(d);
+        }
+    }
+    for p in &doc.points {
+        if let Some(l) = &p.locks {
+            if all_locks {
+                out += &lock_table(doc.sweep.parameter.as_str(), p.value, l);
+                continue;
+            }
+            let mut shown = l.clone();
+            shown
+                .rows
+                .retain(|r| row_share(p, r).is_none_or(|s| s >= 0.01));
+            let hidden = l.rows.len() - shown.rows.len();
+            let table = lock_table(doc.sweep.parameter.as_str(), p.value, &shown);
+            out += &if hidden > 0 && shown.rows.is_empty() {
+                table.replace(
+                    "  no contended locks\n",
+                    "  no lock above 1% of the thread-time\n",
+                )
+            } else {
+                table
+            };
+            if hidden > 0 {
+                out += &format!(
+                    "  ({hidden} row{} below 1% of the thread-time not shown: scalprof show {} --locks)\n",
+                    plural(hidden),
+                    doc.id
+                );
+            }
+        }
+    }
+    out
+}
+
+/// Warnings, then the findings with what to do, then where the workload's output is.
+pub(crate) fn warnings_and_findings(doc: &RunDocument) -> String {
+    let mut out = String::new();
+    let rest: Vec<_> = doc
+        .warnings
+        .iter()
+        .filter(|w| !is_headline_warning(w.kind))
+        .collect();
+    if !rest.is_empty() {
+        out += "\nwarnings:\n";
+        for w in rest {
+            out += &format!("  ! {}\n", w.message);
+        }
+    }
+    if !doc.findings.is_empty() {
+        out += "\nfindings:\n";
+        for f in &doc.findings {
+            out += &format!(
+                "  {:>4.0}%  {}  {}: {}\n",
+                f.score * 100.0,
+                f.kind,
+                one_line(&f.subject),
+                one_line(&f.evidence)
+            );
+            if let Some(w) = f.what_if {
+                out += &format!(
+                    "         without it: up to {:.2}× at {} {} (an upper bound)\n",
+                    w.speedup, w.value, doc.sweep.parameter
+                );
+            }
+            if !f.suggestion.is_empty() {
+                out += &format!("         what to do: {}\n", one_line(&f.suggestion));
+            }
+        }
+    }
+    out += &format!("\nworkload output: {}\n", doc.output_dir);
+    out
+}
+
+/// `2 threads: 54% useful · mmap_lock 40% (rwsem:W; __vm_munmap) · unexplained 6%`.
+pub fn verdict_line(parameter: &str, value: u64, b: &scalprof_model::Budget) -> String {
+    let pct = |x: f64| format!("{:.0}%", x * 100.0);
+    let mut parts = vec![format!("{} useful", pct(b.useful))];
+    for c in b.causes.iter().filter(|c| c.share >= 0.01).take(3) {
+        parts.push(if c.detail.is_empty() {
+            format!("{} {}", one_line(&c.subject), pct(c.share))
+        } else {
+            format!(
+                "{} {} ({})",
+                one_line(&c.subject),
+                pct(c.share),
+                one_line(&c.detail)
+            )
+        });
+    }
+    let minor: f64 = b
+        .causes
+        .iter()
+        .enumerate()
+        .filter(|(i, c)| *i >= 3 || c.share < 0.01)
+        .map(|(_, c)| c.share)
+        .sum();
+    if minor >= 0.005 {
+        parts.push(format!("other causes {}", pct(minor)));
+    }
+    if b.overhead >= 0.005 {
+        parts.push(format!("scalprof {}", pct(b.overhead)));
+    }
+    parts.push(format!("unexplained {}", pct(b.unexplained)));
+    format!("{value} {parameter}: {}", parts.join(" · "))
+}
+
+/// Per point: how much slower (or faster) the traced repeats ran than the clean ones, and
+/// scalprof's own cost in them (samples in its frames; its BPF programs' run time as a
+/// share of the traced repeats' CPU time).
+pub(crate) fn tracing_line(doc: &RunDocument) -> Option<String> {
+    let parts: Vec<String> = doc
+        .points
+        .iter()
+        .filter(|p| !p.traced_repeats.is_empty())
+        .map(|p| {
+            let mut bits = Vec::new();
+            match p.perturbation {
+                Some(x) => bits.push(format!("traced {:+.1}% vs clean", 100.0 * x)),
+                None => bits.push("traced throughput unknown".into()),
+            }
+            if let Some(st) = p.profile.as_ref().map(|pr| &pr.stats) {
+                let all = st.samples.max(1);
+                bits.push(format!(
+                    "overhead (scalprof) {:.1}% of samples",
+                    100.0 * st.overhead_samples as f64 / all as f64
+                ));
+            }
+            // The program's threads runnable while scalprof's own threads held the CPU.
+            let behind: u64 = p.locks.as_ref().map_or(0, |l| {
+                l.rows
+                    .iter()
+                    .filter(|r| r.name == scalprof_model::locks::CPU_WAIT_OBSERVER)
+                    .map(|r| r.total_wait_ns)
+                    .sum()
+            });
+            if behind > 0 {
+                bits.push(format!(
+                    "{} waiting for a CPU behind scalprof",
+                    ns(behind as f64)
+                ));
+            }
+            if let Some(l) = p.locks.as_ref().filter(|l| l.tracer.bpf_runs > 0) {
+                let cpu_ns: f64 = p
+                    .traced_repeats
+                    .iter()
+                    .filter(|r| r.succeeded())
+                    .map(|r| (r.user_s + r.sys_s) * 1e9)
+                    .sum();
+                let share = if cpu_ns > 0.0 {
+                    format!(
+                        " ({:.2}% of CPU time)",
+                        100.0 * l.tracer.bpf_run_ns as f64 / cpu_ns
+                    )
+                } else {
+                    String::new()
+                };
+                bits.push(format!(
+                    "BPF {:.1} ms in {} runs{share}",
+                    l.tracer.bpf_run_ns as f64 / 1e6,
+                    l.tracer.bpf_runs
+                ));
+            }
+            format!("{} {}: {}", doc.sweep.parameter, p.value, bits.join(", "))
+        })
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+pub(crate) fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+/// A sweep that swept nothing, or throughput computed on a wrong assumption: said under
+/// the header, before any number.
+pub(crate) fn is_headline_warning(kind: scalprof_model::WarningKind) -> bool {
+    use scalprof_model::WarningKind::*;
+    matches!(kind, NotSwept | FixedWork)
+}
+
+pub(crate) fn throughput_source_line(doc: &RunDocument) -> String {
+    use scalprof_model::ThroughputSource::*;
+    if let Some(why) = &doc.throughput.inferred {
+        let formula = match doc.throughput.source {
+            Strong => "throughput = 1 / wall",
+            _ => "throughput = N / wall",
+        };
+        return format!("{} — no ops line; {why}; {formula}", doc.throughput.unit);
+    }
+    match doc.throughput.source {
+        Ops => format!(
+            "{} — operations printed by the workload ({}) per second of wall time",
+            doc.throughput.unit,
+            doc.throughput.ops_regex.as_deref().unwrap_or("?")
+        ),
+        Weak => format!(
+            "{} — weak scaling (no ops line found): each thread does the same work, throughput = N / wall",
+            doc.throughput.unit
+        ),
+        Strong => format!(
+            "{} — strong scaling (no ops line found): fixed total work, throughput = 1 / wall",
+            doc.throughput.unit
+        ),
+    }
+}

@@ -1,0 +1,113 @@
+//! One sample: its process and thread, its kernel and user frames, folded into a stack
+//! with its weight, and its instruction counted for the sharing analysis.
+
+use linux_perf_event_reader::{CpuMode, SampleRecord};
+use scalprof_analyze::profile::is_tool_frame;
+use scalprof_debuginfo::Kallsyms;
+
+use super::*;
+
+impl ProfileBuilder {
+    pub(super) fn handle_sample(&mut self, s: &SampleRecord<'_>, symbols: &mut Symbols) {
+        let (Some(pid), Some(tid)) = (s.pid, s.tid) else {
+            self.stats.bad_records += 1;
+            return;
+        };
+        self.stats.samples += 1;
+        let weight = s.period.unwrap_or(1);
+
+        // Kernel part: callchain entries up to the user context marker, leaf first.
+        let mut kernel: Vec<u32> = Vec::new();
+        let mut user_chain: Vec<u64> = Vec::new();
+        if let Some(chain) = &s.callchain {
+            let mut in_user = false;
+            for i in 0..chain.len() {
+                let Some(addr) = chain.get(i) else { break };
+                if addr >= PERF_CONTEXT_MAX {
+                    in_user = addr == PERF_CONTEXT_USER;
+                    continue;
+                }
+                if in_user {
+                    // Nothing executes below the lowest mappable page: such an entry is
+                    // a frame-pointer walk that ran past the outermost frame.
+                    if addr >= MIN_CODE_ADDRESS {
+                        user_chain.push(addr);
+                    }
+                } else {
+                    kernel.push(self.kernel_frame(addr, &symbols.kernel));
+                }
+            }
+        }
+        if kernel.is_empty() && s.cpu_mode == CpuMode::Kernel {
+            if let Some(ip) = s.ip {
+                kernel.push(self.kernel_frame(ip, &symbols.kernel));
+            }
+        }
+
+        // User part: unwind the copied stack; else the recorded user callchain.
+        let user_addrs = self.user_addresses(pid, s, user_chain);
+        let process = self.processes.entry(pid).or_default();
+        let comm = if process.comm.is_empty() {
+            format!("pid-{pid}")
+        } else {
+            process.comm.clone()
+        };
+        let mut frames: Vec<u32> = vec![self.intern(&comm)];
+        let mut user_ids: Vec<u32> = Vec::new();
+        for (i, &addr) in user_addrs.iter().enumerate().rev() {
+            // Return addresses point after the call: look up the call instruction.
+            let lookup = if i == 0 { addr } else { addr.saturating_sub(1) };
+            let ids = self.user_frames(pid, lookup);
+            user_ids.extend(ids.iter().rev());
+        }
+        if !user_addrs.is_empty() {
+            self.stats.user_stacks += 1;
+        }
+        frames.extend(&user_ids);
+        frames.extend(kernel.iter().rev());
+        self.stats.frames += (frames.len() - 1) as u64;
+        let leaf_user = user_ids.last().copied().unwrap_or(u32::MAX);
+        if let Some(t) = s.timestamp {
+            self.timeline.push((t, tid, leaf_user));
+        }
+        // The tool's own work is its overhead, never the program's cost.
+        if kernel
+            .iter()
+            .any(|&id| is_tool_frame(&self.names[id as usize]))
+        {
+            self.stats.overhead_samples += 1;
+            self.stats.overhead_weight = self.stats.overhead_weight.saturating_add(weight);
+            return;
+        }
+        // Where user-mode samples landed, by file and stated address: the instructions
+        // the sharing analysis decodes.
+        if kernel.is_empty() {
+            if let Some(&ip) = user_addrs.first() {
+                if let Some(key) = self.processes.get(&pid).and_then(|p| file_address(p, ip)) {
+                    let e = self.hot.entry(key).or_insert((0, 0));
+                    e.0 += 1;
+                    e.1 = e.1.saturating_add(weight);
+                }
+            }
+        }
+        let e = self.stacks.entry(frames).or_insert((0, 0));
+        e.0 += 1;
+        e.1 = e.1.saturating_add(weight);
+    }
+
+    pub(super) fn kernel_frame(&mut self, addr: u64, kallsyms: &Kallsyms) -> u32 {
+        if let Some(&id) = self.kernel_cache.get(&addr) {
+            return id;
+        }
+        let name = match kallsyms.lookup(addr) {
+            Some(n) => format!("{n}_[k]"),
+            None => {
+                self.stats.unresolved_frames += 1;
+                "[unknown]_[k]".to_string()
+            }
+        };
+        let id = self.intern(&name);
+        self.kernel_cache.insert(addr, id);
+        id
+    }
+}

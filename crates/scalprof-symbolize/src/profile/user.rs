@@ -1,0 +1,230 @@
+//! User stacks: the copied stack unwound with the binaries' `.eh_frame` (framehop), or
+//! the sample's own user callchain, and the frames' names (symbols, inlined functions from
+//! DWARF, JIT perf maps).
+
+use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
+use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
+use linux_perf_event_reader::SampleRecord;
+use scalprof_debuginfo::{ElfInfo, SymbolCache};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::*;
+
+impl ProfileBuilder {
+    /// User frame addresses, leaf first.
+    pub(super) fn user_addresses(
+        &mut self,
+        pid: i32,
+        s: &SampleRecord<'_>,
+        user_chain: Vec<u64>,
+    ) -> Vec<u64> {
+        let regs = s.user_regs.as_ref();
+        let stack = s.user_stack.as_ref();
+        let (Some(regs), Some((stack, dyn_size))) = (regs, stack) else {
+            return user_chain;
+        };
+        let (Some(ip), Some(sp), Some(bp)) = (regs.get(REG_IP), regs.get(REG_SP), regs.get(REG_BP))
+        else {
+            return user_chain;
+        };
+        let bytes = stack.as_slice();
+        let valid = (*dyn_size as usize).min(bytes.len());
+        let process = self.processes.entry(pid).or_default();
+        let (out, truncated) = unwind(
+            &process.unwinder,
+            &mut self.cache,
+            ip,
+            sp,
+            bp,
+            &bytes[..valid],
+        );
+        if truncated {
+            self.stats.truncated_stacks += 1;
+        }
+        out
+    }
+
+    /// Frame name ids for one user address, innermost first.
+    pub(super) fn user_frames(&mut self, pid: i32, addr: u64) -> Arc<[u32]> {
+        if let Some(ids) = self.processes.get(&pid).and_then(|p| p.names.get(&addr)) {
+            return ids.clone();
+        }
+        // (names, may be JIT code, unresolved)
+        let (names, jit, unresolved): (Vec<String>, bool, bool) = {
+            let p = &self.processes[&pid];
+            match p.mapping(addr) {
+                Some(m) => {
+                    let file = m.path.rsplit('/').next().unwrap_or(&m.path).to_string();
+                    let resolved = m.elf.as_ref().and_then(|elf| {
+                        let svma =
+                            elf.file_offset_to_svma((addr - m.start).checked_add(m.pgoff)?)?;
+                        let f = elf.frames(svma);
+                        (!f.is_empty()).then_some(f)
+                    });
+                    match resolved {
+                        Some(f) => (f, false, false),
+                        None if is_anonymous(&m.path) => (vec!["[anon]".to_string()], true, true),
+                        None if m.path.starts_with('[') => (vec![m.path.clone()], false, false),
+                        None => (vec![format!("[{file}]")], false, true),
+                    }
+                }
+                // Code mapped before the profile began, or never announced.
+                None => (vec!["[unknown]".to_string()], true, true),
+            }
+        };
+        let names = match jit.then(|| self.jit_name(pid, addr)).flatten() {
+            Some(name) => vec![name],
+            None => {
+                if unresolved {
+                    self.stats.unresolved_frames += 1;
+                }
+                names
+            }
+        };
+        let ids: Arc<[u32]> = names
+            .iter()
+            .map(|n| self.intern(n))
+            .collect::<Vec<_>>()
+            .into();
+        if let Some(p) = self.processes.get_mut(&pid) {
+            p.names.insert(addr, ids.clone());
+        }
+        ids
+    }
+}
+
+pub(super) fn framehop_module(m: &Mapping, elf: &ElfInfo) -> Option<Module<Arc<[u8]>>> {
+    let svma_at_pgoff = elf.file_offset_to_svma(m.pgoff)?;
+    let base_avma = m.start.checked_sub(svma_at_pgoff)?;
+    let u = elf.unwind_sections();
+    let info = ExplicitModuleSectionInfo {
+        base_svma: 0,
+        text_svma: u.text.as_ref().map(|t| t.0.clone()),
+        text: u.text.as_ref().map(|t| t.1.clone()),
+        got_svma: u.got.clone(),
+        eh_frame_svma: u.eh_frame.as_ref().map(|t| t.0.clone()),
+        eh_frame: u.eh_frame.as_ref().map(|t| t.1.clone()),
+        eh_frame_hdr_svma: u.eh_frame_hdr.as_ref().map(|t| t.0.clone()),
+        eh_frame_hdr: u.eh_frame_hdr.as_ref().map(|t| t.1.clone()),
+        debug_frame: u.debug_frame.clone(),
+        ..Default::default()
+    };
+    Some(Module::new(m.path.clone(), m.start..m.end, base_avma, info))
+}
+
+/// The file and stated address of a runtime address in a process.
+pub(super) fn file_address(p: &Process, addr: u64) -> Option<(String, u64)> {
+    let m = p.mapping(addr)?;
+    let elf = m.elf.as_ref()?;
+    let svma = elf.file_offset_to_svma((addr - m.start).checked_add(m.pgoff)?)?;
+    Some((m.path.clone(), svma))
+}
+
+/// Walks a copied user stack (`bytes` starts at `sp`) with the modules' unwind info.
+/// Returns return addresses (leaf first, the first being `ip`) and whether the walk
+/// stopped early.
+pub(crate) fn unwind(
+    unwinder: &UnwinderX86_64<Arc<[u8]>>,
+    cache: &mut CacheX86_64,
+    ip: u64,
+    sp: u64,
+    bp: u64,
+    bytes: &[u8],
+) -> (Vec<u64>, bool) {
+    let mut read_stack = |addr: u64| -> Result<u64, ()> {
+        let off = addr.checked_sub(sp).ok_or(())? as usize;
+        let b = bytes.get(off..off.checked_add(8).ok_or(())?).ok_or(())?;
+        Ok(u64::from_le_bytes(b.try_into().map_err(|_| ())?))
+    };
+    let mut out = Vec::new();
+    let mut iter = unwinder.iter_frames(
+        ip,
+        UnwindRegsX86_64::new(ip, sp, bp),
+        cache,
+        &mut read_stack,
+    );
+    loop {
+        match iter.next() {
+            Ok(Some(frame)) => {
+                out.push(match frame {
+                    FrameAddress::InstructionPointer(a) => a,
+                    FrameAddress::ReturnAddress(a) => a.get(),
+                });
+                if out.len() >= MAX_FRAMES {
+                    return (out, true);
+                }
+            }
+            Ok(None) => return (out, false),
+            Err(_) => return (out, true),
+        }
+    }
+}
+
+/// A process's executable mappings from /proc/PID/maps, ready to unwind and symbolize
+/// stacks copied from it (the lock tracer's futex-wait snapshots).
+pub struct UserSpace {
+    process: Process,
+    cache: CacheX86_64,
+}
+
+impl UserSpace {
+    pub fn from_maps(
+        maps: &[scalprof_model::locks::ProcMap],
+        files: &mut SymbolCache,
+    ) -> UserSpace {
+        let mut process = Process::default();
+        for m in maps.iter().filter(|m| m.executable) {
+            let elf = if m.path.starts_with('/') {
+                files.get(&PathBuf::from(&m.path))
+            } else {
+                None
+            };
+            process.add_mapping(Mapping {
+                start: m.start,
+                end: m.end,
+                pgoff: m.offset,
+                path: m.path.clone(),
+                elf,
+            });
+        }
+        UserSpace {
+            process,
+            cache: CacheX86_64::new(),
+        }
+    }
+
+    /// Return addresses of a copied stack, leaf first.
+    pub fn unwind(&mut self, ip: u64, sp: u64, bp: u64, bytes: &[u8]) -> Vec<u64> {
+        unwind(&self.process.unwinder, &mut self.cache, ip, sp, bp, bytes).0
+    }
+
+    /// The innermost function name at an address and the file it lives in. In a file
+    /// without symbols (a stripped binary), `file+0xoffset`: the same in every run,
+    /// whatever the load address.
+    pub fn symbolize(&self, addr: u64) -> Option<(String, String)> {
+        let m = self.process.mapping(addr)?;
+        let offset = (addr - m.start).checked_add(m.pgoff)?;
+        let named = m.elf.as_ref().and_then(|elf| {
+            let svma = elf.file_offset_to_svma(offset)?;
+            elf.frames(svma).into_iter().next()
+        });
+        let name = match named {
+            Some(name) => name,
+            None if m.path.starts_with('/') => {
+                // Unnamed code reads as in profiles (`[zstd]`), with the offset that tells
+                // one call site from another.
+                let file = m.path.rsplit('/').next().unwrap_or(&m.path);
+                format!("[{file}]+{offset:#x}")
+            }
+            None => return None,
+        };
+        Some((name, m.path.clone()))
+    }
+}
+
+/// Executable memory without a file behind it: where JIT compilers put their code. perf
+/// names it `//anon`; `[anon:name]` is a named anonymous mapping, `/memfd:` a memory file.
+pub(super) fn is_anonymous(path: &str) -> bool {
+    path.is_empty() || path == "//anon" || path.starts_with("[anon") || path.starts_with("/memfd:")
+}

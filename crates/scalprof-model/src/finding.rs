@@ -1,0 +1,281 @@
+//! What a run says: warnings, findings with their kind-specific details, and the time
+//! budget each point's findings are scored from.
+
+use serde::{Deserialize, Serialize};
+
+use crate::*;
+
+/// A point's thread-time per operation, split: `useful` (the efficiency) + the causes'
+/// shares + `overhead` (scalprof's own) + `unexplained` = 1.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Budget {
+    pub useful: f64,
+    pub overhead: f64,
+    pub unexplained: f64,
+    /// Heaviest first.
+    pub causes: Vec<Cause>,
+}
+
+/// One cause of lost thread-time: the growth of its time per operation since the first
+/// point, as a share of this point's thread-time per operation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Cause {
+    pub kind: FindingKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<locks::Scope>,
+    pub subject: String,
+    pub share: f64,
+    /// A few words that identify it further (lock type and callers, a function).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+}
+
+/// The speedup at point `value` if a cause's share became useful work (an upper bound).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WhatIf {
+    pub value: u64,
+    pub speedup: f64,
+}
+
+/// Typed measurement-quality warnings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WarningKind {
+    /// Repeats of one point spread more than 10% in wall time.
+    NoisyRepeats,
+    /// A point asks for more threads than online CPUs.
+    OversubscribedPoint,
+    /// Fewer than 3 distinct points: the USL cannot be fitted.
+    TooFewPoints,
+    /// Some repeats failed, crashed or timed out.
+    FailedRepeats,
+    /// Only one repeat per point: spread is unknown.
+    SingleRepeat,
+    /// The profile lost samples, or many stacks could not be walked or symbolized.
+    ProfileQuality,
+    /// The traced repeats ran more than 5% slower (or faster) than the clean ones: the
+    /// findings describe a perturbed run.
+    PerturbedDiagnosis,
+    /// Weak scaling was assumed (no ops printed), but the CPU time did not grow with the
+    /// thread count: the command probably does a fixed amount of work (`--scaling strong`).
+    FixedWork,
+    /// More than 10% of the last point's thread-time is unexplained; the message says what
+    /// may have left it so.
+    Unexplained,
+    /// The command does not contain the sweep parameter's placeholder: unless it reads
+    /// SCALPROF_THREADS (or SCALPROF_SIZE), every point ran the same thing.
+    NotSwept,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Warning {
+    pub kind: WarningKind,
+    /// The sweep point concerned, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub point: Option<u64>,
+    pub message: String,
+}
+
+/// What a finding is about; serialized as its snake_case name (the contract's `kind`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingKind {
+    /// Waits on one lock grow with the sweep.
+    LockContention,
+    /// Different fields on one cache line written by different threads.
+    FalseSharing,
+    /// One variable written by many threads.
+    TrueSharing,
+    /// A function's cost grows faster than the input (size sweeps).
+    SuperlinearCost,
+    /// A kernel path whose share grows without a named lock.
+    KernelHotspot,
+    /// A user function whose own on-CPU time per op grows with the sweep, and that is
+    /// neither a lock's code nor the writes of a shared cache line.
+    UserHotspot,
+    /// Time when only one thread runs.
+    SerialFraction,
+    /// Off-CPU time that is not a lock grows: sleeping, I/O, another blocking call.
+    BlockedWait,
+}
+
+impl FindingKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FindingKind::LockContention => "lock_contention",
+            FindingKind::FalseSharing => "false_sharing",
+            FindingKind::TrueSharing => "true_sharing",
+            FindingKind::SuperlinearCost => "superlinear_cost",
+            FindingKind::KernelHotspot => "kernel_hotspot",
+            FindingKind::UserHotspot => "user_hotspot",
+            FindingKind::SerialFraction => "serial_fraction",
+            FindingKind::BlockedWait => "blocked_wait",
+        }
+    }
+}
+
+impl std::fmt::Display for FindingKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    pub kind: FindingKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<locks::Scope>,
+    pub subject: String,
+    /// 0..1: the share of lost scaling (or cost) this finding explains.
+    pub score: f64,
+    pub evidence: String,
+    pub suggestion: String,
+    #[serde(default)]
+    pub details: FindingDetails,
+    /// The speedup at the last point without this cause (set from the budget).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub what_if: Option<WhatIf>,
+}
+
+/// What each kind of finding carries besides its sentence. The JSON is the same object a
+/// reader always saw (fields in alphabetical order); a `details` this build does not
+/// recognise (an older or newer store) is kept as it was.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum FindingDetails {
+    Lock(LockDetails),
+    Sharing(SharingDetails),
+    Complexity(ComplexityDetails),
+    Hotspot(HotspotDetails),
+    Serial(SerialDetails),
+    Other(serde_json::Value),
+}
+
+impl Default for FindingDetails {
+    fn default() -> FindingDetails {
+        FindingDetails::Other(serde_json::Value::Object(Default::default()))
+    }
+}
+
+/// `lock_contention`: the lock's row across the points.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockDetails {
+    pub address: String,
+    /// The top callers at the last point.
+    pub callers: Vec<locks::LockCaller>,
+    /// Contended waits per point.
+    pub count: Vec<u64>,
+    pub max_wait_ns: u64,
+    pub points: Vec<u64>,
+    #[serde(rename = "type")]
+    pub lock_type: locks::LockKind,
+    /// Blocked wait per operation at each point (as the lock rows' `wait_ns_per_op`).
+    pub wait_ns_per_op: Vec<f64>,
+    /// On-CPU time in the lock per operation at each point: spinning, the lock code, the
+    /// futex system call (the rows' `spin_ns` per operation). The score counts both.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub on_cpu_ns_per_op: Vec<f64>,
+}
+
+/// `false_sharing` / `true_sharing`: the global, its cache line and the fields on it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SharingDetails {
+    /// The object's stated address (hex).
+    pub address: String,
+    /// The written cache line (hex).
+    pub cache_line: String,
+    pub evidence_kind: String,
+    /// The fields that share a line with the written ones.
+    pub fields: Vec<String>,
+    pub file: String,
+    pub indexed: bool,
+    /// The locked instructions, `file+0x…`.
+    pub instructions: Vec<String>,
+    /// `strong` or `moderate`.
+    pub strength: String,
+    pub written_fields: Vec<String>,
+    /// The functions the locked instructions are in: their whole growth is this line's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub functions: Vec<String>,
+}
+
+/// `superlinear_cost`: the function's power-law fit over the sizes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ComplexityDetails {
+    pub ci95: [f64; 2],
+    pub exponent: f64,
+    pub r2: f64,
+    pub self_cost: Vec<f64>,
+    pub sizes: Vec<u64>,
+    pub unit: String,
+}
+
+/// `kernel_hotspot`: the function's cost per operation across the points.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HotspotDetails {
+    pub inclusive_per_op: Vec<f64>,
+    pub points: Vec<u64>,
+    pub self_per_op: Vec<f64>,
+    pub unit: String,
+}
+
+/// `serial_fraction`: how the single-thread share was measured.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SerialDetails {
+    pub bin_ms: f64,
+    pub bins: u64,
+    pub single_thread_share: f64,
+    pub threads: u64,
+}
+
+#[cfg(test)]
+mod details_tests {
+    use super::*;
+
+    #[test]
+    fn typed_details_write_the_object_readers_always_saw_and_read_back_as_their_kind() {
+        let lock = FindingDetails::Lock(LockDetails {
+            address: "0x4040".into(),
+            callers: vec![locks::LockCaller {
+                function: "table_lookup".into(),
+                share: 1.0,
+            }],
+            count: vec![3, 900],
+            max_wait_ns: 50_000,
+            points: vec![1, 2],
+            lock_type: locks::LockKind::Mutex,
+            wait_ns_per_op: vec![1.0, 20.0],
+            on_cpu_ns_per_op: Vec::new(),
+        });
+        let text = serde_json::to_string(&lock).unwrap();
+        // The same bytes as the untyped object (serde_json sorts object keys).
+        let untyped = serde_json::json!({
+            "type": "mutex", "address": "0x4040",
+            "callers": [{"function": "table_lookup", "share": 1.0}],
+            "points": [1, 2], "wait_ns_per_op": [1.0, 20.0], "count": [3, 900],
+            "max_wait_ns": 50000,
+        });
+        assert_eq!(text, serde_json::to_string(&untyped).unwrap());
+        assert_eq!(serde_json::from_str::<FindingDetails>(&text).unwrap(), lock);
+
+        let serial: FindingDetails = serde_json::from_str(
+            r#"{"bin_ms":10.0,"bins":200,"single_thread_share":0.6,"threads":2}"#,
+        )
+        .unwrap();
+        assert!(matches!(
+            serial,
+            FindingDetails::Serial(SerialDetails { bins: 200, .. })
+        ));
+        // What an older store kept, or a newer build wrote, stays as it was.
+        for old in ["{}", r#"{"bins":3,"future_field":true}"#] {
+            let d: FindingDetails = serde_json::from_str(old).unwrap();
+            assert!(matches!(d, FindingDetails::Other(_)), "{old}");
+            assert_eq!(serde_json::to_string(&d).unwrap(), old);
+        }
+    }
+}

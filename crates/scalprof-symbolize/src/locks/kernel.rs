@@ -1,0 +1,77 @@
+//! Kernel lock rows: the contention tracepoints' stacks named through kallsyms, by the
+//! conventional name their callers identify or `TYPE@caller`.
+
+use scalprof_analyze::locks::{conventional_name, is_lock_internal, kernel_lock_type, top_callers};
+use scalprof_debuginfo::Kallsyms;
+use scalprof_model::locks::{LockKind, Scope};
+use scalprof_model::locks::{LockRow, RawLocks};
+use std::collections::HashMap;
+
+use super::*;
+
+pub(super) fn add_kernel_rows(raw: &RawLocks, kallsyms: &Kallsyms, rows: &mut Vec<LockRow>) {
+    // (name, type) → row; callers accumulated by wait.
+    let mut by_name: HashMap<(String, LockKind), (LockRow, HashMap<String, u64>)> = HashMap::new();
+    // Wait per process of each row, to say which attached process did it.
+    let mut procs: HashMap<(String, LockKind), HashMap<u32, u64>> = HashMap::new();
+    for k in &raw.kernel {
+        let frames: Vec<&str> = k.stack.iter().filter_map(|&a| kallsyms.lookup(a)).collect();
+        let frames: Vec<&str> = frames
+            .into_iter()
+            .filter(|f| !f.starts_with("bpf_") && !f.starts_with("__bpf"))
+            .collect();
+        let caller = frames
+            .iter()
+            .find(|f| !is_lock_internal(f))
+            .copied()
+            .unwrap_or("[unknown]")
+            .to_string();
+        let lock_type = kernel_lock_type(k.flags);
+        let name = match kallsyms.lookup_data(k.lock, 4096) {
+            Some((sym, 0)) => sym.to_string(),
+            Some((sym, off)) => format!("{sym}+{off:#x}"),
+            None => match conventional_name(&frames, k.flags) {
+                Some(n) => n.to_string(),
+                None => format!("{lock_type}@{caller}"),
+            },
+        };
+        let entry = by_name
+            .entry((name.clone(), lock_type.clone()))
+            .or_insert_with(|| {
+                (
+                    LockRow {
+                        scope: Scope::Kernel,
+                        wait_ns_per_op: None,
+                        spin_ns: None,
+                        woken_by: None,
+                        process: None,
+                        peer_attached: false,
+                        attributed_to: (name == "futex hash bucket")
+                            .then(|| "user locks".to_string()),
+                        name,
+                        lock_type,
+                        address: format!("{:#x}", k.lock),
+                        count: 0,
+                        total_wait_ns: 0,
+                        max_wait_ns: 0,
+                        callers: Vec::new(),
+                    },
+                    HashMap::new(),
+                )
+            });
+        entry.0.count += k.count;
+        entry.0.total_wait_ns += k.total_ns;
+        entry.0.max_wait_ns = entry.0.max_wait_ns.max(k.max_ns);
+        *entry.1.entry(caller).or_default() += k.total_ns;
+        *procs
+            .entry((entry.0.name.clone(), entry.0.lock_type.clone()))
+            .or_default()
+            .entry(k.tgid)
+            .or_default() += k.total_ns;
+    }
+    for (key, (mut row, callers)) in by_name {
+        row.callers = top_callers(callers, row.total_wait_ns);
+        row.process = procs.get(&key).and_then(|p| attached_process(raw, p));
+        rows.push(row);
+    }
+}

@@ -1,0 +1,49 @@
+//! Waiting for a CPU: the run-queue rows, split by who held the CPU (the workload's own
+//! threads, other processes, scalprof).
+
+use scalprof_model::locks::{LockKind, Scope};
+use scalprof_model::locks::{
+    LockRow, RawLocks, RunQueueBehind, RunQueueRaw, CPU_WAIT, CPU_WAIT_OBSERVER, CPU_WAIT_OTHER,
+};
+
+/// Time the traced threads were runnable but not running: one row for the whole tree per
+/// kind of thread that had the CPU. Behind scalprof itself, the wait is the observer's
+/// (the clean repeats do not have it): attributed to it, never a cause.
+pub(super) fn add_runqueue_row(raw: &RawLocks, rows: &mut Vec<LockRow>) {
+    for (behind, name, address, attributed_to) in [
+        (RunQueueBehind::Own, CPU_WAIT, "runqueue", None),
+        (
+            RunQueueBehind::Other,
+            CPU_WAIT_OTHER,
+            "runqueue:other",
+            None,
+        ),
+        (
+            RunQueueBehind::Observer,
+            CPU_WAIT_OBSERVER,
+            "runqueue:scalprof",
+            Some("the observer"),
+        ),
+    ] {
+        let of: Vec<&RunQueueRaw> = raw.runqueue.iter().filter(|r| r.behind == behind).collect();
+        if of.is_empty() {
+            continue;
+        }
+        rows.push(LockRow {
+            scope: Scope::Kernel,
+            name: name.into(),
+            lock_type: LockKind::CpuWait,
+            address: address.into(),
+            count: of.iter().map(|r| r.count).sum(),
+            total_wait_ns: of.iter().map(|r| r.total_ns).sum(),
+            max_wait_ns: of.iter().map(|r| r.max_ns).max().unwrap_or(0),
+            callers: Vec::new(),
+            attributed_to: attributed_to.map(Into::into),
+            wait_ns_per_op: None,
+            spin_ns: None,
+            woken_by: None,
+            process: None,
+            peer_attached: false,
+        });
+    }
+}

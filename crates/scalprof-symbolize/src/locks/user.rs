@@ -1,0 +1,216 @@
+//! User futex waits as rows: the address named through the process's mappings and ELF
+//! symbols, the kind (mutex, condvar, join…) from the waiter's libc frames, the callers
+//! from its copied user stack.
+
+use crate::profile::{Symbols, UserSpace};
+use scalprof_analyze::locks::{top_callers, user_wait_kind};
+use scalprof_model::locks::{LockKind, Scope};
+use scalprof_model::locks::{LockRow, ProcMap, RawLocks};
+use std::collections::HashMap;
+
+use super::*;
+
+/// libc / dynamic loader / vDSO frames are the locking machinery of user space.
+pub(super) fn is_runtime_library(path: &str) -> bool {
+    let file = path.rsplit('/').next().unwrap_or(path);
+    file.starts_with("libc.so")
+        || file.starts_with("libpthread")
+        || file.starts_with("ld-linux")
+        || path.starts_with('[')
+}
+
+/// Whether `addr` lies in the last 16 KiB of an anonymous mapping: where glibc puts a
+/// thread's descriptor (struct pthread, whose tid field pthread_join waits on) above its stack.
+pub(super) fn is_thread_descriptor(addr: u64, maps: &[ProcMap]) -> bool {
+    maps.iter()
+        .any(|m| m.path.is_empty() && addr >= m.start && addr < m.end && m.end - addr <= 16 * 1024)
+}
+
+/// Names a user futex address from the process's mappings and the ELF symbols.
+pub(super) fn name_user_address(addr: u64, maps: &[ProcMap], symbols: &mut Symbols) -> String {
+    let Some(m) = maps.iter().find(|m| addr >= m.start && addr < m.end) else {
+        return format!("{addr:#x}");
+    };
+    // The file the address belongs to: the mapping's own, or for .bss beyond the file's
+    // pages the file whose mappings end where this anonymous one starts.
+    let file_map = if m.path.starts_with('/') {
+        Some(m)
+    } else if m.path.is_empty() {
+        maps.iter()
+            .find(|p| p.end == m.start && p.path.starts_with('/'))
+    } else {
+        None
+    };
+    if let Some(fm) = file_map {
+        if let Some(elf) = symbols.files.get(std::path::Path::new(&fm.path)) {
+            // Load bias from the file's first mapping (file offset 0).
+            let base = maps
+                .iter()
+                .find(|p| p.path == fm.path && p.offset == 0)
+                .map(|p| p.start);
+            if let (Some(base), Some(image)) = (base, elf.image_base()) {
+                let svma = addr.wrapping_sub(base).wrapping_add(image);
+                if let Some((name, off)) = elf.object(svma) {
+                    return if off == 0 {
+                        name.to_string()
+                    } else {
+                        format!("{name}+{off:#x}")
+                    };
+                }
+            }
+        }
+    }
+    match m.path.as_str() {
+        "[heap]" => format!("heap {addr:#x}"),
+        "[stack]" => format!("stack {addr:#x}"),
+        "" => format!("anon {addr:#x}"),
+        p => format!(
+            "{}+{:#x}",
+            p.rsplit('/').next().unwrap_or(p),
+            addr - m.start + m.offset
+        ),
+    }
+}
+
+/// Offset of `__g_signals` in glibc's `pthread_cond_t` (2.25 and later): the futex words
+/// condvar waiters sleep on.
+pub(super) const COND_SIGNALS_OFFSET: u64 = 40;
+
+/// `gil_cond+0x2c` (a waiter on the second signal word of `gil_cond`) → `gil_cond`;
+/// `_PyRuntime+0x1b4` → `_PyRuntime+0x188`, where that condvar starts. A name that is not
+/// `symbol+offset` with room for the offset is left as it is.
+pub(super) fn condvar_name(name: &str) -> String {
+    let Some((sym, off)) = name.rsplit_once("+0x") else {
+        return name.to_string();
+    };
+    let Ok(off) = u64::from_str_radix(off, 16) else {
+        return name.to_string();
+    };
+    match (off & !7).checked_sub(COND_SIGNALS_OFFSET) {
+        Some(0) => sym.to_string(),
+        Some(start) => format!("{sym}+{start:#x}"),
+        None => name.to_string(),
+    }
+}
+
+/// Returns (snapshots, snapshots that named a caller).
+pub(super) fn add_user_rows(
+    raw: &RawLocks,
+    symbols: &mut Symbols,
+    rows: &mut Vec<LockRow>,
+) -> (u64, u64) {
+    let mut spaces: HashMap<u32, UserSpace> = HashMap::new();
+    // Per (tgid, uaddr): caller → wait, and the libc frames seen (to classify the wait).
+    let mut callers: HashMap<(u32, u64), HashMap<String, u64>> = HashMap::new();
+    let mut libc_frames: HashMap<(u32, u64), Vec<String>> = HashMap::new();
+    let mut resolved = 0;
+    for s in raw.snapshots.iter().filter(|s| !s.syscall) {
+        let Some((own, libc)) = snapshot_frames(raw, s, symbols, &mut spaces) else {
+            continue;
+        };
+        let caller = own.into_iter().next();
+        let seen = libc_frames.entry((s.tgid, s.uaddr)).or_default();
+        for f in libc {
+            if !seen.contains(&f) && seen.len() < 16 {
+                seen.push(f);
+            }
+        }
+        if let Some(c) = caller {
+            resolved += 1;
+            let w = callers
+                .entry((s.tgid, s.uaddr))
+                .or_default()
+                .entry(c)
+                .or_default();
+            *w = w.saturating_add(s.wait_ns.max(1));
+        }
+    }
+    // Rows by (name, kind), summed over processes of the tree.
+    let mut by_name: HashMap<(String, LockKind), (LockRow, HashMap<String, u64>)> = HashMap::new();
+    // Wait per process of each row, to say which attached process did it.
+    let mut procs: HashMap<(String, LockKind), HashMap<u32, u64>> = HashMap::new();
+    for u in &raw.user {
+        let maps = raw.maps.get(&u.tgid).map(Vec::as_slice).unwrap_or(&[]);
+        let kind = user_wait_kind(
+            libc_frames
+                .get(&(u.tgid, u.uaddr))
+                .map(Vec::as_slice)
+                .unwrap_or(&[]),
+        );
+        let kind = if kind == LockKind::Futex && matches!(u.op, 6 | 13) {
+            LockKind::PiMutex
+        } else {
+            kind
+        };
+        // No stack copy to tell: a futex at the top of an anonymous mapping is a thread
+        // descriptor's tid, which only pthread_join waits on.
+        let kind = if kind == LockKind::Futex && is_thread_descriptor(u.uaddr, maps) {
+            LockKind::Join
+        } else {
+            kind
+        };
+        // Each thread's join waits on its own descriptor: one row for all of them.
+        let name = if kind == LockKind::Join {
+            "pthread_join".to_string()
+        } else if kind == LockKind::Condvar {
+            // Waiters sleep on one of the condvar's two signal words: name the condvar.
+            condvar_name(&name_user_address(u.uaddr, maps, symbols))
+        } else {
+            name_user_address(u.uaddr, maps, symbols)
+        };
+        // A lock in allocated memory has a new address in every run (ASLR, the
+        // allocator): name it by the function that takes it, so that repeats and points
+        // agree. The address stays in the row.
+        let name = match callers.get(&(u.tgid, u.uaddr)).and_then(top_caller) {
+            Some(caller) if is_dynamic_address_name(&name) => {
+                let place = name.split(' ').next().unwrap_or("heap");
+                format!("{kind}@{caller} ({place})")
+            }
+            _ => name,
+        };
+        let entry = by_name
+            .entry((name.clone(), kind.clone()))
+            .or_insert_with(|| {
+                (
+                    LockRow {
+                        scope: Scope::User,
+                        name,
+                        lock_type: kind,
+                        address: format!("{:#x}", u.uaddr),
+                        count: 0,
+                        total_wait_ns: 0,
+                        max_wait_ns: 0,
+                        callers: Vec::new(),
+                        attributed_to: None,
+                        wait_ns_per_op: None,
+                        spin_ns: None,
+                        woken_by: None,
+                        process: None,
+                        peer_attached: false,
+                    },
+                    HashMap::new(),
+                )
+            });
+        entry.0.count += u.count;
+        entry.0.total_wait_ns += u.total_ns;
+        entry.0.max_wait_ns = entry.0.max_wait_ns.max(u.max_ns);
+        *procs
+            .entry((entry.0.name.clone(), entry.0.lock_type.clone()))
+            .or_default()
+            .entry(u.tgid)
+            .or_default() += u.total_ns;
+        if let Some(c) = callers.get(&(u.tgid, u.uaddr)) {
+            for (f, w) in c {
+                *entry.1.entry(f.clone()).or_default() += w;
+            }
+        }
+    }
+    for (key, (mut row, c)) in by_name {
+        let total: u64 = c.values().sum();
+        row.callers = top_callers(c, total);
+        row.process = procs.get(&key).and_then(|p| attached_process(raw, p));
+        rows.push(row);
+    }
+    let copies = raw.snapshots.iter().filter(|s| !s.syscall).count();
+    (copies as u64, resolved)
+}

@@ -41,6 +41,10 @@ fn build_bpf() {
         );
     }
     println!("cargo:rerun-if-changed={src}");
+    // The parts locks.bpf.c includes, in order (one compilation unit).
+    for part in ["maps", "kernel_locks", "waits", "runqueue"] {
+        println!("cargo:rerun-if-changed=src/bpf/{part}.bpf.h");
+    }
 }
 
 /// Without the `bpf` feature there is nothing to build.

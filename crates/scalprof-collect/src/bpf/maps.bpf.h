@@ -1,0 +1,278 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Part of locks.bpf.c (one compilation unit, included in order): the failure counters, every map and record type user space reads, and the helpers the tracers share (tracking the workload's tree, aggregation). */
+
+/* Failure counters, read by user space and shown in the report. */
+u64 fail_task_map = 0;
+u64 fail_stack = 0;
+u64 fail_agg_map = 0;
+u64 fail_nested = 0;
+u64 lost_snapshots = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, u32);
+	__type(value, u8);
+} tracked SEC(".maps");
+
+struct kstart {
+	u64 ts;
+	u64 lock;
+	u32 flags;
+	s32 stack_id;
+};
+
+/* The sleeping lock a task is contending for, kept with the task. */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct kstart);
+} task_start SEC(".maps");
+
+struct kkey {
+	u64 lock;
+	s32 stack_id;
+	u32 flags;
+	u32 tgid; /* the waiter's process: a server's lock says it is the server's */
+	u32 pad;
+};
+
+struct stat {
+	u64 count;
+	u64 total_ns;
+	u64 max_ns;
+};
+
+/* Exact totals per (lock, flags); stack_id is always -1 here. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct kkey);
+	__type(value, struct stat);
+} kernel_locks SEC(".maps");
+
+/* The sampled contentions per (lock, stack, flags): who the callers are. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct kkey);
+	__type(value, struct stat);
+} kernel_stacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 16384);
+	__uint(key_size, sizeof(u32));
+	__uint(value_size, STACK_DEPTH * sizeof(u64));
+} stacks SEC(".maps");
+
+/* What a traced task is waiting for, kept with the task (freed when it exits). */
+struct ustart {
+	u64 ts;       /* blocked at; 0 when not in a traced wait */
+	u64 uaddr;    /* the futex, or the system call's first argument */
+	u32 op;       /* the futex operation, or the system call number */
+	u8 kind;      /* WAIT_FUTEX or WAIT_SYSCALL */
+	u8 snapped;   /* a stack copy was taken: a wait_end record follows */
+	u8 woken;     /* runnable since a wakeup ended its wait (not since a preemption) */
+	u8 pad;
+	s32 kstack;   /* kernel stack of a sampled system-call wait, or -1 */
+	u32 sliced;   /* preempted by an untraced task: `rq_slices` may hold its slices */
+	u64 runnable; /* woken or preempted at: waiting for a CPU since */
+	u64 ended_ns; /* length of the wait that ended last (its wakeup latency may follow) */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct ustart);
+} wait_start SEC(".maps");
+
+struct ukey {
+	u64 uaddr;
+	u32 tgid;
+	u32 op;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct ukey);
+	__type(value, struct stat);
+} user_locks SEC(".maps");
+
+/* Blocking system calls other than futex, by (argument 0, tgid, system call number):
+ * fcntl/flock waits on a file lock, sleeps, reads waiting for data. Argument 0 is the
+ * file descriptor of the fd-based calls; user space names the file while it is open. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct ukey);
+	__type(value, struct stat);
+} syscall_waits SEC(".maps");
+
+/* The sampled system-call waits per (argument 0, tgid, call, kernel stack): the blocked
+ * kernel path tells a disk wait from a pipe, a socket or a sleep. */
+struct skey {
+	u64 uaddr;
+	u32 tgid;
+	u32 op;
+	s32 stack_id;
+	u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct skey);
+	__type(value, struct stat);
+} syscall_stacks SEC(".maps");
+
+/* Who ended the sampled system-call waits: the waking task's process, per (argument 0,
+ * tgid, call, waker tgid); a pipe's writer, a socket's sender. */
+struct wkey {
+	u64 uaddr;
+	u32 tgid;
+	u32 op;
+	u32 waker;
+	u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct wkey);
+	__type(value, struct stat);
+} wakers SEC(".maps");
+
+/* The command name of each waking task seen, by its tgid. */
+struct comm {
+	char name[16];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, u32);
+	__type(value, struct comm);
+} waker_comms SEC(".maps"); /* and the waiters': every traced process's name by tgid */
+
+/* Waiting for a CPU: from a wakeup or a preemption until the task runs, per tgid, split
+ * by who had the CPU. When a traced task is preempted by another process or by scalprof
+ * itself, that task's slice (until it is switched out) is the part of the wait it caused;
+ * the rest of the wait is behind the traced tasks themselves, or not known (a woken task
+ * waits behind whoever runs there). */
+#define RQ_OWN 0
+#define RQ_OTHER 1
+#define RQ_OBSERVER 2
+struct rq_key {
+	u32 tgid;
+	u32 behind;
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct rq_key);
+	__type(value, struct stat);
+} runqueue SEC(".maps");
+
+/* Per CPU: the traced task the running task preempted, until the preemptor switches out. */
+struct rq_victim {
+	u64 since; /* the victim's wait for a CPU began */
+	u64 ts;    /* the preemptor's slice began */
+	u32 pid;
+	u32 behind;
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, struct rq_victim);
+} rq_victim SEC(".maps");
+
+/* Per waiting task (by tid): the slices of other processes and of scalprof in its
+ * current wait for a CPU (the wait that began at `since`). */
+struct rq_slices {
+	u64 since;
+	u64 ns[3];
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, u32);
+	__type(value, struct rq_slices);
+} rq_slices SEC(".maps");
+
+/* A user stack copy, taken as the waiter blocks; its wait time follows in a `wait_end`
+ * record with the same (tid, start) once the waiter runs again. */
+struct snapshot {
+	u64 uaddr;
+	u64 start;
+	u64 ip;
+	u64 sp;
+	u64 bp;
+	u32 tgid;
+	u32 tid;
+	u32 len;
+	u32 op;      /* the futex operation, or the system call number */
+	u32 syscall; /* 1: a system-call wait (uaddr is its first argument) */
+	u32 pad;
+	u8 stack[USER_STACK_COPY];
+};
+
+struct wait_end {
+	u64 start;
+	u64 wait_ns;
+	u32 tid;
+	u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4 << 20);
+} snapshots SEC(".maps");
+
+/* Never used here: they put the record types into the skeleton, so that user space reads
+ * the ring buffer through the generated structs rather than by byte offsets. */
+struct snapshot *record_snapshot_type = 0;
+struct wait_end *record_wait_end_type = 0;
+
+static __always_inline int is_tracked(u32 tgid)
+{
+	if (system_wide)
+		return 1;
+	return bpf_map_lookup_elem(&tracked, &tgid) != NULL;
+}
+
+static __always_inline void account(void *map, void *key, u64 wait)
+{
+	struct stat *s = bpf_map_lookup_elem(map, key);
+	if (!s) {
+		struct stat init = { .count = 1, .total_ns = wait, .max_ns = wait };
+		if (bpf_map_update_elem(map, key, &init, BPF_NOEXIST) == 0)
+			return;
+		s = bpf_map_lookup_elem(map, key);
+		if (!s) {
+			__sync_fetch_and_add(&fail_agg_map, 1);
+			return;
+		}
+	}
+	__sync_fetch_and_add(&s->count, 1);
+	__sync_fetch_and_add(&s->total_ns, wait);
+	if (wait > s->max_ns)
+		s->max_ns = wait;
+}
+
+/* Follow the workload's children: a forked process joins the traced tree. */
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
+{
+	u32 ptgid = BPF_CORE_READ(parent, tgid);
+	u32 ctgid = BPF_CORE_READ(child, tgid);
+	u8 one = 1;
+	if (ptgid != ctgid && bpf_map_lookup_elem(&tracked, &ptgid))
+		bpf_map_update_elem(&tracked, &ctgid, &one, BPF_ANY);
+	return 0;
+}
+

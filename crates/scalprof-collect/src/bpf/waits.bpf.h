@@ -1,0 +1,218 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Part of locks.bpf.c (one compilation unit, included in order): off-CPU waits seen at the scheduler: futex waits (user locks) and other blocking system calls, with their user stack copies and wakers. */
+
+static __always_inline int is_futex_wait(u32 op)
+{
+	return op == FUTEX_WAIT || op == FUTEX_WAIT_BITSET || op == FUTEX_LOCK_PI ||
+	       op == FUTEX_LOCK_PI2 || op == FUTEX_WAIT_REQUEUE_PI;
+}
+
+/* Copies the blocking task's user stack into the ring buffer (it is current). */
+static __always_inline int copy_user_stack(struct task_struct *prev, struct pt_regs *regs,
+					   struct ustart *st, u32 tgid, u32 syscall)
+{
+	struct snapshot *snap = bpf_ringbuf_reserve(&snapshots, sizeof(*snap), 0);
+	if (!snap) {
+		__sync_fetch_and_add(&lost_snapshots, 1);
+		return 0;
+	}
+	snap->uaddr = st->uaddr;
+	snap->start = st->ts;
+	snap->tgid = tgid;
+	snap->tid = BPF_CORE_READ(prev, pid);
+	snap->op = st->op;
+	snap->syscall = syscall;
+	snap->pad = 0;
+	snap->ip = BPF_CORE_READ(regs, ip);
+	snap->sp = BPF_CORE_READ(regs, sp);
+	snap->bp = BPF_CORE_READ(regs, bp);
+	snap->len = 0;
+	if (bpf_probe_read_user(snap->stack, USER_STACK_COPY, (void *)snap->sp) == 0)
+		snap->len = USER_STACK_COPY;
+	else if (bpf_probe_read_user(snap->stack, 512, (void *)snap->sp) == 0)
+		snap->len = 512;
+	/* No wakeup: user space drains the buffer every 10 ms anyway, and waking it for
+	 * each record cost the traced program a context switch per copy. */
+	bpf_ringbuf_submit(snap, BPF_RB_NO_WAKEUP);
+	return 1;
+}
+
+/* The wait state of a task of the traced tree, created at its first switch. Only traced
+ * tasks ever get one, so a task that has it is traced without a lookup of `tracked` (the
+ * common case: every switch of a busy program). */
+static __always_inline struct ustart *tracked_storage(struct task_struct *t, u32 tgid)
+{
+	struct ustart *st = bpf_task_storage_get(&wait_start, t, 0, 0);
+	if (st)
+		return st;
+	if (!is_tracked(tgid))
+		return NULL;
+	st = bpf_task_storage_get(&wait_start, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!st)
+		__sync_fetch_and_add(&fail_task_map, 1);
+	return st;
+}
+
+/* Whether the n-th wait on one key carries stacks: the first ones, then one in a few. */
+static __always_inline int sampled(void *map, void *key, u32 first, u32 every)
+{
+	struct stat *s = bpf_map_lookup_elem(map, key);
+	u64 n = s ? s->count : 0;
+	return n <= first || (n % every) == 0;
+}
+
+
+/* A traced task blocks: inside futex()? Then it waits on that futex from now; inside
+ * another system call, on what that call waits for. Runs in the blocking task's context
+ * (current == prev), so its stacks can be taken. */
+static __always_inline void on_block(void *ctx, struct task_struct *prev, u64 now)
+{
+	u32 tgid = BPF_CORE_READ(prev, tgid);
+	struct ustart *st = tracked_storage(prev, tgid);
+	if (!st)
+		return;
+	st->runnable = 0;
+	/* Sleeping on a traced kernel lock: counted there, not twice. */
+	struct kstart *ks = bpf_task_storage_get(&task_start, prev, 0, 0);
+	if (ks && ks->lock)
+		return;
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(prev);
+	if (!regs)
+		return;
+	u64 nr = BPF_CORE_READ(regs, orig_ax);
+	st->uaddr = BPF_CORE_READ(regs, di);
+	st->snapped = 0;
+	st->kstack = -1;
+	if (nr != NR_FUTEX) {
+		/* Another blocking system call; the harness's wait for its children is
+		 * structure, not a wait of the workload. */
+		if (nr >= NR_MAX || nr == NR_WAIT4 || nr == NR_WAITID)
+			return;
+		st->ts = now;
+		st->op = nr;
+		st->kind = WAIT_SYSCALL;
+		struct ukey key = { .uaddr = st->uaddr, .tgid = tgid, .op = nr };
+		if (!sampled(&syscall_waits, &key, syscall_sample_first, syscall_sample_every))
+			return;
+		remember_comm(tgid);
+		st->kstack = bpf_get_stackid(ctx, &stacks, 0);
+		if (st->kstack < 0) {
+			__sync_fetch_and_add(&fail_stack, 1);
+			st->kstack = -1;
+		}
+		st->snapped = copy_user_stack(prev, regs, st, tgid, 1);
+		return;
+	}
+	u32 op = BPF_CORE_READ(regs, si) & FUTEX_CMD_MASK;
+	if (!is_futex_wait(op))
+		return;
+	st->ts = now;
+	st->op = op;
+	st->kind = WAIT_FUTEX;
+	/* A sample of waits carries the user stack, to find the caller of the lock. */
+	struct ukey key = { .uaddr = st->uaddr, .tgid = tgid, .op = op };
+	if (sampled(&user_locks, &key, sample_first, sample_every)) {
+		remember_comm(tgid);
+		st->snapped = copy_user_stack(prev, regs, st, tgid, 0);
+	}
+}
+
+/* Time from `since` to `now`, which another CPU may have read a moment before `since` was
+ * written (a waker racing with the sleeper's switch-out): never a wrapped difference. */
+static __always_inline u64 elapsed(u64 now, u64 since)
+{
+	return now > since ? now - since : 0;
+}
+
+/* A blocked task's wait ends: it was woken by `waker` (a tgid; 0 when not known), or
+ * runs again. */
+static __always_inline void end_wait(struct ustart *st, u32 tgid, u32 tid, u64 now, u32 waker)
+{
+	u64 wait = elapsed(now, st->ts);
+	struct ukey key = { .uaddr = st->uaddr, .tgid = tgid, .op = st->op };
+	u64 start = st->ts;
+	st->ts = 0;
+	st->ended_ns = wait;
+	if (st->kind == WAIT_SYSCALL) {
+		account(&syscall_waits, &key, wait);
+		if (st->kstack >= 0) {
+			struct skey sk = { .uaddr = st->uaddr, .tgid = tgid, .op = st->op,
+					   .stack_id = st->kstack, .pad = 0 };
+			account(&syscall_stacks, &sk, wait);
+			if (waker) {
+				struct wkey wk = { .uaddr = st->uaddr, .tgid = tgid, .op = st->op,
+						   .waker = waker, .pad = 0 };
+				account(&wakers, &wk, wait);
+				if (!bpf_map_lookup_elem(&waker_comms, &waker)) {
+					struct comm c = {};
+					bpf_get_current_comm(c.name, sizeof(c.name));
+					bpf_map_update_elem(&waker_comms, &waker, &c, BPF_NOEXIST);
+				}
+			}
+		}
+	} else {
+		account(&user_locks, &key, wait);
+	}
+	if (!st->snapped)
+		return;
+	struct wait_end *e = bpf_ringbuf_reserve(&snapshots, sizeof(*e), 0);
+	if (!e) {
+		__sync_fetch_and_add(&lost_snapshots, 1);
+		return;
+	}
+	e->start = start;
+	e->wait_ns = wait;
+	e->tid = tid;
+	e->pad = 0;
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+}
+
+/* A task is being woken (in the waker's context, before the wakeup may be queued to
+ * another CPU): its wait ends here, and its wait for a CPU begins. */
+SEC("tp_btf/sched_waking")
+int BPF_PROG(on_wakeup, struct task_struct *p)
+{
+	struct ustart *st = bpf_task_storage_get(&wait_start, p, 0, 0);
+	if (!st)
+		return 0;
+	u64 now = bpf_ktime_get_ns();
+	/* The waker is the current task, unless the wakeup comes from an interrupt (a
+	 * timer, a completed I/O), where current is whoever was interrupted: only the
+	 * sampled waits of calls that wait for another task keep it (user space decides). */
+	st->woken = 0;
+	if (st->ts) {
+		end_wait(st, BPF_CORE_READ(p, tgid), BPF_CORE_READ(p, pid), now,
+			 bpf_get_current_pid_tgid() >> 32);
+		st->woken = 1;
+	}
+	st->runnable = now;
+	return 0;
+}
+
+/* A new thread or process of the traced tree waits for its first CPU from now. */
+SEC("tp_btf/sched_wakeup_new")
+int BPF_PROG(on_wakeup_new, struct task_struct *p)
+{
+	if (!is_tracked(BPF_CORE_READ(p, tgid)))
+		return 0;
+	struct ustart *st = bpf_task_storage_get(&wait_start, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (st) {
+		st->runnable = bpf_ktime_get_ns();
+		st->woken = 0;
+	}
+	return 0;
+}
+
+/* Time added to a wait already counted (`ended`): the latency of its wakeup. The wait
+ * is that much longer, so it may be the longest: a total with no maximum to match read
+ * as a maximum below the average. */
+static __always_inline void add_time(void *map, void *key, u64 ns, u64 ended)
+{
+	struct stat *s = bpf_map_lookup_elem(map, key);
+	if (!s)
+		return;
+	__sync_fetch_and_add(&s->total_ns, ns);
+	if (ended + ns > s->max_ns)
+		s->max_ns = ended + ns;
+}
+

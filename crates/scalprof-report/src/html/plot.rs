@@ -1,0 +1,296 @@
+//! The report's SVG plots: the scaling curve with the ideal line, the model and the CPU
+//! count; the budget bars; compare's A/B curves.
+
+use crate::si;
+use scalprof_model::{Model, RunDocument};
+use std::fmt::Write;
+
+use super::*;
+
+/// The scaling plot: measured medians with min–max whiskers, and the fitted model.
+/// A plot's axes: the two lines, five throughput ticks up to `ymax`, and a label under each
+/// of `xs`. `frame` is (width, height, left, right, top and bottom margins).
+pub(super) fn axes(
+    svg: &mut String,
+    frame: (f64, f64, f64, f64, f64, f64),
+    ymax: f64,
+    y: &dyn Fn(f64) -> f64,
+    xs: &[f64],
+    x: &dyn Fn(f64) -> f64,
+) {
+    let (w, h, ml, mr, mt, mb) = frame;
+    let _ = write!(
+        svg,
+        "<line x1=\"{ml}\" y1=\"{0}\" x2=\"{1}\" y2=\"{0}\" stroke=\"#333\"/><line x1=\"{ml}\" y1=\"{mt}\" x2=\"{ml}\" y2=\"{0}\" stroke=\"#333\"/>",
+        h - mb,
+        w - mr
+    );
+    for i in 0..=4 {
+        let v = ymax * i as f64 / 4.0;
+        let _ = write!(
+            svg,
+            "<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"end\">{}</text>",
+            ml - 6.0,
+            y(v) + 4.0,
+            si(v)
+        );
+    }
+    for &v in xs {
+        let _ = write!(
+            svg,
+            "<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">{}</text>",
+            x(v),
+            h - mb + 16.0,
+            v
+        );
+    }
+}
+
+pub fn scaling_plot(doc: &RunDocument) -> String {
+    let pts: Vec<(f64, f64, f64, f64)> = doc
+        .points
+        .iter()
+        .filter_map(|p| {
+            let s = p.throughput_spread?;
+            Some((p.value as f64, s.median, s.min, s.max))
+        })
+        .collect();
+    let (w, h, ml, mr, mt, mb) = (720.0, 360.0, 70.0, 20.0, 20.0, 45.0);
+    let mut svg = format!(
+        "<svg id=\"scaling-plot\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-label=\"throughput against {}\">",
+        esc(doc.sweep.parameter.as_str())
+    );
+    if pts.is_empty() {
+        svg += "<text x=\"20\" y=\"40\">no measured point</text></svg>";
+        return svg;
+    }
+    let xmax = pts.iter().map(|p| p.0).fold(1.0, f64::max) * 1.1;
+    let model_max = doc
+        .model
+        .as_ref()
+        .map(|m| {
+            let x0 = pts.iter().map(|p| p.0).fold(f64::MAX, f64::min);
+            (0..=100)
+                .map(|i| m.predict(x0 + (xmax - x0) * i as f64 / 100.0))
+                .filter(|v| v.is_finite())
+                .fold(0.0, f64::max)
+        })
+        .unwrap_or(0.0);
+    let ymax = pts.iter().map(|p| p.3).fold(model_max, f64::max) * 1.1;
+    let x = |v: f64| ml + (w - ml - mr) * v / xmax;
+    let y = |v: f64| h - mb - (h - mt - mb) * v / ymax.max(f64::MIN_POSITIVE);
+    let xs: Vec<f64> = pts.iter().map(|p| p.0).collect();
+    axes(&mut svg, (w, h, ml, mr, mt, mb), ymax, &y, &xs, &x);
+    let _ = write!(
+        svg,
+        "<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\">{}</text><text x=\"14\" y=\"{}\" font-size=\"12\" transform=\"rotate(-90 14 {})\" text-anchor=\"middle\">throughput ({})</text>",
+        (ml + w - mr) / 2.0,
+        h - 8.0,
+        esc(doc.sweep.parameter.as_str()),
+        (mt + h - mb) / 2.0,
+        (mt + h - mb) / 2.0,
+        esc(&doc.throughput.unit)
+    );
+    // Linear scaling from the first point: what the measured points fall short of.
+    if doc.sweep.parameter == scalprof_model::SweepParameter::Threads {
+        if let Some(&(n0, x0, _, _)) = pts.first() {
+            let end = xmax.min(ymax * n0 / x0.max(f64::MIN_POSITIVE));
+            let _ = write!(
+                svg,
+                "<line id=\"linear\" x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#999\" stroke-dasharray=\"2 3\"><title>linear scaling</title></line>",
+                x(n0),
+                y(x0),
+                x(end),
+                y(x0 * end / n0)
+            );
+        }
+    }
+    // The fitted model.
+    if let Some(m) = &doc.model {
+        // Over the measured range and beyond, not below the first point (a retrograde
+        // Amdahl fit has a pole below N = 1).
+        let x0 = pts.iter().map(|p| p.0).fold(f64::MAX, f64::min);
+        let path: Vec<String> = (0..=200)
+            .map(|i| {
+                let n = x0 + (xmax - x0) * i as f64 / 200.0;
+                format!("{:.1},{:.1}", x(n), y(m.predict(n).clamp(0.0, ymax)))
+            })
+            .collect();
+        let _ = write!(
+            svg,
+            "<polyline id=\"model-curve\" fill=\"none\" stroke=\"#36c\" stroke-dasharray=\"5 4\" points=\"{}\"/>",
+            path.join(" ")
+        );
+    }
+    // Where the points start to outnumber the machine's CPUs.
+    let cpus = doc.host.cpus as f64;
+    if doc.sweep.parameter == scalprof_model::SweepParameter::Threads && cpus > 0.0 && cpus < xmax {
+        let _ = write!(
+            svg,
+            "<line id=\"cpus\" x1=\"{0:.1}\" y1=\"{1}\" x2=\"{0:.1}\" y2=\"{2}\" stroke=\"#a60\" stroke-dasharray=\"1 4\"/><text x=\"{3:.1}\" y=\"{4}\" font-size=\"11\" fill=\"#a60\">{5} CPUs</text>",
+            x(cpus),
+            mt,
+            h - mb,
+            x(cpus) + 4.0,
+            h - mb - 6.0,
+            doc.host.cpus
+        );
+    }
+    // The legend, top left inside the axes (the curves start at the first point, right of it).
+    let lx = ml + 12.0;
+    let _ = write!(
+        svg,
+        "<g id=\"legend\" font-size=\"11\"><circle cx=\"{0}\" cy=\"{1}\" r=\"4\" fill=\"#c33\"/><text x=\"{2}\" y=\"{3}\">measured (median, min–max)</text>\
+         <line x1=\"{4}\" y1=\"{5}\" x2=\"{6}\" y2=\"{5}\" stroke=\"#36c\" stroke-dasharray=\"5 4\"/><text x=\"{2}\" y=\"{7}\">fitted model</text>\
+         <line x1=\"{4}\" y1=\"{8}\" x2=\"{6}\" y2=\"{8}\" stroke=\"#999\" stroke-dasharray=\"2 3\"/><text x=\"{2}\" y=\"{9}\">linear scaling</text></g>",
+        lx + 8.0,
+        mt + 6.0,
+        lx + 20.0,
+        mt + 10.0,
+        lx,
+        mt + 20.0,
+        lx + 16.0,
+        mt + 24.0,
+        mt + 34.0,
+        mt + 38.0,
+    );
+    for p in &pts {
+        let _ = write!(
+            svg,
+            "<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#c33\"/><circle class=\"measured\" cx=\"{0}\" cy=\"{3}\" r=\"4\" fill=\"#c33\"><title>{4}: {5}</title></circle>",
+            x(p.0),
+            y(p.2),
+            y(p.3),
+            y(p.1),
+            p.0,
+            si(p.1)
+        );
+    }
+    svg += "</svg>";
+    svg
+}
+
+/// One stacked bar per point: useful, each cause, scalprof, unexplained.
+pub(crate) fn budget_bars(doc: &RunDocument) -> String {
+    const COLORS: [&str; 6] = ["#c33", "#e83", "#db3", "#a5c", "#39c", "#7a7"];
+    let budgets: Vec<(u64, &scalprof_model::Budget)> = doc
+        .points
+        .iter()
+        .filter_map(|p| Some((p.value, p.budget.as_ref()?)))
+        .collect();
+    if budgets.is_empty() {
+        return String::new();
+    }
+    let mut h = String::from(
+        "<h2>Where the thread-time went</h2><div id=\"budget\"><p class=\"muted\">Each point's thread-time per operation: useful work (the efficiency), the causes (the growth of their time per operation since the first point), scalprof's own cost, and what is unexplained.</p>",
+    );
+    for (value, b) in budgets {
+        let seg = |share: f64, color: &str, label: &str| {
+            format!(
+                "<div class=\"seg\" style=\"width:{:.2}%;background:{color}\" title=\"{} {:.0}%\"></div>",
+                share * 100.0,
+                esc(label),
+                share * 100.0
+            )
+        };
+        let mut bar = seg(b.useful, "#4a4", "useful");
+        let mut legend = vec![format!("useful {:.0}%", b.useful * 100.0)];
+        for (i, c) in b.causes.iter().enumerate() {
+            let color = COLORS[i % COLORS.len()];
+            bar += &seg(c.share, color, &c.subject);
+            legend.push(format!(
+                "<span style=\"color:{color}\">■</span> {} {:.0}%",
+                esc(&c.subject),
+                c.share * 100.0
+            ));
+        }
+        bar += &seg(b.overhead, "#666", "scalprof");
+        bar += &seg(b.unexplained, "#ddd", "unexplained");
+        legend.push(format!("unexplained {:.0}%", b.unexplained * 100.0));
+        let _ = write!(
+            h,
+            "<div class=\"budget-row\"><span class=\"budget-label\">{value} {}</span><div class=\"bar\">{bar}</div><p class=\"muted\">{}</p></div>",
+            esc(doc.sweep.parameter.as_str()),
+            legend.join(" · ")
+        );
+    }
+    h + "</div>"
+}
+
+pub(super) fn model_text(m: &Model, parameter: &str) -> String {
+    esc(&crate::model_line(Some(m), parameter))
+}
+
+/// The comparison page (`scalprof compare --report`): verdicts per point and metric, lock
+/// and finding changes, and the differential flame graph.
+/// A's and B's throughput (medians, min–max) over the common points, on one plot.
+pub(super) fn compare_plot(c: &scalprof_model::compare::Comparison) -> String {
+    let series: Vec<(f64, [f64; 3], [f64; 3])> = c
+        .points
+        .iter()
+        .filter_map(|p| {
+            let m = p.metrics.iter().find(|m| m.metric == "throughput")?;
+            Some((
+                p.value as f64,
+                [m.a_median, m.a_range[0], m.a_range[1]],
+                [m.b_median, m.b_range[0], m.b_range[1]],
+            ))
+        })
+        .collect();
+    if series.is_empty() {
+        return String::new();
+    }
+    let (w, h, ml, mr, mt, mb) = (720.0, 320.0, 70.0, 20.0, 20.0, 40.0);
+    let xmax = series.iter().map(|s| s.0).fold(1.0, f64::max) * 1.1;
+    let ymax = series
+        .iter()
+        .map(|s| s.1[2].max(s.2[2]))
+        .fold(0.0, f64::max)
+        .max(f64::MIN_POSITIVE)
+        * 1.15;
+    let x = |v: f64| ml + (w - ml - mr) * v / xmax;
+    let y = |v: f64| h - mb - (h - mt - mb) * v / ymax;
+    let mut svg = format!(
+        "<svg id=\"compare-plot\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-label=\"throughput of A and B\">"
+    );
+    let xs: Vec<f64> = series.iter().map(|s| s.0).collect();
+    axes(&mut svg, (w, h, ml, mr, mt, mb), ymax, &y, &xs, &x);
+    for (name, color, pick) in [("A", "#999", 0usize), ("B", "#c33", 1)] {
+        let pts: Vec<String> = series
+            .iter()
+            .map(|s| {
+                let v = if pick == 0 { s.1 } else { s.2 };
+                format!("{:.1},{:.1}", x(s.0), y(v[0]))
+            })
+            .collect();
+        let _ = write!(
+            svg,
+            "<polyline class=\"series-{name}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>",
+            pts.join(" ")
+        );
+        for s in &series {
+            let v = if pick == 0 { s.1 } else { s.2 };
+            let _ = write!(
+                svg,
+                "<line x1=\"{0:.1}\" y1=\"{1:.1}\" x2=\"{0:.1}\" y2=\"{2:.1}\" stroke=\"{color}\"/><circle cx=\"{0:.1}\" cy=\"{3:.1}\" r=\"4\" fill=\"{color}\"><title>{name} at {4}: {5}</title></circle>",
+                x(s.0),
+                y(v[1]),
+                y(v[2]),
+                y(v[0]),
+                s.0,
+                si(v[0])
+            );
+        }
+    }
+    let _ = write!(
+        svg,
+        "<g id=\"legend\" font-size=\"11\"><circle cx=\"{0}\" cy=\"{1}\" r=\"4\" fill=\"#999\"/><text x=\"{2}\" y=\"{3}\">A (median, min–max)</text><circle cx=\"{0}\" cy=\"{4}\" r=\"4\" fill=\"#c33\"/><text x=\"{2}\" y=\"{5}\">B</text></g></svg>",
+        ml + 20.0,
+        mt + 6.0,
+        ml + 30.0,
+        mt + 10.0,
+        mt + 22.0,
+        mt + 26.0
+    );
+    format!("<h2>Throughput, A and B</h2>{svg}")
+}

@@ -1,0 +1,272 @@
+//! The HTML report of one run.
+
+use crate::flame::svg as flame_svg;
+use crate::si;
+use scalprof_model::RunDocument;
+use std::fmt::Write;
+
+use super::*;
+
+/// The report of one run. `flames`: (point, profile) for the per-point flame graphs;
+/// `diff`: a differential flame graph (SVG bytes) of the first and last points.
+pub fn run_report(
+    doc: &RunDocument,
+    flames: &[(u64, &scalprof_model::PointProfile)],
+    diff: Option<&[u8]>,
+) -> String {
+    let mut h = String::new();
+    let title = format!("scalprof run {} · {}", doc.id, doc.label);
+    let _ = write!(
+        h,
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>{STYLE}</style></head><body>",
+        esc(&title)
+    );
+    let _ = write!(
+        h,
+        "<h1>{}</h1><p><code>{}</code></p><p class=\"muted\">{} · Linux {} · {} CPUs · {} · {} · status <b>{}</b></p>",
+        esc(&title),
+        esc(&crate::shell_line(&doc.command)),
+        esc(&doc.created),
+        esc(&doc.host.kernel),
+        doc.host.cpus,
+        esc(&doc.host.cpu_model),
+        if doc.host.pmu { "hardware PMU" } else { "no hardware PMU" },
+        esc(doc.status.as_str())
+    );
+
+    h += "<h2>Scaling</h2>";
+    h += &scaling_plot(doc);
+    if let Some(m) = &doc.model {
+        let _ = write!(h, "<p>{}</p>", model_text(m, doc.sweep.parameter.as_str()));
+    }
+    h += "<table id=\"points\"><tr><th>";
+    h += &esc(doc.sweep.parameter.as_str());
+    h += "</th><th>throughput</th><th>speedup</th><th>efficiency</th><th>wall s</th><th>user s</th><th>sys s</th><th>lock wait s</th><th>traced vs clean</th><th>overhead (scalprof)</th></tr>";
+    for p in &doc.points {
+        let med = |s: Option<scalprof_model::Spread>| {
+            s.map_or("—".into(), |s| format!("{:.3}", s.median))
+        };
+        // Lock tables come from the traced repeats (the only ones in older runs).
+        let traced = if p.traced_repeats.is_empty() {
+            &p.repeats
+        } else {
+            &p.traced_repeats
+        };
+        let runs = traced.iter().filter(|r| r.succeeded()).count().max(1) as f64;
+        let overhead = p
+            .profile
+            .as_ref()
+            .map(|pr| 100.0 * pr.stats.overhead_samples as f64 / pr.stats.samples.max(1) as f64);
+        let lock_wait = p.locks.as_ref().map(|l| {
+            l.rows
+                .iter()
+                .filter(|r| r.is_lock())
+                .map(|r| r.total_wait_ns)
+                .sum::<u64>() as f64
+                / 1e9
+                / runs
+        });
+        let _ = write!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            p.value,
+            p.throughput.map_or("—".into(), si),
+            p.speedup.map_or("—".into(), |s| format!("{s:.2}×")),
+            p.efficiency.map_or("—".into(), |e| format!("{:.0}%", e * 100.0)),
+            med(p.wall_s),
+            med(p.user_s),
+            med(p.sys_s),
+            lock_wait.map_or("—".into(), |w| format!("{w:.3}")),
+            p.perturbation
+                .map_or("—".into(), |x| format!("{:+.1}%", 100.0 * x)),
+            overhead.map_or("—".into(), |o| format!("{o:.1}% of samples")),
+        );
+    }
+    h += "</table>";
+    for w in &doc.warnings {
+        let _ = write!(h, "<p class=\"warn\">⚠ {}</p>", esc(&w.message));
+    }
+
+    h += &budget_bars(doc);
+    h += "<h2>Findings</h2>";
+    if doc.findings.is_empty() {
+        h += "<p>No finding.</p>";
+    }
+    for f in &doc.findings {
+        let _ = write!(
+            h,
+            "<div class=\"finding\"><span class=\"score\">{:.0}%</span> <b>{}</b> {} <code>{}</code><p>{}</p>{}<p class=\"muted\">What to do: {}</p></div>",
+            f.score * 100.0,
+            esc(f.kind.as_str()),
+            esc(f.scope.map_or("", |s| s.as_str())),
+            esc(&f.subject),
+            esc(&f.evidence),
+            f.what_if.map_or(String::new(), |w| format!(
+                "<p class=\"what-if\">Without it: up to {:.2}× at {} {} (an upper bound).</p>",
+                w.speedup,
+                w.value,
+                esc(doc.sweep.parameter.as_str())
+            )),
+            esc(&f.suggestion)
+        );
+    }
+
+    if let Some(d) = &doc.scaling_diff {
+        h += "<h2>What grew</h2>";
+        for (scope, rows) in [("kernel", &d.kernel), ("user", &d.user)] {
+            if !rows.iter().any(|r| r.share_of_loss >= 0.01) {
+                continue;
+            }
+            let _ = write!(h, "<table><tr><th>{scope} function (self)</th>");
+            for p in &d.points {
+                let _ = write!(h, "<th>{} @{p}</th>", esc(&d.unit));
+            }
+            h += "<th>growth</th><th>share of loss</th></tr>";
+            for r in rows.iter().filter(|r| r.share_of_loss >= 0.01).take(10) {
+                let _ = write!(h, "<tr><td>{}</td>", esc(&r.function));
+                for v in &r.self_per_op {
+                    let _ = write!(h, "<td>{}</td>", si(*v));
+                }
+                let _ = write!(
+                    h,
+                    "<td>+{}</td><td>{:.0}%</td></tr>",
+                    si(r.growth),
+                    r.share_of_loss * 100.0
+                );
+            }
+            h += "</table>";
+        }
+    }
+
+    if doc.points.iter().any(|p| p.locks.is_some()) {
+        h += "<h2>Locks</h2>";
+        for p in &doc.points {
+            let Some(l) = &p.locks else { continue };
+            let _ = write!(
+                h,
+                "<h3>{} {}</h3><table><tr><th>scope</th><th class=\"l\">lock</th><th class=\"l\">type</th><th>contended</th><th>total wait</th><th>avg</th><th>max</th><th>on-CPU</th><th class=\"l\">top callers</th></tr>",
+                esc(doc.sweep.parameter.as_str()),
+                p.value
+            );
+            for r in l.rows.iter().take(12) {
+                let callers: Vec<String> = r
+                    .callers
+                    .iter()
+                    .map(|c| format!("{} {:.0}%", esc(&c.function), c.share * 100.0))
+                    .collect();
+                let _ = write!(
+                    h,
+                    "<tr><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td></tr>",
+                    esc(r.scope.as_str()),
+                    esc(&r.name),
+                    esc(&r.lock_type.to_string()),
+                    r.count,
+                    crate::ns(r.total_wait_ns as f64),
+                    crate::ns(r.avg_wait_ns()),
+                    crate::ns(r.max_wait_ns as f64),
+                    r.spin_ns.map_or("—".into(), |v| crate::ns(v as f64)),
+                    callers.join(", ")
+                );
+            }
+            h += "</table>";
+        }
+    }
+
+    if let Some(c) = &doc.complexity {
+        h += "<h2>Complexity</h2><table><tr><th>function (self)</th><th>k</th><th>95% interval</th><th>R²</th></tr>";
+        let _ = write!(
+            h,
+            "<tr><td>(whole workload)</td><td>{:.2}</td><td>{:.2}–{:.2}</td><td>{:.3}</td></tr>",
+            c.overall.exponent, c.overall.ci95[0], c.overall.ci95[1], c.overall.r2
+        );
+        for f in c.functions.iter().take(12) {
+            let _ = write!(
+                h,
+                "<tr><td>{}</td><td>{:.2}</td><td>{:.2}–{:.2}</td><td>{:.3}</td></tr>",
+                esc(&f.function),
+                f.fit.exponent,
+                f.fit.ci95[0],
+                f.fit.ci95[1],
+                f.fit.r2
+            );
+        }
+        h += "</table>";
+    }
+
+    h += "<h2>Flame graphs</h2>";
+    if flames.is_empty() {
+        h += "<p>No profiles (recorded with --no-profile).</p>";
+    }
+    for (v, p) in flames {
+        let t = format!("{} {v}", doc.sweep.parameter);
+        match flame_svg(p, &format!("scalprof: run {}, {t}", doc.id), None) {
+            Ok(svg) => {
+                let _ = write!(
+                    h,
+                    "<h3>{}</h3>{}",
+                    esc(&t),
+                    flame_frame(&format!("flame-{v}"), &format!("flame graph, {t}"), &svg)
+                );
+            }
+            Err(e) => {
+                let _ = write!(
+                    h,
+                    "<p class=\"warn\">flame graph of {}: {}</p>",
+                    esc(&t),
+                    esc(&e.to_string())
+                );
+            }
+        }
+    }
+    if let Some(svg) = diff {
+        let _ = write!(
+            h,
+            "<h3>What changed per operation, first → last point</h3>{}",
+            flame_frame("flame-diff", "differential flame graph", svg)
+        );
+    }
+    let sharing: Vec<&scalprof_model::Finding> = doc
+        .findings
+        .iter()
+        .filter(|f| {
+            matches!(
+                f.kind,
+                scalprof_model::FindingKind::FalseSharing
+                    | scalprof_model::FindingKind::TrueSharing
+            )
+        })
+        .collect();
+    // No empty section: the heading comes with a line to show.
+    if !sharing.is_empty() {
+        h += "<h2>Cache lines</h2>";
+    }
+    for f in sharing {
+        let scalprof_model::FindingDetails::Sharing(d) = &f.details else {
+            continue;
+        };
+        let fields: Vec<String> = d
+            .fields
+            .iter()
+            .map(|name| {
+                if d.written_fields.contains(name) {
+                    format!("<b>{}</b>", esc(name))
+                } else {
+                    esc(name)
+                }
+            })
+            .collect();
+        let instructions: Vec<String> = d.instructions.iter().map(|i| esc(i)).collect();
+        let _ = write!(
+            h,
+            "<p><b>{}</b> <code>{}</code> in {} — cache line {}: fields {} (written fields in bold); writes at {}</p>",
+            esc(f.kind.as_str()),
+            esc(&f.subject),
+            esc(&d.file),
+            esc(&d.cache_line),
+            if fields.is_empty() { "—".to_string() } else { fields.join(", ") },
+            instructions.join(", ")
+        );
+    }
+    h += "</body></html>\n";
+    h
+}

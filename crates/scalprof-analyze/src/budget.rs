@@ -138,6 +138,14 @@ pub fn lock_series(
                     .collect();
                 s.detail = format!("{}; {}", r.lock_type, callers.join(", "));
             }
+            if let Some(h) = r.holders.first().filter(|h| h.share >= 0.5) {
+                s.detail = format!(
+                    "{}; held in {}, {:.0}% of the wait",
+                    s.detail,
+                    h.function,
+                    h.share * 100.0
+                );
+            }
             if let Some(peer) = &r.woken_by {
                 s.detail = format!("{}; woken by {peer}", s.detail);
             }
@@ -314,7 +322,7 @@ pub fn serial_series(points: &[Point], profiles: &[Option<&PointProfile>]) -> Op
 }
 
 /// The critical section is the lock's: a user function that takes a contended lock (its
-/// top caller, at least half of the waits) and whose own time per op grew did that work
+/// top caller or its top holder, at least half of the waits) and whose own time per op grew did that work
 /// holding the lock, and it got slower because the data it guards move between CPUs with
 /// the lock (hash_global_mutex: `table_lookup` +5% beside `table_lock`). Its growth joins
 /// the lock's series rather than standing as a hotspot of its own.
@@ -330,9 +338,11 @@ pub fn fold_critical_sections(series: &mut Vec<Series>, points: &[Point]) {
         rows.iter()
             .filter(|r| r.scope == Scope::User && r.lock_type.is_lock())
             .find(|r| {
-                r.callers
-                    .first()
-                    .is_some_and(|c| c.function == function && c.share >= 0.5)
+                let main = |v: &[scalprof_model::locks::LockCaller]| {
+                    v.first()
+                        .is_some_and(|c| c.function == function && c.share >= 0.5)
+                };
+                main(&r.callers) || main(&r.holders)
             })
             .map(|r| r.name.as_str())
     };
@@ -665,6 +675,7 @@ mod tests {
                     woken_by: None,
                     process: None,
                     peer_attached: false,
+                    holders: Vec::new(),
                 }],
                 ..Default::default()
             });
@@ -738,6 +749,7 @@ mod tests {
             woken_by: None,
             process: None,
             peer_attached: false,
+            holders: Vec::new(),
         };
         // 1000 units per point. At 1 thread the uncontended lock code is 20% of 1 ms of
         // CPU per unit; at 2 threads (1.6 ms per unit) it is 600 of 1400 sampled ms.
@@ -799,6 +811,7 @@ mod tests {
             woken_by: None,
             process: None,
             peer_attached: false,
+            holders: Vec::new(),
         };
         points[1].locks = Some(LockProfile {
             rows: vec![

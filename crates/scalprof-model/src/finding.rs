@@ -176,6 +176,10 @@ pub struct LockDetails {
     /// futex system call (the rows' `spin_ns` per operation). The score counts both.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub on_cpu_ns_per_op: Vec<f64>,
+    /// Who held the lock while the waiters waited, at the last point: the functions whose
+    /// unlock ended the waits, by the wait they ended.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holders: Vec<locks::LockCaller>,
 }
 
 /// `false_sharing` / `true_sharing`: the global, its cache line and the fields on it.
@@ -251,6 +255,7 @@ mod details_tests {
             lock_type: locks::LockKind::Mutex,
             wait_ns_per_op: vec![1.0, 20.0],
             on_cpu_ns_per_op: Vec::new(),
+            holders: Vec::new(),
         });
         let text = serde_json::to_string(&lock).unwrap();
         // The same bytes as the untyped object (serde_json sorts object keys).

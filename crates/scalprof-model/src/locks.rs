@@ -96,6 +96,10 @@ pub struct StackSnapshot {
     pub op: u32,
     /// A system-call wait (one of `RawLocks::syscalls`), not a futex wait.
     pub syscall: bool,
+    /// Not the waiter's stack but its waker's (this thread id), copied as it woke the
+    /// waiter from inside futex(): an unlock, the end of the holder's critical section.
+    /// `tgid` is then the waker's process.
+    pub waker: Option<u32>,
     pub wait_ns: u64,
     pub ip: u64,
     pub sp: u64,
@@ -209,6 +213,11 @@ pub struct LockRow {
     /// its response time, which its own rows break down; not a cause of their own.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub peer_attached: bool,
+    /// Who held the lock while its waiters waited: the functions that released it to a
+    /// waiter (the end of their critical section), by the wait they ended. From the
+    /// wakers' stack copies of the sampled waits; empty when none was taken.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holders: Vec<LockCaller>,
 }
 
 /// x86-64 system calls whose first argument is a file descriptor, among those that block.

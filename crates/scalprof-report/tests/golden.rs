@@ -104,6 +104,7 @@ fn locks(wait_ns: u64, count: u64) -> LockProfile {
             woken_by: None,
             process: None,
             peer_attached: false,
+            holders: Vec::new(),
         }],
         repeats: 1,
         snapshots: 40,

@@ -213,6 +213,7 @@ fn lock_tables_round_trip() {
             woken_by: None,
             process: None,
             peer_attached: false,
+            holders: Vec::new(),
         }],
         repeats: 1,
         ..Default::default()

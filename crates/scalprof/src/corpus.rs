@@ -65,6 +65,10 @@ pub const PROGRAMS: &[(&str, &str)] = &[
         "striped_locks",
         include_str!("../../../corpus/striped_locks.c"),
     ),
+    (
+        "index_rebuild",
+        include_str!("../../../corpus/index_rebuild.c"),
+    ),
 ];
 
 const COMMON_H: &str = include_str!("../../../corpus/common.h");

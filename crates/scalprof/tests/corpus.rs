@@ -819,6 +819,11 @@ fn a_global_mutex_is_named_with_its_caller() {
     assert_eq!(first["scope"], "user");
     assert_eq!(first["subject"], "table_lock");
     assert_eq!(first["details"]["callers"][0]["function"], "table_lookup");
+    // Who made the waiters wait: the unlocks that woke them are table_lookup's.
+    assert_eq!(
+        first["details"]["holders"][0]["function"], "table_lookup",
+        "{first}"
+    );
     // Worked out by hand: every op takes table_lock around all of its work, so at 2
     // threads the lost thread-time (1 − efficiency) is the lock's, within 10 points.
     let e2 = efficiency_at(&doc, 2);
@@ -1571,4 +1576,39 @@ fn a_lock_array_is_one_cause_named_by_its_variable() {
         "unexplained {residual:.2}: {}",
         last["budget"]
     );
+}
+
+#[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
+fn a_rare_long_holder_is_named_as_who_made_the_waiters_wait() {
+    if !can_profile() {
+        return;
+    }
+    let _turn = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let doc = run_corpus(&db, "index_rebuild", &dir.path().join("index.json"));
+    let findings = doc["findings"].as_array().unwrap();
+    let lock = findings
+        .iter()
+        .find(|f| f["subject"] == "index_lock")
+        .unwrap_or_else(|| panic!("index_lock is not a finding: {findings:?}"));
+    // The waits are lookups' (they are nearly every operation) …
+    assert_eq!(
+        lock["details"]["callers"][0]["function"], "lookup",
+        "{lock}"
+    );
+    // … but they wait behind the rebuild, which ends with a tail call into the unlock
+    // (its frame is found again from its caller's call instruction).
+    let holder = &lock["details"]["holders"][0];
+    assert_eq!(holder["function"], "rebuild_index", "{lock}");
+    assert!(holder["share"].as_f64().unwrap() >= 0.8, "{lock}");
+    let advice = lock["suggestion"].as_str().unwrap();
+    assert!(
+        advice.contains("behind rebuild_index") && advice.contains("out of the lock"),
+        "{advice}"
+    );
+    let budget = &doc["points"][1]["budget"];
+    let detail = budget["causes"][0]["detail"].as_str().unwrap();
+    assert!(detail.contains("held in rebuild_index"), "{budget}");
 }

@@ -73,6 +73,7 @@ pub fn attribute_spin(rows: &mut Vec<LockRow>, profile: &scalprof_model::PointPr
                     woken_by: None,
                     process: None,
                     peer_attached: false,
+                    holders: Vec::new(),
                 });
                 rows.last_mut().expect("just pushed")
             }

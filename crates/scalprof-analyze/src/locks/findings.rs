@@ -177,8 +177,12 @@ pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
                 + &last
                     .woken_by
                     .as_ref()
-                    .map_or(String::new(), |p| format!("; woken by {p}")),
-            suggestion: if last.address.contains(" elements; ") {
+                    .map_or(String::new(), |p| format!("; woken by {p}"))
+                + &held_text(last),
+            suggestion: if let Some(h) = long_holder(last) {
+                // A rare long holder: the waiters queue behind one critical section.
+                format!("the waiters wait behind {h}, which holds {name} for {:.0}% of the wait while it is called for {:.0}% of the waits: move its work out of the lock (build the result aside, then swap it in under {name}) or split it into short steps; sharding {name} would not shorten it", share_of(&last.holders, &h) * 100.0, share_of(&last.callers, &h) * 100.0)
+            } else if last.address.contains(" elements; ") {
                 // A lock array (`group_objects`): already sharded.
                 format!("{name} is already an array of locks and the waits are few: the cost is the lock words moving between CPUs. Partition the work per thread or CPU so each thread keeps to its own locks; more shards do not help when every thread touches every shard")
             } else {
@@ -191,6 +195,7 @@ pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
                 points: values,
                 wait_ns_per_op: wait_per_op,
                 on_cpu_ns_per_op: cpu_per_op,
+                holders: last.holders.clone(),
                 count: counts,
                 max_wait_ns: last.max_wait_ns,
             }),
@@ -250,4 +255,32 @@ pub fn human_ns(v: f64) -> String {
     } else {
         format!("{v:.0} ns")
     }
+}
+
+/// "; held in F (N% of the wait), G (M%)": who made the waiters wait.
+fn held_text(row: &LockRow) -> String {
+    if row.holders.is_empty() {
+        return String::new();
+    }
+    let list: Vec<String> = row
+        .holders
+        .iter()
+        .filter(|h| h.share >= 0.05)
+        .map(|h| format!("{} ({:.0}% of the wait)", h.function, h.share * 100.0))
+        .collect();
+    format!("; held in {}", list.join(", "))
+}
+
+/// The function holding the lock for most of the wait (at least half) while it takes the
+/// lock for a small part of the waits (at most a quarter): a long critical section among
+/// short ones, whose fix is to shorten it, not to shard.
+fn long_holder(row: &LockRow) -> Option<String> {
+    let h = row.holders.first().filter(|h| h.share >= 0.5)?;
+    (share_of(&row.callers, &h.function) <= 0.25).then(|| h.function.clone())
+}
+
+fn share_of(list: &[scalprof_model::locks::LockCaller], function: &str) -> f64 {
+    list.iter()
+        .find(|c| c.function == function)
+        .map_or(0.0, |c| c.share)
 }

@@ -46,6 +46,7 @@ pub fn group_objects(rows: &mut Vec<LockRow>) {
         let cost = |r: &LockRow| (r.total_wait_ns + r.spin_ns.unwrap_or(0)) as f64;
         let total: f64 = idx.iter().map(|&i| cost(&rows[i])).sum::<f64>().max(1.0);
         let mut callers: HashMap<String, u64> = HashMap::new();
+        let mut holders: HashMap<String, f64> = HashMap::new();
         let mut elements: Vec<(String, f64)> = Vec::new();
         let mut merged = rows[idx[0]].clone();
         merged.count = 0;
@@ -63,6 +64,9 @@ pub fn group_objects(rows: &mut Vec<LockRow>) {
             for c in &r.callers {
                 *callers.entry(c.function.clone()).or_default() += (c.share * cost(r)) as u64;
             }
+            for c in &r.holders {
+                *holders.entry(c.function.clone()).or_default() += c.share * cost(r);
+            }
             let off = object_of(&r.name).map_or("", |(_, o)| o);
             elements.push((format!("+0x{off}"), cost(r) / total));
         }
@@ -76,6 +80,7 @@ pub fn group_objects(rows: &mut Vec<LockRow>) {
         merged.address = format!("{} elements; busiest {}", idx.len(), busiest.join(", "));
         let weight: u64 = callers.values().sum();
         merged.callers = top_callers(callers, weight.max(1));
+        merged.holders = ranked(holders);
         remove.extend(idx.iter().skip(1).copied());
         let first = idx[0];
         rows[first] = merged;
@@ -141,6 +146,7 @@ type RowKey = (Scope, String, LockKind);
 pub fn merge(profiles: impl IntoIterator<Item = LockProfile>) -> Option<LockProfile> {
     let mut out: Option<LockProfile> = None;
     let mut rows: HashMap<RowKey, (LockRow, HashMap<String, f64>)> = HashMap::new();
+    let mut holders: HashMap<RowKey, HashMap<String, f64>> = HashMap::new();
     for p in profiles {
         for r in &p.rows {
             let e = rows
@@ -158,6 +164,12 @@ pub fn merge(profiles: impl IntoIterator<Item = LockProfile>) -> Option<LockProf
             e.0.max_wait_ns = e.0.max_wait_ns.max(r.max_wait_ns);
             for c in &r.callers {
                 *e.1.entry(c.function.clone()).or_default() += c.share * r.total_wait_ns as f64;
+            }
+            let h = holders
+                .entry((r.scope, r.name.clone(), r.lock_type.clone()))
+                .or_default();
+            for c in &r.holders {
+                *h.entry(c.function.clone()).or_default() += c.share * r.total_wait_ns as f64;
             }
         }
         match &mut out {
@@ -184,24 +196,29 @@ pub fn merge(profiles: impl IntoIterator<Item = LockProfile>) -> Option<LockProf
     }
     let mut out = out?;
     out.rows = rows
-        .into_values()
-        .map(|(mut row, callers)| {
-            let total: f64 = callers.values().sum();
-            let mut v: Vec<(String, f64)> = callers.into_iter().collect();
-            v.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-            row.callers = v
-                .into_iter()
-                .take(TOP_CALLERS)
-                .map(|(function, w)| LockCaller {
-                    function,
-                    share: if total > 0.0 { w / total } else { 0.0 },
-                })
-                .collect();
+        .into_iter()
+        .map(|(key, (mut row, callers))| {
+            row.callers = ranked(callers);
+            row.holders = ranked(holders.remove(&key).unwrap_or_default());
             row
         })
         .collect();
     sort_rows(&mut out.rows);
     Some(out)
+}
+
+/// Functions by weight, the heaviest [`TOP_CALLERS`] with their shares.
+fn ranked(weights: HashMap<String, f64>) -> Vec<LockCaller> {
+    let total: f64 = weights.values().sum();
+    let mut v: Vec<(String, f64)> = weights.into_iter().collect();
+    v.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    v.into_iter()
+        .take(TOP_CALLERS)
+        .map(|(function, w)| LockCaller {
+            function,
+            share: if total > 0.0 { w / total } else { 0.0 },
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -225,6 +242,7 @@ fn elements_of_one_array_are_one_row() {
         woken_by: None,
         process: None,
         peer_attached: false,
+        holders: Vec::new(),
     };
     let mut rows = vec![
         row("stripes", 100, "update"),

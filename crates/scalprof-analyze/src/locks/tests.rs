@@ -88,6 +88,7 @@ fn a_spun_on_inode_lock_is_the_traced_i_rwsem_and_its_cpu_counts_with_it() {
         woken_by: None,
         process: None,
         peer_attached: false,
+        holders: Vec::new(),
     }];
     let prof = folded(&[
         ("pw;w;__libc_pwrite64;vfs_write_[k];ext4_buffered_write_iter_[k];down_write_[k];rwsem_down_write_slowpath_[k]", 7_000_000),
@@ -183,6 +184,7 @@ fn spinning_is_added_to_the_lock_its_callers_name() {
         woken_by: None,
         process: None,
         peer_attached: false,
+        holders: Vec::new(),
     }];
     let p = scalprof_model::PointProfile {
         folded: vec![

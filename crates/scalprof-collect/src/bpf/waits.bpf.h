@@ -169,6 +169,43 @@ static __always_inline void end_wait(struct ustart *st, u32 tgid, u32 tid, u64 n
 
 /* A task is being woken (in the waker's context, before the wakeup may be queued to
  * another CPU): its wait ends here, and its wait for a CPU begins. */
+/* The task waking a waiter whose wait carries a stack copy, when it does so from inside
+ * futex() (an unlock's FUTEX_WAKE, not an interrupt): its user stack is copied too. Its
+ * frames name the end of the critical section that made the waiter wait, the holder's.
+ * The record is a `snapshot` with `syscall` 2, the waiter's (tid, start), and the waker's
+ * tgid and tid (in `pad`). */
+static __always_inline void copy_waker_stack(struct ustart *st, u32 waiter_tid)
+{
+	struct task_struct *cur = bpf_get_current_task_btf();
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(cur);
+	if (!regs || BPF_CORE_READ(regs, orig_ax) != NR_FUTEX)
+		return;
+	u32 tgid = BPF_CORE_READ(cur, tgid);
+	if (!system_wide && !is_tracked(tgid))
+		return;
+	struct snapshot *snap = bpf_ringbuf_reserve(&snapshots, sizeof(*snap), 0);
+	if (!snap) {
+		__sync_fetch_and_add(&lost_snapshots, 1);
+		return;
+	}
+	snap->uaddr = st->uaddr;
+	snap->start = st->ts;
+	snap->tgid = tgid;
+	snap->tid = waiter_tid;
+	snap->op = st->op;
+	snap->syscall = 2;
+	snap->pad = BPF_CORE_READ(cur, pid);
+	snap->ip = BPF_CORE_READ(regs, ip);
+	snap->sp = BPF_CORE_READ(regs, sp);
+	snap->bp = BPF_CORE_READ(regs, bp);
+	snap->len = 0;
+	if (bpf_probe_read_user(snap->stack, USER_STACK_COPY, (void *)snap->sp) == 0)
+		snap->len = USER_STACK_COPY;
+	else if (bpf_probe_read_user(snap->stack, 512, (void *)snap->sp) == 0)
+		snap->len = 512;
+	bpf_ringbuf_submit(snap, BPF_RB_NO_WAKEUP);
+}
+
 SEC("tp_btf/sched_waking")
 int BPF_PROG(on_wakeup, struct task_struct *p)
 {
@@ -180,6 +217,8 @@ int BPF_PROG(on_wakeup, struct task_struct *p)
 	 * timer, a completed I/O), where current is whoever was interrupted: only the
 	 * sampled waits of calls that wait for another task keep it (user space decides). */
 	st->woken = 0;
+	if (st->ts && st->kind == WAIT_FUTEX && st->snapped)
+		copy_waker_stack(st, BPF_CORE_READ(p, pid));
 	if (st->ts) {
 		end_wait(st, BPF_CORE_READ(p, tgid), BPF_CORE_READ(p, pid), now,
 			 bpf_get_current_pid_tgid() >> 32);

@@ -46,6 +46,7 @@ pub(super) fn add_kernel_rows(raw: &RawLocks, kallsyms: &Kallsyms, rows: &mut Ve
                         woken_by: None,
                         process: None,
                         peer_attached: false,
+                        holders: Vec::new(),
                         attributed_to: (name == "futex hash bucket")
                             .then(|| "user locks".to_string()),
                         name,

@@ -44,6 +44,7 @@ pub(super) fn add_runqueue_row(raw: &RawLocks, rows: &mut Vec<LockRow>) {
             woken_by: None,
             process: None,
             peer_attached: false,
+            holders: Vec::new(),
         });
     }
 }

@@ -227,6 +227,7 @@ pub(super) fn add_syscall_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut
                         woken_by: None,
                         process: None,
                         peer_attached: false,
+                        holders: Vec::new(),
                     },
                     HashMap::new(),
                 )

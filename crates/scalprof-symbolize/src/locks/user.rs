@@ -103,8 +103,26 @@ pub(super) fn add_user_rows(
     // Per (tgid, uaddr): caller → wait, and the libc frames seen (to classify the wait).
     let mut callers: HashMap<(u32, u64), HashMap<String, u64>> = HashMap::new();
     let mut libc_frames: HashMap<(u32, u64), Vec<String>> = HashMap::new();
+    // Per (tgid, uaddr): the function that released the lock to a waiter → the wait it
+    // ended (from the wakers' copies).
+    let mut holders: HashMap<(u32, u64), HashMap<String, u64>> = HashMap::new();
+    for s in raw.snapshots.iter().filter(|s| s.waker.is_some()) {
+        let Some(holder) = holder_of(raw, s, symbols, &mut spaces) else {
+            continue;
+        };
+        let w = holders
+            .entry((s.tgid, s.uaddr))
+            .or_default()
+            .entry(holder)
+            .or_default();
+        *w = w.saturating_add(s.wait_ns.max(1));
+    }
     let mut resolved = 0;
-    for s in raw.snapshots.iter().filter(|s| !s.syscall) {
+    for s in raw
+        .snapshots
+        .iter()
+        .filter(|s| !s.syscall && s.waker.is_none())
+    {
         let Some((own, libc)) = snapshot_frames(raw, s, symbols, &mut spaces) else {
             continue;
         };
@@ -127,6 +145,7 @@ pub(super) fn add_user_rows(
     }
     // Rows by (name, kind), summed over processes of the tree.
     let mut by_name: HashMap<(String, LockKind), (LockRow, HashMap<String, u64>)> = HashMap::new();
+    let mut held: HashMap<(String, LockKind), HashMap<String, u64>> = HashMap::new();
     // Wait per process of each row, to say which attached process did it.
     let mut procs: HashMap<(String, LockKind), HashMap<u32, u64>> = HashMap::new();
     for u in &raw.user {
@@ -187,6 +206,7 @@ pub(super) fn add_user_rows(
                         woken_by: None,
                         process: None,
                         peer_attached: false,
+                        holders: Vec::new(),
                     },
                     HashMap::new(),
                 )
@@ -204,13 +224,70 @@ pub(super) fn add_user_rows(
                 *entry.1.entry(f.clone()).or_default() += w;
             }
         }
+        if let Some(h) = holders.get(&(u.tgid, u.uaddr)) {
+            let to = held
+                .entry((entry.0.name.clone(), entry.0.lock_type.clone()))
+                .or_default();
+            for (f, w) in h {
+                *to.entry(f.clone()).or_default() += w;
+            }
+        }
     }
     for (key, (mut row, c)) in by_name {
         let total: u64 = c.values().sum();
         row.callers = top_callers(c, total);
         row.process = procs.get(&key).and_then(|p| attached_process(raw, p));
+        if let Some(h) = held.remove(&key) {
+            let total: u64 = h.values().sum();
+            row.holders = top_callers(h, total);
+        }
         rows.push(row);
     }
-    let copies = raw.snapshots.iter().filter(|s| !s.syscall).count();
+    let copies = raw
+        .snapshots
+        .iter()
+        .filter(|s| !s.syscall && s.waker.is_none())
+        .count();
     (copies as u64, resolved)
+}
+
+/// The function whose critical section a waker's stack copy ends: the innermost frame
+/// outside libc (the caller of the unlock), or, when that frame's call instruction called
+/// another function of the program, that function, which tail-called the unlock
+/// (`rebuild_index` ending in `jmp pthread_mutex_unlock` leaves only `worker` on the stack).
+fn holder_of(
+    raw: &RawLocks,
+    s: &scalprof_model::locks::StackSnapshot,
+    symbols: &mut Symbols,
+    spaces: &mut HashMap<u32, UserSpace>,
+) -> Option<String> {
+    let maps = raw.maps.get(&s.tgid)?;
+    let space = spaces
+        .entry(s.tgid)
+        .or_insert_with(|| UserSpace::from_maps(maps, &mut symbols.files));
+    let addrs = space.unwind(s.ip, s.sp, s.bp, &s.stack);
+    let mut own: Vec<String> = Vec::new();
+    let mut first_own = None;
+    for (i, &a) in addrs.iter().enumerate() {
+        let lookup = if i == 0 { a } else { a.saturating_sub(1) };
+        let Some((func, path)) = space.symbolize(lookup) else {
+            continue;
+        };
+        if is_runtime_library(&path) {
+            continue;
+        }
+        if first_own.is_none() {
+            first_own = Some(i);
+        }
+        own.push(func);
+    }
+    let i = first_own?;
+    if i > 0 {
+        if let Some(callee) = space.called_at(addrs[i]) {
+            if Some(&callee) != own.first() {
+                return Some(callee);
+            }
+        }
+    }
+    waiting_function(&own)
 }

@@ -221,6 +221,35 @@ impl UserSpace {
         };
         Some((name, m.path.clone()))
     }
+
+    /// The function a return address's call instruction called, when that is a direct
+    /// `call rel32` to a named function of the same file: how a frame lost to a tail call
+    /// is found again. A function that ends in `jmp pthread_mutex_unlock` is not on the
+    /// stack while the unlock runs; its caller's return address, just after the call to
+    /// it, is. A call through the PLT names nothing (the stub has no symbol).
+    pub fn called_at(&self, ret: u64) -> Option<String> {
+        let m = self.process.mapping(ret)?;
+        let elf = m.elf.as_ref()?;
+        let svma = elf.file_offset_to_svma((ret - m.start).checked_add(m.pgoff)?)?;
+        let (range, text) = elf.unwind_sections().text.clone()?;
+        let at = svma.checked_sub(5)?;
+        if at < range.start || svma > range.end {
+            return None;
+        }
+        let i = (at - range.start) as usize;
+        let code = text.get(i..i + 5)?;
+        if code[0] != 0xe8 {
+            return None;
+        }
+        let rel = i32::from_le_bytes([code[1], code[2], code[3], code[4]]);
+        let target = svma.checked_add_signed(i64::from(rel))?;
+        // Into .text: a PLT stub (or `_init`, whose zero size would cover it) is not one.
+        if !range.contains(&target) {
+            return None;
+        }
+        elf.symbol(target)?;
+        elf.frames(target).into_iter().next()
+    }
 }
 
 /// Executable memory without a file behind it: where JIT compilers put their code. perf

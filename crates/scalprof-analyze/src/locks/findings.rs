@@ -179,10 +179,12 @@ pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
                     .as_ref()
                     .map_or(String::new(), |p| format!("; woken by {p}"))
                 + &held_text(last),
-            suggestion: if let Some(h) = long_holder(last) {
+            suggestion: if is_interpreter_lock(scope, &name) {
+                suggestion(&lock_type, scope, &name)
+            } else if let Some(h) = long_holder(last) {
                 // A rare long holder: the waiters queue behind one critical section.
                 format!("the waiters wait behind {h}, which holds {name} for {:.0}% of the wait while it is called for {:.0}% of the waits: move its work out of the lock (build the result aside, then swap it in under {name}) or split it into short steps; sharding {name} would not shorten it", share_of(&last.holders, &h) * 100.0, share_of(&last.callers, &h) * 100.0)
-            } else if last.address.contains(" elements; ") {
+            } else if last.address.contains(" elements; ") && lock_type.is_lock() {
                 // A lock array (`group_objects`): already sharded.
                 format!("{name} is already an array of locks and the waits are few: the cost is the lock words moving between CPUs. Partition the work per thread or CPU so each thread keeps to its own locks; more shards do not help when every thread touches every shard")
             } else {
@@ -215,7 +217,7 @@ fn suggestion(kind: &LockKind, scope: Scope, name: &str) -> String {
         LockKind::Io | LockKind::Syscall => format!("the threads wait in {name}: overlap the waits (more requests in flight) or feed the other side faster"),
         LockKind::PosixLock | LockKind::Flock => format!("every writer takes a lock on {name}: lock smaller byte ranges, give each writer its own file, or batch more work per lock"),
         // CPython keeps its global interpreter lock in _PyRuntime: sharding it is not an option.
-        _ if scope == Scope::User && name.starts_with("_PyRuntime") => "this is CPython's GIL: Python threads run Python code one at a time. Use processes (multiprocessing, concurrent.futures.ProcessPoolExecutor), a free-threaded CPython (3.13t), or move the hot loop into code that releases the GIL (NumPy, a C extension)".into(),
+        _ if is_interpreter_lock(scope, name) => "this is CPython's GIL: Python threads run Python code one at a time. Use processes (multiprocessing, concurrent.futures.ProcessPoolExecutor), a free-threaded CPython (3.13t), or move the hot loop into code that releases the GIL (NumPy, a C extension)".into(),
         _ if scope == Scope::User => format!("shard {name} (one lock per bucket or per CPU, each on its own cache line), shorten its critical section, or use a read-mostly scheme"),
         _ if name.starts_with("mmap_lock") => "reduce the address-space changes: fewer mmap/munmap/mprotect and page faults (reuse buffers, MAP_POPULATE, a per-thread arena)".into(),
         _ if name.starts_with("i_rwsem") => "writers of one file take its inode lock in turn: give each writer its own file, or batch the writes (fewer, larger writes)".into(),
@@ -273,8 +275,13 @@ fn held_text(row: &LockRow) -> String {
 
 /// The function holding the lock for most of the wait (at least half) while it takes the
 /// lock for a small part of the waits (at most a quarter): a long critical section among
-/// short ones, whose fix is to shorten it, not to shard.
+/// short ones, whose fix is to shorten it, not to shard. Only for a lock: a condition
+/// variable's "holder" is whoever signalled it (an interpreter lock's handoff has its own
+/// advice).
 fn long_holder(row: &LockRow) -> Option<String> {
+    if !row.lock_type.is_lock() {
+        return None;
+    }
     let h = row.holders.first().filter(|h| h.share >= 0.5)?;
     (share_of(&row.callers, &h.function) <= 0.25).then(|| h.function.clone())
 }
@@ -283,4 +290,48 @@ fn share_of(list: &[scalprof_model::locks::LockCaller], function: &str) -> f64 {
     list.iter()
         .find(|c| c.function == function)
         .map_or(0.0, |c| c.share)
+}
+
+/// CPython's global interpreter lock, which lives in `_PyRuntime` (its mutex and condition
+/// variable, one object): a lock with advice of its own.
+fn is_interpreter_lock(scope: Scope, name: &str) -> bool {
+    scope == Scope::User && name.starts_with("_PyRuntime")
+}
+
+#[cfg(test)]
+#[test]
+fn a_long_holder_is_a_lock_s_rare_caller_with_most_of_the_wait() {
+    use scalprof_model::locks::LockCaller;
+    let c = |f: &str, share: f64| LockCaller {
+        function: f.into(),
+        share,
+    };
+    let mut row = LockRow {
+        scope: Scope::User,
+        name: "index_lock".into(),
+        lock_type: LockKind::Mutex,
+        address: "0x1".into(),
+        count: 100,
+        total_wait_ns: 1,
+        max_wait_ns: 1,
+        callers: vec![c("lookup", 0.97), c("rebuild_index", 0.03)],
+        attributed_to: None,
+        wait_ns_per_op: None,
+        spin_ns: None,
+        woken_by: None,
+        process: None,
+        peer_attached: false,
+        holders: vec![c("rebuild_index", 0.95), c("lookup", 0.05)],
+    };
+    assert_eq!(long_holder(&row).as_deref(), Some("rebuild_index"));
+    assert!(held_text(&row).contains("held in rebuild_index (95% of the wait), lookup (5%"));
+    // The holder is also the caller (hash_global_mutex's table_lookup): not a long holder.
+    row.callers = vec![c("rebuild_index", 1.0)];
+    assert_eq!(long_holder(&row), None);
+    // A condition variable's waker is whoever signalled it, not a holder to shorten.
+    row.callers = vec![c("lookup", 1.0)];
+    row.lock_type = LockKind::Condvar;
+    assert_eq!(long_holder(&row), None);
+    assert!(is_interpreter_lock(Scope::User, "_PyRuntime"));
+    assert!(!is_interpreter_lock(Scope::Kernel, "_PyRuntime"));
 }

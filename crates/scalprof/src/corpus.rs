@@ -69,6 +69,10 @@ pub const PROGRAMS: &[(&str, &str)] = &[
         "index_rebuild",
         include_str!("../../../corpus/index_rebuild.c"),
     ),
+    (
+        "journal_sync",
+        include_str!("../../../corpus/journal_sync.c"),
+    ),
 ];
 
 const COMMON_H: &str = include_str!("../../../corpus/common.h");

@@ -1612,3 +1612,35 @@ fn a_rare_long_holder_is_named_as_who_made_the_waiters_wait() {
     let detail = budget["causes"][0]["detail"].as_str().unwrap();
     assert!(detail.contains("held in rebuild_index"), "{budget}");
 }
+
+#[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
+fn a_lock_held_across_a_disk_flush_is_chained_to_the_disk() {
+    if !can_profile() {
+        return;
+    }
+    let _turn = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let doc = run_corpus(&db, "journal_sync", &dir.path().join("journal.json"));
+    let findings = doc["findings"].as_array().unwrap();
+    let lock = findings
+        .iter()
+        .find(|f| f["subject"] == "journal_lock")
+        .unwrap_or_else(|| panic!("journal_lock is not a finding: {findings:?}"));
+    assert_eq!(
+        lock["details"]["holders"][0]["function"], "journal_append",
+        "{lock}"
+    );
+    // One chain, not two unrelated causes: the holder's own wait is the disk.
+    let evidence = lock["evidence"].as_str().unwrap();
+    assert!(
+        evidence.contains("its holder journal_append also blocks in disk I/O (fdatasync"),
+        "{evidence}"
+    );
+    let advice = lock["suggestion"].as_str().unwrap();
+    assert!(
+        advice.contains("outside the lock") && !advice.starts_with("shard"),
+        "{advice}"
+    );
+}

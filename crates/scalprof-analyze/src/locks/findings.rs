@@ -13,7 +13,7 @@ use super::*;
 /// thread time; ideal scaling keeps that at the first point's value, and waiting is
 /// thread time.
 pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
-    let Some(&(last_point, last_work, _)) = points.last() else {
+    let Some(&(last_point, last_work, last_locks)) = points.last() else {
         return Vec::new();
     };
     let (first_point, first_work, _) = points[0];
@@ -178,9 +178,14 @@ pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
                     .woken_by
                     .as_ref()
                     .map_or(String::new(), |p| format!("; woken by {p}"))
-                + &held_text(last),
+                + &held_text(last)
+                + &holder_wait(last, &last_locks.rows).map_or(String::new(), |(h, w)| {
+                    format!("; its holder {h} also blocks in {}", w.name)
+                }),
             suggestion: if is_interpreter_lock(scope, &name) {
                 suggestion(&lock_type, scope, &name)
+            } else if let Some((h, w)) = holder_wait(last, &last_locks.rows) {
+                format!("{h}, which holds {name} for most of the wait, also blocks in {}: if it does so while holding {name}, the waiters wait for that too. Do the blocking call outside the lock, or batch it (one flush for many appends, group commit); sharding {name} would not shorten it", w.name)
             } else if let Some(h) = long_holder(last) {
                 // A rare long holder: the waiters queue behind one critical section.
                 format!("the waiters wait behind {h}, which holds {name} for {:.0}% of the wait while it is called for {:.0}% of the waits: move its work out of the lock (build the result aside, then swap it in under {name}) or split it into short steps; sharding {name} would not shorten it", share_of(&last.holders, &h) * 100.0, share_of(&last.callers, &h) * 100.0)
@@ -334,4 +339,29 @@ fn a_long_holder_is_a_lock_s_rare_caller_with_most_of_the_wait() {
     assert_eq!(long_holder(&row), None);
     assert!(is_interpreter_lock(Scope::User, "_PyRuntime"));
     assert!(!is_interpreter_lock(Scope::Kernel, "_PyRuntime"));
+}
+
+/// A chain: the lock's main holder (at least half the wait) is also the function that
+/// blocks in a wait of its own at the same point — the disk, I/O, a sleep — (that row's
+/// top caller). Told from the functions, not from times: the holder may block outside the
+/// lock, and the text says "if".
+fn holder_wait<'a>(row: &LockRow, rows: &'a [LockRow]) -> Option<(String, &'a LockRow)> {
+    if !row.lock_type.is_lock() {
+        return None;
+    }
+    let h = row.holders.first().filter(|h| h.share >= 0.5)?;
+    let wait = rows
+        .iter()
+        .filter(|r| {
+            matches!(
+                r.lock_type,
+                LockKind::DiskIo | LockKind::Io | LockKind::Sleep | LockKind::Syscall
+            ) && r.count >= LOCK_MIN_WAITS
+        })
+        .find(|r| {
+            r.callers
+                .first()
+                .is_some_and(|c| c.function == h.function && c.share >= 0.5)
+        })?;
+    Some((h.function.clone(), wait))
 }

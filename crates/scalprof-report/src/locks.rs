@@ -65,7 +65,10 @@ pub fn lock_table(parameter: &str, value: u64, l: &scalprof_model::locks::LockPr
     }
     let mut t = Table::new();
     t.load_style(UTF8_BORDERS_ONLY);
-    t.set_header(vec![
+    // Who held the locks, when the unlocks' stacks were copied (a column only then, so
+    // that tables without it read as before).
+    let held = rows.iter().any(|r| !r.holders.is_empty());
+    let mut header = vec![
         "scope",
         "lock",
         "type",
@@ -75,7 +78,11 @@ pub fn lock_table(parameter: &str, value: u64, l: &scalprof_model::locks::LockPr
         "max",
         "on-CPU",
         "top callers",
-    ]);
+    ];
+    if held {
+        header.push("held in");
+    }
+    t.set_header(header);
     for r in rows {
         let callers: Vec<String> = r
             .callers
@@ -92,7 +99,7 @@ pub fn lock_table(parameter: &str, value: u64, l: &scalprof_model::locks::LockPr
         if let Some(p) = &r.process {
             name += &format!(" [{p}]");
         }
-        t.add_row(vec![
+        let mut cells = vec![
             r.scope.to_string(),
             name,
             r.lock_type.to_string(),
@@ -102,7 +109,16 @@ pub fn lock_table(parameter: &str, value: u64, l: &scalprof_model::locks::LockPr
             ns(r.max_wait_ns as f64),
             r.spin_ns.map_or("—".into(), |v| ns(v as f64)),
             callers.join(", "),
-        ]);
+        ];
+        if held {
+            let holders: Vec<String> = r
+                .holders
+                .iter()
+                .map(|c| format!("{} {:.0}%", c.function, c.share * 100.0))
+                .collect();
+            cells.push(holders.join(", "));
+        }
+        t.add_row(cells);
     }
     for i in 3..8 {
         if let Some(c) = t.column_mut(i) {

@@ -1,21 +1,19 @@
 //! From stored repeats to the run document: per-point throughput, speedup, efficiency,
 //! spreads, the scaling model and typed measurement warnings.
 
-use scalprof_model::locks::Scope;
-use scalprof_model::FindingKind;
 use scalprof_model::SweepParameter;
 use scalprof_model::{
-    Point, PointProfile, Repeat, RunDocument, RunInputs, Sampling, Spread, ThroughputInfo,
-    ThroughputSource, RUN_SCHEMA,
+    Point, Repeat, RunDocument, RunInputs, Sampling, Spread, ThroughputInfo, ThroughputSource,
+    RUN_SCHEMA,
 };
 
-use crate::{budget, complexity, locks, scaling, usl};
+use crate::scaling;
 
+mod passes;
 mod scaling_mode;
 mod warnings;
 use scaling_mode::throughput_source;
-use scalprof_model::locks::LockProfile;
-use warnings::{fixed_work, not_swept, profile_warnings, unexplained_warning, warnings};
+use warnings::profile_warnings;
 
 /// Repeats of one point whose wall times spread more than this fraction of their median
 /// are flagged (the 10%; hyperfine warns on outliers in the same spirit).
@@ -31,232 +29,37 @@ pub const PERTURBATION_LIMIT: f64 = 0.05;
 /// and the sharing sites read from its binaries.
 pub fn assemble(inputs: &RunInputs) -> RunDocument {
     let header = &inputs.header;
-    let repeats = inputs.repeats.as_slice();
     let profiles = inputs.profiles.as_slice();
-    let lock_profiles = inputs.locks.as_slice();
-    let (source, inferred) = throughput_source(header, repeats);
-    let mut points: Vec<Point> = Vec::new();
-    let mut values: Vec<u64> = header.sweep.values.clone();
-    // Points measured but not in the declared sweep (should not happen) still show up.
-    for r in repeats {
-        if !values.contains(&r.value) {
-            values.push(r.value);
-        }
-    }
-    for value in values {
-        let mut reps: Vec<Repeat> = repeats
-            .iter()
-            .filter(|r| r.value == value)
-            .map(|r| r.repeat.clone())
-            .collect();
-        if reps.is_empty() {
-            continue;
-        }
-        reps.sort_by_key(|r| r.index);
-        points.push(summarize_point(value, reps, source));
-    }
-
-    // Speedup against the first point with a throughput, scaled to its parameter value
-    // (so a sweep starting at 2 threads still reads as "speedup over one thread").
     let threads = header.sweep.parameter == SweepParameter::Threads;
-    if let Some((v0, x0)) = points
-        .iter()
-        .filter(|_| threads)
-        .find_map(|p| p.throughput.map(|x| (p.value as f64, x)))
-    {
-        for p in &mut points {
-            if let Some(x) = p.throughput {
-                let speedup = x / x0 * v0;
-                p.speedup = Some(speedup);
-                p.efficiency = Some(speedup / p.value as f64);
-            }
-        }
-    }
-
-    let observations: Vec<(f64, f64)> = points
-        .iter()
-        .flat_map(|p| {
-            p.repeats.iter().filter_map(move |r| {
-                repeat_throughput(p.value, r, source).map(|x| (p.value as f64, x))
-            })
-        })
-        .collect();
-    // The USL models concurrency; a size sweep gets power-law fits instead (below).
-    let model = if header.sweep.parameter == SweepParameter::Threads {
-        usl::fit(&observations).ok()
-    } else {
-        None
-    };
-    let mut warnings = warnings(header, &points);
-    warnings.extend(fixed_work(header, &points, source));
-    // First: a sweep that swept nothing makes every other line moot.
-    if let Some(w) = not_swept(header) {
-        warnings.insert(0, w);
-    }
-
-    // Profiles: per-point summaries, the scaling diff, and the findings they support.
-    let profile_of = |v: u64| profiles.iter().find(|(pv, _)| *pv == v).map(|(_, p)| p);
-    let mut with_work: Vec<(u64, f64, &PointProfile)> = Vec::new();
-    for p in &mut points {
-        if let Some(prof) = profile_of(p.value) {
-            let work = point_work(p, source);
-            with_work.push((p.value, work, prof));
-            let mut summary = prof.clone();
-            summary.folded.clear();
-            p.profile = Some(summary);
-        }
-    }
+    // Time: what throughput means, the points, speedups, the model, the warnings.
+    let (source, inferred) = throughput_source(header, &inputs.repeats);
+    let mut points = passes::points(inputs, source);
+    passes::speedups(&mut points, threads);
+    let model = passes::model(&points, source, threads);
+    let mut warnings = passes::measurement_warnings(header, &points, source);
+    // Profiles: what grew, and the findings the samples support.
+    let with_work = passes::attach_profiles(&mut points, profiles, source);
     warnings.extend(profile_warnings(header, profiles));
     let scaling_diff = scaling::scaling_diff(&with_work);
-    let mut findings = inputs.legacy_findings.clone();
-    // Sharing: the locked writes whose cost grew, on the globals the converter resolved.
-    if let Some(sharing) = inputs.sharing.as_ref().filter(|_| threads) {
-        findings.extend(crate::sharing::sharing_findings(&with_work, sharing));
-    }
-    // The functions whose growth is a shared line's (the locked instructions are in them).
-    let claimed: Vec<String> = findings
-        .iter()
-        .filter_map(|f| match &f.details {
-            scalprof_model::FindingDetails::Sharing(d) => Some(d.functions.iter().cloned()),
-            _ => None,
-        })
-        .flatten()
-        .collect();
-    // Hotspots grow with concurrency; over input sizes, growth is complexity's.
-    if let Some(d) = scaling_diff.as_ref().filter(|_| threads) {
-        findings.extend(scaling::kernel_hotspots(d));
-        findings.extend(scaling::user_hotspots(d, &claimed));
-    }
-    let serial_input: Vec<(u64, Option<f64>, &PointProfile)> = points
-        .iter()
-        .filter_map(|p| profile_of(p.value).map(|prof| (p.value, p.efficiency, prof)))
-        .collect();
+    let (mut findings, claimed) =
+        passes::profile_findings(inputs, &points, &with_work, scaling_diff.as_ref(), threads);
+    // Locks: each point's table, and the locks whose waits grew.
+    passes::lock_tables(&mut points, inputs, source);
+    passes::lock_findings(&mut findings, &points, profiles, source);
+    // Where the thread-time went, and the findings scored from it.
     if threads {
-        findings.extend(scaling::serial_fractions(&serial_input));
+        warnings.extend(passes::time_budget(
+            header,
+            &mut points,
+            &mut findings,
+            profiles,
+            source,
+            scaling_diff.as_ref(),
+            &claimed,
+        ));
     }
-
-    // Locks: the table of each point, and the locks whose waits grew.
-    let mut lock_input: Vec<(&Point, f64, &LockProfile)> = Vec::new();
-    for p in &mut points {
-        if let Some((_, lp)) = lock_profiles.iter().find(|(v, _)| *v == p.value) {
-            let work = point_work(p, source);
-            let mut lp = lp.clone();
-            if let Some(prof) = profile_of(p.value) {
-                locks::attribute_spin(&mut lp.rows, prof);
-                locks::attribute_futex_cpu(&mut lp.rows, prof);
-                locks::attribute_syscall_cpu(&mut lp.rows, prof);
-            }
-            locks::group_objects(&mut lp.rows);
-            locks::sort_rows(&mut lp.rows);
-            for r in &mut lp.rows {
-                r.wait_ns_per_op = (work > 0.0).then(|| r.total_wait_ns as f64 / work);
-            }
-            p.locks = Some(lp);
-        }
-    }
-    for p in &points {
-        if let Some(lp) = &p.locks {
-            lock_input.push((p, point_work(p, source), lp));
-        }
-    }
-    let lock_findings = locks::lock_findings(&lock_input);
-    if lock_findings.iter().any(|f| f.scope == Some(Scope::Kernel)) {
-        // The spin paths of a named kernel lock are that lock, not a separate hotspot.
-        findings
-            .retain(|f| f.kind != FindingKind::KernelHotspot || !locks::is_spin_path(&f.subject));
-    }
-    if lock_findings.iter().any(|f| f.scope == Some(Scope::User)) {
-        // The futex system call's on-CPU time is the user locks' (counted in their
-        // score), not a separate kernel hotspot.
-        let last = points.last().and_then(|p| profile_of(p.value));
-        findings.retain(|f| {
-            f.kind != FindingKind::KernelHotspot
-                || !(locks::is_futex_path(&f.subject)
-                    || last.is_some_and(|prof| locks::futex_share(prof, &f.subject) > 0.5))
-        });
-    }
-    findings.extend(lock_findings);
-    // The budget of each point, and the findings scored from the last one.
-    if threads {
-        let work: Vec<f64> = points.iter().map(|p| point_work(p, source)).collect();
-        let profs: Vec<Option<&PointProfile>> =
-            points.iter().map(|p| profile_of(p.value)).collect();
-        let mut series = budget::lock_series(&points, &profs, &work);
-        if let Some(d) = &scaling_diff {
-            series.extend(budget::hotspot_series(&points, &profs, &work, d, &claimed));
-        }
-        series.extend(budget::serial_series(&points, &profs));
-        for f in findings
-            .iter()
-            .filter(|f| matches!(f.kind, FindingKind::FalseSharing | FindingKind::TrueSharing))
-        {
-            series.extend(budget::sharing_series(&points, &profs, &work, f));
-        }
-        budget::fold_critical_sections(&mut series, &points);
-        let observer = budget::observer_wait_ns(&points, &work);
-        let overhead: Vec<Option<f64>> = budget::overhead_ns(&points, &profs, &work)
-            .into_iter()
-            .zip(observer)
-            .map(|(sampled, waited)| match (sampled, waited) {
-                (None, None) => None,
-                (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
-            })
-            .collect();
-        let budgets = budget::budgets(&points, &overhead, &series);
-        for (p, b) in points.iter_mut().zip(budgets) {
-            p.budget = b;
-        }
-        if let Some(last) = points.last() {
-            budget::score_findings(&mut findings, last, header.host.cpus as u64);
-        }
-        warnings.extend(unexplained_warning(header, &points));
-    }
-    if threads && !loss_is_real(&points) {
-        // Nothing to explain: a program that scales gets no scaling finding.
-        findings.retain(|f| f.kind == FindingKind::SuperlinearCost);
-    }
-    // A kernel hotspot says which processes ran it, when that is not only the command
-    // (a server observed with --attach, or several programs).
-    if let Some(last) = points.last().and_then(|p| profile_of(p.value)) {
-        let own = command_name(&header.command);
-        for f in findings
-            .iter_mut()
-            .filter(|f| f.kind == FindingKind::KernelHotspot)
-        {
-            let procs = scaling::leaf_processes(last, &format!("{}_[k]", f.subject));
-            if let Some(note) = scaling::processes_note(&procs, &own) {
-                f.evidence += &note;
-            }
-        }
-    }
-    findings.sort_by(|a, b| {
-        b.score
-            .total_cmp(&a.score)
-            .then_with(|| a.subject.cmp(&b.subject))
-    });
-    // Size sweeps: power-law fits per function, and the superlinear ones.
-    let complexity = if header.sweep.parameter == SweepParameter::Size {
-        let input: Vec<(u64, u32, &PointProfile)> = points
-            .iter()
-            .filter_map(|p| profile_of(p.value).map(|prof| (p.value, prof.repeats, prof)))
-            .collect();
-        complexity::complexity(&input)
-    } else {
-        None
-    };
-    if let Some(c) = &complexity {
-        let unit = if profiles.first().is_some_and(|p| p.1.event == "cycles") {
-            "cycles/run"
-        } else {
-            "ns/run"
-        };
-        findings.extend(complexity::superlinear(c, unit));
-        findings.sort_by(|a, b| {
-            b.score
-                .total_cmp(&a.score)
-                .then_with(|| a.subject.cmp(&b.subject))
-        });
-    }
+    passes::finish_findings(&mut findings, header, &points, profiles, threads);
+    let complexity = passes::complexity_report(header, &points, profiles, &mut findings);
     let sampling = profiles.first().map(|(_, p)| Sampling {
         event: p.event.clone(),
         frequency: p.frequency,
@@ -469,7 +272,9 @@ pub fn spread(values: impl Iterator<Item = f64>) -> Option<Spread> {
 
 #[cfg(test)]
 mod tests {
+    use super::warnings::unexplained_warning;
     use super::*;
+    use scalprof_model::PointProfile;
     use scalprof_model::{Host, RunStatus, Sweep};
     use scalprof_model::{PointRepeat, RunHeader, WarningKind};
 

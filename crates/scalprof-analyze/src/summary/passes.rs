@@ -1,0 +1,323 @@
+//! The passes [`assemble`](super::assemble) runs, in its order: points from the repeats,
+//! speedups, the model, warnings; profiles and the findings they support; lock tables and
+//! lock findings; the time budget and the scores; the findings' last touches; complexity.
+
+use scalprof_model::locks::{LockProfile, Scope};
+use scalprof_model::{
+    ComplexityReport, Finding, FindingKind, Model, Point, PointProfile, Repeat, RunHeader,
+    RunInputs, ScalingDiff, SweepParameter, ThroughputSource, Warning,
+};
+
+use super::warnings::{fixed_work, not_swept, unexplained_warning, warnings};
+use super::{command_name, loss_is_real, point_work, repeat_throughput, summarize_point};
+use crate::{budget, complexity, locks, scaling, usl};
+
+/// A point's merged profile, by its value.
+pub(super) fn profile_of(profiles: &[(u64, PointProfile)], v: u64) -> Option<&PointProfile> {
+    profiles.iter().find(|(pv, _)| *pv == v).map(|(_, p)| p)
+}
+
+/// One point per swept value that has repeats, in the sweep's order.
+pub(super) fn points(inputs: &RunInputs, source: ThroughputSource) -> Vec<Point> {
+    let header = &inputs.header;
+    let repeats = inputs.repeats.as_slice();
+    let mut points: Vec<Point> = Vec::new();
+    let mut values: Vec<u64> = header.sweep.values.clone();
+    // Points measured but not in the declared sweep (should not happen) still show up.
+    for r in repeats {
+        if !values.contains(&r.value) {
+            values.push(r.value);
+        }
+    }
+    for value in values {
+        let mut reps: Vec<Repeat> = repeats
+            .iter()
+            .filter(|r| r.value == value)
+            .map(|r| r.repeat.clone())
+            .collect();
+        if reps.is_empty() {
+            continue;
+        }
+        reps.sort_by_key(|r| r.index);
+        points.push(summarize_point(value, reps, source));
+    }
+    points
+}
+
+/// Speedup against the first point with a throughput, scaled to its parameter value
+/// (so a sweep starting at 2 threads still reads as "speedup over one thread").
+pub(super) fn speedups(points: &mut [Point], threads: bool) {
+    if let Some((v0, x0)) = points
+        .iter()
+        .filter(|_| threads)
+        .find_map(|p| p.throughput.map(|x| (p.value as f64, x)))
+    {
+        for p in points {
+            if let Some(x) = p.throughput {
+                let speedup = x / x0 * v0;
+                p.speedup = Some(speedup);
+                p.efficiency = Some(speedup / p.value as f64);
+            }
+        }
+    }
+}
+
+/// The USL (or Amdahl) fitted to every repeat's throughput. The USL models concurrency;
+/// a size sweep gets power-law fits instead ([`complexity_report`]).
+pub(super) fn model(points: &[Point], source: ThroughputSource, threads: bool) -> Option<Model> {
+    let observations: Vec<(f64, f64)> = points
+        .iter()
+        .flat_map(|p| {
+            p.repeats.iter().filter_map(move |r| {
+                repeat_throughput(p.value, r, source).map(|x| (p.value as f64, x))
+            })
+        })
+        .collect();
+    if threads {
+        usl::fit(&observations).ok()
+    } else {
+        None
+    }
+}
+
+/// The measurement warnings: noise, perturbation, fixed work; a sweep that swept nothing
+/// first, since it makes every other line moot.
+pub(super) fn measurement_warnings(
+    header: &RunHeader,
+    points: &[Point],
+    source: ThroughputSource,
+) -> Vec<Warning> {
+    let mut warnings = warnings(header, points);
+    warnings.extend(fixed_work(header, points, source));
+    if let Some(w) = not_swept(header) {
+        warnings.insert(0, w);
+    }
+    warnings
+}
+
+/// Each point's profile summary (the folded stacks stay in the store), and the points'
+/// work with their profiles for the passes that compare them.
+pub(super) fn attach_profiles<'a>(
+    points: &mut [Point],
+    profiles: &'a [(u64, PointProfile)],
+    source: ThroughputSource,
+) -> Vec<(u64, f64, &'a PointProfile)> {
+    let mut with_work: Vec<(u64, f64, &PointProfile)> = Vec::new();
+    for p in points {
+        if let Some(prof) = profile_of(profiles, p.value) {
+            let work = point_work(p, source);
+            with_work.push((p.value, work, prof));
+            let mut summary = prof.clone();
+            summary.folded.clear();
+            p.profile = Some(summary);
+        }
+    }
+    with_work
+}
+
+/// The findings the profiles support: shared lines, hotspots and serial phases; and the
+/// functions whose growth is a shared line's (the locked instructions are in them).
+pub(super) fn profile_findings(
+    inputs: &RunInputs,
+    points: &[Point],
+    with_work: &[(u64, f64, &PointProfile)],
+    scaling_diff: Option<&ScalingDiff>,
+    threads: bool,
+) -> (Vec<Finding>, Vec<String>) {
+    let profiles = inputs.profiles.as_slice();
+    let mut findings = inputs.legacy_findings.clone();
+    // Sharing: the locked writes whose cost grew, on the globals the converter resolved.
+    if let Some(sharing) = inputs.sharing.as_ref().filter(|_| threads) {
+        findings.extend(crate::sharing::sharing_findings(with_work, sharing));
+    }
+    let claimed: Vec<String> = findings
+        .iter()
+        .filter_map(|f| match &f.details {
+            scalprof_model::FindingDetails::Sharing(d) => Some(d.functions.iter().cloned()),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    // Hotspots grow with concurrency; over input sizes, growth is complexity's.
+    if let Some(d) = scaling_diff.filter(|_| threads) {
+        findings.extend(scaling::kernel_hotspots(d));
+        findings.extend(scaling::user_hotspots(d, &claimed));
+    }
+    let serial_input: Vec<(u64, Option<f64>, &PointProfile)> = points
+        .iter()
+        .filter_map(|p| profile_of(profiles, p.value).map(|prof| (p.value, p.efficiency, prof)))
+        .collect();
+    if threads {
+        findings.extend(scaling::serial_fractions(&serial_input));
+    }
+    (findings, claimed)
+}
+
+/// Each point's lock table: the on-CPU time the profile saw in lock code, lock arrays as
+/// one row, waits per operation.
+pub(super) fn lock_tables(points: &mut [Point], inputs: &RunInputs, source: ThroughputSource) {
+    for p in points {
+        if let Some((_, lp)) = inputs.locks.iter().find(|(v, _)| *v == p.value) {
+            let work = point_work(p, source);
+            let mut lp = lp.clone();
+            if let Some(prof) = profile_of(&inputs.profiles, p.value) {
+                locks::attribute_spin(&mut lp.rows, prof);
+                locks::attribute_futex_cpu(&mut lp.rows, prof);
+                locks::attribute_syscall_cpu(&mut lp.rows, prof);
+            }
+            locks::group_objects(&mut lp.rows);
+            locks::sort_rows(&mut lp.rows);
+            for r in &mut lp.rows {
+                r.wait_ns_per_op = (work > 0.0).then(|| r.total_wait_ns as f64 / work);
+            }
+            p.locks = Some(lp);
+        }
+    }
+}
+
+/// The locks whose waits grew, added to the findings; a named lock's spin paths and the
+/// futex system call's on-CPU time are the lock's, not kernel hotspots of their own.
+pub(super) fn lock_findings(
+    findings: &mut Vec<Finding>,
+    points: &[Point],
+    profiles: &[(u64, PointProfile)],
+    source: ThroughputSource,
+) {
+    let mut lock_input: Vec<(&Point, f64, &LockProfile)> = Vec::new();
+    for p in points {
+        if let Some(lp) = &p.locks {
+            lock_input.push((p, point_work(p, source), lp));
+        }
+    }
+    let lock_findings = locks::lock_findings(&lock_input);
+    if lock_findings.iter().any(|f| f.scope == Some(Scope::Kernel)) {
+        // The spin paths of a named kernel lock are that lock, not a separate hotspot.
+        findings
+            .retain(|f| f.kind != FindingKind::KernelHotspot || !locks::is_spin_path(&f.subject));
+    }
+    if lock_findings.iter().any(|f| f.scope == Some(Scope::User)) {
+        // The futex system call's on-CPU time is the user locks' (counted in their
+        // score), not a separate kernel hotspot.
+        let last = points.last().and_then(|p| profile_of(profiles, p.value));
+        findings.retain(|f| {
+            f.kind != FindingKind::KernelHotspot
+                || !(locks::is_futex_path(&f.subject)
+                    || last.is_some_and(|prof| locks::futex_share(prof, &f.subject) > 0.5))
+        });
+    }
+    findings.extend(lock_findings);
+}
+
+/// The budget of each point, the findings scored from the last one, and the warning
+/// when too much of it is unexplained.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn time_budget(
+    header: &RunHeader,
+    points: &mut [Point],
+    findings: &mut Vec<Finding>,
+    profiles: &[(u64, PointProfile)],
+    source: ThroughputSource,
+    scaling_diff: Option<&ScalingDiff>,
+    claimed: &[String],
+) -> Option<Warning> {
+    let work: Vec<f64> = points.iter().map(|p| point_work(p, source)).collect();
+    let profs: Vec<Option<&PointProfile>> = points
+        .iter()
+        .map(|p| profile_of(profiles, p.value))
+        .collect();
+    let mut series = budget::lock_series(points, &profs, &work);
+    if let Some(d) = scaling_diff {
+        series.extend(budget::hotspot_series(points, &profs, &work, d, claimed));
+    }
+    series.extend(budget::serial_series(points, &profs));
+    for f in findings
+        .iter()
+        .filter(|f| matches!(f.kind, FindingKind::FalseSharing | FindingKind::TrueSharing))
+    {
+        series.extend(budget::sharing_series(points, &profs, &work, f));
+    }
+    budget::fold_critical_sections(&mut series, points);
+    let observer = budget::observer_wait_ns(points, &work);
+    let overhead: Vec<Option<f64>> = budget::overhead_ns(points, &profs, &work)
+        .into_iter()
+        .zip(observer)
+        .map(|(sampled, waited)| match (sampled, waited) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+        })
+        .collect();
+    let budgets = budget::budgets(points, &overhead, &series);
+    for (p, b) in points.iter_mut().zip(budgets) {
+        p.budget = b;
+    }
+    if let Some(last) = points.last() {
+        budget::score_findings(findings, last, header.host.cpus as u64);
+    }
+    unexplained_warning(header, points)
+}
+
+/// A program that scales gets no scaling finding; a kernel hotspot says which processes
+/// ran it when that is not only the command; heaviest first.
+pub(super) fn finish_findings(
+    findings: &mut Vec<Finding>,
+    header: &RunHeader,
+    points: &[Point],
+    profiles: &[(u64, PointProfile)],
+    threads: bool,
+) {
+    if threads && !loss_is_real(points) {
+        // Nothing to explain: a program that scales gets no scaling finding.
+        findings.retain(|f| f.kind == FindingKind::SuperlinearCost);
+    }
+    // A kernel hotspot says which processes ran it, when that is not only the command
+    // (a server observed with --attach, or several programs).
+    if let Some(last) = points.last().and_then(|p| profile_of(profiles, p.value)) {
+        let own = command_name(&header.command);
+        for f in findings
+            .iter_mut()
+            .filter(|f| f.kind == FindingKind::KernelHotspot)
+        {
+            let procs = scaling::leaf_processes(last, &format!("{}_[k]", f.subject));
+            if let Some(note) = scaling::processes_note(&procs, &own) {
+                f.evidence += &note;
+            }
+        }
+    }
+    sort_findings(findings);
+}
+
+fn sort_findings(findings: &mut [Finding]) {
+    findings.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| a.subject.cmp(&b.subject))
+    });
+}
+
+/// Size sweeps: power-law fits per function, and the superlinear ones as findings.
+pub(super) fn complexity_report(
+    header: &RunHeader,
+    points: &[Point],
+    profiles: &[(u64, PointProfile)],
+    findings: &mut Vec<Finding>,
+) -> Option<ComplexityReport> {
+    let complexity = if header.sweep.parameter == SweepParameter::Size {
+        let input: Vec<(u64, u32, &PointProfile)> = points
+            .iter()
+            .filter_map(|p| profile_of(profiles, p.value).map(|prof| (p.value, prof.repeats, prof)))
+            .collect();
+        complexity::complexity(&input)
+    } else {
+        None
+    };
+    if let Some(c) = &complexity {
+        let unit = if profiles.first().is_some_and(|p| p.1.event == "cycles") {
+            "cycles/run"
+        } else {
+            "ns/run"
+        };
+        findings.extend(complexity::superlinear(c, unit));
+        sort_findings(findings);
+    }
+    complexity
+}

@@ -22,6 +22,7 @@
 //! keeps the share the named causes leave.
 
 use scalprof_model::locks::{LockKind, Scope, CPU_WAIT_OBSERVER};
+use scalprof_model::profile::folded;
 use scalprof_model::{
     Budget, Cause, Finding, FindingKind, Point, PointProfile, ScalingDiff, WhatIf,
 };
@@ -230,8 +231,8 @@ fn self_ns(
         .folded
         .iter()
         .filter(|f| {
-            let leaf = f.stack.rsplit(';').next().unwrap_or("");
-            let name = match leaf.strip_suffix("_[k]") {
+            let leaf = folded::leaf(&f.stack);
+            let name = match folded::kernel(leaf) {
                 Some(k) if kernel => k,
                 None if !kernel => leaf,
                 _ => return false,

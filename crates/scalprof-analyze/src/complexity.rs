@@ -5,6 +5,7 @@
 //! Computational Complexity", FSE 2007).
 
 use scalprof_model::locks::Scope;
+use scalprof_model::profile::folded;
 use scalprof_model::FindingKind;
 use std::collections::HashSet;
 
@@ -75,7 +76,7 @@ fn charged_self(p: &PointProfile) -> std::collections::HashMap<String, u64> {
     let mut out: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
     for f in &p.folded {
         // The first frame is the process name.
-        let frames: Vec<&str> = f.stack.split(';').skip(1).collect();
+        let frames: Vec<&str> = folded::frames(&f.stack).collect();
         let Some(leaf) = frames.last() else { continue };
         *out.entry(leaf.to_string()).or_default() += f.weight;
         if is_data_primitive(leaf) {
@@ -167,7 +168,7 @@ pub fn complexity(points: &[(u64, u32, &PointProfile)]) -> Option<ComplexityRepo
         let Some(fit) = power_fit(&self_cost) else {
             continue;
         };
-        let (function, kernel) = match name.strip_suffix("_[k]") {
+        let (function, kernel) = match folded::kernel(name) {
             Some(n) => (n.to_string(), true),
             None => (name.clone(), false),
         };

@@ -4,6 +4,7 @@
 //! operation so that a point doing more work does not look slower by mistake.
 
 use scalprof_model::locks::Scope;
+use scalprof_model::profile::folded;
 use scalprof_model::FindingKind;
 use std::collections::{HashMap, HashSet};
 
@@ -37,7 +38,7 @@ pub fn function_costs(p: &PointProfile) -> FunctionCosts {
     for f in &p.folded {
         total += f.weight;
         // The first frame is the process name, not a function.
-        let frames: Vec<&str> = f.stack.split(';').skip(1).collect();
+        let frames: Vec<&str> = folded::frames(&f.stack).collect();
         if let Some(leaf) = frames.last() {
             *self_weight.entry(leaf.to_string()).or_default() += f.weight;
         }
@@ -95,7 +96,7 @@ pub fn scaling_diff(points: &[(u64, f64, &PointProfile)]) -> Option<ScalingDiff>
             } else {
                 0.0
             };
-            let (function, kernel) = match name.strip_suffix("_[k]") {
+            let (function, kernel) = match folded::kernel(name) {
                 Some(n) => (n.to_string(), true),
                 None => (name.clone(), false),
             };
@@ -221,11 +222,8 @@ fn hotspots(diff: &ScalingDiff, scope: Scope, keep: &dyn Fn(&str) -> bool) -> Ve
 pub fn leaf_processes(p: &PointProfile, leaf: &str) -> Vec<(String, f64)> {
     let mut by: Vec<(String, u64)> = Vec::new();
     for f in &p.folded {
-        let mut frames = f.stack.split(';');
-        let Some(process) = frames.next() else {
-            continue;
-        };
-        if f.stack.rsplit(';').next() != Some(leaf) {
+        let process = folded::process(&f.stack);
+        if folded::leaf(&f.stack) != leaf {
             continue;
         }
         match by.iter_mut().find(|(c, _)| c == process) {

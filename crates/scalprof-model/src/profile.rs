@@ -81,6 +81,60 @@ pub struct FoldedStack {
     pub weight: u64,
 }
 
+/// The folded-stack format in one place: `process;root;…;leaf`, frames root-first after
+/// the process's command name, kernel frames suffixed `_[k]`.
+pub mod folded {
+    /// What marks a kernel frame.
+    pub const KERNEL_SUFFIX: &str = "_[k]";
+
+    /// The process's command name: the first element.
+    pub fn process(stack: &str) -> &str {
+        stack.split(';').next().unwrap_or("")
+    }
+
+    /// The frames, root first, without the process name.
+    pub fn frames(stack: &str) -> impl Iterator<Item = &str> {
+        stack.split(';').skip(1)
+    }
+
+    /// The innermost frame as written (`name_[k]` for the kernel); "" for none.
+    pub fn leaf(stack: &str) -> &str {
+        stack.rsplit(';').next().unwrap_or("")
+    }
+
+    /// A kernel frame's function name; `None` for a user frame.
+    pub fn kernel(frame: &str) -> Option<&str> {
+        frame.strip_suffix(KERNEL_SUFFIX)
+    }
+
+    /// The kernel frames' function names, root first.
+    pub fn kernel_frames(stack: &str) -> impl Iterator<Item = &str> {
+        frames(stack).filter_map(kernel)
+    }
+
+    /// The user frames, root first.
+    pub fn user_frames(stack: &str) -> impl Iterator<Item = &str> {
+        frames(stack).filter(|f| kernel(f).is_none())
+    }
+
+    #[cfg(test)]
+    #[test]
+    fn a_folded_stack_is_read_one_way() {
+        let s = "pigz;clone3;start_thread;deflate;__x64_sys_write_[k];vfs_write_[k]";
+        assert_eq!(process(s), "pigz");
+        assert_eq!(frames(s).next(), Some("clone3"));
+        assert_eq!(leaf(s), "vfs_write_[k]");
+        assert_eq!(kernel(leaf(s)), Some("vfs_write"));
+        assert_eq!(
+            kernel_frames(s).collect::<Vec<_>>(),
+            ["__x64_sys_write", "vfs_write"]
+        );
+        assert_eq!(user_frames(s).last(), Some("deflate"));
+        // A process named like a kernel frame is still the process, not a frame.
+        assert_eq!(kernel_frames("x_[k];main").count(), 0);
+    }
+}
+
 /// How much of the wall time only one thread of the workload was on a CPU.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SerialStats {

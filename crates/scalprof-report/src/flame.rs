@@ -4,6 +4,7 @@
 
 use inferno::flamegraph::color::{MultiPalette, Palette};
 use inferno::flamegraph::{self, Options};
+use scalprof_model::profile::folded;
 use scalprof_model::PointProfile;
 
 /// Folded-stack lines ("frame;frame;… count") of a profile, by sample count.
@@ -71,8 +72,7 @@ pub fn diff_lines(
     let main_root = |p: &PointProfile| -> Option<String> {
         let mut w: BTreeMap<&str, u64> = BTreeMap::new();
         for f in &p.folded {
-            *w.entry(f.stack.split(';').next().unwrap_or(""))
-                .or_default() += f.weight;
+            *w.entry(folded::process(&f.stack)).or_default() += f.weight;
         }
         w.into_iter()
             .max_by_key(|(_, n)| *n)
@@ -86,7 +86,7 @@ pub fn diff_lines(
         let mut m: BTreeMap<String, f64> = BTreeMap::new();
         for f in &p.folded {
             let stack = match rename {
-                Some((from, to)) if f.stack.split(';').next() == Some(from.as_str()) => {
+                Some((from, to)) if folded::process(&f.stack) == from.as_str() => {
                     format!("{to}{}", &f.stack[from.len()..])
                 }
                 _ => f.stack.clone(),

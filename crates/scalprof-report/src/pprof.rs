@@ -10,6 +10,7 @@
 //! after the sweep parameter, so `go tool pprof -tagfocus threads=2` (or `-tagroot process`)
 //! works on an export of several points.
 
+use scalprof_model::profile::folded;
 use std::collections::HashMap;
 use std::io::Write;
 
@@ -224,9 +225,8 @@ pub fn profile(points: &[ExportPoint<'_>], meta: &ExportMeta) -> Profile {
     }
     for p in points {
         for stack in &p.profile.folded {
-            let mut frames = stack.stack.split(';');
-            let process = frames.next().unwrap_or("");
-            let mut location_id: Vec<u64> = frames
+            let process = folded::process(&stack.stack);
+            let mut location_id: Vec<u64> = folded::frames(&stack.stack)
                 .filter(|f| !f.is_empty())
                 .map(|f| b.location(f, kernel_file))
                 .collect();
@@ -291,7 +291,7 @@ impl Builder {
         if let Some(&id) = self.location_ids.get(frame) {
             return id;
         }
-        let (name, file, mapping_id) = match frame.strip_suffix("_[k]") {
+        let (name, file, mapping_id) = match folded::kernel(frame) {
             Some(n) => (n, kernel_file, KERNEL_MAPPING),
             None => (frame, 0, 0),
         };

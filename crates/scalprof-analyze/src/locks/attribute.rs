@@ -2,6 +2,7 @@
 //! libc's lock code, and the blocking calls' own time, added to the rows they belong to.
 
 use scalprof_model::locks::{LockKind, LockRow, Scope};
+use scalprof_model::profile::folded;
 use std::collections::HashMap;
 
 use super::*;
@@ -18,11 +19,7 @@ pub fn attribute_spin(rows: &mut Vec<LockRow>, profile: &scalprof_model::PointPr
     // Callers of the rows made from samples, by spin weight.
     let mut sampled_callers: HashMap<String, HashMap<String, u64>> = HashMap::new();
     for f in &profile.folded {
-        let kernel: Vec<&str> = f
-            .stack
-            .split(';')
-            .filter_map(|fr| fr.strip_suffix("_[k]"))
-            .collect();
+        let kernel: Vec<&str> = folded::kernel_frames(&f.stack).collect();
         let Some(leaf) = kernel.last() else { continue };
         if !is_spin_path(leaf) {
             continue;
@@ -106,8 +103,7 @@ pub fn attribute_spin(rows: &mut Vec<LockRow>, profile: &scalprof_model::PointPr
 pub fn futex_share(profile: &scalprof_model::PointProfile, function: &str) -> f64 {
     let (mut all, mut futex) = (0u64, 0u64);
     for f in &profile.folded {
-        let leaf = f.stack.rsplit(';').next().unwrap_or("");
-        if leaf.strip_suffix("_[k]") == Some(function) {
+        if folded::kernel(folded::leaf(&f.stack)) == Some(function) {
             all += f.weight;
             if in_futex_syscall(&f.stack) {
                 futex += f.weight;

@@ -4,6 +4,7 @@
 //! futex waits (mutex, condvar, join…) from the frames on their stacks.
 
 use scalprof_model::locks::{LockKind, Side};
+use scalprof_model::profile::folded;
 
 /// contention_begin flags (include/trace/events/lock.h).
 pub const LCB_F_SPIN: u32 = 1 << 0;
@@ -122,10 +123,7 @@ pub fn is_futex_path(f: &str) -> bool {
 
 /// Whether a folded stack ran inside the futex system call.
 pub(crate) fn in_futex_syscall(stack: &str) -> bool {
-    stack
-        .split(';')
-        .filter_map(|fr| fr.strip_suffix("_[k]"))
-        .any(|f| f.contains("sys_futex") || f == "do_futex")
+    folded::kernel_frames(stack).any(|f| f.contains("sys_futex") || f == "do_futex")
 }
 
 /// libc's lock and unlock paths (the atomic exchange on the lock word, the futex call
@@ -148,10 +146,7 @@ pub fn is_user_lock_code(f: &str) -> bool {
 /// call, or with libc's lock code as its innermost user frame.
 pub fn in_user_lock(stack: &str) -> bool {
     in_futex_syscall(stack)
-        || stack
-            .split(';')
-            .skip(1)
-            .filter(|fr| !fr.ends_with("_[k]"))
+        || folded::user_frames(stack)
             .last()
             .is_some_and(is_user_lock_code)
 }
@@ -204,7 +199,7 @@ pub fn is_scheduler_frame(f: &str) -> bool {
 /// on-CPU time belongs to them: a file lock's fcntl/flock, a sleep's nanosleep.
 pub fn blocking_call_of(stack: &str) -> Option<LockKind> {
     let mut kind = None;
-    for f in stack.split(';').filter_map(|fr| fr.strip_suffix("_[k]")) {
+    for f in folded::kernel_frames(stack) {
         if f.ends_with("sys_fcntl") {
             kind = Some(LockKind::PosixLock);
         } else if f.ends_with("sys_flock") {

@@ -2,6 +2,7 @@
 //! sweep that swept nothing, a weak-scaling assumption the CPU time contradicts, profile
 //! quality (lost samples, stripped binaries) and an unexplained share that needs a reason.
 
+use scalprof_model::profile::folded;
 use scalprof_model::{
     Point, PointProfile, RunHeader, SweepParameter, ThroughputSource, Warning, WarningKind,
 };
@@ -31,7 +32,7 @@ pub(super) fn unnamed_binaries(p: &PointProfile) -> Vec<(String, f64)> {
     let mut by: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
     for s in &p.folded {
         let mut seen: Vec<&str> = Vec::new();
-        for f in s.stack.split(';') {
+        for f in folded::frames(&s.stack) {
             if let Some(b) = f.strip_prefix('[').and_then(|f| f.strip_suffix(']')) {
                 if !matches!(b, "unknown" | "k" | "vdso" | "anon") && !seen.contains(&b) {
                     seen.push(b);

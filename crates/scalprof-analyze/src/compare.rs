@@ -4,7 +4,7 @@
 //! tables and findings that changed.
 
 use scalprof_model::compare::{
-    Comparison, Gate, LockChange, MetricComparison, PointComparison, Ratio, Welch,
+    Comparison, Gate, LockChange, Metric, MetricComparison, PointComparison, Ratio, Welch,
 };
 use scalprof_model::locks::Scope;
 use scalprof_model::suite::{
@@ -67,7 +67,7 @@ pub fn welch(a: &[f64], b: &[f64]) -> Option<Welch> {
     })
 }
 
-fn metric(name: &str, a: &[f64], b: &[f64]) -> Option<MetricComparison> {
+fn metric(name: Metric, a: &[f64], b: &[f64]) -> Option<MetricComparison> {
     let (sa, sb) = (spread(a.iter().copied())?, spread(b.iter().copied())?);
     let w = welch(a, b);
     let significant = w.is_some_and(|w| w.p_value < 1.0 - CONFIDENCE);
@@ -104,7 +104,7 @@ fn metric(name: &str, a: &[f64], b: &[f64]) -> Option<MetricComparison> {
         ),
     };
     Some(MetricComparison {
-        metric: name.to_string(),
+        metric: name,
         a_median: sa.median,
         a_range: [sa.min, sa.max],
         b_median: sb.median,
@@ -118,18 +118,18 @@ fn metric(name: &str, a: &[f64], b: &[f64]) -> Option<MetricComparison> {
     })
 }
 
-fn per_repeat(doc: &RunDocument, p: &Point) -> Vec<(String, Vec<f64>)> {
+fn per_repeat(doc: &RunDocument, p: &Point) -> Vec<(Metric, Vec<f64>)> {
     let ok: Vec<_> = p.repeats.iter().filter(|r| r.succeeded()).collect();
     vec![
         (
-            "throughput".into(),
+            Metric::Throughput,
             ok.iter()
                 .filter_map(|r| repeat_throughput(p.value, r, doc.throughput.source))
                 .collect(),
         ),
-        ("wall_s".into(), ok.iter().map(|r| r.wall_s).collect()),
-        ("user_s".into(), ok.iter().map(|r| r.user_s).collect()),
-        ("sys_s".into(), ok.iter().map(|r| r.sys_s).collect()),
+        (Metric::Wall, ok.iter().map(|r| r.wall_s).collect()),
+        (Metric::User, ok.iter().map(|r| r.user_s).collect()),
+        (Metric::Sys, ok.iter().map(|r| r.sys_s).collect()),
     ]
 }
 
@@ -226,7 +226,7 @@ pub fn compare(a: &RunDocument, b: &RunDocument) -> Comparison {
         let metrics = ma
             .iter()
             .zip(&mb)
-            .filter_map(|((name, xa), (_, xb))| metric(name, xa, xb))
+            .filter_map(|((name, xa), (_, xb))| metric(*name, xa, xb))
             .collect();
         let rates = |d: &RunDocument, p: &Point| -> Vec<f64> {
             p.repeats
@@ -395,7 +395,7 @@ pub fn compare_rates(
                 value: *value,
                 throughput_ratio: throughput_ratio(xa, xb, common),
                 efficiency: None,
-                metrics: metric("throughput", xa, xb).into_iter().collect(),
+                metrics: metric(Metric::Throughput, xa, xb).into_iter().collect(),
                 locks: Vec::new(),
             })
         })
@@ -537,7 +537,7 @@ mod tests {
     #[test]
     fn no_difference_between_equal_samples() {
         let a = [1.0, 1.1, 0.9, 1.05, 0.95];
-        let m = metric("wall_s", &a, &a).unwrap();
+        let m = metric(Metric::Wall, &a, &a).unwrap();
         assert!(!m.significant);
         assert!(
             m.verdict
@@ -546,10 +546,10 @@ mod tests {
             m.verdict
         );
         let b: Vec<f64> = a.iter().map(|x| x * 2.0).collect();
-        let m = metric("wall_s", &a, &b).unwrap();
+        let m = metric(Metric::Wall, &a, &b).unwrap();
         assert!(m.significant);
         assert!((m.difference_pct.unwrap() - 100.0).abs() < 1e-9);
-        assert!(metric("x", &[1.0], &[2.0])
+        assert!(metric(Metric::Wall, &[1.0], &[2.0])
             .unwrap()
             .verdict
             .contains("not enough"));

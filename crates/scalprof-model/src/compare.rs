@@ -13,10 +13,41 @@ pub struct Welch {
     pub p_value: f64,
 }
 
+/// What a comparison measures at a point: the workload's throughput and the clean
+/// repeats' wall, user and system time. Serialized as its contract name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Metric {
+    #[serde(rename = "throughput")]
+    Throughput,
+    #[serde(rename = "wall_s")]
+    Wall,
+    #[serde(rename = "user_s")]
+    User,
+    #[serde(rename = "sys_s")]
+    Sys,
+}
+
+impl Metric {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Metric::Throughput => "throughput",
+            Metric::Wall => "wall_s",
+            Metric::User => "user_s",
+            Metric::Sys => "sys_s",
+        }
+    }
+}
+
+impl std::fmt::Display for Metric {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One metric at one point.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MetricComparison {
-    pub metric: String,
+    pub metric: Metric,
     pub a_median: f64,
     pub a_range: [f64; 2],
     pub b_median: f64,

@@ -38,14 +38,14 @@ pub fn comparison(c: &scalprof_model::compare::Comparison, a_label: &str, b_labe
         ]);
         for m in &p.metrics {
             let f = |x: f64| {
-                if m.metric == "throughput" {
+                if m.metric == scalprof_model::compare::Metric::Throughput {
                     si(x)
                 } else {
                     format!("{x:.4}")
                 }
             };
             t.add_row(vec![
-                m.metric.clone(),
+                m.metric.to_string(),
                 format!(
                     "{} ({}–{}) n={}",
                     f(m.a_median),

@@ -175,7 +175,7 @@ fn throughput_at(t: &TestComparison) -> Vec<(u64, &MetricComparison)> {
         .filter_map(|p| {
             p.metrics
                 .iter()
-                .find(|m| m.metric == "throughput")
+                .find(|m| m.metric == scalprof_model::compare::Metric::Throughput)
                 .map(|m| (p.value, m))
         })
         .collect()

@@ -35,7 +35,7 @@ pub fn compare_report(
         );
         for m in &p.metrics {
             let f = |x: f64| {
-                if m.metric == "throughput" {
+                if m.metric == scalprof_model::compare::Metric::Throughput {
                     si(x)
                 } else {
                     format!("{x:.4}")
@@ -44,7 +44,7 @@ pub fn compare_report(
             let _ = write!(
                 h,
                 "<tr><td>{}</td><td>{} ({}–{})</td><td>{} ({}–{})</td><td class=\"l\">{}</td></tr>",
-                esc(&m.metric),
+                esc(m.metric.as_str()),
                 f(m.a_median),
                 f(m.a_range[0]),
                 f(m.a_range[1]),

@@ -229,7 +229,10 @@ pub(super) fn compare_plot(c: &scalprof_model::compare::Comparison) -> String {
         .points
         .iter()
         .filter_map(|p| {
-            let m = p.metrics.iter().find(|m| m.metric == "throughput")?;
+            let m = p
+                .metrics
+                .iter()
+                .find(|m| m.metric == scalprof_model::compare::Metric::Throughput)?;
             Some((
                 p.value as f64,
                 [m.a_median, m.a_range[0], m.a_range[1]],

@@ -133,6 +133,9 @@ pub struct LockFailures {
 #[derive(Clone, Debug, Default)]
 pub struct RawLocks {
     pub kernel: Vec<KernelLockRaw>,
+    /// Who released sleeping kernel locks to sampled waiters: `stack` is the waker's
+    /// kernel stack, the totals the waits those releases ended.
+    pub kernel_wakers: Vec<KernelLockRaw>,
     pub user: Vec<UserLockRaw>,
     pub snapshots: Vec<StackSnapshot>,
     /// Waits in blocking system calls other than futex: `op` is the system call number,

@@ -472,6 +472,29 @@ fn mmap_churn_profiles_name_the_munmap_and_fault_paths() {
             .any(|c| c.contains("fault") || c.contains("lock_mm_and_find_vma")),
         "{callers:?}"
     );
+    // Who held it: the kernel functions whose release woke the waiters, from the
+    // map/unmap and fault paths, never the lock or wakeup machinery itself.
+    let holders: Vec<&str> = rows
+        .iter()
+        .filter(|r| r["name"] == "mmap_lock")
+        .filter_map(|r| r.get("holders"))
+        .flat_map(|h| h.as_array().unwrap().iter())
+        .map(|h| h["function"].as_str().unwrap())
+        .collect();
+    assert!(!holders.is_empty(), "no holders: {rows:?}");
+    assert!(
+        holders.iter().all(|h| !h.starts_with("up_")
+            && !h.contains("wake")
+            && !h.starts_with("rwsem_")
+            && *h != "downgrade_write"),
+        "{holders:?}"
+    );
+    assert!(
+        holders
+            .iter()
+            .any(|h| h.contains("mmap") || h.contains("munmap") || h.contains("fault")),
+        "{holders:?}"
+    );
     // A differential flame graph of 1 → 2 threads, per operation.
     let out = dir.path().join("diff.svg");
     scalprof(&db)

@@ -36,6 +36,7 @@ int BPF_PROG(on_contention_begin, void *lock, unsigned int flags)
 	st->lock = (u64)lock;
 	st->flags = flags;
 	st->stack_id = -1;
+	st->waker_stack = -1;
 	struct kkey total = { .lock = (u64)lock, .stack_id = -1, .flags = flags,
 			      .tgid = id >> 32, .pad = 0 };
 	struct stat *s = bpf_map_lookup_elem(&kernel_locks, &total);
@@ -64,11 +65,16 @@ int BPF_PROG(on_contention_end, void *lock, int ret)
 	struct kkey key = { .lock = st->lock, .stack_id = -1, .flags = st->flags,
 			    .tgid = bpf_get_current_pid_tgid() >> 32, .pad = 0 };
 	s32 stack_id = st->stack_id;
+	s32 waker_stack = st->waker_stack;
 	st->lock = 0;
 	account(&kernel_locks, &key, wait);
 	if (stack_id != -1) {
 		key.stack_id = stack_id;
 		account(&kernel_stacks, &key, wait);
+	}
+	if (waker_stack >= 0) {
+		key.stack_id = waker_stack;
+		account(&kernel_wakers, &key, wait);
 	}
 	return 0;
 }

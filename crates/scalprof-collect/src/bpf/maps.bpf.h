@@ -20,6 +20,8 @@ struct kstart {
 	u64 lock;
 	u32 flags;
 	s32 stack_id;
+	s32 waker_stack; /* the kernel stack of the task that woke it, or -1 */
+	u32 pad;
 };
 
 /* The sleeping lock a task is contending for, kept with the task. */
@@ -59,6 +61,15 @@ struct {
 	__type(key, struct kkey);
 	__type(value, struct stat);
 } kernel_stacks SEC(".maps");
+
+/* Who released a sleeping kernel lock to a sampled waiter, per (lock, waker's kernel
+ * stack, flags, waiter's tgid): the wait each release ended. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct kkey);
+	__type(value, struct stat);
+} kernel_wakers SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_STACK_TRACE);

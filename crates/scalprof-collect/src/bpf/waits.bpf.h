@@ -209,6 +209,11 @@ static __always_inline void copy_waker_stack(struct ustart *st, u32 waiter_tid)
 SEC("tp_btf/sched_waking")
 int BPF_PROG(on_wakeup, struct task_struct *p)
 {
+	/* A sampled waiter on a sleeping kernel lock: the waking task is the one releasing
+	 * it (up_write, mutex_unlock), its kernel stack the end of the holder's section. */
+	struct kstart *ks = bpf_task_storage_get(&task_start, p, 0, 0);
+	if (ks && ks->lock && ks->stack_id != -1 && ks->waker_stack == -1)
+		ks->waker_stack = bpf_get_stackid(ctx, &stacks, 0);
 	struct ustart *st = bpf_task_storage_get(&wait_start, p, 0, 0);
 	if (!st)
 		return 0;

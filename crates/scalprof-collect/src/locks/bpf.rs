@@ -337,6 +337,25 @@ pub(super) fn trace(
         });
     }
     out.kernel = spread_over_stacks(&totals, &sampled);
+    for key in skel.maps.kernel_wakers.keys() {
+        let Ok(Some(val)) = skel.maps.kernel_wakers.lookup(&key, MapFlags::ANY) else {
+            undecoded += 1;
+            continue;
+        };
+        let (Some(k), Some(v)) = (decode::<kkey>(&key), decode::<stat>(&val)) else {
+            undecoded += 1;
+            continue;
+        };
+        out.kernel_wakers.push(KernelLockRaw {
+            lock: k.lock,
+            tgid: k.tgid,
+            flags: k.flags,
+            stack: read_stack(&skel.maps.stacks, k.stack_id),
+            count: v.count,
+            total_ns: v.total_ns,
+            max_ns: v.max_ns,
+        });
+    }
     out.user = read_ukey_map(&skel.maps.user_locks, &mut undecoded);
     out.syscalls = read_ukey_map(&skel.maps.syscall_waits, &mut undecoded);
     for key in skel.maps.syscall_stacks.keys() {

@@ -1,7 +1,9 @@
 //! Kernel lock rows: the contention tracepoints' stacks named through kallsyms, by the
 //! conventional name their callers identify or `TYPE@caller`.
 
-use scalprof_analyze::locks::{conventional_name, is_lock_internal, kernel_lock_type, top_callers};
+use scalprof_analyze::locks::{
+    conventional_name, is_lock_internal, is_scheduler_frame, kernel_lock_type, top_callers,
+};
 use scalprof_debuginfo::Kallsyms;
 use scalprof_model::locks::{LockKind, Scope};
 use scalprof_model::locks::{LockRow, RawLocks};
@@ -14,6 +16,8 @@ pub(super) fn add_kernel_rows(raw: &RawLocks, kallsyms: &Kallsyms, rows: &mut Ve
     let mut by_name: HashMap<(String, LockKind), (LockRow, HashMap<String, u64>)> = HashMap::new();
     // Wait per process of each row, to say which attached process did it.
     let mut procs: HashMap<(String, LockKind), HashMap<u32, u64>> = HashMap::new();
+    // Which row each (lock, flags) went to, for its wakers.
+    let mut row_of: HashMap<(u64, u32), (String, LockKind)> = HashMap::new();
     for k in &raw.kernel {
         let frames: Vec<&str> = k.stack.iter().filter_map(|&a| kallsyms.lookup(a)).collect();
         let frames: Vec<&str> = frames
@@ -35,6 +39,7 @@ pub(super) fn add_kernel_rows(raw: &RawLocks, kallsyms: &Kallsyms, rows: &mut Ve
                 None => format!("{lock_type}@{caller}"),
             },
         };
+        row_of.insert((k.lock, k.flags), (name.clone(), lock_type.clone()));
         let entry = by_name
             .entry((name.clone(), lock_type.clone()))
             .or_insert_with(|| {
@@ -70,9 +75,43 @@ pub(super) fn add_kernel_rows(raw: &RawLocks, kallsyms: &Kallsyms, rows: &mut Ve
             .entry(k.tgid)
             .or_default() += k.total_ns;
     }
+    // The holders: the first function of each waker's stack outside the lock and wakeup
+    // machinery (`__vm_munmap` releasing mmap_lock), by the wait its release ended.
+    let mut held: HashMap<(String, LockKind), HashMap<String, u64>> = HashMap::new();
+    for w in &raw.kernel_wakers {
+        let Some(key) = row_of.get(&(w.lock, w.flags)) else {
+            continue;
+        };
+        let Some(holder) = w
+            .stack
+            .iter()
+            .filter_map(|&a| kallsyms.lookup(a))
+            .find(|f| !is_lock_internal(f) && !is_scheduler_frame(f) && !is_wakeup_frame(f))
+        else {
+            continue;
+        };
+        *held
+            .entry(key.clone())
+            .or_default()
+            .entry(holder.to_string())
+            .or_default() += w.total_ns.max(1);
+    }
     for (key, (mut row, callers)) in by_name {
         row.callers = top_callers(callers, row.total_wait_ns);
+        if let Some(h) = held.remove(&key) {
+            let total = h.values().sum();
+            row.holders = top_callers(h, total);
+        }
         row.process = procs.get(&key).and_then(|p| attached_process(raw, p));
         rows.push(row);
     }
+}
+
+/// The wakeup path a releasing task runs (and the tracepoint's own frames).
+fn is_wakeup_frame(f: &str) -> bool {
+    f.contains("wake_up")
+        || f.contains("wake_q")
+        || f.starts_with("ttwu")
+        || f.contains("trace")
+        || f == "downgrade_write"
 }

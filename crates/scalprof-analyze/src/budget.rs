@@ -662,21 +662,11 @@ mod tests {
             p.perturbation = perturbation;
             p.locks = Some(LockProfile {
                 rows: vec![LockRow {
-                    scope: Scope::User,
-                    name: "table_lock".into(),
-                    lock_type: LockKind::Mutex,
                     address: "0x1".into(),
                     count: 1000,
                     total_wait_ns: wait_ns,
                     max_wait_ns: 1,
-                    callers: Vec::new(),
-                    attributed_to: None,
-                    wait_ns_per_op: None,
-                    spin_ns: None,
-                    woken_by: None,
-                    process: None,
-                    peer_attached: false,
-                    holders: Vec::new(),
+                    ..LockRow::new(Scope::User, "table_lock", LockKind::Mutex)
                 }],
                 ..Default::default()
             });
@@ -795,9 +785,6 @@ mod tests {
         use scalprof_model::locks::{LockCaller, LockProfile, LockRow};
         let mut points = [point(1, 1000.0, 1.0), point(2, 1250.0, 0.625)];
         let row = |name: &str, caller: &str, share: f64| LockRow {
-            scope: Scope::User,
-            name: name.into(),
-            lock_type: LockKind::Mutex,
             address: "0x1".into(),
             count: 1000,
             total_wait_ns: 1,
@@ -806,13 +793,7 @@ mod tests {
                 function: caller.into(),
                 share,
             }],
-            attributed_to: None,
-            wait_ns_per_op: None,
-            spin_ns: None,
-            woken_by: None,
-            process: None,
-            peer_attached: false,
-            holders: Vec::new(),
+            ..LockRow::new(Scope::User, name, LockKind::Mutex)
         };
         points[1].locks = Some(LockProfile {
             rows: vec![

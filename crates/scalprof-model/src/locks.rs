@@ -430,6 +430,28 @@ impl From<LockKind> for String {
 }
 
 impl LockRow {
+    /// A row with no waits yet: counts zero, no callers, holders or attribution, address
+    /// unknown. Fill in what is known with struct update syntax.
+    pub fn new(scope: Scope, name: impl Into<String>, lock_type: LockKind) -> LockRow {
+        LockRow {
+            scope,
+            name: name.into(),
+            lock_type,
+            address: String::new(),
+            count: 0,
+            total_wait_ns: 0,
+            max_wait_ns: 0,
+            callers: Vec::new(),
+            attributed_to: None,
+            wait_ns_per_op: None,
+            spin_ns: None,
+            woken_by: None,
+            process: None,
+            peer_attached: false,
+            holders: Vec::new(),
+        }
+    }
+
     pub fn avg_wait_ns(&self) -> f64 {
         if self.count == 0 {
             0.0

@@ -196,9 +196,6 @@ fn lock_tables_round_trip() {
     let id = store.create_run(&new_run("l")).unwrap();
     let p = LockProfile {
         rows: vec![LockRow {
-            scope: Scope::User,
-            name: "table_lock".into(),
-            lock_type: LockKind::from("mutex"),
             address: "0x1000".into(),
             count: 10,
             total_wait_ns: 1000,
@@ -207,13 +204,7 @@ fn lock_tables_round_trip() {
                 function: "table_lookup".into(),
                 share: 1.0,
             }],
-            attributed_to: None,
-            wait_ns_per_op: None,
-            spin_ns: None,
-            woken_by: None,
-            process: None,
-            peer_attached: false,
-            holders: Vec::new(),
+            ..LockRow::new(Scope::User, "table_lock", LockKind::from("mutex"))
         }],
         repeats: 1,
         ..Default::default()

@@ -312,21 +312,13 @@ fn a_long_holder_is_a_lock_s_rare_caller_with_most_of_the_wait() {
         share,
     };
     let mut row = LockRow {
-        scope: Scope::User,
-        name: "index_lock".into(),
-        lock_type: LockKind::Mutex,
         address: "0x1".into(),
         count: 100,
         total_wait_ns: 1,
         max_wait_ns: 1,
         callers: vec![c("lookup", 0.97), c("rebuild_index", 0.03)],
-        attributed_to: None,
-        wait_ns_per_op: None,
-        spin_ns: None,
-        woken_by: None,
-        process: None,
-        peer_attached: false,
         holders: vec![c("rebuild_index", 0.95), c("lookup", 0.05)],
+        ..LockRow::new(Scope::User, "index_lock", LockKind::Mutex)
     };
     assert_eq!(long_holder(&row).as_deref(), Some("rebuild_index"));
     assert!(held_text(&row).contains("held in rebuild_index (95% of the wait), lookup (5%"));

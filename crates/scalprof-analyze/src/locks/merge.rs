@@ -225,9 +225,6 @@ fn ranked(weights: HashMap<String, f64>) -> Vec<LockCaller> {
 #[test]
 fn elements_of_one_array_are_one_row() {
     let row = |name: &str, wait: u64, caller: &str| LockRow {
-        scope: Scope::User,
-        name: name.into(),
-        lock_type: LockKind::Mutex,
         address: "0x1000".into(),
         count: 10,
         total_wait_ns: wait,
@@ -236,13 +233,7 @@ fn elements_of_one_array_are_one_row() {
             function: caller.into(),
             share: 1.0,
         }],
-        attributed_to: None,
-        wait_ns_per_op: None,
-        spin_ns: None,
-        woken_by: None,
-        process: None,
-        peer_attached: false,
-        holders: Vec::new(),
+        ..LockRow::new(Scope::User, name, LockKind::Mutex)
     };
     let mut rows = vec![
         row("stripes", 100, "update"),

@@ -74,21 +74,15 @@ fn a_spun_on_inode_lock_is_the_traced_i_rwsem_and_its_cpu_counts_with_it() {
     ];
     assert_eq!(conventional_name(&deeper, LCB_F_SPIN), None);
     let mut rows = vec![LockRow {
-        scope: Scope::Kernel,
-        name: "i_rwsem".into(),
-        lock_type: LockKind::Rwsem(Some(scalprof_model::locks::Side::Write)),
         address: "0xffff".into(),
         count: 10,
         total_wait_ns: 1_000_000,
         max_wait_ns: 200_000,
-        callers: Vec::new(),
-        attributed_to: None,
-        wait_ns_per_op: None,
-        spin_ns: None,
-        woken_by: None,
-        process: None,
-        peer_attached: false,
-        holders: Vec::new(),
+        ..LockRow::new(
+            Scope::Kernel,
+            "i_rwsem",
+            LockKind::Rwsem(Some(scalprof_model::locks::Side::Write)),
+        )
     }];
     let prof = folded(&[
         ("pw;w;__libc_pwrite64;vfs_write_[k];ext4_buffered_write_iter_[k];down_write_[k];rwsem_down_write_slowpath_[k]", 7_000_000),
@@ -170,21 +164,12 @@ fn dynamic_kernel_locks_are_named_by_their_callers() {
 #[test]
 fn spinning_is_added_to_the_lock_its_callers_name() {
     let mut rows = vec![LockRow {
-        scope: Scope::Kernel,
-        name: "mmap_lock".into(),
-        lock_type: LockKind::from("rwsem:W"),
         address: "0x1".into(),
         count: 10,
         total_wait_ns: 1000,
         max_wait_ns: 200,
         callers: vec![],
-        attributed_to: None,
-        wait_ns_per_op: None,
-        spin_ns: None,
-        woken_by: None,
-        process: None,
-        peer_attached: false,
-        holders: Vec::new(),
+        ..LockRow::new(Scope::Kernel, "mmap_lock", LockKind::from("rwsem:W"))
     }];
     let p = scalprof_model::PointProfile {
         folded: vec![

@@ -142,11 +142,14 @@ pub fn run_report(
         h += "<h2>Locks</h2>";
         for p in &doc.points {
             let Some(l) = &p.locks else { continue };
+            // Who held the locks, as in the terminal table: a column only when known.
+            let held = l.rows.iter().take(12).any(|r| !r.holders.is_empty());
             let _ = write!(
                 h,
-                "<h3>{} {}</h3><table><tr><th>scope</th><th class=\"l\">lock</th><th class=\"l\">type</th><th>contended</th><th>total wait</th><th>avg</th><th>max</th><th>on-CPU</th><th class=\"l\">top callers</th></tr>",
+                "<h3>{} {}</h3><table><tr><th>scope</th><th class=\"l\">lock</th><th class=\"l\">type</th><th>contended</th><th>total wait</th><th>avg</th><th>max</th><th>on-CPU</th><th class=\"l\">top callers</th>{}</tr>",
                 esc(doc.sweep.parameter.as_str()),
-                p.value
+                p.value,
+                if held { "<th class=\"l\">held in</th>" } else { "" }
             );
             for r in l.rows.iter().take(12) {
                 let callers: Vec<String> = r
@@ -154,9 +157,19 @@ pub fn run_report(
                     .iter()
                     .map(|c| format!("{} {:.0}%", esc(&c.function), c.share * 100.0))
                     .collect();
+                let holders = if held {
+                    let list: Vec<String> = r
+                        .holders
+                        .iter()
+                        .map(|c| format!("{} {:.0}%", esc(&c.function), c.share * 100.0))
+                        .collect();
+                    format!("<td class=\"l\">{}</td>", list.join(", "))
+                } else {
+                    String::new()
+                };
                 let _ = write!(
                     h,
-                    "<tr><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td></tr>",
+                    "<tr><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td>{holders}</tr>",
                     esc(r.scope.as_str()),
                     esc(&r.name),
                     esc(&r.lock_type.to_string()),

@@ -209,25 +209,12 @@ pub(super) fn add_syscall_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut
             .or_insert_with(|| {
                 (
                     LockRow {
-                        scope,
-                        name,
-                        lock_type: kind,
                         address: match scope {
                             Scope::File => format!("fd {}", w.uaddr),
                             Scope::Kernel => "blocked".into(),
                             Scope::User => "syscall".into(),
                         },
-                        count: 0,
-                        total_wait_ns: 0,
-                        max_wait_ns: 0,
-                        callers: Vec::new(),
-                        attributed_to: None,
-                        wait_ns_per_op: None,
-                        spin_ns: None,
-                        woken_by: None,
-                        process: None,
-                        peer_attached: false,
-                        holders: Vec::new(),
+                        ..LockRow::new(scope, name, kind)
                     },
                     HashMap::new(),
                 )

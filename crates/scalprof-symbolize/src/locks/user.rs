@@ -192,21 +192,8 @@ pub(super) fn add_user_rows(
             .or_insert_with(|| {
                 (
                     LockRow {
-                        scope: Scope::User,
-                        name,
-                        lock_type: kind,
                         address: format!("{:#x}", u.uaddr),
-                        count: 0,
-                        total_wait_ns: 0,
-                        max_wait_ns: 0,
-                        callers: Vec::new(),
-                        attributed_to: None,
-                        wait_ns_per_op: None,
-                        spin_ns: None,
-                        woken_by: None,
-                        process: None,
-                        peer_attached: false,
-                        holders: Vec::new(),
+                        ..LockRow::new(Scope::User, name, kind)
                     },
                     HashMap::new(),
                 )

@@ -726,21 +726,11 @@ mod tests {
             ..Default::default()
         };
         let row = |name: &str, lock_type: LockKind, wait: u64| LockRow {
-            scope: Scope::User,
-            name: name.into(),
-            lock_type,
             address: "0x1".into(),
             count: 1000,
             total_wait_ns: wait,
             max_wait_ns: wait,
-            callers: Vec::new(),
-            attributed_to: None,
-            wait_ns_per_op: None,
-            spin_ns: None,
-            woken_by: None,
-            process: None,
-            peer_attached: false,
-            holders: Vec::new(),
+            ..LockRow::new(Scope::User, name, lock_type)
         };
         // 1000 units per point. At 1 thread the uncontended lock code is 20% of 1 ms of
         // CPU per unit; at 2 threads (1.6 ms per unit) it is 600 of 1400 sampled ms.

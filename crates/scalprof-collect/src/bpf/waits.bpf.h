@@ -7,6 +7,20 @@ static __always_inline int is_futex_wait(u32 op)
 	       op == FUTEX_LOCK_PI2 || op == FUTEX_WAIT_REQUEUE_PI;
 }
 
+/* A task's user registers and the top of its user stack, into a stack copy record (the
+ * task must be current: its user memory is the one readable). */
+static __always_inline void copy_regs_and_stack(struct snapshot *snap, struct pt_regs *regs)
+{
+	snap->ip = BPF_CORE_READ(regs, ip);
+	snap->sp = BPF_CORE_READ(regs, sp);
+	snap->bp = BPF_CORE_READ(regs, bp);
+	snap->len = 0;
+	if (bpf_probe_read_user(snap->stack, USER_STACK_COPY, (void *)snap->sp) == 0)
+		snap->len = USER_STACK_COPY;
+	else if (bpf_probe_read_user(snap->stack, 512, (void *)snap->sp) == 0)
+		snap->len = 512;
+}
+
 /* Copies the blocking task's user stack into the ring buffer (it is current). */
 static __always_inline int copy_user_stack(struct task_struct *prev, struct pt_regs *regs,
 					   struct ustart *st, u32 tgid, u32 syscall)
@@ -23,14 +37,7 @@ static __always_inline int copy_user_stack(struct task_struct *prev, struct pt_r
 	snap->op = st->op;
 	snap->syscall = syscall;
 	snap->pad = 0;
-	snap->ip = BPF_CORE_READ(regs, ip);
-	snap->sp = BPF_CORE_READ(regs, sp);
-	snap->bp = BPF_CORE_READ(regs, bp);
-	snap->len = 0;
-	if (bpf_probe_read_user(snap->stack, USER_STACK_COPY, (void *)snap->sp) == 0)
-		snap->len = USER_STACK_COPY;
-	else if (bpf_probe_read_user(snap->stack, 512, (void *)snap->sp) == 0)
-		snap->len = 512;
+	copy_regs_and_stack(snap, regs);
 	/* No wakeup: user space drains the buffer every 10 ms anyway, and waking it for
 	 * each record cost the traced program a context switch per copy. */
 	bpf_ringbuf_submit(snap, BPF_RB_NO_WAKEUP);
@@ -195,14 +202,7 @@ static __always_inline void copy_waker_stack(struct ustart *st, u32 waiter_tid)
 	snap->op = st->op;
 	snap->syscall = 2;
 	snap->pad = BPF_CORE_READ(cur, pid);
-	snap->ip = BPF_CORE_READ(regs, ip);
-	snap->sp = BPF_CORE_READ(regs, sp);
-	snap->bp = BPF_CORE_READ(regs, bp);
-	snap->len = 0;
-	if (bpf_probe_read_user(snap->stack, USER_STACK_COPY, (void *)snap->sp) == 0)
-		snap->len = USER_STACK_COPY;
-	else if (bpf_probe_read_user(snap->stack, 512, (void *)snap->sp) == 0)
-		snap->len = 512;
+	copy_regs_and_stack(snap, regs);
 	bpf_ringbuf_submit(snap, BPF_RB_NO_WAKEUP);
 }
 

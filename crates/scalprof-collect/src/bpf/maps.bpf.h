@@ -215,28 +215,37 @@ struct {
 	__type(value, struct rq_slices);
 } rq_slices SEC(".maps");
 
-/* A user stack copy, taken as the waiter blocks; its wait time follows in a `wait_end`
- * record with the same (tid, start) once the waiter runs again. */
+/* What a record of the `snapshots` ring buffer is: its first field, read by user space
+ * before the rest (the generated Rust enum of the same name tells them apart). */
+enum record_kind {
+	RECORD_WAITER_STACK = 1,  /* `snapshot`: a futex waiter's user stack as it blocked */
+	RECORD_SYSCALL_STACK = 2, /* `snapshot`: a blocking system call's (uaddr: its first argument) */
+	RECORD_WAKER_STACK = 3,   /* `snapshot`: the waker's stack as it woke a sampled waiter */
+	RECORD_WAIT_END = 4,      /* `wait_end`: a sampled waiter's wait ended */
+};
+
+/* A user stack copy, taken as the waiter blocks (or as its waker wakes it); its wait time
+ * follows in a `wait_end` record with the same (tid, start) once the waiter runs again. */
 struct snapshot {
-	u64 uaddr;
+	u32 kind; /* enum record_kind */
+	u32 tid;  /* the waiter's */
 	u64 start;
+	u64 uaddr;
 	u64 ip;
 	u64 sp;
 	u64 bp;
-	u32 tgid;
-	u32 tid;
+	u32 tgid; /* the copied task's process */
 	u32 len;
-	u32 op;      /* the futex operation, or the system call number */
-	u32 syscall; /* 1: a system-call wait (uaddr is its first argument) */
-	u32 pad;
+	u32 op;        /* the futex operation, or the system call number */
+	u32 waker_tid; /* RECORD_WAKER_STACK: the waking thread; else 0 */
 	u8 stack[USER_STACK_COPY];
 };
 
 struct wait_end {
+	u32 kind; /* RECORD_WAIT_END */
+	u32 tid;
 	u64 start;
 	u64 wait_ns;
-	u32 tid;
-	u32 pad;
 };
 
 struct {
@@ -248,6 +257,7 @@ struct {
  * the ring buffer through the generated structs rather than by byte offsets. */
 struct snapshot *record_snapshot_type = 0;
 struct wait_end *record_wait_end_type = 0;
+enum record_kind record_kind_type = 0;
 
 static __always_inline int is_tracked(u32 tgid)
 {

@@ -23,7 +23,7 @@ static __always_inline void copy_regs_and_stack(struct snapshot *snap, struct pt
 
 /* Copies the blocking task's user stack into the ring buffer (it is current). */
 static __always_inline int copy_user_stack(struct task_struct *prev, struct pt_regs *regs,
-					   struct ustart *st, u32 tgid, u32 syscall)
+					   struct ustart *st, u32 tgid, u32 kind)
 {
 	struct snapshot *snap = bpf_ringbuf_reserve(&snapshots, sizeof(*snap), 0);
 	if (!snap) {
@@ -35,8 +35,8 @@ static __always_inline int copy_user_stack(struct task_struct *prev, struct pt_r
 	snap->tgid = tgid;
 	snap->tid = BPF_CORE_READ(prev, pid);
 	snap->op = st->op;
-	snap->syscall = syscall;
-	snap->pad = 0;
+	snap->kind = kind;
+	snap->waker_tid = 0;
 	copy_regs_and_stack(snap, regs);
 	/* No wakeup: user space drains the buffer every 10 ms anyway, and waking it for
 	 * each record cost the traced program a context switch per copy. */
@@ -107,7 +107,7 @@ static __always_inline void on_block(void *ctx, struct task_struct *prev, u64 no
 			__sync_fetch_and_add(&fail_stack, 1);
 			st->kstack = -1;
 		}
-		st->snapped = copy_user_stack(prev, regs, st, tgid, 1);
+		st->snapped = copy_user_stack(prev, regs, st, tgid, RECORD_SYSCALL_STACK);
 		return;
 	}
 	u32 op = BPF_CORE_READ(regs, si) & FUTEX_CMD_MASK;
@@ -120,7 +120,7 @@ static __always_inline void on_block(void *ctx, struct task_struct *prev, u64 no
 	struct ukey key = { .uaddr = st->uaddr, .tgid = tgid, .op = op };
 	if (sampled(&user_locks, &key, sample_first, sample_every)) {
 		remember_comm(tgid);
-		st->snapped = copy_user_stack(prev, regs, st, tgid, 0);
+		st->snapped = copy_user_stack(prev, regs, st, tgid, RECORD_WAITER_STACK);
 	}
 }
 
@@ -167,10 +167,10 @@ static __always_inline void end_wait(struct ustart *st, u32 tgid, u32 tid, u64 n
 		__sync_fetch_and_add(&lost_snapshots, 1);
 		return;
 	}
+	e->kind = RECORD_WAIT_END;
 	e->start = start;
 	e->wait_ns = wait;
 	e->tid = tid;
-	e->pad = 0;
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 }
 
@@ -179,8 +179,8 @@ static __always_inline void end_wait(struct ustart *st, u32 tgid, u32 tid, u64 n
 /* The task waking a waiter whose wait carries a stack copy, when it does so from inside
  * futex() (an unlock's FUTEX_WAKE, not an interrupt): its user stack is copied too. Its
  * frames name the end of the critical section that made the waiter wait, the holder's.
- * The record is a `snapshot` with `syscall` 2, the waiter's (tid, start), and the waker's
- * tgid and tid (in `pad`). */
+ * The record is a RECORD_WAKER_STACK `snapshot` with the waiter's (tid, start), and the
+ * waker's tgid and tid. */
 static __always_inline void copy_waker_stack(struct ustart *st, u32 waiter_tid)
 {
 	struct task_struct *cur = bpf_get_current_task_btf();
@@ -200,8 +200,8 @@ static __always_inline void copy_waker_stack(struct ustart *st, u32 waiter_tid)
 	snap->tgid = tgid;
 	snap->tid = waiter_tid;
 	snap->op = st->op;
-	snap->syscall = 2;
-	snap->pad = BPF_CORE_READ(cur, pid);
+	snap->kind = RECORD_WAKER_STACK;
+	snap->waker_tid = BPF_CORE_READ(cur, pid);
 	copy_regs_and_stack(snap, regs);
 	bpf_ringbuf_submit(snap, BPF_RB_NO_WAKEUP);
 }

@@ -37,7 +37,7 @@ use super::{
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/locks.skel.rs"));
 }
-use skel::types::{comm, kkey, skey, snapshot, stat, ukey, wait_end, wkey};
+use skel::types::{comm, kkey, record_kind, rq_key, skey, snapshot, stat, ukey, wait_end, wkey};
 use skel::LocksSkelBuilder;
 
 /// A map key or value type of the skeleton, generated from the program's BTF.
@@ -54,14 +54,18 @@ unsafe impl Plain for ukey {}
 unsafe impl Plain for stat {}
 // SAFETY: skey is repr(C) { u64, u32, u32, i32, u32 }.
 unsafe impl Plain for skey {}
-// SAFETY: snapshot is repr(C) { 5 × u64, 6 × u32, [u8; 4096] }.
+// SAFETY: snapshot is repr(C) { 2 × u32, 5 × u64, 4 × u32, [u8; 4096] }.
 unsafe impl Plain for snapshot {}
-// SAFETY: wait_end is repr(C) { u64, u64, u32, u32 }.
+// SAFETY: wait_end is repr(C) { u32, u32, u64, u64 }.
 unsafe impl Plain for wait_end {}
 // SAFETY: wkey is repr(C) { u64, u32, u32, u32, u32 }.
 unsafe impl Plain for wkey {}
 // SAFETY: comm is repr(C) { [i8; 16] }.
 unsafe impl Plain for comm {}
+// SAFETY: rq_key is repr(C) { u32, u32 }.
+unsafe impl Plain for rq_key {}
+// SAFETY: an integer.
+unsafe impl Plain for u32 {}
 
 /// A record of the snapshot ring buffer.
 enum Record {
@@ -75,14 +79,27 @@ enum Record {
     WaitEnd { tid: u32, start: u64, wait_ns: u64 },
 }
 
-/// The two record types differ in size; a copy claiming more bytes than it has is dropped.
+/// A record is told apart by its first field (`enum record_kind`, shared with the BPF
+/// program through its BTF); one of an unknown kind, of the wrong size for its kind, or a
+/// copy claiming more bytes than it has is dropped.
 fn parse_record(d: &[u8]) -> Option<Record> {
-    if let Some(e) = decode::<wait_end>(d) {
+    let kind = record_kind(u32::from_ne_bytes(d.get(..4)?.try_into().ok()?));
+    if kind == record_kind::RECORD_WAIT_END {
+        let e = decode::<wait_end>(d)?;
         return Some(Record::WaitEnd {
             tid: e.tid,
             start: e.start,
             wait_ns: e.wait_ns,
         });
+    }
+    if ![
+        record_kind::RECORD_WAITER_STACK,
+        record_kind::RECORD_SYSCALL_STACK,
+        record_kind::RECORD_WAKER_STACK,
+    ]
+    .contains(&kind)
+    {
+        return None;
     }
     let s = decode::<snapshot>(d)?;
     Some(Record::Snapshot {
@@ -92,8 +109,8 @@ fn parse_record(d: &[u8]) -> Option<Record> {
             uaddr: s.uaddr,
             tgid: s.tgid,
             op: s.op,
-            syscall: s.syscall == 1,
-            waker: (s.syscall == 2).then_some(s.pad),
+            syscall: kind == record_kind::RECORD_SYSCALL_STACK,
+            waker: (kind == record_kind::RECORD_WAKER_STACK).then_some(s.waker_tid),
             wait_ns: 0,
             ip: s.ip,
             sp: s.sp,
@@ -295,145 +312,83 @@ pub(super) fn trace(
     };
     // Entries that cannot be read back or decoded are counted, not silently skipped.
     let mut undecoded = 0u64;
-    let mut totals = Vec::new();
-    for key in skel.maps.kernel_locks.keys() {
-        let Ok(Some(val)) = skel.maps.kernel_locks.lookup(&key, MapFlags::ANY) else {
-            undecoded += 1;
-            continue;
-        };
-        let (Some(k), Some(v)) = (decode::<kkey>(&key), decode::<stat>(&val)) else {
-            undecoded += 1;
-            continue;
-        };
-        totals.push(KernelLockRaw {
-            lock: k.lock,
-            tgid: k.tgid,
-            flags: k.flags,
-            stack: Vec::new(),
-            count: v.count,
-            total_ns: v.total_ns,
-            max_ns: v.max_ns,
-        });
-    }
-    let mut sampled = Vec::new();
-    for key in skel.maps.kernel_stacks.keys() {
-        let Ok(Some(val)) = skel.maps.kernel_stacks.lookup(&key, MapFlags::ANY) else {
-            undecoded += 1;
-            continue;
-        };
-        let (Some(k), Some(v)) = (decode::<kkey>(&key), decode::<stat>(&val)) else {
-            undecoded += 1;
-            continue;
-        };
-        let stack = read_stack(&skel.maps.stacks, k.stack_id);
-        sampled.push(KernelLockRaw {
-            lock: k.lock,
-            tgid: k.tgid,
-            flags: k.flags,
-            stack,
-            count: v.count,
-            total_ns: v.total_ns,
-            max_ns: v.max_ns,
-        });
-    }
+    let kernel_row = |k: &kkey, v: &stat, stack: Vec<u64>| KernelLockRaw {
+        lock: k.lock,
+        tgid: k.tgid,
+        flags: k.flags,
+        stack,
+        count: v.count,
+        total_ns: v.total_ns,
+        max_ns: v.max_ns,
+    };
+    let totals: Vec<_> = entries(&skel.maps.kernel_locks, &mut undecoded)
+        .iter()
+        .map(|(k, v)| kernel_row(k, v, Vec::new()))
+        .collect();
+    let sampled: Vec<_> = entries(&skel.maps.kernel_stacks, &mut undecoded)
+        .iter()
+        .map(|(k, v)| kernel_row(k, v, read_stack(&skel.maps.stacks, k.stack_id)))
+        .collect();
     out.kernel = spread_over_stacks(&totals, &sampled);
-    for key in skel.maps.kernel_wakers.keys() {
-        let Ok(Some(val)) = skel.maps.kernel_wakers.lookup(&key, MapFlags::ANY) else {
-            undecoded += 1;
-            continue;
-        };
-        let (Some(k), Some(v)) = (decode::<kkey>(&key), decode::<stat>(&val)) else {
-            undecoded += 1;
-            continue;
-        };
-        out.kernel_wakers.push(KernelLockRaw {
-            lock: k.lock,
-            tgid: k.tgid,
-            flags: k.flags,
-            stack: read_stack(&skel.maps.stacks, k.stack_id),
-            count: v.count,
-            total_ns: v.total_ns,
-            max_ns: v.max_ns,
-        });
-    }
-    out.user = read_ukey_map(&skel.maps.user_locks, &mut undecoded);
-    out.syscalls = read_ukey_map(&skel.maps.syscall_waits, &mut undecoded);
-    for key in skel.maps.syscall_stacks.keys() {
-        let Ok(Some(val)) = skel.maps.syscall_stacks.lookup(&key, MapFlags::ANY) else {
-            undecoded += 1;
-            continue;
-        };
-        let (Some(k), Some(v)) = (decode::<skey>(&key), decode::<stat>(&val)) else {
-            undecoded += 1;
-            continue;
-        };
-        out.syscall_stacks.push(SyscallStackRaw {
+    out.kernel_wakers = entries(&skel.maps.kernel_wakers, &mut undecoded)
+        .iter()
+        .map(|(k, v)| kernel_row(k, v, read_stack(&skel.maps.stacks, k.stack_id)))
+        .collect();
+    let user_row = |(k, v): (ukey, stat)| UserLockRaw {
+        uaddr: k.uaddr,
+        tgid: k.tgid,
+        op: k.op,
+        count: v.count,
+        total_ns: v.total_ns,
+        max_ns: v.max_ns,
+    };
+    out.user = entries(&skel.maps.user_locks, &mut undecoded)
+        .into_iter()
+        .map(user_row)
+        .collect();
+    out.syscalls = entries(&skel.maps.syscall_waits, &mut undecoded)
+        .into_iter()
+        .map(user_row)
+        .collect();
+    out.syscall_stacks = entries(&skel.maps.syscall_stacks, &mut undecoded)
+        .into_iter()
+        .map(|(k, v): (skey, stat)| SyscallStackRaw {
             uaddr: k.uaddr,
             tgid: k.tgid,
             op: k.op,
             stack: read_stack(&skel.maps.stacks, k.stack_id),
             count: v.count,
             total_ns: v.total_ns,
-        });
-    }
-    for key in skel.maps.wakers.keys() {
-        let Ok(Some(val)) = skel.maps.wakers.lookup(&key, MapFlags::ANY) else {
-            undecoded += 1;
-            continue;
-        };
-        let (Some(k), Some(v)) = (decode::<wkey>(&key), decode::<stat>(&val)) else {
-            undecoded += 1;
-            continue;
-        };
-        out.wakers.push(WakerRaw {
+        })
+        .collect();
+    out.wakers = entries(&skel.maps.wakers, &mut undecoded)
+        .into_iter()
+        .map(|(k, v): (wkey, stat)| WakerRaw {
             uaddr: k.uaddr,
             tgid: k.tgid,
             op: k.op,
             waker: k.waker,
             count: v.count,
             total_ns: v.total_ns,
-        });
-    }
-    for key in skel.maps.waker_comms.keys() {
-        let Ok(Some(val)) = skel.maps.waker_comms.lookup(&key, MapFlags::ANY) else {
-            undecoded += 1;
-            continue;
-        };
-        let (Some(tgid), Some(c)) = (
-            key.get(..4)
-                .and_then(|b| b.try_into().ok())
-                .map(u32::from_ne_bytes),
-            decode::<comm>(&val),
-        ) else {
-            undecoded += 1;
-            continue;
-        };
-        let bytes: Vec<u8> = c
-            .name
-            .iter()
-            .map(|&b| b as u8)
-            .take_while(|&b| b != 0)
-            .collect();
-        out.waker_comms
-            .insert(tgid, String::from_utf8_lossy(&bytes).into_owned());
-    }
-    for key in skel.maps.runqueue.keys() {
-        let Ok(Some(val)) = skel.maps.runqueue.lookup(&key, MapFlags::ANY) else {
-            undecoded += 1;
-            continue;
-        };
-        let word = |i: usize| {
-            key.get(i * 4..i * 4 + 4)
-                .and_then(|b| b.try_into().ok())
-                .map(u32::from_ne_bytes)
-        };
-        let (Some(tgid), Some(behind), Some(v)) = (word(0), word(1), decode::<stat>(&val)) else {
-            undecoded += 1;
-            continue;
-        };
-        out.runqueue.push(RunQueueRaw {
-            tgid,
-            behind: match behind {
+        })
+        .collect();
+    out.waker_comms = entries(&skel.maps.waker_comms, &mut undecoded)
+        .into_iter()
+        .map(|(tgid, c): (u32, comm)| {
+            let bytes: Vec<u8> = c
+                .name
+                .iter()
+                .map(|&b| b as u8)
+                .take_while(|&b| b != 0)
+                .collect();
+            (tgid, String::from_utf8_lossy(&bytes).into_owned())
+        })
+        .collect();
+    out.runqueue = entries(&skel.maps.runqueue, &mut undecoded)
+        .into_iter()
+        .map(|(k, v): (rq_key, stat)| RunQueueRaw {
+            tgid: k.tgid,
+            behind: match k.behind {
                 1 => RunQueueBehind::Other,
                 2 => RunQueueBehind::Observer,
                 _ => RunQueueBehind::Own,
@@ -441,8 +396,8 @@ pub(super) fn trace(
             count: v.count,
             total_ns: v.total_ns,
             max_ns: v.max_ns,
-        });
-    }
+        })
+        .collect();
     out.fd_paths = fd_paths;
     if let Some(bss) = skel.maps.bss_data.as_deref() {
         out.failures = LockFailures {
@@ -487,27 +442,20 @@ fn read_stack(stacks: &impl MapCore, id: i32) -> Vec<u64> {
         .unwrap_or_default()
 }
 
-/// The entries of a map keyed by `ukey` with `stat` values (futex waits, system-call
-/// waits); entries that cannot be read back are counted in `undecoded`.
-fn read_ukey_map(map: &impl MapCore, undecoded: &mut u64) -> Vec<UserLockRaw> {
+/// Every entry of an aggregation map, decoded as the generated key and value types;
+/// entries that cannot be read back or are not of those sizes are counted in `undecoded`.
+fn entries<K: Plain, V: Plain>(map: &dyn MapCore, undecoded: &mut u64) -> Vec<(K, V)> {
     let mut out = Vec::new();
     for key in map.keys() {
-        let Ok(Some(val)) = map.lookup(&key, MapFlags::ANY) else {
-            *undecoded += 1;
-            continue;
-        };
-        let (Some(k), Some(v)) = (decode::<ukey>(&key), decode::<stat>(&val)) else {
-            *undecoded += 1;
-            continue;
-        };
-        out.push(UserLockRaw {
-            uaddr: k.uaddr,
-            tgid: k.tgid,
-            op: k.op,
-            count: v.count,
-            total_ns: v.total_ns,
-            max_ns: v.max_ns,
-        });
+        let decoded = map
+            .lookup(&key, MapFlags::ANY)
+            .ok()
+            .flatten()
+            .and_then(|val| Some((decode::<K>(&key)?, decode::<V>(&val)?)));
+        match decoded {
+            Some(kv) => out.push(kv),
+            None => *undecoded += 1,
+        }
     }
     out
 }
@@ -593,8 +541,9 @@ mod tests {
     }
 
     #[test]
-    fn ring_records_are_told_apart_by_size() {
+    fn ring_records_are_told_apart_by_kind() {
         let end = wait_end {
+            kind: record_kind::RECORD_WAIT_END.0,
             start: 77,
             wait_ns: 5000,
             tid: 42,
@@ -615,7 +564,7 @@ mod tests {
             tid: 42,
             len: 16,
             op: 35,
-            syscall: 1,
+            kind: record_kind::RECORD_SYSCALL_STACK.0,
             ..Default::default()
         };
         match parse_record(&bytes(&snap)) {
@@ -633,10 +582,25 @@ mod tests {
             }
             _ => panic!("not a snapshot"),
         }
+        // The waker's copy names the waking thread.
+        snap.kind = record_kind::RECORD_WAKER_STACK.0;
+        snap.waker_tid = 9;
+        match parse_record(&bytes(&snap)) {
+            Some(Record::Snapshot { snapshot, .. }) => {
+                assert_eq!((snapshot.syscall, snapshot.waker), (false, Some(9)));
+            }
+            _ => panic!("not a snapshot"),
+        }
+        // A kind unknown, or a size that is not the kind's: not a record.
+        snap.kind = 9;
+        assert!(parse_record(&bytes(&snap)).is_none());
+        let mut short = bytes(&end);
+        short.truncate(20);
+        assert!(parse_record(&short).is_none());
+        assert!(parse_record(&[0u8; 2]).is_none());
         // A copy claiming more bytes than it carries is dropped, not read past its end.
+        snap.kind = record_kind::RECORD_WAITER_STACK.0;
         snap.len = 5000;
         assert!(parse_record(&bytes(&snap)).is_none());
-        // Neither size: not a record.
-        assert!(parse_record(&[0u8; 30]).is_none());
     }
 }

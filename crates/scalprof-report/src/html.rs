@@ -1,41 +1,35 @@
 //! The self-contained HTML report: one file, nothing fetched from the network.
 //!
 //! Every string that comes from the profiled program (symbols, lock names, paths, the
-//! command) is untrusted and goes through [`esc`]. Flame graphs are embedded as frames of
+//! command) is untrusted: pages are built as [`markup::Html`], which escapes every value
+//! and takes markup only from literals. Flame graphs are embedded as frames of
 //! their own (data: URIs, an opaque origin), so inferno's script runs apart from the page.
 //!
 //! One view per file: `run` (a run's report), `compare` (two runs), `plot` (the SVG plots
-//! both draw).
+//! both draw); `markup` is the escaping writer they share.
 
 mod compare;
+pub(crate) mod markup;
 mod plot;
 mod run;
 pub use compare::compare_report;
+use markup::{markup, Html};
 pub(crate) use plot::budget_bars;
 pub use plot::scaling_plot;
 use plot::{compare_plot, model_text};
 pub use run::run_report;
 
-/// Escapes text for HTML element content and attribute values.
-pub fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
+/// Where a section sits: on a run's own page, or nested under a test of the suite's page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Heading {
+    Page,
+    Nested,
 }
 
 /// A flame graph as a frame of its own, so that inferno's script runs (an `<img>` shows a
 /// picture whose search, zoom and tooltips never work) and each graph's ids and functions
 /// stay apart from the page's and the other graphs'. As tall as the SVG says it is.
-fn flame_frame(id: &str, title: &str, svg: &[u8]) -> String {
+fn flame_frame(id: &str, title: &str, svg: &[u8]) -> Html {
     let head = String::from_utf8_lossy(&svg[..svg.len().min(2048)]);
     let height = head
         .find("<svg")
@@ -45,10 +39,10 @@ fn flame_frame(id: &str, title: &str, svg: &[u8]) -> String {
             rest[h..].split('"').next()?.parse::<u32>().ok()
         })
         .unwrap_or(600);
-    format!(
+    markup!(
         "<iframe class=\"flame\" id=\"{}\" title=\"{}\" height=\"{}\" src=\"data:image/svg+xml;base64,{}\"></iframe>",
-        esc(id),
-        esc(title),
+        id,
+        title,
         height + 4,
         base64(svg)
     )
@@ -95,11 +89,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn escaping_and_base64() {
-        assert_eq!(
-            esc("<script>a&b\"c'</script>"),
-            "&lt;script&gt;a&amp;b&quot;c&#39;&lt;/script&gt;"
-        );
+    fn base64_encodes_every_tail_length() {
         assert_eq!(base64(b""), "");
         assert_eq!(base64(b"f"), "Zg==");
         assert_eq!(base64(b"fo"), "Zm8=");

@@ -1,15 +1,14 @@
 //! The suite's views: the rates table, the comparison of two suites (terminal), and the
 //! suite's HTML page and its comparison page.
 
-use std::fmt::Write;
-
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 use comfy_table::{CellAlignment, Table};
 use scalprof_model::compare::MetricComparison;
 use scalprof_model::suite::{SuiteComparison, SuiteDocument, TestComparison, TestResult, TopCause};
 use scalprof_model::{Host, RunDocument};
 
-use crate::html::{budget_bars, esc, scaling_plot, STYLE};
+use crate::html::markup::{html, markup, Html};
+use crate::html::{budget_bars, scaling_plot, Heading, STYLE};
 
 /// Operations per second, short: 1.23M, 45.6k, 789.
 pub fn rate(ops: f64) -> String {
@@ -307,161 +306,123 @@ pub fn comparison(c: &SuiteComparison) -> String {
     out
 }
 
-fn page_head(h: &mut String, title: &str) {
-    let _ = write!(
+fn page_head(h: &mut Html, title: &str) {
+    html!(
         h,
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>{STYLE}</style></head><body><h1>{}</h1>",
-        esc(title),
-        esc(title)
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>",
+        title
     );
+    *h += STYLE;
+    html!(h, "</style></head><body><h1>{}</h1>", title);
 }
 
 /// The suite's page (`scalprof suite --report`): the rates table, then each test's scaling
 /// plot, time budget and findings. `runs` holds each test's stored run where it loaded.
 pub fn html_report(doc: &SuiteDocument, runs: &[Option<RunDocument>]) -> String {
-    let mut h = String::new();
+    let mut h = Html::new();
     page_head(&mut h, "scalprof suite");
-    let _ = write!(h, "<p class=\"muted\">{}</p>", esc(&host_line(&doc.host)));
+    html!(h, "<p class=\"muted\">{}</p>", &host_line(&doc.host));
     h += "<h2>Rates</h2><table id=\"rates\"><tr><th>test</th><th class=\"l\">mode</th><th>ops/s per point</th><th>per worker</th><th>efficiency</th><th class=\"l\">top cause</th><th>run</th></tr>";
     for r in &doc.tests {
         let [points, per, eff] = cells(r);
-        let _ = write!(
-            h,
-            "<tr><td><a href=\"#{}-{}\">{}</a></td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td><td>{}</td></tr>",
-            esc(&r.name),
-            esc(&r.mode),
-            esc(&r.name),
-            esc(&r.mode),
-            esc(&points),
-            esc(&per),
-            esc(&eff),
-            esc(&cause(r.top_cause.as_ref(), &r.status)),
-            esc(&r.run_id)
-        );
+        html!(h, "<tr><td><a href=\"#{}-{}\">{}</a></td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td><td>{}</td></tr>", &r.name, &r.mode, &r.name, &r.mode, &points, &per, &eff, &cause(r.top_cause.as_ref(), &r.status), &r.run_id);
     }
     h += "</table>";
     if let Some(note) = noisy_note(&doc.tests) {
-        let _ = write!(h, "<p class=\"muted\">{}</p>", esc(&note));
+        html!(h, "<p class=\"muted\">{}</p>", &note);
     }
     for (r, run) in doc.tests.iter().zip(runs) {
-        let _ = write!(
+        html!(
             h,
             "<h2 id=\"{}-{}\">{} ({})</h2>",
-            esc(&r.name),
-            esc(&r.mode),
-            esc(&r.name),
-            esc(&r.mode)
+            &r.name,
+            &r.mode,
+            &r.name,
+            &r.mode
         );
         let Some(run) = run else {
-            let _ = write!(
+            html!(
                 h,
                 "<p class=\"warn\">run {} is not in the store</p>",
-                esc(&r.run_id)
+                &r.run_id
             );
             continue;
         };
-        let _ = write!(
-            h,
-            "<p class=\"muted\">run {} · <code>{}</code> · status {} · full page: <code>scalprof report {}</code></p>",
-            esc(&run.id),
-            esc(&crate::shell_line(&run.command)),
-            esc(&r.status),
-            esc(&run.id)
-        );
-        h += &scaling_plot(run);
+        html!(h, "<p class=\"muted\">run {} · <code>{}</code> · status {} · full page: <code>scalprof report {}</code></p>", &run.id, &crate::shell_line(&run.command), &r.status, &run.id);
+        h += scaling_plot(run);
         // The run page's section heading, one level down under the test's.
-        h += &budget_bars(run)
-            .replace("<h2>", "<h3>")
-            .replace("</h2>", "</h3>")
-            .replace(" id=\"budget\"", "");
+        h += budget_bars(run, Heading::Nested);
         if run.findings.is_empty() {
             h += "<p>No finding.</p>";
         }
         for f in &run.findings {
-            let _ = write!(
-                h,
-                "<div class=\"finding\"><span class=\"score\">{:.0}%</span> <b>{}</b> <code>{}</code><p>{}</p><p class=\"muted\">Suggestion: {}</p></div>",
-                f.score * 100.0,
-                esc(f.kind.as_str()),
-                esc(&f.subject),
-                esc(&f.evidence),
-                esc(&f.suggestion)
-            );
+            html!(h, "<div class=\"finding\"><span class=\"score\">{:.0}%</span> <b>{}</b> <code>{}</code><p>{}</p><p class=\"muted\">Suggestion: {}</p></div>", f.score * 100.0, f.kind.as_str(), &f.subject, &f.evidence, &f.suggestion);
         }
     }
     h += "</body></html>\n";
-    h
+    h.into_string()
 }
 
 /// The comparison page of two suites (`scalprof compare A.json B.json --report`).
 pub fn html_comparison(c: &SuiteComparison) -> String {
-    let mut h = String::new();
+    let mut h = Html::new();
     page_head(&mut h, "scalprof compare: two suites");
-    let _ = write!(
+    html!(
         h,
         "<p>A: {}<br>B: {}</p>",
-        esc(&host_line(&c.a_host)),
-        esc(&host_line(&c.b_host))
+        &host_line(&c.a_host),
+        &host_line(&c.b_host)
     );
     let (faster, slower, same) = tally(c);
-    let _ = write!(
+    html!(
         h,
-        "<p><b>B is faster in {faster} test(s), slower in {slower}, no difference proven in {same}.</b></p>"
+        "<p><b>B is faster in {} test(s), slower in {}, no difference proven in {}.</b></p>",
+        faster,
+        slower,
+        same
     );
     h += "<table id=\"suite-compare\"><tr><th>test</th><th class=\"l\">mode</th><th>workers</th><th>A ops/s</th><th>B ops/s</th><th class=\"l\">B vs A (95% confidence)</th><th class=\"l\">top cause A → B</th><th>runs</th></tr>";
     for test in &c.tests {
         for (value, m) in throughput_at(test) {
             let class = match m.difference_pct {
-                Some(d) if m.significant && d < 0.0 => " class=\"warn\"",
-                _ => "",
+                Some(d) if m.significant && d < 0.0 => markup!(" class=\"warn\""),
+                _ => Html::new(),
             };
-            let _ = write!(
-                h,
-                "<tr{class}><td>{}</td><td class=\"l\">{}</td><td>{value}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{} → {}</td><td>{} → {}</td></tr>",
-                esc(&test.name),
-                esc(&test.mode),
-                rate(m.a_median),
-                rate(m.b_median),
-                esc(&change(m)),
-                esc(&short_cause(test.a_top_cause.as_ref())),
-                esc(&short_cause(test.b_top_cause.as_ref())),
-                esc(&test.comparison.a),
-                esc(&test.comparison.b)
-            );
+            html!(h, "<tr{}><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{} → {}</td><td>{} → {}</td></tr>", class, &test.name, &test.mode, value, rate(m.a_median), rate(m.b_median), &change(m), &short_cause(test.a_top_cause.as_ref()), &short_cause(test.b_top_cause.as_ref()), &test.comparison.a, &test.comparison.b);
         }
     }
     h += "</table>";
     for test in &c.tests {
         for p in &test.comparison.points {
             for l in &p.locks {
-                let _ = write!(
+                html!(
                     h,
                     "<p>{} ({}) at {}: {} wait per op {:.0} ns → {:.0} ns</p>",
-                    esc(&test.name),
-                    esc(&test.mode),
+                    &test.name,
+                    &test.mode,
                     p.value,
-                    esc(&l.lock),
+                    &l.lock,
                     l.a_wait_ns_per_op,
                     l.b_wait_ns_per_op
                 );
             }
         }
         for f in &test.comparison.findings_appeared {
-            let _ = write!(
+            html!(
                 h,
                 "<p class=\"warn\">{} ({}): finding appeared in B: {}</p>",
-                esc(&test.name),
-                esc(&test.mode),
-                esc(f)
+                &test.name,
+                &test.mode,
+                f
             );
         }
         for f in &test.comparison.findings_disappeared {
-            let _ = write!(
+            html!(
                 h,
                 "<p>{} ({}): finding gone in B: {}</p>",
-                esc(&test.name),
-                esc(&test.mode),
-                esc(f)
+                &test.name,
+                &test.mode,
+                f
             );
         }
     }
@@ -471,10 +432,10 @@ pub fn html_comparison(c: &SuiteComparison) -> String {
         .map(|k| ("A", k))
         .chain(c.only_in_b.iter().map(|k| ("B", k)))
     {
-        let _ = write!(h, "<p class=\"muted\">only in {}: {}</p>", k.0, esc(k.1));
+        html!(h, "<p class=\"muted\">only in {}: {}</p>", k.0, k.1);
     }
     h += "</body></html>\n";
-    h
+    h.into_string()
 }
 
 #[cfg(test)]

@@ -1,17 +1,16 @@
 //! The report's SVG plots: the scaling curve with the ideal line, the model and the CPU
 //! count; the budget bars; compare's A/B curves.
 
+use super::markup::{html, markup, Html};
+use super::*;
 use crate::si;
 use scalprof_model::{Model, RunDocument};
-use std::fmt::Write;
-
-use super::*;
 
 /// The scaling plot: measured medians with min–max whiskers, and the fitted model.
 /// A plot's axes: the two lines, five throughput ticks up to `ymax`, and a label under each
 /// of `xs`. `frame` is (width, height, left, right, top and bottom margins).
 pub(super) fn axes(
-    svg: &mut String,
+    svg: &mut Html,
     frame: (f64, f64, f64, f64, f64, f64),
     ymax: f64,
     y: &dyn Fn(f64) -> f64,
@@ -19,15 +18,10 @@ pub(super) fn axes(
     x: &dyn Fn(f64) -> f64,
 ) {
     let (w, h, ml, mr, mt, mb) = frame;
-    let _ = write!(
-        svg,
-        "<line x1=\"{ml}\" y1=\"{0}\" x2=\"{1}\" y2=\"{0}\" stroke=\"#333\"/><line x1=\"{ml}\" y1=\"{mt}\" x2=\"{ml}\" y2=\"{0}\" stroke=\"#333\"/>",
-        h - mb,
-        w - mr
-    );
+    html!(svg, "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#333\"/><line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#333\"/>", ml, h - mb, w - mr, h - mb, ml, mt, ml, h - mb);
     for i in 0..=4 {
         let v = ymax * i as f64 / 4.0;
-        let _ = write!(
+        html!(
             svg,
             "<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"end\">{}</text>",
             ml - 6.0,
@@ -36,7 +30,7 @@ pub(super) fn axes(
         );
     }
     for &v in xs {
-        let _ = write!(
+        html!(
             svg,
             "<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"middle\">{}</text>",
             x(v),
@@ -46,7 +40,7 @@ pub(super) fn axes(
     }
 }
 
-pub fn scaling_plot(doc: &RunDocument) -> String {
+pub fn scaling_plot(doc: &RunDocument) -> Html {
     let pts: Vec<(f64, f64, f64, f64)> = doc
         .points
         .iter()
@@ -56,9 +50,10 @@ pub fn scaling_plot(doc: &RunDocument) -> String {
         })
         .collect();
     let (w, h, ml, mr, mt, mb) = (720.0, 360.0, 70.0, 20.0, 20.0, 45.0);
-    let mut svg = format!(
-        "<svg id=\"scaling-plot\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-label=\"throughput against {}\">",
-        esc(doc.sweep.parameter.as_str())
+    let mut svg = markup!(
+        "<svg id=\"scaling-plot\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" role=\"img\" aria-label=\"throughput against {}\">",
+        w, h, w, h,
+        doc.sweep.parameter.as_str()
     );
     if pts.is_empty() {
         svg += "<text x=\"20\" y=\"40\">no measured point</text></svg>";
@@ -81,28 +76,12 @@ pub fn scaling_plot(doc: &RunDocument) -> String {
     let y = |v: f64| h - mb - (h - mt - mb) * v / ymax.max(f64::MIN_POSITIVE);
     let xs: Vec<f64> = pts.iter().map(|p| p.0).collect();
     axes(&mut svg, (w, h, ml, mr, mt, mb), ymax, &y, &xs, &x);
-    let _ = write!(
-        svg,
-        "<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\">{}</text><text x=\"14\" y=\"{}\" font-size=\"12\" transform=\"rotate(-90 14 {})\" text-anchor=\"middle\">throughput ({})</text>",
-        (ml + w - mr) / 2.0,
-        h - 8.0,
-        esc(doc.sweep.parameter.as_str()),
-        (mt + h - mb) / 2.0,
-        (mt + h - mb) / 2.0,
-        esc(&doc.throughput.unit)
-    );
+    html!(svg, "<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\">{}</text><text x=\"14\" y=\"{}\" font-size=\"12\" transform=\"rotate(-90 14 {})\" text-anchor=\"middle\">throughput ({})</text>", (ml + w - mr) / 2.0, h - 8.0, doc.sweep.parameter.as_str(), (mt + h - mb) / 2.0, (mt + h - mb) / 2.0, &doc.throughput.unit);
     // Linear scaling from the first point: what the measured points fall short of.
     if doc.sweep.parameter == scalprof_model::SweepParameter::Threads {
         if let Some(&(n0, x0, _, _)) = pts.first() {
             let end = xmax.min(ymax * n0 / x0.max(f64::MIN_POSITIVE));
-            let _ = write!(
-                svg,
-                "<line id=\"linear\" x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#999\" stroke-dasharray=\"2 3\"><title>linear scaling</title></line>",
-                x(n0),
-                y(x0),
-                x(end),
-                y(x0 * end / n0)
-            );
+            html!(svg, "<line id=\"linear\" x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#999\" stroke-dasharray=\"2 3\"><title>linear scaling</title></line>", x(n0), y(x0), x(end), y(x0 * end / n0));
         }
     }
     // The fitted model.
@@ -116,62 +95,27 @@ pub fn scaling_plot(doc: &RunDocument) -> String {
                 format!("{:.1},{:.1}", x(n), y(m.predict(n).clamp(0.0, ymax)))
             })
             .collect();
-        let _ = write!(
-            svg,
-            "<polyline id=\"model-curve\" fill=\"none\" stroke=\"#36c\" stroke-dasharray=\"5 4\" points=\"{}\"/>",
-            path.join(" ")
-        );
+        html!(svg, "<polyline id=\"model-curve\" fill=\"none\" stroke=\"#36c\" stroke-dasharray=\"5 4\" points=\"{}\"/>", path.join(" "));
     }
     // Where the points start to outnumber the machine's CPUs.
     let cpus = doc.host.cpus as f64;
     if doc.sweep.parameter == scalprof_model::SweepParameter::Threads && cpus > 0.0 && cpus < xmax {
-        let _ = write!(
-            svg,
-            "<line id=\"cpus\" x1=\"{0:.1}\" y1=\"{1}\" x2=\"{0:.1}\" y2=\"{2}\" stroke=\"#a60\" stroke-dasharray=\"1 4\"/><text x=\"{3:.1}\" y=\"{4}\" font-size=\"11\" fill=\"#a60\">{5} CPUs</text>",
-            x(cpus),
-            mt,
-            h - mb,
-            x(cpus) + 4.0,
-            h - mb - 6.0,
-            doc.host.cpus
-        );
+        html!(svg, "<line id=\"cpus\" x1=\"{:.1}\" y1=\"{}\" x2=\"{:.1}\" y2=\"{}\" stroke=\"#a60\" stroke-dasharray=\"1 4\"/><text x=\"{:.1}\" y=\"{}\" font-size=\"11\" fill=\"#a60\">{} CPUs</text>", x(cpus), mt, x(cpus), h - mb, x(cpus) + 4.0, h - mb - 6.0, doc.host.cpus);
     }
     // The legend, top left inside the axes (the curves start at the first point, right of it).
     let lx = ml + 12.0;
-    let _ = write!(
-        svg,
-        "<g id=\"legend\" font-size=\"11\"><circle cx=\"{0}\" cy=\"{1}\" r=\"4\" fill=\"#c33\"/><text x=\"{2}\" y=\"{3}\">measured (median, min–max)</text>\
-         <line x1=\"{4}\" y1=\"{5}\" x2=\"{6}\" y2=\"{5}\" stroke=\"#36c\" stroke-dasharray=\"5 4\"/><text x=\"{2}\" y=\"{7}\">fitted model</text>\
-         <line x1=\"{4}\" y1=\"{8}\" x2=\"{6}\" y2=\"{8}\" stroke=\"#999\" stroke-dasharray=\"2 3\"/><text x=\"{2}\" y=\"{9}\">linear scaling</text></g>",
-        lx + 8.0,
-        mt + 6.0,
-        lx + 20.0,
-        mt + 10.0,
-        lx,
-        mt + 20.0,
-        lx + 16.0,
-        mt + 24.0,
-        mt + 34.0,
-        mt + 38.0,
-    );
+    html!(svg, "<g id=\"legend\" font-size=\"11\"><circle cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"#c33\"/><text x=\"{}\" y=\"{}\">measured (median, min–max)</text>\
+         <line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#36c\" stroke-dasharray=\"5 4\"/><text x=\"{}\" y=\"{}\">fitted model</text>\
+         <line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#999\" stroke-dasharray=\"2 3\"/><text x=\"{}\" y=\"{}\">linear scaling</text></g>", lx + 8.0, mt + 6.0, lx + 20.0, mt + 10.0, lx, mt + 20.0, lx + 16.0, mt + 20.0, lx + 20.0, mt + 24.0, lx, mt + 34.0, lx + 16.0, mt + 34.0, lx + 20.0, mt + 38.0);
     for p in &pts {
-        let _ = write!(
-            svg,
-            "<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"#c33\"/><circle class=\"measured\" cx=\"{0}\" cy=\"{3}\" r=\"4\" fill=\"#c33\"><title>{4}: {5}</title></circle>",
-            x(p.0),
-            y(p.2),
-            y(p.3),
-            y(p.1),
-            p.0,
-            si(p.1)
-        );
+        html!(svg, "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#c33\"/><circle class=\"measured\" cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"#c33\"><title>{}: {}</title></circle>", x(p.0), y(p.2), x(p.0), y(p.3), x(p.0), y(p.1), p.0, si(p.1));
     }
     svg += "</svg>";
     svg
 }
 
 /// One stacked bar per point: useful, each cause, scalprof, unexplained.
-pub(crate) fn budget_bars(doc: &RunDocument) -> String {
+pub(crate) fn budget_bars(doc: &RunDocument, heading: Heading) -> Html {
     const COLORS: [&str; 6] = ["#c33", "#e83", "#db3", "#a5c", "#39c", "#7a7"];
     let budgets: Vec<(u64, &scalprof_model::Budget)> = doc
         .points
@@ -179,52 +123,53 @@ pub(crate) fn budget_bars(doc: &RunDocument) -> String {
         .filter_map(|p| Some((p.value, p.budget.as_ref()?)))
         .collect();
     if budgets.is_empty() {
-        return String::new();
+        return Html::new();
     }
-    let mut h = String::from(
-        "<h2>Where the thread-time went</h2><div id=\"budget\"><p class=\"muted\">Each point's thread-time per operation: useful work (the efficiency), the causes (the growth of their time per operation since the first point), scalprof's own cost, and what is unexplained.</p>",
-    );
+    let mut h = Html::new();
+    h += match heading {
+        Heading::Page => "<h2>Where the thread-time went</h2><div id=\"budget\">",
+        Heading::Nested => "<h3>Where the thread-time went</h3><div>",
+    };
+    h += "<p class=\"muted\">Each point's thread-time per operation: useful work (the efficiency), the causes (the growth of their time per operation since the first point), scalprof's own cost, and what is unexplained.</p>";
     for (value, b) in budgets {
         let seg = |share: f64, color: &str, label: &str| {
-            format!(
-                "<div class=\"seg\" style=\"width:{:.2}%;background:{color}\" title=\"{} {:.0}%\"></div>",
+            markup!(
+                "<div class=\"seg\" style=\"width:{:.2}%;background:{}\" title=\"{} {:.0}%\"></div>",
                 share * 100.0,
-                esc(label),
+                color,
+                label,
                 share * 100.0
             )
         };
         let mut bar = seg(b.useful, "#4a4", "useful");
-        let mut legend = vec![format!("useful {:.0}%", b.useful * 100.0)];
+        let mut legend = vec![markup!("useful {:.0}%", b.useful * 100.0)];
         for (i, c) in b.causes.iter().enumerate() {
             let color = COLORS[i % COLORS.len()];
-            bar += &seg(c.share, color, &c.subject);
-            legend.push(format!(
-                "<span style=\"color:{color}\">■</span> {} {:.0}%",
-                esc(&c.subject),
+            bar += seg(c.share, color, &c.subject);
+            legend.push(markup!(
+                "<span style=\"color:{}\">■</span> {} {:.0}%",
+                color,
+                &c.subject,
                 c.share * 100.0
             ));
         }
-        bar += &seg(b.overhead, "#666", "scalprof");
-        bar += &seg(b.unexplained, "#ddd", "unexplained");
-        legend.push(format!("unexplained {:.0}%", b.unexplained * 100.0));
-        let _ = write!(
-            h,
-            "<div class=\"budget-row\"><span class=\"budget-label\">{value} {}</span><div class=\"bar\">{bar}</div><p class=\"muted\">{}</p></div>",
-            esc(doc.sweep.parameter.as_str()),
-            legend.join(" · ")
-        );
+        bar += seg(b.overhead, "#666", "scalprof");
+        bar += seg(b.unexplained, "#ddd", "unexplained");
+        legend.push(markup!("unexplained {:.0}%", b.unexplained * 100.0));
+        html!(h, "<div class=\"budget-row\"><span class=\"budget-label\">{} {}</span><div class=\"bar\">{}</div><p class=\"muted\">{}</p></div>", value, doc.sweep.parameter.as_str(), bar, Html::join(legend, " · "));
     }
-    h + "</div>"
+    h += "</div>";
+    h
 }
 
 pub(super) fn model_text(m: &Model, parameter: &str) -> String {
-    esc(&crate::model_line(Some(m), parameter))
+    crate::model_line(Some(m), parameter)
 }
 
 /// The comparison page (`scalprof compare --report`): verdicts per point and metric, lock
 /// and finding changes, and the differential flame graph.
 /// A's and B's throughput (medians, min–max) over the common points, on one plot.
-pub(super) fn compare_plot(c: &scalprof_model::compare::Comparison) -> String {
+pub(super) fn compare_plot(c: &scalprof_model::compare::Comparison) -> Html {
     let series: Vec<(f64, [f64; 3], [f64; 3])> = c
         .points
         .iter()
@@ -241,7 +186,7 @@ pub(super) fn compare_plot(c: &scalprof_model::compare::Comparison) -> String {
         })
         .collect();
     if series.is_empty() {
-        return String::new();
+        return Html::new();
     }
     let (w, h, ml, mr, mt, mb) = (720.0, 320.0, 70.0, 20.0, 20.0, 40.0);
     let xmax = series.iter().map(|s| s.0).fold(1.0, f64::max) * 1.1;
@@ -253,8 +198,9 @@ pub(super) fn compare_plot(c: &scalprof_model::compare::Comparison) -> String {
         * 1.15;
     let x = |v: f64| ml + (w - ml - mr) * v / xmax;
     let y = |v: f64| h - mb - (h - mt - mb) * v / ymax;
-    let mut svg = format!(
-        "<svg id=\"compare-plot\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-label=\"throughput of A and B\">"
+    let mut svg = markup!(
+        "<svg id=\"compare-plot\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" viewBox=\"0 0 {} {}\" role=\"img\" aria-label=\"throughput of A and B\">",
+        w, h, w, h
     );
     let xs: Vec<f64> = series.iter().map(|s| s.0).collect();
     axes(&mut svg, (w, h, ml, mr, mt, mb), ymax, &y, &xs, &x);
@@ -266,34 +212,12 @@ pub(super) fn compare_plot(c: &scalprof_model::compare::Comparison) -> String {
                 format!("{:.1},{:.1}", x(s.0), y(v[0]))
             })
             .collect();
-        let _ = write!(
-            svg,
-            "<polyline class=\"series-{name}\" fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"/>",
-            pts.join(" ")
-        );
+        html!(svg, "<polyline class=\"series-{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"{}\"/>", name, color, pts.join(" "));
         for s in &series {
             let v = if pick == 0 { s.1 } else { s.2 };
-            let _ = write!(
-                svg,
-                "<line x1=\"{0:.1}\" y1=\"{1:.1}\" x2=\"{0:.1}\" y2=\"{2:.1}\" stroke=\"{color}\"/><circle cx=\"{0:.1}\" cy=\"{3:.1}\" r=\"4\" fill=\"{color}\"><title>{name} at {4}: {5}</title></circle>",
-                x(s.0),
-                y(v[1]),
-                y(v[2]),
-                y(v[0]),
-                s.0,
-                si(v[0])
-            );
+            html!(svg, "<line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"{}\"/><circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"4\" fill=\"{}\"><title>{} at {}: {}</title></circle>", x(s.0), y(v[1]), x(s.0), y(v[2]), color, x(s.0), y(v[0]), color, name, s.0, si(v[0]));
         }
     }
-    let _ = write!(
-        svg,
-        "<g id=\"legend\" font-size=\"11\"><circle cx=\"{0}\" cy=\"{1}\" r=\"4\" fill=\"#999\"/><text x=\"{2}\" y=\"{3}\">A (median, min–max)</text><circle cx=\"{0}\" cy=\"{4}\" r=\"4\" fill=\"#c33\"/><text x=\"{2}\" y=\"{5}\">B</text></g></svg>",
-        ml + 20.0,
-        mt + 6.0,
-        ml + 30.0,
-        mt + 10.0,
-        mt + 22.0,
-        mt + 26.0
-    );
-    format!("<h2>Throughput, A and B</h2>{svg}")
+    html!(svg, "<g id=\"legend\" font-size=\"11\"><circle cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"#999\"/><text x=\"{}\" y=\"{}\">A (median, min–max)</text><circle cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"#c33\"/><text x=\"{}\" y=\"{}\">B</text></g></svg>", ml + 20.0, mt + 6.0, ml + 30.0, mt + 10.0, ml + 20.0, mt + 22.0, ml + 30.0, mt + 26.0);
+    markup!("<h2>Throughput, A and B</h2>{}", svg)
 }

@@ -1,11 +1,10 @@
 //! The HTML report of one run.
 
+use super::markup::{html, markup, Html};
+use super::*;
 use crate::flame::svg as flame_svg;
 use crate::si;
 use scalprof_model::RunDocument;
-use std::fmt::Write;
-
-use super::*;
 
 /// The report of one run. `flames`: (point, profile) for the per-point flame graphs;
 /// `diff`: a differential flame graph (SVG bytes) of the first and last points.
@@ -14,33 +13,24 @@ pub fn run_report(
     flames: &[(u64, &scalprof_model::PointProfile)],
     diff: Option<&[u8]>,
 ) -> String {
-    let mut h = String::new();
+    let mut h = Html::new();
     let title = format!("scalprof run {} · {}", doc.id, doc.label);
-    let _ = write!(
+    html!(
         h,
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>{STYLE}</style></head><body>",
-        esc(&title)
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>",
+        &title
     );
-    let _ = write!(
-        h,
-        "<h1>{}</h1><p><code>{}</code></p><p class=\"muted\">{} · Linux {} · {} CPUs · {} · {} · status <b>{}</b></p>",
-        esc(&title),
-        esc(&crate::shell_line(&doc.command)),
-        esc(&doc.created),
-        esc(&doc.host.kernel),
-        doc.host.cpus,
-        esc(&doc.host.cpu_model),
-        if doc.host.pmu { "hardware PMU" } else { "no hardware PMU" },
-        esc(doc.status.as_str())
-    );
+    h += STYLE;
+    h += "</style></head><body>";
+    html!(h, "<h1>{}</h1><p><code>{}</code></p><p class=\"muted\">{} · Linux {} · {} CPUs · {} · {} · status <b>{}</b></p>", &title, &crate::shell_line(&doc.command), &doc.created, &doc.host.kernel, doc.host.cpus, &doc.host.cpu_model, if doc.host.pmu { "hardware PMU" } else { "no hardware PMU" }, doc.status.as_str());
 
     h += "<h2>Scaling</h2>";
-    h += &scaling_plot(doc);
+    h += scaling_plot(doc);
     if let Some(m) = &doc.model {
-        let _ = write!(h, "<p>{}</p>", model_text(m, doc.sweep.parameter.as_str()));
+        html!(h, "<p>{}</p>", model_text(m, doc.sweep.parameter.as_str()));
     }
     h += "<table id=\"points\"><tr><th>";
-    h += &esc(doc.sweep.parameter.as_str());
+    h.text(doc.sweep.parameter.as_str());
     h += "</th><th>throughput</th><th>speedup</th><th>efficiency</th><th>wall s</th><th>user s</th><th>sys s</th><th>lock wait s</th><th>traced vs clean</th><th>overhead (scalprof)</th></tr>";
     for p in &doc.points {
         let med = |s: Option<scalprof_model::Spread>| {
@@ -66,49 +56,26 @@ pub fn run_report(
                 / 1e9
                 / runs
         });
-        let _ = write!(
-            h,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            p.value,
-            p.throughput.map_or("—".into(), si),
-            p.speedup.map_or("—".into(), |s| format!("{s:.2}×")),
-            p.efficiency.map_or("—".into(), |e| format!("{:.0}%", e * 100.0)),
-            med(p.wall_s),
-            med(p.user_s),
-            med(p.sys_s),
-            lock_wait.map_or("—".into(), |w| format!("{w:.3}")),
-            p.perturbation
-                .map_or("—".into(), |x| format!("{:+.1}%", 100.0 * x)),
-            overhead.map_or("—".into(), |o| format!("{o:.1}% of samples")),
-        );
+        html!(h, "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>", p.value, p.throughput.map_or("—".into(), si), p.speedup.map_or("—".into(), |s| format!("{s:.2}×")), p.efficiency.map_or("—".into(), |e| format!("{:.0}%", e * 100.0)), med(p.wall_s), med(p.user_s), med(p.sys_s), lock_wait.map_or("—".into(), |w| format!("{w:.3}")), p.perturbation
+                .map_or("—".into(), |x| format!("{:+.1}%", 100.0 * x)), overhead.map_or("—".into(), |o| format!("{o:.1}% of samples")));
     }
     h += "</table>";
     for w in &doc.warnings {
-        let _ = write!(h, "<p class=\"warn\">⚠ {}</p>", esc(&w.message));
+        html!(h, "<p class=\"warn\">⚠ {}</p>", &w.message);
     }
 
-    h += &budget_bars(doc);
+    h += budget_bars(doc, Heading::Page);
     h += "<h2>Findings</h2>";
     if doc.findings.is_empty() {
         h += "<p>No finding.</p>";
     }
     for f in &doc.findings {
-        let _ = write!(
-            h,
-            "<div class=\"finding\"><span class=\"score\">{:.0}%</span> <b>{}</b> {} <code>{}</code><p>{}</p>{}<p class=\"muted\">What to do: {}</p></div>",
-            f.score * 100.0,
-            esc(f.kind.as_str()),
-            esc(f.scope.map_or("", |s| s.as_str())),
-            esc(&f.subject),
-            esc(&f.evidence),
-            f.what_if.map_or(String::new(), |w| format!(
+        html!(h, "<div class=\"finding\"><span class=\"score\">{:.0}%</span> <b>{}</b> {} <code>{}</code><p>{}</p>{}<p class=\"muted\">What to do: {}</p></div>", f.score * 100.0, f.kind.as_str(), f.scope.map_or("", |s| s.as_str()), &f.subject, &f.evidence, f.what_if.map_or(Html::new(), |w| markup!(
                 "<p class=\"what-if\">Without it: up to {:.2}× at {} {} (an upper bound).</p>",
                 w.speedup,
                 w.value,
-                esc(doc.sweep.parameter.as_str())
-            )),
-            esc(&f.suggestion)
-        );
+                doc.sweep.parameter.as_str()
+            )), &f.suggestion);
     }
 
     if let Some(d) = &doc.scaling_diff {
@@ -117,17 +84,17 @@ pub fn run_report(
             if !rows.iter().any(|r| r.share_of_loss >= 0.01) {
                 continue;
             }
-            let _ = write!(h, "<table><tr><th>{scope} function (self)</th>");
+            html!(h, "<table><tr><th>{} function (self)</th>", scope);
             for p in &d.points {
-                let _ = write!(h, "<th>{} @{p}</th>", esc(&d.unit));
+                html!(h, "<th>{} @{}</th>", &d.unit, p);
             }
             h += "<th>growth</th><th>share of loss</th></tr>";
             for r in rows.iter().filter(|r| r.share_of_loss >= 0.01).take(10) {
-                let _ = write!(h, "<tr><td>{}</td>", esc(&r.function));
+                html!(h, "<tr><td>{}</td>", &r.function);
                 for v in &r.self_per_op {
-                    let _ = write!(h, "<td>{}</td>", si(*v));
+                    html!(h, "<td>{}</td>", si(*v));
                 }
-                let _ = write!(
+                html!(
                     h,
                     "<td>+{}</td><td>{:.0}%</td></tr>",
                     si(r.growth),
@@ -144,42 +111,21 @@ pub fn run_report(
             let Some(l) = &p.locks else { continue };
             // Who held the locks, as in the terminal table: a column only when known.
             let held = l.rows.iter().take(12).any(|r| !r.holders.is_empty());
-            let _ = write!(
-                h,
-                "<h3>{} {}</h3><table><tr><th>scope</th><th class=\"l\">lock</th><th class=\"l\">type</th><th>contended</th><th>total wait</th><th>avg</th><th>max</th><th>on-CPU</th><th class=\"l\">top callers</th>{}</tr>",
-                esc(doc.sweep.parameter.as_str()),
-                p.value,
-                if held { "<th class=\"l\">held in</th>" } else { "" }
-            );
+            html!(h, "<h3>{} {}</h3><table><tr><th>scope</th><th class=\"l\">lock</th><th class=\"l\">type</th><th>contended</th><th>total wait</th><th>avg</th><th>max</th><th>on-CPU</th><th class=\"l\">top callers</th>{}</tr>", doc.sweep.parameter.as_str(), p.value, if held { markup!("<th class=\"l\">held in</th>") } else { Html::new() });
             for r in l.rows.iter().take(12) {
-                let callers: Vec<String> = r
-                    .callers
-                    .iter()
-                    .map(|c| format!("{} {:.0}%", esc(&c.function), c.share * 100.0))
-                    .collect();
-                let holders = if held {
-                    let list: Vec<String> = r
-                        .holders
-                        .iter()
-                        .map(|c| format!("{} {:.0}%", esc(&c.function), c.share * 100.0))
-                        .collect();
-                    format!("<td class=\"l\">{}</td>", list.join(", "))
-                } else {
-                    String::new()
+                let share = |c: &scalprof_model::locks::LockCaller| {
+                    markup!("{} {:.0}%", &c.function, c.share * 100.0)
                 };
-                let _ = write!(
-                    h,
-                    "<tr><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td>{holders}</tr>",
-                    esc(r.scope.as_str()),
-                    esc(&r.name),
-                    esc(&r.lock_type.to_string()),
-                    r.count,
-                    crate::ns(r.total_wait_ns as f64),
-                    crate::ns(r.avg_wait_ns()),
-                    crate::ns(r.max_wait_ns as f64),
-                    r.spin_ns.map_or("—".into(), |v| crate::ns(v as f64)),
-                    callers.join(", ")
-                );
+                let callers = Html::join(r.callers.iter().map(share), ", ");
+                let holders = if held {
+                    markup!(
+                        "<td class=\"l\">{}</td>",
+                        Html::join(r.holders.iter().map(share), ", ")
+                    )
+                } else {
+                    Html::new()
+                };
+                html!(h, "<tr><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td>{}</tr>", r.scope.as_str(), &r.name, &r.lock_type.to_string(), r.count, crate::ns(r.total_wait_ns as f64), crate::ns(r.avg_wait_ns()), crate::ns(r.max_wait_ns as f64), r.spin_ns.map_or("—".into(), |v| crate::ns(v as f64)), callers, holders);
             }
             h += "</table>";
         }
@@ -187,16 +133,19 @@ pub fn run_report(
 
     if let Some(c) = &doc.complexity {
         h += "<h2>Complexity</h2><table><tr><th>function (self)</th><th>k</th><th>95% interval</th><th>R²</th></tr>";
-        let _ = write!(
+        html!(
             h,
             "<tr><td>(whole workload)</td><td>{:.2}</td><td>{:.2}–{:.2}</td><td>{:.3}</td></tr>",
-            c.overall.exponent, c.overall.ci95[0], c.overall.ci95[1], c.overall.r2
+            c.overall.exponent,
+            c.overall.ci95[0],
+            c.overall.ci95[1],
+            c.overall.r2
         );
         for f in c.functions.iter().take(12) {
-            let _ = write!(
+            html!(
                 h,
                 "<tr><td>{}</td><td>{:.2}</td><td>{:.2}–{:.2}</td><td>{:.3}</td></tr>",
-                esc(&f.function),
+                &f.function,
                 f.fit.exponent,
                 f.fit.ci95[0],
                 f.fit.ci95[1],
@@ -214,25 +163,25 @@ pub fn run_report(
         let t = format!("{} {v}", doc.sweep.parameter);
         match flame_svg(p, &format!("scalprof: run {}, {t}", doc.id), None) {
             Ok(svg) => {
-                let _ = write!(
+                html!(
                     h,
                     "<h3>{}</h3>{}",
-                    esc(&t),
+                    &t,
                     flame_frame(&format!("flame-{v}"), &format!("flame graph, {t}"), &svg)
                 );
             }
             Err(e) => {
-                let _ = write!(
+                html!(
                     h,
                     "<p class=\"warn\">flame graph of {}: {}</p>",
-                    esc(&t),
-                    esc(&e.to_string())
+                    &t,
+                    &e.to_string()
                 );
             }
         }
     }
     if let Some(svg) = diff {
-        let _ = write!(
+        html!(
             h,
             "<h3>What changed per operation, first → last point</h3>{}",
             flame_frame("flame-diff", "differential flame graph", svg)
@@ -257,29 +206,19 @@ pub fn run_report(
         let scalprof_model::FindingDetails::Sharing(d) = &f.details else {
             continue;
         };
-        let fields: Vec<String> = d
-            .fields
-            .iter()
-            .map(|name| {
+        let fields = Html::join(
+            d.fields.iter().map(|name| {
                 if d.written_fields.contains(name) {
-                    format!("<b>{}</b>", esc(name))
+                    markup!("<b>{}</b>", name)
                 } else {
-                    esc(name)
+                    markup!("{}", name)
                 }
-            })
-            .collect();
-        let instructions: Vec<String> = d.instructions.iter().map(|i| esc(i)).collect();
-        let _ = write!(
-            h,
-            "<p><b>{}</b> <code>{}</code> in {} — cache line {}: fields {} (written fields in bold); writes at {}</p>",
-            esc(f.kind.as_str()),
-            esc(&f.subject),
-            esc(&d.file),
-            esc(&d.cache_line),
-            if fields.is_empty() { "—".to_string() } else { fields.join(", ") },
-            instructions.join(", ")
+            }),
+            ", ",
         );
+        let instructions = Html::join(d.instructions.iter().map(|i| markup!("{}", i)), ", ");
+        html!(h, "<p><b>{}</b> <code>{}</code> in {} — cache line {}: fields {} (written fields in bold); writes at {}</p>", f.kind.as_str(), &f.subject, &d.file, &d.cache_line, if fields.is_empty() { markup!("—") } else { fields }, instructions);
     }
     h += "</body></html>\n";
-    h
+    h.into_string()
 }

@@ -1,6 +1,8 @@
 //! Helpers shared by the test binaries (each uses some of them).
 #![allow(dead_code)]
 
+pub mod corpus;
+
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard};
 

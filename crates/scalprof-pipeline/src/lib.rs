@@ -8,6 +8,8 @@
 //!
 //! - [`sweep::run`] runs a sweep and stores every repeat the moment it finishes; what
 //!   happens along the way is reported to an [`Observer`] (the CLI draws a progress bar).
+//!   [`sweep::run_with`] reads as its steps: validate, create the run, execute, record the
+//!   end, the sharing sites, assemble the document once.
 //! - [`load`] reads everything a run document is computed from, merging each point's
 //!   profiles and lock tables once; [`document`] computes the document from it. Nothing
 //!   derived is stored: every finding is recomputed on every load.

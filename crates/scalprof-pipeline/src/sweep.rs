@@ -45,6 +45,30 @@ pub struct RunOptions {
     pub attach: scalprof_collect::attach::AttachSpec,
 }
 
+impl RunOptions {
+    /// A sweep of `command` over `parameter` with the defaults of `scalprof run`: 3 clean
+    /// repeats and 1 traced per point, profiled and lock-traced, the sweep's values from
+    /// the CPU count, throughput from an `ops=N` line. Callers change what differs.
+    pub fn new(command: Vec<String>, parameter: SweepParameter) -> Self {
+        RunOptions {
+            command,
+            parameter,
+            values: None,
+            repeat: 3,
+            diagnose: 1,
+            warmup: 0,
+            label: None,
+            ops_regex: r"ops=(\d+)".into(),
+            scaling: None,
+            timeout: None,
+            keep_going: false,
+            sampling: Some(SamplingConfig::default()),
+            locks: Some(LockConfig::default()),
+            attach: Default::default(),
+        }
+    }
+}
+
 /// What a sweep produced.
 pub struct RunOutcome {
     pub id: i64,
@@ -124,7 +148,10 @@ pub fn run(
     run_with(store, opts, &mut SystemCollectors, observer, interrupt)
 }
 
-/// [`run`] with the given collectors (tests inject failing or scripted ones).
+/// [`run`] with the given collectors (tests inject failing or scripted ones). Reads as
+/// its steps: validate → create the run → execute the sweep (each repeat committed,
+/// its locks named and its samples symbolized as it ends, in [`StoreSink`]) → record the
+/// end → the sharing sites, while the symbols are loaded → assemble the document once.
 pub fn run_with(
     store: &Store,
     opts: &RunOptions,
@@ -132,79 +159,19 @@ pub fn run_with(
     observer: &mut dyn Observer,
     interrupt: &Interrupt,
 ) -> Result<RunOutcome> {
-    if opts.repeat == 0 {
-        bail!("--repeat must be at least 1");
-    }
     // What the workload leaves running is reparented to scalprof, and reported.
     scalprof_collect::exec::become_subreaper();
     let host = scalprof_collect::host::probe();
-    let host_pmu = host.pmu;
-    let values = match &opts.values {
-        Some(v) => v.clone(),
-        None => sweep::default_values(host.cpus),
-    };
-    if values.is_empty() {
-        bail!("the sweep has no values");
-    }
-    // Fail at once, before a run exists, if the program cannot be found.
-    let first = sweep::substitute(&opts.command, opts.parameter.as_str(), values[0]);
-    let program = scalprof_collect::resolve_program(&first[0])?;
-    let ops_regex = Regex::new(&opts.ops_regex)
-        .with_context(|| format!("--ops-regex {:?} is not a valid regex", opts.ops_regex))?;
-    if ops_regex.captures_len() < 2 {
-        bail!(
-            "--ops-regex {:?} needs a capture group around the number, e.g. 'ops=(\\d+)'",
-            opts.ops_regex
-        );
-    }
-    let label = opts.label.clone().unwrap_or_else(|| {
-        program
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| first[0].clone())
-    });
-
-    let id = store.create_run(&NewRun {
-        label: label.clone(),
-        created: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
-        command: opts.command.clone(),
-        sweep: Sweep {
-            parameter: opts.parameter,
-            values: values.clone(),
-        },
-        host,
-        scaling: opts.scaling,
-        ops_regex: opts.ops_regex.clone(),
-    })?;
-    let output_dir = crate::output_dir_for(store.path(), id);
-    store.set_output_dir(id, &output_dir)?;
-
-    let tracing = (opts.sampling.is_some() || opts.locks.is_some()) && opts.diagnose > 0;
-    let plan = SweepPlan {
-        command: opts.command.clone(),
-        parameter: opts.parameter.as_str().to_string(),
-        values: values.clone(),
-        repeat: opts.repeat,
-        diagnose: opts.diagnose,
-        warmup: opts.warmup,
-        timeout: opts.timeout,
-        keep_going: opts.keep_going,
-        output_dir,
-        ops_regex,
-        output_limit: sweep::OUTPUT_LIMIT,
-        sampling: opts.sampling.clone().filter(|_| tracing).map(|mut c| {
-            c.use_pmu = host_pmu;
-            c
-        }),
-        locks: opts.locks.clone().filter(|_| tracing),
-        attach: opts.attach.clone(),
-    };
+    let checked = validate(opts, host.cpus)?;
+    let (id, plan) = create_run(store, opts, &checked, host)?;
+    // Traced repeats run only with a profiler or a tracer to attach.
+    let tracing = plan.sampling.is_some() || plan.locks.is_some();
     let diagnose = if tracing { opts.diagnose } else { 0 };
     observer.started(
         id,
-        &label,
+        &checked.label,
         &Shape {
-            points: values.len(),
+            points: plan.values.len(),
             repeat: opts.repeat,
             warmup: opts.warmup,
             traced: diagnose,
@@ -222,6 +189,112 @@ pub fn run_with(
     };
     let end = sweep::run_with(&plan, collectors, &mut sink, interrupt);
     let symbols = sink.symbols.take();
+    let end = record_end(store, id, end)?;
+    let mut inputs = crate::load(store, id)?;
+    if opts.sampling.is_some() && opts.parameter == SweepParameter::Threads {
+        if let Some(symbols) = symbols {
+            sharing_sites(store, id, &mut inputs, symbols)?;
+        }
+    }
+    let doc = scalprof_analyze::assemble(&inputs);
+    Ok(RunOutcome { id, doc, end })
+}
+
+/// What [`validate`] found the options to mean.
+struct Checked {
+    values: Vec<u64>,
+    ops_regex: Regex,
+    label: String,
+}
+
+/// Checks the options before a run exists: the sweep has values, the program can be
+/// found, the ops regex compiles with a capture group. Names the run.
+fn validate(opts: &RunOptions, cpus: u32) -> Result<Checked> {
+    if opts.repeat == 0 {
+        bail!("--repeat must be at least 1");
+    }
+    let values = match &opts.values {
+        Some(v) => v.clone(),
+        None => sweep::default_values(cpus),
+    };
+    if values.is_empty() {
+        bail!("the sweep has no values");
+    }
+    let first = sweep::substitute(&opts.command, opts.parameter.as_str(), values[0]);
+    let program = scalprof_collect::resolve_program(&first[0])?;
+    let ops_regex = Regex::new(&opts.ops_regex)
+        .with_context(|| format!("--ops-regex {:?} is not a valid regex", opts.ops_regex))?;
+    if ops_regex.captures_len() < 2 {
+        bail!(
+            "--ops-regex {:?} needs a capture group around the number, e.g. 'ops=(\\d+)'",
+            opts.ops_regex
+        );
+    }
+    let label = opts.label.clone().unwrap_or_else(|| {
+        program
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| first[0].clone())
+    });
+    Ok(Checked {
+        values,
+        ops_regex,
+        label,
+    })
+}
+
+/// The run in the store (status running) and the plan its sweep executes.
+fn create_run(
+    store: &Store,
+    opts: &RunOptions,
+    checked: &Checked,
+    host: scalprof_model::Host,
+) -> Result<(i64, SweepPlan)> {
+    let host_pmu = host.pmu;
+    let id = store.create_run(&NewRun {
+        label: checked.label.clone(),
+        created: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        command: opts.command.clone(),
+        sweep: Sweep {
+            parameter: opts.parameter,
+            values: checked.values.clone(),
+        },
+        host,
+        scaling: opts.scaling,
+        ops_regex: opts.ops_regex.clone(),
+    })?;
+    let output_dir = crate::output_dir_for(store.path(), id);
+    store.set_output_dir(id, &output_dir)?;
+    let tracing = (opts.sampling.is_some() || opts.locks.is_some()) && opts.diagnose > 0;
+    let plan = SweepPlan {
+        command: opts.command.clone(),
+        parameter: opts.parameter.as_str().to_string(),
+        values: checked.values.clone(),
+        repeat: opts.repeat,
+        diagnose: opts.diagnose,
+        warmup: opts.warmup,
+        timeout: opts.timeout,
+        keep_going: opts.keep_going,
+        output_dir,
+        ops_regex: checked.ops_regex.clone(),
+        output_limit: sweep::OUTPUT_LIMIT,
+        sampling: opts.sampling.clone().filter(|_| tracing).map(|mut c| {
+            c.use_pmu = host_pmu;
+            c
+        }),
+        locks: opts.locks.clone().filter(|_| tracing),
+        attach: opts.attach.clone(),
+    };
+    Ok((id, plan))
+}
+
+/// The run's status from how its sweep ended. An error still leaves every repeat
+/// measured so far in the store.
+fn record_end(
+    store: &Store,
+    id: i64,
+    end: Result<SweepEnd, scalprof_collect::CollectError>,
+) -> Result<SweepEnd> {
     let end = match end {
         Ok(end) => end,
         Err(e) => {
@@ -237,25 +310,30 @@ pub fn run_with(
         SweepEnd::Failed { .. } => RunStatus::Failed,
     };
     store.set_status(id, status)?;
+    Ok(end)
+}
 
-    let inputs = crate::load(store, id)?;
-    let mut doc = scalprof_analyze::assemble(&inputs);
-    // The sharing analysis reads the binaries, so its sites are read now, while the files
-    // are here, and stored with the run; the findings are computed from them on each load.
-    if opts.sampling.is_some() && opts.parameter == SweepParameter::Threads {
-        if let (Some((_, last)), Some(mut symbols)) = (inputs.profiles.last(), symbols) {
-            let sites = scalprof_symbolize::sharing::resolve(
-                &last.hot,
-                &mut symbols.files,
-                scalprof_debuginfo::cache_line_size(),
-            );
-            if !sites.sites.is_empty() {
-                store.set_sharing(id, &sites)?;
-                doc = crate::document(store, id)?;
-            }
-        }
+/// The sharing analysis reads the binaries, so its sites are read now, while the files
+/// are here, and stored with the run (the findings are computed from them on each load).
+fn sharing_sites(
+    store: &Store,
+    id: i64,
+    inputs: &mut scalprof_model::RunInputs,
+    mut symbols: Symbols,
+) -> Result<()> {
+    let Some((_, last)) = inputs.profiles.last() else {
+        return Ok(());
+    };
+    let sites = scalprof_symbolize::sharing::resolve(
+        &last.hot,
+        &mut symbols.files,
+        scalprof_debuginfo::cache_line_size(),
+    );
+    if !sites.sites.is_empty() {
+        store.set_sharing(id, &sites)?;
+        inputs.sharing = Some(sites);
     }
-    Ok(RunOutcome { id, doc, end })
+    Ok(())
 }
 
 /// Commits each repeat as the sweep reports it.

@@ -129,7 +129,7 @@ pub(crate) fn details(doc: &RunDocument, all_locks: bool) -> String {
             let mut shown = l.clone();
             shown
                 .rows
-                .retain(|r| row_share(p, r).is_none_or(|s| s >= 0.01));
+                .retain(|r| row_share(p, r).is_none_or(|s| s >= crate::tables::MIN_SHARE_SHOWN));
             let hidden = l.rows.len() - shown.rows.len();
             let table = lock_table(doc.sweep.parameter.as_str(), p.value, &shown);
             out += &if hidden > 0 && shown.rows.is_empty() {
@@ -195,7 +195,7 @@ pub(crate) fn warnings_and_findings(doc: &RunDocument) -> String {
 pub fn verdict_line(parameter: &str, value: u64, b: &scalprof_model::Budget) -> String {
     let pct = |x: f64| format!("{:.0}%", x * 100.0);
     let mut parts = vec![format!("{} useful", pct(b.useful))];
-    for c in b.causes.iter().filter(|c| c.share >= 0.01).take(3) {
+    for c in b.causes.iter().filter(|c| c.share >= crate::tables::MIN_SHARE_SHOWN).take(3) {
         parts.push(if c.detail.is_empty() {
             format!("{} {}", one_line(&c.subject), pct(c.share))
         } else {
@@ -211,7 +211,7 @@ pub fn verdict_line(parameter: &str, value: u64, b: &scalprof_model::Budget) -> 
         .causes
         .iter()
         .enumerate()
-        .filter(|(i, c)| *i >= 3 || c.share < 0.01)
+        .filter(|(i, c)| *i >= 3 || c.share < crate::tables::MIN_SHARE_SHOWN)
         .map(|(_, c)| c.share)
         .sum();
     if minor >= 0.005 {

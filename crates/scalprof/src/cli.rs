@@ -293,7 +293,7 @@ pub struct RunArgs {
 
     /// Sampling frequency of the profiler (samples per second per CPU). Lower it for long
     /// runs on many cores; raise it for short runs.
-    #[arg(long, default_value_t = 999, value_name = "HZ")]
+    #[arg(long, default_value_t = 999, value_name = "HZ", value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub freq: u64,
 
     /// User stack bytes copied per sample for unwinding (like perf's `--call-graph
@@ -336,6 +336,49 @@ pub struct RunArgs {
     /// which is also in the environment as SCALPROF_THREADS.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+impl RunArgs {
+    /// The sweep these flags ask for: the one place `run`'s flags become options.
+    pub fn options(&self) -> anyhow::Result<scalprof_pipeline::RunOptions> {
+        use scalprof_model::ThroughputSource;
+        let values = self
+            .threads
+            .as_deref()
+            .map(scalprof_collect::sweep::parse_values)
+            .transpose()?;
+        Ok(scalprof_pipeline::RunOptions {
+            values,
+            repeat: self.repeat,
+            diagnose: self.diagnose,
+            warmup: self.warmup,
+            label: self.label.clone(),
+            ops_regex: self.ops_regex.clone(),
+            scaling: self.scaling.map(|s| match s {
+                Scaling::Weak => ThroughputSource::Weak,
+                Scaling::Strong => ThroughputSource::Strong,
+            }),
+            timeout: self.timeout,
+            keep_going: self.keep_going,
+            sampling: (!self.no_profile).then(|| scalprof_collect::perf::SamplingConfig {
+                frequency: self.freq,
+                stack_bytes: self.stack_size,
+                ..Default::default()
+            }),
+            locks: (!self.no_locks).then_some(scalprof_collect::locks::LockConfig {
+                system_wide: self.system_wide,
+                bpf_stats: self.bpf_stats,
+            }),
+            attach: scalprof_collect::attach::AttachSpec {
+                pids: self.attach.clone(),
+                names: self.attach_name.clone(),
+            },
+            ..scalprof_pipeline::RunOptions::new(
+                self.command.clone(),
+                scalprof_model::SweepParameter::Threads,
+            )
+        })
+    }
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

@@ -198,28 +198,22 @@ pub fn suite(store: &Store, args: SuiteArgs, interrupt: &Interrupt) -> Result<Su
             test.name,
             test.what
         );
+        let command = vec![
+            bin.display().to_string(),
+            test.name.into(),
+            (*mode).into(),
+            "{threads}".into(),
+            seconds.to_string(),
+        ];
         let opts = RunOptions {
-            command: vec![
-                bin.display().to_string(),
-                test.name.into(),
-                (*mode).into(),
-                "{threads}".into(),
-                seconds.to_string(),
-            ],
-            parameter: scalprof_model::SweepParameter::Threads,
             values: values.clone(),
             repeat,
-            diagnose: 1,
-            warmup: 0,
             label: Some(format!("suite-{}-{mode}", test.name)),
-            ops_regex: r"ops=(\d+)".into(),
             scaling: Some(ThroughputSource::Weak),
             timeout: Some(timeout),
             // A test that fails or hangs is recorded, and the suite goes on.
             keep_going: true,
-            sampling: Some(Default::default()),
-            locks: Some(Default::default()),
-            attach: Default::default(),
+            ..RunOptions::new(command, scalprof_model::SweepParameter::Threads)
         };
         let show = Show {
             summary: false,

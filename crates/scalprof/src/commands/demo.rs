@@ -38,20 +38,15 @@ pub fn demo(db: &Option<std::path::PathBuf>, args: cli::DemoArgs) -> Result<Exit
     for name in ["counters_packed", "counters_padded"] {
         outln!("\n=== {name}: {} ===", describe(name));
         let opts = RunOptions {
-            command: vec![path_of(name), "{threads}".into()],
-            parameter: scalprof_model::SweepParameter::Threads,
             values: values.clone(),
             repeat: args.repeat,
-            diagnose: 1,
-            warmup: 0,
             label: Some(format!("demo-{name}")),
-            ops_regex: r"ops=(\d+)".into(),
             scaling: Some(ThroughputSource::Weak),
             timeout: Some(std::time::Duration::from_secs(120)),
-            keep_going: false,
-            sampling: Some(Default::default()),
-            locks: Some(Default::default()),
-            attach: Default::default(),
+            ..RunOptions::new(
+                vec![path_of(name), "{threads}".into()],
+                scalprof_model::SweepParameter::Threads,
+            )
         };
         let show = Show {
             summary: true,

@@ -10,48 +10,12 @@ use scalprof_model::ThroughputSource;
 use scalprof_pipeline::RunOptions;
 
 use super::*;
-use crate::cli::{self, Scaling};
+use crate::cli;
 use crate::run::Show;
 
 /// `scalprof run`: a thread sweep, measured, profiled and diagnosed.
 pub fn run(db: &Option<PathBuf>, args: cli::RunArgs) -> Result<ExitCode> {
-    let values = args
-        .threads
-        .as_deref()
-        .map(scalprof_collect::sweep::parse_values)
-        .transpose()?;
-    let opts = RunOptions {
-        command: args.command,
-        parameter: scalprof_model::SweepParameter::Threads,
-        values,
-        repeat: args.repeat,
-        diagnose: args.diagnose,
-        warmup: args.warmup,
-        label: args.label,
-        ops_regex: args.ops_regex,
-        scaling: args.scaling.map(|s| match s {
-            Scaling::Weak => ThroughputSource::Weak,
-            Scaling::Strong => ThroughputSource::Strong,
-        }),
-        timeout: args.timeout,
-        keep_going: args.keep_going,
-        sampling: (!args.no_profile).then(|| scalprof_collect::perf::SamplingConfig {
-            frequency: args.freq,
-            stack_bytes: args.stack_size,
-            ..Default::default()
-        }),
-        locks: (!args.no_locks).then_some(scalprof_collect::locks::LockConfig {
-            system_wide: args.system_wide,
-            bpf_stats: args.bpf_stats,
-        }),
-        attach: scalprof_collect::attach::AttachSpec {
-            pids: args.attach.clone(),
-            names: args.attach_name.clone(),
-        },
-    };
-    if args.freq == 0 || args.freq > 100_000 {
-        anyhow::bail!("--freq must be between 1 and 100000 samples per second");
-    }
+    let opts = args.options()?;
     // Check the command before touching the store: a typo fails at once.
     scalprof_collect::resolve_program(
         &scalprof_collect::sweep::substitute(&opts.command, opts.parameter.as_str(), 1)[0],
@@ -114,23 +78,17 @@ pub fn complexity(db: &Option<PathBuf>, args: cli::ComplexityArgs) -> Result<Exi
     let store = open_store(db)?;
     let interrupt = Interrupt::install()?;
     let opts = RunOptions {
-        command: args.command,
-        parameter: scalprof_model::SweepParameter::Size,
         values: Some(sizes),
         repeat: args.repeat,
         diagnose: args.diagnose,
-        warmup: 0,
         label: args.label,
-        ops_regex: r"ops=(\d+)".into(),
         scaling: Some(ThroughputSource::Strong),
-        timeout: None,
-        keep_going: false,
         sampling: Some(scalprof_collect::perf::SamplingConfig {
             frequency: args.freq,
             ..Default::default()
         }),
         locks: None,
-        attach: Default::default(),
+        ..RunOptions::new(args.command, scalprof_model::SweepParameter::Size)
     };
     let show = Show {
         summary: true,
@@ -158,16 +116,9 @@ pub fn locks(db: &Option<PathBuf>, args: cli::LocksArgs) -> Result<ExitCode> {
     let store = open_store(db)?;
     let interrupt = Interrupt::install()?;
     let opts = RunOptions {
-        command: args.command,
-        parameter: scalprof_model::SweepParameter::Threads,
         values: Some(scalprof_collect::sweep::parse_values(&args.threads)?),
         repeat: 1,
-        diagnose: 1,
-        warmup: 0,
-        label: None,
-        ops_regex: r"ops=(\d+)".into(),
         scaling: Some(ThroughputSource::Weak),
-        timeout: None,
         keep_going: true,
         // Sampled too, so that a lock's on-CPU time (spinning, the lock code) counts as
         // it does in `run`: without it `locks -t 2` gave table_lock 6% where `run`
@@ -177,7 +128,7 @@ pub fn locks(db: &Option<PathBuf>, args: cli::LocksArgs) -> Result<ExitCode> {
             system_wide: args.system_wide,
             bpf_stats: args.bpf_stats,
         }),
-        attach: Default::default(),
+        ..RunOptions::new(args.command, scalprof_model::SweepParameter::Threads)
     };
     let show = Show {
         summary: false,

@@ -305,22 +305,10 @@ mod tests {
         PointRepeat {
             value,
             repeat: Repeat {
-                index,
-                wall_s: wall,
                 user_s: wall * value as f64,
-                sys_s: 0.0,
                 ops,
                 exit_code: Some(exit),
-                signal: None,
-                timed_out: false,
-                voluntary_csw: 0,
-                involuntary_csw: 0,
-                minor_faults: 0,
-                major_faults: 0,
-                counts: None,
-                stdout_path: None,
-                stderr_path: None,
-                traced: false,
+                ..Repeat::ok(index, wall)
             },
         }
     }

@@ -85,24 +85,7 @@ mod tests {
 
     #[test]
     fn repeat_outcome_names_signal_and_timeout() {
-        let mut r = Repeat {
-            index: 0,
-            wall_s: 1.0,
-            user_s: 0.0,
-            sys_s: 0.0,
-            ops: None,
-            exit_code: Some(0),
-            signal: None,
-            timed_out: false,
-            voluntary_csw: 0,
-            involuntary_csw: 0,
-            minor_faults: 0,
-            major_faults: 0,
-            counts: None,
-            stdout_path: None,
-            stderr_path: None,
-            traced: false,
-        };
+        let mut r = Repeat::ok(0, 1.0);
         assert!(r.succeeded());
         r.exit_code = None;
         r.signal = Some(11);

@@ -198,6 +198,29 @@ fn is_false(b: &bool) -> bool {
 }
 
 impl Repeat {
+    /// A clean repeat that exited 0 after `wall_s`, with nothing else measured: the
+    /// start of a repeat that tests and imports fill in.
+    pub fn ok(index: u32, wall_s: f64) -> Self {
+        Repeat {
+            index,
+            wall_s,
+            user_s: 0.0,
+            sys_s: 0.0,
+            ops: None,
+            exit_code: Some(0),
+            signal: None,
+            timed_out: false,
+            voluntary_csw: 0,
+            involuntary_csw: 0,
+            minor_faults: 0,
+            major_faults: 0,
+            counts: None,
+            stdout_path: None,
+            stderr_path: None,
+            traced: false,
+        }
+    }
+
     /// A repeat counts towards throughput only if the workload exited 0 in time.
     pub fn succeeded(&self) -> bool {
         self.exit_code == Some(0) && !self.timed_out

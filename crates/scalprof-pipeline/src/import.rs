@@ -106,8 +106,6 @@ pub fn import(store: &Store, path: &Path, label: Option<String>) -> Result<i64> 
         id,
         1,
         &Repeat {
-            index: 0,
-            wall_s,
             // CPU time from the samples' periods, when the event counts time.
             user_s: if clock_like {
                 user_ns as f64 / 1e9
@@ -115,18 +113,7 @@ pub fn import(store: &Store, path: &Path, label: Option<String>) -> Result<i64> 
                 0.0
             },
             sys_s: if clock_like { sys_ns as f64 / 1e9 } else { 0.0 },
-            ops: None,
-            exit_code: Some(0),
-            signal: None,
-            timed_out: false,
-            voluntary_csw: 0,
-            involuntary_csw: 0,
-            minor_faults: 0,
-            major_faults: 0,
-            counts: None,
-            stdout_path: None,
-            stderr_path: None,
-            traced: false,
+            ..Repeat::ok(0, wall_s)
         },
     )?;
     store.add_profile(id, 1, 0, &profile)?;

@@ -195,7 +195,12 @@ pub(crate) fn warnings_and_findings(doc: &RunDocument) -> String {
 pub fn verdict_line(parameter: &str, value: u64, b: &scalprof_model::Budget) -> String {
     let pct = |x: f64| format!("{:.0}%", x * 100.0);
     let mut parts = vec![format!("{} useful", pct(b.useful))];
-    for c in b.causes.iter().filter(|c| c.share >= crate::tables::MIN_SHARE_SHOWN).take(3) {
+    for c in b
+        .causes
+        .iter()
+        .filter(|c| c.share >= crate::tables::MIN_SHARE_SHOWN)
+        .take(3)
+    {
         parts.push(if c.detail.is_empty() {
             format!("{} {}", one_line(&c.subject), pct(c.share))
         } else {

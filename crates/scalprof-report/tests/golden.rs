@@ -34,22 +34,14 @@ fn check(name: &str, actual: &str) {
 
 fn repeat(index: u32, wall: f64, threads: u64, traced: bool) -> Repeat {
     Repeat {
-        index,
-        wall_s: wall,
         user_s: wall * threads as f64 * 0.6,
         sys_s: wall * threads as f64 * 0.4,
         ops: Some(1_000_000 * threads),
-        exit_code: Some(0),
-        signal: None,
-        timed_out: false,
         voluntary_csw: 10,
         involuntary_csw: 2,
         minor_faults: 100,
-        major_faults: 0,
-        counts: None,
-        stdout_path: None,
-        stderr_path: None,
         traced,
+        ..Repeat::ok(index, wall)
     }
 }
 

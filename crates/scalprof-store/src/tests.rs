@@ -27,22 +27,15 @@ fn new_run(label: &str) -> NewRun {
 
 fn repeat(index: u32, wall: f64) -> Repeat {
     Repeat {
-        index,
-        wall_s: wall,
         user_s: 0.5,
         sys_s: 0.1,
         ops: Some(100),
-        exit_code: Some(0),
-        signal: None,
-        timed_out: false,
         voluntary_csw: 1,
         involuntary_csw: 2,
         minor_faults: 3,
         major_faults: 4,
-        counts: None,
         stdout_path: Some("/tmp/o".into()),
-        stderr_path: None,
-        traced: false,
+        ..Repeat::ok(index, wall)
     }
 }
 

@@ -81,7 +81,10 @@ pub fn run_report(
     if let Some(d) = &doc.scaling_diff {
         h += "<h2>What grew</h2>";
         for (scope, rows) in [("kernel", &d.kernel), ("user", &d.user)] {
-            if !rows.iter().any(|r| r.share_of_loss >= crate::tables::MIN_SHARE_SHOWN) {
+            if !rows
+                .iter()
+                .any(|r| r.share_of_loss >= crate::tables::MIN_SHARE_SHOWN)
+            {
                 continue;
             }
             html!(h, "<table><tr><th>{} function (self)</th>", scope);
@@ -89,7 +92,11 @@ pub fn run_report(
                 html!(h, "<th>{} @{}</th>", &d.unit, p);
             }
             h += "<th>growth</th><th>share of loss</th></tr>";
-            for r in rows.iter().filter(|r| r.share_of_loss >= crate::tables::MIN_SHARE_SHOWN).take(10) {
+            for r in rows
+                .iter()
+                .filter(|r| r.share_of_loss >= crate::tables::MIN_SHARE_SHOWN)
+                .take(10)
+            {
                 html!(h, "<tr><td>{}</td>", &r.function);
                 for v in &r.self_per_op {
                     html!(h, "<td>{}</td>", si(*v));

@@ -146,6 +146,14 @@ pub fn lock_series(
                     h.function,
                     h.share * 100.0
                 );
+                if let Some(w) = r.holder_waits.first().filter(|w| w.share >= 0.2) {
+                    s.detail = format!(
+                        "{}; its holder blocked in {} {:.0}%",
+                        s.detail,
+                        w.wait,
+                        w.share * 100.0
+                    );
+                }
             }
             if let Some(peer) = &r.woken_by {
                 s.detail = format!("{}; woken by {peer}", s.detail);
@@ -782,6 +790,7 @@ mod tests {
             callers: vec![LockCaller {
                 function: caller.into(),
                 share,
+                state: None,
             }],
             ..LockRow::new(Scope::User, name, LockKind::Mutex)
         };

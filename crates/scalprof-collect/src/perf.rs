@@ -181,6 +181,10 @@ impl Sampler {
         a.set_exclude_kernel(u64::from(!kernel));
         a.set_watermark(1);
         a.__bindgen_anon_2.wakeup_watermark = 1024 * 1024;
+        // Sample times on CLOCK_MONOTONIC, the lock tracer's clock (bpf_ktime_get_ns), so
+        // that a holder's samples can be placed inside its waiters' waits.
+        a.set_use_clockid(1);
+        a.clockid = libc::CLOCK_MONOTONIC;
         a
     }
 

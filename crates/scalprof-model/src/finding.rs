@@ -176,10 +176,17 @@ pub struct LockDetails {
     /// futex system call (the rows' `spin_ns` per operation). The score counts both.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub on_cpu_ns_per_op: Vec<f64>,
-    /// Who held the lock while the waiters waited, at the last point: the functions whose
-    /// unlock ended the waits, by the wait they ended.
+    /// Who held the lock while the waiters waited, at the last point: the functions the
+    /// holders were sampled running in during the waits (`state` `on_cpu`), else those
+    /// whose unlock ended the waits (`at_release`), by the wait.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub holders: Vec<locks::LockCaller>,
+    /// The share of the waits' time the holders were running (at the last point).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder_running: Option<f64>,
+    /// The holders' own waits during the waits, shares of that time: the chain's links.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holder_waits: Vec<locks::HolderWait>,
 }
 
 /// `false_sharing` / `true_sharing`: the global, its cache line and the fields on it.
@@ -248,6 +255,7 @@ mod details_tests {
             callers: vec![locks::LockCaller {
                 function: "table_lookup".into(),
                 share: 1.0,
+                state: None,
             }],
             count: vec![3, 900],
             max_wait_ns: 50_000,
@@ -256,6 +264,8 @@ mod details_tests {
             wait_ns_per_op: vec![1.0, 20.0],
             on_cpu_ns_per_op: Vec::new(),
             holders: Vec::new(),
+            holder_running: None,
+            holder_waits: Vec::new(),
         });
         let text = serde_json::to_string(&lock).unwrap();
         // The same bytes as the untyped object (serde_json sorts object keys).

@@ -100,11 +100,25 @@ pub struct StackSnapshot {
     /// waiter from inside futex(): an unlock, the end of the holder's critical section.
     /// `tgid` is then the waker's process.
     pub waker: Option<u32>,
+    /// When the waiter blocked (CLOCK_MONOTONIC ns, the profile samples' clock).
+    pub start: u64,
+    /// A waker's copy: the waker's own wait that overlapped the waiter's, if any.
+    pub holder_blocked: Option<HolderBlocked>,
     pub wait_ns: u64,
     pub ip: u64,
     pub sp: u64,
     pub bp: u64,
     pub stack: Vec<u8>,
+}
+
+/// A holder's own wait during its waiter's: how long the two overlapped, and what the
+/// holder waited on (a futex, or a system call and its first argument).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HolderBlocked {
+    pub ns: u64,
+    pub syscall: bool,
+    pub op: u32,
+    pub uaddr: u64,
 }
 
 /// A line of /proc/PID/maps.
@@ -170,11 +184,46 @@ pub struct TracerCost {
     pub bpf_runs: u64,
 }
 
-/// A caller of a lock and its share of the lock's wait.
+/// A caller of a lock and its share of the lock's wait; for a holder (who made the
+/// waiters wait), also what it was seen doing.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LockCaller {
     pub function: String,
     pub share: f64,
+    /// Holders only: how the holder was seen (absent for callers and older runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<HolderState>,
+}
+
+impl LockCaller {
+    pub fn new(function: impl Into<String>, share: f64) -> Self {
+        LockCaller {
+            function: function.into(),
+            share,
+            state: None,
+        }
+    }
+}
+
+/// How a lock's holder was seen while its waiters waited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HolderState {
+    /// Running: the holder thread's own profile samples between a waiter's block and
+    /// its wakeup were in this function (the wait's time shifted to what the holder did).
+    OnCpu,
+    /// Releasing: the function whose unlock woke the waiter (the end of the critical
+    /// section), where the holder was not sampled during the waits.
+    AtRelease,
+}
+
+impl HolderState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HolderState::OnCpu => "on_cpu",
+            HolderState::AtRelease => "at_release",
+        }
+    }
 }
 
 /// One named lock at one sweep point.
@@ -221,6 +270,24 @@ pub struct LockRow {
     /// wakers' stack copies of the sampled waits; empty when none was taken.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub holders: Vec<LockCaller>,
+    /// Of the waits whose waker was seen, the share of their time the holders were
+    /// sampled running (blame shifting: what the holder did meanwhile).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder_running: Option<f64>,
+    /// Of the same time, the shares the holders spent blocked in waits of their own: a
+    /// link of a wait chain (the disk, another lock), largest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holder_waits: Vec<HolderWait>,
+}
+
+/// A wait of a lock's holders while they held it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HolderWait {
+    /// A lock of the same table (its row's name), or a system call (`fdatasync`).
+    pub wait: String,
+    /// `wait` is a lock (a futex) rather than a system call.
+    pub lock: bool,
+    pub share: f64,
 }
 
 /// x86-64 system calls whose first argument is a file descriptor, among those that block.
@@ -449,6 +516,8 @@ impl LockRow {
             process: None,
             peer_attached: false,
             holders: Vec::new(),
+            holder_running: None,
+            holder_waits: Vec::new(),
         }
     }
 

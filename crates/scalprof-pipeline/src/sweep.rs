@@ -371,20 +371,21 @@ impl SweepSink for StoreSink<'_> {
         for what in &collected.lost {
             self.observer.notice(Notice::CollectorLost { value, what });
         }
-        // Name locks now that the workload has exited; only successful repeats count.
-        if let (Some(raw), Some(symbols)) = (collected.locks, self.symbols.as_mut()) {
-            if repeat.succeeded() {
-                let table = scalprof_symbolize::locks::lock_profile(&raw, symbols);
-                self.store
-                    .add_locks(self.id, value, repeat.index, &table)
-                    .map_err(Box::new)?;
-            }
-        }
-        // Symbolize now that the workload has exited; only successful repeats count.
-        if let (Some(raw), Some(symbols)) = (collected.profile, self.symbols.as_mut()) {
-            if repeat.succeeded() {
+        if !repeat.succeeded() {
+            // Only successful repeats count.
+        } else if let Some(symbols) = self.symbols.as_mut() {
+            // Symbolize now that the workload has exited, its holders' samples blamed for
+            // the waits they caused; then name the locks with what the holders did.
+            let (windows, keys) = collected
+                .locks
+                .as_ref()
+                .map(scalprof_symbolize::locks::blame_windows)
+                .unwrap_or_default();
+            let mut on_cpu = Default::default();
+            if let Some(raw) = collected.profile {
                 self.observer.symbolizing(value, raw.samples);
-                let mut b = ProfileBuilder::new(&raw.event, raw.frequency, raw.kernel_stacks);
+                let mut b = ProfileBuilder::new(&raw.event, raw.frequency, raw.kernel_stacks)
+                    .blame(&windows);
                 if let Some(only) = &raw.only {
                     b = b.only(only);
                 }
@@ -393,6 +394,7 @@ impl SweepSink for StoreSink<'_> {
                 }
                 match b.handle_buffer(&raw.attr, &raw.records, symbols) {
                     Ok(()) => {
+                        on_cpu = scalprof_symbolize::locks::holder_samples(b.take_blamed(), &keys);
                         let mut p = b.finish();
                         p.stats.bad_records += raw.bad_records;
                         self.store
@@ -408,6 +410,12 @@ impl SweepSink for StoreSink<'_> {
                     }
                     Err(_) => {}
                 }
+            }
+            if let Some(raw) = collected.locks {
+                let table = scalprof_symbolize::locks::lock_profile(&raw, symbols, &on_cpu);
+                self.store
+                    .add_locks(self.id, value, repeat.index, &table)
+                    .map_err(Box::new)?;
             }
         }
         if !repeat.succeeded() {

@@ -79,24 +79,12 @@ fn profile(worker_ns: u64, lock_ns: u64, overhead: u64) -> PointProfile {
 fn locks(wait_ns: u64, count: u64) -> LockProfile {
     LockProfile {
         rows: vec![LockRow {
-            scope: Scope::User,
-            name: "table_lock".into(),
-            lock_type: LockKind::from("mutex"),
             address: "0x4040".into(),
             count,
             total_wait_ns: wait_ns,
             max_wait_ns: wait_ns / count.max(1) * 4,
-            callers: vec![LockCaller {
-                function: "table_lookup".into(),
-                share: 1.0,
-            }],
-            attributed_to: None,
-            wait_ns_per_op: None,
-            spin_ns: None,
-            woken_by: None,
-            process: None,
-            peer_attached: false,
-            holders: Vec::new(),
+            callers: vec![LockCaller::new("table_lookup", 1.0)],
+            ..LockRow::new(Scope::User, "table_lock", LockKind::from("mutex"))
         }],
         repeats: 1,
         snapshots: 40,

@@ -196,6 +196,7 @@ fn lock_tables_round_trip() {
             callers: vec![LockCaller {
                 function: "table_lookup".into(),
                 share: 1.0,
+                state: None,
             }],
             ..LockRow::new(Scope::User, "table_lock", LockKind::from("mutex"))
         }],

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use scalprof_analyze::locks::sort_rows;
 use scalprof_model::locks::{LockProfile, LockRow, RawLocks, StackSnapshot};
 
-use crate::profile::{Symbols, UserSpace};
+use crate::profile::{BlameWindow, Blamed, Symbols, UserSpace};
 
 mod kernel;
 mod runqueue;
@@ -21,13 +21,14 @@ use kernel::add_kernel_rows;
 use runqueue::add_runqueue_row;
 use syscall::add_syscall_rows;
 use syscall::attached_process;
-use user::{add_user_rows, is_runtime_library};
+use user::add_user_rows;
+pub(crate) use user::is_runtime_library;
 
 /// Names and aggregates one execution's lock data.
-pub fn lock_profile(raw: &RawLocks, symbols: &mut Symbols) -> LockProfile {
+pub fn lock_profile(raw: &RawLocks, symbols: &mut Symbols, on_cpu: &HolderSamples) -> LockProfile {
     let mut rows: Vec<LockRow> = Vec::new();
     add_kernel_rows(raw, &symbols.kernel, &mut rows);
-    let (snapshots, resolved) = add_user_rows(raw, symbols, &mut rows);
+    let (snapshots, resolved) = add_user_rows(raw, symbols, on_cpu, &mut rows);
     add_syscall_rows(raw, symbols, &mut rows);
     add_runqueue_row(raw, &mut rows);
     sort_rows(&mut rows);
@@ -39,6 +40,42 @@ pub fn lock_profile(raw: &RawLocks, symbols: &mut Symbols) -> LockProfile {
         repeats: 1,
         tracer: raw.tracer,
     }
+}
+
+/// Per user lock (tgid, futex address): what its holders were sampled doing during its
+/// waits, function → (samples, weight) (the profile's [`crate::profile::Blamed`], by lock).
+pub type HolderSamples = HashMap<(u32, u64), HashMap<String, (u64, u64)>>;
+
+/// The waits whose waker was seen, for the profile to blame its samples on
+/// ([`crate::profile::ProfileBuilder::blame`]), and the lock each window's index stands for.
+pub fn blame_windows(raw: &RawLocks) -> (Vec<BlameWindow>, Vec<(u32, u64)>) {
+    let mut keys: Vec<(u32, u64)> = Vec::new();
+    let mut index: HashMap<(u32, u64), usize> = HashMap::new();
+    let mut windows = Vec::new();
+    for s in &raw.snapshots {
+        let Some(waker) = s.waker.filter(|_| s.wait_ns > 0 && s.start > 0) else {
+            continue;
+        };
+        let lock = *index.entry((s.tgid, s.uaddr)).or_insert_with(|| {
+            keys.push((s.tgid, s.uaddr));
+            keys.len() - 1
+        });
+        windows.push(BlameWindow {
+            holder_tid: waker as i32,
+            start: s.start,
+            end: s.start.saturating_add(s.wait_ns),
+            lock,
+        });
+    }
+    (windows, keys)
+}
+
+/// The profile's blamed samples by lock.
+pub fn holder_samples(blamed: Blamed, keys: &[(u32, u64)]) -> HolderSamples {
+    blamed
+        .into_iter()
+        .filter_map(|(i, f)| Some((*keys.get(i)?, f)))
+        .collect()
 }
 
 /// The frames of a stack copy outside libc and the loader, innermost first (the first is

@@ -131,7 +131,25 @@ pub struct ProfileBuilder {
     /// When the records come from every task on the machine (attached processes): the
     /// processes to keep, grown by their forks.
     only: Option<HashSet<i32>>,
+    /// Per holder thread: the waits its samples are blamed for (start, end, lock), by start.
+    blame_windows: HashMap<i32, Vec<(u64, u64, usize)>>,
+    /// Per lock (a [`BlameWindow::lock`]): the holder's functions → (samples, weight).
+    blamed: HashMap<usize, HashMap<String, (u64, u64)>>,
 }
+
+/// A wait whose waker was seen: the holder thread that ended it, the span it waited
+/// (CLOCK_MONOTONIC ns, the samples' clock) and the lock, an index of the caller's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlameWindow {
+    pub holder_tid: i32,
+    pub start: u64,
+    pub end: u64,
+    pub lock: usize,
+}
+
+/// What holders were seen doing, per lock of the [`BlameWindow`]s: function → (samples,
+/// weight).
+pub type Blamed = HashMap<usize, HashMap<String, (u64, u64)>>;
 
 impl ProfileBuilder {
     pub fn new(event: &str, frequency: u64, kernel_callchains: bool) -> ProfileBuilder {
@@ -154,7 +172,30 @@ impl ProfileBuilder {
             perf_maps: HashMap::new(),
             perf_map_dir: PathBuf::from("/tmp"),
             only: None,
+            blame_windows: HashMap::new(),
+            blamed: HashMap::new(),
         }
+    }
+
+    /// Blame shifting: a sample of a holder thread taken inside one of its waiters' waits
+    /// is what the holder did while they waited; it is counted for that lock (by its
+    /// innermost function outside the C library), as well as in the profile.
+    pub fn blame(mut self, windows: &[BlameWindow]) -> ProfileBuilder {
+        for w in windows.iter().filter(|w| w.end > w.start) {
+            self.blame_windows
+                .entry(w.holder_tid)
+                .or_default()
+                .push((w.start, w.end, w.lock));
+        }
+        for list in self.blame_windows.values_mut() {
+            list.sort_unstable();
+        }
+        self
+    }
+
+    /// What the holders were seen doing, per lock (taken: call before [`Self::finish`]).
+    pub fn take_blamed(&mut self) -> Blamed {
+        std::mem::take(&mut self.blamed)
     }
 
     /// Keeps only the records of these processes and of the processes they fork: for a

@@ -73,6 +73,7 @@ pub const PROGRAMS: &[(&str, &str)] = &[
         "journal_sync",
         include_str!("../../../corpus/journal_sync.c"),
     ),
+    ("kmap_flush", include_str!("../../../corpus/kmap_flush.c")),
 ];
 
 const COMMON_H: &str = include_str!("../../../corpus/common.h");

@@ -216,19 +216,44 @@ diagnosis!(
 );
 
 diagnosis!(
-    /// One chain, not two unrelated causes: the holder's own wait is the disk.
+    /// The kmap_lock case study: the waiters are woken by kmap_high's and kunmap_high's
+    /// unlocks, but the holder thread's own samples during their waits are in the flush it
+    /// runs under the lock when the pool wraps (blame shifting).
+    the_kmap_lock_waiters_wait_behind_the_flush_its_holder_runs,
+    Case {
+        first: true,
+        fields: &[
+            ("/details/holders/0/function", "flush_all_zero_pkmaps"),
+            ("/details/holders/0/state", "on_cpu"),
+        ],
+        says: &[("/suggestion", "behind flush_all_zero_pkmaps")],
+        ..Case::new("kmap_flush", ("lock_contention", "user", "kmap_lock"))
+    },
+    then |run| {
+        let holder = &run.finding("kmap_lock")["details"]["holders"][0];
+        assert!(holder["share"].as_f64().unwrap() >= 0.5, "{holder}");
+    }
+);
+
+diagnosis!(
+    /// One chain, not two unrelated causes: the holder's own wait is the disk, measured
+    /// (the time the holder spent blocked inside the waiters' waits).
     a_lock_held_across_a_disk_flush_is_chained_to_the_disk,
     Case {
         fields: &[("/details/holders/0/function", "journal_append")],
         says: &[
-            ("/evidence", "its holder journal_append also blocks in disk I/O (fdatasync"),
+            ("/evidence", "its holder journal_append was blocked in disk I/O (fdatasync"),
             ("/suggestion", "outside the lock"),
         ],
         ..Case::new("journal_sync", ("lock_contention", "", "journal_lock"))
     },
     then |run| {
-        let advice = run.finding("journal_lock")["suggestion"].as_str().unwrap();
+        let lock = run.finding("journal_lock");
+        let advice = lock["suggestion"].as_str().unwrap();
         assert!(!advice.starts_with("shard"), "{advice}");
+        let link = &lock["details"]["holder_waits"][0];
+        assert_eq!(link["wait"], "fdatasync", "{lock}");
+        assert!(link["share"].as_f64().unwrap() >= 0.2, "{lock}");
     }
 );
 

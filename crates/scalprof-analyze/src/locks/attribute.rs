@@ -56,21 +56,9 @@ pub fn attribute_spin(rows: &mut Vec<LockRow>, profile: &scalprof_model::PointPr
             Some(i) => &mut rows[i],
             None if spin && acquiring => {
                 rows.push(LockRow {
-                    scope: Scope::Kernel,
                     attributed_to: (name == "futex hash bucket").then(|| "user locks".into()),
-                    name: name.clone(),
-                    lock_type: LockKind::from("spinlock"),
                     address: "sampled".into(),
-                    count: 0,
-                    total_wait_ns: 0,
-                    max_wait_ns: 0,
-                    callers: Vec::new(),
-                    wait_ns_per_op: None,
-                    spin_ns: None,
-                    woken_by: None,
-                    process: None,
-                    peer_attached: false,
-                    holders: Vec::new(),
+                    ..LockRow::new(Scope::Kernel, name.clone(), LockKind::from("spinlock"))
                 });
                 rows.last_mut().expect("just pushed")
             }

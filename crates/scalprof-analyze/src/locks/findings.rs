@@ -179,12 +179,21 @@ pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
                     .as_ref()
                     .map_or(String::new(), |p| format!("; woken by {p}"))
                 + &held_text(last)
-                + &holder_wait(last, &last_locks.rows).map_or(String::new(), |(h, w)| {
-                    format!("; its holder {h} also blocks in {}", w.name)
+                + &chain_text(last, &last_locks.rows)
+                + &(if last.holder_waits.is_empty() {
+                    holder_wait(last, &last_locks.rows).map_or(String::new(), |(h, w)| {
+                        format!("; its holder {h} also blocks in {}", w.name)
+                    })
+                } else {
+                    String::new()
                 }),
             suggestion: if is_interpreter_lock(scope, &name) {
                 suggestion(&lock_type, scope, &name)
-            } else if let Some((h, w)) = holder_wait(last, &last_locks.rows) {
+            } else if let Some((h, link, share)) = blocked_holder(last, &last_locks.rows) {
+                format!("{h} holds {name} while it waits for {link} ({:.0}% of the waiters' wait): do the blocking call outside the lock, or batch it (one flush for many appends, group commit); sharding {name} would not shorten it", share * 100.0)
+            } else if let Some((h, w)) = holder_wait(last, &last_locks.rows)
+                .filter(|_| last.holder_waits.is_empty())
+            {
                 format!("{h}, which holds {name} for most of the wait, also blocks in {}: if it does so while holding {name}, the waiters wait for that too. Do the blocking call outside the lock, or batch it (one flush for many appends, group commit); sharding {name} would not shorten it", w.name)
             } else if let Some(h) = long_holder(last) {
                 // A rare long holder: the waiters queue behind one critical section.
@@ -203,6 +212,8 @@ pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
                 wait_ns_per_op: wait_per_op,
                 on_cpu_ns_per_op: cpu_per_op,
                 holders: last.holders.clone(),
+                holder_running: last.holder_running,
+                holder_waits: last.holder_waits.clone(),
                 count: counts,
                 max_wait_ns: last.max_wait_ns,
             }),
@@ -310,6 +321,7 @@ fn a_long_holder_is_a_lock_s_rare_caller_with_most_of_the_wait() {
     let c = |f: &str, share: f64| LockCaller {
         function: f.into(),
         share,
+        state: None,
     };
     let mut row = LockRow {
         address: "0x1".into(),
@@ -331,6 +343,81 @@ fn a_long_holder_is_a_lock_s_rare_caller_with_most_of_the_wait() {
     assert_eq!(long_holder(&row), None);
     assert!(is_interpreter_lock(Scope::User, "_PyRuntime"));
     assert!(!is_interpreter_lock(Scope::Kernel, "_PyRuntime"));
+}
+
+/// What a lock's holders were doing while the waiters waited, measured: running (their
+/// samples during the waits) and blocked in waits of their own, followed as a chain
+/// through the locks they waited on (to depth 3, cycles cut): `; its holder journal_append
+/// was blocked in disk I/O (fdatasync …) 48% of the wait, running 44%`.
+fn chain_text(row: &LockRow, rows: &[LockRow]) -> String {
+    let Some(h) = row.holders.first() else {
+        return String::new();
+    };
+    let mut parts: Vec<String> = Vec::new();
+    let mut visited = vec![row.name.as_str()];
+    let mut at = row;
+    for depth in 0..3 {
+        let Some(w) = at.holder_waits.first().filter(|w| w.share >= 0.05) else {
+            break;
+        };
+        let link = link_name(w, rows);
+        parts.push(if depth == 0 {
+            format!(
+                "its holder {} was blocked in {link} {:.0}% of the wait",
+                h.function,
+                w.share * 100.0
+            )
+        } else {
+            format!("whose holder was blocked in {link} {:.0}%", w.share * 100.0)
+        });
+        if !w.lock || visited.contains(&w.wait.as_str()) {
+            break;
+        }
+        visited.push(&w.wait);
+        match rows.iter().find(|r| r.name == w.wait) {
+            Some(next) => at = next,
+            None => break,
+        }
+    }
+    if let Some(r) = row.holder_running.filter(|&r| r >= 0.05) {
+        if parts.is_empty() {
+            parts.push(format!(
+                "its holder {} was running {:.0}% of the wait",
+                h.function,
+                r * 100.0
+            ));
+        } else {
+            parts[0] += &format!(", running {:.0}%", r * 100.0);
+        }
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("; {}", parts.join(", "))
+    }
+}
+
+/// A holder's wait by the row it is in at the same point: a lock by its name, a system
+/// call by the row of that call (`disk I/O (fdatasync journal.dat) in journal_append`).
+fn link_name(w: &scalprof_model::locks::HolderWait, rows: &[LockRow]) -> String {
+    if w.lock {
+        return format!("lock {}", w.wait);
+    }
+    rows.iter()
+        .filter(|r| r.lock_type.is_blocked_wait() && r.name.contains(&w.wait))
+        .max_by_key(|r| r.total_wait_ns)
+        .map_or_else(|| w.wait.clone(), |r| r.name.clone())
+}
+
+/// The main holder of a lock and the wait of its own it spent most of the waiters' wait
+/// in, when that is at least a third of it (measured, not inferred from names).
+fn blocked_holder(row: &LockRow, rows: &[LockRow]) -> Option<(String, String, f64)> {
+    if !row.lock_type.is_lock() {
+        return None;
+    }
+    let h = row.holders.first().filter(|h| h.share >= 0.5)?;
+    let w = row.holder_waits.first().filter(|w| w.share >= 0.33)?;
+    Some((h.function.clone(), link_name(w, rows), w.share))
 }
 
 /// A chain: the lock's main holder (at least half the wait) is also the function that
@@ -356,4 +443,67 @@ fn holder_wait<'a>(row: &LockRow, rows: &'a [LockRow]) -> Option<(String, &'a Lo
                 .is_some_and(|c| c.function == h.function && c.share >= 0.5)
         })?;
     Some((h.function.clone(), wait))
+}
+
+#[cfg(test)]
+#[test]
+fn a_wait_chain_is_followed_through_locks_to_depth_three_and_stops_at_a_cycle() {
+    use scalprof_model::locks::{HolderWait, LockCaller};
+    let link = |wait: &str, lock: bool, share: f64| HolderWait {
+        wait: wait.into(),
+        lock,
+        share,
+    };
+    let row = |name: &str, holder: &str, waits: Vec<HolderWait>| LockRow {
+        count: 100,
+        total_wait_ns: 1_000_000,
+        holders: vec![LockCaller::new(holder, 1.0)],
+        holder_waits: waits,
+        ..LockRow::new(Scope::User, name, LockKind::Mutex)
+    };
+    // index_lock's holder waits on cache_lock, whose holder waits on journal_lock, whose
+    // holder is in the disk.
+    let disk = LockRow {
+        total_wait_ns: 5_000_000,
+        ..LockRow::new(
+            Scope::User,
+            "disk I/O (fdatasync journal.dat) in journal_append",
+            LockKind::DiskIo,
+        )
+    };
+    let rows = vec![
+        row("index_lock", "refresh", vec![link("cache_lock", true, 0.7)]),
+        row("cache_lock", "fill", vec![link("journal_lock", true, 0.6)]),
+        row(
+            "journal_lock",
+            "journal_append",
+            vec![link("fdatasync", false, 0.8)],
+        ),
+        disk,
+    ];
+    let text = chain_text(&rows[0], &rows);
+    assert_eq!(
+        text,
+        "; its holder refresh was blocked in lock cache_lock 70% of the wait, \
+         whose holder was blocked in lock journal_lock 60%, \
+         whose holder was blocked in disk I/O (fdatasync journal.dat) in journal_append 80%"
+    );
+    // The last link names the disk row: advice to move the call out of the lock.
+    let (h, w, share) = blocked_holder(&rows[2], &rows).unwrap();
+    assert_eq!((h.as_str(), share), ("journal_append", 0.8));
+    assert!(w.starts_with("disk I/O (fdatasync"));
+    // A cycle (a's holder waits on b, b's on a) is cut where it closes.
+    let cycle = vec![
+        row("a", "f", vec![link("b", true, 0.5)]),
+        row("b", "g", vec![link("a", true, 0.5)]),
+    ];
+    let text = chain_text(&cycle[0], &cycle);
+    assert_eq!(text.matches("whose holder").count(), 1, "{text}");
+    // Running holders are said as such.
+    let mut busy = row("kmap_lock", "flush_all_zero_pkmaps", Vec::new());
+    busy.holder_running = Some(0.95);
+    assert_eq!(
+        chain_text(&busy, &[]),
+        "; its holder flush_all_zero_pkmaps was running 95% of the wait"
+    );
 }

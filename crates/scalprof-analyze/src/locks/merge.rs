@@ -1,7 +1,9 @@
 //! Merging lock tables: repeats into one table, the two sides of a reader-writer lock into
 //! one row, and the elements of one lock array into one cause.
 
-use scalprof_model::locks::{LockCaller, LockKind, LockProfile, LockRow, Scope};
+use scalprof_model::locks::{
+    HolderState, HolderWait, LockCaller, LockKind, LockProfile, LockRow, Scope,
+};
 use std::collections::HashMap;
 
 use super::*;
@@ -47,6 +49,7 @@ pub fn group_objects(rows: &mut Vec<LockRow>) {
         let total: f64 = idx.iter().map(|&i| cost(&rows[i])).sum::<f64>().max(1.0);
         let mut callers: HashMap<String, u64> = HashMap::new();
         let mut holders: HashMap<String, f64> = HashMap::new();
+        let mut states: HashMap<String, HolderState> = HashMap::new();
         let mut elements: Vec<(String, f64)> = Vec::new();
         let mut merged = rows[idx[0]].clone();
         merged.count = 0;
@@ -66,6 +69,7 @@ pub fn group_objects(rows: &mut Vec<LockRow>) {
             }
             for c in &r.holders {
                 *holders.entry(c.function.clone()).or_default() += c.share * cost(r);
+                note_state(&mut states, c);
             }
             let off = object_of(&r.name).map_or("", |(_, o)| o);
             elements.push((format!("+0x{off}"), cost(r) / total));
@@ -80,7 +84,7 @@ pub fn group_objects(rows: &mut Vec<LockRow>) {
         merged.address = format!("{} elements; busiest {}", idx.len(), busiest.join(", "));
         let weight: u64 = callers.values().sum();
         merged.callers = top_callers(callers, weight.max(1));
-        merged.holders = ranked(holders);
+        merged.holders = ranked_holders(holders, &states);
         remove.extend(idx.iter().skip(1).copied());
         let first = idx[0];
         rows[first] = merged;
@@ -108,13 +112,13 @@ pub fn top_callers(callers: HashMap<String, u64>, total: u64) -> Vec<LockCaller>
     v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     v.into_iter()
         .take(TOP_CALLERS)
-        .map(|(function, w)| LockCaller {
-            function,
-            share: if total == 0 {
+        .map(|(function, w)| {
+            let share = if total == 0 {
                 0.0
             } else {
                 w as f64 / total as f64
-            },
+            };
+            LockCaller::new(function, share)
         })
         .collect()
 }
@@ -147,6 +151,11 @@ pub fn merge(profiles: impl IntoIterator<Item = LockProfile>) -> Option<LockProf
     let mut out: Option<LockProfile> = None;
     let mut rows: HashMap<RowKey, (LockRow, HashMap<String, f64>)> = HashMap::new();
     let mut holders: HashMap<RowKey, HashMap<String, f64>> = HashMap::new();
+    let mut states: HashMap<String, HolderState> = HashMap::new();
+    // What the holders did, averaged over the repeats by their waits.
+    let mut running: HashMap<RowKey, (f64, f64)> = HashMap::new();
+    let mut chains: HashMap<RowKey, HashMap<(String, bool), f64>> = HashMap::new();
+    let mut chain_weight: HashMap<RowKey, f64> = HashMap::new();
     for p in profiles {
         for r in &p.rows {
             let e = rows
@@ -170,6 +179,21 @@ pub fn merge(profiles: impl IntoIterator<Item = LockProfile>) -> Option<LockProf
                 .or_default();
             for c in &r.holders {
                 *h.entry(c.function.clone()).or_default() += c.share * r.total_wait_ns as f64;
+                note_state(&mut states, c);
+            }
+            let key = (r.scope, r.name.clone(), r.lock_type.clone());
+            let w = r.total_wait_ns.max(1) as f64;
+            if let Some(x) = r.holder_running {
+                let e = running.entry(key.clone()).or_default();
+                e.0 += x * w;
+                e.1 += w;
+            }
+            if r.holder_running.is_some() || !r.holder_waits.is_empty() {
+                *chain_weight.entry(key.clone()).or_default() += w;
+                let c = chains.entry(key).or_default();
+                for hw in &r.holder_waits {
+                    *c.entry((hw.wait.clone(), hw.lock)).or_default() += hw.share * w;
+                }
             }
         }
         match &mut out {
@@ -199,7 +223,25 @@ pub fn merge(profiles: impl IntoIterator<Item = LockProfile>) -> Option<LockProf
         .into_iter()
         .map(|(key, (mut row, callers))| {
             row.callers = ranked(callers);
-            row.holders = ranked(holders.remove(&key).unwrap_or_default());
+            row.holders = ranked_holders(holders.remove(&key).unwrap_or_default(), &states);
+            row.holder_running = running.get(&key).map(|&(x, w)| x / w);
+            let weight = chain_weight.get(&key).copied().unwrap_or(1.0);
+            let mut waits: Vec<HolderWait> = chains
+                .remove(&key)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|((wait, lock), x)| HolderWait {
+                    wait,
+                    lock,
+                    share: x / weight,
+                })
+                .collect();
+            waits.sort_by(|a, b| {
+                b.share
+                    .total_cmp(&a.share)
+                    .then_with(|| a.wait.cmp(&b.wait))
+            });
+            row.holder_waits = waits;
             row
         })
         .collect();
@@ -214,11 +256,31 @@ fn ranked(weights: HashMap<String, f64>) -> Vec<LockCaller> {
     v.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     v.into_iter()
         .take(TOP_CALLERS)
-        .map(|(function, w)| LockCaller {
-            function,
-            share: if total > 0.0 { w / total } else { 0.0 },
-        })
+        .map(|(function, w)| LockCaller::new(function, if total > 0.0 { w / total } else { 0.0 }))
         .collect()
+}
+
+/// A holder's state where the merged rows saw one; on-CPU evidence wins over a release
+/// point.
+fn note_state(states: &mut HashMap<String, HolderState>, c: &LockCaller) {
+    if let Some(s) = c.state {
+        let e = states.entry(c.function.clone()).or_insert(s);
+        if s == HolderState::OnCpu {
+            *e = s;
+        }
+    }
+}
+
+/// [`ranked`] holders, each with the state noted for it.
+fn ranked_holders(
+    weights: HashMap<String, f64>,
+    states: &HashMap<String, HolderState>,
+) -> Vec<LockCaller> {
+    let mut v = ranked(weights);
+    for c in &mut v {
+        c.state = states.get(&c.function).copied();
+    }
+    v
 }
 
 #[cfg(test)]
@@ -232,6 +294,7 @@ fn elements_of_one_array_are_one_row() {
         callers: vec![LockCaller {
             function: caller.into(),
             share: 1.0,
+            state: None,
         }],
         ..LockRow::new(Scope::User, name, LockKind::Mutex)
     };

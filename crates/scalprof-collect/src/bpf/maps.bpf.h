@@ -79,6 +79,7 @@ struct {
 } stacks SEC(".maps");
 
 /* What a traced task is waiting for, kept with the task (freed when it exits). */
+#define LAST_WAITS 4
 struct ustart {
 	u64 ts;       /* blocked at; 0 when not in a traced wait */
 	u64 uaddr;    /* the futex, or the system call's first argument */
@@ -91,6 +92,16 @@ struct ustart {
 	u32 sliced;   /* preempted by an untraced task: `rq_slices` may hold its slices */
 	u64 runnable; /* woken or preempted at: waiting for a CPU since */
 	u64 ended_ns; /* length of the wait that ended last (its wakeup latency may follow) */
+	/* The LAST_WAITS waits that ended last (a ring; `last_at` is the newest): when this
+	 * task wakes a waiter of a lock it held, the part of the waiter's wait it spent
+	 * blocked itself (the holder's own wait, a link of a wait chain). */
+	u64 last_start[LAST_WAITS];
+	u64 last_end[LAST_WAITS];
+	u64 last_uaddr[LAST_WAITS];
+	u32 last_op[LAST_WAITS];
+	u8 last_kind[LAST_WAITS];
+	u8 last_at;
+	u8 pad2[3];
 };
 
 struct {
@@ -238,6 +249,13 @@ struct snapshot {
 	u32 len;
 	u32 op;        /* the futex operation, or the system call number */
 	u32 waker_tid; /* RECORD_WAKER_STACK: the waking thread; else 0 */
+	/* RECORD_WAKER_STACK: how long the waker itself was blocked during the waiter's wait
+	 * (its last LAST_WAITS waits, clipped to the waiter's), and the longest of those
+	 * (kind WAIT_FUTEX or WAIT_SYSCALL, 0 for none; op and uaddr as for a wait). */
+	u64 holder_blocked_ns;
+	u64 holder_blocked_uaddr;
+	u32 holder_blocked_op;
+	u32 holder_blocked_kind;
 	u8 stack[USER_STACK_COPY];
 };
 

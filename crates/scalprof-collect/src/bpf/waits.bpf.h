@@ -37,6 +37,10 @@ static __always_inline int copy_user_stack(struct task_struct *prev, struct pt_r
 	snap->op = st->op;
 	snap->kind = kind;
 	snap->waker_tid = 0;
+	snap->holder_blocked_ns = 0;
+	snap->holder_blocked_uaddr = 0;
+	snap->holder_blocked_op = 0;
+	snap->holder_blocked_kind = 0;
 	copy_regs_and_stack(snap, regs);
 	/* No wakeup: user space drains the buffer every 10 ms anyway, and waking it for
 	 * each record cost the traced program a context switch per copy. */
@@ -140,6 +144,13 @@ static __always_inline void end_wait(struct ustart *st, u32 tgid, u32 tid, u64 n
 	u64 start = st->ts;
 	st->ts = 0;
 	st->ended_ns = wait;
+	u8 at = (st->last_at + 1) & (LAST_WAITS - 1);
+	st->last_at = at;
+	st->last_start[at] = start;
+	st->last_end[at] = now;
+	st->last_uaddr[at] = st->uaddr;
+	st->last_op[at] = st->op;
+	st->last_kind[at] = st->kind;
 	if (st->kind == WAIT_SYSCALL) {
 		account(&syscall_waits, &key, wait);
 		if (st->kstack >= 0) {
@@ -202,6 +213,29 @@ static __always_inline void copy_waker_stack(struct ustart *st, u32 waiter_tid)
 	snap->op = st->op;
 	snap->kind = RECORD_WAKER_STACK;
 	snap->waker_tid = BPF_CORE_READ(cur, pid);
+	snap->holder_blocked_ns = 0;
+	snap->holder_blocked_uaddr = 0;
+	snap->holder_blocked_op = 0;
+	snap->holder_blocked_kind = 0;
+	/* The waker's own recent waits, clipped to the waiter's: the holder blocked there. */
+	struct ustart *hs = bpf_task_storage_get(&wait_start, cur, 0, 0);
+	if (hs) {
+		u64 now = bpf_ktime_get_ns();
+		u64 longest = 0;
+		for (int i = 0; i < LAST_WAITS; i++) {
+			u64 from = hs->last_start[i] > st->ts ? hs->last_start[i] : st->ts;
+			u64 to = hs->last_end[i] < now ? hs->last_end[i] : now;
+			if (!hs->last_start[i] || to <= from)
+				continue;
+			snap->holder_blocked_ns += to - from;
+			if (to - from > longest) {
+				longest = to - from;
+				snap->holder_blocked_uaddr = hs->last_uaddr[i];
+				snap->holder_blocked_op = hs->last_op[i];
+				snap->holder_blocked_kind = hs->last_kind[i];
+			}
+		}
+	}
 	copy_regs_and_stack(snap, regs);
 	bpf_ringbuf_submit(snap, BPF_RB_NO_WAKEUP);
 }

@@ -52,6 +52,8 @@ pub(super) fn add_kernel_rows(raw: &RawLocks, kallsyms: &Kallsyms, rows: &mut Ve
                         process: None,
                         peer_attached: false,
                         holders: Vec::new(),
+                        holder_running: None,
+                        holder_waits: Vec::new(),
                         attributed_to: (name == "futex hash bucket")
                             .then(|| "user locks".to_string()),
                         name,

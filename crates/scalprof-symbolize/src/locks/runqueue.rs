@@ -45,6 +45,8 @@ pub(super) fn add_runqueue_row(raw: &RawLocks, rows: &mut Vec<LockRow>) {
             process: None,
             peer_attached: false,
             holders: Vec::new(),
+            holder_running: None,
+            holder_waits: Vec::new(),
         });
     }
 }

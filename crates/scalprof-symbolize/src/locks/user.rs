@@ -4,14 +4,14 @@
 
 use crate::profile::{Symbols, UserSpace};
 use scalprof_analyze::locks::{top_callers, user_wait_kind};
-use scalprof_model::locks::{LockKind, Scope};
+use scalprof_model::locks::{HolderState, HolderWait, LockCaller, LockKind, Scope};
 use scalprof_model::locks::{LockRow, ProcMap, RawLocks};
 use std::collections::HashMap;
 
 use super::*;
 
 /// libc / dynamic loader / vDSO frames are the locking machinery of user space.
-pub(super) fn is_runtime_library(path: &str) -> bool {
+pub(crate) fn is_runtime_library(path: &str) -> bool {
     let file = path.rsplit('/').next().unwrap_or(path);
     file.starts_with("libc.so")
         || file.starts_with("libpthread")
@@ -93,10 +93,26 @@ pub(super) fn condvar_name(name: &str) -> String {
     }
 }
 
+/// What a holder waited on: (a system call, not a futex; the call or futex operation; its
+/// first argument or the futex).
+type WaitTarget = (bool, u32, u64);
+
+/// Holder samples a lock needs before they name its holders: fewer say little about what
+/// the holders did (a 20 µs wait holds a 1 ms-period sample 2% of the time).
+const MIN_HOLDER_SAMPLES: u64 = 3;
+
+fn with_state(mut holders: Vec<LockCaller>, state: HolderState) -> Vec<LockCaller> {
+    for h in &mut holders {
+        h.state = Some(state);
+    }
+    holders
+}
+
 /// Returns (snapshots, snapshots that named a caller).
 pub(super) fn add_user_rows(
     raw: &RawLocks,
     symbols: &mut Symbols,
+    on_cpu: &super::HolderSamples,
     rows: &mut Vec<LockRow>,
 ) -> (u64, u64) {
     let mut spaces: HashMap<u32, UserSpace> = HashMap::new();
@@ -116,6 +132,28 @@ pub(super) fn add_user_rows(
             .entry(holder)
             .or_default();
         *w = w.saturating_add(s.wait_ns.max(1));
+    }
+    // Per (tgid, uaddr): the time of the waits whose waker was seen, and the parts of it
+    // the wakers spent blocked in waits of their own (by what they waited on).
+    let mut windows: HashMap<(u32, u64), u64> = HashMap::new();
+    let mut blocked: HashMap<(u32, u64), HashMap<WaitTarget, u64>> = HashMap::new();
+    for s in raw
+        .snapshots
+        .iter()
+        .filter(|s| s.waker.is_some() && s.wait_ns > 0)
+    {
+        *windows.entry((s.tgid, s.uaddr)).or_default() += s.wait_ns;
+        if let Some(b) = s.holder_blocked {
+            // A holder's wait on this very lock (before it took it) is no link.
+            if !b.syscall && b.uaddr == s.uaddr {
+                continue;
+            }
+            *blocked
+                .entry((s.tgid, s.uaddr))
+                .or_default()
+                .entry((b.syscall, b.op, b.uaddr))
+                .or_default() += b.ns.min(s.wait_ns);
+        }
     }
     let mut resolved = 0;
     for s in raw
@@ -146,6 +184,12 @@ pub(super) fn add_user_rows(
     // Rows by (name, kind), summed over processes of the tree.
     let mut by_name: HashMap<(String, LockKind), (LockRow, HashMap<String, u64>)> = HashMap::new();
     let mut held: HashMap<(String, LockKind), HashMap<String, u64>> = HashMap::new();
+    let mut running: HashMap<(String, LockKind), HashMap<String, (u64, u64)>> = HashMap::new();
+    // Per row: the waker-seen wait time, and the holders' own waits in it by target.
+    let mut seen_ns: HashMap<(String, LockKind), u64> = HashMap::new();
+    let mut chained: HashMap<(String, LockKind), HashMap<(WaitTarget, u32), u64>> = HashMap::new();
+    // The row each futex went to, to name a holder's wait on another lock.
+    let mut row_of: HashMap<(u32, u64), String> = HashMap::new();
     // Wait per process of each row, to say which attached process did it.
     let mut procs: HashMap<(String, LockKind), HashMap<u32, u64>> = HashMap::new();
     for u in &raw.user {
@@ -211,6 +255,27 @@ pub(super) fn add_user_rows(
                 *entry.1.entry(f.clone()).or_default() += w;
             }
         }
+        let row_key = (entry.0.name.clone(), entry.0.lock_type.clone());
+        row_of.insert((u.tgid, u.uaddr), entry.0.name.clone());
+        if let Some(&w) = windows.get(&(u.tgid, u.uaddr)) {
+            *seen_ns.entry(row_key.clone()).or_default() += w;
+        }
+        if let Some(b) = blocked.get(&(u.tgid, u.uaddr)) {
+            let to = chained.entry(row_key).or_default();
+            for (&target, &ns) in b {
+                *to.entry((target, u.tgid)).or_default() += ns;
+            }
+        }
+        if let Some(h) = on_cpu.get(&(u.tgid, u.uaddr)) {
+            let to = running
+                .entry((entry.0.name.clone(), entry.0.lock_type.clone()))
+                .or_default();
+            for (f, &(n, w)) in h {
+                let e = to.entry(f.clone()).or_insert((0, 0));
+                e.0 += n;
+                e.1 += w;
+            }
+        }
         if let Some(h) = holders.get(&(u.tgid, u.uaddr)) {
             let to = held
                 .entry((entry.0.name.clone(), entry.0.lock_type.clone()))
@@ -221,12 +286,27 @@ pub(super) fn add_user_rows(
         }
     }
     for (key, (mut row, c)) in by_name {
+        if let Some(&seen) = seen_ns.get(&key).filter(|&&n| n > 0) {
+            row.holder_running = running
+                .get(&key)
+                .map(|h| (h.values().map(|v| v.1).sum::<u64>() as f64 / seen as f64).min(1.0));
+            row.holder_waits = holder_waits(chained.remove(&key), &row_of, seen);
+        }
         let total: u64 = c.values().sum();
         row.callers = top_callers(c, total);
         row.process = procs.get(&key).and_then(|p| attached_process(raw, p));
-        if let Some(h) = held.remove(&key) {
+        // What the holders did while the waiters waited, where they were sampled
+        // running then; else where they released the lock.
+        let sampled = running
+            .remove(&key)
+            .filter(|h| h.values().map(|v| v.0).sum::<u64>() >= MIN_HOLDER_SAMPLES);
+        if let Some(h) = sampled {
+            let weights: HashMap<String, u64> = h.into_iter().map(|(f, v)| (f, v.1)).collect();
+            let total: u64 = weights.values().sum();
+            row.holders = with_state(top_callers(weights, total), HolderState::OnCpu);
+        } else if let Some(h) = held.remove(&key) {
             let total: u64 = h.values().sum();
-            row.holders = top_callers(h, total);
+            row.holders = with_state(top_callers(h, total), HolderState::AtRelease);
         }
         rows.push(row);
     }
@@ -236,6 +316,43 @@ pub(super) fn add_user_rows(
         .filter(|s| !s.syscall && s.waker.is_none())
         .count();
     (copies as u64, resolved)
+}
+
+/// The holders' own waits as shares of the waker-seen wait time, largest first: a system
+/// call by its name, a futex by the row its lock went to.
+fn holder_waits(
+    chained: Option<HashMap<(WaitTarget, u32), u64>>,
+    row_of: &HashMap<(u32, u64), String>,
+    seen: u64,
+) -> Vec<HolderWait> {
+    let mut by_name: HashMap<(String, bool), u64> = HashMap::new();
+    for (((syscall, op, uaddr), tgid), ns) in chained.unwrap_or_default() {
+        let name = if syscall {
+            super::syscall::syscall_name(op)
+        } else {
+            row_of
+                .get(&(tgid, uaddr))
+                .cloned()
+                .unwrap_or_else(|| format!("futex {uaddr:#x}"))
+        };
+        *by_name.entry((name, !syscall)).or_default() += ns;
+    }
+    let mut v: Vec<HolderWait> = by_name
+        .into_iter()
+        .map(|((wait, lock), ns)| HolderWait {
+            wait,
+            lock,
+            share: (ns as f64 / seen as f64).min(1.0),
+        })
+        .filter(|w| w.share >= 0.01)
+        .collect();
+    v.sort_by(|a, b| {
+        b.share
+            .total_cmp(&a.share)
+            .then_with(|| a.wait.cmp(&b.wait))
+    });
+    v.truncate(3);
+    v
 }
 
 /// The function whose critical section a waker's stack copy ends: the innermost frame

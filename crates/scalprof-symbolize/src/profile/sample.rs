@@ -69,6 +69,7 @@ impl ProfileBuilder {
         let leaf_user = user_ids.last().copied().unwrap_or(u32::MAX);
         if let Some(t) = s.timestamp {
             self.timeline.push((t, tid, leaf_user));
+            self.blame_sample(pid, tid, t, weight, &user_addrs);
         }
         // The tool's own work is its overhead, never the program's cost.
         if kernel
@@ -93,6 +94,59 @@ impl ProfileBuilder {
         let e = self.stacks.entry(frames).or_insert((0, 0));
         e.0 += 1;
         e.1 = e.1.saturating_add(weight);
+    }
+
+    /// Counts a holder thread's sample for every wait of its waiters it falls in, by the
+    /// innermost function outside the C library and the loader (the lock code itself is
+    /// libc's: the holder's own function is what held the lock).
+    fn blame_sample(&mut self, pid: i32, tid: i32, t: u64, weight: u64, user_addrs: &[u64]) {
+        let Some(windows) = self.blame_windows.get(&tid) else {
+            return;
+        };
+        // Windows by start: those starting by t, the latest few (waits of one lock by
+        // a handful of waiters overlap; a holder's older ones have ended).
+        let upto = windows.partition_point(|w| w.0 <= t);
+        let locks: Vec<usize> = windows[upto.saturating_sub(64)..upto]
+            .iter()
+            .filter(|w| t < w.1)
+            .map(|w| w.2)
+            .collect();
+        if locks.is_empty() {
+            return;
+        }
+        let mut holder = None;
+        for (i, &addr) in user_addrs.iter().enumerate() {
+            let lookup = if i == 0 { addr } else { addr.saturating_sub(1) };
+            let library = self
+                .processes
+                .get(&pid)
+                .and_then(|p| p.mapping(lookup))
+                .is_some_and(|m| crate::locks::is_runtime_library(&m.path));
+            if library {
+                continue;
+            }
+            let ids = self.user_frames(pid, lookup);
+            if let Some(&id) = ids.first() {
+                holder = Some(self.names[id as usize].clone());
+                break;
+            }
+        }
+        let Some(holder) = holder else { return };
+        let mut seen = Vec::new();
+        for lock in locks {
+            if seen.contains(&lock) {
+                continue;
+            }
+            seen.push(lock);
+            let e = self
+                .blamed
+                .entry(lock)
+                .or_default()
+                .entry(holder.clone())
+                .or_default();
+            e.0 += 1;
+            e.1 = e.1.saturating_add(weight);
+        }
     }
 
     pub(super) fn kernel_frame(&mut self, addr: u64, kallsyms: &Kallsyms) -> u32 {

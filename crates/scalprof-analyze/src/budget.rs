@@ -140,8 +140,13 @@ pub fn lock_series(
                 s.detail = format!("{}; {}", r.lock_type, callers.join(", "));
             }
             if let Some(h) = r.holders.first().filter(|h| h.share >= 0.5) {
+                let held = if r.lock_type == LockKind::Sleep {
+                    "the others ran in"
+                } else {
+                    "held in"
+                };
                 s.detail = format!(
-                    "{}; held in {}, {:.0}% of the wait",
+                    "{}; {held} {}, {:.0}% of the wait",
                     s.detail,
                     h.function,
                     h.share * 100.0

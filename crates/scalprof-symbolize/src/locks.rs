@@ -29,7 +29,7 @@ pub fn lock_profile(raw: &RawLocks, symbols: &mut Symbols, on_cpu: &HolderSample
     let mut rows: Vec<LockRow> = Vec::new();
     add_kernel_rows(raw, &symbols.kernel, &mut rows);
     let (snapshots, resolved) = add_user_rows(raw, symbols, on_cpu, &mut rows);
-    add_syscall_rows(raw, symbols, &mut rows);
+    add_syscall_rows(raw, symbols, on_cpu, &mut rows);
     add_runqueue_row(raw, &mut rows);
     sort_rows(&mut rows);
     LockProfile {
@@ -42,26 +42,46 @@ pub fn lock_profile(raw: &RawLocks, symbols: &mut Symbols, on_cpu: &HolderSample
     }
 }
 
-/// Per user lock (tgid, futex address): what its holders were sampled doing during its
-/// waits, function → (samples, weight) (the profile's [`crate::profile::Blamed`], by lock).
-pub type HolderSamples = HashMap<(u32, u64), HashMap<String, (u64, u64)>>;
+/// Per user lock (tgid, futex address, `None`) or system-call wait (tgid, first argument,
+/// `Some(call)`): what its holders were sampled doing during its waits, function →
+/// (samples, weight) (the profile's [`crate::profile::Blamed`], by lock).
+pub type HolderSamples = HashMap<BlameKey, Sampled>;
+
+/// Functions → (samples, weight).
+pub type Sampled = HashMap<String, (u64, u64)>;
+
+/// A lock or a wait the profile's samples are blamed for.
+pub type BlameKey = (u32, u64, Option<u32>);
+
+/// Sleeps (nanosleep, clock_nanosleep): a thread that sleeps in a retry loop waits for
+/// whatever the others are doing; what they ran meanwhile is blamed.
+fn is_sleep_call(op: u32) -> bool {
+    matches!(op, 35 | 230)
+}
 
 /// The waits whose waker was seen, for the profile to blame its samples on
 /// ([`crate::profile::ProfileBuilder::blame`]), and the lock each window's index stands for.
-pub fn blame_windows(raw: &RawLocks) -> (Vec<BlameWindow>, Vec<(u32, u64)>) {
-    let mut keys: Vec<(u32, u64)> = Vec::new();
-    let mut index: HashMap<(u32, u64), usize> = HashMap::new();
+pub fn blame_windows(raw: &RawLocks) -> (Vec<BlameWindow>, Vec<BlameKey>) {
+    let mut keys: Vec<BlameKey> = Vec::new();
+    let mut index: HashMap<BlameKey, usize> = HashMap::new();
     let mut windows = Vec::new();
-    for s in &raw.snapshots {
-        let Some(waker) = s.waker.filter(|_| s.wait_ns > 0 && s.start > 0) else {
-            continue;
+    for s in raw
+        .snapshots
+        .iter()
+        .filter(|s| s.wait_ns > 0 && s.start > 0)
+    {
+        let (holder_tid, key) = match s.waker {
+            Some(waker) => (Some(waker as i32), (s.tgid, s.uaddr, None)),
+            None if s.syscall && is_sleep_call(s.op) => (None, (s.tgid, s.uaddr, Some(s.op))),
+            None => continue,
         };
-        let lock = *index.entry((s.tgid, s.uaddr)).or_insert_with(|| {
-            keys.push((s.tgid, s.uaddr));
+        let lock = *index.entry(key).or_insert_with(|| {
+            keys.push(key);
             keys.len() - 1
         });
         windows.push(BlameWindow {
-            holder_tid: waker as i32,
+            holder_tid,
+            waiter_tid: s.tid as i32,
             start: s.start,
             end: s.start.saturating_add(s.wait_ns),
             lock,
@@ -71,7 +91,7 @@ pub fn blame_windows(raw: &RawLocks) -> (Vec<BlameWindow>, Vec<(u32, u64)>) {
 }
 
 /// The profile's blamed samples by lock.
-pub fn holder_samples(blamed: Blamed, keys: &[(u32, u64)]) -> HolderSamples {
+pub fn holder_samples(blamed: Blamed, keys: &[BlameKey]) -> HolderSamples {
     blamed
         .into_iter()
         .filter_map(|(i, f)| Some((*keys.get(i)?, f)))

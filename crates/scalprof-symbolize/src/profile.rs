@@ -133,15 +133,20 @@ pub struct ProfileBuilder {
     only: Option<HashSet<i32>>,
     /// Per holder thread: the waits its samples are blamed for (start, end, lock), by start.
     blame_windows: HashMap<i32, Vec<(u64, u64, usize)>>,
+    /// Waits with no known holder (a sleep in a retry loop): every other thread's samples
+    /// inside them are blamed (start, end, lock, the waiter), by start.
+    blame_others: Vec<(u64, u64, usize, i32)>,
     /// Per lock (a [`BlameWindow::lock`]): the holder's functions → (samples, weight).
     blamed: HashMap<usize, HashMap<String, (u64, u64)>>,
 }
 
-/// A wait whose waker was seen: the holder thread that ended it, the span it waited
+/// A wait whose waker was seen: the holder thread that ended it (`None`: any thread but
+/// the waiter, for a wait with no waker such as a sleep), the span it waited
 /// (CLOCK_MONOTONIC ns, the samples' clock) and the lock, an index of the caller's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BlameWindow {
-    pub holder_tid: i32,
+    pub holder_tid: Option<i32>,
+    pub waiter_tid: i32,
     pub start: u64,
     pub end: u64,
     pub lock: usize,
@@ -173,6 +178,7 @@ impl ProfileBuilder {
             perf_map_dir: PathBuf::from("/tmp"),
             only: None,
             blame_windows: HashMap::new(),
+            blame_others: Vec::new(),
             blamed: HashMap::new(),
         }
     }
@@ -182,14 +188,21 @@ impl ProfileBuilder {
     /// innermost function outside the C library), as well as in the profile.
     pub fn blame(mut self, windows: &[BlameWindow]) -> ProfileBuilder {
         for w in windows.iter().filter(|w| w.end > w.start) {
-            self.blame_windows
-                .entry(w.holder_tid)
-                .or_default()
-                .push((w.start, w.end, w.lock));
+            match w.holder_tid {
+                Some(tid) => self
+                    .blame_windows
+                    .entry(tid)
+                    .or_default()
+                    .push((w.start, w.end, w.lock)),
+                None => self
+                    .blame_others
+                    .push((w.start, w.end, w.lock, w.waiter_tid)),
+            }
         }
         for list in self.blame_windows.values_mut() {
             list.sort_unstable();
         }
+        self.blame_others.sort_unstable();
         self
     }
 

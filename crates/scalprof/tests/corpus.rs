@@ -122,10 +122,15 @@ diagnosis!(
 diagnosis!(
     /// Named by the function that sleeps, from the stack copied as it blocked. While one
     /// thread holds db_lock the other sleeps: the loss is the sleeping, seen as the sleep
-    /// and as the phases when one thread runs alone, within 10 points.
+    /// and as the phases when one thread runs alone, within 10 points. What the other
+    /// thread ran while it slept is its transaction, the section under db_lock.
     a_sleep_and_retry_loop_is_a_blocked_wait_in_its_sleep,
     Case {
-        fields: &[("/details/type", "sleep")],
+        fields: &[
+            ("/details/type", "sleep"),
+            ("/details/holders/0/function", "transaction"),
+        ],
+        says: &[("/evidence", "while it slept the others ran in transaction")],
         explains: Some((
             &["sleep in busy_wait_lock", "serial", "waiting for a CPU"],
             Within::Points(0.10),

@@ -286,6 +286,10 @@ fn held_text(row: &LockRow) -> String {
         .filter(|h| h.share >= 0.05)
         .map(|h| format!("{} ({:.0}% of the wait)", h.function, h.share * 100.0))
         .collect();
+    if row.lock_type == LockKind::Sleep {
+        // No holder wakes a sleep: these are what the other threads ran meanwhile.
+        return format!("; while it slept the others ran in {}", list.join(", "));
+    }
     format!("; held in {}", list.join(", "))
 }
 
@@ -380,7 +384,9 @@ fn chain_text(row: &LockRow, rows: &[LockRow]) -> String {
         }
     }
     if let Some(r) = row.holder_running.filter(|&r| r >= 0.05) {
-        if parts.is_empty() {
+        if row.lock_type == LockKind::Sleep {
+            parts.push(format!("the others were running {:.0}% of it", r * 100.0));
+        } else if parts.is_empty() {
             parts.push(format!(
                 "its holder {} was running {:.0}% of the wait",
                 h.function,

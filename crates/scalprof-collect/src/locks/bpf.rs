@@ -111,6 +111,7 @@ fn parse_record(d: &[u8]) -> Option<Record> {
             op: s.op,
             syscall: kind == record_kind::RECORD_SYSCALL_STACK,
             waker: (kind == record_kind::RECORD_WAKER_STACK).then_some(s.waker_tid),
+            tid: s.tid,
             start: s.start,
             holder_blocked: (kind == record_kind::RECORD_WAKER_STACK && s.holder_blocked_ns > 0)
                 .then_some(scalprof_model::locks::HolderBlocked {

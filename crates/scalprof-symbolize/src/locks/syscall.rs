@@ -83,7 +83,22 @@ pub(super) type CallKey = (u32, u64, u32);
 /// sqliteDefaultBusyCallback`), a wait the kernel stack shows is for the disk as disk I/O,
 /// other I/O by the call and what the descriptor named (a file; a pipe or a socket by
 /// kind, as their inode numbers change every run).
-pub(super) fn add_syscall_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRow>) {
+pub(super) fn add_syscall_rows(
+    raw: &RawLocks,
+    symbols: &mut Symbols,
+    on_cpu: &super::HolderSamples,
+    rows: &mut Vec<LockRow>,
+) {
+    // The time of the sampled sleeps, for the share the others ran during them.
+    let mut slept: HashMap<CallKey, u64> = HashMap::new();
+    for s in raw
+        .snapshots
+        .iter()
+        .filter(|s| s.syscall && super::is_sleep_call(s.op))
+    {
+        *slept.entry((s.tgid, s.uaddr, s.op)).or_default() += s.wait_ns;
+    }
+    let mut others: HashMap<(String, LockKind), (super::Sampled, u64)> = HashMap::new();
     // The user function that made each call, from the sampled stack copies.
     let mut spaces: HashMap<u32, UserSpace> = HashMap::new();
     let mut user_callers: HashMap<CallKey, HashMap<String, u64>> = HashMap::new();
@@ -241,8 +256,34 @@ pub(super) fn add_syscall_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut
         for (f, ns) in found.into_iter().flatten() {
             *entry.1.entry(f.clone()).or_default() += ns;
         }
+        if let Some(h) = on_cpu.get(&(w.tgid, w.uaddr, Some(w.op))) {
+            let to = others
+                .entry((entry.0.name.clone(), entry.0.lock_type.clone()))
+                .or_default();
+            for (f, &(n, ns)) in h {
+                let e = to.0.entry(f.clone()).or_default();
+                e.0 += n;
+                e.1 += ns;
+            }
+            to.1 += slept.get(&key).copied().unwrap_or(0);
+        }
     }
     for (key, (mut row, c)) in by_name {
+        // A sleep: what the other threads ran while it slept (the holder of what a retry
+        // loop waits for is among them).
+        if let Some((h, slept)) = others.remove(&key) {
+            if h.values().map(|v| v.0).sum::<u64>() >= super::user::MIN_HOLDER_SAMPLES {
+                let weights: HashMap<String, u64> = h.into_iter().map(|(f, v)| (f, v.1)).collect();
+                let total: u64 = weights.values().sum();
+                if slept > 0 {
+                    row.holder_running = Some((total as f64 / slept as f64).min(1.0));
+                }
+                row.holders = super::user::with_state(
+                    top_callers(weights, total),
+                    scalprof_model::locks::HolderState::OnCpu,
+                );
+            }
+        }
         let total: u64 = c.values().sum();
         row.callers = top_callers(c, total);
         row.process = procs.get(&key).and_then(|p| attached_process(raw, p));

@@ -99,9 +99,9 @@ type WaitTarget = (bool, u32, u64);
 
 /// Holder samples a lock needs before they name its holders: fewer say little about what
 /// the holders did (a 20 µs wait holds a 1 ms-period sample 2% of the time).
-const MIN_HOLDER_SAMPLES: u64 = 3;
+pub(super) const MIN_HOLDER_SAMPLES: u64 = 3;
 
-fn with_state(mut holders: Vec<LockCaller>, state: HolderState) -> Vec<LockCaller> {
+pub(super) fn with_state(mut holders: Vec<LockCaller>, state: HolderState) -> Vec<LockCaller> {
     for h in &mut holders {
         h.state = Some(state);
     }
@@ -266,7 +266,7 @@ pub(super) fn add_user_rows(
                 *to.entry((target, u.tgid)).or_default() += ns;
             }
         }
-        if let Some(h) = on_cpu.get(&(u.tgid, u.uaddr)) {
+        if let Some(h) = on_cpu.get(&(u.tgid, u.uaddr, None)) {
             let to = running
                 .entry((entry.0.name.clone(), entry.0.lock_type.clone()))
                 .or_default();

@@ -100,21 +100,51 @@ impl ProfileBuilder {
     /// innermost function outside the C library and the loader (the lock code itself is
     /// libc's: the holder's own function is what held the lock).
     fn blame_sample(&mut self, pid: i32, tid: i32, t: u64, weight: u64, user_addrs: &[u64]) {
-        let Some(windows) = self.blame_windows.get(&tid) else {
-            return;
-        };
-        // Windows by start: those starting by t, the latest few (waits of one lock by
-        // a handful of waiters overlap; a holder's older ones have ended).
-        let upto = windows.partition_point(|w| w.0 <= t);
-        let locks: Vec<usize> = windows[upto.saturating_sub(64)..upto]
-            .iter()
-            .filter(|w| t < w.1)
-            .map(|w| w.2)
-            .collect();
+        // The waits this sample falls in: its thread's waiters' (the latest few starting
+        // by t: a holder's older ones have ended), and the waits of other threads that
+        // have no known holder.
+        let mut locks: Vec<usize> = Vec::new();
+        if let Some(windows) = self.blame_windows.get(&tid) {
+            let upto = windows.partition_point(|w| w.0 <= t);
+            locks.extend(
+                windows[upto.saturating_sub(64)..upto]
+                    .iter()
+                    .filter(|w| t < w.1)
+                    .map(|w| w.2),
+            );
+        }
+        let upto = self.blame_others.partition_point(|w| w.0 <= t);
+        locks.extend(
+            self.blame_others[upto.saturating_sub(64)..upto]
+                .iter()
+                .filter(|w| t < w.1 && w.3 != tid)
+                .map(|w| w.2),
+        );
         if locks.is_empty() {
             return;
         }
-        let mut holder = None;
+        locks.sort_unstable();
+        locks.dedup();
+        let Some(holder) = self.own_function(pid, user_addrs) else {
+            return;
+        };
+        for lock in locks {
+            let e = self
+                .blamed
+                .entry(lock)
+                .or_default()
+                .entry(holder.clone())
+                .or_default();
+            e.0 += 1;
+            e.1 = e.1.saturating_add(weight);
+        }
+    }
+
+    /// The innermost function of a user stack outside the C library and the loader (the
+    /// lock code itself is libc's: the holder's own function is what held the lock),
+    /// preferring one with a symbol to a bare address in a stripped library.
+    fn own_function(&mut self, pid: i32, user_addrs: &[u64]) -> Option<String> {
+        let mut bare = None;
         for (i, &addr) in user_addrs.iter().enumerate() {
             let lookup = if i == 0 { addr } else { addr.saturating_sub(1) };
             let library = self
@@ -126,27 +156,14 @@ impl ProfileBuilder {
                 continue;
             }
             let ids = self.user_frames(pid, lookup);
-            if let Some(&id) = ids.first() {
-                holder = Some(self.names[id as usize].clone());
-                break;
+            let Some(&id) = ids.first() else { continue };
+            let name = &self.names[id as usize];
+            if !name.starts_with('[') {
+                return Some(name.clone());
             }
+            bare.get_or_insert_with(|| name.clone());
         }
-        let Some(holder) = holder else { return };
-        let mut seen = Vec::new();
-        for lock in locks {
-            if seen.contains(&lock) {
-                continue;
-            }
-            seen.push(lock);
-            let e = self
-                .blamed
-                .entry(lock)
-                .or_default()
-                .entry(holder.clone())
-                .or_default();
-            e.0 += 1;
-            e.1 = e.1.saturating_add(weight);
-        }
+        bare
     }
 
     pub(super) fn kernel_frame(&mut self, addr: u64, kallsyms: &Kallsyms) -> u32 {

@@ -100,8 +100,10 @@ pub struct StackSnapshot {
     /// waiter from inside futex(): an unlock, the end of the holder's critical section.
     /// `tgid` is then the waker's process.
     pub waker: Option<u32>,
-    /// The waiting thread.
+    /// The waiting thread, and its process (the lock's, where a futex in shared memory is
+    /// woken from another process; `tgid` is then the waker's).
     pub tid: u32,
+    pub waiter_tgid: u32,
     /// When the waiter blocked (CLOCK_MONOTONIC ns, the profile samples' clock).
     pub start: u64,
     /// A waker's copy: the waker's own wait that overlapped the waiter's, if any.

@@ -71,7 +71,7 @@ pub fn blame_windows(raw: &RawLocks) -> (Vec<BlameWindow>, Vec<BlameKey>) {
         .filter(|s| s.wait_ns > 0 && s.start > 0)
     {
         let (holder_tid, key) = match s.waker {
-            Some(waker) => (Some(waker as i32), (s.tgid, s.uaddr, None)),
+            Some(waker) => (Some(waker as i32), (s.waiter_tgid, s.uaddr, None)),
             None if s.syscall && is_sleep_call(s.op) => (None, (s.tgid, s.uaddr, Some(s.op))),
             None => continue,
         };

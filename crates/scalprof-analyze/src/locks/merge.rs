@@ -151,7 +151,7 @@ pub fn merge(profiles: impl IntoIterator<Item = LockProfile>) -> Option<LockProf
     let mut out: Option<LockProfile> = None;
     let mut rows: HashMap<RowKey, (LockRow, HashMap<String, f64>)> = HashMap::new();
     let mut holders: HashMap<RowKey, HashMap<String, f64>> = HashMap::new();
-    let mut states: HashMap<String, HolderState> = HashMap::new();
+    let mut states: HashMap<RowKey, HashMap<String, HolderState>> = HashMap::new();
     // What the holders did, averaged over the repeats by their waits.
     let mut running: HashMap<RowKey, (f64, f64)> = HashMap::new();
     let mut chains: HashMap<RowKey, HashMap<(String, bool), f64>> = HashMap::new();
@@ -177,11 +177,11 @@ pub fn merge(profiles: impl IntoIterator<Item = LockProfile>) -> Option<LockProf
             let h = holders
                 .entry((r.scope, r.name.clone(), r.lock_type.clone()))
                 .or_default();
+            let key = (r.scope, r.name.clone(), r.lock_type.clone());
             for c in &r.holders {
                 *h.entry(c.function.clone()).or_default() += c.share * r.total_wait_ns as f64;
-                note_state(&mut states, c);
+                note_state(states.entry(key.clone()).or_default(), c);
             }
-            let key = (r.scope, r.name.clone(), r.lock_type.clone());
             let w = r.total_wait_ns.max(1) as f64;
             if let Some(x) = r.holder_running {
                 let e = running.entry(key.clone()).or_default();
@@ -223,7 +223,10 @@ pub fn merge(profiles: impl IntoIterator<Item = LockProfile>) -> Option<LockProf
         .into_iter()
         .map(|(key, (mut row, callers))| {
             row.callers = ranked(callers);
-            row.holders = ranked_holders(holders.remove(&key).unwrap_or_default(), &states);
+            row.holders = ranked_holders(
+                holders.remove(&key).unwrap_or_default(),
+                &states.remove(&key).unwrap_or_default(),
+            );
             row.holder_running = running.get(&key).map(|&(x, w)| x / w);
             let weight = chain_weight.get(&key).copied().unwrap_or(1.0);
             let mut waits: Vec<HolderWait> = chains
@@ -320,4 +323,53 @@ fn elements_of_one_array_are_one_row() {
         s.address
     );
     assert_eq!(s.callers[0].function, "update");
+}
+
+#[cfg(test)]
+#[test]
+fn repeats_merge_holders_per_row_with_their_own_state_and_chain() {
+    use scalprof_model::locks::HolderWait;
+    let holder = |f: &str, state: HolderState| LockCaller {
+        state: Some(state),
+        ..LockCaller::new(f, 1.0)
+    };
+    let row = |name: &str, wait: u64, h: LockCaller, running: f64, disk: f64| LockRow {
+        count: 10,
+        total_wait_ns: wait,
+        holders: vec![h],
+        holder_running: Some(running),
+        holder_waits: vec![HolderWait {
+            wait: "fdatasync".into(),
+            lock: false,
+            share: disk,
+        }],
+        ..LockRow::new(Scope::User, name, LockKind::Mutex)
+    };
+    let profile = |rows: Vec<LockRow>| LockProfile {
+        rows,
+        repeats: 1,
+        ..Default::default()
+    };
+    let merged = merge([
+        profile(vec![
+            row("a", 100, holder("f", HolderState::OnCpu), 0.2, 0.6),
+            row("b", 100, holder("f", HolderState::AtRelease), 0.5, 0.0),
+        ]),
+        profile(vec![row(
+            "a",
+            300,
+            holder("f", HolderState::OnCpu),
+            0.6,
+            0.2,
+        )]),
+    ])
+    .unwrap();
+    let a = merged.rows.iter().find(|r| r.name == "a").unwrap();
+    let b = merged.rows.iter().find(|r| r.name == "b").unwrap();
+    // One row's on-CPU evidence does not change another's.
+    assert_eq!(a.holders[0].state, Some(HolderState::OnCpu));
+    assert_eq!(b.holders[0].state, Some(HolderState::AtRelease));
+    // Averaged by the repeats' waits: (0.2·100 + 0.6·300) / 400.
+    assert!((a.holder_running.unwrap() - 0.5).abs() < 1e-9);
+    assert!((a.holder_waits[0].share - 0.3).abs() < 1e-9);
 }

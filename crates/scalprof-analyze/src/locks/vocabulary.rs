@@ -142,6 +142,20 @@ pub fn is_user_lock_code(f: &str) -> bool {
         || f.starts_with("futex_")
 }
 
+/// A program's own lock layer over futexes or semaphores (PostgreSQL's LWLocks and
+/// per-backend semaphores, CPython's GIL hand-off): machinery around a critical section,
+/// never the holder's work, so a holder is named past it.
+pub fn is_lock_wrapper(f: &str) -> bool {
+    f.starts_with("PGSemaphore")
+        || f.starts_with("LWLock")
+        || f.starts_with("sem_")
+        || f.starts_with("__new_sem_")
+        || f == "PyThread_release_lock"
+        || f == "PyThread_acquire_lock_timed"
+        || f == "drop_gil"
+        || f == "take_gil"
+}
+
 /// Whether a folded stack was sampled doing a user lock's work: inside the futex system
 /// call, or with libc's lock code as its innermost user frame.
 pub fn in_user_lock(stack: &str) -> bool {
@@ -317,4 +331,12 @@ pub fn user_wait_kind(frames: &[String]) -> LockKind {
     } else {
         LockKind::Futex
     }
+}
+
+#[cfg(test)]
+#[test]
+fn lock_wrappers_are_machinery_not_work() {
+    assert!(is_lock_wrapper("PGSemaphoreUnlock") && is_lock_wrapper("LWLockRelease"));
+    assert!(is_lock_wrapper("drop_gil"));
+    assert!(!is_lock_wrapper("XLogFlush") && !is_lock_wrapper("rebuild_index"));
 }

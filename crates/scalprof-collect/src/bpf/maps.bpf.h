@@ -256,6 +256,8 @@ struct snapshot {
 	u64 holder_blocked_uaddr;
 	u32 holder_blocked_op;
 	u32 holder_blocked_kind;
+	u32 waiter_tgid; /* the waiter's process (a waker may be another: shared memory) */
+	u32 pad;
 	u8 stack[USER_STACK_COPY];
 };
 

@@ -37,6 +37,8 @@ static __always_inline int copy_user_stack(struct task_struct *prev, struct pt_r
 	snap->op = st->op;
 	snap->kind = kind;
 	snap->waker_tid = 0;
+	snap->waiter_tgid = tgid;
+	snap->pad = 0;
 	snap->holder_blocked_ns = 0;
 	snap->holder_blocked_uaddr = 0;
 	snap->holder_blocked_op = 0;
@@ -192,7 +194,7 @@ static __always_inline void end_wait(struct ustart *st, u32 tgid, u32 tid, u64 n
  * frames name the end of the critical section that made the waiter wait, the holder's.
  * The record is a RECORD_WAKER_STACK `snapshot` with the waiter's (tid, start), and the
  * waker's tgid and tid. */
-static __always_inline void copy_waker_stack(struct ustart *st, u32 waiter_tid)
+static __always_inline void copy_waker_stack(struct ustart *st, u32 waiter_tid, u32 waiter_tgid)
 {
 	struct task_struct *cur = bpf_get_current_task_btf();
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(cur);
@@ -213,6 +215,8 @@ static __always_inline void copy_waker_stack(struct ustart *st, u32 waiter_tid)
 	snap->op = st->op;
 	snap->kind = RECORD_WAKER_STACK;
 	snap->waker_tid = BPF_CORE_READ(cur, pid);
+	snap->waiter_tgid = waiter_tgid;
+	snap->pad = 0;
 	snap->holder_blocked_ns = 0;
 	snap->holder_blocked_uaddr = 0;
 	snap->holder_blocked_op = 0;
@@ -257,7 +261,7 @@ int BPF_PROG(on_wakeup, struct task_struct *p)
 	 * sampled waits of calls that wait for another task keep it (user space decides). */
 	st->woken = 0;
 	if (st->ts && st->kind == WAIT_FUTEX && st->snapped)
-		copy_waker_stack(st, BPF_CORE_READ(p, pid));
+		copy_waker_stack(st, BPF_CORE_READ(p, pid), BPF_CORE_READ(p, tgid));
 	if (st->ts) {
 		end_wait(st, BPF_CORE_READ(p, tgid), BPF_CORE_READ(p, pid), now,
 			 bpf_get_current_pid_tgid() >> 32);

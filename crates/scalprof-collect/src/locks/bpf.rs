@@ -54,7 +54,7 @@ unsafe impl Plain for ukey {}
 unsafe impl Plain for stat {}
 // SAFETY: skey is repr(C) { u64, u32, u32, i32, u32 }.
 unsafe impl Plain for skey {}
-// SAFETY: snapshot is repr(C) { 2 × u32, 5 × u64, 4 × u32, 2 × u64, 2 × u32, [u8; 4096] }.
+// SAFETY: snapshot is repr(C) { 2 × u32, 5 × u64, 4 × u32, 2 × u64, 4 × u32, [u8; 4096] }.
 unsafe impl Plain for snapshot {}
 // SAFETY: wait_end is repr(C) { u32, u32, u64, u64 }.
 unsafe impl Plain for wait_end {}
@@ -112,6 +112,7 @@ fn parse_record(d: &[u8]) -> Option<Record> {
             syscall: kind == record_kind::RECORD_SYSCALL_STACK,
             waker: (kind == record_kind::RECORD_WAKER_STACK).then_some(s.waker_tid),
             tid: s.tid,
+            waiter_tgid: s.waiter_tgid,
             start: s.start,
             holder_blocked: (kind == record_kind::RECORD_WAKER_STACK && s.holder_blocked_ns > 0)
                 .then_some(scalprof_model::locks::HolderBlocked {

@@ -127,7 +127,7 @@ pub(super) fn add_user_rows(
             continue;
         };
         let w = holders
-            .entry((s.tgid, s.uaddr))
+            .entry((s.waiter_tgid, s.uaddr))
             .or_default()
             .entry(holder)
             .or_default();
@@ -142,14 +142,14 @@ pub(super) fn add_user_rows(
         .iter()
         .filter(|s| s.waker.is_some() && s.wait_ns > 0)
     {
-        *windows.entry((s.tgid, s.uaddr)).or_default() += s.wait_ns;
+        *windows.entry((s.waiter_tgid, s.uaddr)).or_default() += s.wait_ns;
         if let Some(b) = s.holder_blocked {
             // A holder's wait on this very lock (before it took it) is no link.
             if !b.syscall && b.uaddr == s.uaddr {
                 continue;
             }
             *blocked
-                .entry((s.tgid, s.uaddr))
+                .entry((s.waiter_tgid, s.uaddr))
                 .or_default()
                 .entry((b.syscall, b.op, b.uaddr))
                 .or_default() += b.ns.min(s.wait_ns);
@@ -330,8 +330,10 @@ fn holder_waits(
         let name = if syscall {
             super::syscall::syscall_name(op)
         } else {
+            // A futex in shared memory has one address in every forked process.
             row_of
                 .get(&(tgid, uaddr))
+                .or_else(|| row_of.iter().find(|(k, _)| k.1 == uaddr).map(|(_, v)| v))
                 .cloned()
                 .unwrap_or_else(|| format!("futex {uaddr:#x}"))
         };
@@ -377,7 +379,7 @@ fn holder_of(
         let Some((func, path)) = space.symbolize(lookup) else {
             continue;
         };
-        if is_runtime_library(&path) {
+        if is_runtime_library(&path) || scalprof_analyze::locks::is_lock_wrapper(&func) {
             continue;
         }
         if first_own.is_none() {
@@ -387,7 +389,10 @@ fn holder_of(
     }
     let i = first_own?;
     if i > 0 {
-        if let Some(callee) = space.called_at(addrs[i]) {
+        if let Some(callee) = space
+            .called_at(addrs[i])
+            .filter(|c| !scalprof_analyze::locks::is_lock_wrapper(c))
+        {
             if Some(&callee) != own.first() {
                 return Some(callee);
             }

@@ -158,6 +158,9 @@ impl ProfileBuilder {
             let ids = self.user_frames(pid, lookup);
             let Some(&id) = ids.first() else { continue };
             let name = &self.names[id as usize];
+            if scalprof_analyze::locks::is_lock_wrapper(name) {
+                continue;
+            }
             if !name.starts_with('[') {
                 return Some(name.clone());
             }

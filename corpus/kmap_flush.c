@@ -9,7 +9,7 @@
 #include "common.h"
 
 #define LAST_PKMAP 1024
-#define TLB_BYTES (2 << 20)
+#define TLB_BYTES (4 << 20)
 
 static pthread_mutex_t kmap_lock = PTHREAD_MUTEX_INITIALIZER;
 static int pkmap_count[LAST_PKMAP];

@@ -796,6 +796,7 @@ mod tests {
                 function: caller.into(),
                 share,
                 state: None,
+                stack: None,
             }],
             ..LockRow::new(Scope::User, name, LockKind::Mutex)
         };

@@ -256,6 +256,7 @@ mod details_tests {
                 function: "table_lookup".into(),
                 share: 1.0,
                 state: None,
+                stack: None,
             }],
             count: vec![3, 900],
             max_wait_ns: 50_000,

@@ -197,6 +197,9 @@ pub struct LockCaller {
     /// Holders only: how the holder was seen (absent for callers and older runs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<HolderState>,
+    /// Holders seen running: their heaviest folded stack inside the waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack: Option<String>,
 }
 
 impl LockCaller {
@@ -205,6 +208,7 @@ impl LockCaller {
             function: function.into(),
             share,
             state: None,
+            stack: None,
         }
     }
 }
@@ -282,6 +286,10 @@ pub struct LockRow {
     /// link of a wait chain (the disk, another lock), largest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub holder_waits: Vec<HolderWait>,
+    /// What the holders ran inside the waits, the heaviest folded stacks (their flame
+    /// graph), from the holder threads' own samples.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holder_stacks: Vec<crate::profile::FoldedStack>,
 }
 
 /// A wait of a lock's holders while they held it.
@@ -522,6 +530,7 @@ impl LockRow {
             holders: Vec::new(),
             holder_running: None,
             holder_waits: Vec::new(),
+            holder_stacks: Vec::new(),
         }
     }
 

@@ -39,6 +39,20 @@ pub fn svg(p: &PointProfile, title: &str, subtitle: Option<String>) -> std::io::
     Ok(out)
 }
 
+/// An SVG flame graph of folded stacks given as (stack, samples).
+pub fn svg_of(
+    stacks: &[(&str, u64)],
+    title: &str,
+    subtitle: Option<String>,
+) -> std::io::Result<Vec<u8>> {
+    let mut lines: Vec<String> = stacks.iter().map(|(s, n)| format!("{s} {n}")).collect();
+    lines.sort();
+    let mut out = Vec::new();
+    let mut opts = options(title, subtitle, "samples");
+    flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), &mut out)?;
+    Ok(out)
+}
+
 /// A differential flame graph: the shape of `after`, colored by the change in cost per
 /// operation from `before` (red grew, blue shrank). `*_work` is the work each profile did
 /// (operations), so a run that did more work is not "slower" by mistake.

@@ -197,6 +197,7 @@ fn lock_tables_round_trip() {
                 function: "table_lookup".into(),
                 share: 1.0,
                 state: None,
+                stack: None,
             }],
             ..LockRow::new(Scope::User, "table_lock", LockKind::from("mutex"))
         }],

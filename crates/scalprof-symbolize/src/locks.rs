@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use scalprof_analyze::locks::sort_rows;
 use scalprof_model::locks::{LockProfile, LockRow, RawLocks, StackSnapshot};
 
-use crate::profile::{BlameWindow, Blamed, Symbols, UserSpace};
+use crate::profile::{BlameWindow, Blamed, BlamedLock, Symbols, UserSpace};
 
 mod kernel;
 mod runqueue;
@@ -45,10 +45,7 @@ pub fn lock_profile(raw: &RawLocks, symbols: &mut Symbols, on_cpu: &HolderSample
 /// Per user lock (tgid, futex address, `None`) or system-call wait (tgid, first argument,
 /// `Some(call)`): what its holders were sampled doing during its waits, function →
 /// (samples, weight) (the profile's [`crate::profile::Blamed`], by lock).
-pub type HolderSamples = HashMap<BlameKey, Sampled>;
-
-/// Functions → (samples, weight).
-pub type Sampled = HashMap<String, (u64, u64)>;
+pub type HolderSamples = HashMap<BlameKey, BlamedLock>;
 
 /// A lock or a wait the profile's samples are blamed for.
 pub type BlameKey = (u32, u64, Option<u32>);
@@ -96,6 +93,60 @@ pub fn holder_samples(blamed: Blamed, keys: &[BlameKey]) -> HolderSamples {
         .into_iter()
         .filter_map(|(i, f)| Some((*keys.get(i)?, f)))
         .collect()
+}
+
+/// Holder stacks a row keeps for its flame graph: the heaviest.
+const HOLDER_STACKS: usize = 40;
+
+/// A row's holders from its sampled holders: functions by weight (state on-CPU), each
+/// with its heaviest stack, and the heaviest stacks for the holders' flame graph.
+fn on_cpu_holders(row: &mut LockRow, sampled: BlamedLock) {
+    use scalprof_analyze::locks::top_callers;
+    use scalprof_model::locks::HolderState;
+    let weights: HashMap<String, u64> = sampled
+        .functions
+        .into_iter()
+        .map(|(f, v)| (f, v.1))
+        .collect();
+    let total: u64 = weights.values().sum();
+    row.holders = top_callers(weights, total);
+    let mut stacks: Vec<(String, (String, u64, u64))> = sampled.stacks.into_iter().collect();
+    stacks.sort_by(|a, b| b.1 .2.cmp(&a.1 .2).then_with(|| a.0.cmp(&b.0)));
+    for h in &mut row.holders {
+        h.state = Some(HolderState::OnCpu);
+        h.stack = stacks
+            .iter()
+            .find(|(_, (f, _, _))| *f == h.function)
+            .map(|(s, _)| s.clone());
+    }
+    row.holder_stacks = stacks
+        .into_iter()
+        .take(HOLDER_STACKS)
+        .map(
+            |(stack, (_, samples, weight))| scalprof_model::profile::FoldedStack {
+                stack,
+                samples,
+                weight,
+            },
+        )
+        .collect();
+}
+
+/// Adds one lock's sampled holders into a row's.
+fn add_sampled(to: &mut BlamedLock, from: &BlamedLock) {
+    for (f, &(n, w)) in &from.functions {
+        let e = to.functions.entry(f.clone()).or_default();
+        e.0 += n;
+        e.1 += w;
+    }
+    for (s, (f, n, w)) in &from.stacks {
+        let e = to
+            .stacks
+            .entry(s.clone())
+            .or_insert_with(|| (f.clone(), 0, 0));
+        e.1 += n;
+        e.2 += w;
+    }
 }
 
 /// The frames of a stack copy outside libc and the loader, innermost first (the first is

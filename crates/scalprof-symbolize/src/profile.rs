@@ -137,7 +137,7 @@ pub struct ProfileBuilder {
     /// inside them are blamed (start, end, lock, the waiter), by start.
     blame_others: Vec<(u64, u64, usize, i32)>,
     /// Per lock (a [`BlameWindow::lock`]): the holder's functions → (samples, weight).
-    blamed: HashMap<usize, HashMap<String, (u64, u64)>>,
+    blamed: Blamed,
 }
 
 /// A wait whose waker was seen: the holder thread that ended it (`None`: any thread but
@@ -152,9 +152,17 @@ pub struct BlameWindow {
     pub lock: usize,
 }
 
-/// What holders were seen doing, per lock of the [`BlameWindow`]s: function → (samples,
-/// weight).
-pub type Blamed = HashMap<usize, HashMap<String, (u64, u64)>>;
+/// What holders were seen doing, per lock of the [`BlameWindow`]s.
+pub type Blamed = HashMap<usize, BlamedLock>;
+
+/// A lock's holder samples: by function, and by whole stack (for the holders' flame graph).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BlamedLock {
+    /// Function → (samples, weight).
+    pub functions: HashMap<String, (u64, u64)>,
+    /// Folded stack → (its holder function, samples, weight).
+    pub stacks: HashMap<String, (String, u64, u64)>,
+}
 
 impl ProfileBuilder {
     pub fn new(event: &str, frequency: u64, kernel_callchains: bool) -> ProfileBuilder {

@@ -233,12 +233,25 @@ diagnosis!(
             ("/details/holders/0/function", "flush_all_zero_pkmaps"),
             ("/details/holders/0/state", "on_cpu"),
         ],
-        says: &[("/suggestion", "behind flush_all_zero_pkmaps")],
+        says: &[
+            ("/suggestion", "behind flush_all_zero_pkmaps"),
+            // The holder's own stack: the chain the case study found by hand.
+            ("/details/holders/0/stack", "kmap_high;map_new_virtual;flush_all_zero_pkmaps"),
+        ],
         ..Case::new("kmap_flush", ("lock_contention", "user", "kmap_lock"))
     },
     then |run| {
         let holder = &run.finding("kmap_lock")["details"]["holders"][0];
         assert!(holder["share"].as_f64().unwrap() >= 0.5, "{holder}");
+        // Its flame graph's stacks are in the lock's row.
+        let last = run.doc["points"].as_array().unwrap().last().unwrap();
+        let row = last["locks"]["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == "kmap_lock")
+            .unwrap();
+        assert!(!row["holder_stacks"].as_array().unwrap().is_empty(), "{row}");
     }
 );
 

@@ -326,6 +326,7 @@ fn a_long_holder_is_a_lock_s_rare_caller_with_most_of_the_wait() {
         function: f.into(),
         share,
         state: None,
+        stack: None,
     };
     let mut row = LockRow {
         address: "0x1".into(),

@@ -49,7 +49,8 @@ pub fn group_objects(rows: &mut Vec<LockRow>) {
         let total: f64 = idx.iter().map(|&i| cost(&rows[i])).sum::<f64>().max(1.0);
         let mut callers: HashMap<String, u64> = HashMap::new();
         let mut holders: HashMap<String, f64> = HashMap::new();
-        let mut states: HashMap<String, HolderState> = HashMap::new();
+        let mut states: Seen = HashMap::new();
+        let mut held_stacks: HashMap<String, (u64, u64)> = HashMap::new();
         let mut elements: Vec<(String, f64)> = Vec::new();
         let mut merged = rows[idx[0]].clone();
         merged.count = 0;
@@ -71,6 +72,7 @@ pub fn group_objects(rows: &mut Vec<LockRow>) {
                 *holders.entry(c.function.clone()).or_default() += c.share * cost(r);
                 note_state(&mut states, c);
             }
+            add_stacks(&mut held_stacks, &r.holder_stacks);
             let off = object_of(&r.name).map_or("", |(_, o)| o);
             elements.push((format!("+0x{off}"), cost(r) / total));
         }
@@ -85,6 +87,7 @@ pub fn group_objects(rows: &mut Vec<LockRow>) {
         let weight: u64 = callers.values().sum();
         merged.callers = top_callers(callers, weight.max(1));
         merged.holders = ranked_holders(holders, &states);
+        merged.holder_stacks = heaviest_stacks(held_stacks);
         remove.extend(idx.iter().skip(1).copied());
         let first = idx[0];
         rows[first] = merged;
@@ -151,7 +154,8 @@ pub fn merge(profiles: impl IntoIterator<Item = LockProfile>) -> Option<LockProf
     let mut out: Option<LockProfile> = None;
     let mut rows: HashMap<RowKey, (LockRow, HashMap<String, f64>)> = HashMap::new();
     let mut holders: HashMap<RowKey, HashMap<String, f64>> = HashMap::new();
-    let mut states: HashMap<RowKey, HashMap<String, HolderState>> = HashMap::new();
+    let mut states: HashMap<RowKey, Seen> = HashMap::new();
+    let mut held_stacks: HashMap<RowKey, HashMap<String, (u64, u64)>> = HashMap::new();
     // What the holders did, averaged over the repeats by their waits.
     let mut running: HashMap<RowKey, (f64, f64)> = HashMap::new();
     let mut chains: HashMap<RowKey, HashMap<(String, bool), f64>> = HashMap::new();
@@ -182,6 +186,10 @@ pub fn merge(profiles: impl IntoIterator<Item = LockProfile>) -> Option<LockProf
                 *h.entry(c.function.clone()).or_default() += c.share * r.total_wait_ns as f64;
                 note_state(states.entry(key.clone()).or_default(), c);
             }
+            add_stacks(
+                held_stacks.entry(key.clone()).or_default(),
+                &r.holder_stacks,
+            );
             let w = r.total_wait_ns.max(1) as f64;
             if let Some(x) = r.holder_running {
                 let e = running.entry(key.clone()).or_default();
@@ -228,6 +236,7 @@ pub fn merge(profiles: impl IntoIterator<Item = LockProfile>) -> Option<LockProf
                 &states.remove(&key).unwrap_or_default(),
             );
             row.holder_running = running.get(&key).map(|&(x, w)| x / w);
+            row.holder_stacks = heaviest_stacks(held_stacks.remove(&key).unwrap_or_default());
             let weight = chain_weight.get(&key).copied().unwrap_or(1.0);
             let mut waits: Vec<HolderWait> = chains
                 .remove(&key)
@@ -263,26 +272,56 @@ fn ranked(weights: HashMap<String, f64>) -> Vec<LockCaller> {
         .collect()
 }
 
-/// A holder's state where the merged rows saw one; on-CPU evidence wins over a release
-/// point.
-fn note_state(states: &mut HashMap<String, HolderState>, c: &LockCaller) {
-    if let Some(s) = c.state {
-        let e = states.entry(c.function.clone()).or_insert(s);
-        if s == HolderState::OnCpu {
-            *e = s;
-        }
+/// What the merged rows saw of each holder: its state (on-CPU evidence wins over a
+/// release point) and a stack.
+type Seen = HashMap<String, (Option<HolderState>, Option<String>)>;
+
+fn note_state(seen: &mut Seen, c: &LockCaller) {
+    let e = seen.entry(c.function.clone()).or_default();
+    if c.state == Some(HolderState::OnCpu) || e.0.is_none() {
+        e.0 = c.state.or(e.0);
+    }
+    if e.1.is_none() {
+        e.1 = c.stack.clone();
     }
 }
 
-/// [`ranked`] holders, each with the state noted for it.
-fn ranked_holders(
-    weights: HashMap<String, f64>,
-    states: &HashMap<String, HolderState>,
-) -> Vec<LockCaller> {
+/// [`ranked`] holders, each with what was seen of it.
+fn ranked_holders(weights: HashMap<String, f64>, seen: &Seen) -> Vec<LockCaller> {
     let mut v = ranked(weights);
     for c in &mut v {
-        c.state = states.get(&c.function).copied();
+        if let Some((state, stack)) = seen.get(&c.function) {
+            c.state = *state;
+            c.stack = stack.clone();
+        }
     }
+    v
+}
+
+/// Holder stacks summed, the heaviest kept.
+fn add_stacks(to: &mut HashMap<String, (u64, u64)>, from: &[scalprof_model::profile::FoldedStack]) {
+    for f in from {
+        let e = to.entry(f.stack.clone()).or_default();
+        e.0 += f.samples;
+        e.1 += f.weight;
+    }
+}
+
+fn heaviest_stacks(
+    stacks: HashMap<String, (u64, u64)>,
+) -> Vec<scalprof_model::profile::FoldedStack> {
+    let mut v: Vec<scalprof_model::profile::FoldedStack> = stacks
+        .into_iter()
+        .map(
+            |(stack, (samples, weight))| scalprof_model::profile::FoldedStack {
+                stack,
+                samples,
+                weight,
+            },
+        )
+        .collect();
+    v.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.stack.cmp(&b.stack)));
+    v.truncate(40);
     v
 }
 
@@ -298,6 +337,7 @@ fn elements_of_one_array_are_one_row() {
             function: caller.into(),
             share: 1.0,
             state: None,
+            stack: None,
         }],
         ..LockRow::new(Scope::User, name, LockKind::Mutex)
     };

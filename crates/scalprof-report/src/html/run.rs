@@ -136,6 +136,36 @@ pub fn run_report(
             }
             h += "</table>";
         }
+        // What the holders ran while the waiters waited, at the last point that has
+        // lock tables: a flame graph of the holder threads' own samples inside the waits.
+        if let Some(p) = doc.points.iter().rev().find(|p| p.locks.is_some()) {
+            let rows = p.locks.iter().flat_map(|l| &l.rows);
+            for (i, r) in rows
+                .filter(|r| !r.holder_stacks.is_empty())
+                .take(3)
+                .enumerate()
+            {
+                let stacks: Vec<(&str, u64)> = r
+                    .holder_stacks
+                    .iter()
+                    .map(|f| (f.stack.as_str(), f.samples))
+                    .collect();
+                let title = format!("what {}'s holders ran while the waiters waited", r.name);
+                match crate::flame::svg_of(&stacks, &title, None) {
+                    Ok(svg) => {
+                        html!(
+                            h,
+                            "<h3>{} ({} {})</h3>",
+                            &title,
+                            doc.sweep.parameter.as_str(),
+                            p.value
+                        );
+                        h += flame_frame(&format!("holders-{i}"), &title, &svg);
+                    }
+                    Err(e) => html!(h, "<p class=\"warn\">{}: {}</p>", &title, &e.to_string()),
+                }
+            }
+        }
     }
 
     if let Some(c) = &doc.complexity {

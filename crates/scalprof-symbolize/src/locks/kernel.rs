@@ -54,6 +54,7 @@ pub(super) fn add_kernel_rows(raw: &RawLocks, kallsyms: &Kallsyms, rows: &mut Ve
                         holders: Vec::new(),
                         holder_running: None,
                         holder_waits: Vec::new(),
+                        holder_stacks: Vec::new(),
                         attributed_to: (name == "futex hash bucket")
                             .then(|| "user locks".to_string()),
                         name,

@@ -47,6 +47,7 @@ pub(super) fn add_runqueue_row(raw: &RawLocks, rows: &mut Vec<LockRow>) {
             holders: Vec::new(),
             holder_running: None,
             holder_waits: Vec::new(),
+            holder_stacks: Vec::new(),
         });
     }
 }

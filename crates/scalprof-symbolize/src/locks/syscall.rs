@@ -98,7 +98,7 @@ pub(super) fn add_syscall_rows(
     {
         *slept.entry((s.tgid, s.uaddr, s.op)).or_default() += s.wait_ns;
     }
-    let mut others: HashMap<(String, LockKind), (super::Sampled, u64)> = HashMap::new();
+    let mut others: HashMap<(String, LockKind), (crate::profile::BlamedLock, u64)> = HashMap::new();
     // The user function that made each call, from the sampled stack copies.
     let mut spaces: HashMap<u32, UserSpace> = HashMap::new();
     let mut user_callers: HashMap<CallKey, HashMap<String, u64>> = HashMap::new();
@@ -260,11 +260,7 @@ pub(super) fn add_syscall_rows(
             let to = others
                 .entry((entry.0.name.clone(), entry.0.lock_type.clone()))
                 .or_default();
-            for (f, &(n, ns)) in h {
-                let e = to.0.entry(f.clone()).or_default();
-                e.0 += n;
-                e.1 += ns;
-            }
+            super::add_sampled(&mut to.0, h);
             to.1 += slept.get(&key).copied().unwrap_or(0);
         }
     }
@@ -272,16 +268,12 @@ pub(super) fn add_syscall_rows(
         // A sleep: what the other threads ran while it slept (the holder of what a retry
         // loop waits for is among them).
         if let Some((h, slept)) = others.remove(&key) {
-            if h.values().map(|v| v.0).sum::<u64>() >= super::user::MIN_HOLDER_SAMPLES {
-                let weights: HashMap<String, u64> = h.into_iter().map(|(f, v)| (f, v.1)).collect();
-                let total: u64 = weights.values().sum();
+            if h.functions.values().map(|v| v.0).sum::<u64>() >= super::user::MIN_HOLDER_SAMPLES {
+                let total: u64 = h.functions.values().map(|v| v.1).sum();
                 if slept > 0 {
                     row.holder_running = Some((total as f64 / slept as f64).min(1.0));
                 }
-                row.holders = super::user::with_state(
-                    top_callers(weights, total),
-                    scalprof_model::locks::HolderState::OnCpu,
-                );
+                super::on_cpu_holders(&mut row, h);
             }
         }
         let total: u64 = c.values().sum();

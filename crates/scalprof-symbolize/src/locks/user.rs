@@ -2,7 +2,7 @@
 //! symbols, the kind (mutex, condvar, join…) from the waiter's libc frames, the callers
 //! from its copied user stack.
 
-use crate::profile::{Symbols, UserSpace};
+use crate::profile::{BlamedLock, Symbols, UserSpace};
 use scalprof_analyze::locks::{top_callers, user_wait_kind};
 use scalprof_model::locks::{HolderState, HolderWait, LockCaller, LockKind, Scope};
 use scalprof_model::locks::{LockRow, ProcMap, RawLocks};
@@ -184,7 +184,7 @@ pub(super) fn add_user_rows(
     // Rows by (name, kind), summed over processes of the tree.
     let mut by_name: HashMap<(String, LockKind), (LockRow, HashMap<String, u64>)> = HashMap::new();
     let mut held: HashMap<(String, LockKind), HashMap<String, u64>> = HashMap::new();
-    let mut running: HashMap<(String, LockKind), HashMap<String, (u64, u64)>> = HashMap::new();
+    let mut running: HashMap<(String, LockKind), BlamedLock> = HashMap::new();
     // Per row: the waker-seen wait time, and the holders' own waits in it by target.
     let mut seen_ns: HashMap<(String, LockKind), u64> = HashMap::new();
     let mut chained: HashMap<(String, LockKind), HashMap<(WaitTarget, u32), u64>> = HashMap::new();
@@ -267,14 +267,12 @@ pub(super) fn add_user_rows(
             }
         }
         if let Some(h) = on_cpu.get(&(u.tgid, u.uaddr, None)) {
-            let to = running
-                .entry((entry.0.name.clone(), entry.0.lock_type.clone()))
-                .or_default();
-            for (f, &(n, w)) in h {
-                let e = to.entry(f.clone()).or_insert((0, 0));
-                e.0 += n;
-                e.1 += w;
-            }
+            add_sampled(
+                running
+                    .entry((entry.0.name.clone(), entry.0.lock_type.clone()))
+                    .or_default(),
+                h,
+            );
         }
         if let Some(h) = holders.get(&(u.tgid, u.uaddr)) {
             let to = held
@@ -287,9 +285,9 @@ pub(super) fn add_user_rows(
     }
     for (key, (mut row, c)) in by_name {
         if let Some(&seen) = seen_ns.get(&key).filter(|&&n| n > 0) {
-            row.holder_running = running
-                .get(&key)
-                .map(|h| (h.values().map(|v| v.1).sum::<u64>() as f64 / seen as f64).min(1.0));
+            row.holder_running = running.get(&key).map(|h| {
+                (h.functions.values().map(|v| v.1).sum::<u64>() as f64 / seen as f64).min(1.0)
+            });
             row.holder_waits = holder_waits(chained.remove(&key), &row_of, seen);
         }
         let total: u64 = c.values().sum();
@@ -299,11 +297,9 @@ pub(super) fn add_user_rows(
         // running then; else where they released the lock.
         let sampled = running
             .remove(&key)
-            .filter(|h| h.values().map(|v| v.0).sum::<u64>() >= MIN_HOLDER_SAMPLES);
+            .filter(|h| h.functions.values().map(|v| v.0).sum::<u64>() >= MIN_HOLDER_SAMPLES);
         if let Some(h) = sampled {
-            let weights: HashMap<String, u64> = h.into_iter().map(|(f, v)| (f, v.1)).collect();
-            let total: u64 = weights.values().sum();
-            row.holders = with_state(top_callers(weights, total), HolderState::OnCpu);
+            on_cpu_holders(&mut row, h);
         } else if let Some(h) = held.remove(&key) {
             let total: u64 = h.values().sum();
             row.holders = with_state(top_callers(h, total), HolderState::AtRelease);

@@ -69,7 +69,7 @@ impl ProfileBuilder {
         let leaf_user = user_ids.last().copied().unwrap_or(u32::MAX);
         if let Some(t) = s.timestamp {
             self.timeline.push((t, tid, leaf_user));
-            self.blame_sample(pid, tid, t, weight, &user_addrs);
+            self.blame_sample(pid, tid, t, weight, &user_addrs, &frames);
         }
         // The tool's own work is its overhead, never the program's cost.
         if kernel
@@ -99,7 +99,15 @@ impl ProfileBuilder {
     /// Counts a holder thread's sample for every wait of its waiters it falls in, by the
     /// innermost function outside the C library and the loader (the lock code itself is
     /// libc's: the holder's own function is what held the lock).
-    fn blame_sample(&mut self, pid: i32, tid: i32, t: u64, weight: u64, user_addrs: &[u64]) {
+    fn blame_sample(
+        &mut self,
+        pid: i32,
+        tid: i32,
+        t: u64,
+        weight: u64,
+        user_addrs: &[u64],
+        frames: &[u32],
+    ) {
         // The waits this sample falls in: its thread's waiters' (the latest few starting
         // by t: a holder's older ones have ended), and the waits of other threads that
         // have no known holder.
@@ -128,15 +136,22 @@ impl ProfileBuilder {
         let Some(holder) = self.own_function(pid, user_addrs) else {
             return;
         };
+        let stack = frames
+            .iter()
+            .map(|&id| self.names[id as usize].as_str())
+            .collect::<Vec<_>>()
+            .join(";");
         for lock in locks {
-            let e = self
-                .blamed
-                .entry(lock)
-                .or_default()
-                .entry(holder.clone())
-                .or_default();
+            let b = self.blamed.entry(lock).or_default();
+            let e = b.functions.entry(holder.clone()).or_default();
             e.0 += 1;
             e.1 = e.1.saturating_add(weight);
+            let e = b
+                .stacks
+                .entry(stack.clone())
+                .or_insert_with(|| (holder.clone(), 0, 0));
+            e.1 += 1;
+            e.2 = e.2.saturating_add(weight);
         }
     }
 

@@ -99,6 +99,22 @@ pub struct PointComparison {
     pub metrics: Vec<MetricComparison>,
     /// Lock waits per operation that changed: (lock, A ns/op, B ns/op).
     pub locks: Vec<LockChange>,
+    /// The causes whose time per operation changed most, and how much of the change in
+    /// thread-time per operation each accounts for (thread sweeps with lock tables or
+    /// profiles on both sides).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub causes: Vec<CauseChange>,
+}
+
+/// One cause's time per operation in A and B (thread-time: waits, or a function's on-CPU
+/// time), and its share of the change in thread-time per operation from A to B.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CauseChange {
+    pub cause: String,
+    pub a_ns_per_op: f64,
+    pub b_ns_per_op: f64,
+    /// (B − A) of this cause ÷ (B − A) of the whole thread-time per operation.
+    pub explains: f64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -73,6 +73,18 @@ pub fn comparison(c: &scalprof_model::compare::Comparison, a_label: &str, b_labe
                 ns(l.b_wait_ns_per_op)
             );
         }
+        if !p.causes.is_empty() {
+            out += "  what changed, per operation (share of the change in thread-time per op):\n";
+        }
+        for c in &p.causes {
+            out += &format!(
+                "    {}: {} → {} ({})\n",
+                c.cause,
+                ns(c.a_ns_per_op),
+                ns(c.b_ns_per_op),
+                explains(c.explains)
+            );
+        }
     }
     for f in &c.findings_appeared {
         out += &format!("\nfinding appeared in B: {f}");
@@ -84,4 +96,14 @@ pub fn comparison(c: &scalprof_model::compare::Comparison, a_label: &str, b_labe
         out.push('\n');
     }
     out
+}
+
+/// "explains 78%"; more than the whole change (other causes moved the other way, or the
+/// profile and the clock disagree) is said as such.
+pub(crate) fn explains(share: f64) -> String {
+    if share > 1.0 {
+        format!("more than all of it: {:.0}%", share * 100.0)
+    } else {
+        format!("explains {:.0}%", share * 100.0)
+    }
 }

@@ -270,6 +270,9 @@ pub fn human_ns(v: f64) -> String {
         format!("{:.1} ms", v / 1e6)
     } else if a >= 1e3 {
         format!("{:.1} µs", v / 1e3)
+    } else if a < 0.5 {
+        // Not "-0 ns" for a tiny negative difference.
+        "0 ns".into()
     } else {
         format!("{v:.0} ns")
     }

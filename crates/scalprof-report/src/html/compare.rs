@@ -55,6 +55,20 @@ pub fn compare_report(
             );
         }
         h += "</table>";
+        if !p.causes.is_empty() {
+            h += "<table class=\"causes\"><tr><th class=\"l\">what changed, per operation</th><th>A</th><th>B</th><th>explains</th></tr>";
+            for c in &p.causes {
+                html!(
+                    h,
+                    "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{:.0}%</td></tr>",
+                    &c.cause,
+                    crate::ns(c.a_ns_per_op),
+                    crate::ns(c.b_ns_per_op),
+                    c.explains * 100.0
+                );
+            }
+            h += "</table>";
+        }
         for l in &p.locks {
             html!(
                 h,

@@ -30,6 +30,7 @@ pub fn lock_profile(raw: &RawLocks, symbols: &mut Symbols, on_cpu: &HolderSample
     add_kernel_rows(raw, &symbols.kernel, &mut rows);
     let (snapshots, resolved) = add_user_rows(raw, symbols, on_cpu, &mut rows);
     add_syscall_rows(raw, symbols, on_cpu, &mut rows);
+    name_futex_links(&mut rows);
     add_runqueue_row(raw, &mut rows);
     sort_rows(&mut rows);
     LockProfile {
@@ -68,7 +69,10 @@ pub fn blame_windows(raw: &RawLocks) -> (Vec<BlameWindow>, Vec<BlameKey>) {
         .filter(|s| s.wait_ns > 0 && s.start > 0)
     {
         let (holder_tid, key) = match s.waker {
-            Some(waker) => (Some(waker as i32), (s.waiter_tgid, s.uaddr, None)),
+            Some(waker) => (
+                Some(waker as i32),
+                (s.waiter_tgid, s.uaddr, s.syscall.then_some(s.op)),
+            ),
             None if s.syscall && is_sleep_call(s.op) => (None, (s.tgid, s.uaddr, Some(s.op))),
             None => continue,
         };
@@ -93,6 +97,23 @@ pub fn holder_samples(blamed: Blamed, keys: &[BlameKey]) -> HolderSamples {
         .into_iter()
         .filter_map(|(i, f)| Some((*keys.get(i)?, f)))
         .collect()
+}
+
+/// A holder's wait on a futex that another row names (a server's lock, seen from its
+/// client's wait): by that row's name.
+fn name_futex_links(rows: &mut [LockRow]) {
+    let names: HashMap<String, String> = rows
+        .iter()
+        .filter(|r| r.address.starts_with("0x"))
+        .map(|r| (r.address.clone(), r.name.clone()))
+        .collect();
+    for r in rows.iter_mut() {
+        for w in r.holder_waits.iter_mut().filter(|w| w.lock) {
+            if let Some(name) = w.wait.strip_prefix("futex ").and_then(|a| names.get(a)) {
+                w.wait = name.clone();
+            }
+        }
+    }
 }
 
 /// Holder stacks a row keeps for its flame graph: the heaviest.

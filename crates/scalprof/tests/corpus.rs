@@ -472,6 +472,22 @@ fn an_attached_server_s_lock_is_named_with_its_caller_and_process() {
             .all(|f| !f["subject"].as_str().unwrap().contains("in client")),
         "{findings:?}"
     );
+    // The server's side of that wait: the thread that answered ran table_lookup while
+    // the client waited, and waited itself on table_lock (the server's own lock).
+    let rows = doc["points"][1]["locks"]["rows"].as_array().unwrap();
+    let read = rows
+        .iter()
+        .find(|r| r["name"].as_str().unwrap().ends_with(" in client"))
+        .unwrap_or_else(|| panic!("no client wait: {rows:?}"));
+    assert_eq!(read["holders"][0]["function"], "table_lookup", "{read}");
+    assert!(
+        read["holder_waits"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|w| w["wait"] == "table_lock"),
+        "{read}"
+    );
     // The server's samples are in the profile, under its own name.
     let stacks = folded(&db, 2);
     let server_samples: u64 = stacks

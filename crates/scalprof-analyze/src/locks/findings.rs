@@ -293,6 +293,10 @@ fn held_text(row: &LockRow) -> String {
         // No holder wakes a sleep: these are what the other threads ran meanwhile.
         return format!("; while it slept the others ran in {}", list.join(", "));
     }
+    if row.lock_type == LockKind::Io {
+        // A wait for a peer's data: the thread that answered it (a server's).
+        return format!("; answered by {}", list.join(", "));
+    }
     format!("; held in {}", list.join(", "))
 }
 
@@ -361,6 +365,11 @@ fn chain_text(row: &LockRow, rows: &[LockRow]) -> String {
     let Some(h) = row.holders.first() else {
         return String::new();
     };
+    let who = if row.lock_type == LockKind::Io {
+        "the peer"
+    } else {
+        "its holder"
+    };
     let mut parts: Vec<String> = Vec::new();
     let mut visited = vec![row.name.as_str()];
     let mut at = row;
@@ -371,7 +380,7 @@ fn chain_text(row: &LockRow, rows: &[LockRow]) -> String {
         let link = link_name(w, rows);
         parts.push(if depth == 0 {
             format!(
-                "its holder {} was blocked in {link} {:.0}% of the wait",
+                "{who} {} was blocked in {link} {:.0}% of the wait",
                 h.function,
                 w.share * 100.0
             )
@@ -392,7 +401,7 @@ fn chain_text(row: &LockRow, rows: &[LockRow]) -> String {
             parts.push(format!("the others were running {:.0}% of it", r * 100.0));
         } else if parts.is_empty() {
             parts.push(format!(
-                "its holder {} was running {:.0}% of the wait",
+                "{who} {} was running {:.0}% of the wait",
                 h.function,
                 r * 100.0
             ));

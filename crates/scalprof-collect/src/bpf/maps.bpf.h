@@ -233,6 +233,8 @@ enum record_kind {
 	RECORD_SYSCALL_STACK = 2, /* `snapshot`: a blocking system call's (uaddr: its first argument) */
 	RECORD_WAKER_STACK = 3,   /* `snapshot`: the waker's stack as it woke a sampled waiter */
 	RECORD_WAIT_END = 4,      /* `wait_end`: a sampled waiter's wait ended */
+	RECORD_WAKER_SYSCALL = 5, /* `snapshot`: a peer's stack as it answered a sampled
+				   * system-call wait (a server's write waking its client) */
 };
 
 /* A user stack copy, taken as the waiter blocks (or as its waker wakes it); its wait time

@@ -194,11 +194,36 @@ static __always_inline void end_wait(struct ustart *st, u32 tgid, u32 tid, u64 n
  * frames name the end of the critical section that made the waiter wait, the holder's.
  * The record is a RECORD_WAKER_STACK `snapshot` with the waiter's (tid, start), and the
  * waker's tgid and tid. */
+/* A system call that waits for a peer's data (read, recv, poll, select, epoll). */
+static __always_inline int is_peer_wait(u32 nr)
+{
+	return nr == 0 || nr == 7 || nr == 19 || nr == 23 || nr == 45 || nr == 47 ||
+	       nr == 232 || nr == 270 || nr == 271 || nr == 281 || nr == 299;
+}
+
+/* A system call that hands a peer data (write, send): its wakeups are the peer's answer,
+ * not an interrupt's. */
+static __always_inline int is_peer_wake(u64 nr)
+{
+	return nr == 1 || nr == 20 || nr == 44 || nr == 46 || nr == 307;
+}
+
+/* The same for a waiter in a system call waiting for a peer (a client for its server's
+ * answer), when the waker hands it data from a system call: the record is then
+ * RECORD_WAKER_SYSCALL, the waker the server thread that answered. */
 static __always_inline void copy_waker_stack(struct ustart *st, u32 waiter_tid, u32 waiter_tgid)
 {
 	struct task_struct *cur = bpf_get_current_task_btf();
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(cur);
-	if (!regs || BPF_CORE_READ(regs, orig_ax) != NR_FUTEX)
+	if (!regs)
+		return;
+	u64 nr = BPF_CORE_READ(regs, orig_ax);
+	u32 kind;
+	if (st->kind == WAIT_FUTEX && nr == NR_FUTEX)
+		kind = RECORD_WAKER_STACK;
+	else if (st->kind == WAIT_SYSCALL && is_peer_wait(st->op) && is_peer_wake(nr))
+		kind = RECORD_WAKER_SYSCALL;
+	else
 		return;
 	u32 tgid = BPF_CORE_READ(cur, tgid);
 	if (!system_wide && !is_tracked(tgid))
@@ -213,7 +238,7 @@ static __always_inline void copy_waker_stack(struct ustart *st, u32 waiter_tid, 
 	snap->tgid = tgid;
 	snap->tid = waiter_tid;
 	snap->op = st->op;
-	snap->kind = RECORD_WAKER_STACK;
+	snap->kind = kind;
 	snap->waker_tid = BPF_CORE_READ(cur, pid);
 	snap->waiter_tgid = waiter_tgid;
 	snap->pad = 0;
@@ -260,7 +285,7 @@ int BPF_PROG(on_wakeup, struct task_struct *p)
 	 * timer, a completed I/O), where current is whoever was interrupted: only the
 	 * sampled waits of calls that wait for another task keep it (user space decides). */
 	st->woken = 0;
-	if (st->ts && st->kind == WAIT_FUTEX && st->snapped)
+	if (st->ts && st->snapped)
 		copy_waker_stack(st, BPF_CORE_READ(p, pid), BPF_CORE_READ(p, tgid));
 	if (st->ts) {
 		end_wait(st, BPF_CORE_READ(p, tgid), BPF_CORE_READ(p, pid), now,

@@ -96,6 +96,7 @@ fn parse_record(d: &[u8]) -> Option<Record> {
         record_kind::RECORD_WAITER_STACK,
         record_kind::RECORD_SYSCALL_STACK,
         record_kind::RECORD_WAKER_STACK,
+        record_kind::RECORD_WAKER_SYSCALL,
     ]
     .contains(&kind)
     {
@@ -109,19 +110,23 @@ fn parse_record(d: &[u8]) -> Option<Record> {
             uaddr: s.uaddr,
             tgid: s.tgid,
             op: s.op,
-            syscall: kind == record_kind::RECORD_SYSCALL_STACK,
-            waker: (kind == record_kind::RECORD_WAKER_STACK).then_some(s.waker_tid),
+            syscall: kind == record_kind::RECORD_SYSCALL_STACK
+                || kind == record_kind::RECORD_WAKER_SYSCALL,
+            waker: (kind == record_kind::RECORD_WAKER_STACK
+                || kind == record_kind::RECORD_WAKER_SYSCALL)
+                .then_some(s.waker_tid),
             tid: s.tid,
             waiter_tgid: s.waiter_tgid,
             start: s.start,
-            holder_blocked: (kind == record_kind::RECORD_WAKER_STACK && s.holder_blocked_ns > 0)
-                .then_some(scalprof_model::locks::HolderBlocked {
+            holder_blocked: (s.waker_tid != 0 && s.holder_blocked_ns > 0).then_some(
+                scalprof_model::locks::HolderBlocked {
                     ns: s.holder_blocked_ns,
                     // WAIT_SYSCALL in the BPF program.
                     syscall: s.holder_blocked_kind == 2,
                     op: s.holder_blocked_op,
                     uaddr: s.holder_blocked_uaddr,
-                }),
+                },
+            ),
             wait_ns: 0,
             ip: s.ip,
             sp: s.sp,

@@ -89,20 +89,48 @@ pub(super) fn add_syscall_rows(
     on_cpu: &super::HolderSamples,
     rows: &mut Vec<LockRow>,
 ) {
-    // The time of the sampled sleeps, for the share the others ran during them.
-    let mut slept: HashMap<CallKey, u64> = HashMap::new();
+    // The time of the sampled waits whose holder is known (sleeps: the other threads; a
+    // peer's answer: the thread that wrote it), for the share it ran during them; the
+    // answering threads' own waits then (a server's disk); where they answered from.
+    let mut seen: HashMap<CallKey, u64> = HashMap::new();
+    let mut blocked: HashMap<CallKey, HashMap<super::user::WaitTarget, u64>> = HashMap::new();
+    let mut answered: HashMap<CallKey, HashMap<String, u64>> = HashMap::new();
+    let mut spaces: HashMap<u32, UserSpace> = HashMap::new();
+    for s in raw.snapshots.iter().filter(|s| s.syscall && s.wait_ns > 0) {
+        let key = (s.waiter_tgid, s.uaddr, s.op);
+        match s.waker {
+            None if super::is_sleep_call(s.op) => {}
+            None => continue,
+            Some(_) => {
+                if let Some(b) = s.holder_blocked {
+                    *blocked
+                        .entry(key)
+                        .or_default()
+                        .entry((b.syscall, b.op, b.uaddr))
+                        .or_default() += b.ns.min(s.wait_ns);
+                }
+                if let Some(h) = super::user::holder_of(raw, s, symbols, &mut spaces) {
+                    *answered.entry(key).or_default().entry(h).or_default() += s.wait_ns;
+                }
+            }
+        }
+        *seen.entry(key).or_default() += s.wait_ns;
+    }
+    #[derive(Default)]
+    struct Peers {
+        running: crate::profile::BlamedLock,
+        seen: u64,
+        blocked: HashMap<(super::user::WaitTarget, u32), u64>,
+        answered: HashMap<String, u64>,
+    }
+    let mut others: HashMap<(String, LockKind), Peers> = HashMap::new();
+    // The user function that made each call, from the sampled stack copies.
+    let mut user_callers: HashMap<CallKey, HashMap<String, u64>> = HashMap::new();
     for s in raw
         .snapshots
         .iter()
-        .filter(|s| s.syscall && super::is_sleep_call(s.op))
+        .filter(|s| s.syscall && s.waker.is_none())
     {
-        *slept.entry((s.tgid, s.uaddr, s.op)).or_default() += s.wait_ns;
-    }
-    let mut others: HashMap<(String, LockKind), (crate::profile::BlamedLock, u64)> = HashMap::new();
-    // The user function that made each call, from the sampled stack copies.
-    let mut spaces: HashMap<u32, UserSpace> = HashMap::new();
-    let mut user_callers: HashMap<CallKey, HashMap<String, u64>> = HashMap::new();
-    for s in raw.snapshots.iter().filter(|s| s.syscall) {
         if let Some(c) = snapshot_frames(raw, s, symbols, &mut spaces)
             .and_then(|(own, _)| waiting_function(&own))
         {
@@ -256,25 +284,40 @@ pub(super) fn add_syscall_rows(
         for (f, ns) in found.into_iter().flatten() {
             *entry.1.entry(f.clone()).or_default() += ns;
         }
+        let to = others
+            .entry((entry.0.name.clone(), entry.0.lock_type.clone()))
+            .or_default();
         if let Some(h) = on_cpu.get(&(w.tgid, w.uaddr, Some(w.op))) {
-            let to = others
-                .entry((entry.0.name.clone(), entry.0.lock_type.clone()))
-                .or_default();
-            super::add_sampled(&mut to.0, h);
-            to.1 += slept.get(&key).copied().unwrap_or(0);
+            super::add_sampled(&mut to.running, h);
+        }
+        to.seen += seen.get(&key).copied().unwrap_or(0);
+        for (&t, &ns) in blocked.get(&key).into_iter().flatten() {
+            *to.blocked.entry((t, w.tgid)).or_default() += ns;
+        }
+        for (f, &ns) in answered.get(&key).into_iter().flatten() {
+            *to.answered.entry(f.clone()).or_default() += ns;
         }
     }
     for (key, (mut row, c)) in by_name {
         // A sleep: what the other threads ran while it slept (the holder of what a retry
-        // loop waits for is among them).
-        if let Some((h, slept)) = others.remove(&key) {
-            if h.functions.values().map(|v| v.0).sum::<u64>() >= super::user::MIN_HOLDER_SAMPLES {
-                let total: u64 = h.functions.values().map(|v| v.1).sum();
-                if slept > 0 {
-                    row.holder_running = Some((total as f64 / slept as f64).min(1.0));
-                }
-                super::on_cpu_holders(&mut row, h);
+        // loop waits for is among them). A wait for a peer: what the answering thread ran
+        // meanwhile, else where it answered from, and its own waits (a server's disk).
+        if let Some(p) = others.remove(&key).filter(|p| p.seen > 0) {
+            let samples: u64 = p.running.functions.values().map(|v| v.0).sum();
+            let weight: u64 = p.running.functions.values().map(|v| v.1).sum();
+            if samples > 0 {
+                row.holder_running = Some((weight as f64 / p.seen as f64).min(1.0));
             }
+            if samples >= super::user::MIN_HOLDER_SAMPLES {
+                super::on_cpu_holders(&mut row, p.running);
+            } else if !p.answered.is_empty() {
+                let total: u64 = p.answered.values().sum();
+                row.holders = super::user::with_state(
+                    top_callers(p.answered, total),
+                    scalprof_model::locks::HolderState::AtRelease,
+                );
+            }
+            row.holder_waits = super::user::holder_waits(Some(p.blocked), &HashMap::new(), p.seen);
         }
         let total: u64 = c.values().sum();
         row.callers = top_callers(c, total);

@@ -95,7 +95,7 @@ pub(super) fn condvar_name(name: &str) -> String {
 
 /// What a holder waited on: (a system call, not a futex; the call or futex operation; its
 /// first argument or the futex).
-type WaitTarget = (bool, u32, u64);
+pub(super) type WaitTarget = (bool, u32, u64);
 
 /// Holder samples a lock needs before they name its holders: fewer say little about what
 /// the holders did (a 20 µs wait holds a 1 ms-period sample 2% of the time).
@@ -122,7 +122,11 @@ pub(super) fn add_user_rows(
     // Per (tgid, uaddr): the function that released the lock to a waiter → the wait it
     // ended (from the wakers' copies).
     let mut holders: HashMap<(u32, u64), HashMap<String, u64>> = HashMap::new();
-    for s in raw.snapshots.iter().filter(|s| s.waker.is_some()) {
+    for s in raw
+        .snapshots
+        .iter()
+        .filter(|s| s.waker.is_some() && !s.syscall)
+    {
         let Some(holder) = holder_of(raw, s, symbols, &mut spaces) else {
             continue;
         };
@@ -140,7 +144,7 @@ pub(super) fn add_user_rows(
     for s in raw
         .snapshots
         .iter()
-        .filter(|s| s.waker.is_some() && s.wait_ns > 0)
+        .filter(|s| s.waker.is_some() && !s.syscall && s.wait_ns > 0)
     {
         *windows.entry((s.waiter_tgid, s.uaddr)).or_default() += s.wait_ns;
         if let Some(b) = s.holder_blocked {
@@ -316,7 +320,7 @@ pub(super) fn add_user_rows(
 
 /// The holders' own waits as shares of the waker-seen wait time, largest first: a system
 /// call by its name, a futex by the row its lock went to.
-fn holder_waits(
+pub(super) fn holder_waits(
     chained: Option<HashMap<(WaitTarget, u32), u64>>,
     row_of: &HashMap<(u32, u64), String>,
     seen: u64,
@@ -357,7 +361,7 @@ fn holder_waits(
 /// outside libc (the caller of the unlock), or, when that frame's call instruction called
 /// another function of the program, that function, which tail-called the unlock
 /// (`rebuild_index` ending in `jmp pthread_mutex_unlock` leaves only `worker` on the stack).
-fn holder_of(
+pub(super) fn holder_of(
     raw: &RawLocks,
     s: &scalprof_model::locks::StackSnapshot,
     symbols: &mut Symbols,

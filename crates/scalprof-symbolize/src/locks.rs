@@ -282,6 +282,14 @@ mod tests {
             "/var/lib/postgresql/15/main/pg_wal/*"
         );
         assert_eq!(stable_fd_name("/tmp/deadbeef.db"), "/tmp/deadbeef.db");
+        // A file per process: one name.
+        assert_eq!(
+            stable_fd_name("/srv/sync_server.log.17232"),
+            "/srv/sync_server.log.*"
+        );
+        assert_eq!(stable_fd_name("/srv/tmp_123"), "/srv/tmp_*");
+        assert_eq!(stable_fd_name("/srv/db.v2"), "/srv/db.v2");
+        assert_eq!(stable_fd_name("/srv/.123"), "/srv/.123");
         // Kernel locks the tracepoints miss are told from where their waiters block.
         assert_eq!(
             untraced_kernel_lock("__vma_start_write").map(|l| l.0),

@@ -74,6 +74,7 @@ pub const PROGRAMS: &[(&str, &str)] = &[
         include_str!("../../../corpus/journal_sync.c"),
     ),
     ("kmap_flush", include_str!("../../../corpus/kmap_flush.c")),
+    ("sync_server", include_str!("../../../corpus/sync_server.c")),
 ];
 
 const COMMON_H: &str = include_str!("../../../corpus/common.h");

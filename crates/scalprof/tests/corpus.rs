@@ -526,6 +526,82 @@ fn an_attached_server_s_lock_is_named_with_its_caller_and_process() {
         ));
 }
 
+/// A server that forks a worker per connection (PostgreSQL's shape): the workers exist only
+/// once the client connects, inside each traced repeat, and their disk waits (an
+/// fdatasync per request, in a log file per worker) are recorded at every point, as one
+/// row whatever the worker's log is numbered; the client's wait is answered by them.
+#[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
+fn a_forking_server_s_workers_disk_waits_are_recorded_at_every_point() {
+    if !can_profile() {
+        return;
+    }
+    let _turn = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let socket = dir.path().join("sync.sock");
+    let server = Server(
+        StdCommand::new(corpus().join("sync_server"))
+            .arg(&socket)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    for _ in 0..100 {
+        if socket.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(socket.exists(), "the server did not start");
+    let json = dir.path().join("client.json");
+    scalprof(&db)
+        .env("CORPUS_SCALE", "0.25")
+        .args(["run", "-t", "1,2", "--repeat", "2", "--json"])
+        .arg(&json)
+        .args(["--attach", &server.0.id().to_string(), "--"])
+        .arg(corpus().join("lock_client"))
+        .arg("{threads}")
+        .arg(&socket)
+        .assert()
+        .success();
+    let doc = read_json(&json);
+    for p in doc["points"].as_array().unwrap() {
+        let rows = p["locks"]["rows"].as_array().unwrap();
+        let disk: Vec<&Value> = rows
+            .iter()
+            .filter(|r| {
+                let name = r["name"].as_str().unwrap();
+                name.contains("fdatasync") && name.ends_with("in log_commit")
+            })
+            .collect();
+        assert_eq!(disk.len(), 1, "point {}: {rows:?}", p["value"]);
+        assert!(
+            disk[0]["name"]
+                .as_str()
+                .unwrap()
+                .contains("sync_server.log.*"),
+            "{}",
+            disk[0]
+        );
+        assert_eq!(disk[0]["process"], "sync_server", "{}", disk[0]);
+        // One fdatasync per request: the sweep's requests, at every point.
+        assert!(disk[0]["count"].as_u64().unwrap() > 1000, "{}", disk[0]);
+        let read = rows
+            .iter()
+            .find(|r| r["name"].as_str().unwrap().ends_with(" in client"))
+            .unwrap_or_else(|| panic!("no client wait: {rows:?}"));
+        assert!(
+            read["holder_waits"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|w| w["wait"] == "fdatasync"),
+            "{read}"
+        );
+    }
+}
+
 fn complexity(db: &Path, program: &str) -> Value {
     let out = scalprof(db)
         .args([

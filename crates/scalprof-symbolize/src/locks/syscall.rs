@@ -356,8 +356,20 @@ pub(super) fn stable_fd_name(path: &str) -> std::borrow::Cow<'_, str> {
     }
     match path.rsplit_once('/') {
         Some((dir, file)) if file.len() >= 8 && file.bytes().all(|b| b.is_ascii_hexdigit()) => {
-            format!("{dir}/*").into()
+            return format!("{dir}/*").into();
         }
-        _ => path.into(),
+        _ => {}
     }
+    // A file per process or per run, named by a number after its stem (`worker.log.4242`,
+    // `tmp_12345`): one row, whatever the number.
+    let file_start = path.rfind('/').map_or(0, |i| i + 1);
+    let digits = path.bytes().rev().take_while(u8::is_ascii_digit).count();
+    let stem_end = path.len() - digits;
+    if digits >= 3
+        && stem_end > file_start + 1
+        && matches!(path.as_bytes()[stem_end - 1], b'.' | b'_' | b'-')
+    {
+        return format!("{}*", &path[..stem_end]).into();
+    }
+    path.into()
 }

@@ -46,6 +46,9 @@ pub fn assemble(inputs: &RunInputs) -> RunDocument {
     // Locks: each point's table, and the locks whose waits grew.
     passes::lock_tables(&mut points, inputs, source);
     passes::lock_findings(&mut findings, &points, profiles, source);
+    if threads {
+        warnings.extend(warnings::idle_wakeups(header, &points));
+    }
     // Where the thread-time went, and the findings scored from it.
     if threads {
         warnings.extend(passes::time_budget(

@@ -65,6 +65,10 @@ pub enum WarningKind {
     /// The command does not contain the sweep parameter's placeholder: unless it reads
     /// SCALPROF_THREADS (or SCALPROF_SIZE), every point ran the same thing.
     NotSwept,
+    /// A large part of a point's thread-time per operation is wakeups onto idle CPUs
+    /// (the time until the woken thread ran): the point is latency-bound, each hand-off
+    /// between threads or processes waking a sleeping CPU.
+    IdleWakeups,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

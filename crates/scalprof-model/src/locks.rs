@@ -71,6 +71,8 @@ pub struct RunQueueRaw {
 pub const CPU_WAIT: &str = "waiting for a CPU";
 pub const CPU_WAIT_OTHER: &str = "waiting for a CPU behind other processes";
 pub const CPU_WAIT_OBSERVER: &str = "waiting for a CPU behind scalprof";
+/// Wakeups onto an idle CPU: the part of the waits they ended spent waking the CPU.
+pub const IDLE_WAKEUP: &str = "waking an idle CPU";
 
 /// Who had the CPU a traced thread waited for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,6 +84,9 @@ pub enum RunQueueBehind {
     Other,
     /// scalprof itself preempted it: the observer's cost, absent from the clean repeats.
     Observer,
+    /// Not a wait for a CPU: woken onto an idle CPU, the time until it ran (the idle
+    /// CPU's exit latency), already part of the wait the wakeup ended.
+    IdleWakeup,
 }
 
 /// A copy of a waiting thread's user stack, taken as it blocked on a futex or in another

@@ -472,6 +472,15 @@ fn an_attached_server_s_lock_is_named_with_its_caller_and_process() {
             .all(|f| !f["subject"].as_str().unwrap().contains("in client")),
         "{findings:?}"
     );
+    // A request and its answer each wake a sleeping CPU: that latency is measured apart,
+    // listed as part of the waits it ended, never a cause of its own.
+    let rows1 = doc["points"][0]["locks"]["rows"].as_array().unwrap();
+    let wake = rows1
+        .iter()
+        .find(|r| r["name"] == "waking an idle CPU")
+        .unwrap_or_else(|| panic!("no idle wakeups at 1 client: {rows1:?}"));
+    assert_eq!(wake["attributed_to"], "the waits it ended", "{wake}");
+    assert!(findings.iter().all(|f| f["subject"] != "waking an idle CPU"));
     // The server's side of that wait: the thread that answered ran table_lookup while
     // the client waited, and waited itself on table_lock (the server's own lock).
     let rows = doc["points"][1]["locks"]["rows"].as_array().unwrap();

@@ -349,3 +349,43 @@ pub(super) fn warnings(header: &RunHeader, points: &[Point]) -> Vec<Warning> {
     }
     out
 }
+
+/// Share of a point's thread-time per operation spent waking idle CPUs above which the
+/// point is said to be latency-bound.
+const IDLE_WAKEUP_SHARE: f64 = 0.2;
+
+/// Points where wakeups onto idle CPUs are a large part of the thread-time per operation
+/// (the lock tables' `waking an idle CPU` row against threads ÷ throughput).
+pub(super) fn idle_wakeups(header: &RunHeader, points: &[Point]) -> Vec<Warning> {
+    let mut out = Vec::new();
+    for p in points {
+        let Some(t) = p.throughput.filter(|&t| t > 0.0) else {
+            continue;
+        };
+        let per_op = p.value as f64 / t * 1e9;
+        let Some(wake) = p
+            .locks
+            .iter()
+            .flat_map(|l| &l.rows)
+            .find(|r| r.name == scalprof_model::locks::IDLE_WAKEUP)
+            .and_then(|r| r.wait_ns_per_op)
+        else {
+            continue;
+        };
+        let share = wake / per_op;
+        if share >= IDLE_WAKEUP_SHARE {
+            out.push(Warning {
+                kind: WarningKind::IdleWakeups,
+                point: Some(p.value),
+                message: format!(
+                    "{} {}: {:.0}% of the thread-time per operation is waking idle CPUs ({} per op, from a wakeup until the woken thread ran): each hand-off between threads or processes (a request and its answer) lands on a sleeping CPU, so this point is latency-bound — send requests in batches or pipelines, and on your own hardware check the CPUs' idle states (`cpupower idle-info`)",
+                    header.sweep.parameter,
+                    p.value,
+                    share * 100.0,
+                    crate::locks::human_ns(wake)
+                ),
+            });
+        }
+    }
+    out
+}

@@ -188,6 +188,7 @@ struct {
 #define RQ_OWN 0
 #define RQ_OTHER 1
 #define RQ_OBSERVER 2
+#define RQ_IDLE 3 /* not a wait for a CPU: a wakeup onto an idle CPU, until the task ran */
 struct rq_key {
 	u32 tgid;
 	u32 behind;

@@ -22,6 +22,9 @@ static __always_inline void on_run(struct task_struct *next, u64 now, int from_i
 		struct ukey key = { .uaddr = st->uaddr, .tgid = tgid, .op = st->op };
 		add_time(st->kind == WAIT_SYSCALL ? (void *)&syscall_waits : (void *)&user_locks,
 			 &key, wait, st->ended_ns);
+		/* Counted apart as well, to say how much of the waits is waking CPUs. */
+		struct rq_key idle = { .tgid = tgid, .behind = RQ_IDLE };
+		account(&runqueue, &idle, wait);
 		st->woken = 0;
 		st->runnable = 0;
 		return;

@@ -407,6 +407,7 @@ pub(super) fn trace(
             behind: match k.behind {
                 1 => RunQueueBehind::Other,
                 2 => RunQueueBehind::Observer,
+                3 => RunQueueBehind::IdleWakeup,
                 _ => RunQueueBehind::Own,
             },
             count: v.count,

@@ -4,6 +4,7 @@
 use scalprof_model::locks::{LockKind, Scope};
 use scalprof_model::locks::{
     LockRow, RawLocks, RunQueueBehind, RunQueueRaw, CPU_WAIT, CPU_WAIT_OBSERVER, CPU_WAIT_OTHER,
+    IDLE_WAKEUP,
 };
 
 /// Time the traced threads were runnable but not running: one row for the whole tree per
@@ -23,6 +24,14 @@ pub(super) fn add_runqueue_row(raw: &RawLocks, rows: &mut Vec<LockRow>) {
             CPU_WAIT_OBSERVER,
             "runqueue:scalprof",
             Some("the observer"),
+        ),
+        // Part of the waits the wakeups ended (a lock's hand-off, a server's answer):
+        // listed to say how much of them is waking a CPU, never a cause of its own.
+        (
+            RunQueueBehind::IdleWakeup,
+            IDLE_WAKEUP,
+            "wakeup:idle",
+            Some("the waits it ended"),
         ),
     ] {
         let of: Vec<&RunQueueRaw> = raw.runqueue.iter().filter(|r| r.behind == behind).collect();

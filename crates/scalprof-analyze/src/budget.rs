@@ -129,43 +129,7 @@ pub fn lock_series(
             }
             let s = &mut out[k];
             s.per_op[i] = Some(s.per_op[i].unwrap_or(0.0) + ns);
-            // The callers at the latest point that has them.
-            if !r.callers.is_empty() {
-                let callers: Vec<&str> = r
-                    .callers
-                    .iter()
-                    .take(2)
-                    .map(|c| c.function.as_str())
-                    .collect();
-                s.detail = format!("{}; {}", r.lock_type, callers.join(", "));
-            }
-            if let Some(h) = r.holders.first().filter(|h| h.share >= 0.5) {
-                let held = if r.lock_type == LockKind::Sleep {
-                    "the others ran in"
-                } else {
-                    "held in"
-                };
-                s.detail = format!(
-                    "{}; {held} {}, {:.0}% of the wait",
-                    s.detail,
-                    h.function,
-                    h.share * 100.0
-                );
-                if let Some(w) = r.holder_waits.first().filter(|w| w.share >= 0.2) {
-                    s.detail = format!(
-                        "{}; its holder blocked in {} {:.0}%",
-                        s.detail,
-                        w.wait,
-                        w.share * 100.0
-                    );
-                }
-            }
-            if let Some(peer) = &r.woken_by {
-                s.detail = format!("{}; woken by {peer}", s.detail);
-            }
-            if let Some(process) = &r.process {
-                s.detail = format!("{}; in {process}", s.detail);
-            }
+            s.detail = crate::locks::budget_detail(r, std::mem::take(&mut s.detail));
         }
     }
     // The baseline's lock code: at the first point the locks are taken uncontended, so

@@ -4,10 +4,9 @@
 //! tables and findings that changed.
 
 use scalprof_model::compare::{
-    CauseChange, Comparison, Gate, LockChange, Metric, MetricComparison, PointComparison, Ratio,
-    Welch,
+    Comparison, Gate, LockChange, Metric, MetricComparison, PointComparison, Ratio, Welch,
 };
-use scalprof_model::locks::{LockKind, Scope};
+use scalprof_model::locks::Scope;
 use scalprof_model::suite::{
     SuiteComparison, SuiteDocument, TestComparison, TestResult, SUITE_COMPARE_SCHEMA,
 };
@@ -15,6 +14,9 @@ use scalprof_model::{Point, RunDocument};
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
 use crate::summary::{repeat_throughput, spread};
+
+mod causes;
+use causes::cause_changes;
 
 pub const CONFIDENCE: f64 = 0.95;
 
@@ -333,144 +335,6 @@ pub fn compare(a: &RunDocument, b: &RunDocument) -> Comparison {
         verdict,
         gate: None,
     }
-}
-
-/// Causes whose time per operation changed by at least this share of the change in
-/// thread-time per operation are listed.
-const CAUSE_MIN_SHARE: f64 = 0.03;
-
-/// Which causes changed between A and B at one point, by time per operation: every wait
-/// of the lock tables (a lock, the disk, a sleep, a wait for a CPU; not idle waits), and
-/// the functions both profiles' "what grew" lists carry (on-CPU, ns per op). Each is
-/// weighed against the change in thread-time per operation (threads ÷ throughput), so
-/// "explains 78%" reads as the part of B's speedup (or slowdown) that cause accounts for.
-fn cause_changes(a: &RunDocument, pa: &Point, b: &RunDocument, pb: &Point) -> Vec<CauseChange> {
-    use scalprof_model::SweepParameter;
-    if a.sweep.parameter != SweepParameter::Threads || b.sweep.parameter != SweepParameter::Threads
-    {
-        return Vec::new();
-    }
-    let per_op = |p: &Point| {
-        p.throughput
-            .filter(|&t| t > 0.0)
-            .map(|t| p.value as f64 / t * 1e9)
-    };
-    let (Some(ta), Some(tb)) = (per_op(pa), per_op(pb)) else {
-        return Vec::new();
-    };
-    let change = tb - ta;
-    if change.abs() < f64::EPSILON {
-        return Vec::new();
-    }
-    let mut items: Vec<(String, f64, f64)> = Vec::new();
-    let mut add = |name: String, x: f64, y: f64| match items.iter_mut().find(|i| i.0 == name) {
-        Some(i) => {
-            i.1 += x;
-            i.2 += y;
-        }
-        None => items.push((name, x, y)),
-    };
-    // Waits, by row: a lock's traced wait and its sampled on-CPU cost (spinning, the
-    // lock code), per operation.
-    let waits = |p: &Point| -> Vec<(String, f64)> {
-        p.locks
-            .iter()
-            .flat_map(|l| &l.rows)
-            .filter(|r| r.attributed_to.is_none() && r.lock_type != LockKind::Idle)
-            .filter(|r| r.is_lock() || r.lock_type.is_blocked_wait())
-            .filter_map(|r| {
-                let wait = r.wait_ns_per_op?;
-                let spin = match r.spin_ns {
-                    Some(s) if r.total_wait_ns > 0 => s as f64 * wait / r.total_wait_ns as f64,
-                    _ => 0.0,
-                };
-                Some((format!("{} {}", r.scope, r.name), wait + spin))
-            })
-            .collect()
-    };
-    if pa.locks.is_some() && pb.locks.is_some() {
-        for (name, w) in waits(pa) {
-            add(name, w, 0.0);
-        }
-        for (name, w) in waits(pb) {
-            add(name, 0.0, w);
-        }
-    }
-    // On-CPU functions both runs' "what grew" knows at this point.
-    if let (Some(da), Some(db)) = (&a.scaling_diff, &b.scaling_diff) {
-        if da.unit == "ns/op" && db.unit == "ns/op" {
-            let at = |d: &scalprof_model::profile::ScalingDiff, v: u64| {
-                d.points.iter().position(|&x| x == v)
-            };
-            if let (Some(ia), Some(ib)) = (at(da, pa.value), at(db, pb.value)) {
-                // The lock code and the system-call path are the locks' cost, above.
-                let machinery = |f: &str| {
-                    crate::locks::is_user_lock_code(f)
-                        || crate::locks::is_futex_path(f)
-                        || crate::locks::is_spin_path(f)
-                        || crate::locks::is_lock_internal(f)
-                        || f.starts_with("do_syscall")
-                        || f.starts_with("entry_SYSCALL")
-                };
-                for fa in da
-                    .user
-                    .iter()
-                    .chain(&da.kernel)
-                    .filter(|f| !machinery(&f.function))
-                {
-                    let Some(fb) = db
-                        .user
-                        .iter()
-                        .chain(&db.kernel)
-                        .find(|f| f.function == fa.function)
-                    else {
-                        continue;
-                    };
-                    if let (Some(&x), Some(&y)) = (fa.self_per_op.get(ia), fb.self_per_op.get(ib)) {
-                        let name = match shared_line_of(a, &fa.function)
-                            .or_else(|| shared_line_of(b, &fa.function))
-                        {
-                            Some(line) => format!("{line} (on CPU in {})", fa.function),
-                            None => format!("on CPU in {}", fa.function),
-                        };
-                        add(name, x, y);
-                    }
-                }
-            }
-        }
-    }
-    let mut out: Vec<CauseChange> = items
-        .into_iter()
-        .map(|(cause, x, y)| CauseChange {
-            cause,
-            a_ns_per_op: x,
-            b_ns_per_op: y,
-            explains: (y - x) / change,
-        })
-        // A share of the change, and a change worth a mention (not 0 ns → 0 ns).
-        .filter(|c| {
-            c.explains >= CAUSE_MIN_SHARE
-                && (c.b_ns_per_op - c.a_ns_per_op).abs() >= 0.01 * ta.max(tb)
-        })
-        .collect();
-    out.sort_by(|x, y| {
-        y.explains
-            .total_cmp(&x.explains)
-            .then_with(|| x.cause.cmp(&y.cause))
-    });
-    out.truncate(5);
-    out
-}
-
-/// The cache line a function's on-CPU growth was given to by a sharing finding
-/// (`false_sharing vm_cnt`), if any.
-fn shared_line_of(d: &RunDocument, function: &str) -> Option<String> {
-    d.findings.iter().find_map(|f| match &f.details {
-        scalprof_model::FindingDetails::Sharing(s) if s.functions.iter().any(|x| x == function) => {
-            Some(format!("{} {}", f.kind, f.subject))
-        }
-        _ => None,
-    })
 }
 
 /// "B is 7.02× faster at 2 threads [6.10–7.95×, 95%]; efficiency 13% → 96%; gone:
@@ -812,90 +676,5 @@ mod tests {
             .tests
             .iter()
             .all(|t| t.from_store && t.comparison.points.is_empty()));
-    }
-}
-
-#[cfg(test)]
-mod cause_tests {
-    use super::*;
-    use scalprof_model::locks::{LockProfile, LockRow};
-
-    /// A thread-sweep document with one point at 2 threads: its throughput and the
-    /// waits per operation of its lock table.
-    fn doc(throughput: f64, rows: Vec<(&str, LockKind, f64)>) -> RunDocument {
-        use scalprof_model::{Host, PointRepeat, Repeat, RunHeader, RunInputs, RunStatus, Sweep};
-        let header = RunHeader {
-            id: "1".into(),
-            label: "t".into(),
-            created: "2026-01-01T00:00:00Z".into(),
-            command: vec!["./x".into(), "{threads}".into()],
-            status: RunStatus::Complete,
-            sweep: Sweep {
-                parameter: scalprof_model::SweepParameter::Threads,
-                values: vec![2],
-            },
-            host: Host {
-                kernel: "6.18".into(),
-                cpus: 2,
-                cpu_model: "cpu".into(),
-                pmu: false,
-            },
-            scaling: Some(scalprof_model::ThroughputSource::Weak),
-            ops_regex: r"ops=(\d+)".into(),
-            output_dir: "/tmp".into(),
-        };
-        let repeats = vec![PointRepeat {
-            value: 2,
-            repeat: Repeat {
-                ops: Some(1000),
-                ..Repeat::ok(0, 0.1)
-            },
-        }];
-        let mut d = crate::assemble(&RunInputs::timing(header, repeats));
-        let p = &mut d.points[0];
-        p.throughput = Some(throughput);
-        p.locks = Some(LockProfile {
-            rows: rows
-                .into_iter()
-                .map(|(name, kind, per_op)| LockRow {
-                    count: 10,
-                    total_wait_ns: 1000,
-                    wait_ns_per_op: Some(per_op),
-                    ..LockRow::new(Scope::User, name, kind)
-                })
-                .collect(),
-            ..Default::default()
-        });
-        d
-    }
-
-    #[test]
-    fn a_change_is_explained_by_the_causes_whose_time_per_op_moved() {
-        // A: 2 threads at 5k ops/s = 400 µs of thread-time per op, 300 µs of it in the
-        // WAL flush; B: 20k ops/s = 100 µs, no flush. ΔT = −300 µs, all the flush's.
-        let a = doc(
-            5_000.0,
-            vec![
-                (
-                    "disk I/O (fdatasync pg_wal/*) in XLogFlush",
-                    LockKind::DiskIo,
-                    300_000.0,
-                ),
-                ("idle wait", LockKind::Idle, 50_000.0),
-                ("table_lock", LockKind::Mutex, 10_000.0),
-            ],
-        );
-        let b = doc(20_000.0, vec![("table_lock", LockKind::Mutex, 10_000.0)]);
-        let c = cause_changes(&a, &a.points[0], &b, &b.points[0]);
-        assert_eq!(c.len(), 1, "{c:?}");
-        assert_eq!(
-            c[0].cause,
-            "user disk I/O (fdatasync pg_wal/*) in XLogFlush"
-        );
-        assert!((c[0].explains - 1.0).abs() < 1e-9, "{c:?}");
-        // Idle waits and unchanged locks explain nothing; the reverse comparison is a
-        // slowdown the flush explains just as well.
-        let back = cause_changes(&b, &b.points[0], &a, &a.points[0]);
-        assert!((back[0].explains - 1.0).abs() < 1e-9, "{back:?}");
     }
 }

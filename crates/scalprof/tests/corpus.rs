@@ -480,7 +480,9 @@ fn an_attached_server_s_lock_is_named_with_its_caller_and_process() {
         .find(|r| r["name"] == "waking an idle CPU")
         .unwrap_or_else(|| panic!("no idle wakeups at 1 client: {rows1:?}"));
     assert_eq!(wake["attributed_to"], "the waits it ended", "{wake}");
-    assert!(findings.iter().all(|f| f["subject"] != "waking an idle CPU"));
+    assert!(findings
+        .iter()
+        .all(|f| f["subject"] != "waking an idle CPU"));
     // The server's side of that wait: the thread that answered ran table_lookup while
     // the client waited, and waited itself on table_lock (the server's own lock).
     let rows = doc["points"][1]["locks"]["rows"].as_array().unwrap();

@@ -278,6 +278,47 @@ pub fn human_ns(v: f64) -> String {
     }
 }
 
+/// A lock row's few words in the verdict: its type and callers (from the latest point
+/// that has them, else `previous`), who held it, who woke it, in which process.
+pub(crate) fn budget_detail(r: &LockRow, previous: String) -> String {
+    let mut d = previous;
+    if !r.callers.is_empty() {
+        let callers: Vec<&str> = r
+            .callers
+            .iter()
+            .take(2)
+            .map(|c| c.function.as_str())
+            .collect();
+        d = format!("{}; {}", r.lock_type, callers.join(", "));
+    }
+    if let Some(h) = r.holders.first().filter(|h| h.share >= 0.5) {
+        let held = if r.lock_type == LockKind::Sleep {
+            "the others ran in"
+        } else {
+            "held in"
+        };
+        d = format!(
+            "{d}; {held} {}, {:.0}% of the wait",
+            h.function,
+            h.share * 100.0
+        );
+        if let Some(w) = r.holder_waits.first().filter(|w| w.share >= 0.2) {
+            d = format!(
+                "{d}; its holder blocked in {} {:.0}%",
+                w.wait,
+                w.share * 100.0
+            );
+        }
+    }
+    if let Some(peer) = &r.woken_by {
+        d = format!("{d}; woken by {peer}");
+    }
+    if let Some(process) = &r.process {
+        d = format!("{d}; in {process}");
+    }
+    d
+}
+
 /// "; held in F (N% of the wait), G (M%)": who made the waiters wait.
 fn held_text(row: &LockRow) -> String {
     if row.holders.is_empty() {

@@ -6,7 +6,8 @@
 #   benches/postgres_pgbench.sh            # needs root and Debian's postgresql (15)
 #
 # Set up once: apt-get install -y postgresql. The script starts the `15 main` cluster if it
-# is down, creates the database `bench` and initializes it with `pgbench -i -s 1`.
+# is down, creates the database `bench` and initializes it with `pgbench -i -s 1`. At the
+# end, `scalprof compare` of the two sweeps: which causes explain the difference.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scalprof=${SCALPROF:-target/release/scalprof}
@@ -34,3 +35,6 @@ for commit in on off; do
         -- runuser -u postgres -- pgbench -n -c '{threads}' -j '{threads}' -T "$seconds" bench \
         2>&1 | sed -n '/^verdict/,/^$/p;/^│ [12] /p;/^tracing:/p;/^findings:/,/^$/p'
 done
+echo "== compare: synchronous_commit=on (A) against off (B)"
+"$scalprof" --db "$db" compare pgbench-commit-on pgbench-commit-off 2>&1 \
+    | grep -v '^[│┌└╞]'

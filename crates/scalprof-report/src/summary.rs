@@ -299,11 +299,11 @@ pub(crate) fn plural(n: usize) -> &'static str {
     }
 }
 
-/// A sweep that swept nothing, or throughput computed on a wrong assumption: said under
-/// the header, before any number.
+/// A sweep that swept nothing, throughput computed on a wrong assumption, or a point
+/// bound by the latency of waking CPUs: said under the header, before any number.
 pub(crate) fn is_headline_warning(kind: scalprof_model::WarningKind) -> bool {
     use scalprof_model::WarningKind::*;
-    matches!(kind, NotSwept | FixedWork)
+    matches!(kind, NotSwept | FixedWork | IdleWakeups)
 }
 
 pub(crate) fn throughput_source_line(doc: &RunDocument) -> String {

@@ -378,9 +378,10 @@ pub(super) fn idle_wakeups(header: &RunHeader, points: &[Point]) -> Vec<Warning>
                 kind: WarningKind::IdleWakeups,
                 point: Some(p.value),
                 message: format!(
-                    "{} {}: {:.0}% of the thread-time per operation is waking idle CPUs ({} per op, from a wakeup until the woken thread ran): each hand-off between threads or processes (a request and its answer) lands on a sleeping CPU, so this point is latency-bound — send requests in batches or pipelines, and on your own hardware check the CPUs' idle states (`cpupower idle-info`)",
+                    "{} {}: {}{:.0}% of the thread-time per operation is waking idle CPUs ({} per op, from a wakeup until the woken thread ran): each hand-off between threads or processes (a request and its answer) lands on a sleeping CPU, so this point is latency-bound — send requests in batches or pipelines, and on your own hardware check the CPUs' idle states (`cpupower idle-info`)",
                     header.sweep.parameter,
                     p.value,
+                    if p.value == 1 { "one request at a time: " } else { "" },
                     share * 100.0,
                     crate::locks::human_ns(wake)
                 ),

@@ -30,6 +30,7 @@ pub fn run(
     let mut progress = Progress {
         bar: ProgressBar::hidden(),
         parameter: opts.parameter,
+        started: None,
     };
     let outcome = scalprof_pipeline::run(store, opts, &mut progress, interrupt);
     progress.bar.finish_and_clear();
@@ -70,10 +71,24 @@ pub fn write_json(path: &Path, doc: &RunDocument) -> Result<()> {
     Ok(crate::out::file(path, text + "\n")?)
 }
 
+/// "45 s", "3.2 min", "1.5 h".
+fn human_duration(s: f64) -> String {
+    if s < 90.0 {
+        format!("{s:.0} s")
+    } else if s < 5400.0 {
+        format!("{:.1} min", s / 60.0)
+    } else {
+        format!("{:.1} h", s / 3600.0)
+    }
+}
+
 /// The progress bar, and the messages printed above it.
 struct Progress {
     bar: ProgressBar,
     parameter: SweepParameter,
+    /// When the sweep started and how many executions it has, for the estimate said
+    /// once the first one is done.
+    started: Option<(std::time::Instant, u64)>,
 }
 
 impl Progress {
@@ -101,9 +116,10 @@ impl Observer for Progress {
             }
         );
         self.bar = ProgressBar::new(shape.steps());
+        self.started = Some((std::time::Instant::now(), shape.steps()));
         self.bar.set_style(
             ProgressStyle::with_template(
-                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {msg}",
+                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} ~{eta} left {msg}",
             )
             .expect("static template")
             .progress_chars("=> "),
@@ -132,6 +148,17 @@ impl Observer for Progress {
 
     fn step_done(&mut self) {
         self.bar.inc(1);
+        // How long the sweep should take: its executions × the first one's time (with its
+        // symbolizing), said once, before the wait is long.
+        if let Some((t0, steps)) = self.started.take() {
+            let first = t0.elapsed().as_secs_f64();
+            if steps > 1 {
+                self.print(&format!(
+                    "scalprof: the first run took {first:.1} s; the sweep's {steps} runs should take about {} (the bar's estimate follows the runs)\n",
+                    human_duration(first * steps as f64)
+                ));
+            }
+        }
     }
 
     fn repeat_failed(&mut self, value: u64, r: &Repeat, warmup: bool) {

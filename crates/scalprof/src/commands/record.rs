@@ -15,7 +15,10 @@ use crate::run::Show;
 
 /// `scalprof run`: a thread sweep, measured, profiled and diagnosed.
 pub fn run(db: &Option<PathBuf>, args: cli::RunArgs) -> Result<ExitCode> {
-    let opts = args.options()?;
+    let (opts, sampling_notice) = args.options()?;
+    if let Some(n) = sampling_notice {
+        eprintln!("scalprof: {n}");
+    }
     // Check the command before touching the store: a typo fails at once.
     scalprof_collect::resolve_program(
         &scalprof_collect::sweep::substitute(&opts.command, opts.parameter.as_str(), 1)[0],

@@ -490,7 +490,13 @@ fn an_attached_server_s_lock_is_named_with_its_caller_and_process() {
         .iter()
         .find(|r| r["name"].as_str().unwrap().ends_with(" in client"))
         .unwrap_or_else(|| panic!("no client wait: {rows:?}"));
-    assert_eq!(read["holders"][0]["function"], "table_lookup", "{read}");
+    // From the server thread's samples inside the waits (table_lookup), or, with fewer
+    // than 3 of them, from where it wrote the answer (serve_connection).
+    let answered = read["holders"][0]["function"].as_str().unwrap_or("");
+    assert!(
+        answered == "table_lookup" || answered == "serve_connection",
+        "{read}"
+    );
     assert!(
         read["holder_waits"]
             .as_array()

@@ -530,6 +530,29 @@ fn load<'obj>(
     config: &LockConfig,
 ) -> Result<skel::LocksSkel<'obj>, libbpf_rs::Error> {
     let mut open = LocksSkelBuilder::default().open(object)?;
+    // Sized for this machine: the aggregation maps and the ring buffer of stack copies
+    // grow with the CPUs (the waits of more threads at once), the failure counters say
+    // when they still fill.
+    let scale = map_scale(crate::host::online_cpus());
+    if scale > 1 {
+        let m = &mut open.maps;
+        for map in [
+            &mut m.kernel_locks,
+            &mut m.kernel_stacks,
+            &mut m.kernel_wakers,
+            &mut m.user_locks,
+            &mut m.syscall_waits,
+            &mut m.syscall_stacks,
+            &mut m.wakers,
+            &mut m.runqueue,
+            &mut m.rq_slices,
+            &mut m.stacks,
+            &mut m.snapshots,
+        ] {
+            let entries = map.max_entries();
+            map.set_max_entries(entries * scale)?;
+        }
+    }
     if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
         ro.root_tgid = tgids[0];
         ro.system_wide = u8::from(config.system_wide);
@@ -545,9 +568,23 @@ fn load<'obj>(
     Ok(skel)
 }
 
+/// How much larger than their 16-CPU sizes the maps are made: a power of two (the ring
+/// buffer's size must stay one), up to 16× (a 64 MiB ring buffer).
+fn map_scale(cpus: u32) -> u32 {
+    (cpus / 16).max(1).next_power_of_two().min(16)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn maps_grow_with_the_cpus_in_powers_of_two() {
+        assert_eq!(
+            [1, 2, 16, 31, 32, 64, 100, 128, 512].map(map_scale),
+            [1, 1, 1, 1, 2, 4, 8, 8, 16]
+        );
+    }
 
     fn bytes<T: Plain>(v: &T) -> Vec<u8> {
         // SAFETY: T is plain integers (`Plain`), so all of its bytes are initialized.

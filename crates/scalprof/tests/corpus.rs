@@ -395,6 +395,27 @@ fn packed_counters_scale_far_worse_than_padded_ones() {
 /// A corpus server running for the length of a test.
 struct Server(std::process::Child);
 
+impl Server {
+    /// The corpus server `program`, listening on `socket` once this returns.
+    fn start(program: &str, socket: &Path) -> Server {
+        let server = Server(
+            StdCommand::new(corpus().join(program))
+                .arg(socket)
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        for _ in 0..100 {
+            if socket.exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(socket.exists(), "{program} did not start");
+        server
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -412,20 +433,7 @@ fn an_attached_server_s_lock_is_named_with_its_caller_and_process() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.db");
     let socket = dir.path().join("server.sock");
-    let server = Server(
-        StdCommand::new(corpus().join("lock_server"))
-            .arg(&socket)
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    for _ in 0..100 {
-        if socket.exists() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    assert!(socket.exists(), "the server did not start");
+    let server = Server::start("lock_server", &socket);
     let json = dir.path().join("client.json");
     scalprof(&db)
         .args(["run", "-t", "1,2", "--repeat", "3", "--json"])
@@ -557,20 +565,7 @@ fn a_forking_server_s_workers_disk_waits_are_recorded_at_every_point() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.db");
     let socket = dir.path().join("sync.sock");
-    let server = Server(
-        StdCommand::new(corpus().join("sync_server"))
-            .arg(&socket)
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    for _ in 0..100 {
-        if socket.exists() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    assert!(socket.exists(), "the server did not start");
+    let server = Server::start("sync_server", &socket);
     let json = dir.path().join("client.json");
     scalprof(&db)
         .env("CORPUS_SCALE", "0.25")

@@ -45,25 +45,10 @@ pub(super) fn add_kernel_rows(raw: &RawLocks, kallsyms: &Kallsyms, rows: &mut Ve
             .or_insert_with(|| {
                 (
                     LockRow {
-                        scope: Scope::Kernel,
-                        wait_ns_per_op: None,
-                        spin_ns: None,
-                        woken_by: None,
-                        process: None,
-                        peer_attached: false,
-                        holders: Vec::new(),
-                        holder_running: None,
-                        holder_waits: Vec::new(),
-                        holder_stacks: Vec::new(),
                         attributed_to: (name == "futex hash bucket")
                             .then(|| "user locks".to_string()),
-                        name,
-                        lock_type,
                         address: format!("{:#x}", k.lock),
-                        count: 0,
-                        total_wait_ns: 0,
-                        max_wait_ns: 0,
-                        callers: Vec::new(),
+                        ..LockRow::new(Scope::Kernel, name, lock_type)
                     },
                     HashMap::new(),
                 )

@@ -39,24 +39,12 @@ pub(super) fn add_runqueue_row(raw: &RawLocks, rows: &mut Vec<LockRow>) {
             continue;
         }
         rows.push(LockRow {
-            scope: Scope::Kernel,
-            name: name.into(),
-            lock_type: LockKind::CpuWait,
             address: address.into(),
             count: of.iter().map(|r| r.count).sum(),
             total_wait_ns: of.iter().map(|r| r.total_ns).sum(),
             max_wait_ns: of.iter().map(|r| r.max_ns).max().unwrap_or(0),
-            callers: Vec::new(),
             attributed_to: attributed_to.map(Into::into),
-            wait_ns_per_op: None,
-            spin_ns: None,
-            woken_by: None,
-            process: None,
-            peer_attached: false,
-            holders: Vec::new(),
-            holder_running: None,
-            holder_waits: Vec::new(),
-            holder_stacks: Vec::new(),
+            ..LockRow::new(Scope::Kernel, name, LockKind::CpuWait)
         });
     }
 }

@@ -219,7 +219,10 @@ static __always_inline void copy_waker_stack(struct ustart *st, u32 waiter_tid, 
 		return;
 	u64 nr = BPF_CORE_READ(regs, orig_ax);
 	u32 kind;
-	if (st->kind == WAIT_FUTEX && nr == NR_FUTEX)
+	/* The waker's own futex call is on the waiter's futex (an unlock's FUTEX_WAKE on the
+	 * lock word): not a wakeup that a timer or softirq did while the current task was in
+	 * futex() for a futex of its own. */
+	if (st->kind == WAIT_FUTEX && nr == NR_FUTEX && BPF_CORE_READ(regs, di) == st->uaddr)
 		kind = RECORD_WAKER_STACK;
 	else if (st->kind == WAIT_SYSCALL && is_peer_wait(st->op) && is_peer_wake(nr))
 		kind = RECORD_WAKER_SYSCALL;

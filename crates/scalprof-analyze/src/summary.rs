@@ -274,14 +274,15 @@ pub fn spread(values: impl Iterator<Item = f64>) -> Option<Spread> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::warnings::unexplained_warning;
     use super::*;
     use scalprof_model::PointProfile;
     use scalprof_model::{Host, RunStatus, Sweep};
     use scalprof_model::{PointRepeat, RunHeader, WarningKind};
 
-    fn header(values: Vec<u64>) -> RunHeader {
+    /// A thread sweep's header over `values` (also the compare tests').
+    pub(crate) fn header(values: Vec<u64>) -> RunHeader {
         RunHeader {
             id: "1".into(),
             label: "t".into(),

@@ -163,6 +163,8 @@ diagnosis!(
     writers_of_one_file_wait_on_its_inode_lock,
     Case {
         first: true,
+        // Who released it, from the waker's kernel stack: the write path itself.
+        fields: &[("/details/holders/0/state", "at_release")],
         explains: Some((&["i_rwsem"], Within::Fraction(0.5, 0.10))),
         ..Case::new("pwrite_same_file", ("lock_contention", "kernel", "i_rwsem"))
     }

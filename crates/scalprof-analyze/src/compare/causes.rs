@@ -158,27 +158,8 @@ mod tests {
     /// A thread-sweep document with one point at 2 threads: its throughput and the
     /// waits per operation of its lock table.
     fn doc(throughput: f64, rows: Vec<(&str, LockKind, f64)>) -> RunDocument {
-        use scalprof_model::{Host, PointRepeat, Repeat, RunHeader, RunInputs, RunStatus, Sweep};
-        let header = RunHeader {
-            id: "1".into(),
-            label: "t".into(),
-            created: "2026-01-01T00:00:00Z".into(),
-            command: vec!["./x".into(), "{threads}".into()],
-            status: RunStatus::Complete,
-            sweep: Sweep {
-                parameter: scalprof_model::SweepParameter::Threads,
-                values: vec![2],
-            },
-            host: Host {
-                kernel: "6.18".into(),
-                cpus: 2,
-                cpu_model: "cpu".into(),
-                pmu: false,
-            },
-            scaling: Some(scalprof_model::ThroughputSource::Weak),
-            ops_regex: r"ops=(\d+)".into(),
-            output_dir: "/tmp".into(),
-        };
+        use scalprof_model::{PointRepeat, Repeat, RunInputs};
+        let header = crate::summary::tests::header(vec![2]);
         let repeats = vec![PointRepeat {
             value: 2,
             repeat: Repeat {

@@ -88,7 +88,10 @@ pub(super) fn add_kernel_rows(raw: &RawLocks, kallsyms: &Kallsyms, rows: &mut Ve
         row.callers = top_callers(callers, row.total_wait_ns);
         if let Some(h) = held.remove(&key) {
             let total = h.values().sum();
-            row.holders = top_callers(h, total);
+            row.holders = super::user::with_state(
+                top_callers(h, total),
+                scalprof_model::locks::HolderState::AtRelease,
+            );
         }
         row.process = procs.get(&key).and_then(|p| attached_process(raw, p));
         rows.push(row);

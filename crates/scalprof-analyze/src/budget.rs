@@ -185,7 +185,16 @@ fn sampled_to_ns(
         .enumerate()
         .map(|(i, p)| {
             let prof = profiles[i]?;
-            let total: f64 = prof.folded.iter().map(|f| f.weight as f64).sum::<f64>() / work[i];
+            // The clean CPU time is the command's: so are the samples it is spread over
+            // (with --attach the profile also holds the attached processes').
+            let attached: &[String] = p.locks.as_ref().map_or(&[], |l| &l.attached);
+            let total: f64 = prof
+                .folded
+                .iter()
+                .filter(|f| !attached.iter().any(|a| a == folded::process(&f.stack)))
+                .map(|f| f.weight as f64)
+                .sum::<f64>()
+                / work[i];
             (total > 0.0 && work[i] > 0.0).then_some(())?;
             Some(cpu_ns_per_op(p)? / total)
         })
@@ -495,12 +504,15 @@ pub fn budgets(
                 c.share *= room / named;
             }
         }
-        let left = (room - named).max(0.0);
+        // The serial causes (a phase, a saturated stage) share what is left, largest first.
+        let mut left = (room - named).max(0.0);
+        causes.sort_by(|a, b| b.share.total_cmp(&a.share));
         for c in causes
             .iter_mut()
             .filter(|c| c.kind == FindingKind::SerialFraction)
         {
             c.share = c.share.min(left);
+            left -= c.share;
         }
         causes.retain(|c| c.share >= LISTED_SHARE);
         causes.sort_by(|a, b| {

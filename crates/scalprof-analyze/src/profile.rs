@@ -28,12 +28,7 @@ pub fn merge(profiles: impl IntoIterator<Item = PointProfile>) -> Option<PointPr
             }
             Some(o) => {
                 o.stats.add(&p.stats);
-                o.serial.bins += p.serial.bins;
-                o.serial.single_thread_bins += p.serial.single_thread_bins;
-                o.serial.idle_bins += p.serial.idle_bins;
-                if o.serial.top_function.is_none() {
-                    o.serial.top_function = p.serial.top_function;
-                }
+                o.serial.add(&p.serial);
                 o.repeats += p.repeats;
             }
         }

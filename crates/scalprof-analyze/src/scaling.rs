@@ -398,6 +398,7 @@ mod tests {
             single_thread_bins: 60,
             idle_bins: 0,
             top_function: Some("init".into()),
+            threads: Vec::new(),
         };
         let f = serial_fractions(&[(2, Some(0.6), &p)]);
         assert_eq!(f.len(), 1);

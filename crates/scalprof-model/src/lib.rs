@@ -11,7 +11,7 @@ pub mod profile;
 pub mod suite;
 pub use profile::{
     ComplexityReport, FoldedStack, FunctionComplexity, FunctionGrowth, HotInstruction,
-    PointProfile, PowerFit, ProfileStats, ScalingDiff, SerialStats, MAX_UNREADABLE,
+    PointProfile, PowerFit, ProfileStats, ScalingDiff, SerialStats, ThreadLoad, MAX_UNREADABLE,
 };
 
 /// The value of the `schema` field of every run document.

@@ -565,6 +565,10 @@ pub struct LockProfile {
     /// The tracer's own cost over the merged repeats (zero when unmeasured).
     #[serde(default)]
     pub tracer: TracerCost,
+    /// Command names of the processes attached to (`--attach`): their samples are in the
+    /// profile, their CPU time is not in the command's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attached: Vec<String>,
 }
 
 #[cfg(test)]

@@ -147,9 +147,80 @@ pub struct SerialStats {
     pub idle_bins: u64,
     /// The user function seen most in single-thread bins.
     pub top_function: Option<String>,
+    /// The threads that were on a CPU for at least [`THREAD_LOAD_MIN`] of the sampled
+    /// time, busiest first (at most [`THREAD_LOADS`]): what saturates when one thread
+    /// serves many connections.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub threads: Vec<ThreadLoad>,
+}
+
+/// Threads kept in [`SerialStats::threads`].
+pub const THREAD_LOADS: usize = 32;
+/// The least busy share a thread needs to be kept.
+pub const THREAD_LOAD_MIN: f64 = 0.02;
+
+/// One thread's time on a CPU over the sampled span.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ThreadLoad {
+    /// Its process's command name.
+    pub process: String,
+    pub samples: u64,
+    /// The sampled span (first to last sample of the profile), ns; summed over merged
+    /// repeats like `samples`.
+    pub span_ns: u64,
+}
+
+impl ThreadLoad {
+    /// The share of the span the thread was on a CPU, at `frequency` samples per second
+    /// of CPU time.
+    pub fn busy(&self, frequency: u64) -> f64 {
+        if self.span_ns == 0 || frequency == 0 {
+            return 0.0;
+        }
+        (self.samples as f64 / frequency as f64 / (self.span_ns as f64 / 1e9)).min(1.0)
+    }
 }
 
 impl SerialStats {
+    /// Adds another repeat's: bins and counts add, the threads pair up by rank within
+    /// their process (the busiest of each with the busiest).
+    pub fn add(&mut self, o: &SerialStats) {
+        self.bins += o.bins;
+        self.single_thread_bins += o.single_thread_bins;
+        self.idle_bins += o.idle_bins;
+        if self.top_function.is_none() {
+            self.top_function = o.top_function.clone();
+        }
+        let mut rank: std::collections::HashMap<&str, usize> = Default::default();
+        let mut pairs: Vec<(String, usize, &ThreadLoad)> = Vec::new();
+        for t in &o.threads {
+            let r = rank.entry(t.process.as_str()).or_default();
+            pairs.push((t.process.clone(), *r, t));
+            *r += 1;
+        }
+        for (process, r, t) in pairs {
+            let mine = self
+                .threads
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| m.process == process)
+                .nth(r)
+                .map(|(k, _)| k);
+            match mine {
+                Some(k) => {
+                    self.threads[k].samples += t.samples;
+                    self.threads[k].span_ns += t.span_ns;
+                }
+                None => self.threads.push(t.clone()),
+            }
+        }
+        self.threads.sort_by(|a, b| {
+            b.samples
+                .cmp(&a.samples)
+                .then_with(|| a.process.cmp(&b.process))
+        });
+    }
+
     pub fn single_share(&self) -> f64 {
         if self.bins == 0 {
             0.0

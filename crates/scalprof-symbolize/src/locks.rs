@@ -40,6 +40,7 @@ pub fn lock_profile(raw: &RawLocks, symbols: &mut Symbols, on_cpu: &HolderSample
         snapshots_resolved: resolved,
         repeats: 1,
         tracer: raw.tracer,
+        attached: raw.attached_comms.clone(),
     }
 }
 

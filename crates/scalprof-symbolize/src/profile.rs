@@ -26,7 +26,10 @@ use linux_perf_event_reader::{
 use scalprof_debuginfo::{ElfInfo, Kallsyms, SymbolCache};
 
 use crate::perf_map::PerfMap;
-use scalprof_model::{FoldedStack, HotInstruction, PointProfile, ProfileStats, SerialStats};
+use scalprof_model::profile::{THREAD_LOADS, THREAD_LOAD_MIN};
+use scalprof_model::{
+    FoldedStack, HotInstruction, PointProfile, ProfileStats, SerialStats, ThreadLoad,
+};
 
 /// perf's callchain context markers are the top 4095 values of u64.
 const PERF_CONTEXT_MAX: u64 = u64::MAX - 4094;
@@ -120,6 +123,8 @@ pub struct ProfileBuilder {
     stats: ProfileStats,
     /// (time, tid, leaf user function) of every sample, for the serial estimate.
     timeline: Vec<(u64, i32, u32)>,
+    /// Each sampled thread's process.
+    thread_pid: HashMap<i32, i32>,
     kernel_cache: HashMap<u64, u32>,
     /// (file, stated address) → (samples, weight) of user-mode leaf instructions.
     hot: HashMap<(String, u64), (u64, u64)>,
@@ -180,6 +185,7 @@ impl ProfileBuilder {
                 ..Default::default()
             },
             timeline: Vec::new(),
+            thread_pid: HashMap::new(),
             kernel_cache: HashMap::new(),
             hot: HashMap::new(),
             perf_maps: HashMap::new(),
@@ -519,7 +525,38 @@ impl ProfileBuilder {
             single_thread_bins: single,
             idle_bins: idle,
             top_function: top,
+            threads: self.thread_loads(t1 - t0),
         }
+    }
+
+    /// The threads on a CPU for at least [`THREAD_LOAD_MIN`] of the span, busiest first.
+    fn thread_loads(&self, span_ns: u64) -> Vec<ThreadLoad> {
+        let mut per_tid: HashMap<i32, u64> = HashMap::new();
+        for &(_, tid, _) in &self.timeline {
+            *per_tid.entry(tid).or_default() += 1;
+        }
+        let mut out: Vec<(i32, ThreadLoad)> = per_tid
+            .into_iter()
+            .map(|(tid, samples)| {
+                let pid = self.thread_pid.get(&tid).copied().unwrap_or(tid);
+                let process = self
+                    .processes
+                    .get(&pid)
+                    .map(|p| p.comm.clone())
+                    .filter(|c| !c.is_empty())
+                    .unwrap_or_else(|| format!("pid-{pid}"));
+                let load = ThreadLoad {
+                    process,
+                    samples,
+                    span_ns,
+                };
+                (tid, load)
+            })
+            .filter(|(_, l)| l.busy(self.frequency) >= THREAD_LOAD_MIN)
+            .collect();
+        out.sort_by(|a, b| b.1.samples.cmp(&a.1.samples).then_with(|| a.0.cmp(&b.0)));
+        out.truncate(THREAD_LOADS);
+        out.into_iter().map(|(_, l)| l).collect()
     }
 }
 

@@ -223,6 +223,11 @@ pub fn merge(profiles: impl IntoIterator<Item = LockProfile>) -> Option<LockProf
                 f.undecoded += p.failures.undecoded;
                 o.tracer.bpf_run_ns += p.tracer.bpf_run_ns;
                 o.tracer.bpf_runs += p.tracer.bpf_runs;
+                for a in p.attached {
+                    if !o.attached.contains(&a) {
+                        o.attached.push(a);
+                    }
+                }
             }
         }
     }

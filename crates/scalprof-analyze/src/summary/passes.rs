@@ -230,6 +230,17 @@ pub(super) fn time_budget(
         series.extend(budget::hotspot_series(points, &profs, &work, d, claimed));
     }
     series.extend(budget::serial_series(points, &profs));
+    if header.sweep.parameter == SweepParameter::Threads {
+        // A thread that serves every unit (a client's one thread for all its connections,
+        // a server's event loop): in the command or in an attached process.
+        series.extend(crate::stage::stage_series(points, &profs));
+        let last = points.last().zip(profs.last().copied().flatten());
+        if let Some(f) =
+            last.and_then(|(p, prof)| crate::stage::stage_finding(p, prof, header.host.cpus as u64))
+        {
+            findings.push(f);
+        }
+    }
     for f in findings
         .iter()
         .filter(|f| matches!(f.kind, FindingKind::FalseSharing | FindingKind::TrueSharing))

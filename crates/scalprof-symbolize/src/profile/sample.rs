@@ -69,6 +69,7 @@ impl ProfileBuilder {
         let leaf_user = user_ids.last().copied().unwrap_or(u32::MAX);
         if let Some(t) = s.timestamp {
             self.timeline.push((t, tid, leaf_user));
+            self.thread_pid.insert(tid, pid);
             self.blame_sample(pid, tid, t, weight, &user_addrs, &frames);
         }
         // The tool's own work is its overhead, never the program's cost.

@@ -128,7 +128,7 @@ pub fn stage_finding(last: &Point, profile: &PointProfile, cpus: u64) -> Option<
         subject: subject(&s.process),
         score: 0.0,
         evidence: format!(
-            "at {n} one thread of {} was on a CPU {:.0}% of the sampled time ({threads}, for \
+            "with {n} in flight one thread of {} was on a CPU {:.0}% of the sampled time ({threads}, for \
              {n} units of work): every operation passes through it, so the others queue \
              behind it; scored by what the named waits and costs leave",
             s.process,

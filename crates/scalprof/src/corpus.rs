@@ -75,6 +75,7 @@ pub const PROGRAMS: &[(&str, &str)] = &[
     ),
     ("kmap_flush", include_str!("../../../corpus/kmap_flush.c")),
     ("sync_server", include_str!("../../../corpus/sync_server.c")),
+    ("loop_server", include_str!("../../../corpus/loop_server.c")),
 ];
 
 const COMMON_H: &str = include_str!("../../../corpus/common.h");

@@ -616,6 +616,76 @@ fn a_forking_server_s_workers_disk_waits_are_recorded_at_every_point() {
     }
 }
 
+/// A server with one event loop (Redis's shape): at 2 clients its one thread is on a CPU
+/// nearly all the time and the requests queue behind it. The budget covers the attached
+/// server's threads, so that thread is the cause, named with its process.
+#[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
+fn a_saturated_event_loop_in_an_attached_server_is_the_cause() {
+    if !can_profile() {
+        return;
+    }
+    let _turn = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let socket = dir.path().join("loop.sock");
+    let server = Server::start("loop_server", &socket);
+    let json = dir.path().join("client.json");
+    scalprof(&db)
+        .env("CORPUS_SCALE", "0.25")
+        .args(["run", "-t", "1,2", "--repeat", "2", "--json"])
+        .arg(&json)
+        .args(["--attach", &server.0.id().to_string(), "--"])
+        .arg(corpus().join("lock_client"))
+        .arg("{threads}")
+        .arg(&socket)
+        .assert()
+        .success();
+    let doc = read_json(&json);
+    let findings = doc["findings"].as_array().unwrap();
+    let stage = findings
+        .iter()
+        .find(|f| f["subject"] == "loop_server (one thread for all)")
+        .unwrap_or_else(|| {
+            panic!(
+                "the loop is not named; efficiency at 2: {}, findings: {findings:?}, threads: {}",
+                efficiency_at(&doc, 2),
+                doc["points"][1]["profile"]["serial"]["threads"]
+            )
+        });
+    assert_eq!(stage["kind"], "serial_fraction", "{stage}");
+    assert!(stage["score"].as_f64().unwrap() >= 0.05, "{stage}");
+    assert!(
+        stage["details"]["single_thread_share"].as_f64().unwrap() >= 0.6,
+        "{stage}"
+    );
+    // Nothing but the wait for a CPU (two clients and the loop share two CPUs) ranks above.
+    assert!(
+        findings
+            .iter()
+            .take_while(|f| f["subject"] != stage["subject"])
+            .all(|f| f["subject"] == "waiting for a CPU"),
+        "{findings:?}"
+    );
+    // The budget of the last point lists it, and leaves little unexplained.
+    let budget = &doc["points"][1]["budget"];
+    let cause = budget["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["subject"] == stage["subject"])
+        .unwrap_or_else(|| panic!("{budget}"));
+    assert!(cause["share"].as_f64().unwrap() >= 0.05, "{budget}");
+    assert!(budget["unexplained"].as_f64().unwrap() <= 0.25, "{budget}");
+    // The clients' threads each get a connection: the client is no stage of its own.
+    assert!(
+        findings
+            .iter()
+            .all(|f| !f["subject"].as_str().unwrap().starts_with("lock_client")),
+        "{findings:?}"
+    );
+}
+
 fn complexity(db: &Path, program: &str) -> Value {
     let out = scalprof(db)
         .args([

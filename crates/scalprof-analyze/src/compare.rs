@@ -366,7 +366,16 @@ fn verdict(
     if let Some([ea, eb]) = p.efficiency {
         s += &format!("; efficiency {:.0}% → {:.0}%", ea * 100.0, eb * 100.0);
     }
-    if let Some(c) = p.causes.first() {
+    // The cause that explains most, and those that explain at least half as much (two
+    // more at most): a difference often has two parts of a size (a flush and the CPU
+    // wakeups it leaves behind).
+    let first = p.causes.first().map_or(0.0, |c| c.explains.abs());
+    for c in p
+        .causes
+        .iter()
+        .take(3)
+        .take_while(|c| c.explains.abs() >= first / 2.0)
+    {
         s += &format!(
             "; {} {} → {} per op ({})",
             c.cause,
@@ -496,6 +505,43 @@ pub fn compare_suites(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_verdict_names_every_cause_of_a_size_with_the_first() {
+        let change = |cause: &str, a: f64, explains: f64| scalprof_model::compare::CauseChange {
+            cause: cause.into(),
+            a_ns_per_op: a,
+            b_ns_per_op: 0.0,
+            explains,
+        };
+        let point = PointComparison {
+            causes: vec![
+                change("kernel waiting for a CPU", 258e3, 0.22),
+                change("user disk I/O (fdatasync pg_wal/*)", 69e3, 0.14),
+                change("kernel waking an idle CPU", 20e3, 0.10),
+                change("on CPU in exec_simple_query", 9e3, 0.04),
+            ],
+            value: 2,
+            throughput_ratio: throughput_ratio(&[2.8, 2.9, 2.8], &[9.2, 9.3, 9.4], 1),
+            efficiency: None,
+            metrics: Vec::new(),
+            locks: Vec::new(),
+        };
+        let v = verdict(&[point], "threads", &[], &[]);
+        assert!(
+            v.contains("waiting for a CPU 258.0 µs → 0 ns per op (explains 22%)"),
+            "{v}"
+        );
+        assert!(
+            v.contains("fdatasync pg_wal/*) 69.0 µs → 0 ns per op (explains 14%)"),
+            "{v}"
+        );
+        // Under half of the first: in the point's list, not in the headline.
+        assert!(
+            !v.contains("idle CPU") && !v.contains("exec_simple_query"),
+            "{v}"
+        );
+    }
 
     /// Reference: SciPy 1.x `stats.ttest_ind(b, a, equal_var=False)` and its
     /// `confidence_interval(0.95)` → t 7.21605, df 7.17415, p 1.55497e-4, CI 0.72783 .. 1.43217.

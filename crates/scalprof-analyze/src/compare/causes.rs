@@ -52,7 +52,13 @@ pub(super) fn cause_changes(
         p.locks
             .iter()
             .flat_map(|l| &l.rows)
-            .filter(|r| r.attributed_to.is_none() && r.lock_type != LockKind::Idle)
+            // Waking an idle CPU is part of the waits it ended, never a cause in a run's
+            // budget; between two runs it is a difference of its own (a latency-bound
+            // baseline, CPUs left idle by a flush).
+            .filter(|r| {
+                (r.attributed_to.is_none() || r.name == scalprof_model::locks::IDLE_WAKEUP)
+                    && r.lock_type != LockKind::Idle
+            })
             .filter(|r| r.is_lock() || r.lock_type.is_blocked_wait())
             .filter_map(|r| {
                 let wait = r.wait_ns_per_op?;

@@ -83,6 +83,9 @@ pub fn for_each_record(
     mut handle: impl FnMut(EventRecord<'_>),
 ) -> Result<ImportInfo, ImportError> {
     let (name, file, size) = open(path)?;
+    // The reader asks for a record or a few at a time: 7 KiB per read(2) on average, 28k
+    // system calls for a 194 MB file, without a buffer.
+    let file = std::io::BufReader::with_capacity(1 << 20, file);
     read_from(&name, file, size, Some(&mut handle))
 }
 

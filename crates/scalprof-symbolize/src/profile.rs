@@ -15,6 +15,10 @@ pub use user::UserSpace;
 use user::{file_address, framehop_module, is_anonymous};
 
 use std::collections::{HashMap, HashSet};
+
+/// The maps looked up once or more per sample: foldhash rather than SipHash (hashing was
+/// 11% of an import's CPU time). Nothing is emitted in their order.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -85,7 +89,7 @@ struct Process {
     mappings: Vec<Mapping>,
     unwinder: UnwinderX86_64<Arc<[u8]>>,
     /// Symbolized frames per address (innermost first), to symbolize each address once.
-    names: HashMap<u64, Arc<[u32]>>,
+    names: FastMap<u64, Arc<[u32]>>,
 }
 
 impl Process {
@@ -114,30 +118,32 @@ pub struct ProfileBuilder {
     event: String,
     frequency: u64,
     kernel_callchains: bool,
-    processes: HashMap<i32, Process>,
+    processes: FastMap<i32, Process>,
     cache: CacheX86_64,
     /// Interned frame names.
     names: Vec<String>,
-    name_ids: HashMap<String, u32>,
-    stacks: HashMap<Vec<u32>, (u64, u64)>,
+    /// Per interned name: whether it is scalprof's own frame (`is_tool_frame`).
+    tool_names: Vec<bool>,
+    name_ids: FastMap<String, u32>,
+    stacks: FastMap<Vec<u32>, (u64, u64)>,
     stats: ProfileStats,
     /// (time, tid, leaf user function) of every sample, for the serial estimate.
     timeline: Vec<(u64, i32, u32)>,
     /// Each sampled thread's process.
-    thread_pid: HashMap<i32, i32>,
-    kernel_cache: HashMap<u64, u32>,
+    thread_pid: FastMap<i32, i32>,
+    kernel_cache: FastMap<u64, u32>,
     /// (file, stated address) → (samples, weight) of user-mode leaf instructions.
-    hot: HashMap<(String, u64), (u64, u64)>,
+    hot: FastMap<(String, u64), (u64, u64)>,
     /// JIT code names per process (`/tmp/perf-PID.map`), read at the first address in
     /// anonymous executable memory.
-    perf_maps: HashMap<i32, Option<PerfMap>>,
+    perf_maps: FastMap<i32, Option<PerfMap>>,
     /// Where perf maps are looked for (`/tmp`; tests use their own folder).
     perf_map_dir: PathBuf,
     /// When the records come from every task on the machine (attached processes): the
     /// processes to keep, grown by their forks.
     only: Option<HashSet<i32>>,
     /// Per holder thread: the waits its samples are blamed for (start, end, lock), by start.
-    blame_windows: HashMap<i32, Vec<(u64, u64, usize)>>,
+    blame_windows: FastMap<i32, Vec<(u64, u64, usize)>>,
     /// Waits with no known holder (a sleep in a retry loop): every other thread's samples
     /// inside them are blamed (start, end, lock, the waiter), by start.
     blame_others: Vec<(u64, u64, usize, i32)>,
@@ -175,23 +181,24 @@ impl ProfileBuilder {
             event: event.to_string(),
             frequency,
             kernel_callchains,
-            processes: HashMap::new(),
+            processes: FastMap::default(),
             cache: CacheX86_64::new(),
             names: Vec::new(),
-            name_ids: HashMap::new(),
-            stacks: HashMap::new(),
+            tool_names: Vec::new(),
+            name_ids: FastMap::default(),
+            stacks: FastMap::default(),
             stats: ProfileStats {
                 kernel_stacks: kernel_callchains,
                 ..Default::default()
             },
             timeline: Vec::new(),
-            thread_pid: HashMap::new(),
-            kernel_cache: HashMap::new(),
-            hot: HashMap::new(),
-            perf_maps: HashMap::new(),
+            thread_pid: FastMap::default(),
+            kernel_cache: FastMap::default(),
+            hot: FastMap::default(),
+            perf_maps: FastMap::default(),
             perf_map_dir: PathBuf::from("/tmp"),
             only: None,
-            blame_windows: HashMap::new(),
+            blame_windows: FastMap::default(),
             blame_others: Vec::new(),
             blamed: HashMap::new(),
         }
@@ -284,6 +291,8 @@ impl ProfileBuilder {
         }
         let id = self.names.len() as u32;
         self.names.push(name.to_string());
+        self.tool_names
+            .push(scalprof_analyze::profile::is_tool_frame(name));
         self.name_ids.insert(name.to_string(), id);
         id
     }

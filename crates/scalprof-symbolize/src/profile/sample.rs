@@ -2,7 +2,6 @@
 //! with its weight, and its instruction counted for the sharing analysis.
 
 use linux_perf_event_reader::{CpuMode, SampleRecord};
-use scalprof_analyze::profile::is_tool_frame;
 use scalprof_debuginfo::Kallsyms;
 
 use super::*;
@@ -73,10 +72,7 @@ impl ProfileBuilder {
             self.blame_sample(pid, tid, t, weight, &user_addrs, &frames);
         }
         // The tool's own work is its overhead, never the program's cost.
-        if kernel
-            .iter()
-            .any(|&id| is_tool_frame(&self.names[id as usize]))
-        {
+        if kernel.iter().any(|&id| self.tool_names[id as usize]) {
             self.stats.overhead_samples += 1;
             self.stats.overhead_weight = self.stats.overhead_weight.saturating_add(weight);
             return;

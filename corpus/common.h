@@ -8,7 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 static long corpus_arg(int argc, char **argv, long dflt)
@@ -73,6 +75,26 @@ static void corpus_own_path(char *buf, size_t n, const char *name)
         fprintf(stderr, "path too long: %s/%s\n", exe, name);
         exit(1);
     }
+}
+
+/* The corpus servers' socket: a UNIX stream socket listening at `path` (an old socket file
+ * there is replaced). Says so on stderr once it listens; exits when it cannot. */
+static int corpus_listen(const char *path, const char *program)
+{
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    if (s < 0 || strlen(path) >= sizeof(addr.sun_path)) {
+        fprintf(stderr, "%s: bad socket path %s\n", program, path);
+        exit(1);
+    }
+    strcpy(addr.sun_path, path);
+    unlink(path);
+    if (bind(s, (struct sockaddr *)&addr, sizeof(addr)) != 0 || listen(s, 64) != 0) {
+        perror(path);
+        exit(1);
+    }
+    fprintf(stderr, "%s: listening on %s\n", program, path);
+    return s;
 }
 
 /* Opens (creating, 0600) a file of ours for reading and writing: never through a symlink,

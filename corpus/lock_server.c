@@ -79,19 +79,7 @@ int main(int argc, char **argv)
         pool[i].next = table[pool[i].key % BUCKETS];
         table[pool[i].key % BUCKETS] = &pool[i];
     }
-    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    if (s < 0 || strlen(path) >= sizeof(addr.sun_path)) {
-        fprintf(stderr, "lock_server: bad socket path %s\n", path);
-        return 1;
-    }
-    strcpy(addr.sun_path, path);
-    unlink(path);
-    if (bind(s, (struct sockaddr *)&addr, sizeof(addr)) != 0 || listen(s, 64) != 0) {
-        perror(path);
-        return 1;
-    }
-    fprintf(stderr, "lock_server: listening on %s\n", path);
+    int s = corpus_listen(path, "lock_server");
     for (;;) {
         int c = accept4(s, NULL, NULL, SOCK_CLOEXEC);
         if (c < 0) {

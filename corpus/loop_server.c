@@ -30,19 +30,7 @@ int main(int argc, char **argv)
     char own_path[4200];
     corpus_own_path(own_path, sizeof(own_path), "lock_server.sock");
     const char *path = argc > 1 ? argv[1] : own_path;
-    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    if (s < 0 || strlen(path) >= sizeof(addr.sun_path)) {
-        fprintf(stderr, "loop_server: bad socket path %s\n", path);
-        return 1;
-    }
-    strcpy(addr.sun_path, path);
-    unlink(path);
-    if (bind(s, (struct sockaddr *)&addr, sizeof(addr)) != 0 || listen(s, 64) != 0) {
-        perror(path);
-        return 1;
-    }
-    fprintf(stderr, "loop_server: listening on %s\n", path);
+    int s = corpus_listen(path, "loop_server");
     struct pollfd fds[MAX_CONNECTIONS + 1];
     int n = 1;
     fds[0] = (struct pollfd){.fd = s, .events = POLLIN};

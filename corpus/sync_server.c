@@ -71,19 +71,7 @@ int main(int argc, char **argv)
     const char *path = argc > 1 ? argv[1] : own_path;
     /* The workers are reaped by the kernel: no zombies while it serves. */
     signal(SIGCHLD, SIG_IGN);
-    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    if (s < 0 || strlen(path) >= sizeof(addr.sun_path)) {
-        fprintf(stderr, "sync_server: bad socket path %s\n", path);
-        return 1;
-    }
-    strcpy(addr.sun_path, path);
-    unlink(path);
-    if (bind(s, (struct sockaddr *)&addr, sizeof(addr)) != 0 || listen(s, 64) != 0) {
-        perror(path);
-        return 1;
-    }
-    fprintf(stderr, "sync_server: listening on %s\n", path);
+    int s = corpus_listen(path, "sync_server");
     for (;;) {
         int c = accept4(s, NULL, NULL, SOCK_CLOEXEC);
         if (c < 0) {

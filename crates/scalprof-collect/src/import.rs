@@ -80,13 +80,24 @@ pub fn read_header(path: &Path) -> Result<ImportInfo, ImportError> {
 /// Calls `handle` with every record of the file, in time order.
 pub fn for_each_record(
     path: &Path,
+    handle: impl FnMut(EventRecord<'_>),
+) -> Result<ImportInfo, ImportError> {
+    for_each_record_of(path, |_| true, handle)
+}
+
+/// Like [`for_each_record`], for the samples `keep` takes by their ordinal (0, 1, … over
+/// the file's samples): the others are neither parsed nor handled (a reader of several
+/// that share the samples). Every other record is handled.
+pub fn for_each_record_of(
+    path: &Path,
+    mut keep: impl FnMut(u64) -> bool,
     mut handle: impl FnMut(EventRecord<'_>),
 ) -> Result<ImportInfo, ImportError> {
     let (name, file, size) = open(path)?;
     // The reader asks for a record or a few at a time: 7 KiB per read(2) on average, 28k
     // system calls for a 194 MB file, without a buffer.
     let file = std::io::BufReader::with_capacity(1 << 20, file);
-    read_from(&name, file, size, Some(&mut handle))
+    read_records(&name, file, size, Some(&mut handle), &mut keep)
 }
 
 fn open(path: &Path) -> Result<(String, std::fs::File, u64), ImportError> {
@@ -121,9 +132,19 @@ fn open(path: &Path) -> Result<(String, std::fs::File, u64), ImportError> {
 /// panics on malformed input: the fuzz target `import_perf_data` holds it to that.
 pub fn read_from<R: Read + Seek>(
     name: &str,
+    file: R,
+    size: u64,
+    handle: Option<&mut dyn FnMut(EventRecord<'_>)>,
+) -> Result<ImportInfo, ImportError> {
+    read_records(name, file, size, handle, &mut |_| true)
+}
+
+fn read_records<R: Read + Seek>(
+    name: &str,
     mut file: R,
     size: u64,
     mut handle: Option<&mut dyn FnMut(EventRecord<'_>)>,
+    keep: &mut dyn FnMut(u64) -> bool,
 ) -> Result<ImportInfo, ImportError> {
     let name = name.to_string();
     let io_err = |source| ImportError::Open {
@@ -245,6 +266,7 @@ pub fn read_from<R: Read + Seek>(
         return Ok(info);
     };
     let (mut t0, mut t1) = (u64::MAX, 0u64);
+    let mut samples = 0u64;
     loop {
         let next = record_iter.next_record(&mut perf_file);
         let record = match next {
@@ -257,6 +279,17 @@ pub fn read_from<R: Read + Seek>(
             continue;
         };
         info.records += 1;
+        if record.record_type == linux_perf_event_reader::RecordType::SAMPLE {
+            let n = samples;
+            samples += 1;
+            if !keep(n) {
+                if let Some(t) = record.timestamp() {
+                    t0 = t0.min(t);
+                    t1 = t1.max(t);
+                }
+                continue;
+            }
+        }
         match record.parse() {
             Ok(rec) => {
                 if let EventRecord::Sample(s) = &rec {

@@ -2,7 +2,8 @@
 //! the same converter and analysis as live profiles.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use anyhow::Result;
 use linux_perf_event_reader::{CpuMode, EventRecord};
@@ -34,32 +35,58 @@ pub fn import(store: &Store, path: &Path, label: Option<String>) -> Result<i64> 
         }),
         files: SymbolCache::default(),
     };
-    let mut builder = ProfileBuilder::new("", 0, true);
-    let (mut user_ns, mut sys_ns) = (0u64, 0u64);
+    // Every builder reads the whole file and parses and symbolizes its share of the
+    // samples (counting their CPU time by mode); the first returns what the file says of
+    // itself.
+    let (user_ns, sys_ns) = (AtomicU64::new(0), AtomicU64::new(0));
+    let first_read = Mutex::new(None);
+    // A record is ~150–200 bytes with a callchain: the size says about how many samples.
+    let size = std::fs::metadata(path).map_or(0, |m| m.len());
+    let workers = scalprof_symbolize::profile::parallel_workers(size / 200);
     // The file is untrusted input: scalprof checks its structure first, and a panic in a
     // parser on a case the checks missed becomes an error, not a crash. While it parses,
     // a panic hook that checks [`PARSING`] keeps this thread's panics quiet (the binary installs one).
     PARSING.with(|p| p.set(true));
     let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        scalprof_collect::import::for_each_record(path, |rec| {
-            if let EventRecord::Sample(s) = &rec {
-                let p = s.period.unwrap_or(0);
-                match s.cpu_mode {
-                    CpuMode::Kernel => sys_ns += p,
-                    _ => user_ns += p,
+        scalprof_symbolize::profile::parallel(
+            workers,
+            scalprof_symbolize::profile::PARALLEL_CHUNK,
+            &mut symbols,
+            &|_| ProfileBuilder::new("", 0, true),
+            &|builder, symbols| {
+                PARSING.with(|p| p.set(true));
+                let first = builder.counts_stream();
+                let share = builder.share_of();
+                // Another builder's samples are not even parsed here.
+                let keep = |n| share.is_none_or(|s| s.takes(n));
+                let result = scalprof_collect::import::for_each_record_of(path, keep, |rec| {
+                    if let EventRecord::Sample(s) = &rec {
+                        let p = s.period.unwrap_or(0);
+                        match s.cpu_mode {
+                            CpuMode::Kernel => sys_ns.fetch_add(p, Ordering::Relaxed),
+                            _ => user_ns.fetch_add(p, Ordering::Relaxed),
+                        };
+                    }
+                    builder.handle_taken(rec, symbols);
+                });
+                if first {
+                    *first_read.lock().expect("not poisoned") = Some(result);
                 }
-            }
-            builder.handle(rec, &mut symbols);
-        })
+            },
+        )
     }));
     PARSING.with(|p| p.set(false));
-    let info = match read {
-        Ok(result) => result?,
+    let (builder, info) = match read {
+        Ok(builder) => {
+            let info = first_read.into_inner().expect("not poisoned");
+            (builder, info.expect("the first builder read the file")?)
+        }
         Err(_) => anyhow::bail!(
             "{} is malformed in a way the perf.data parser could not handle; nothing was imported",
             path.display()
         ),
     };
+    let (user_ns, sys_ns) = (user_ns.into_inner(), sys_ns.into_inner());
     let mut profile = builder.finish();
     profile.event = info.event.clone();
     profile.frequency = info.frequency;

@@ -13,15 +13,71 @@ fn golden(name: &str) -> PathBuf {
         .join(name)
 }
 
-#[test]
-fn a_recorded_perf_data_file_folds_to_its_expected_stacks() {
-    // The binary goes back where it was recorded, so its symbols resolve.
+/// The binary goes back where it was recorded, so its symbols resolve.
+fn place_binary() {
     let at = Path::new(RECORDED_AT);
     std::fs::create_dir_all(at.parent().unwrap()).unwrap();
     let same = std::fs::read(at).ok() == Some(std::fs::read(golden("golden")).unwrap());
     if !same {
-        std::fs::copy(golden("golden"), at).unwrap();
+        // Another test may be copying it at the same moment: write aside, then rename.
+        let aside = at.with_extension(format!("{}", std::process::id()));
+        std::fs::copy(golden("golden"), &aside).unwrap();
+        std::fs::rename(&aside, at).unwrap();
     }
+}
+
+/// Several builders, each symbolizing its share of the samples, make the profile one
+/// builder makes: stacks, hot instructions, every count, the timeline's serial estimate.
+#[test]
+fn several_builders_make_the_profile_one_builder_makes() {
+    use scalprof_symbolize::profile::{parallel, ProfileBuilder, Symbols};
+    place_binary();
+    let path = golden("golden.perf.data");
+    // `reader`: the reader leaves the other builders' samples unparsed (the import's way);
+    // else every record goes to the builder, which skips what is not its own.
+    let run = |workers: usize, chunk: u64, reader: bool| {
+        let mut symbols = Symbols {
+            kernel: std::sync::Arc::new(scalprof_debuginfo::Kallsyms::default()),
+            files: scalprof_debuginfo::SymbolCache::default(),
+        };
+        let b = parallel(
+            workers,
+            chunk,
+            &mut symbols,
+            &|_| ProfileBuilder::new("cpu-clock", 1000, true),
+            &|b, s| {
+                if reader {
+                    let share = b.share_of();
+                    let keep = |n| share.is_none_or(|x| x.takes(n));
+                    scalprof_collect::import::for_each_record_of(&path, keep, |rec| {
+                        b.handle_taken(rec, s)
+                    })
+                    .unwrap();
+                } else {
+                    scalprof_collect::import::for_each_record(&path, |rec| b.handle(rec, s))
+                        .unwrap();
+                }
+            },
+        );
+        b.finish()
+    };
+    let one = run(1, 1, false);
+    assert!(one.stats.samples >= 20, "{:?}", one.stats);
+    assert!(one.folded.len() >= 2, "{:?}", one.folded);
+    for (workers, chunk) in [(2, 1), (3, 1), (3, 2), (4, 4096)] {
+        for reader in [false, true] {
+            let many = run(workers, chunk, reader);
+            assert_eq!(
+                many, one,
+                "{workers} builders, chunks of {chunk}, reader {reader}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_recorded_perf_data_file_folds_to_its_expected_stacks() {
+    place_binary();
     let dir = tempfile::tempdir().unwrap();
     let store = scalprof_store::Store::open(&dir.path().join("runs.db")).unwrap();
     let id = scalprof_pipeline::import::import(&store, &golden("golden.perf.data"), None).unwrap();

@@ -38,6 +38,8 @@ use scalprof_model::{
 /// perf's callchain context markers are the top 4095 values of u64.
 const PERF_CONTEXT_MAX: u64 = u64::MAX - 4094;
 const PERF_CONTEXT_USER: u64 = u64::MAX - 511;
+/// `PERF_RECORD_SAMPLE`.
+const PERF_RECORD_SAMPLE: u32 = 9;
 /// Linux maps nothing below `vm.mmap_min_addr` (4096 at least).
 const MIN_CODE_ADDRESS: u64 = 4096;
 /// x86-64 perf register numbers.
@@ -88,8 +90,9 @@ struct Process {
     comm: String,
     mappings: Vec<Mapping>,
     unwinder: UnwinderX86_64<Arc<[u8]>>,
-    /// Symbolized frames per address (innermost first), to symbolize each address once.
-    names: FastMap<u64, Arc<[u32]>>,
+    /// Symbolized frames per address (innermost first), to symbolize each address once,
+    /// and whether they are unresolved.
+    names: FastMap<u64, (Arc<[u32]>, bool)>,
 }
 
 impl Process {
@@ -131,7 +134,8 @@ pub struct ProfileBuilder {
     timeline: Vec<(u64, i32, u32)>,
     /// Each sampled thread's process.
     thread_pid: FastMap<i32, i32>,
-    kernel_cache: FastMap<u64, u32>,
+    /// Kernel address → (name id, unresolved).
+    kernel_cache: FastMap<u64, (u32, bool)>,
     /// (file, stated address) → (samples, weight) of user-mode leaf instructions.
     hot: FastMap<(String, u64), (u64, u64)>,
     /// JIT code names per process (`/tmp/perf-PID.map`), read at the first address in
@@ -148,6 +152,40 @@ pub struct ProfileBuilder {
     /// inside them are blamed (start, end, lock, the waiter), by start.
     blame_others: Vec<(u64, u64, usize, i32)>,
     /// Per lock (a [`BlameWindow::lock`]): the holder's functions → (samples, weight).
+    blamed: Blamed,
+    /// When several builders read one stream of records in parallel: this one's part.
+    share: Option<Share>,
+    /// Sample records seen so far, whoever symbolizes them.
+    sample_ordinal: u64,
+}
+
+/// One of several builders over the same records ([`parallel`]): every builder handles
+/// every record that changes what is known of the processes (mappings, names, forks,
+/// execs), so each knows at each of its samples what a single builder would; the samples
+/// themselves go to the builders in turn, `chunk` consecutive ones each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Share {
+    pub index: usize,
+    pub of: usize,
+    pub chunk: u64,
+}
+
+impl Share {
+    /// Whether the sample of this ordinal (0, 1, … over the stream's samples) is this
+    /// share's.
+    pub fn takes(&self, ordinal: u64) -> bool {
+        (ordinal / self.chunk.max(1)) % self.of as u64 == self.index as u64
+    }
+}
+
+/// What one builder of a [`parallel`] run hands back: names and what refers to them.
+struct Part {
+    names: Vec<String>,
+    stacks: FastMap<Vec<u32>, (u64, u64)>,
+    timeline: Vec<(u64, i32, u32)>,
+    thread_pid: FastMap<i32, i32>,
+    hot: FastMap<(String, u64), (u64, u64)>,
+    stats: ProfileStats,
     blamed: Blamed,
 }
 
@@ -201,6 +239,94 @@ impl ProfileBuilder {
             blame_windows: FastMap::default(),
             blame_others: Vec::new(),
             blamed: HashMap::new(),
+            share: None,
+            sample_ordinal: 0,
+        }
+    }
+
+    /// Symbolizes only this share of the samples (see [`parallel`]).
+    pub fn share(mut self, share: Share) -> ProfileBuilder {
+        self.share = (share.of > 1).then_some(share);
+        self
+    }
+
+    /// Whether the next sample record is this builder's to symbolize (counts it).
+    fn takes_sample(&mut self) -> bool {
+        let n = self.sample_ordinal;
+        self.sample_ordinal += 1;
+        self.share.is_none_or(|s| s.takes(n))
+    }
+
+    /// This builder's share of the samples, if it has one: for a reader that leaves the
+    /// other samples unparsed and hands this builder the rest with
+    /// [`Self::handle_taken`].
+    pub fn share_of(&self) -> Option<Share> {
+        self.share
+    }
+
+    /// Whether this builder counts what belongs to the stream rather than to a sample
+    /// (lost and throttled records, unparsable ones): the first of a share, or the only.
+    pub fn counts_stream(&self) -> bool {
+        self.share.is_none_or(|s| s.index == 0)
+    }
+
+    /// What this builder symbolized, apart from what it knows of the processes (their
+    /// ELF files are not shared between threads): for [`Self::absorb`].
+    fn into_part(self) -> Part {
+        Part {
+            names: self.names,
+            stacks: self.stacks,
+            timeline: self.timeline,
+            thread_pid: self.thread_pid,
+            hot: self.hot,
+            stats: self.stats,
+            blamed: self.blamed,
+        }
+    }
+
+    /// Adds what another builder of the same records symbolized (its share of the
+    /// samples): stacks, timeline, hot instructions, per-sample counts, blamed holders.
+    fn absorb(&mut self, o: Part) {
+        let ids: Vec<u32> = o.names.iter().map(|n| self.intern(n)).collect();
+        let map = |id: u32| if id == u32::MAX { id } else { ids[id as usize] };
+        for (frames, (samples, weight)) in o.stacks {
+            let frames: Vec<u32> = frames.into_iter().map(map).collect();
+            let e = self.stacks.entry(frames).or_insert((0, 0));
+            e.0 += samples;
+            e.1 = e.1.saturating_add(weight);
+        }
+        self.timeline.extend(
+            o.timeline
+                .into_iter()
+                .map(|(t, tid, leaf)| (t, tid, map(leaf))),
+        );
+        self.thread_pid.extend(o.thread_pid);
+        for (key, (samples, weight)) in o.hot {
+            let e = self.hot.entry(key).or_insert((0, 0));
+            e.0 += samples;
+            e.1 = e.1.saturating_add(weight);
+        }
+        let (a, b) = (&mut self.stats, &o.stats);
+        a.samples += b.samples;
+        a.truncated_stacks += b.truncated_stacks;
+        a.user_stacks += b.user_stacks;
+        a.unresolved_frames += b.unresolved_frames;
+        a.frames += b.frames;
+        a.bad_records += b.bad_records;
+        a.overhead_samples += b.overhead_samples;
+        a.overhead_weight = a.overhead_weight.saturating_add(b.overhead_weight);
+        for (lock, theirs) in o.blamed {
+            let mine = self.blamed.entry(lock).or_default();
+            for (f, (samples, weight)) in theirs.functions {
+                let e = mine.functions.entry(f).or_default();
+                e.0 += samples;
+                e.1 = e.1.saturating_add(weight);
+            }
+            for (stack, (holder, samples, weight)) in theirs.stacks {
+                let e = mine.stacks.entry(stack).or_insert_with(|| (holder, 0, 0));
+                e.1 += samples;
+                e.2 = e.2.saturating_add(weight);
+            }
         }
     }
 
@@ -316,7 +442,9 @@ impl ProfileBuilder {
             let size =
                 u16::from_ne_bytes(records[pos + 6..pos + 8].try_into().expect("2 bytes")) as usize;
             if size < 8 || pos + size > records.len() {
-                self.stats.bad_records += 1;
+                if self.counts_stream() {
+                    self.stats.bad_records += 1;
+                }
                 break;
             }
             let raw = raw_record(records, pos, size, parse_info);
@@ -325,9 +453,17 @@ impl ProfileBuilder {
         }
         index.sort_by_key(|&(t, pos, _)| (t, pos));
         for (_, pos, size) in index {
+            // Another builder's sample is not even parsed.
+            let ty = u32::from_ne_bytes(records[pos..pos + 4].try_into().expect("4 bytes"));
+            if ty == PERF_RECORD_SAMPLE && !self.takes_sample() {
+                continue;
+            }
             match raw_record(records, pos, size, parse_info).parse() {
-                Ok(rec) => self.handle(rec, symbols),
-                Err(_) => self.stats.bad_records += 1,
+                Ok(rec) => self.handle_record(rec, symbols),
+                Err(_) if ty == PERF_RECORD_SAMPLE || self.counts_stream() => {
+                    self.stats.bad_records += 1
+                }
+                Err(_) => {}
             }
         }
         Ok(())
@@ -335,6 +471,20 @@ impl ProfileBuilder {
 
     /// Handles one record.
     pub fn handle(&mut self, rec: EventRecord<'_>, symbols: &mut Symbols) {
+        if matches!(rec, EventRecord::Sample(_)) && !self.takes_sample() {
+            return;
+        }
+        self.handle_record(rec, symbols);
+    }
+
+    /// Handles one record that is this builder's: a sample its reader already chose by
+    /// [`Share::takes`], or any other record.
+    pub fn handle_taken(&mut self, rec: EventRecord<'_>, symbols: &mut Symbols) {
+        self.handle_record(rec, symbols);
+    }
+
+    /// Handles one record that is this builder's.
+    fn handle_record(&mut self, rec: EventRecord<'_>, symbols: &mut Symbols) {
         if let Some(only) = self.only.as_mut() {
             let pid = match &rec {
                 EventRecord::Sample(s) => s.pid,
@@ -401,10 +551,10 @@ impl ProfileBuilder {
                 }
                 self.processes.insert(f.pid, child);
             }
-            EventRecord::Lost(l) => {
+            EventRecord::Lost(l) if self.counts_stream() => {
                 self.stats.lost_samples = self.stats.lost_samples.saturating_add(l.count)
             }
-            EventRecord::Throttle(_) => self.stats.throttled += 1,
+            EventRecord::Throttle(_) if self.counts_stream() => self.stats.throttled += 1,
             _ => {}
         }
     }
@@ -524,10 +674,13 @@ impl ProfileBuilder {
                 _ => {}
             }
         }
+        // Ties go to the first name in order, not to an id (ids depend on the order
+        // names were met, which differs between one builder and several).
         let top = tops
             .into_iter()
-            .max_by_key(|&(id, n)| (n, std::cmp::Reverse(id)))
-            .map(|(id, _)| self.names[id as usize].clone());
+            .map(|(id, n)| (n, &self.names[id as usize]))
+            .max_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.cmp(a.1)))
+            .map(|(_, name)| name.clone());
         SerialStats {
             bins: nbins as u64,
             bin_ms: SERIAL_BIN_NS as f64 / 1e6,
@@ -567,6 +720,75 @@ impl ProfileBuilder {
         out.truncate(THREAD_LOADS);
         out.into_iter().map(|(_, l)| l).collect()
     }
+}
+
+/// Samples below this are symbolized by one builder: threads would cost more than they save.
+pub const PARALLEL_MIN_SAMPLES: u64 = 20_000;
+/// Consecutive samples symbolized by one builder of a [`parallel`] run: long enough runs of
+/// one thread's samples to keep its caches warm.
+pub const PARALLEL_CHUNK: u64 = 4096;
+
+/// How many builders to run for `samples` samples on this machine: one per core, 16 at
+/// most, and one for a small profile.
+pub fn parallel_workers(samples: u64) -> usize {
+    if samples < PARALLEL_MIN_SAMPLES {
+        return 1;
+    }
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(16))
+}
+
+/// Symbolizes one stream of records with `workers` builders on as many threads, each
+/// taking its [`Share`] of the samples, and merges them into the first. `make` configures
+/// a builder (the same way for each), `feed` gives it every record. The result is the one
+/// a single builder makes: stacks, counts and the timeline are sums or unions, and the
+/// profile is sorted when finished (a test compares the two). The first builder uses
+/// `symbols`; the others open the ELF files again (their parsers are not shared between
+/// threads) and share the kernel's symbols.
+pub fn parallel(
+    workers: usize,
+    chunk: u64,
+    symbols: &mut Symbols,
+    make: &(dyn Fn(&mut Symbols) -> ProfileBuilder + Sync),
+    feed: &(dyn Fn(&mut ProfileBuilder, &mut Symbols) + Sync),
+) -> ProfileBuilder {
+    if workers <= 1 {
+        let mut b = make(symbols);
+        feed(&mut b, symbols);
+        return b;
+    }
+    let share = |index| Share {
+        index,
+        of: workers,
+        chunk,
+    };
+    let kernel = symbols.kernel.clone();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (1..workers)
+            .map(|index| {
+                let kernel = kernel.clone();
+                scope.spawn(move || {
+                    let mut own = Symbols {
+                        kernel,
+                        files: SymbolCache::default(),
+                    };
+                    let mut b = make(&mut own).share(share(index));
+                    feed(&mut b, &mut own);
+                    b.into_part()
+                })
+            })
+            .collect();
+        // The first share on this thread, with the caller's symbols.
+        let mut first = make(symbols).share(share(0));
+        feed(&mut first, symbols);
+        for h in handles {
+            match h.join() {
+                Ok(part) => first.absorb(part),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+        }
+        first.share = None;
+        first
+    })
 }
 
 fn raw_record(

@@ -182,18 +182,22 @@ impl ProfileBuilder {
     }
 
     pub(super) fn kernel_frame(&mut self, addr: u64, kallsyms: &Kallsyms) -> u32 {
-        if let Some(&id) = self.kernel_cache.get(&addr) {
-            return id;
-        }
-        let name = match kallsyms.lookup(addr) {
-            Some(n) => format!("{n}_[k]"),
+        let (id, unresolved) = match self.kernel_cache.get(&addr) {
+            Some(&hit) => hit,
             None => {
-                self.stats.unresolved_frames += 1;
-                "[unknown]_[k]".to_string()
+                let (name, unresolved) = match kallsyms.lookup(addr) {
+                    Some(n) => (format!("{n}_[k]"), false),
+                    None => ("[unknown]_[k]".to_string(), true),
+                };
+                let id = self.intern(&name);
+                self.kernel_cache.insert(addr, (id, unresolved));
+                (id, unresolved)
             }
         };
-        let id = self.intern(&name);
-        self.kernel_cache.insert(addr, id);
+        // Every frame that has no name counts, not each address once.
+        if unresolved {
+            self.stats.unresolved_frames += 1;
+        }
         id
     }
 }

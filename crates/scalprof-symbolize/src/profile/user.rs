@@ -47,8 +47,13 @@ impl ProfileBuilder {
 
     /// Frame name ids for one user address, innermost first.
     pub(super) fn user_frames(&mut self, pid: i32, addr: u64) -> Arc<[u32]> {
-        if let Some(ids) = self.processes.get(&pid).and_then(|p| p.names.get(&addr)) {
-            return ids.clone();
+        if let Some((ids, unresolved)) = self.processes.get(&pid).and_then(|p| p.names.get(&addr)) {
+            // Every frame that has no name counts, not each address once.
+            let ids = ids.clone();
+            if *unresolved {
+                self.stats.unresolved_frames += 1;
+            }
+            return ids;
         }
         // (names, may be JIT code, unresolved)
         let (names, jit, unresolved): (Vec<String>, bool, bool) = {
@@ -73,22 +78,20 @@ impl ProfileBuilder {
                 None => (vec!["[unknown]".to_string()], true, true),
             }
         };
-        let names = match jit.then(|| self.jit_name(pid, addr)).flatten() {
-            Some(name) => vec![name],
-            None => {
-                if unresolved {
-                    self.stats.unresolved_frames += 1;
-                }
-                names
-            }
+        let (names, unresolved) = match jit.then(|| self.jit_name(pid, addr)).flatten() {
+            Some(name) => (vec![name], false),
+            None => (names, unresolved),
         };
+        if unresolved {
+            self.stats.unresolved_frames += 1;
+        }
         let ids: Arc<[u32]> = names
             .iter()
             .map(|n| self.intern(n))
             .collect::<Vec<_>>()
             .into();
         if let Some(p) = self.processes.get_mut(&pid) {
-            p.names.insert(addr, ids.clone());
+            p.names.insert(addr, (ids.clone(), unresolved));
         }
         ids
     }

@@ -16,7 +16,7 @@ use scalprof_collect::sweep::{
 use scalprof_collect::{LockTracerError, ProfilingError};
 use scalprof_model::{Repeat, RunDocument, RunStatus, Sweep, SweepParameter, ThroughputSource};
 use scalprof_store::{NewRun, Store};
-use scalprof_symbolize::profile::{ProfileBuilder, ProfileError, Symbols};
+use scalprof_symbolize::profile::{ProfileBuilder, ProfileError, RecordIndex, Symbols};
 
 /// Everything a sweep needs.
 #[derive(Clone, Debug)]
@@ -384,16 +384,30 @@ impl SweepSink for StoreSink<'_> {
             let mut on_cpu = Default::default();
             if let Some(raw) = collected.profile {
                 self.observer.symbolizing(value, raw.samples);
-                let mut b = ProfileBuilder::new(&raw.event, raw.frequency, raw.kernel_stacks)
-                    .blame(&windows);
-                if let Some(only) = &raw.only {
-                    b = b.only(only);
-                }
-                for p in &raw.initial {
-                    b.add_process(p.pid, &p.comm, &p.maps, symbols);
-                }
-                match b.handle_buffer(&raw.attr, &raw.records, symbols) {
-                    Ok(()) => {
+                let make = |symbols: &mut Symbols| {
+                    let mut b = ProfileBuilder::new(&raw.event, raw.frequency, raw.kernel_stacks)
+                        .blame(&windows);
+                    if let Some(only) = &raw.only {
+                        b = b.only(only);
+                    }
+                    for p in &raw.initial {
+                        b.add_process(p.pid, &p.comm, &p.maps, symbols);
+                    }
+                    b
+                };
+                // On every core (the workload has exited), each builder its share of the
+                // samples, in the order of one index of the records.
+                let handled = RecordIndex::new(&raw.attr, &raw.records).map(|index| {
+                    scalprof_symbolize::profile::parallel(
+                        scalprof_symbolize::profile::parallel_workers(raw.samples),
+                        scalprof_symbolize::profile::PARALLEL_CHUNK,
+                        symbols,
+                        &make,
+                        &|b, symbols| b.handle_indexed(&raw.records, &index, symbols),
+                    )
+                });
+                match handled {
+                    Ok(mut b) => {
                         on_cpu = scalprof_symbolize::locks::holder_samples(b.take_blamed(), &keys);
                         let mut p = b.finish();
                         p.stats.bad_records += raw.bad_records;

@@ -170,6 +170,44 @@ pub struct Share {
     pub chunk: u64,
 }
 
+/// The records of a buffer of concatenated records, in time order: (time, position,
+/// size). Records come per CPU; every record carries a time (sample_id_all), so an exec's
+/// mappings are known before its samples.
+pub struct RecordIndex {
+    parse_info: RecordParseInfo,
+    order: Vec<(u64, usize, usize)>,
+    /// 1 when the buffer ends in a record that does not fit.
+    bad: u64,
+}
+
+impl RecordIndex {
+    pub fn new(attr: &[u8], records: &[u8]) -> Result<RecordIndex, ProfileError> {
+        let (attr, _) = PerfEventAttr::parse::<_, byteorder::NativeEndian>(attr)
+            .map_err(|e| ProfileError::Attr(e.to_string()))?;
+        let parse_info = RecordParseInfo::new(&attr, Endianness::NATIVE);
+        let mut order: Vec<(u64, usize, usize)> = Vec::new();
+        let mut bad = 0;
+        let mut pos = 0usize;
+        while pos + 8 <= records.len() {
+            let size =
+                u16::from_ne_bytes(records[pos + 6..pos + 8].try_into().expect("2 bytes")) as usize;
+            if size < 8 || pos + size > records.len() {
+                bad = 1;
+                break;
+            }
+            let raw = raw_record(records, pos, size, parse_info);
+            order.push((raw.timestamp().unwrap_or(0), pos, size));
+            pos += size;
+        }
+        order.sort_unstable_by_key(|&(t, pos, _)| (t, pos));
+        Ok(RecordIndex {
+            parse_info,
+            order,
+            bad,
+        })
+    }
+}
+
 impl Share {
     /// Whether the sample of this ordinal (0, 1, … over the stream's samples) is this
     /// share's.
@@ -431,34 +469,24 @@ impl ProfileBuilder {
         records: &[u8],
         symbols: &mut Symbols,
     ) -> Result<(), ProfileError> {
-        let (attr, _) = PerfEventAttr::parse::<_, byteorder::NativeEndian>(attr)
-            .map_err(|e| ProfileError::Attr(e.to_string()))?;
-        let parse_info = RecordParseInfo::new(&attr, Endianness::NATIVE);
-        // Records come per CPU; put them in time order (every record carries a time:
-        // sample_id_all) so that an exec's mappings are known before its samples.
-        let mut index: Vec<(u64, usize, usize)> = Vec::new();
-        let mut pos = 0usize;
-        while pos + 8 <= records.len() {
-            let size =
-                u16::from_ne_bytes(records[pos + 6..pos + 8].try_into().expect("2 bytes")) as usize;
-            if size < 8 || pos + size > records.len() {
-                if self.counts_stream() {
-                    self.stats.bad_records += 1;
-                }
-                break;
-            }
-            let raw = raw_record(records, pos, size, parse_info);
-            index.push((raw.timestamp().unwrap_or(0), pos, size));
-            pos += size;
+        let index = RecordIndex::new(attr, records)?;
+        self.handle_indexed(records, &index, symbols);
+        Ok(())
+    }
+
+    /// Handles the records of a buffer in the order of its [`RecordIndex`] (built once
+    /// for all the builders of a [`parallel`] run).
+    pub fn handle_indexed(&mut self, records: &[u8], index: &RecordIndex, symbols: &mut Symbols) {
+        if self.counts_stream() {
+            self.stats.bad_records += index.bad;
         }
-        index.sort_by_key(|&(t, pos, _)| (t, pos));
-        for (_, pos, size) in index {
+        for &(_, pos, size) in &index.order {
             // Another builder's sample is not even parsed.
             let ty = u32::from_ne_bytes(records[pos..pos + 4].try_into().expect("4 bytes"));
             if ty == PERF_RECORD_SAMPLE && !self.takes_sample() {
                 continue;
             }
-            match raw_record(records, pos, size, parse_info).parse() {
+            match raw_record(records, pos, size, index.parse_info).parse() {
                 Ok(rec) => self.handle_record(rec, symbols),
                 Err(_) if ty == PERF_RECORD_SAMPLE || self.counts_stream() => {
                     self.stats.bad_records += 1
@@ -466,7 +494,6 @@ impl ProfileBuilder {
                 Err(_) => {}
             }
         }
-        Ok(())
     }
 
     /// Handles one record.

@@ -344,15 +344,9 @@ impl ProfileBuilder {
             e.0 += samples;
             e.1 = e.1.saturating_add(weight);
         }
-        let (a, b) = (&mut self.stats, &o.stats);
-        a.samples += b.samples;
-        a.truncated_stacks += b.truncated_stacks;
-        a.user_stacks += b.user_stacks;
-        a.unresolved_frames += b.unresolved_frames;
-        a.frames += b.frames;
-        a.bad_records += b.bad_records;
-        a.overhead_samples += b.overhead_samples;
-        a.overhead_weight = a.overhead_weight.saturating_add(b.overhead_weight);
+        // The other builders count no lost, throttled or unparsable stream records (only
+        // the first does), and the same unreadable files: a plain sum.
+        self.stats.add(&o.stats);
         for (lock, theirs) in o.blamed {
             let mine = self.blamed.entry(lock).or_default();
             for (f, (samples, weight)) in theirs.functions {

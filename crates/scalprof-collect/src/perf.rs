@@ -678,7 +678,7 @@ mod tests {
 
     #[test]
     fn rings_grow_with_the_rate_and_stay_bounded_in_all() {
-        let mib = |pages: usize| pages * page_size() >> 20;
+        let mib = |pages: usize| (pages * page_size()) >> 20;
         let config = |frequency| SamplingConfig {
             frequency,
             ..Default::default()

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::rc::Rc;
 
 use linux_perf_data::{PerfFileReader, PerfFileRecord};
-use linux_perf_event_reader::{EventRecord, SamplingPolicy};
+use linux_perf_event_reader::{EventRecord, RawEventRecord, RecordType, SamplingPolicy};
 
 /// What the file says about where and how it was recorded.
 #[derive(Clone, Debug, Default)]
@@ -80,24 +80,29 @@ pub fn read_header(path: &Path) -> Result<ImportInfo, ImportError> {
 /// Calls `handle` with every record of the file, in time order.
 pub fn for_each_record(
     path: &Path,
-    handle: impl FnMut(EventRecord<'_>),
+    mut handle: impl FnMut(EventRecord<'_>),
 ) -> Result<ImportInfo, ImportError> {
-    for_each_record_of(path, |_| true, handle)
+    let mut bad = 0u64;
+    let mut info = for_each_raw_record(path, |raw| match raw.parse() {
+        Ok(rec) => handle(rec),
+        Err(_) => bad += 1,
+    })?;
+    info.bad_records += bad;
+    Ok(info)
 }
 
-/// Like [`for_each_record`], for the samples `keep` takes by their ordinal (0, 1, … over
-/// the file's samples): the others are neither parsed nor handled (a reader of several
-/// that share the samples). Every other record is handled.
-pub fn for_each_record_of(
+/// Calls `handle` with every event record of the file, in time order, unparsed (the
+/// caller parses them, or hands them to threads that do). The records' framing is checked;
+/// their bodies are not.
+pub fn for_each_raw_record(
     path: &Path,
-    mut keep: impl FnMut(u64) -> bool,
-    mut handle: impl FnMut(EventRecord<'_>),
+    mut handle: impl FnMut(RawEventRecord<'_>),
 ) -> Result<ImportInfo, ImportError> {
     let (name, file, size) = open(path)?;
     // The reader asks for a record or a few at a time: 7 KiB per read(2) on average, 28k
     // system calls for a 194 MB file, without a buffer.
     let file = std::io::BufReader::with_capacity(1 << 20, file);
-    read_records(&name, file, size, Some(&mut handle), &mut keep)
+    read_records(&name, file, size, Some(&mut handle))
 }
 
 fn open(path: &Path) -> Result<(String, std::fs::File, u64), ImportError> {
@@ -136,15 +141,28 @@ pub fn read_from<R: Read + Seek>(
     size: u64,
     handle: Option<&mut dyn FnMut(EventRecord<'_>)>,
 ) -> Result<ImportInfo, ImportError> {
-    read_records(name, file, size, handle, &mut |_| true)
+    let Some(handle) = handle else {
+        return read_records(name, file, size, None);
+    };
+    let mut bad = 0u64;
+    let mut info = read_records(
+        name,
+        file,
+        size,
+        Some(&mut |raw: RawEventRecord<'_>| match raw.parse() {
+            Ok(rec) => handle(rec),
+            Err(_) => bad += 1,
+        }),
+    )?;
+    info.bad_records += bad;
+    Ok(info)
 }
 
 fn read_records<R: Read + Seek>(
     name: &str,
     mut file: R,
     size: u64,
-    mut handle: Option<&mut dyn FnMut(EventRecord<'_>)>,
-    keep: &mut dyn FnMut(u64) -> bool,
+    mut handle: Option<&mut dyn FnMut(RawEventRecord<'_>)>,
 ) -> Result<ImportInfo, ImportError> {
     let name = name.to_string();
     let io_err = |source| ImportError::Open {
@@ -266,7 +284,6 @@ fn read_records<R: Read + Seek>(
         return Ok(info);
     };
     let (mut t0, mut t1) = (u64::MAX, 0u64);
-    let mut samples = 0u64;
     loop {
         let next = record_iter.next_record(&mut perf_file);
         let record = match next {
@@ -279,29 +296,13 @@ fn read_records<R: Read + Seek>(
             continue;
         };
         info.records += 1;
-        if record.record_type == linux_perf_event_reader::RecordType::SAMPLE {
-            let n = samples;
-            samples += 1;
-            if !keep(n) {
-                if let Some(t) = record.timestamp() {
-                    t0 = t0.min(t);
-                    t1 = t1.max(t);
-                }
-                continue;
+        if record.record_type == RecordType::SAMPLE {
+            if let Some(t) = record.timestamp() {
+                t0 = t0.min(t);
+                t1 = t1.max(t);
             }
         }
-        match record.parse() {
-            Ok(rec) => {
-                if let EventRecord::Sample(s) = &rec {
-                    if let Some(t) = s.timestamp {
-                        t0 = t0.min(t);
-                        t1 = t1.max(t);
-                    }
-                }
-                handle(rec);
-            }
-            Err(_) => info.bad_records += 1,
-        }
+        handle(record);
     }
     if t0 <= t1 {
         info.time_range_ns = Some((t0, t1));

@@ -33,9 +33,9 @@ fn several_builders_make_the_profile_one_builder_makes() {
     use scalprof_symbolize::profile::{parallel, ProfileBuilder, Symbols};
     place_binary();
     let path = golden("golden.perf.data");
-    // `reader`: the reader leaves the other builders' samples unparsed (the import's way);
-    // else every record goes to the builder, which skips what is not its own.
-    let run = |workers: usize, chunk: u64, reader: bool| {
+    // Every record goes to every builder, which skips the samples not its own (the way of
+    // a traced repeat's records).
+    let run = |workers: usize, chunk: u64| {
         let mut symbols = Symbols {
             kernel: std::sync::Arc::new(scalprof_debuginfo::Kallsyms::default()),
             files: scalprof_debuginfo::SymbolCache::default(),
@@ -46,32 +46,49 @@ fn several_builders_make_the_profile_one_builder_makes() {
             &mut symbols,
             &|_| ProfileBuilder::new("cpu-clock", 1000, true),
             &|b, s| {
-                if reader {
-                    let share = b.share_of();
-                    let keep = |n| share.is_none_or(|x| x.takes(n));
-                    scalprof_collect::import::for_each_record_of(&path, keep, |rec| {
-                        b.handle_taken(rec, s)
-                    })
-                    .unwrap();
-                } else {
-                    scalprof_collect::import::for_each_record(&path, |rec| b.handle(rec, s))
-                        .unwrap();
-                }
+                scalprof_collect::import::for_each_record(&path, |rec| b.handle(rec, s)).unwrap();
             },
         );
         b.finish()
     };
-    let one = run(1, 1, false);
+    // The import's way: one thread reads, the builders take batches of records.
+    let streamed = |workers: usize, chunk: u64| {
+        let mut symbols = Symbols {
+            kernel: std::sync::Arc::new(scalprof_debuginfo::Kallsyms::default()),
+            files: scalprof_debuginfo::SymbolCache::default(),
+        };
+        let (user, sys) = Default::default();
+        let (b, _) = scalprof_pipeline::import::read_in_parallel(
+            &path,
+            &|| ProfileBuilder::new("cpu-clock", 1000, true),
+            workers,
+            chunk,
+            &mut symbols,
+            (&user, &sys),
+        )
+        .unwrap();
+        (b.finish(), user.into_inner() + sys.into_inner())
+    };
+    let one = run(1, 1);
     assert!(one.stats.samples >= 20, "{:?}", one.stats);
     assert!(one.folded.len() >= 2, "{:?}", one.folded);
     for (workers, chunk) in [(2, 1), (3, 1), (3, 2), (4, 4096)] {
-        for reader in [false, true] {
-            let many = run(workers, chunk, reader);
-            assert_eq!(
-                many, one,
-                "{workers} builders, chunks of {chunk}, reader {reader}"
-            );
-        }
+        assert_eq!(
+            run(workers, chunk),
+            one,
+            "{workers} builders, chunks of {chunk}"
+        );
+    }
+    let (alone, ns) = streamed(1, 1);
+    assert_eq!(alone, one);
+    assert!(ns > 0);
+    for (workers, chunk) in [(2, 1), (3, 2), (4, 4096)] {
+        let many = streamed(workers, chunk);
+        assert_eq!(
+            many,
+            (one.clone(), ns),
+            "{workers} streamed, chunks of {chunk}"
+        );
     }
 }
 

@@ -217,7 +217,7 @@ impl Share {
 }
 
 /// What one builder of a [`parallel`] run hands back: names and what refers to them.
-struct Part {
+pub struct Part {
     names: Vec<String>,
     stacks: FastMap<Vec<u32>, (u64, u64)>,
     timeline: Vec<(u64, i32, u32)>,
@@ -295,6 +295,12 @@ impl ProfileBuilder {
         self.share.is_none_or(|s| s.takes(n))
     }
 
+    /// This builder, no longer one of a share (its parts merged): it counts everything.
+    pub fn unshared(mut self) -> ProfileBuilder {
+        self.share = None;
+        self
+    }
+
     /// This builder's share of the samples, if it has one: for a reader that leaves the
     /// other samples unparsed and hands this builder the rest with
     /// [`Self::handle_taken`].
@@ -310,7 +316,7 @@ impl ProfileBuilder {
 
     /// What this builder symbolized, apart from what it knows of the processes (their
     /// ELF files are not shared between threads): for [`Self::absorb`].
-    fn into_part(self) -> Part {
+    pub fn into_part(self) -> Part {
         Part {
             names: self.names,
             stacks: self.stacks,
@@ -324,7 +330,7 @@ impl ProfileBuilder {
 
     /// Adds what another builder of the same records symbolized (its share of the
     /// samples): stacks, timeline, hot instructions, per-sample counts, blamed holders.
-    fn absorb(&mut self, o: Part) {
+    pub fn absorb(&mut self, o: Part) {
         let ids: Vec<u32> = o.names.iter().map(|n| self.intern(n)).collect();
         let map = |id: u32| if id == u32::MAX { id } else { ids[id as usize] };
         for (frames, (samples, weight)) in o.stacks {
@@ -496,6 +502,14 @@ impl ProfileBuilder {
             return;
         }
         self.handle_record(rec, symbols);
+    }
+
+    /// Counts a record that could not be parsed: a sample by the builder that took it,
+    /// any other record once (by the first builder of a share).
+    pub fn bad_record(&mut self, sample: bool) {
+        if sample || self.counts_stream() {
+            self.stats.bad_records += 1;
+        }
     }
 
     /// Handles one record that is this builder's: a sample its reader already chose by

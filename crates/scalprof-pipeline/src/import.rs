@@ -30,13 +30,13 @@ pub fn import(store: &Store, path: &Path, label: Option<String>) -> Result<i64> 
         .os_release
         .as_deref()
         .is_none_or(|r| r == local_kernel);
-    let mut symbols = Symbols {
-        kernel: Arc::new(if same_kernel {
+    // Loaded while the file's first records are read.
+    let kernel = || {
+        Arc::new(if same_kernel {
             Kallsyms::load()
         } else {
             Kallsyms::default()
-        }),
-        files: SymbolCache::default(),
+        })
     };
     // One thread reads the file and hands its records, a batch at a time, to one builder
     // per core, each parsing and symbolizing its share of the samples (and counting their
@@ -56,7 +56,7 @@ pub fn import(store: &Store, path: &Path, label: Option<String>) -> Result<i64> 
             &|| ProfileBuilder::new(&header.event, header.frequency, true),
             workers,
             scalprof_symbolize::profile::PARALLEL_CHUNK,
-            &mut symbols,
+            &kernel,
             (&user_ns, &sys_ns),
         )
     }));
@@ -166,15 +166,16 @@ impl Batch {
 }
 
 /// Reads `path` on one thread and symbolizes it with `workers` builders made by `make`
-/// (this thread's the first), each taking its [`Share`] of the samples, `chunk` in a row;
-/// gives the merged builder and what the file says of itself. The CPU time of the samples
-/// by mode is added to `user_ns` and `sys_ns`.
+/// (this thread's the first), each taking its [`Share`] of the samples, `chunk` in a row,
+/// with the kernel symbols `kernel` loads once reading has begun; gives the merged builder
+/// and what the file says of itself. The CPU time of the samples by mode is added to
+/// `user_ns` and `sys_ns`.
 pub fn read_in_parallel(
     path: &Path,
     make: &(dyn Fn() -> ProfileBuilder + Sync),
     workers: usize,
     chunk: u64,
-    symbols: &mut Symbols,
+    kernel: &dyn Fn() -> Arc<Kallsyms>,
     (user_ns, sys_ns): (&AtomicU64, &AtomicU64),
 ) -> Result<(ProfileBuilder, scalprof_collect::import::ImportInfo)> {
     let workers = workers.max(1);
@@ -226,7 +227,6 @@ pub fn read_in_parallel(
         senders.push(tx);
         receivers.push(rx);
     }
-    let kernel = symbols.kernel.clone();
     std::thread::scope(|scope| {
         let reader = scope.spawn(move || {
             PARSING.with(|p| p.set(true));
@@ -240,16 +240,19 @@ pub fn read_in_parallel(
                     let _ = s.send(batch.clone());
                 }
                 sent.push_back(batch);
-                let done = sent.front().is_some_and(|b| Arc::strong_count(b) == 1);
-                match sent.pop_front().filter(|_| done).map(Arc::try_unwrap) {
-                    Some(Ok(mut again)) => {
+                if sent.front().is_some_and(|b| Arc::strong_count(b) == 1) {
+                    if let Some(Ok(mut again)) = sent.pop_front().map(Arc::try_unwrap) {
                         again.bytes.clear();
                         again.infos.clear();
                         again.records.clear();
-                        again
+                        return again;
                     }
-                    _ => Batch::default(),
                 }
+                // At most as many as can be in flight: the channels' and one per builder.
+                if sent.len() > 16 {
+                    sent.pop_front();
+                }
+                Batch::default()
             };
             let mut batch = Batch::default();
             let info = scalprof_collect::import::for_each_raw_record(path, |raw| {
@@ -264,6 +267,7 @@ pub fn read_in_parallel(
             }
             info
         });
+        let kernel = kernel();
         let first_rx = receivers.remove(0);
         let handles: Vec<_> = receivers
             .into_iter()
@@ -281,8 +285,12 @@ pub fn read_in_parallel(
                 })
             })
             .collect();
+        let mut symbols = Symbols {
+            kernel,
+            files: SymbolCache::default(),
+        };
         let mut first = make().share(share(0));
-        consume(&mut first, symbols, first_rx);
+        consume(&mut first, &mut symbols, first_rx);
         for h in handles {
             match h.join() {
                 Ok(part) => first.absorb(part),

@@ -53,17 +53,13 @@ fn several_builders_make_the_profile_one_builder_makes() {
     };
     // The import's way: one thread reads, the builders take batches of records.
     let streamed = |workers: usize, chunk: u64| {
-        let mut symbols = Symbols {
-            kernel: std::sync::Arc::new(scalprof_debuginfo::Kallsyms::default()),
-            files: scalprof_debuginfo::SymbolCache::default(),
-        };
         let (user, sys) = Default::default();
         let (b, _) = scalprof_pipeline::import::read_in_parallel(
             &path,
             &|| ProfileBuilder::new("cpu-clock", 1000, true),
             workers,
             chunk,
-            &mut symbols,
+            &|| std::sync::Arc::new(scalprof_debuginfo::Kallsyms::default()),
             (&user, &sys),
         )
         .unwrap();

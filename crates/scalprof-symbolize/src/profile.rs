@@ -81,13 +81,16 @@ struct Mapping {
     start: u64,
     end: u64,
     pgoff: u64,
-    path: String,
+    /// Shared by every clone (forks) and every hot-instruction key.
+    path: Arc<str>,
     elf: Option<Arc<ElfInfo>>,
 }
 
 #[derive(Default)]
 struct Process {
     comm: String,
+    /// `comm`'s interned name, once it is known (reset when the name changes).
+    comm_id: Option<u32>,
     mappings: Vec<Mapping>,
     unwinder: UnwinderX86_64<Arc<[u8]>>,
     /// Symbolized frames per address (innermost first), to symbolize each address once,
@@ -137,7 +140,7 @@ pub struct ProfileBuilder {
     /// Kernel address → (name id, unresolved).
     kernel_cache: FastMap<u64, (u32, bool)>,
     /// (file, stated address) → (samples, weight) of user-mode leaf instructions.
-    hot: FastMap<(String, u64), (u64, u64)>,
+    hot: FastMap<(Arc<str>, u64), (u64, u64)>,
     /// JIT code names per process (`/tmp/perf-PID.map`), read at the first address in
     /// anonymous executable memory.
     perf_maps: FastMap<i32, Option<PerfMap>>,
@@ -155,6 +158,8 @@ pub struct ProfileBuilder {
     blamed: Blamed,
     /// When several builders read one stream of records in parallel: this one's part.
     share: Option<Share>,
+    /// A sample's kernel frames, frames and user frames: vectors reused for every sample.
+    scratch: (Vec<u32>, Vec<u32>, Vec<u32>),
     /// Sample records seen so far, whoever symbolizes them.
     sample_ordinal: u64,
 }
@@ -222,7 +227,7 @@ pub struct Part {
     stacks: FastMap<Vec<u32>, (u64, u64)>,
     timeline: Vec<(u64, i32, u32)>,
     thread_pid: FastMap<i32, i32>,
-    hot: FastMap<(String, u64), (u64, u64)>,
+    hot: FastMap<(Arc<str>, u64), (u64, u64)>,
     stats: ProfileStats,
     blamed: Blamed,
 }
@@ -278,6 +283,7 @@ impl ProfileBuilder {
             blame_others: Vec::new(),
             blamed: HashMap::new(),
             share: None,
+            scratch: Default::default(),
             sample_ordinal: 0,
         }
     }
@@ -412,7 +418,9 @@ impl ProfileBuilder {
         maps: &[scalprof_model::locks::ProcMap],
         symbols: &mut Symbols,
     ) {
-        self.processes.entry(pid).or_default().comm = comm.to_string();
+        let p = self.processes.entry(pid).or_default();
+        p.comm = comm.to_string();
+        p.comm_id = None;
         for m in maps.iter().filter(|m| m.executable) {
             self.add_mapping(
                 pid,
@@ -563,6 +571,7 @@ impl ProfileBuilder {
                 let p = self.processes.entry(c.pid).or_default();
                 if c.pid == c.tid || p.comm.is_empty() {
                     p.comm = name;
+                    p.comm_id = None;
                 }
                 if c.is_execve {
                     // A new program image: the old mappings are gone.
@@ -623,7 +632,7 @@ impl ProfileBuilder {
             start,
             end: start.saturating_add(len),
             pgoff,
-            path,
+            path: path.into(),
             elf,
         });
     }
@@ -650,7 +659,7 @@ impl ProfileBuilder {
             .hot
             .iter()
             .map(|((file, address), &(samples, weight))| HotInstruction {
-                file: file.clone(),
+                file: file.to_string(),
                 address: *address,
                 samples,
                 weight,

@@ -15,8 +15,10 @@ impl ProfileBuilder {
         self.stats.samples += 1;
         let weight = s.period.unwrap_or(1);
 
-        // Kernel part: callchain entries up to the user context marker, leaf first.
-        let mut kernel: Vec<u32> = Vec::new();
+        // Kernel part: callchain entries up to the user context marker, leaf first. The
+        // vectors of frames are the builder's, reused from sample to sample.
+        let mut kernel = std::mem::take(&mut self.scratch.0);
+        kernel.clear();
         let mut user_chain: Vec<u64> = Vec::new();
         if let Some(chain) = &s.callchain {
             let mut in_user = false;
@@ -46,13 +48,28 @@ impl ProfileBuilder {
         // User part: unwind the copied stack; else the recorded user callchain.
         let user_addrs = self.user_addresses(pid, s, user_chain);
         let process = self.processes.entry(pid).or_default();
-        let comm = if process.comm.is_empty() {
-            format!("pid-{pid}")
-        } else {
-            process.comm.clone()
+        let comm_id = match process.comm_id {
+            Some(id) => id,
+            None => {
+                let named = !process.comm.is_empty();
+                let comm = if named {
+                    process.comm.clone()
+                } else {
+                    format!("pid-{pid}")
+                };
+                let id = self.intern(&comm);
+                // A process without a name yet may get one: only a name is kept.
+                if let Some(p) = self.processes.get_mut(&pid).filter(|_| named) {
+                    p.comm_id = Some(id);
+                }
+                id
+            }
         };
-        let mut frames: Vec<u32> = vec![self.intern(&comm)];
-        let mut user_ids: Vec<u32> = Vec::new();
+        let mut frames = std::mem::take(&mut self.scratch.1);
+        frames.clear();
+        frames.push(comm_id);
+        let mut user_ids = std::mem::take(&mut self.scratch.2);
+        user_ids.clear();
         for (i, &addr) in user_addrs.iter().enumerate().rev() {
             // Return addresses point after the call: look up the call instruction.
             let lookup = if i == 0 { addr } else { addr.saturating_sub(1) };
@@ -75,6 +92,7 @@ impl ProfileBuilder {
         if kernel.iter().any(|&id| self.tool_names[id as usize]) {
             self.stats.overhead_samples += 1;
             self.stats.overhead_weight = self.stats.overhead_weight.saturating_add(weight);
+            self.scratch = (kernel, frames, user_ids);
             return;
         }
         // Where user-mode samples landed, by file and stated address: the instructions
@@ -88,9 +106,17 @@ impl ProfileBuilder {
                 }
             }
         }
-        let e = self.stacks.entry(frames).or_insert((0, 0));
-        e.0 += 1;
-        e.1 = e.1.saturating_add(weight);
+        // A stack seen before is found by its frames, without a copy of them.
+        match self.stacks.get_mut(frames.as_slice()) {
+            Some(e) => {
+                e.0 += 1;
+                e.1 = e.1.saturating_add(weight);
+            }
+            None => {
+                self.stacks.insert(frames.clone(), (1, weight));
+            }
+        }
+        self.scratch = (kernel, frames, user_ids);
     }
 
     /// Counts a holder thread's sample for every wait of its waiters it falls in, by the

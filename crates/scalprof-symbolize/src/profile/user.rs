@@ -70,7 +70,7 @@ impl ProfileBuilder {
                     match resolved {
                         Some(f) => (f, false, false),
                         None if is_anonymous(&m.path) => (vec!["[anon]".to_string()], true, true),
-                        None if m.path.starts_with('[') => (vec![m.path.clone()], false, false),
+                        None if m.path.starts_with('[') => (vec![m.path.to_string()], false, false),
                         None => (vec![format!("[{file}]")], false, true),
                     }
                 }
@@ -113,11 +113,16 @@ pub(super) fn framehop_module(m: &Mapping, elf: &ElfInfo) -> Option<Module<Arc<[
         debug_frame: u.debug_frame.clone(),
         ..Default::default()
     };
-    Some(Module::new(m.path.clone(), m.start..m.end, base_avma, info))
+    Some(Module::new(
+        m.path.to_string(),
+        m.start..m.end,
+        base_avma,
+        info,
+    ))
 }
 
 /// The file and stated address of a runtime address in a process.
-pub(super) fn file_address(p: &Process, addr: u64) -> Option<(String, u64)> {
+pub(super) fn file_address(p: &Process, addr: u64) -> Option<(Arc<str>, u64)> {
     let m = p.mapping(addr)?;
     let elf = m.elf.as_ref()?;
     let svma = elf.file_offset_to_svma((addr - m.start).checked_add(m.pgoff)?)?;
@@ -187,7 +192,7 @@ impl UserSpace {
                 start: m.start,
                 end: m.end,
                 pgoff: m.offset,
-                path: m.path.clone(),
+                path: m.path.as_str().into(),
                 elf,
             });
         }
@@ -222,7 +227,7 @@ impl UserSpace {
             }
             None => return None,
         };
-        Some((name, m.path.clone()))
+        Some((name, m.path.to_string()))
     }
 
     /// The function a return address's call instruction called, when that is a direct

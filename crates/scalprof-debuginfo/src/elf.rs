@@ -41,10 +41,14 @@ pub struct ElfInfo {
     objects: Vec<Symbol>,
     segments: Vec<Segment>,
     unwind: UnwindSections,
-    /// DWARF (from the file itself or its separate debug file).
-    dwarf: Option<addr2line::Loader>,
+    /// Where its DWARF is (the file itself or its separate debug file).
+    dwarf_path: Option<PathBuf>,
+    /// That DWARF, opened at the first lookup: a loader reads (and decompresses) every
+    /// debug section at once, and most files a profile maps get no sample.
+    dwarf: std::cell::OnceCell<Option<addr2line::Loader>>,
     /// Whether the symbols come from `.symtab` (false: only exported `.dynsym`).
     pub has_symtab: bool,
+    /// Whether it has DWARF to read (its own or a separate debug file's).
     pub has_dwarf: bool,
     pub build_id: Option<Vec<u8>>,
 }
@@ -174,15 +178,15 @@ impl ElfInfo {
         } else {
             debug_file.clone()
         };
-        let dwarf = dwarf_path.and_then(|p| addr2line::Loader::new(p).ok());
         Ok(ElfInfo {
             path: path.to_path_buf(),
             symbols,
             objects,
             segments,
             unwind,
-            has_dwarf: dwarf.is_some(),
-            dwarf,
+            has_dwarf: dwarf_path.is_some(),
+            dwarf_path,
+            dwarf: std::cell::OnceCell::new(),
             has_symtab,
             build_id,
         })
@@ -234,7 +238,12 @@ impl ElfInfo {
     /// DWARF, then the enclosing function; the symbol table when there is no DWARF.
     pub fn frames(&self, svma: u64) -> Vec<String> {
         let mut names = Vec::new();
-        if let Some(dwarf) = &self.dwarf {
+        let dwarf = self.dwarf.get_or_init(|| {
+            self.dwarf_path
+                .as_ref()
+                .and_then(|p| addr2line::Loader::new(p).ok())
+        });
+        if let Some(dwarf) = dwarf {
             if let Ok(mut frames) = dwarf.find_frames(svma) {
                 while let Ok(Some(f)) = frames.next() {
                     if let Some(func) = f.function {

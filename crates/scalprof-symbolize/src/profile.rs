@@ -766,19 +766,23 @@ impl ProfileBuilder {
     }
 }
 
-/// Samples below this are symbolized by one builder: threads would cost more than they save.
-pub const PARALLEL_MIN_SAMPLES: u64 = 20_000;
+/// Samples below this are symbolized by one builder: threads would cost more than they
+/// save (each builder opens the ELF files and resolves each address again).
+pub const PARALLEL_MIN_SAMPLES: u64 = 100_000;
+/// Samples per builder at least, above that.
+const SAMPLES_PER_BUILDER: u64 = 50_000;
 /// Consecutive samples symbolized by one builder of a [`parallel`] run: long enough runs of
 /// one thread's samples to keep its caches warm.
 pub const PARALLEL_CHUNK: u64 = 4096;
 
-/// How many builders to run for `samples` samples on this machine: one per core, 16 at
-/// most, and one for a small profile.
+/// How many builders to run for `samples` samples on this machine: one under
+/// [`PARALLEL_MIN_SAMPLES`], else one per 50,000 samples, at most one per core and 16.
 pub fn parallel_workers(samples: u64) -> usize {
     if samples < PARALLEL_MIN_SAMPLES {
         return 1;
     }
-    std::thread::available_parallelism().map_or(1, |n| n.get().min(16))
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get().min(16));
+    cores.min((samples / SAMPLES_PER_BUILDER) as usize).max(1)
 }
 
 /// Symbolizes one stream of records with `workers` builders on as many threads, each

@@ -316,7 +316,7 @@ impl ProfileBuilder {
 
     /// Whether this builder counts what belongs to the stream rather than to a sample
     /// (lost and throttled records, unparsable ones): the first of a share, or the only.
-    pub fn counts_stream(&self) -> bool {
+    fn counts_stream(&self) -> bool {
         self.share.is_none_or(|s| s.index == 0)
     }
 
@@ -467,19 +467,6 @@ impl ProfileBuilder {
             .push(scalprof_analyze::profile::is_tool_frame(name));
         self.name_ids.insert(name.to_string(), id);
         id
-    }
-
-    /// Parses a buffer of concatenated records made with `attr` (the live sampler's
-    /// output) and handles each.
-    pub fn handle_buffer(
-        &mut self,
-        attr: &[u8],
-        records: &[u8],
-        symbols: &mut Symbols,
-    ) -> Result<(), ProfileError> {
-        let index = RecordIndex::new(attr, records)?;
-        self.handle_indexed(records, &index, symbols);
-        Ok(())
     }
 
     /// Handles the records of a buffer in the order of its [`RecordIndex`] (built once

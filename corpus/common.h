@@ -3,6 +3,7 @@
  * does a fixed amount of work per thread, and prints one line "ops=N". */
 #ifndef CORPUS_COMMON_H
 #define CORPUS_COMMON_H
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -75,6 +76,22 @@ static void corpus_own_path(char *buf, size_t n, const char *name)
         fprintf(stderr, "path too long: %s/%s\n", exe, name);
         exit(1);
     }
+}
+
+/* Reads exactly n bytes (a request) from a socket: 0, or -1 when the peer closed it. */
+static int corpus_read_full(int fd, void *buf, size_t n)
+{
+    char *p = buf;
+    while (n > 0) {
+        ssize_t r = read(fd, p, n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        p += r;
+        n -= (size_t)r;
+    }
+    return 0;
 }
 
 /* The corpus servers' socket: a UNIX stream socket listening at `path` (an old socket file

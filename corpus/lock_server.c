@@ -40,26 +40,11 @@ static __attribute__((noinline)) uint64_t table_lookup(uint64_t key)
     return v;
 }
 
-static int read_full(int fd, void *buf, size_t n)
-{
-    char *p = buf;
-    while (n > 0) {
-        ssize_t r = read(fd, p, n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        p += r;
-        n -= (size_t)r;
-    }
-    return 0;
-}
-
 static void *serve_connection(void *arg)
 {
     int fd = (int)(intptr_t)arg;
     uint64_t key;
-    while (read_full(fd, &key, sizeof(key)) == 0) {
+    while (corpus_read_full(fd, &key, sizeof(key)) == 0) {
         uint64_t v = table_lookup(key);
         if (write(fd, &v, sizeof(v)) != sizeof(v))
             break;

@@ -18,21 +18,6 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-static int read_full(int fd, void *buf, size_t n)
-{
-    char *p = buf;
-    while (n > 0) {
-        ssize_t r = read(fd, p, n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        p += r;
-        n -= (size_t)r;
-    }
-    return 0;
-}
-
 /* XLogFlush's part: the record is on disk before the answer goes out. */
 static __attribute__((noinline)) void log_commit(int log, uint64_t key)
 {
@@ -52,7 +37,7 @@ static __attribute__((noinline)) void serve_connection(int fd, const char *log_p
         _exit(1);
     }
     uint64_t key;
-    while (read_full(fd, &key, sizeof(key)) == 0) {
+    while (corpus_read_full(fd, &key, sizeof(key)) == 0) {
         log_commit(log, key);
         uint64_t v = key * 2654435761u;
         if (write(fd, &v, sizeof(v)) != sizeof(v))

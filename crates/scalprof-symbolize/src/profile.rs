@@ -8,8 +8,14 @@
 //!
 //! [`finish`]: ProfileBuilder::finish
 
+mod parallel;
 mod sample;
+mod serial;
 mod user;
+
+pub use parallel::{
+    parallel, parallel_workers, Part, RecordIndex, Share, PARALLEL_CHUNK, PARALLEL_MIN_SAMPLES,
+};
 
 pub use user::UserSpace;
 use user::{file_address, framehop_module, is_anonymous};
@@ -164,74 +170,6 @@ pub struct ProfileBuilder {
     sample_ordinal: u64,
 }
 
-/// One of several builders over the same records ([`parallel`]): every builder handles
-/// every record that changes what is known of the processes (mappings, names, forks,
-/// execs), so each knows at each of its samples what a single builder would; the samples
-/// themselves go to the builders in turn, `chunk` consecutive ones each.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Share {
-    pub index: usize,
-    pub of: usize,
-    pub chunk: u64,
-}
-
-/// The records of a buffer of concatenated records, in time order: (time, position,
-/// size). Records come per CPU; every record carries a time (sample_id_all), so an exec's
-/// mappings are known before its samples.
-pub struct RecordIndex {
-    parse_info: RecordParseInfo,
-    order: Vec<(u64, usize, usize)>,
-    /// 1 when the buffer ends in a record that does not fit.
-    bad: u64,
-}
-
-impl RecordIndex {
-    pub fn new(attr: &[u8], records: &[u8]) -> Result<RecordIndex, ProfileError> {
-        let (attr, _) = PerfEventAttr::parse::<_, byteorder::NativeEndian>(attr)
-            .map_err(|e| ProfileError::Attr(e.to_string()))?;
-        let parse_info = RecordParseInfo::new(&attr, Endianness::NATIVE);
-        let mut order: Vec<(u64, usize, usize)> = Vec::new();
-        let mut bad = 0;
-        let mut pos = 0usize;
-        while pos + 8 <= records.len() {
-            let size =
-                u16::from_ne_bytes(records[pos + 6..pos + 8].try_into().expect("2 bytes")) as usize;
-            if size < 8 || pos + size > records.len() {
-                bad = 1;
-                break;
-            }
-            let raw = raw_record(records, pos, size, parse_info);
-            order.push((raw.timestamp().unwrap_or(0), pos, size));
-            pos += size;
-        }
-        order.sort_unstable_by_key(|&(t, pos, _)| (t, pos));
-        Ok(RecordIndex {
-            parse_info,
-            order,
-            bad,
-        })
-    }
-}
-
-impl Share {
-    /// Whether the sample of this ordinal (0, 1, … over the stream's samples) is this
-    /// share's.
-    pub fn takes(&self, ordinal: u64) -> bool {
-        (ordinal / self.chunk.max(1)) % self.of as u64 == self.index as u64
-    }
-}
-
-/// What one builder of a [`parallel`] run hands back: names and what refers to them.
-pub struct Part {
-    names: Vec<String>,
-    stacks: FastMap<Vec<u32>, (u64, u64)>,
-    timeline: Vec<(u64, i32, u32)>,
-    thread_pid: FastMap<i32, i32>,
-    hot: FastMap<(Arc<str>, u64), (u64, u64)>,
-    stats: ProfileStats,
-    blamed: Blamed,
-}
-
 /// A wait whose waker was seen: the holder thread that ended it (`None`: any thread but
 /// the waiter, for a wait with no waker such as a sleep), the span it waited
 /// (CLOCK_MONOTONIC ns, the samples' clock) and the lock, an index of the caller's.
@@ -285,92 +223,6 @@ impl ProfileBuilder {
             share: None,
             scratch: Default::default(),
             sample_ordinal: 0,
-        }
-    }
-
-    /// Symbolizes only this share of the samples (see [`parallel`]).
-    pub fn share(mut self, share: Share) -> ProfileBuilder {
-        self.share = (share.of > 1).then_some(share);
-        self
-    }
-
-    /// Whether the next sample record is this builder's to symbolize (counts it).
-    fn takes_sample(&mut self) -> bool {
-        let n = self.sample_ordinal;
-        self.sample_ordinal += 1;
-        self.share.is_none_or(|s| s.takes(n))
-    }
-
-    /// This builder, no longer one of a share (its parts merged): it counts everything.
-    pub fn unshared(mut self) -> ProfileBuilder {
-        self.share = None;
-        self
-    }
-
-    /// This builder's share of the samples, if it has one: for a reader that leaves the
-    /// other samples unparsed and hands this builder the rest with
-    /// [`Self::handle_taken`].
-    pub fn share_of(&self) -> Option<Share> {
-        self.share
-    }
-
-    /// Whether this builder counts what belongs to the stream rather than to a sample
-    /// (lost and throttled records, unparsable ones): the first of a share, or the only.
-    fn counts_stream(&self) -> bool {
-        self.share.is_none_or(|s| s.index == 0)
-    }
-
-    /// What this builder symbolized, apart from what it knows of the processes (their
-    /// ELF files are not shared between threads): for [`Self::absorb`].
-    pub fn into_part(self) -> Part {
-        Part {
-            names: self.names,
-            stacks: self.stacks,
-            timeline: self.timeline,
-            thread_pid: self.thread_pid,
-            hot: self.hot,
-            stats: self.stats,
-            blamed: self.blamed,
-        }
-    }
-
-    /// Adds what another builder of the same records symbolized (its share of the
-    /// samples): stacks, timeline, hot instructions, per-sample counts, blamed holders.
-    pub fn absorb(&mut self, o: Part) {
-        let ids: Vec<u32> = o.names.iter().map(|n| self.intern(n)).collect();
-        let map = |id: u32| if id == u32::MAX { id } else { ids[id as usize] };
-        for (frames, (samples, weight)) in o.stacks {
-            let frames: Vec<u32> = frames.into_iter().map(map).collect();
-            let e = self.stacks.entry(frames).or_insert((0, 0));
-            e.0 += samples;
-            e.1 = e.1.saturating_add(weight);
-        }
-        self.timeline.extend(
-            o.timeline
-                .into_iter()
-                .map(|(t, tid, leaf)| (t, tid, map(leaf))),
-        );
-        self.thread_pid.extend(o.thread_pid);
-        for (key, (samples, weight)) in o.hot {
-            let e = self.hot.entry(key).or_insert((0, 0));
-            e.0 += samples;
-            e.1 = e.1.saturating_add(weight);
-        }
-        // The other builders count no lost, throttled or unparsable stream records (only
-        // the first does), and the same unreadable files: a plain sum.
-        self.stats.add(&o.stats);
-        for (lock, theirs) in o.blamed {
-            let mine = self.blamed.entry(lock).or_default();
-            for (f, (samples, weight)) in theirs.functions {
-                let e = mine.functions.entry(f).or_default();
-                e.0 += samples;
-                e.1 = e.1.saturating_add(weight);
-            }
-            for (stack, (holder, samples, weight)) in theirs.stacks {
-                let e = mine.stacks.entry(stack).or_insert_with(|| (holder, 0, 0));
-                e.1 += samples;
-                e.2 = e.2.saturating_add(weight);
-            }
         }
     }
 
@@ -467,28 +319,6 @@ impl ProfileBuilder {
             .push(scalprof_analyze::profile::is_tool_frame(name));
         self.name_ids.insert(name.to_string(), id);
         id
-    }
-
-    /// Handles the records of a buffer in the order of its [`RecordIndex`] (built once
-    /// for all the builders of a [`parallel`] run).
-    pub fn handle_indexed(&mut self, records: &[u8], index: &RecordIndex, symbols: &mut Symbols) {
-        if self.counts_stream() {
-            self.stats.bad_records += index.bad;
-        }
-        for &(_, pos, size) in &index.order {
-            // Another builder's sample is not even parsed.
-            let ty = u32::from_ne_bytes(records[pos..pos + 4].try_into().expect("4 bytes"));
-            if ty == PERF_RECORD_SAMPLE && !self.takes_sample() {
-                continue;
-            }
-            match raw_record(records, pos, size, index.parse_info).parse() {
-                Ok(rec) => self.handle_record(rec, symbols),
-                Err(_) if ty == PERF_RECORD_SAMPLE || self.counts_stream() => {
-                    self.stats.bad_records += 1
-                }
-                Err(_) => {}
-            }
-        }
     }
 
     /// Handles one record.
@@ -668,162 +498,6 @@ impl ProfileBuilder {
             folded,
         }
     }
-
-    fn serial_stats(&mut self) -> SerialStats {
-        if self.timeline.is_empty() {
-            return SerialStats::default();
-        }
-        self.timeline.sort_unstable_by_key(|t| t.0);
-        let t0 = self.timeline[0].0;
-        let t1 = self.timeline[self.timeline.len() - 1].0;
-        let nbins = ((t1 - t0) / SERIAL_BIN_NS + 1) as usize;
-        // Over ~3 hours of samples, or timestamps that make no sense: no estimate.
-        if nbins > MAX_SERIAL_BINS {
-            return SerialStats::default();
-        }
-        let mut bins: Vec<Vec<(i32, u32)>> = vec![Vec::new(); nbins];
-        for &(t, tid, leaf) in &self.timeline {
-            bins[((t - t0) / SERIAL_BIN_NS) as usize].push((tid, leaf));
-        }
-        let mut single = 0;
-        let mut idle = 0;
-        let mut tops: HashMap<u32, u64> = HashMap::new();
-        for b in &bins {
-            let mut tids: Vec<i32> = b.iter().map(|x| x.0).collect();
-            tids.sort_unstable();
-            tids.dedup();
-            match tids.len() {
-                0 => idle += 1,
-                1 => {
-                    single += 1;
-                    for &(_, leaf) in b {
-                        if leaf != u32::MAX {
-                            *tops.entry(leaf).or_default() += 1;
-                        }
-                    }
-                }
-                _ => {}
-            }
-        }
-        // Ties go to the first name in order, not to an id (ids depend on the order
-        // names were met, which differs between one builder and several).
-        let top = tops
-            .into_iter()
-            .map(|(id, n)| (n, &self.names[id as usize]))
-            .max_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.cmp(a.1)))
-            .map(|(_, name)| name.clone());
-        SerialStats {
-            bins: nbins as u64,
-            bin_ms: SERIAL_BIN_NS as f64 / 1e6,
-            single_thread_bins: single,
-            idle_bins: idle,
-            top_function: top,
-            threads: self.thread_loads(t1 - t0),
-        }
-    }
-
-    /// The threads on a CPU for at least [`THREAD_LOAD_MIN`] of the span, busiest first.
-    fn thread_loads(&self, span_ns: u64) -> Vec<ThreadLoad> {
-        let mut per_tid: HashMap<i32, u64> = HashMap::new();
-        for &(_, tid, _) in &self.timeline {
-            *per_tid.entry(tid).or_default() += 1;
-        }
-        let mut out: Vec<(i32, ThreadLoad)> = per_tid
-            .into_iter()
-            .map(|(tid, samples)| {
-                let pid = self.thread_pid.get(&tid).copied().unwrap_or(tid);
-                let process = self
-                    .processes
-                    .get(&pid)
-                    .map(|p| p.comm.clone())
-                    .filter(|c| !c.is_empty())
-                    .unwrap_or_else(|| format!("pid-{pid}"));
-                let load = ThreadLoad {
-                    process,
-                    samples,
-                    span_ns,
-                };
-                (tid, load)
-            })
-            .filter(|(_, l)| l.busy(self.frequency) >= THREAD_LOAD_MIN)
-            .collect();
-        out.sort_by(|a, b| b.1.samples.cmp(&a.1.samples).then_with(|| a.0.cmp(&b.0)));
-        out.truncate(THREAD_LOADS);
-        out.into_iter().map(|(_, l)| l).collect()
-    }
-}
-
-/// Samples below this are symbolized by one builder: threads would cost more than they
-/// save (each builder opens the ELF files and resolves each address again).
-pub const PARALLEL_MIN_SAMPLES: u64 = 100_000;
-/// Samples per builder at least, above that.
-const SAMPLES_PER_BUILDER: u64 = 50_000;
-/// Consecutive samples symbolized by one builder of a [`parallel`] run: long enough runs of
-/// one thread's samples to keep its caches warm.
-pub const PARALLEL_CHUNK: u64 = 4096;
-
-/// How many builders to run for `samples` samples on this machine: one under
-/// [`PARALLEL_MIN_SAMPLES`], else one per 50,000 samples, at most one per core and 16.
-pub fn parallel_workers(samples: u64) -> usize {
-    if samples < PARALLEL_MIN_SAMPLES {
-        return 1;
-    }
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get().min(16));
-    cores.min((samples / SAMPLES_PER_BUILDER) as usize).max(1)
-}
-
-/// Symbolizes one stream of records with `workers` builders on as many threads, each
-/// taking its [`Share`] of the samples, and merges them into the first. `make` configures
-/// a builder (the same way for each), `feed` gives it every record. The result is the one
-/// a single builder makes: stacks, counts and the timeline are sums or unions, and the
-/// profile is sorted when finished (a test compares the two). The first builder uses
-/// `symbols`; the others open the ELF files again (their parsers are not shared between
-/// threads) and share the kernel's symbols.
-pub fn parallel(
-    workers: usize,
-    chunk: u64,
-    symbols: &mut Symbols,
-    make: &(dyn Fn(&mut Symbols) -> ProfileBuilder + Sync),
-    feed: &(dyn Fn(&mut ProfileBuilder, &mut Symbols) + Sync),
-) -> ProfileBuilder {
-    if workers <= 1 {
-        let mut b = make(symbols);
-        feed(&mut b, symbols);
-        return b;
-    }
-    let share = |index| Share {
-        index,
-        of: workers,
-        chunk,
-    };
-    let kernel = symbols.kernel.clone();
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (1..workers)
-            .map(|index| {
-                let kernel = kernel.clone();
-                scope.spawn(move || {
-                    let mut own = Symbols {
-                        kernel,
-                        files: SymbolCache::default(),
-                    };
-                    let mut b = make(&mut own).share(share(index));
-                    feed(&mut b, &mut own);
-                    b.into_part()
-                })
-            })
-            .collect();
-        // The first share on this thread, with the caller's symbols.
-        let mut first = make(symbols).share(share(0));
-        feed(&mut first, symbols);
-        for h in handles {
-            match h.join() {
-                Ok(part) => first.absorb(part),
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
-        }
-        first.share = None;
-        first
-    })
 }
 
 fn raw_record(

@@ -425,6 +425,27 @@ impl Drop for Server {
     }
 }
 
+/// `lock_client` swept at 1 and 2 clients (2 repeats, CORPUS_SCALE=0.25) against the corpus
+/// server `program`, attached: the run's document.
+fn client_sweep(program: &str) -> Value {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let socket = dir.path().join(format!("{program}.sock"));
+    let server = Server::start(program, &socket);
+    let json = dir.path().join("client.json");
+    scalprof(&db)
+        .env("CORPUS_SCALE", "0.25")
+        .args(["run", "-t", "1,2", "--repeat", "2", "--json"])
+        .arg(&json)
+        .args(["--attach", &server.0.id().to_string(), "--"])
+        .arg(corpus().join("lock_client"))
+        .arg("{threads}")
+        .arg(&socket)
+        .assert()
+        .success();
+    read_json(&json)
+}
+
 #[test]
 #[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn an_attached_server_s_lock_is_named_with_its_caller_and_process() {
@@ -564,22 +585,7 @@ fn a_forking_server_s_workers_disk_waits_are_recorded_at_every_point() {
         return;
     }
     let _turn = exclusive();
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("runs.db");
-    let socket = dir.path().join("sync.sock");
-    let server = Server::start("sync_server", &socket);
-    let json = dir.path().join("client.json");
-    scalprof(&db)
-        .env("CORPUS_SCALE", "0.25")
-        .args(["run", "-t", "1,2", "--repeat", "2", "--json"])
-        .arg(&json)
-        .args(["--attach", &server.0.id().to_string(), "--"])
-        .arg(corpus().join("lock_client"))
-        .arg("{threads}")
-        .arg(&socket)
-        .assert()
-        .success();
-    let doc = read_json(&json);
+    let doc = client_sweep("sync_server");
     for p in doc["points"].as_array().unwrap() {
         let rows = p["locks"]["rows"].as_array().unwrap();
         let disk: Vec<&Value> = rows
@@ -626,22 +632,7 @@ fn a_saturated_event_loop_in_an_attached_server_is_the_cause() {
         return;
     }
     let _turn = exclusive();
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("runs.db");
-    let socket = dir.path().join("loop.sock");
-    let server = Server::start("loop_server", &socket);
-    let json = dir.path().join("client.json");
-    scalprof(&db)
-        .env("CORPUS_SCALE", "0.25")
-        .args(["run", "-t", "1,2", "--repeat", "2", "--json"])
-        .arg(&json)
-        .args(["--attach", &server.0.id().to_string(), "--"])
-        .arg(corpus().join("lock_client"))
-        .arg("{threads}")
-        .arg(&socket)
-        .assert()
-        .success();
-    let doc = read_json(&json);
+    let doc = client_sweep("loop_server");
     let findings = doc["findings"].as_array().unwrap();
     let stage = findings
         .iter()

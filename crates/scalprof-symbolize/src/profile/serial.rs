@@ -1,0 +1,88 @@
+//! How much of the sampled time one thread ran alone, and each thread's share on a CPU.
+
+use super::*;
+
+impl ProfileBuilder {
+    pub(super) fn serial_stats(&mut self) -> SerialStats {
+        if self.timeline.is_empty() {
+            return SerialStats::default();
+        }
+        self.timeline.sort_unstable_by_key(|t| t.0);
+        let t0 = self.timeline[0].0;
+        let t1 = self.timeline[self.timeline.len() - 1].0;
+        let nbins = ((t1 - t0) / SERIAL_BIN_NS + 1) as usize;
+        // Over ~3 hours of samples, or timestamps that make no sense: no estimate.
+        if nbins > MAX_SERIAL_BINS {
+            return SerialStats::default();
+        }
+        let mut bins: Vec<Vec<(i32, u32)>> = vec![Vec::new(); nbins];
+        for &(t, tid, leaf) in &self.timeline {
+            bins[((t - t0) / SERIAL_BIN_NS) as usize].push((tid, leaf));
+        }
+        let mut single = 0;
+        let mut idle = 0;
+        let mut tops: HashMap<u32, u64> = HashMap::new();
+        for b in &bins {
+            let mut tids: Vec<i32> = b.iter().map(|x| x.0).collect();
+            tids.sort_unstable();
+            tids.dedup();
+            match tids.len() {
+                0 => idle += 1,
+                1 => {
+                    single += 1;
+                    for &(_, leaf) in b {
+                        if leaf != u32::MAX {
+                            *tops.entry(leaf).or_default() += 1;
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        // Ties go to the first name in order, not to an id (ids depend on the order
+        // names were met, which differs between one builder and several).
+        let top = tops
+            .into_iter()
+            .map(|(id, n)| (n, &self.names[id as usize]))
+            .max_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.cmp(a.1)))
+            .map(|(_, name)| name.clone());
+        SerialStats {
+            bins: nbins as u64,
+            bin_ms: SERIAL_BIN_NS as f64 / 1e6,
+            single_thread_bins: single,
+            idle_bins: idle,
+            top_function: top,
+            threads: self.thread_loads(t1 - t0),
+        }
+    }
+
+    /// The threads on a CPU for at least [`THREAD_LOAD_MIN`] of the span, busiest first.
+    fn thread_loads(&self, span_ns: u64) -> Vec<ThreadLoad> {
+        let mut per_tid: HashMap<i32, u64> = HashMap::new();
+        for &(_, tid, _) in &self.timeline {
+            *per_tid.entry(tid).or_default() += 1;
+        }
+        let mut out: Vec<(i32, ThreadLoad)> = per_tid
+            .into_iter()
+            .map(|(tid, samples)| {
+                let pid = self.thread_pid.get(&tid).copied().unwrap_or(tid);
+                let process = self
+                    .processes
+                    .get(&pid)
+                    .map(|p| p.comm.clone())
+                    .filter(|c| !c.is_empty())
+                    .unwrap_or_else(|| format!("pid-{pid}"));
+                let load = ThreadLoad {
+                    process,
+                    samples,
+                    span_ns,
+                };
+                (tid, load)
+            })
+            .filter(|(_, l)| l.busy(self.frequency) >= THREAD_LOAD_MIN)
+            .collect();
+        out.sort_by(|a, b| b.1.samples.cmp(&a.1.samples).then_with(|| a.0.cmp(&b.0)));
+        out.truncate(THREAD_LOADS);
+        out.into_iter().map(|(_, l)| l).collect()
+    }
+}

@@ -21,6 +21,26 @@ static __always_inline void copy_regs_and_stack(struct snapshot *snap, struct pt
 		snap->len = 512;
 }
 
+/* The fields every copy starts with: the wait (its address, start, call, kind), whose it
+ * is, who woke it (0: none yet), and no holder chain yet. */
+static __always_inline void snapshot_head(struct snapshot *snap, struct ustart *st, u32 kind,
+					  u32 tgid, u32 tid, u32 waker_tid, u32 waiter_tgid)
+{
+	snap->uaddr = st->uaddr;
+	snap->start = st->ts;
+	snap->tgid = tgid;
+	snap->tid = tid;
+	snap->op = st->op;
+	snap->kind = kind;
+	snap->waker_tid = waker_tid;
+	snap->waiter_tgid = waiter_tgid;
+	snap->pad = 0;
+	snap->holder_blocked_ns = 0;
+	snap->holder_blocked_uaddr = 0;
+	snap->holder_blocked_op = 0;
+	snap->holder_blocked_kind = 0;
+}
+
 /* Copies the blocking task's user stack into the ring buffer (it is current). */
 static __always_inline int copy_user_stack(struct task_struct *prev, struct pt_regs *regs,
 					   struct ustart *st, u32 tgid, u32 kind)
@@ -30,19 +50,7 @@ static __always_inline int copy_user_stack(struct task_struct *prev, struct pt_r
 		__sync_fetch_and_add(&lost_snapshots, 1);
 		return 0;
 	}
-	snap->uaddr = st->uaddr;
-	snap->start = st->ts;
-	snap->tgid = tgid;
-	snap->tid = BPF_CORE_READ(prev, pid);
-	snap->op = st->op;
-	snap->kind = kind;
-	snap->waker_tid = 0;
-	snap->waiter_tgid = tgid;
-	snap->pad = 0;
-	snap->holder_blocked_ns = 0;
-	snap->holder_blocked_uaddr = 0;
-	snap->holder_blocked_op = 0;
-	snap->holder_blocked_kind = 0;
+	snapshot_head(snap, st, kind, tgid, BPF_CORE_READ(prev, pid), 0, tgid);
 	copy_regs_and_stack(snap, regs);
 	/* No wakeup: user space drains the buffer every 10 ms anyway, and waking it for
 	 * each record cost the traced program a context switch per copy. */
@@ -236,19 +244,7 @@ static __always_inline void copy_waker_stack(struct ustart *st, u32 waiter_tid, 
 		__sync_fetch_and_add(&lost_snapshots, 1);
 		return;
 	}
-	snap->uaddr = st->uaddr;
-	snap->start = st->ts;
-	snap->tgid = tgid;
-	snap->tid = waiter_tid;
-	snap->op = st->op;
-	snap->kind = kind;
-	snap->waker_tid = BPF_CORE_READ(cur, pid);
-	snap->waiter_tgid = waiter_tgid;
-	snap->pad = 0;
-	snap->holder_blocked_ns = 0;
-	snap->holder_blocked_uaddr = 0;
-	snap->holder_blocked_op = 0;
-	snap->holder_blocked_kind = 0;
+	snapshot_head(snap, st, kind, tgid, waiter_tid, BPF_CORE_READ(cur, pid), waiter_tgid);
 	/* The waker's own recent waits, clipped to the waiter's: the holder blocked there. */
 	struct ustart *hs = bpf_task_storage_get(&wait_start, cur, 0, 0);
 	if (hs) {

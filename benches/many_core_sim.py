@@ -13,6 +13,9 @@ execution) is timed under /usr/bin/time, and this prints per rate:
                  per sample kept: recording, unwinding, symbolizing, storing
   marginal       the same for the samples added over the first rate's run (without the
                  fixed cost of loading symbols and tracers): the cost per sample that scales
+  read, after    scalprof's own measure of the same (profile.stats): the reader thread's CPU
+                 while the workload ran, and the CPU of indexing, unwinding and symbolizing
+                 the samples after it exited (every builder thread), per sample kept
   KiB/sample     scalprof's peak resident memory per sample kept
   perturbation   the traced execution's throughput against the clean one
 
@@ -42,7 +45,8 @@ def main():
     prog = os.path.join(corpus, "clean_parallel")
     print(f"this machine: {here} CPUs; clean_parallel at {here} threads, CORPUS_SCALE={args.scale}")
     print(f"{'as if':>8} {'locks':>5} {'--freq':>7} {'samples':>9} {'lost':>6} {'truncated':>9} "
-          f"{'us/sample':>9} {'marginal':>8} {'KiB/sample':>10} {'perturbation':>12}")
+          f"{'us/sample':>9} {'marginal':>8} {'read':>6} {'after':>6} {'KiB/sample':>10} "
+          f"{'perturbation':>12}")
     first = {}
     for cpus in [int(c) for c in args.cpus.split(",")]:
         freq = max(1, min(100_000, round(cpus * 999 / here)))
@@ -74,9 +78,11 @@ def main():
             base = first.setdefault(locks, (own, samples))
             marginal = (1e6 * (own - base[0]) / (samples - base[1])
                         if samples > base[1] else float("nan"))
+            read = stats.get("record_cpu_ns", 0) / 1e3 / samples if samples else float("nan")
+            after = stats.get("process_cpu_ns", 0) / 1e3 / samples if samples else float("nan")
             print(f"{cpus:>8} {'on' if locks else 'off':>5} {freq:>7} {samples:>9} "
                   f"{stats.get('lost_samples', 0):>6} {stats.get('truncated_stacks', 0):>9} "
-                  f"{us:>9.1f} {marginal:>8.1f} {kib:>10.2f} "
+                  f"{us:>9.1f} {marginal:>8.1f} {read:>6.1f} {after:>6.1f} {kib:>10.2f} "
                   f"{'n/a' if pert is None else f'{100 * pert:+.1f}%':>12}")
     subprocess.run(["rm", "-rf", work])
 

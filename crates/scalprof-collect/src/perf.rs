@@ -60,6 +60,8 @@ pub struct RawProfile {
     pub samples: u64,
     /// Records whose header was malformed and that were skipped.
     pub bad_records: u64,
+    /// The reader thread's CPU time while sampling: scalprof's own recording cost.
+    pub record_cpu_ns: u64,
     /// With attached processes the sampler samples every CPU and these are the processes
     /// to keep (the command and the attached ones; their children are followed through
     /// the fork records). `None`: the records are the command's tree only.
@@ -97,8 +99,16 @@ const SAMPLE_TYPE: u64 = (b::PERF_SAMPLE_IP
     | b::PERF_SAMPLE_REGS_USER
     | b::PERF_SAMPLE_STACK_USER) as u64;
 
-/// What the reader thread hands back: the rings (to unmap), records, samples, bad records.
-type Drained = (Vec<Ring>, Vec<u8>, u64, u64);
+/// What the reader thread hands back.
+struct Drained {
+    /// To unmap.
+    rings: Vec<Ring>,
+    records: Vec<u8>,
+    samples: u64,
+    bad: u64,
+    /// The thread's own CPU time, reading included.
+    cpu_ns: u64,
+}
 
 /// A sampler for one execution: attach before exec, finish after exit, then take.
 pub struct Sampler {
@@ -305,16 +315,17 @@ impl Attach for Sampler {
         if let Some(h) = self.reader.take() {
             let joined = h.join();
             self.panicked = joined.is_err();
-            if let Ok((rings, records, samples, bad)) = joined {
-                drop(rings); // unmaps and closes
+            if let Ok(d) = joined {
+                drop(d.rings); // unmaps and closes
                 self.result = Some(RawProfile {
                     attr: std::mem::take(&mut self.attr),
-                    records,
+                    records: d.records,
                     event: self.event.clone(),
                     frequency: self.config.frequency,
                     kernel_stacks: self.kernel,
-                    samples,
-                    bad_records: bad,
+                    samples: d.samples,
+                    bad_records: d.bad,
+                    record_cpu_ns: d.cpu_ns,
                     only: self.only.take(),
                     initial: std::mem::take(&mut self.initial),
                 });
@@ -356,7 +367,41 @@ fn read_loop(mut rings: Vec<Ring>, stop: &AtomicBool) -> Drained {
             libc::poll(pollfds.as_mut_ptr(), pollfds.len() as libc::nfds_t, POLL_MS);
         }
     }
-    (rings, out, samples, bad)
+    Drained {
+        rings,
+        records: out,
+        samples,
+        bad,
+        cpu_ns: thread_cpu_ns(),
+    }
+}
+
+/// This process's CPU time so far (all its threads, user and system), in ns.
+pub fn process_cpu_ns() -> u64 {
+    // SAFETY: rusage is plain integers, valid when zeroed; getrusage fills the one we own.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return 0;
+    }
+    let ns = |t: libc::timeval| (t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64) * 1000;
+    ns(ru.ru_utime) + ns(ru.ru_stime)
+}
+
+/// The calling thread's CPU time so far, in ns (0 if the clock cannot be read).
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec we own.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if r != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
 }
 
 /// Data pages per CPU's ring: 4 MiB at least (~500 samples with 8 KiB stacks, half a
@@ -504,11 +549,13 @@ impl RecordView<'_> {
         Some(u64::from_ne_bytes(b))
     }
 
-    /// Appends bytes `range` of the record to `out`.
+    /// Appends bytes `range` of the record to `out` (copied once: no zero-fill first).
     fn append(&self, range: std::ops::Range<usize>, out: &mut Vec<u8>) {
-        let start = out.len();
-        out.resize(start + range.len(), 0);
-        copy_wrapped(self.data, self.pos + range.start as u64, &mut out[start..]);
+        let size = self.data.len() as u64;
+        let at = ((self.pos + range.start as u64) % size) as usize;
+        let first = range.len().min(self.data.len() - at);
+        out.extend_from_slice(&self.data[at..at + first]);
+        out.extend_from_slice(&self.data[..range.len() - first]);
     }
 }
 

@@ -31,10 +31,22 @@ pub struct ProfileStats {
     /// Their weight (ns of CPU time for cpu-clock, cycles with a PMU).
     #[serde(default)]
     pub overhead_weight: u64,
+    /// scalprof's own CPU time reading the samples while the workload ran (the reader
+    /// thread), and turning them into stacks after it exited (indexing, unwinding,
+    /// symbolizing, on every builder thread), in ns: the observer's cost per sample.
+    /// Absent when not measured (imports, older runs).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub record_cpu_ns: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub process_cpu_ns: u64,
     /// Executable files the samples ran in that could not be read ("path: reason", at
     /// most [`MAX_UNREADABLE`]): their frames have no names.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unreadable_binaries: Vec<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Unreadable binaries kept in [`ProfileStats`].
@@ -53,6 +65,8 @@ impl ProfileStats {
         self.kernel_stacks |= o.kernel_stacks;
         self.overhead_samples += o.overhead_samples;
         self.overhead_weight += o.overhead_weight;
+        self.record_cpu_ns += o.record_cpu_ns;
+        self.process_cpu_ns += o.process_cpu_ns;
         for b in &o.unreadable_binaries {
             if self.unreadable_binaries.len() < MAX_UNREADABLE
                 && !self.unreadable_binaries.contains(b)

@@ -384,6 +384,7 @@ impl SweepSink for StoreSink<'_> {
             let mut on_cpu = Default::default();
             if let Some(raw) = collected.profile {
                 self.observer.symbolizing(value, raw.samples);
+                let cpu_before = scalprof_collect::perf::process_cpu_ns();
                 let make = |symbols: &mut Symbols| {
                     let mut b = ProfileBuilder::new(&raw.event, raw.frequency, raw.kernel_stacks)
                         .blame(&windows);
@@ -411,6 +412,9 @@ impl SweepSink for StoreSink<'_> {
                         on_cpu = scalprof_symbolize::locks::holder_samples(b.take_blamed(), &keys);
                         let mut p = b.finish();
                         p.stats.bad_records += raw.bad_records;
+                        p.stats.record_cpu_ns = raw.record_cpu_ns;
+                        p.stats.process_cpu_ns =
+                            scalprof_collect::perf::process_cpu_ns().saturating_sub(cpu_before);
                         self.store
                             .add_profile(self.id, value, repeat.index, &p)
                             .map_err(Box::new)?;

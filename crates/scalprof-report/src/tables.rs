@@ -166,8 +166,32 @@ pub(crate) fn profile_line(doc: &RunDocument) -> Option<String> {
             ))
         })
         .collect();
+    // The observer's own cost, over every point's traced repeats.
+    let (mut samples, mut record, mut process) = (0u64, 0u64, 0u64);
+    for st in doc
+        .points
+        .iter()
+        .filter_map(|p| Some(&p.profile.as_ref()?.stats))
+    {
+        if st.record_cpu_ns + st.process_cpu_ns > 0 {
+            samples += st.samples;
+            record += st.record_cpu_ns;
+            process += st.process_cpu_ns;
+        }
+    }
+    let own = if samples > 0 {
+        let us = |ns: u64| ns as f64 / 1e3 / samples as f64;
+        format!(
+            "; scalprof's CPU per sample {:.1} µs ({:.1} reading while it ran, {:.1} unwinding and symbolizing after)",
+            us(record + process),
+            us(record),
+            us(process)
+        )
+    } else {
+        String::new()
+    };
     Some(format!(
-        "{} @ {} Hz; {}",
+        "{} @ {} Hz; {}{own}",
         sampling.event,
         sampling.frequency,
         parts.join("; ")

@@ -22,6 +22,10 @@ use sys::bindings as b;
 use crate::exec::Attach;
 use crate::{CollectError, ProfilingError};
 
+mod stacks;
+pub use stacks::delta_encoded;
+use stacks::{copy_wrapped, RecordView, StackKeys};
+
 /// What to sample and how.
 #[derive(Clone, Debug)]
 pub struct SamplingConfig {
@@ -31,6 +35,9 @@ pub struct SamplingConfig {
     pub stack_bytes: u32,
     /// Use the `cycles` hardware event (only when the machine has a PMU).
     pub use_pmu: bool,
+    /// Keep each thread's stack copies as differences from its last full one (see
+    /// [`scalprof_model::stack_delta`]); false keeps every copy whole (tests compare).
+    pub delta_stacks: bool,
 }
 
 impl Default for SamplingConfig {
@@ -40,6 +47,7 @@ impl Default for SamplingConfig {
             frequency: 999,
             stack_bytes: 8 * 1024,
             use_pmu: false,
+            delta_stacks: true,
         }
     }
 }
@@ -302,9 +310,10 @@ impl Attach for Sampler {
         self.open_all(pid, !attached.is_empty())?;
         let buffers = std::mem::take(&mut self.buffers);
         let stop = self.stop.clone();
+        let keys = StackKeys::new(self.config.delta_stacks);
         let handle = std::thread::Builder::new()
             .name("scalprof-sampler".into())
-            .spawn(move || read_loop(buffers, &stop))
+            .spawn(move || read_loop(buffers, keys, &stop))
             .map_err(ProfilingError::Thread)?;
         self.reader = Some(handle);
         Ok(())
@@ -334,7 +343,7 @@ impl Attach for Sampler {
     }
 }
 
-fn read_loop(mut rings: Vec<Ring>, stop: &AtomicBool) -> Drained {
+fn read_loop(mut rings: Vec<Ring>, mut keys: StackKeys, stop: &AtomicBool) -> Drained {
     // The reader competes with a workload that keeps every CPU busy; when it waits for a
     // CPU the rings fill and samples are lost. A little more weight than the workload's
     // threads (nice −5: about three times a default thread's share when they contend);
@@ -357,7 +366,7 @@ fn read_loop(mut rings: Vec<Ring>, stop: &AtomicBool) -> Drained {
     loop {
         let done = stop.load(Ordering::SeqCst);
         for r in &mut rings {
-            r.drain(&mut out, &mut samples, &mut bad);
+            r.drain(&mut out, &mut keys, &mut samples, &mut bad);
         }
         if done {
             break;
@@ -463,7 +472,7 @@ impl Ring {
         Err(ProfilingError::Map(std::io::Error::last_os_error()).into())
     }
 
-    fn drain(&mut self, out: &mut Vec<u8>, samples: &mut u64, bad: &mut u64) {
+    fn drain(&mut self, out: &mut Vec<u8>, keys: &mut StackKeys, samples: &mut u64, bad: &mut u64) {
         let meta = self.base.cast::<b::perf_event_mmap_page>();
         // SAFETY: meta points at the kernel-shared control page of our mapping; head is
         // read before the data it covers (acquire), tail written after (release).
@@ -500,7 +509,7 @@ impl Ring {
             let kind = u32::from_ne_bytes([hdr[0], hdr[1], hdr[2], hdr[3]]);
             if kind == b::PERF_RECORD_SAMPLE {
                 *samples += 1;
-                append_trimmed_sample(&view, out);
+                keys.append_sample(&view, out);
             } else {
                 view.append(0..view.len, out);
             }
@@ -521,77 +530,6 @@ impl Drop for Ring {
             libc::munmap(self.base.cast(), self.len);
         }
     }
-}
-
-fn copy_wrapped(data: &[u8], pos: u64, dst: &mut [u8]) {
-    let n = data.len();
-    let start = (pos % n as u64) as usize;
-    let first = dst.len().min(n - start);
-    dst[..first].copy_from_slice(&data[start..start + first]);
-    let rest = dst.len() - first;
-    dst[first..].copy_from_slice(&data[..rest]);
-}
-
-/// A record in the ring buffer, possibly wrapping around its end.
-struct RecordView<'a> {
-    data: &'a [u8],
-    pos: u64,
-    len: usize,
-}
-
-impl RecordView<'_> {
-    fn u64_at(&self, off: usize) -> Option<u64> {
-        if off + 8 > self.len {
-            return None;
-        }
-        let mut b = [0u8; 8];
-        copy_wrapped(self.data, self.pos + off as u64, &mut b);
-        Some(u64::from_ne_bytes(b))
-    }
-
-    /// Appends bytes `range` of the record to `out` (copied once: no zero-fill first).
-    fn append(&self, range: std::ops::Range<usize>, out: &mut Vec<u8>) {
-        let size = self.data.len() as u64;
-        let at = ((self.pos + range.start as u64) % size) as usize;
-        let first = range.len().min(self.data.len() - at);
-        out.extend_from_slice(&self.data[at..at + first]);
-        out.extend_from_slice(&self.data[..range.len() - first]);
-    }
-}
-
-/// Appends a sample record with its user-stack copy cut to the bytes the kernel filled
-/// (`dyn_size`, rounded up to 8): an 8 KiB copy of a shallow thread stack is mostly
-/// unused, and copying only the used part out of the ring buffer is most of what keeps
-/// the reader thread cheap. The layout follows SAMPLE_TYPE (perf_event_open(2),
-/// "PERF_RECORD_SAMPLE").
-fn append_trimmed_sample(rec: &RecordView<'_>, out: &mut Vec<u8>) {
-    // header 8, ip 8, pid/tid 8, time 8, cpu 8, period 8 → callchain nr at 48
-    let layout = (|| {
-        let nr = rec.u64_at(48)? as usize;
-        let mut off = 56usize.checked_add(nr.checked_mul(8)?)?;
-        let abi = rec.u64_at(off)?;
-        off += 8;
-        if abi != 0 {
-            off += 8 * USER_REGS_MASK.count_ones() as usize;
-        }
-        let size = rec.u64_at(off)? as usize;
-        let dyn_off = off.checked_add(8)?.checked_add(size)?;
-        let dyn_size = (rec.u64_at(dyn_off)? as usize).min(size);
-        (size != 0).then_some((off, dyn_off, dyn_size))
-    })();
-    let Some((size_off, dyn_off, dyn_size)) = layout else {
-        rec.append(0..rec.len, out);
-        return;
-    };
-    let keep = dyn_size.div_ceil(8) * 8;
-    let start = out.len();
-    rec.append(0..size_off, out);
-    out.extend_from_slice(&(keep as u64).to_ne_bytes());
-    rec.append(size_off + 8..size_off + 8 + keep, out);
-    out.extend_from_slice(&(dyn_size as u64).to_ne_bytes());
-    rec.append(dyn_off + 8..rec.len, out);
-    let total = (out.len() - start) as u16;
-    out[start + 6..start + 8].copy_from_slice(&total.to_ne_bytes());
 }
 
 fn page_size() -> usize {
@@ -622,106 +560,6 @@ pub fn online_cpu_list() -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn wrapped_copies_cross_the_end_of_the_buffer() {
-        let data: Vec<u8> = (0..16).collect();
-        let mut dst = [0u8; 6];
-        copy_wrapped(&data, 13, &mut dst);
-        assert_eq!(dst, [13, 14, 15, 0, 1, 2]);
-        copy_wrapped(&data, 16 + 2, &mut dst);
-        assert_eq!(dst, [2, 3, 4, 5, 6, 7]);
-    }
-
-    /// A sample record laid out as SAMPLE_TYPE says: header, ip, pid/tid, time, cpu,
-    /// period, callchain, user regs, user stack (size, bytes, dyn_size).
-    fn sample_record(stack_size: usize, dyn_size: usize) -> Vec<u8> {
-        let mut r = Vec::new();
-        let mut put = |v: u64| r.extend_from_slice(&v.to_ne_bytes());
-        put(0); // header, patched below
-        put(0x401000); // ip
-        put((7u64 << 32) | 7); // pid, tid
-        put(123); // time
-        put(1); // cpu + reserved
-        put(1_000_000); // period
-        put(2); // callchain nr
-        put(b::PERF_CONTEXT_KERNEL);
-        put(0xffffffff81000000);
-        put(2); // regs abi 64
-        put(0x7ffd0000); // bp
-        put(0x7ffc0000); // sp
-        put(0x401000); // ip
-        put(stack_size as u64);
-        for i in 0..stack_size / 8 {
-            put(i as u64);
-        }
-        put(dyn_size as u64);
-        let len = r.len() as u16;
-        r[0..4].copy_from_slice(&b::PERF_RECORD_SAMPLE.to_ne_bytes());
-        r[6..8].copy_from_slice(&len.to_ne_bytes());
-        r
-    }
-
-    #[test]
-    fn trimming_keeps_only_the_copied_stack_and_stays_parseable() {
-        use linux_perf_event_reader::{
-            Endianness, EventRecord, PerfEventAttr, RawData, RawEventRecord, RecordParseInfo,
-            RecordType,
-        };
-        let rec = sample_record(4096, 100);
-        let mut out = Vec::new();
-        let view = RecordView {
-            data: &rec,
-            pos: 0,
-            len: rec.len(),
-        };
-        append_trimmed_sample(&view, &mut out);
-        // The same record wrapped around the end of a ring buffer trims the same way.
-        let split = 200;
-        let mut ring = rec[split..].to_vec();
-        ring.extend_from_slice(&rec[..split]);
-        let wrapped = RecordView {
-            data: &ring,
-            pos: (ring.len() - split) as u64,
-            len: rec.len(),
-        };
-        let mut out2 = Vec::new();
-        append_trimmed_sample(&wrapped, &mut out2);
-        assert_eq!(out, out2);
-        // 100 bytes round up to 104.
-        assert_eq!(out.len(), rec.len() - 4096 + 104);
-        let size = u16::from_ne_bytes([out[6], out[7]]) as usize;
-        assert_eq!(size, out.len());
-
-        let sampler = Sampler::new(SamplingConfig::default());
-        let attr = sampler.attr(false, true, false);
-        // SAFETY: viewing a plain-data struct as bytes.
-        let bytes = unsafe {
-            std::slice::from_raw_parts(
-                (&attr as *const b::perf_event_attr).cast::<u8>(),
-                std::mem::size_of::<b::perf_event_attr>(),
-            )
-        };
-        let (attr, _) = PerfEventAttr::parse::<_, byteorder::NativeEndian>(bytes).unwrap();
-        let info = RecordParseInfo::new(&attr, Endianness::NATIVE);
-        let raw = RawEventRecord::new(
-            RecordType(b::PERF_RECORD_SAMPLE),
-            0,
-            RawData::Single(&out[8..]),
-            info,
-        );
-        let EventRecord::Sample(s) = raw.parse().unwrap() else {
-            panic!("not a sample")
-        };
-        let (stack, dyn_size) = s.user_stack.unwrap();
-        assert_eq!((stack.len(), dyn_size), (104, 100));
-        assert_eq!(
-            s.user_regs.unwrap().get(b::PERF_REG_X86_SP as u64),
-            Some(0x7ffc0000)
-        );
-        assert_eq!(s.period, Some(1_000_000));
-        assert_eq!(s.callchain.unwrap().len(), 2);
-    }
 
     #[test]
     fn rings_grow_with_the_rate_and_stay_bounded_in_all() {

@@ -8,6 +8,7 @@ pub mod compare;
 pub mod layout;
 pub mod locks;
 pub mod profile;
+pub mod stack_delta;
 pub mod suite;
 pub use profile::{
     ComplexityReport, FoldedStack, FunctionComplexity, FunctionGrowth, HotInstruction,

@@ -166,6 +166,8 @@ pub struct ProfileBuilder {
     share: Option<Share>,
     /// A sample's kernel frames, frames and user frames: vectors reused for every sample.
     scratch: (Vec<u32>, Vec<u32>, Vec<u32>),
+    /// A stack copy rebuilt from the sampler's differences, reused for every sample.
+    stack_copy: Vec<u8>,
     /// Sample records seen so far, whoever symbolizes them.
     sample_ordinal: u64,
 }
@@ -222,6 +224,7 @@ impl ProfileBuilder {
             blamed: HashMap::new(),
             share: None,
             scratch: Default::default(),
+            stack_copy: Vec::new(),
             sample_ordinal: 0,
         }
     }

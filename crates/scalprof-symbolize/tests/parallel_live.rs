@@ -1,5 +1,6 @@
 //! The live sampler's records (DWARF stack copies of a two-threaded corpus program)
-//! symbolized by one builder and by several: the same profile. Needs perf events on a
+//! symbolized by one builder and by several, with every stack copy whole and kept as
+//! differences from each thread's earlier copy: the same profile. Needs perf events on a
 //! process (root or perf_event_paranoid <= 2; CI runs as root).
 
 use std::path::Path;
@@ -7,11 +8,11 @@ use std::process::Command;
 
 use scalprof_collect::exec::{self, Attach, ExecSpec};
 use scalprof_collect::interrupt::Interrupt;
-use scalprof_collect::perf::{Sampler, SamplingConfig};
+use scalprof_collect::perf::{delta_encoded, Sampler, SamplingConfig};
 use scalprof_symbolize::profile::{parallel, ProfileBuilder, RecordIndex, Symbols};
 
 #[test]
-fn several_builders_symbolize_live_records_as_one_does() {
+fn several_builders_and_stack_differences_symbolize_live_records_as_one_does() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         assert!(std::env::var_os("CI").is_none(), "CI must run as root");
@@ -38,6 +39,8 @@ fn several_builders_symbolize_live_records_as_one_does() {
     };
     let mut sampler = Sampler::new(SamplingConfig {
         frequency: 4999,
+        // Whole copies, encoded below the way the reader encodes them by default.
+        delta_stacks: false,
         ..Default::default()
     });
     let r = exec::run_with(
@@ -48,30 +51,43 @@ fn several_builders_symbolize_live_records_as_one_does() {
     .unwrap();
     assert_eq!(r.exit_code, Some(0));
     let raw = sampler.take().expect("records");
-    let index = RecordIndex::new(&raw.attr, &raw.records).unwrap();
-    let build = |workers: usize, chunk: u64| {
+    let encoded = delta_encoded(&raw.records);
+    assert!(
+        encoded.len() * 2 < raw.records.len(),
+        "differences take {} bytes, whole copies {}",
+        encoded.len(),
+        raw.records.len()
+    );
+    let build = |records: &[u8], workers: usize, chunk: u64| {
+        let index = RecordIndex::new(&raw.attr, records).unwrap();
         let mut symbols = Symbols::load();
         parallel(
             workers,
             chunk,
             &mut symbols,
             &|_| ProfileBuilder::new(&raw.event, raw.frequency, raw.kernel_stacks),
-            &|b, s| b.handle_indexed(&raw.records, &index, s),
+            &|b, s| b.handle_indexed(records, &index, s),
         )
         .finish()
     };
-    let one = build(1, 1);
+    let one = build(&raw.records, 1, 1);
     assert!(one.stats.samples >= 200, "{:?}", one.stats);
     assert!(
         one.folded.iter().any(|f| f.stack.contains("table_lookup")),
         "{:?}",
         &one.folded[..one.folded.len().min(5)]
     );
+    assert_eq!(build(&encoded, 1, 1), one, "stack differences, one builder");
     for (workers, chunk) in [(2, 1), (3, 7), (4, 4096)] {
         assert_eq!(
-            build(workers, chunk),
+            build(&raw.records, workers, chunk),
             one,
             "{workers} builders, chunks of {chunk}"
+        );
+        assert_eq!(
+            build(&encoded, workers, chunk),
+            one,
+            "stack differences, {workers} builders, chunks of {chunk}"
         );
     }
 }

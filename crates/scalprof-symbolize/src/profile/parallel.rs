@@ -2,6 +2,7 @@
 //! samples, merged into the profile one builder makes.
 
 use super::*;
+use linux_perf_event_reader::SampleRecord;
 
 /// One of several builders over the same records ([`parallel`]): every builder handles
 /// every record that changes what is known of the processes (mappings, names, forks,
@@ -171,6 +172,7 @@ impl ProfileBuilder {
                 continue;
             }
             match raw_record(records, pos, size, index.parse_info).parse() {
+                Ok(EventRecord::Sample(s)) => self.handle_live_sample(s, records, symbols),
                 Ok(rec) => self.handle_record(rec, symbols),
                 Err(_) if ty == PERF_RECORD_SAMPLE || self.counts_stream() => {
                     self.stats.bad_records += 1
@@ -178,6 +180,36 @@ impl ProfileBuilder {
                 Err(_) => {}
             }
         }
+    }
+}
+
+impl ProfileBuilder {
+    /// Handles a sample of the live sampler's records, whose stack copy may be kept as
+    /// differences from an earlier copy in `records` ([`scalprof_model::stack_delta`]):
+    /// rebuilt here, exactly as copied. One that does not fit its buffer is unwound
+    /// without a copy (the kernel's user callchain, if any).
+    fn handle_live_sample(&mut self, s: SampleRecord<'_>, records: &[u8], symbols: &mut Symbols) {
+        let encoded = match &s.user_stack {
+            Some((bytes, dyn_size)) if (*dyn_size as usize) > bytes.len() => {
+                Some((bytes.as_slice(), *dyn_size as usize))
+            }
+            _ => None,
+        };
+        let Some((enc, dyn_size)) = encoded else {
+            self.handle_record(EventRecord::Sample(s), symbols);
+            return;
+        };
+        let mut copy = std::mem::take(&mut self.stack_copy);
+        // Rebound after `copy`, so the record may borrow it.
+        let mut s = s;
+        let sp = s.user_regs.as_ref().and_then(|r| r.get(REG_SP));
+        let len = dyn_size.div_ceil(8) * 8;
+        let rebuilt = sp.is_some_and(|sp| {
+            scalprof_model::stack_delta::decode(&enc, sp, len, records, &mut copy)
+        });
+        s.user_stack = rebuilt.then(|| (RawData::Single(&copy), dyn_size as u64));
+        self.handle_record(EventRecord::Sample(s), symbols);
+        self.stack_copy = copy;
     }
 }
 

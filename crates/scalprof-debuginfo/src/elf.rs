@@ -44,8 +44,9 @@ pub struct ElfInfo {
     /// Where its DWARF is (the file itself or its separate debug file).
     dwarf_path: Option<PathBuf>,
     /// That DWARF, opened at the first lookup: a loader reads (and decompresses) every
-    /// debug section at once, and most files a profile maps get no sample.
-    dwarf: std::cell::OnceCell<Option<addr2line::Loader>>,
+    /// debug section at once, and most files a profile maps get no sample. Shared by the
+    /// threads that symbolize one profile; a lookup holds the lock.
+    dwarf: std::sync::OnceLock<Option<std::sync::Mutex<addr2line::Loader>>>,
     /// Whether the symbols come from `.symtab` (false: only exported `.dynsym`).
     pub has_symtab: bool,
     /// Whether it has DWARF to read (its own or a separate debug file's).
@@ -186,7 +187,7 @@ impl ElfInfo {
             unwind,
             has_dwarf: dwarf_path.is_some(),
             dwarf_path,
-            dwarf: std::cell::OnceCell::new(),
+            dwarf: std::sync::OnceLock::new(),
             has_symtab,
             build_id,
         })
@@ -242,8 +243,10 @@ impl ElfInfo {
             self.dwarf_path
                 .as_ref()
                 .and_then(|p| addr2line::Loader::new(p).ok())
+                .map(std::sync::Mutex::new)
         });
         if let Some(dwarf) = dwarf {
+            let dwarf = dwarf.lock().unwrap_or_else(|e| e.into_inner());
             if let Ok(mut frames) = dwarf.find_frames(svma) {
                 while let Ok(Some(f)) = frames.next() {
                     if let Some(func) = f.function {
@@ -252,7 +255,7 @@ impl ElfInfo {
                         }
                     }
                 }
-            }
+            };
         }
         if names.is_empty() {
             if let Some(s) = self.symbol(svma) {

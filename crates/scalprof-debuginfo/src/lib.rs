@@ -14,7 +14,7 @@ pub mod layout;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 
 pub use elf::ElfInfo;
 
@@ -61,17 +61,27 @@ pub fn cache_line_size() -> u64 {
         .unwrap_or(64)
 }
 
-/// ELF files opened once each; failures are remembered too, with their reason.
-#[derive(Default)]
+/// ELF files opened once each; failures are remembered too, with their reason. Clones
+/// share one cache: the builders that symbolize one profile on several threads open each
+/// file once, and read its DWARF once.
+#[derive(Clone, Default)]
 pub struct SymbolCache {
-    files: HashMap<PathBuf, Result<Arc<ElfInfo>, String>>,
+    files: Arc<Mutex<HashMap<PathBuf, Slot>>>,
 }
 
+/// One file's entry, filled by the first thread that asks (the others wait for it).
+type Slot = Arc<OnceLock<Result<Arc<ElfInfo>, String>>>;
+
 impl SymbolCache {
-    pub fn get(&mut self, path: &Path) -> Option<Arc<ElfInfo>> {
-        self.files
-            .entry(path.to_path_buf())
-            .or_insert_with(|| {
+    fn slot(&self, path: &Path) -> Slot {
+        let mut files = self.files.lock().unwrap_or_else(|e| e.into_inner());
+        files.entry(path.to_path_buf()).or_default().clone()
+    }
+
+    pub fn get(&self, path: &Path) -> Option<Arc<ElfInfo>> {
+        // Opened outside the map's lock: other files need not wait for this one.
+        self.slot(path)
+            .get_or_init(|| {
                 ElfInfo::open(path)
                     .map(Arc::new)
                     .map_err(|e| error_chain(&e))
@@ -82,8 +92,14 @@ impl SymbolCache {
     }
 
     /// Why `path` could not be read, if it was tried and failed.
-    pub fn failure(&self, path: &Path) -> Option<&str> {
-        self.files.get(path)?.as_ref().err().map(String::as_str)
+    pub fn failure(&self, path: &Path) -> Option<String> {
+        let slot = self
+            .files
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(path)?
+            .clone();
+        slot.get()?.as_ref().err().cloned()
     }
 }
 
@@ -104,7 +120,7 @@ mod tests {
 
     #[test]
     fn an_unreadable_file_is_remembered_with_its_reason() {
-        let mut cache = SymbolCache::default();
+        let cache = SymbolCache::default();
         let missing = Path::new("/nonexistent/scalprof/bin");
         assert!(cache.get(missing).is_none());
         let reason = cache.failure(missing).expect("the failure is kept");
@@ -116,5 +132,30 @@ mod tests {
         assert!(cache.failure(&not_elf).is_some());
         std::fs::remove_file(&not_elf).unwrap();
         assert!(cache.failure(Path::new("/never/asked")).is_none());
+    }
+
+    #[test]
+    fn clones_on_several_threads_share_one_opened_file() {
+        let exe = std::env::current_exe().unwrap();
+        let cache = SymbolCache::default();
+        let this = cache.get(&exe).expect("the test binary is an ELF file");
+        let addr = this
+            .symbol_address("main")
+            .expect("the test binary has a main");
+        let names = this.frames(addr);
+        let others: Vec<_> = (0..4)
+            .map(|_| {
+                let (cache, exe) = (cache.clone(), exe.clone());
+                std::thread::spawn(move || {
+                    let elf = cache.get(&exe).unwrap();
+                    (elf.clone(), elf.frames(addr))
+                })
+            })
+            .collect();
+        for t in others {
+            let (elf, frames) = t.join().unwrap();
+            assert!(Arc::ptr_eq(&elf, &this), "opened again");
+            assert_eq!(frames, names);
+        }
     }
 }

@@ -268,27 +268,23 @@ pub fn read_in_parallel(
             info
         });
         let kernel = kernel();
+        // One cache for every builder: each file opened, and its DWARF read, once.
+        let files = SymbolCache::default();
         let first_rx = receivers.remove(0);
         let handles: Vec<_> = receivers
             .into_iter()
             .enumerate()
             .map(|(k, rx)| {
-                let kernel = kernel.clone();
+                let (kernel, files) = (kernel.clone(), files.clone());
                 scope.spawn(move || {
-                    let mut own = Symbols {
-                        kernel,
-                        files: SymbolCache::default(),
-                    };
+                    let mut own = Symbols { kernel, files };
                     let mut b = make().share(share(k + 1));
                     consume(&mut b, &mut own, rx);
                     b.into_part()
                 })
             })
             .collect();
-        let mut symbols = Symbols {
-            kernel,
-            files: SymbolCache::default(),
-        };
+        let mut symbols = Symbols { kernel, files };
         let mut first = make().share(share(0));
         consume(&mut first, &mut symbols, first_rx);
         for h in handles {

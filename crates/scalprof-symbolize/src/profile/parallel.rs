@@ -105,8 +105,8 @@ impl ProfileBuilder {
         self.share.is_none_or(|s| s.index == 0)
     }
 
-    /// What this builder symbolized, apart from what it knows of the processes (their
-    /// ELF files are not shared between threads): for [`Self::absorb`].
+    /// What this builder symbolized, apart from what it knows of the processes (each
+    /// builder keeps its own): for [`Self::absorb`].
     pub fn into_part(self) -> Part {
         Part {
             names: self.names,
@@ -214,7 +214,8 @@ impl ProfileBuilder {
 }
 
 /// Samples below this are symbolized by one builder: threads would cost more than they
-/// save (each builder opens the ELF files and resolves each address again).
+/// save (each builder parses every record that is not a sample, builds its own unwinder
+/// per process and names each address it meets again, from the shared files).
 pub const PARALLEL_MIN_SAMPLES: u64 = 100_000;
 /// Samples per builder at least, above that.
 const SAMPLES_PER_BUILDER: u64 = 50_000;
@@ -236,9 +237,9 @@ pub fn parallel_workers(samples: u64) -> usize {
 /// taking its [`Share`] of the samples, and merges them into the first. `make` configures
 /// a builder (the same way for each), `feed` gives it every record. The result is the one
 /// a single builder makes: stacks, counts and the timeline are sums or unions, and the
-/// profile is sorted when finished (a test compares the two). The first builder uses
-/// `symbols`; the others open the ELF files again (their parsers are not shared between
-/// threads) and share the kernel's symbols.
+/// profile is sorted when finished (a test compares the two). Every builder uses
+/// `symbols`' kernel symbols and files (a shared cache: each file opened, its DWARF read,
+/// once).
 pub fn parallel(
     workers: usize,
     chunk: u64,
@@ -256,16 +257,13 @@ pub fn parallel(
         of: workers,
         chunk,
     };
-    let kernel = symbols.kernel.clone();
+    let (kernel, files) = (symbols.kernel.clone(), symbols.files.clone());
     std::thread::scope(|scope| {
         let handles: Vec<_> = (1..workers)
             .map(|index| {
-                let kernel = kernel.clone();
+                let (kernel, files) = (kernel.clone(), files.clone());
                 scope.spawn(move || {
-                    let mut own = Symbols {
-                        kernel,
-                        files: SymbolCache::default(),
-                    };
+                    let mut own = Symbols { kernel, files };
                     let mut b = make(&mut own).share(share(index));
                     feed(&mut b, &mut own);
                     b.into_part()

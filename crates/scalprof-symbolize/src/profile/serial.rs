@@ -7,36 +7,35 @@ impl ProfileBuilder {
         if self.timeline.is_empty() {
             return SerialStats::default();
         }
-        self.timeline.sort_unstable_by_key(|t| t.0);
-        let t0 = self.timeline[0].0;
-        let t1 = self.timeline[self.timeline.len() - 1].0;
+        // Two passes in any order (no sort): which threads each bin saw (none, one, more),
+        // then the leaves of the samples in bins that saw one thread only.
+        let t0 = self.timeline.iter().map(|t| t.0).min().unwrap_or(0);
+        let t1 = self.timeline.iter().map(|t| t.0).max().unwrap_or(0);
         let nbins = ((t1 - t0) / SERIAL_BIN_NS + 1) as usize;
         // Over ~3 hours of samples, or timestamps that make no sense: no estimate.
         if nbins > MAX_SERIAL_BINS {
             return SerialStats::default();
         }
-        let mut bins: Vec<Vec<(i32, u32)>> = vec![Vec::new(); nbins];
-        for &(t, tid, leaf) in &self.timeline {
-            bins[((t - t0) / SERIAL_BIN_NS) as usize].push((tid, leaf));
+        const MANY: i64 = i64::MIN + 1;
+        const NONE: i64 = i64::MIN;
+        // Per bin: NONE, the one thread's id, or MANY.
+        let mut seen = vec![NONE; nbins];
+        let bin = |t: u64| ((t - t0) / SERIAL_BIN_NS) as usize;
+        for &(t, tid, _) in &self.timeline {
+            let b = &mut seen[bin(t)];
+            *b = match *b {
+                NONE => i64::from(tid),
+                one if one == i64::from(tid) => one,
+                _ => MANY,
+            };
         }
-        let mut single = 0;
-        let mut idle = 0;
+        let idle = seen.iter().filter(|&&b| b == NONE).count() as u64;
+        let single = seen.iter().filter(|&&b| b != NONE && b != MANY).count() as u64;
         let mut tops: HashMap<u32, u64> = HashMap::new();
-        for b in &bins {
-            let mut tids: Vec<i32> = b.iter().map(|x| x.0).collect();
-            tids.sort_unstable();
-            tids.dedup();
-            match tids.len() {
-                0 => idle += 1,
-                1 => {
-                    single += 1;
-                    for &(_, leaf) in b {
-                        if leaf != u32::MAX {
-                            *tops.entry(leaf).or_default() += 1;
-                        }
-                    }
-                }
-                _ => {}
+        for &(t, _, leaf) in &self.timeline {
+            let b = seen[bin(t)];
+            if b != NONE && b != MANY && leaf != u32::MAX {
+                *tops.entry(leaf).or_default() += 1;
             }
         }
         // Ties go to the first name in order, not to an id (ids depend on the order

@@ -746,7 +746,9 @@ fn the_quadratic_flow_expiry_loop_is_named_and_its_fix_is_linear() {
 
     let fixed = complexity(&db, "flow_expiry_fixed");
     let k = exponent(&fixed, "flow_find_next");
-    assert!(k <= 1.3, "flow_find_next k = {k}");
+    // Linear: 0.96–1.04 in three runs here (95% intervals up to ±0.45); a debug CI run
+    // once gave 1.32. The quadratic above is 1.7–2.3, and what matters is no finding.
+    assert!(k <= 1.45, "flow_find_next k = {k}");
     assert!(fixed["findings"]
         .as_array()
         .unwrap()

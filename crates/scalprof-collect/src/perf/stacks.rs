@@ -8,6 +8,7 @@ use scalprof_model::stack_delta::{self, Key};
 
 use super::{b, USER_REGS_MASK};
 
+/// Fills `dst` from the ring `data` at `pos` (taken modulo its size), wrapping at its end.
 pub(super) fn copy_wrapped(data: &[u8], pos: u64, dst: &mut [u8]) {
     let n = data.len();
     let start = (pos % n as u64) as usize;

@@ -180,12 +180,13 @@ pub(crate) fn profile_line(doc: &RunDocument) -> Option<String> {
         }
     }
     let own = if samples > 0 {
-        let us = |ns: u64| ns as f64 / 1e3 / samples as f64;
+        let ms = |ns: u64| ns as f64 / 1e6;
         format!(
-            "; scalprof's CPU per sample {:.1} µs ({:.1} reading while it ran, {:.1} unwinding and symbolizing after)",
-            us(record + process),
-            us(record),
-            us(process)
+            "; scalprof's own CPU {:.0} ms ({:.0} reading while it ran, {:.0} unwinding and symbolizing after), {:.1} µs per sample",
+            ms(record + process),
+            ms(record),
+            ms(process),
+            (record + process) as f64 / 1e3 / samples as f64
         )
     } else {
         String::new()

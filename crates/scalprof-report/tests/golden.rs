@@ -61,6 +61,9 @@ fn profile(worker_ns: u64, lock_ns: u64, overhead: u64) -> PointProfile {
             samples: (worker_ns + lock_ns) / 1_000_000 + overhead,
             kernel_stacks: true,
             overhead_samples: overhead,
+            // scalprof's own CPU: 2 µs per sample reading, 3 µs after.
+            record_cpu_ns: 2_000 * ((worker_ns + lock_ns) / 1_000_000 + overhead),
+            process_cpu_ns: 3_000 * ((worker_ns + lock_ns) / 1_000_000 + overhead),
             ..Default::default()
         },
         folded: stacks

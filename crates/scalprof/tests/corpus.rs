@@ -425,24 +425,33 @@ impl Drop for Server {
     }
 }
 
-/// `lock_client` swept at 1 and 2 clients (2 repeats, CORPUS_SCALE=0.25) against the corpus
-/// server `program`, attached: the run's document.
-fn client_sweep(program: &str) -> Value {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("runs.db");
-    let socket = dir.path().join(format!("{program}.sock"));
+/// `lock_client` swept at 1 and 2 clients (`repeats` repeats; `scale`: CORPUS_SCALE, if
+/// set) against the corpus server `program`, attached, into the store `db` (its folder
+/// holds the socket): the run's document.
+fn client_sweep(db: &Path, program: &str, repeats: u32, scale: Option<&str>) -> Value {
+    let dir = db.parent().unwrap();
+    let socket = dir.join(format!("{program}.sock"));
     let server = Server::start(program, &socket);
-    let json = dir.path().join("client.json");
-    scalprof(&db)
-        .env("CORPUS_SCALE", "0.25")
-        .args(["run", "-t", "1,2", "--repeat", "2", "--json"])
-        .arg(&json)
-        .args(["--attach", &server.0.id().to_string(), "--"])
-        .arg(corpus().join("lock_client"))
-        .arg("{threads}")
-        .arg(&socket)
-        .assert()
-        .success();
+    let json = dir.join("client.json");
+    let mut cmd = scalprof(db);
+    if let Some(scale) = scale {
+        cmd.env("CORPUS_SCALE", scale);
+    }
+    cmd.args([
+        "run",
+        "-t",
+        "1,2",
+        "--repeat",
+        &repeats.to_string(),
+        "--json",
+    ])
+    .arg(&json)
+    .args(["--attach", &server.0.id().to_string(), "--"])
+    .arg(corpus().join("lock_client"))
+    .arg("{threads}")
+    .arg(&socket)
+    .assert()
+    .success();
     read_json(&json)
 }
 
@@ -455,19 +464,7 @@ fn an_attached_server_s_lock_is_named_with_its_caller_and_process() {
     let _turn = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.db");
-    let socket = dir.path().join("server.sock");
-    let server = Server::start("lock_server", &socket);
-    let json = dir.path().join("client.json");
-    scalprof(&db)
-        .args(["run", "-t", "1,2", "--repeat", "3", "--json"])
-        .arg(&json)
-        .args(["--attach", &server.0.id().to_string(), "--"])
-        .arg(corpus().join("lock_client"))
-        .arg("{threads}")
-        .arg(&socket)
-        .assert()
-        .success();
-    let doc = read_json(&json);
+    let doc = client_sweep(&db, "lock_server", 3, None);
     let findings = doc["findings"].as_array().unwrap();
     // Two client and two server threads share this machine's two CPUs: at 2 clients the
     // woken server threads also wait for a CPU (a cause of its own, which can rank above
@@ -585,7 +582,8 @@ fn a_forking_server_s_workers_disk_waits_are_recorded_at_every_point() {
         return;
     }
     let _turn = exclusive();
-    let doc = client_sweep("sync_server");
+    let dir = tempfile::tempdir().unwrap();
+    let doc = client_sweep(&dir.path().join("runs.db"), "sync_server", 2, Some("0.25"));
     for p in doc["points"].as_array().unwrap() {
         let rows = p["locks"]["rows"].as_array().unwrap();
         let disk: Vec<&Value> = rows
@@ -632,7 +630,8 @@ fn a_saturated_event_loop_in_an_attached_server_is_the_cause() {
         return;
     }
     let _turn = exclusive();
-    let doc = client_sweep("loop_server");
+    let dir = tempfile::tempdir().unwrap();
+    let doc = client_sweep(&dir.path().join("runs.db"), "loop_server", 2, Some("0.25"));
     let findings = doc["findings"].as_array().unwrap();
     let stage = findings
         .iter()

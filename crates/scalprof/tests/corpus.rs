@@ -104,12 +104,15 @@ diagnosis!(
     /// Every operation holds the file's lock for all of its work, so at 2 processes the
     /// lost thread-time is the lock's, within 10 points: its waits, the phases when one
     /// process runs alone, and a woken waiter's wait for the CPU its releaser still runs
-    /// on. The lock file lives next to the program, in the private corpus directory.
+    /// on. The lock file lives next to the program, in the private corpus directory. A CPU
+    /// wait behind processes outside the workload counts too: it is part of the loss the
+    /// clean repeats measured (one debug CI run: 0.09 of a 0.59 loss, which the other rows
+    /// left unexplained).
     a_posix_record_lock_across_processes_is_named_by_its_file,
     Case {
         fields: &[("/details/type", "posix-lock")],
         explains: Some((
-            &["{corpus}/fcntl_same_file.lock", "serial", "waiting for a CPU"],
+            &["{corpus}/fcntl_same_file.lock", "serial", "waiting for a CPU*"],
             Within::Points(0.10),
         )),
         ..Case::new(

@@ -112,7 +112,12 @@ diagnosis!(
     Case {
         fields: &[("/details/type", "posix-lock")],
         explains: Some((
-            &["{corpus}/fcntl_same_file.lock", "serial", "waiting for a CPU*"],
+            &[
+                "{corpus}/fcntl_same_file.lock",
+                "serial",
+                "waiting for a CPU",
+                "waiting for a CPU behind other processes",
+            ],
             Within::Points(0.10),
         )),
         ..Case::new(

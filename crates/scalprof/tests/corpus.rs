@@ -181,11 +181,14 @@ diagnosis!(
 diagnosis!(
     /// 64 mutexes of one array: one row, one cause, not one per element. The lock words'
     /// traffic (libc's lock code, the futex path) is the array's cost: the largest cause,
-    /// little left unexplained.
+    /// little left unexplained. Like the mutex above, the array's hand-off rate is bimodal
+    /// between repeats (the stripes' share 0.13–0.62 in ten debug runs here, unexplained
+    /// 0–0.006), and once in a debug CI run the traced repeat left 0.11 unexplained: at
+    /// most 0.15.
     a_lock_array_is_one_cause_named_by_its_variable,
     Case {
         explains: Some((&["stripes"], Within::Fraction(0.0, 1.0))),
-        unexplained: Some(0.10),
+        unexplained: Some(0.15),
         ..Case::new("striped_locks", ("lock_contention", "user", "stripes"))
     },
     then |run| {

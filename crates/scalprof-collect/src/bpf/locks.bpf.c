@@ -47,6 +47,8 @@ struct pt_regs {
 #define NR_FUTEX 202 /* x86-64 */
 #define NR_WAIT4 61
 #define NR_WAITID 247
+#define NR_NANOSLEEP 35
+#define NR_CLOCK_NANOSLEEP 230
 #define NR_MAX 1024 /* orig_ax above this: not in a system call (a fault, an interrupt) */
 #define WAIT_FUTEX 1
 #define WAIT_SYSCALL 2
@@ -72,6 +74,9 @@ const volatile u32 sample_every = 16;
  * the function that waits (a stack copy costs a 4 KiB read and user-space work). */
 const volatile u32 syscall_sample_first = 8;
 const volatile u32 syscall_sample_every = 64;
+/* Sleeps more often: a sleep lasts tens of microseconds at least, and only a copied one
+ * opens the window in which the other threads' samples say what the sleeper waited for. */
+const volatile u32 sleep_sample_every = 4;
 /* Unwind the kernel stack of the first contentions on each lock, then one in
  * `kstack_every`: an unwind costs microseconds, a contention can be 100 ns. */
 const volatile u32 kstack_first = 64;

@@ -113,7 +113,9 @@ static __always_inline void on_block(void *ctx, struct task_struct *prev, u64 no
 		st->op = nr;
 		st->kind = WAIT_SYSCALL;
 		struct ukey key = { .uaddr = st->uaddr, .tgid = tgid, .op = nr };
-		if (!sampled(&syscall_waits, &key, syscall_sample_first, syscall_sample_every))
+		u32 every = nr == NR_NANOSLEEP || nr == NR_CLOCK_NANOSLEEP ? sleep_sample_every
+									       : syscall_sample_every;
+		if (!sampled(&syscall_waits, &key, syscall_sample_first, every))
 			return;
 		remember_comm(tgid);
 		st->kstack = bpf_get_stackid(ctx, &stacks, 0);

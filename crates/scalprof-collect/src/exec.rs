@@ -129,7 +129,11 @@ pub fn run_with(
     let out = create(&spec.stdout)?;
     let err = create(&spec.stderr)?;
     let children_before = own_children();
-    let child = Suspended::spawn(&path, &spec.argv, &spec.env, &out, &err)?;
+    // Every process of the workload's tree carries scalprof's token (see [`crate::keeper`]).
+    let mut env = spec.env.clone();
+    env.retain(|(k, _)| k != crate::keeper::TREE_ENV);
+    env.push((crate::keeper::TREE_ENV.into(), crate::keeper::tree_value()));
+    let child = Suspended::spawn(&path, &spec.argv, &env, &out, &err)?;
     let pid = child.pid();
     for (i, c) in collectors.iter_mut().enumerate() {
         if let Err(e) = c.attach(pid, &spec.attached) {

@@ -9,6 +9,7 @@
 //! - [`locks`]: the BPF lock tracer (kernel lock contention, futex waits at the scheduler).
 //! - [`import`]: reading perf.data files recorded elsewhere.
 //! - [`interrupt`]: SIGINT/SIGTERM forwarded to the workload's process group.
+//! - [`keeper`]: a process that kills what is left of the workloads when scalprof ends.
 //! - [`host`]: facts about the machine recorded with every run.
 //! - [`private`]: directories and files no other user can plant anything in.
 
@@ -18,6 +19,7 @@ pub mod exec;
 pub mod host;
 pub mod import;
 pub mod interrupt;
+pub mod keeper;
 pub mod launch;
 pub mod locks;
 pub mod perf;

@@ -46,6 +46,14 @@ fn quiet_import_panics() {
 }
 
 fn main() -> ExitCode {
+    let mut args = std::env::args_os().skip(1);
+    if args
+        .next()
+        .is_some_and(|a| a == scalprof_collect::keeper::KEEPER_ARG)
+    {
+        let token = args.next().unwrap_or_default();
+        scalprof_collect::keeper::serve(&token.to_string_lossy());
+    }
     quiet_import_panics();
     // An empty SCALPROF_DB means unset (as an empty XDG_DATA_HOME does), not `--db ""`.
     if std::env::var_os("SCALPROF_DB").is_some_and(|v| v.is_empty()) {
@@ -53,6 +61,9 @@ fn main() -> ExitCode {
     }
     let cli = Cli::parse();
     let db = cli.db.clone();
+    if runs_workloads(&cli.command) {
+        keep_the_workloads_tree();
+    }
     // compare's exit codes are a CI contract: 1 a regression, 2 usage, 3 any other error.
     let error_code = if matches!(cli.command, Command::Compare(_)) {
         3
@@ -83,6 +94,31 @@ fn main() -> ExitCode {
             }
             ExitCode::from(error_code)
         }
+    }
+}
+
+/// The commands that start workloads.
+fn runs_workloads(command: &Command) -> bool {
+    matches!(
+        command,
+        Command::Run(_)
+            | Command::Demo(_)
+            | Command::Suite(_)
+            | Command::Complexity(_)
+            | Command::Locks(_)
+    )
+}
+
+/// Starts the keeper that kills what is left of the workloads when scalprof ends, even by
+/// SIGKILL ([`scalprof_collect::keeper`]). Without it a SIGKILLed scalprof could leave a
+/// workload's grandchildren running: said, and the run goes on.
+fn keep_the_workloads_tree() {
+    let started = std::env::current_exe().and_then(|exe| scalprof_collect::keeper::start(&exe));
+    if let Err(e) = started {
+        eprintln!(
+            "scalprof: warning: could not start the process that cleans up after the workload \
+             ({e}); if scalprof is killed with SIGKILL, what the workload started may keep running"
+        );
     }
 }
 

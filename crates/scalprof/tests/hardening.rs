@@ -200,6 +200,58 @@ fn timeout_and_sigterm_reach_a_workload_that_left_the_process_group() {
     );
 }
 
+/// A SIGKILLed scalprof runs no code, yet nothing of its workload runs on: its keeper
+/// kills the processes that carry its token, grandchildren that left the group included.
+#[test]
+fn a_sigkilled_scalprof_leaves_nothing_of_its_workload_running() {
+    let _turn = common::exclusive();
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("runs.db");
+    // A grandchild in a process group and session of its own, detached from the tree.
+    let marker = format!("scalprof-orphan-{}", std::process::id());
+    // The name comes through the environment, so that only the sleeps' command lines hold
+    // it (not scalprof's or the shell's).
+    let script = r#"setsid bash -c 'exec -a "$ORPHAN" sleep 60' & exec -a "$ORPHAN" sleep 60"#;
+    let mut child = StdCommand::new(assert_cmd::cargo::cargo_bin("scalprof"))
+        .arg("--db")
+        .arg(&db)
+        .args(["run", "-t", "1", "--repeat", "1", "--diagnose", "0", "--"])
+        .args(["bash", "-c", script])
+        .env("ORPHAN", &marker)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let running = || {
+        let out = StdCommand::new("pgrep")
+            .args(["-f", &marker])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .split_whitespace()
+            .count()
+    };
+    let t0 = Instant::now();
+    while running() < 2 && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(running(), 2, "the workload did not start");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let t1 = Instant::now();
+    while running() > 0 && t1.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let left = running();
+    if left > 0 {
+        let _ = StdCommand::new("pkill").args(["-f", &marker]).status();
+    }
+    assert_eq!(
+        left, 0,
+        "processes of a SIGKILLed scalprof's workload ran on"
+    );
+}
+
 /// A store with one quick run in it.
 fn store_with_a_run(dir: &Path) -> std::path::PathBuf {
     let db = dir.join("runs.db");

@@ -12,7 +12,8 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// Why a directory or file is not ours alone.
@@ -125,6 +126,101 @@ pub fn create_file(path: &Path) -> io::Result<File> {
     }
     f.set_len(0)?;
     Ok(f)
+}
+
+/// Opens a file the user named for output (a report, a document, an export), truncated.
+/// A user's own path may be a link (`-o /dev/stdout`, a link in their home), so links are
+/// followed when they are yours or root's; one another user made (in a shared /tmp) is
+/// refused, as is an existing file of another user's in a folder others can write to (the
+/// kernel's `protected_symlinks`/`protected_regular`, whatever the machine sets them to).
+/// A FIFO is never waited on when no one reads it; a device (`/dev/null`) is written as it is.
+pub fn create_user_file(path: &Path) -> io::Result<File> {
+    let refuse = |why: String| {
+        Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("{why}: refusing to write through it"),
+        ))
+    };
+    let link = std::fs::symlink_metadata(path)
+        .ok()
+        .filter(|m| m.file_type().is_symlink());
+    if let Some(m) = &link {
+        if m.uid() != euid() && m.uid() != 0 {
+            return refuse(format!("a link made by another user (uid {})", m.uid()));
+        }
+    }
+    let mut flags = libc::O_NONBLOCK | libc::O_CLOEXEC;
+    if link.is_none() {
+        flags |= libc::O_NOFOLLOW;
+    }
+    let f = match OpenOptions::new()
+        .write(true)
+        .create(true)
+        .custom_flags(flags)
+        .open(path)
+    {
+        Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+            return refuse("a FIFO that no one reads (it would wait forever)".into())
+        }
+        other => other?,
+    };
+    let m = f.metadata()?;
+    // The link checked above is still the one opened through (not swapped meanwhile).
+    let same_link = |n: &std::fs::Metadata| n.file_type().is_symlink().then(|| (n.dev(), n.ino()));
+    let now = std::fs::symlink_metadata(path).ok();
+    if link.as_ref().and_then(same_link) != now.as_ref().and_then(same_link) {
+        return refuse("it changed while it was opened".into());
+    }
+    if m.uid() != euid()
+        && m.uid() != 0
+        && !m.file_type().is_char_device()
+        && others_may_write(path)
+    {
+        return refuse(format!(
+            "it belongs to another user (uid {}) and others can write to its folder",
+            m.uid()
+        ));
+    }
+    // Opened without blocking (a FIFO with a reader, `-o /dev/stdout` into a pipe): the
+    // writes may block as any output does.
+    // SAFETY: fcntl on a descriptor we own, with integer arguments.
+    unsafe {
+        let fl = libc::fcntl(f.as_raw_fd(), libc::F_GETFL);
+        if fl >= 0 {
+            libc::fcntl(f.as_raw_fd(), libc::F_SETFL, fl & !libc::O_NONBLOCK);
+        }
+    }
+    if m.is_file() {
+        f.set_len(0)?;
+    }
+    Ok(f)
+}
+
+/// Why an output path the user named is another user's to control, if it is: a link they
+/// made, or an existing file of theirs in a folder others can write to. Checked before a
+/// sweep (so that it is said before many minutes of work) and again when it is opened.
+pub fn foreign_output(path: &Path) -> Option<String> {
+    let m = std::fs::symlink_metadata(path).ok()?;
+    if m.file_type().is_symlink() && m.uid() != euid() && m.uid() != 0 {
+        return Some(format!("a link made by another user (uid {})", m.uid()));
+    }
+    let m = std::fs::metadata(path).ok()?;
+    (m.uid() != euid() && m.uid() != 0 && !m.file_type().is_char_device() && others_may_write(path))
+        .then(|| {
+            format!(
+                "it belongs to another user (uid {}) and others can write to its folder",
+                m.uid()
+            )
+        })
+}
+
+/// Whether users other than the folder's owner may create files in `path`'s folder.
+fn others_may_write(path: &Path) -> bool {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    std::fs::metadata(parent).is_ok_and(|m| m.mode() & 0o022 != 0)
 }
 
 #[cfg(test)]

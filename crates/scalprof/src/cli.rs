@@ -585,6 +585,9 @@ fn parse_output_path(s: &str) -> Result<PathBuf, String> {
     if unsafe { libc::access(c.as_ptr(), libc::W_OK) } != 0 {
         return Err(format!("the folder {} is not writable", dir.display()));
     }
+    if let Some(why) = scalprof_collect::private::foreign_output(&path) {
+        return Err(format!("{s}: {why}: scalprof will not write through it"));
+    }
     Ok(path)
 }
 

@@ -94,9 +94,13 @@ pub fn flush() -> Result<(), WriteError> {
 }
 
 /// Writes a whole file the user named (a report, a document, an export).
+/// Never through another user's link, never waiting on a FIFO
+/// ([`scalprof_collect::private::create_user_file`]).
 pub fn file(path: &Path, bytes: impl AsRef<[u8]>) -> Result<(), WriteError> {
-    std::fs::write(path, bytes).map_err(|source| WriteError {
-        target: path.display().to_string(),
-        source,
-    })
+    scalprof_collect::private::create_user_file(path)
+        .and_then(|mut f| f.write_all(bytes.as_ref()).and_then(|()| f.flush()))
+        .map_err(|source| WriteError {
+            target: path.display().to_string(),
+            source,
+        })
 }

@@ -323,6 +323,93 @@ fn a_closed_pipe_or_a_full_disk_is_an_error_not_a_panic() {
     assert!(err.contains("where /dev/full is written"), "{err}");
 }
 
+/// Files the user names (`report -o`, `--json`, `flame -o`, `export -o`) are not written
+/// through another user's link or into another user's file in a shared folder; a FIFO no
+/// one reads is refused at once. The user's own links and pipes still work.
+#[test]
+fn an_output_file_is_never_written_through_another_users_link() {
+    if !need_root("an_output_file_is_never_written_through_another_users_link") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let db = store_with_a_run(tmp.path());
+    let victim = tmp.path().join("victim");
+    std::fs::write(&victim, "root's secret").unwrap();
+    // A shared folder, as /tmp is: world-writable and sticky.
+    let shared = tmp.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(
+        &shared,
+        std::os::unix::fs::PermissionsExt::from_mode(0o1777),
+    )
+    .unwrap();
+    let link = shared.join("report.html");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    std::os::unix::fs::lchown(&link, Some(NOBODY), Some(NOBODY)).unwrap();
+    let theirs = shared.join("theirs.json");
+    std::fs::write(&theirs, "").unwrap();
+    std::os::unix::fs::chown(&theirs, Some(NOBODY), Some(NOBODY)).unwrap();
+    for (args, code) in [
+        (&["report", "1", "-o", "{}"][..], 1),
+        (&["export", "1", "--format", "folded", "-o", "{}"], 1),
+        // Checked when parsed, before the sweep.
+        (&["run", "-t", "1", "--json", "{}", "--", "true"], 2),
+    ] {
+        for target in [&link, &theirs] {
+            let args: Vec<String> = args
+                .iter()
+                .map(|a| a.replace("{}", target.to_str().unwrap()))
+                .collect();
+            let out = scalprof(&db).args(&args).output().unwrap();
+            let err = stderr_of(&out);
+            // export of a run without profiles fails before it writes: still not written.
+            if args[0] != "export" {
+                assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+                assert!(err.contains("another user (uid 65534)"), "{args:?}: {err}");
+            }
+            assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root's secret");
+            assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "");
+        }
+    }
+    // A FIFO no one reads: refused at once, not waited on.
+    let fifo = tmp.path().join("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let t0 = Instant::now();
+    let out = scalprof(&db)
+        .args(["report", "1", "-o"])
+        .arg(&fifo)
+        .timeout(Duration::from_secs(20))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert!(
+        stderr_of(&out).contains("no one reads"),
+        "{}",
+        stderr_of(&out)
+    );
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    // The user's own link, and standard output as a pipe, are written.
+    let mine = tmp.path().join("mine.html");
+    std::os::unix::fs::symlink(tmp.path().join("target.html"), &mine).unwrap();
+    let out = scalprof(&db)
+        .args(["report", "1", "-o"])
+        .arg(&mine)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert!(std::fs::read_to_string(tmp.path().join("target.html"))
+        .unwrap()
+        .starts_with("<!DOCTYPE html>"));
+    let out = scalprof(&db)
+        .args(["report", "1", "-o", "/dev/stdout"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("<!DOCTYPE html>"));
+}
+
 #[test]
 fn a_jit_map_planted_by_another_user_is_neither_read_nor_waited_on() {
     // The FIFO case needs no second user: a FIFO at perf-PID.map would block a plain read.

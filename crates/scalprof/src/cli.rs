@@ -268,7 +268,7 @@ pub struct RunArgs {
 
     /// Regex whose first capture group is the operation count the workload prints;
     /// throughput is ops per second of wall time.
-    #[arg(long, default_value = r"ops=(\d+)", value_name = "REGEX")]
+    #[arg(long, default_value = r"ops=(\d+)", value_name = "REGEX", value_parser = parse_regex)]
     pub ops_regex: String,
 
     /// Throughput when the workload prints no ops line: `weak` if each thread does the same
@@ -589,6 +589,13 @@ fn parse_output_path(s: &str) -> Result<PathBuf, String> {
         return Err(format!("{s}: {why}: scalprof will not write through it"));
     }
     Ok(path)
+}
+
+/// A regex, checked when parsed: a typo is a usage error (exit 2) before anything runs.
+fn parse_regex(s: &str) -> Result<String, String> {
+    regex::Regex::new(s)
+        .map(|_| s.to_string())
+        .map_err(|e| format!("not a valid regex: {e}"))
 }
 
 /// A sweep list (`1,2,4`, `1-8`, `1-4,8`), checked when parsed: the same error, and exit

@@ -127,7 +127,11 @@ pub fn select(list: Option<&str>) -> Result<Vec<(&'static Test, &'static str)>> 
         };
         let Some(test) = TESTS.iter().find(|t| t.name == name) else {
             let names: Vec<&str> = TESTS.iter().map(|t| t.name).collect();
-            bail!("--tests: no test {name:?} (tests: {})", names.join(", "));
+            return Err(crate::commands::Usage(format!(
+                "--tests: no test {name:?} (tests: {})",
+                names.join(", ")
+            ))
+            .into());
         };
         match mode {
             None => out.extend(all.iter().filter(|(t, _)| t.name == name).copied()),
@@ -140,7 +144,7 @@ pub fn select(list: Option<&str>) -> Result<Vec<(&'static Test, &'static str)>> 
         }
     }
     if out.is_empty() {
-        bail!("--tests selected no test");
+        return Err(crate::commands::Usage("--tests selected no test".into()).into());
     }
     Ok(out)
 }

@@ -689,6 +689,8 @@ fn values_that_make_no_sense_are_refused_when_parsed() {
         (&["suite", "--repeat", "0"], "--repeat"),
         (&["suite", "--seconds", "nan"], "--seconds"),
         (&["demo", "--repeat", "0"], "--repeat"),
+        (&["run", "--ops-regex", "(", "--", "true"], "--ops-regex"),
+        (&["suite", "--tests", "bogus"], "no test \"bogus\""),
     ] {
         let out = scalprof(&db).args(args).output().unwrap();
         let err = stderr_of(&out);

@@ -191,6 +191,8 @@ pub fn locks(db: &Option<PathBuf>, args: cli::LocksArgs) -> Result<ExitCode> {
 
 /// `scalprof suite`: the OS scalability suite.
 pub fn suite(db: &Option<PathBuf>, args: cli::SuiteArgs) -> Result<ExitCode> {
+    // A misspelt test is said before the store is created.
+    crate::suite::select(args.tests.as_deref())?;
     let store = open_store(db)?;
     let interrupt = Interrupt::install()?;
     let (json, report) = (args.json.clone(), args.report.clone());

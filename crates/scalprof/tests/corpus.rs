@@ -254,8 +254,10 @@ diagnosis!(
         ..Case::new("kmap_flush", ("lock_contention", "user", "kmap_lock"))
     },
     then |run| {
+        // From a few dozen samples: 0.56–0.81 in five runs here, lower once in a debug CI
+        // run; the advice names it from 0.4 with a clear margin over the next holder.
         let holder = &run.finding("kmap_lock")["details"]["holders"][0];
-        assert!(holder["share"].as_f64().unwrap() >= 0.5, "{holder}");
+        assert!(holder["share"].as_f64().unwrap() >= 0.4, "{holder}");
         // Its flame graph's stacks are in the lock's row.
         let last = run.doc["points"].as_array().unwrap().last().unwrap();
         let row = last["locks"]["rows"]

@@ -350,8 +350,12 @@ fn long_holder(row: &LockRow) -> Option<String> {
     if !row.lock_type.is_lock() {
         return None;
     }
-    let h = row.holders.first().filter(|h| h.share >= 0.5)?;
-    (share_of(&row.callers, &h.function) <= 0.25).then(|| h.function.clone())
+    // The largest holder by a clear margin: holders come from a few dozen samples inside
+    // the waits, so a true 0.6 share reads anywhere from 0.45 to 0.8 between runs.
+    let h = row.holders.first()?;
+    let next = row.holders.get(1).map_or(0.0, |n| n.share);
+    let clear = h.share >= 0.5 || (h.share >= 0.4 && h.share >= 1.5 * next);
+    (clear && share_of(&row.callers, &h.function) <= 0.25).then(|| h.function.clone())
 }
 
 fn share_of(list: &[scalprof_model::locks::LockCaller], function: &str) -> f64 {
@@ -387,6 +391,17 @@ fn a_long_holder_is_a_lock_s_rare_caller_with_most_of_the_wait() {
     };
     assert_eq!(long_holder(&row).as_deref(), Some("rebuild_index"));
     assert!(held_text(&row).contains("held in rebuild_index (95% of the wait), lookup (5%"));
+    // Below half, the largest holder by a clear margin still is (kmap_lock's flush).
+    row.holders = vec![
+        c("rebuild_index", 0.45),
+        c("lookup", 0.30),
+        c("other", 0.25),
+    ];
+    assert_eq!(long_holder(&row).as_deref(), Some("rebuild_index"));
+    // Two holders of nearly equal share: neither is the one the waiters wait behind.
+    row.holders = vec![c("rebuild_index", 0.42), c("lookup", 0.40)];
+    assert_eq!(long_holder(&row), None);
+    row.holders = vec![c("rebuild_index", 0.95), c("lookup", 0.05)];
     // The holder is also the caller (hash_global_mutex's table_lookup): not a long holder.
     row.callers = vec![c("rebuild_index", 1.0)];
     assert_eq!(long_holder(&row), None);

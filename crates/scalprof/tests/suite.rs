@@ -145,11 +145,11 @@ fn a_hung_test_is_recorded_as_timed_out_and_the_suite_goes_on() {
         assert_eq!(t["status"], "failed", "{t}");
         assert!(t["points"][0]["throughput"].is_null(), "{t}");
     }
-    // A test that does not exist is refused before anything runs.
+    // A test that does not exist is refused before anything runs: a usage error.
     scalprof(&db)
         .args(["suite", "--tests", "page_faults"])
         .assert()
-        .code(1)
+        .code(2)
         .stderr(predicates::str::contains("no test \"page_faults\""));
 }
 

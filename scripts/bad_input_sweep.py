@@ -9,7 +9,7 @@ run lost. Prints one line per case and the count; exits 1 if any case fails.
     sudo python3 scripts/bad_input_sweep.py [path/to/scalprof]
 
 Needs root (to act as nobody via setpriv), gcc, python3, perf (the import cases) and node
-(the JIT map cases; skipped without it). Takes about three minutes.
+(the JIT map cases; skipped without it). Takes under a minute.
 """
 
 import json

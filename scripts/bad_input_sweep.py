@@ -117,8 +117,9 @@ def _():
         chown_nobody(os.path.join(t, sub.split("/")[0]), os.path.join(t, sub))
     rc, _, err, _ = run(["demo", "-t", "1", "--repeat", "1"], os.path.join(t, "r.db"),
                         env={"PATH": "/usr/bin:/bin", "TMPDIR": t})
-    ok, said = clean(rc, err, 1, "owned by uid 65534")
-    return ok and not os.path.exists(marker), said
+    ok, _ = clean(rc, err, 1, "owned by uid 65534")
+    said = next((l for l in err.splitlines() if "owned by uid" in l), first_line(err))
+    return ok and not os.path.exists(marker), f"rc {rc}: {said}"
 
 
 @case("r02 suite never writes through a planted link")
@@ -187,6 +188,19 @@ def node():
     return shutil.which("node") or shutil.which("nodejs")
 
 
+def plant_maps(make, count=400):
+    """Plants `make(path)` at /tmp/perf-PID.map for the next pids, owned by nobody; returns
+    the paths planted, for the caller to remove."""
+    planted = []
+    for pid in next_pids(count):
+        path = f"/tmp/perf-{pid}.map"
+        if not os.path.lexists(path):
+            make(path)
+            os.lchown(path, NOBODY, NOBODY)
+            planted.append(path)
+    return planted
+
+
 JS = "let s=0;for(let i=0;i<3e8;i++){s+=i%7};console.log('ops='+(s%5+1))"
 
 
@@ -194,13 +208,7 @@ JS = "let s=0;for(let i=0;i<3e8;i++){s+=i%7};console.log('ops='+(s%5+1))"
 def _():
     if not node():
         return True, "skipped: no node"
-    planted = []
-    for pid in next_pids(400):
-        path = f"/tmp/perf-{pid}.map"
-        if not os.path.exists(path):
-            os.mkfifo(path)
-            chown_nobody(path)
-            planted.append(path)
+    planted = plant_maps(os.mkfifo)
     try:
         rc, _, err, took = run(["run", "-t", "1", "--repeat", "1", "--no-locks", "--", node(),
                                 "-e", JS], os.path.join(d("r04"), "r.db"), timeout=90)
@@ -214,13 +222,8 @@ def _():
 def _():
     if not node():
         return True, "skipped: no node"
-    planted = []
-    for pid in next_pids(400):
-        path = f"/tmp/perf-{pid}.map"
-        if not os.path.exists(path):
-            open(path, "w").write("0 7fffffffffff \x1b[2J<script>evil</script>\n")
-            chown_nobody(path)
-            planted.append(path)
+    planted = plant_maps(
+        lambda path: open(path, "w").write("0 7fffffffffff \x1b[2J<script>evil</script>\n"))
     db = os.path.join(d("r05"), "r.db")
     try:
         rc, _, err, _ = run(["run", "-t", "1", "--repeat", "1", "--no-locks", "--", node(),
@@ -825,13 +828,7 @@ def _():
 @case("c53 a second user's perf map for a pid that is not theirs is ignored (no JIT)")
 def _():
     db = os.path.join(d("c53"), "r.db")
-    planted = []
-    for pid in next_pids(100):
-        path = f"/tmp/perf-{pid}.map"
-        if not os.path.exists(path):
-            os.symlink("/etc/shadow", path)
-            os.lchown(path, NOBODY, NOBODY)
-            planted.append(path)
+    planted = plant_maps(lambda path: os.symlink("/etc/shadow", path), 100)
     try:
         rc, _, err, took = run(["run", "-t", "1", "--repeat", "1", "--no-locks", "--", "sh", "-c",
                                 "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; echo ops=1"],

@@ -90,18 +90,8 @@ fn truncate_comm(name: &str) -> String {
 /// pid → (command name, parent pid) of every process.
 fn process_table(proc: &Path) -> HashMap<i32, (String, i32)> {
     let mut out = HashMap::new();
-    let Ok(dir) = std::fs::read_dir(proc) else {
-        return out;
-    };
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+    for (pid, path) in crate::processes(proc) {
+        let Ok(stat) = std::fs::read_to_string(path.join("stat")) else {
             continue; // exited meanwhile
         };
         // `pid (comm) state ppid …`: the name may hold spaces and parentheses.

@@ -120,21 +120,11 @@ pub fn serve(token: &str) -> ! {
 pub fn kill_carriers(token: &str) -> usize {
     let own = std::process::id() as i32;
     let mut killed = 0;
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return 0;
-    };
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
-            continue;
-        };
+    for (pid, path) in crate::processes(Path::new("/proc")) {
         if pid == own {
             continue;
         }
-        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+        let Ok(environ) = std::fs::read(path.join("environ")) else {
             continue;
         };
         if carries(&environ, token) {

@@ -168,6 +168,20 @@ pub mod caps {
 
 /// Finds the program the way execvp would, so that a missing command fails at once,
 /// before any run is created.
+/// Every process's pid and /proc folder under `proc` (a process that exits meanwhile may
+/// still be listed: reading its files then fails, and callers skip it).
+pub(crate) fn processes(proc: &std::path::Path) -> Vec<(i32, PathBuf)> {
+    let Ok(dir) = std::fs::read_dir(proc) else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            let pid = e.file_name().to_str()?.parse::<i32>().ok()?;
+            Some((pid, e.path()))
+        })
+        .collect()
+}
+
 pub fn resolve_program(program: &str) -> Result<PathBuf, CollectError> {
     use std::os::unix::fs::PermissionsExt;
     let check = |p: PathBuf| -> Result<PathBuf, CollectError> {

@@ -144,10 +144,8 @@ pub fn create_user_file(path: &Path) -> io::Result<File> {
     let link = std::fs::symlink_metadata(path)
         .ok()
         .filter(|m| m.file_type().is_symlink());
-    if let Some(m) = &link {
-        if m.uid() != euid() && m.uid() != 0 {
-            return refuse(format!("a link made by another user (uid {})", m.uid()));
-        }
+    if let Some(why) = link.as_ref().and_then(foreign_link) {
+        return refuse(why);
     }
     let mut flags = libc::O_NONBLOCK | libc::O_CLOEXEC;
     if link.is_none() {
@@ -171,15 +169,8 @@ pub fn create_user_file(path: &Path) -> io::Result<File> {
     if link.as_ref().and_then(same_link) != now.as_ref().and_then(same_link) {
         return refuse("it changed while it was opened".into());
     }
-    if m.uid() != euid()
-        && m.uid() != 0
-        && !m.file_type().is_char_device()
-        && others_may_write(path)
-    {
-        return refuse(format!(
-            "it belongs to another user (uid {}) and others can write to its folder",
-            m.uid()
-        ));
+    if let Some(why) = foreign_file(&m, path) {
+        return refuse(why);
     }
     // Opened without blocking (a FIFO with a reader, `-o /dev/stdout` into a pipe): the
     // writes may block as any output does.
@@ -201,10 +192,18 @@ pub fn create_user_file(path: &Path) -> io::Result<File> {
 /// sweep (so that it is said before many minutes of work) and again when it is opened.
 pub fn foreign_output(path: &Path) -> Option<String> {
     let m = std::fs::symlink_metadata(path).ok()?;
-    if m.file_type().is_symlink() && m.uid() != euid() && m.uid() != 0 {
-        return Some(format!("a link made by another user (uid {})", m.uid()));
-    }
-    let m = std::fs::metadata(path).ok()?;
+    foreign_link(&m).or_else(|| foreign_file(&std::fs::metadata(path).ok()?, path))
+}
+
+/// A link (its own metadata) that another user made.
+fn foreign_link(m: &std::fs::Metadata) -> Option<String> {
+    (m.file_type().is_symlink() && m.uid() != euid() && m.uid() != 0)
+        .then(|| format!("a link made by another user (uid {})", m.uid()))
+}
+
+/// A file, FIFO or socket at `path` (its metadata) of another user's, in a folder others
+/// can write to. Devices (`/dev/null`) are anyone's to write.
+fn foreign_file(m: &std::fs::Metadata, path: &Path) -> Option<String> {
     (m.uid() != euid() && m.uid() != 0 && !m.file_type().is_char_device() && others_may_write(path))
         .then(|| {
             format!(

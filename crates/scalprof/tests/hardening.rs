@@ -252,6 +252,15 @@ fn a_sigkilled_scalprof_leaves_nothing_of_its_workload_running() {
     );
 }
 
+/// `scalprof report 1 -o target` on `db`.
+fn report_to(db: &Path, target: impl AsRef<std::ffi::OsStr>) -> std::process::Output {
+    scalprof(db)
+        .args(["report", "1", "-o"])
+        .arg(target)
+        .output()
+        .unwrap()
+}
+
 /// A store with one quick run in it.
 fn store_with_a_run(dir: &Path) -> std::path::PathBuf {
     let db = dir.join("runs.db");
@@ -314,10 +323,7 @@ fn a_closed_pipe_or_a_full_disk_is_an_error_not_a_panic() {
         assert!(!stderr_of(&out).contains("panicked"), "{}", stderr_of(&out));
     }
     // A report written to a full disk names the report, not the store.
-    let out = scalprof(&db)
-        .args(["report", "1", "-o", "/dev/full"])
-        .output()
-        .unwrap();
+    let out = report_to(&db, "/dev/full");
     let err = stderr_of(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("where /dev/full is written"), "{err}");
@@ -393,19 +399,12 @@ fn an_output_file_is_never_written_through_another_users_link() {
     // The user's own link, and standard output as a pipe, are written.
     let mine = tmp.path().join("mine.html");
     std::os::unix::fs::symlink(tmp.path().join("target.html"), &mine).unwrap();
-    let out = scalprof(&db)
-        .args(["report", "1", "-o"])
-        .arg(&mine)
-        .output()
-        .unwrap();
+    let out = report_to(&db, &mine);
     assert!(out.status.success(), "{}", stderr_of(&out));
     assert!(std::fs::read_to_string(tmp.path().join("target.html"))
         .unwrap()
         .starts_with("<!DOCTYPE html>"));
-    let out = scalprof(&db)
-        .args(["report", "1", "-o", "/dev/stdout"])
-        .output()
-        .unwrap();
+    let out = report_to(&db, "/dev/stdout");
     assert!(out.status.success(), "{}", stderr_of(&out));
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("<!DOCTYPE html>"));
 }
@@ -802,11 +801,7 @@ fn a_report_of_a_run_too_short_to_sample_is_still_written() {
         .unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));
     let html = tmp.path().join("r.html");
-    let out = scalprof(&db)
-        .args(["report", "1", "-o"])
-        .arg(&html)
-        .output()
-        .unwrap();
+    let out = report_to(&db, &html);
     assert!(out.status.success(), "{}", stderr_of(&out));
     assert!(std::fs::read_to_string(&html).unwrap().contains("<html"));
 }

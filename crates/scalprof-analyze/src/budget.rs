@@ -21,7 +21,7 @@
 //! cause it (one thread runs while the other sleeps on the lock it holds), so it only
 //! keeps the share the named causes leave.
 
-use scalprof_model::locks::{LockKind, Scope, CPU_WAIT_OBSERVER};
+use scalprof_model::locks::{LockKind, Scope, CPU_WAIT, CPU_WAIT_OBSERVER, CPU_WAIT_OTHER};
 use scalprof_model::profile::folded;
 use scalprof_model::{
     Budget, Cause, Finding, FindingKind, Point, PointProfile, ScalingDiff, WhatIf,
@@ -449,6 +449,8 @@ pub fn budgets(
     // for a reader of the document.
     if points[0].efficiency.is_some() && t0 > 0.0 {
         out[0] = Some(Budget {
+            useful_interval: None,
+            unexplained_interval: None,
             useful: 1.0,
             overhead: 0.0,
             unexplained: 0.0,
@@ -475,6 +477,8 @@ pub fn budgets(
                     }
                 };
                 (share > 0.0).then(|| Cause {
+                    foreign: crate::stability::is_foreign(s.scope, &s.subject),
+                    share_interval: None,
                     kind: s.kind,
                     scope: s.scope,
                     subject: s.subject.clone(),
@@ -483,6 +487,7 @@ pub fn budgets(
                 })
             })
             .collect();
+        move_interference(&mut causes, &points[i]);
         // A serial phase is a symptom: while one thread runs, the others wait on
         // something. Named waits and costs take the room first; the serial phase keeps
         // what they leave.
@@ -517,6 +522,8 @@ pub fn budgets(
         });
         let explained: f64 = causes.iter().map(|c| c.share).sum();
         out[i] = Some(Budget {
+            useful_interval: None,
+            unexplained_interval: None,
             useful,
             overhead,
             unexplained: (room - explained).max(0.0),
@@ -524,6 +531,47 @@ pub fn budgets(
         });
     }
     out
+}
+
+/// Waiting for a CPU while other processes took a share `s` of the CPUs the workload could
+/// use (measured over its traced repeats, [`scalprof_model::Interference`]): up to `s` of
+/// the thread-time waited behind them, whoever the scheduler's switch points named (a
+/// thread woken while its sibling and a foreign process held the two CPUs is counted as
+/// waiting behind its sibling). That part of the workload's own CPU wait is moved to the
+/// foreign cause: interference, not the program's.
+fn move_interference(causes: &mut Vec<Cause>, p: &Point) {
+    let shares: Vec<f64> = p
+        .traced_repeats
+        .iter()
+        .filter_map(|r| r.interference.as_ref().map(|i| i.share))
+        .collect();
+    let Some(s) = crate::summary::spread(shares.into_iter()).map(|s| s.median) else {
+        return;
+    };
+    let already: f64 = causes.iter().filter(|c| c.foreign).map(|c| c.share).sum();
+    let Some(own) = causes
+        .iter_mut()
+        .find(|c| c.scope == Some(Scope::Kernel) && c.subject == CPU_WAIT)
+    else {
+        return;
+    };
+    let moved = (s - already).max(0.0).min(own.share);
+    if moved <= 0.0 {
+        return;
+    }
+    own.share -= moved;
+    match causes.iter_mut().find(|c| c.foreign) {
+        Some(f) => f.share += moved,
+        None => causes.push(Cause {
+            kind: FindingKind::BlockedWait,
+            scope: Some(Scope::Kernel),
+            subject: CPU_WAIT_OTHER.into(),
+            share: moved,
+            share_interval: None,
+            foreign: true,
+            detail: "cpu-wait".into(),
+        }),
+    }
 }
 
 /// The kinds of finding a budget scores.
@@ -586,6 +634,10 @@ mod tests {
             })
         };
         Point {
+            outliers: Vec::new(),
+            perturbation_interval: None,
+            settling: None,
+            interference: None,
             value,
             repeats: Vec::new(),
             traced_repeats: Vec::new(),
@@ -836,6 +888,7 @@ mod tests {
         let series = [lock("mmap_lock", [10.0, 100_000.0])];
         points[1].budget = budgets(&points, &[None, None], &series)[1].clone();
         let mut findings = vec![Finding {
+            score_interval: None,
             kind: FindingKind::LockContention,
             scope: Some(Scope::Kernel),
             subject: "mmap_lock".into(),
@@ -859,6 +912,7 @@ mod tests {
         let series = [lock("table_lock", [0.0, 800_000.0])];
         points[1].budget = budgets(&points, &[None, None], &series)[1].clone();
         let mut findings = vec![Finding {
+            score_interval: None,
             kind: FindingKind::LockContention,
             scope: Some(Scope::User),
             subject: "table_lock".into(),

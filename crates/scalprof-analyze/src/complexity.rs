@@ -212,7 +212,7 @@ pub fn superlinear(report: &ComplexityReport, unit: &str) -> Vec<Finding> {
             } else {
                 0.0
             };
-            Finding {
+            Finding { score_interval: None,
                 kind: FindingKind::SuperlinearCost,
                 scope: Some(if f.in_kernel { Scope::Kernel } else { Scope::User }),
                 subject: f.function.clone(),

@@ -10,6 +10,7 @@ pub mod locks;
 pub mod profile;
 pub mod scaling;
 pub mod sharing;
+pub mod stability;
 pub mod stage;
 pub mod summary;
 pub mod usl;

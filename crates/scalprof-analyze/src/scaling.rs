@@ -172,6 +172,7 @@ fn hotspots(diff: &ScalingDiff, scope: Scope, keep: &dyn Fn(&str) -> bool) -> Ve
             let first = r.self_per_op[0];
             let last = r.self_per_op[r.self_per_op.len() - 1];
             Finding {
+                score_interval: None,
                 kind,
                 scope: Some(scope),
                 subject: r.function.clone(),
@@ -285,6 +286,7 @@ pub fn serial_fractions(points: &[(u64, Option<f64>, &PointProfile)]) -> Vec<Fin
             .clone()
             .unwrap_or_else(|| "[serial phase]".into());
         out.push(Finding {
+            score_interval: None,
             kind: FindingKind::SerialFraction,
             scope: Some(Scope::User),
             subject: subject.clone(),

@@ -183,7 +183,7 @@ pub fn sharing_findings(
         } else {
             continue;
         };
-        out.push(Finding {
+        out.push(Finding { score_interval: None,
             kind,
             scope: Some(Scope::User),
             subject: t.object.clone(),

@@ -122,7 +122,7 @@ pub fn stage_finding(last: &Point, profile: &PointProfile, cpus: u64) -> Option<
         0 | 1 => "its only busy thread".to_string(),
         k => format!("the busiest of its {k} busy threads"),
     };
-    Some(Finding {
+    Some(Finding { score_interval: None,
         kind: FindingKind::SerialFraction,
         scope: Some(Scope::User),
         subject: subject(&s.process),
@@ -196,6 +196,10 @@ mod tests {
     #[test]
     fn the_series_share_is_the_others_loss() {
         let point = |value| Point {
+            outliers: Vec::new(),
+            perturbation_interval: None,
+            settling: None,
+            interference: None,
             value,
             repeats: Vec::new(),
             traced_repeats: Vec::new(),

@@ -28,6 +28,13 @@ pub const PERTURBATION_LIMIT: f64 = 0.05;
 /// each point's merged profile and lock table (empty with --no-profile / --no-locks),
 /// and the sharing sites read from its binaries.
 pub fn assemble(inputs: &RunInputs) -> RunDocument {
+    let mut doc = assemble_merged(inputs);
+    crate::stability::add_intervals(&mut doc, inputs, assemble_merged);
+    doc
+}
+
+/// The document from each point's merged repeats, without intervals.
+fn assemble_merged(inputs: &RunInputs) -> RunDocument {
     let header = &inputs.header;
     let profiles = inputs.profiles.as_slice();
     let threads = header.sweep.parameter == SweepParameter::Threads;
@@ -61,7 +68,13 @@ pub fn assemble(inputs: &RunInputs) -> RunDocument {
             &claimed,
         ));
     }
-    passes::finish_findings(&mut findings, header, &points, profiles, threads);
+    warnings.extend(passes::finish_findings(
+        &mut findings,
+        header,
+        &points,
+        profiles,
+        threads,
+    ));
     let complexity = passes::complexity_report(header, &points, profiles, &mut findings);
     let sampling = profiles.first().map(|(_, p)| Sampling {
         event: p.event.clone(),
@@ -178,7 +191,20 @@ pub fn repeat_throughput(value: u64, r: &Repeat, source: ThroughputSource) -> Op
 fn summarize_point(value: u64, all: Vec<Repeat>, source: ThroughputSource) -> Point {
     let (traced_repeats, repeats): (Vec<Repeat>, Vec<Repeat>) =
         all.into_iter().partition(|r| r.traced);
-    let ok: Vec<&Repeat> = repeats.iter().filter(|r| r.succeeded()).collect();
+    // A repeat other processes disturbed was measured again: the others count, if any.
+    let disturbed = |r: &Repeat| r.interference.as_ref().is_some_and(|i| i.is_disturbed());
+    let quiet = repeats.iter().any(|r| r.succeeded() && !disturbed(r));
+    let ok: Vec<&Repeat> = repeats
+        .iter()
+        .filter(|r| r.succeeded() && !(quiet && disturbed(r)))
+        .collect();
+    let interference = crate::stability::point_interference(repeats.iter().chain(&traced_repeats));
+    // One repeat far from the others never decides the point alone.
+    let outliers = outlier_repeats(value, &ok, source);
+    let ok: Vec<&Repeat> = ok
+        .into_iter()
+        .filter(|r| !outliers.contains(&r.index))
+        .collect();
     let wall = spread(ok.iter().map(|r| r.wall_s));
     let user = spread(ok.iter().map(|r| r.user_s));
     let sys = spread(ok.iter().map(|r| r.sys_s));
@@ -195,11 +221,21 @@ fn summarize_point(value: u64, all: Vec<Repeat>, source: ThroughputSource) -> Po
         (Some(t), Some(c)) if c.median > 0.0 => Some(t.median / c.median - 1.0),
         _ => None,
     };
+    let perturbation_interval = match (traced, tput) {
+        (Some(t), Some(c)) if c.min > 0.0 && c.max > 0.0 => {
+            Some([t.min / c.max - 1.0, t.max / c.min - 1.0])
+        }
+        _ => None,
+    };
     let counters = point_counters(&ok);
     Point {
+        settling: None,
+        interference,
         value,
         traced_repeats,
         perturbation,
+        perturbation_interval,
+        outliers,
         throughput: tput.map(|s| s.median),
         speedup: None,
         efficiency: None,
@@ -213,6 +249,37 @@ fn summarize_point(value: u64, all: Vec<Repeat>, source: ThroughputSource) -> Po
         budget: None,
         counters,
     }
+}
+
+/// Clean repeats whose throughput is an outlier among the point's: a modified z-score
+/// (0.6745 · |x − median| / MAD) above 3.5, as Iglewicz and Hoaglin recommend (hyperfine
+/// flags outliers the same way), and more than 25% off the median, since with three
+/// repeats the MAD can be tiny. Only with at least three repeats, and never so many that
+/// fewer than two are left.
+fn outlier_repeats(value: u64, ok: &[&Repeat], source: ThroughputSource) -> Vec<u32> {
+    let x: Vec<(u32, f64)> = ok
+        .iter()
+        .filter_map(|r| repeat_throughput(value, r, source).map(|x| (r.index, x)))
+        .collect();
+    if x.len() < 3 {
+        return Vec::new();
+    }
+    let Some(m) = spread(x.iter().map(|(_, v)| *v)).map(|s| s.median) else {
+        return Vec::new();
+    };
+    let mad = spread(x.iter().map(|(_, v)| (v - m).abs())).map_or(0.0, |s| s.median);
+    let out: Vec<u32> = x
+        .iter()
+        .filter(|(_, v)| {
+            let d = (v - m).abs();
+            d > 0.25 * m && (mad == 0.0 || 0.6745 * d / mad > 3.5)
+        })
+        .map(|(i, _)| *i)
+        .collect();
+    if x.len() - out.len() < 2 {
+        return Vec::new();
+    }
+    out
 }
 
 /// The counters of a point's successful clean repeats: the median of each (a PMU count only
@@ -570,6 +637,8 @@ pub(crate) mod tests {
         ));
         let mut points = doc.points.clone();
         let budget = |unexplained: f64| scalprof_model::Budget {
+            useful_interval: None,
+            unexplained_interval: None,
             useful: 1.0 - unexplained,
             overhead: 0.0,
             unexplained,

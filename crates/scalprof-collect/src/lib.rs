@@ -18,6 +18,7 @@ pub mod counters;
 pub mod exec;
 pub mod host;
 pub mod import;
+pub mod interference;
 pub mod interrupt;
 pub mod keeper;
 pub mod launch;

@@ -8,11 +8,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use regex::Regex;
+use scalprof_model::stability::MAX_RERUNS;
 use scalprof_model::Repeat;
 
 use crate::attach::AttachSpec;
 use crate::counters::EventCounter;
 use crate::exec::{self, Attach, ExecSpec};
+use crate::interference::Snapshot;
 use crate::interrupt::Interrupt;
 use crate::locks::{LockConfig, LockTracer, RawLocks};
 use crate::perf::{RawProfile, Sampler, SamplingConfig};
@@ -37,6 +39,9 @@ pub struct SweepPlan {
     /// Diagnosis repeats per point, with the collectors attached (none when no collector
     /// is on).
     pub diagnose: u32,
+    /// More diagnosis repeats run while the sink's [`SweepSink::more_traced`] asks for
+    /// them, up to this many in all.
+    pub diagnose_max: u32,
     pub warmup: u32,
     pub timeout: Option<Duration>,
     pub keep_going: bool,
@@ -89,6 +94,13 @@ pub trait SweepSink {
         repeat: &Repeat,
         collected: Collected,
     ) -> Result<(), crate::SinkError>;
+    /// `done` traced repeats of the point have finished: whether its verdict needs
+    /// another (the repeats disagree). Asked only below the plan's `diagnose_max`.
+    fn more_traced(&mut self, _value: u64, _done: u32) -> bool {
+        false
+    }
+    /// A repeat that other processes disturbed is measured again.
+    fn rerun(&mut self, _value: u64, _disturbed: &Repeat) {}
     /// A warm-up run finished (not stored).
     fn warmup_done(&mut self, value: u64, repeat: &Repeat);
     /// Profiling could not be set up; the sweep goes on without it.
@@ -332,110 +344,66 @@ pub fn run_with(
             path: plan.output_dir.clone(),
             source,
         })?;
-    let mut on = Enabled {
-        sampling: plan.sampling.clone(),
-        locks: plan.locks.clone(),
+    let mut state = SweepState {
+        on: Enabled {
+            sampling: plan.sampling.clone(),
+            locks: plan.locks.clone(),
+        },
+        count_pmu: true,
+        cpus: crate::host::online_cpus(),
     };
-    // The PMU's counters are tried until the first refusal (no PMU: a VM).
-    let mut count_pmu = true;
     for &value in &plan.values {
-        let diagnose = if on.any() { plan.diagnose } else { 0 };
-        let runs = (0..plan.warmup)
-            .map(|i| (i, RepeatKind::Warmup))
-            .chain((0..plan.repeat).map(|i| (i, RepeatKind::Clean)))
-            .chain((0..diagnose).map(|i| (i, RepeatKind::Traced)));
-        for (index, kind) in runs {
-            if interrupt.requested() {
-                return Ok(SweepEnd::Interrupted(interrupt.signal()));
-            }
-            // A collector that failed on an earlier repeat is off: nothing left to trace.
-            if kind == RepeatKind::Traced && !on.any() {
-                break;
-            }
-            sink.starting(value, index, kind);
-            let warmup = kind == RepeatKind::Warmup;
-            let traced = kind == RepeatKind::Traced;
-            // Clean and traced repeats share one index space per point.
-            let index = if traced { plan.repeat + index } else { index };
-            let stem = match kind {
-                RepeatKind::Warmup => format!("p{value}-warmup{index}"),
-                RepeatKind::Clean => format!("p{value}-r{index}"),
-                RepeatKind::Traced => format!("p{value}-r{index}-traced"),
-            };
-            let spec = ExecSpec {
-                argv: substitute(&plan.command, &plan.parameter, value),
-                env: vec![(parameter_env(&plan.parameter), value.to_string())],
-                stdout: plan.output_dir.join(format!("{stem}.stdout")),
-                stderr: plan.output_dir.join(format!("{stem}.stderr")),
-                timeout: plan.timeout,
-                // Found again for every traced repeat: a server's processes come and go.
-                attached: if traced && !plan.attach.is_empty() {
-                    plan.attach.resolve()?
-                } else {
-                    Vec::new()
-                },
-            };
-            let mut counter = EventCounter::new(count_pmu);
-            let (r, collected) = run_collected(
-                &spec,
-                interrupt,
-                traced,
-                collectors,
-                &mut on,
-                &mut counter,
-                sink,
-            )?;
-            if counter.pmu_refused() {
-                count_pmu = false;
-            }
-            // A repeat cut short by Ctrl-C is not a measurement: drop it.
-            if interrupt.requested() && !r.timed_out && r.exit_code != Some(0) {
-                return Ok(SweepEnd::Interrupted(interrupt.signal()));
-            }
-            if !r.leftover.is_empty() {
-                sink.leftover_processes(value, &r.leftover);
-            }
-            let ops = match match_ops(&read_tail(&spec.stdout, 4 << 20), &plan.ops_regex) {
-                Ok(ops) => ops,
-                Err(matched) => {
-                    sink.ops_not_a_number(value, &matched);
-                    None
-                }
-            };
-            for path in [&spec.stdout, &spec.stderr] {
-                if let Some(bytes) = cap_output(path, plan.output_limit) {
-                    sink.output_capped(path, bytes);
-                }
-            }
-            let repeat = Repeat {
+        for index in 0..plan.warmup {
+            let step = Step {
+                value,
+                kind: RepeatKind::Warmup,
                 index,
-                wall_s: r.wall_s,
-                user_s: r.user_s,
-                sys_s: r.sys_s,
-                ops,
-                exit_code: r.exit_code,
-                signal: r.signal,
-                timed_out: r.timed_out,
-                voluntary_csw: r.voluntary_csw,
-                involuntary_csw: r.involuntary_csw,
-                minor_faults: r.minor_faults,
-                major_faults: r.major_faults,
-                counts: counter.take(),
-                stdout_path: Some(spec.stdout.display().to_string()),
-                stderr_path: Some(spec.stderr.display().to_string()),
-                traced,
+                of: index,
             };
-            if warmup {
-                sink.warmup_done(value, &repeat);
-            } else {
-                sink.repeat_done(value, &repeat, collected)
-                    .map_err(CollectError::Sink)?;
+            if let Stepped::End(end) =
+                run_step(plan, &step, collectors, sink, interrupt, &mut state)?
+            {
+                return Ok(end);
             }
-            if !repeat.succeeded() && !plan.keep_going {
-                return Ok(SweepEnd::Failed {
+        }
+        // Clean, then traced repeats, in one index space per point. A repeat that other
+        // processes disturbed is kept, marked, and measured again (a bounded number of
+        // times per point); traced repeats go on while the sink says the verdict has not
+        // settled, up to `diagnose_max`.
+        let mut index = 0;
+        let mut reruns = 0;
+        for kind in [RepeatKind::Clean, RepeatKind::Traced] {
+            let mut done = 0;
+            loop {
+                let wanted = match kind {
+                    RepeatKind::Clean => plan.repeat,
+                    _ if !state.on.any() => 0,
+                    _ => plan.diagnose,
+                };
+                if done >= wanted
+                    && !(kind == RepeatKind::Traced
+                        && wanted > 0
+                        && done < plan.diagnose_max
+                        && sink.more_traced(value, done))
+                {
+                    break;
+                }
+                let step = Step {
                     value,
-                    repeat: Box::new(repeat),
-                });
+                    kind,
+                    index,
+                    of: done,
+                };
+                index += 1;
+                match run_step(plan, &step, collectors, sink, interrupt, &mut state)? {
+                    // Disturbed: measured again in its place, while re-runs are left.
+                    Stepped::Disturbed(repeat) if reruns < MAX_RERUNS => {
+                        reruns += 1;
+                        sink.rerun(value, &repeat);
+                    }
+                    Stepped::Measured | Stepped::Disturbed(_) => done += 1,
+                    Stepped::End(end) => return Ok(end),
+                }
             }
         }
     }
@@ -443,6 +411,169 @@ pub fn run_with(
         return Ok(SweepEnd::Interrupted(interrupt.signal()));
     }
     Ok(SweepEnd::Complete)
+}
+
+/// What carries over from one execution of the sweep to the next.
+struct SweepState {
+    /// The collectors still on.
+    on: Enabled,
+    /// The PMU's counters are tried until the first refusal (no PMU: a VM).
+    count_pmu: bool,
+    /// Online CPUs: what interference is judged against.
+    cpus: u32,
+}
+
+/// One execution of the workload: which point, what for, its index in the point's index
+/// space (`of`: its number within its kind, for progress).
+struct Step {
+    value: u64,
+    kind: RepeatKind,
+    index: u32,
+    of: u32,
+}
+
+/// How one execution went.
+enum Stepped {
+    /// Measured (or a warm-up): counts towards its kind.
+    Measured,
+    /// Measured, but other processes took more than
+    /// [`scalprof_model::stability::DISTURBED_SHARE`] of its CPUs.
+    Disturbed(Box<Repeat>),
+    /// The sweep ends here.
+    End(SweepEnd),
+}
+
+/// Runs one execution and hands it to the sink.
+fn run_step(
+    plan: &SweepPlan,
+    step: &Step,
+    collectors: &mut dyn Collectors,
+    sink: &mut dyn SweepSink,
+    interrupt: &Interrupt,
+    state: &mut SweepState,
+) -> Result<Stepped, CollectError> {
+    let Step {
+        value,
+        kind,
+        index,
+        of,
+    } = *step;
+    if interrupt.requested() {
+        return Ok(Stepped::End(SweepEnd::Interrupted(interrupt.signal())));
+    }
+    sink.starting(value, of, kind);
+    let warmup = kind == RepeatKind::Warmup;
+    let traced = kind == RepeatKind::Traced;
+    let stem = match kind {
+        RepeatKind::Warmup => format!("p{value}-warmup{index}"),
+        RepeatKind::Clean => format!("p{value}-r{index}"),
+        RepeatKind::Traced => format!("p{value}-r{index}-traced"),
+    };
+    let spec = ExecSpec {
+        argv: substitute(&plan.command, &plan.parameter, value),
+        env: vec![(parameter_env(&plan.parameter), value.to_string())],
+        stdout: plan.output_dir.join(format!("{stem}.stdout")),
+        stderr: plan.output_dir.join(format!("{stem}.stderr")),
+        timeout: plan.timeout,
+        // Found again for every traced repeat: a server's processes come and go.
+        attached: if traced && !plan.attach.is_empty() {
+            plan.attach.resolve()?
+        } else {
+            Vec::new()
+        },
+    };
+    let mut counter = EventCounter::new(state.count_pmu);
+    // Outside the timed window: what other processes used while the workload ran.
+    let before = (!warmup).then(Snapshot::take);
+    let (r, collected) = run_collected(
+        &spec,
+        interrupt,
+        traced,
+        collectors,
+        &mut state.on,
+        &mut counter,
+        sink,
+    )?;
+    let interference = before.map(|before| {
+        let mut exclude = spec.attached.clone();
+        exclude.push(std::process::id() as i32);
+        if !plan.attach.is_empty() {
+            // A server observed in the traced repeats is part of the workload in all.
+            exclude.extend(plan.attach.resolve().unwrap_or_default());
+        }
+        // A thread sweep wants a CPU per thread; a size sweep what it used.
+        let demand = if plan.parameter == "threads" {
+            value as f64
+        } else if r.wall_s > 0.0 {
+            ((r.user_s + r.sys_s) / r.wall_s).ceil()
+        } else {
+            1.0
+        };
+        Snapshot::take().since(&before, &exclude, state.cpus, demand)
+    });
+    if counter.pmu_refused() {
+        state.count_pmu = false;
+    }
+    // A repeat cut short by Ctrl-C is not a measurement: drop it.
+    if interrupt.requested() && !r.timed_out && r.exit_code != Some(0) {
+        return Ok(Stepped::End(SweepEnd::Interrupted(interrupt.signal())));
+    }
+    if !r.leftover.is_empty() {
+        sink.leftover_processes(value, &r.leftover);
+    }
+    let ops = match match_ops(&read_tail(&spec.stdout, 4 << 20), &plan.ops_regex) {
+        Ok(ops) => ops,
+        Err(matched) => {
+            sink.ops_not_a_number(value, &matched);
+            None
+        }
+    };
+    for path in [&spec.stdout, &spec.stderr] {
+        if let Some(bytes) = cap_output(path, plan.output_limit) {
+            sink.output_capped(path, bytes);
+        }
+    }
+    let repeat = Repeat {
+        index,
+        wall_s: r.wall_s,
+        user_s: r.user_s,
+        sys_s: r.sys_s,
+        ops,
+        exit_code: r.exit_code,
+        signal: r.signal,
+        timed_out: r.timed_out,
+        voluntary_csw: r.voluntary_csw,
+        involuntary_csw: r.involuntary_csw,
+        minor_faults: r.minor_faults,
+        major_faults: r.major_faults,
+        counts: counter.take(),
+        stdout_path: Some(spec.stdout.display().to_string()),
+        stderr_path: Some(spec.stderr.display().to_string()),
+        traced,
+        interference,
+    };
+    if warmup {
+        sink.warmup_done(value, &repeat);
+    } else {
+        sink.repeat_done(value, &repeat, collected)
+            .map_err(CollectError::Sink)?;
+    }
+    if !repeat.succeeded() && !plan.keep_going {
+        return Ok(Stepped::End(SweepEnd::Failed {
+            value,
+            repeat: Box::new(repeat),
+        }));
+    }
+    let disturbed = repeat.succeeded()
+        && repeat
+            .interference
+            .as_ref()
+            .is_some_and(|i| i.is_disturbed());
+    Ok(if disturbed {
+        Stepped::Disturbed(Box::new(repeat))
+    } else {
+        Stepped::Measured
+    })
 }
 
 /// The collectors still on for the traced repeats of this sweep.
@@ -597,6 +728,7 @@ mod tests {
             values: vec![1, 2, 3],
             repeat: 2,
             diagnose: 1,
+            diagnose_max: 1,
             warmup: 1,
             timeout: None,
             keep_going,

@@ -10,8 +10,14 @@ use crate::*;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Budget {
     pub useful: f64,
+    /// `useful` from the slowest to the fastest clean repeat of the point.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub useful_interval: Option<Interval>,
     pub overhead: f64,
     pub unexplained: f64,
+    /// `unexplained` over the traced repeats ([`Interval`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unexplained_interval: Option<Interval>,
     /// Heaviest first.
     pub causes: Vec<Cause>,
 }
@@ -25,6 +31,13 @@ pub struct Cause {
     pub scope: Option<locks::Scope>,
     pub subject: String,
     pub share: f64,
+    /// `share` over the traced repeats ([`Interval`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share_interval: Option<Interval>,
+    /// Time taken by processes outside the workload (interference): kept in the budget so
+    /// that it sums to 1, never the program's cause or a finding.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub foreign: bool,
     /// A few words that identify it further (lock type and callers, a function).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub detail: String,
@@ -69,6 +82,17 @@ pub enum WarningKind {
     /// (the time until the woken thread ran): the point is latency-bound, each hand-off
     /// between threads or processes waking a sleeping CPU.
     IdleWakeups,
+    /// Processes outside the workload took CPU time from a point's repeats (the message
+    /// names them); repeats disturbed beyond 10% were measured again.
+    Interference,
+    /// A repeat's throughput lay far outside its point's others: excluded from the
+    /// point's throughput, and named.
+    OutlierRepeat,
+    /// Efficiency above 100%: the points do more than linear work per thread.
+    SuperLinear,
+    /// The verdict names a cause above 10% of the thread-time that has no finding: the
+    /// message says why (the loss is within the clean repeats' noise, …).
+    FindingsWithheld,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -132,6 +156,9 @@ pub struct Finding {
     pub subject: String,
     /// 0..1: the share of lost scaling (or cost) this finding explains.
     pub score: f64,
+    /// `score` over the traced repeats of the last point ([`Interval`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score_interval: Option<Interval>,
     pub evidence: String,
     pub suggestion: String,
     #[serde(default)]

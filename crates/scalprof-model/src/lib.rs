@@ -21,9 +21,11 @@ pub const RUN_SCHEMA: &str = "scalprof.run/1";
 mod finding;
 mod fit;
 mod run;
+pub mod stability;
 pub use finding::*;
 pub use fit::*;
 pub use run::*;
+pub use stability::{ForeignProcess, Interference, Interval, Settling};
 
 #[cfg(test)]
 mod tests {

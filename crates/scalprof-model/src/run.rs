@@ -156,6 +156,10 @@ pub struct Repeat {
     /// reported; it measures what tracing changed (`Point::perturbation`).
     #[serde(default, skip_serializing_if = "is_false")]
     pub traced: bool,
+    /// CPU time processes outside the workload took from this repeat (`None`: not
+    /// measured, as in runs recorded before it was).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interference: Option<Interference>,
 }
 
 /// perf events counted over one execution's process tree (inherited by every thread and
@@ -218,6 +222,7 @@ impl Repeat {
             stdout_path: None,
             stderr_path: None,
             traced: false,
+            interference: None,
         }
     }
 
@@ -263,6 +268,15 @@ pub struct Point {
     /// were slowed (negative) or sped up by being traced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub perturbation: Option<f64>,
+    /// `perturbation` from the slowest traced repeat against the fastest clean one to the
+    /// fastest traced against the slowest clean: an interval that holds 0 is within the
+    /// clean repeats' own noise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub perturbation_interval: Option<Interval>,
+    /// Indices of clean repeats whose throughput lay far outside the others' (a modified
+    /// z-score above 3.5, and more than 25% off the median): left out of `throughput`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outliers: Vec<u32>,
     /// Median throughput over successful repeats (`null` if none succeeded).
     pub throughput: Option<f64>,
     /// Throughput relative to the first point, scaled to its parameter value.
@@ -289,6 +303,12 @@ pub struct Point {
     /// Counted events of the clean repeats (medians).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counters: Option<Counters>,
+    /// Whether the traced repeats agree on the point's top cause (points after the first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settling: Option<Settling>,
+    /// CPU time processes outside the workload took from the point's repeats.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interference: Option<Interference>,
 }
 
 /// What the store keeps about a run besides its repeats.
@@ -334,6 +354,20 @@ pub struct RunInputs {
     /// Findings that stores before schema 6 kept as results (their sharing findings,
     /// whose inputs were not stored); shown as they were.
     pub legacy_findings: Vec<Finding>,
+    /// Each traced repeat's own profile and lock table, for the points after the first
+    /// that have two or more: the budget's intervals are computed from them.
+    pub per_repeat: Vec<RepeatTrace>,
+}
+
+/// What the collectors recorded in one traced repeat, before it was merged with its
+/// point's others.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RepeatTrace {
+    pub value: u64,
+    /// The repeat's index in its point (`Repeat::index`).
+    pub index: u32,
+    pub profile: Option<PointProfile>,
+    pub locks: Option<locks::LockProfile>,
 }
 
 impl RunInputs {
@@ -346,6 +380,7 @@ impl RunInputs {
             locks: Vec::new(),
             sharing: None,
             legacy_findings: Vec::new(),
+            per_repeat: Vec::new(),
         }
     }
 

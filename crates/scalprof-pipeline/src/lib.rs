@@ -31,11 +31,14 @@ pub use sweep::{run, Observer, RunOptions, RunOutcome};
 /// Everything the run document of a stored run is computed from.
 pub fn load(store: &Store, id: i64) -> Result<RunInputs> {
     let stored = store.load(id)?;
-    let profiles = by_point(store.load_profiles(id)?)
+    let profiles = store.load_profiles(id)?;
+    let locks = store.load_locks(id)?;
+    let per_repeat = scalprof_analyze::stability::per_repeat(&profiles, &locks);
+    let profiles = by_point(profiles.into_iter().map(|(v, _, p)| (v, p)).collect())
         .into_iter()
         .filter_map(|(v, list)| scalprof_analyze::profile::merge(list).map(|p| (v, p)))
         .collect();
-    let locks = by_point(store.load_locks(id)?)
+    let locks = by_point(locks.into_iter().map(|(v, _, p)| (v, p)).collect())
         .into_iter()
         .filter_map(|(v, list)| scalprof_analyze::locks::merge(list).map(|p| (v, p)))
         .collect();
@@ -46,6 +49,7 @@ pub fn load(store: &Store, id: i64) -> Result<RunInputs> {
         locks,
         sharing: stored.sharing,
         legacy_findings: stored.legacy_findings,
+        per_repeat,
     })
 }
 

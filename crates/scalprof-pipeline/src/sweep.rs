@@ -30,6 +30,9 @@ pub struct RunOptions {
     pub repeat: u32,
     /// Diagnosis repeats per point (profiler and tracers attached); 0 = timing only.
     pub diagnose: u32,
+    /// While a point's traced repeats disagree on its verdict, more run, up to this many
+    /// in all (a thread sweep's points after the first; at most `diagnose` elsewhere).
+    pub diagnose_max: u32,
     pub warmup: u32,
     pub label: Option<String>,
     pub ops_regex: String,
@@ -47,7 +50,7 @@ pub struct RunOptions {
 
 impl RunOptions {
     /// A sweep of `command` over `parameter` with the defaults of `scalprof run`: 3 clean
-    /// repeats and 1 traced per point, profiled and lock-traced, the sweep's values from
+    /// repeats and 2 to 6 traced per point, profiled and lock-traced, the sweep's values from
     /// the CPU count, throughput from an `ops=N` line. Callers change what differs.
     pub fn new(command: Vec<String>, parameter: SweepParameter) -> Self {
         RunOptions {
@@ -55,7 +58,8 @@ impl RunOptions {
             parameter,
             values: None,
             repeat: 3,
-            diagnose: 1,
+            diagnose: DIAGNOSE,
+            diagnose_max: DIAGNOSE_MAX,
             warmup: 0,
             label: None,
             ops_regex: r"ops=(\d+)".into(),
@@ -68,6 +72,12 @@ impl RunOptions {
         }
     }
 }
+
+/// Traced repeats per point by default: two, so that every share has an interval.
+pub const DIAGNOSE: u32 = 2;
+/// At most this many traced repeats per point while they disagree: the min–max interval
+/// of 6 holds the median with probability 97%.
+pub const DIAGNOSE_MAX: u32 = 6;
 
 /// What a sweep produced.
 pub struct RunOutcome {
@@ -117,6 +127,18 @@ pub enum Notice<'a> {
     },
     /// The ops regex matched `matched`, whose capture is not a number.
     OpsNotANumber { value: u64, matched: &'a str },
+    /// Other processes took more than a tenth of the CPUs from a repeat: it is kept,
+    /// marked, and measured again.
+    Disturbed {
+        value: u64,
+        interference: &'a scalprof_model::Interference,
+    },
+    /// A point's `done` traced repeats disagree on its verdict: another one runs.
+    Unsettled {
+        value: u64,
+        done: u32,
+        settling: &'a scalprof_model::Settling,
+    },
 }
 
 /// What a sweep reports as it goes. Every method has a default that ignores it.
@@ -186,6 +208,7 @@ pub fn run_with(
         warmup: opts.warmup,
         symbols: tracing.then(Symbols::load),
         profile_error_shown: false,
+        first: plan.values.first().copied(),
     };
     let end = sweep::run_with(&plan, collectors, &mut sink, interrupt);
     let symbols = sink.symbols.take();
@@ -272,6 +295,12 @@ fn create_run(
         values: checked.values.clone(),
         repeat: opts.repeat,
         diagnose: opts.diagnose,
+        // Only a thread sweep's budget has a verdict to settle.
+        diagnose_max: if opts.parameter == SweepParameter::Threads {
+            opts.diagnose_max.max(opts.diagnose)
+        } else {
+            opts.diagnose
+        },
         warmup: opts.warmup,
         timeout: opts.timeout,
         keep_going: opts.keep_going,
@@ -347,6 +376,8 @@ struct StoreSink<'a> {
     /// Kernel and ELF symbols, loaded once for the whole sweep.
     symbols: Option<Symbols>,
     profile_error_shown: bool,
+    /// The sweep's first value: the baseline, never repeated for a verdict.
+    first: Option<u64>,
 }
 
 impl SweepSink for StoreSink<'_> {
@@ -461,6 +492,41 @@ impl SweepSink for StoreSink<'_> {
     fn leftover_processes(&mut self, value: u64, processes: &[(i32, String)]) {
         self.observer
             .notice(Notice::LeftoverProcesses { value, processes });
+    }
+
+    fn more_traced(&mut self, value: u64, done: u32) -> bool {
+        // Only a diagnosis can be unsettled, and the first point has nothing to settle.
+        if self.symbols.is_none() || Some(value) == self.first {
+            return false;
+        }
+        let Ok(inputs) = crate::load(self.store, self.id) else {
+            return false;
+        };
+        let doc = scalprof_analyze::assemble(&inputs);
+        let Some(settling) = doc
+            .points
+            .iter()
+            .find(|p| p.value == value)
+            .and_then(|p| p.settling.as_ref())
+            .filter(|s| !s.settled)
+        else {
+            return false;
+        };
+        self.observer.notice(Notice::Unsettled {
+            value,
+            done,
+            settling,
+        });
+        true
+    }
+
+    fn rerun(&mut self, value: u64, disturbed: &Repeat) {
+        if let Some(interference) = &disturbed.interference {
+            self.observer.notice(Notice::Disturbed {
+                value,
+                interference,
+            });
+        }
     }
 
     fn ops_not_a_number(&mut self, value: u64, matched: &str) {

@@ -180,6 +180,7 @@ fn options() -> RunOptions {
         values: Some(vec![1, 2]),
         repeat: 2,
         diagnose: 1,
+        diagnose_max: 1,
         warmup: 0,
         label: Some("fallback".into()),
         ops_regex: r"ops=(\d+)".into(),

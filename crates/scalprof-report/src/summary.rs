@@ -57,11 +57,29 @@ pub fn summary_with(doc: &RunDocument, all_locks: bool, verbose: bool) -> String
         .iter()
         .skip(1)
         .filter_map(|p| {
-            Some(verdict_line(
+            let mut line = verdict_line(
                 doc.sweep.parameter.as_str(),
                 p.value,
                 p.budget.as_ref()?,
-            ))
+                p.efficiency,
+            );
+            if let Some(s) = &p.settling {
+                line += &format!(" · {} traced", s.traced_repeats);
+                if !s.settled {
+                    let names: Vec<String> = s.candidates.iter().map(|c| one_line(c)).collect();
+                    line += &format!(
+                        "\n    unsettled: {} ({}); the finding could be {}",
+                        one_line(&s.reason),
+                        if s.traced_repeats > 1 {
+                            format!("{} traced repeats", s.traced_repeats)
+                        } else {
+                            "one traced repeat".to_string()
+                        },
+                        names.join(" or ")
+                    );
+                }
+            }
+            Some(line)
         })
         .collect();
     if !verdicts.is_empty() {
@@ -78,10 +96,7 @@ pub fn summary_with(doc: &RunDocument, all_locks: bool, verbose: bool) -> String
         out += &points_table(doc).to_string();
         out.push('\n');
     }
-    out += &format!(
-        "\nmodel: {}\n",
-        model_line(doc.model.as_ref(), doc.sweep.parameter.as_str())
-    );
+    out += &format!("\nmodel: {}\n", run_model_line(doc));
     if verbose {
         out += &details(doc, all_locks);
     }
@@ -191,25 +206,43 @@ pub(crate) fn warnings_and_findings(doc: &RunDocument) -> String {
     out
 }
 
-/// `2 threads: 54% useful · mmap_lock 40% (rwsem:W; __vm_munmap) · unexplained 6%`.
-pub fn verdict_line(parameter: &str, value: u64, b: &scalprof_model::Budget) -> String {
+/// `2 threads: 54% useful · mmap_lock 40% 35–44% (rwsem:W; __vm_munmap) · unexplained 6%`:
+/// a share's interval over the traced repeats is shown when it is at least
+/// [`WIDE_INTERVAL`] wide.
+pub fn verdict_line(
+    parameter: &str,
+    value: u64,
+    b: &scalprof_model::Budget,
+    efficiency: Option<f64>,
+) -> String {
     let pct = |x: f64| format!("{:.0}%", x * 100.0);
-    let mut parts = vec![format!("{} useful", pct(b.useful))];
+    let with = |x: f64, i: Option<scalprof_model::Interval>| match i {
+        Some([lo, hi]) if hi - lo >= WIDE_INTERVAL => {
+            format!("{} ({:.0}–{:.0}%)", pct(x), lo * 100.0, hi * 100.0)
+        }
+        _ => pct(x),
+    };
+    let mut parts = vec![match efficiency.filter(|&e| e > SUPERLINEAR) {
+        // More than linear: not "100% useful", which would read as linear scaling.
+        Some(e) => format!("super-linear (efficiency {:.0}%)", e * 100.0),
+        None => format!("{} useful", with(b.useful, b.useful_interval)),
+    }];
     for c in b
         .causes
         .iter()
         .filter(|c| c.share >= crate::tables::MIN_SHARE_SHOWN)
         .take(3)
     {
-        parts.push(if c.detail.is_empty() {
-            format!("{} {}", one_line(&c.subject), pct(c.share))
+        let name = if c.foreign {
+            "other processes (interference)".to_string()
         } else {
-            format!(
-                "{} {} ({})",
-                one_line(&c.subject),
-                pct(c.share),
-                one_line(&c.detail)
-            )
+            one_line(&c.subject)
+        };
+        let share = with(c.share, c.share_interval);
+        parts.push(if c.detail.is_empty() || c.foreign {
+            format!("{name} {share}")
+        } else {
+            format!("{name} {share} ({})", one_line(&c.detail))
         });
     }
     let minor: f64 = b
@@ -225,8 +258,48 @@ pub fn verdict_line(parameter: &str, value: u64, b: &scalprof_model::Budget) -> 
     if b.overhead >= 0.005 {
         parts.push(format!("scalprof {}", pct(b.overhead)));
     }
-    parts.push(format!("unexplained {}", pct(b.unexplained)));
+    parts.push(format!(
+        "unexplained {}",
+        with(b.unexplained, b.unexplained_interval)
+    ));
     format!("{value} {parameter}: {}", parts.join(" · "))
+}
+
+/// The model line of a run: two measured points fix any model exactly, so their σ (above
+/// 1 or not) and R² say nothing; the line says what the two points do say.
+pub fn run_model_line(doc: &RunDocument) -> String {
+    let measured: Vec<&scalprof_model::Point> =
+        doc.points.iter().filter(|p| p.speedup.is_some()).collect();
+    if doc.sweep.parameter == scalprof_model::SweepParameter::Threads && measured.len() == 2 {
+        let last = measured[1];
+        return format!(
+            "none fitted: two points fix any model exactly (speedup {:.2}× at {} {}); sweep three or more for the USL",
+            last.speedup.unwrap_or(0.0),
+            last.value,
+            doc.sweep.parameter
+        );
+    }
+    model_line(doc.model.as_ref(), doc.sweep.parameter.as_str())
+}
+
+/// Efficiency above this is super-linear, not noise around linear.
+const SUPERLINEAR: f64 = 1.05;
+
+/// Intervals at least this wide (in share) are printed: 5 points of efficiency, the
+/// reporting threshold, is where one more repeat could change a verdict.
+pub const WIDE_INTERVAL: f64 = 0.05;
+
+/// `stress 1.20 s (pid 812), cc1 0.31 s (pid 901)`: the foreign processes of an
+/// interference, heaviest first.
+pub fn foreign_processes(processes: &[scalprof_model::ForeignProcess]) -> String {
+    if processes.is_empty() {
+        return "processes that started and ended within the repeat".into();
+    }
+    processes
+        .iter()
+        .map(|p| format!("{} {:.2} s (pid {})", one_line(&p.comm), p.cpu_s, p.pid))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Per point: how much slower (or faster) the traced repeats ran than the clean ones, and

@@ -146,6 +146,7 @@ fn inputs() -> scalprof_model::RunInputs {
         locks: lock_profiles,
         sharing: None,
         legacy_findings: Vec::new(),
+        per_repeat: Vec::new(),
     }
 }
 

@@ -315,6 +315,8 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     "ALTER TABLE runs ADD COLUMN sharing TEXT;",
     // 7: counted events per repeat (JSON, EventCounts): CPU migrations, PMU counts.
     "ALTER TABLE repeats ADD COLUMN counts TEXT;",
+    // 8: CPU time other processes took from each repeat (JSON, Interference).
+    "ALTER TABLE repeats ADD COLUMN interference TEXT;",
 ];
 
 /// The schema version this build writes.

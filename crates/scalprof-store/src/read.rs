@@ -11,26 +11,32 @@ use scalprof_model::{
 use crate::*;
 
 impl Store {
-    /// Every stored lock table of a run, one per repeat, as (point value, table).
-    pub fn load_locks(&self, id: i64) -> Result<Vec<(u64, LockProfile)>, StoreError> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT value, profile FROM locks WHERE run_id = ?1 ORDER BY value, idx")?;
+    /// Every stored lock table of a run, one per repeat, as (point value, repeat index,
+    /// table).
+    pub fn load_locks(&self, id: i64) -> Result<Vec<(u64, u32, LockProfile)>, StoreError> {
+        let mut stmt = self.conn.prepare(
+            "SELECT value, idx, profile FROM locks WHERE run_id = ?1 ORDER BY value, idx",
+        )?;
         let rows = stmt.query_map([id], |r| {
-            Ok((r.get::<_, i64>(0)? as u64, r.get::<_, String>(1)?))
+            Ok((
+                r.get::<_, i64>(0)? as u64,
+                r.get::<_, u32>(1)?,
+                r.get::<_, String>(2)?,
+            ))
         })?;
         let mut out = Vec::new();
         for row in rows {
-            let (v, text) = row?;
-            out.push((v, parse(id, "lock table", &text)?));
+            let (v, idx, text) = row?;
+            out.push((v, idx, parse(id, "lock table", &text)?));
         }
         Ok(out)
     }
 
-    /// Every stored profile of a run, one per repeat, as (point value, profile).
-    pub fn load_profiles(&self, id: i64) -> Result<Vec<(u64, PointProfile)>, StoreError> {
+    /// Every stored profile of a run, one per repeat, as (point value, repeat index,
+    /// profile).
+    pub fn load_profiles(&self, id: i64) -> Result<Vec<(u64, u32, PointProfile)>, StoreError> {
         let mut stmt = self.conn.prepare(
-            "SELECT value, event, frequency, stats, serial, folded, hot FROM profiles
+            "SELECT value, event, frequency, stats, serial, folded, hot, idx FROM profiles
              WHERE run_id = ?1 ORDER BY value, idx",
         )?;
         let rows = stmt.query_map([id], |r| {
@@ -42,11 +48,12 @@ impl Store {
                 r.get::<_, String>(4)?,
                 r.get::<_, String>(5)?,
                 r.get::<_, String>(6)?,
+                r.get::<_, u32>(7)?,
             ))
         })?;
         let mut out = Vec::new();
         for row in rows {
-            let (value, event, frequency, stats, serial, folded, hot) = row?;
+            let (value, event, frequency, stats, serial, folded, hot, idx) = row?;
             let folded = folded
                 .lines()
                 .filter_map(|l| {
@@ -60,6 +67,7 @@ impl Store {
                 .collect();
             out.push((
                 value,
+                idx,
                 PointProfile {
                     event,
                     frequency,
@@ -233,7 +241,7 @@ impl Store {
         let mut stmt = self.conn.prepare(
             "SELECT value, idx, wall_s, user_s, sys_s, ops, exit_code, signal, timed_out,
                     voluntary_csw, involuntary_csw, minor_faults, major_faults, stdout_path, stderr_path,
-                    traced, counts
+                    traced, counts, interference
              FROM repeats WHERE run_id = ?1 ORDER BY rowid",
         )?;
         let repeats = stmt
@@ -242,6 +250,7 @@ impl Store {
                     PointRepeat {
                         value: r.get::<_, i64>(0)? as u64,
                         repeat: Repeat {
+                            interference: None,
                             index: r.get(1)?,
                             wall_s: r.get(2)?,
                             user_s: r.get(3)?,
@@ -261,12 +270,16 @@ impl Store {
                         },
                     },
                     r.get::<_, Option<String>>(16)?,
+                    r.get::<_, Option<String>>(17)?,
                 ))
             })?
             .collect::<Result<Vec<_>, _>>()?
             .into_iter()
-            .map(|(mut p, counts)| {
+            .map(|(mut p, counts, interference)| {
                 p.repeat.counts = counts.map(|t| parse(id, "counts", &t)).transpose()?;
+                p.repeat.interference = interference
+                    .map(|t| parse(id, "interference", &t))
+                    .transpose()?;
                 Ok(p)
             })
             .collect::<Result<Vec<_>, StoreError>>()?;

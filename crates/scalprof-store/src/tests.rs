@@ -178,7 +178,7 @@ fn profiles_round_trip_with_spaces_in_frame_names() {
     };
     store.add_profile(id, 2, 0, &p).unwrap();
     let got = store.load_profiles(id).unwrap();
-    assert_eq!(got, vec![(2, p)]);
+    assert_eq!(got, vec![(2, 0, p)]);
 }
 
 #[test]
@@ -205,7 +205,7 @@ fn lock_tables_round_trip() {
         ..Default::default()
     };
     store.add_locks(id, 2, 0, &p).unwrap();
-    assert_eq!(store.load_locks(id).unwrap(), vec![(2, p)]);
+    assert_eq!(store.load_locks(id).unwrap(), vec![(2, 0, p)]);
 }
 
 #[test]

@@ -44,8 +44,9 @@ impl Store {
         self.conn.execute(
             "INSERT OR REPLACE INTO repeats (run_id, value, idx, wall_s, user_s, sys_s, ops, exit_code,
                 signal, timed_out, voluntary_csw, involuntary_csw, minor_faults, major_faults,
-                stdout_path, stderr_path, traced, counts)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)",
+                stdout_path, stderr_path, traced, counts, interference)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,
+                ?19)",
             params![
                 id,
                 value as i64,
@@ -65,6 +66,9 @@ impl Store {
                 r.stderr_path,
                 r.traced,
                 r.counts
+                    .as_ref()
+                    .map(|c| serde_json::to_string(c).expect("plain struct")),
+                r.interference
                     .as_ref()
                     .map(|c| serde_json::to_string(c).expect("plain struct")),
             ],

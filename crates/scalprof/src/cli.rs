@@ -248,9 +248,16 @@ pub struct RunArgs {
 
     /// Traced runs per point, after the clean ones: profiles, lock tables and findings come
     /// from these, and their throughput against the clean runs' is the perturbation tracing
-    /// caused. Raise it when findings vary between runs; 0 measures time only.
-    #[arg(long, default_value_t = 1, value_name = "N")]
+    /// caused. Each share's interval spans them; 0 measures time only.
+    #[arg(long, default_value_t = scalprof_pipeline::sweep::DIAGNOSE, value_name = "N")]
     pub diagnose: u32,
+
+    /// While a point's traced runs disagree (another top cause, the top two too close to
+    /// tell apart, a finding on the edge of the 5% threshold), more run, up to this many in
+    /// all; then the point is called unsettled, with both candidates. Equal to --diagnose:
+    /// never more.
+    #[arg(long, default_value_t = scalprof_pipeline::sweep::DIAGNOSE_MAX, value_name = "N")]
+    pub diagnose_max: u32,
 
     /// Unmeasured runs before each point's repeats: use when the first run warms caches or
     /// page cache that later runs reuse.
@@ -406,6 +413,7 @@ impl RunArgs {
                 values,
                 repeat: self.repeat,
                 diagnose: self.diagnose,
+                diagnose_max: self.diagnose_max,
                 warmup: self.warmup,
                 label: self.label.clone(),
                 ops_regex: self.ops_regex.clone(),

@@ -230,6 +230,30 @@ impl Observer for Progress {
                 "scalprof: warning: at {} {value}, the ops regex matched {matched:?}, but what it captures is not a number: capture the count, e.g. --ops-regex 'ops=(\\d+)'",
                 self.parameter
             ),
+            Notice::Disturbed {
+                value,
+                interference,
+            } => {
+                self.bar.inc_length(1);
+                format!(
+                    "scalprof: at {} {value}, other processes took {:.0}% of the CPUs the workload could use ({}); measuring that repeat again",
+                    self.parameter,
+                    interference.share * 100.0,
+                    scalprof_report::foreign_processes(&interference.processes)
+                )
+            }
+            Notice::Unsettled {
+                value,
+                done,
+                settling,
+            } => {
+                self.bar.inc_length(1);
+                format!(
+                    "scalprof: at {} {value}, {done} traced repeats disagree: {}; tracing another",
+                    self.parameter,
+                    scalprof_report::terminal_safe(&settling.reason)
+                )
+            }
         };
         self.print(&(msg + "\n"));
     }

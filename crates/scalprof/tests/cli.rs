@@ -45,12 +45,18 @@ fn run_document_keeps_its_contract() {
     assert_eq!(doc["model"]["kind"], "usl");
     assert_eq!(doc["findings"], serde_json::json!([]));
     assert_eq!(doc["points"][2]["repeats"][1]["ops"], 3000);
-    // Two clean repeats per point; as root, one traced repeat too, with its perturbation.
+    // Two clean repeats per point; as root, two traced repeats too, with the perturbation.
+    // A repeat other processes (the tests beside this one) disturbed is measured again, at
+    // most twice per point; a point's traced repeats agree here (no cause), so two.
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
         for p in doc["points"].as_array().unwrap() {
-            assert_eq!(p["repeats"].as_array().unwrap().len(), 2, "{p}");
-            assert_eq!(p["traced_repeats"].as_array().unwrap().len(), 1, "{p}");
+            let all = p["repeats"].as_array().unwrap().len()
+                + p["traced_repeats"].as_array().unwrap().len();
+            let disturbed = p["interference"]["disturbed"].as_u64().unwrap_or(0) as usize;
+            assert!((4..=4 + disturbed.min(2)).contains(&all), "{p}");
+            assert!(p["repeats"].as_array().unwrap().len() >= 2, "{p}");
+            assert!(p["traced_repeats"].as_array().unwrap().len() >= 2, "{p}");
             assert_eq!(p["traced_repeats"][0]["traced"], true);
             assert!(p["perturbation"].is_number(), "{p}");
         }
@@ -291,7 +297,11 @@ fn sigint_during_the_second_point_keeps_the_first() {
         "the cut-off repeat of point 2 is not a measurement"
     );
     assert_eq!(points[0]["value"], 1);
-    assert_eq!(points[0]["repeats"].as_array().unwrap().len(), 3);
+    // Three clean repeats, and those measured again when the tests beside this one
+    // disturbed them.
+    let disturbed = points[0]["interference"]["disturbed"].as_u64().unwrap_or(0) as usize;
+    let clean = points[0]["repeats"].as_array().unwrap().len();
+    assert!((3..=3 + disturbed.min(2)).contains(&clean), "{}", points[0]);
     assert_eq!(
         read_json(&dir.path().join("run.json"))["status"],
         "interrupted"

@@ -782,22 +782,30 @@ fn a_syscall_heavy_program_that_scales_gets_no_finding_and_is_measured_clean() {
         &dir.path().join("syscalls.json"),
     );
     for p in doc["points"].as_array().unwrap() {
-        // Three clean repeats give the throughput; one traced repeat the diagnosis.
-        assert_eq!(p["repeats"].as_array().unwrap().len(), 3, "{p}");
+        // Three clean repeats give the throughput (and up to two more where other
+        // processes disturbed some); two traced repeats the diagnosis, more only where
+        // they disagree, which a program that scales gives them no cause to.
+        let disturbed = p["interference"]["disturbed"].as_u64().unwrap_or(0) as usize;
+        let clean = p["repeats"].as_array().unwrap().len();
+        assert!((3..=3 + disturbed.min(2)).contains(&clean), "{p}");
         let traced = p["traced_repeats"].as_array().unwrap();
-        assert_eq!(traced.len(), 1, "{p}");
-        assert_eq!(traced[0]["traced"], true);
+        assert_eq!(traced.len(), 2, "{p}");
+        assert!(traced.iter().all(|t| t["traced"] == true));
         let x = p["perturbation"].as_f64().expect("perturbation measured");
         // No system-call hook: tracing a syscall loop costs a few percent, not half
         // (2026-11 on the 2-CPU VM: -1% and -5%; the old syscall hooks: -53%).
         assert!(x > -0.25, "traced {:.0}% slower than clean", -100.0 * x);
-        // The warning is there exactly when the perturbation exceeds 5%.
+        // The warning is there exactly when the perturbation exceeds 5% and lies outside
+        // the noise: even the repeats' most favourable pairing shows it.
         let warned = doc["warnings"]
             .as_array()
             .unwrap()
             .iter()
             .any(|w| w["kind"] == "perturbed_diagnosis" && w["point"] == p["value"]);
-        assert_eq!(warned, x.abs() > 0.05, "{x} {}", doc["warnings"]);
+        let [lo, hi] = [0, 1].map(|i| p["perturbation_interval"][i].as_f64().unwrap());
+        assert!(lo <= x && x <= hi, "{p}");
+        let outside = lo > 0.0 || hi < 0.0;
+        assert_eq!(warned, x.abs() > 0.05 && outside, "{x} {}", doc["warnings"]);
     }
     let eff = efficiency_at(&doc, 2);
     let findings = doc["findings"].as_array().unwrap();
@@ -911,8 +919,10 @@ fn more_threads_than_cpus_is_a_wait_for_a_cpu_and_nothing_else() {
     eprintln!("the wait for a CPU {share:.3} of a loss {loss:.3}");
     assert!(
         share >= 0.75 * loss && share <= loss + 0.05 && (share - 0.45).abs() <= 0.12,
-        "the wait for a CPU {share:.2} should be the loss {loss:.2}, about half: {} (traced vs clean {})",
+        "the wait for a CPU {share:.2} should be the loss {loss:.2}, about half: {} (interference {}, traced {}; traced vs clean {})",
         doc["points"][1]["budget"],
+        doc["points"][1]["interference"],
+        doc["points"][1]["traced_repeats"],
         doc["points"][1]["perturbation"]
     );
     assert!(

@@ -73,6 +73,8 @@ pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
             LockKind::Join | LockKind::Barrier | LockKind::Idle
         ) || any.attributed_to.is_some()
             || any.peer_attached
+            // Time behind other processes is interference, never the program's cause.
+            || crate::stability::is_foreign(Some(any.scope), &any.name)
         {
             continue;
         }
@@ -122,6 +124,7 @@ pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
             String::new()
         };
         out.push(Finding {
+            score_interval: None,
             kind: if lock_type.is_blocked_wait() {
                 FindingKind::BlockedWait
             } else {

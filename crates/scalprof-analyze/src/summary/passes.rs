@@ -275,10 +275,57 @@ pub(super) fn finish_findings(
     points: &[Point],
     profiles: &[(u64, PointProfile)],
     threads: bool,
-) {
-    if threads && !loss_is_real(points) {
+) -> Vec<Warning> {
+    let mut warnings = Vec::new();
+    let withheld = threads && !loss_is_real(points);
+    if withheld {
         // Nothing to explain: a program that scales gets no scaling finding.
         findings.retain(|f| f.kind == FindingKind::SuperlinearCost);
+    }
+    // The verdict and the findings never disagree silently: a cause the verdict shows
+    // above 10% without a finding is said, and why.
+    if let Some((last, b)) = points
+        .last()
+        .and_then(|p| p.budget.as_ref().map(|b| (p, b)))
+        .filter(|_| threads)
+    {
+        for c in b.causes.iter().filter(|c| !c.foreign && c.share > 0.10) {
+            if findings
+                .iter()
+                .any(|f| f.kind == c.kind && f.subject == c.subject)
+            {
+                continue;
+            }
+            let why = if withheld {
+                let spread = |p: &Point| {
+                    p.throughput_spread
+                        .filter(|s| s.median > 0.0)
+                        .map_or(0.0, |s| (s.max - s.min) / s.median)
+                };
+                format!(
+                    "the loss ({:.0}% of linear) is within the clean repeats' own spread ({:.0}% at {} {}, {:.0}% at {}), so no finding is reported; measure more repeats (--repeat 10) to tell",
+                    (1.0 - last.efficiency.unwrap_or(1.0)) * 100.0,
+                    spread(&points[0]) * 100.0,
+                    points[0].value,
+                    header.sweep.parameter,
+                    spread(last) * 100.0,
+                    last.value
+                )
+            } else {
+                "no finding of its kind stood on its own evidence (see scalprof show -v)".into()
+            };
+            warnings.push(Warning {
+                kind: scalprof_model::WarningKind::FindingsWithheld,
+                point: Some(last.value),
+                message: format!(
+                    "{} {}: {} takes {:.0}% of the thread-time but is not a finding: {why}",
+                    header.sweep.parameter,
+                    last.value,
+                    c.subject,
+                    c.share * 100.0
+                ),
+            });
+        }
     }
     // A kernel hotspot says which processes ran it, when that is not only the command
     // (a server observed with --attach, or several programs).
@@ -295,6 +342,7 @@ pub(super) fn finish_findings(
         }
     }
     sort_findings(findings);
+    warnings
 }
 
 fn sort_findings(findings: &mut [Finding]) {

@@ -264,17 +264,96 @@ pub(super) fn warnings(header: &RunHeader, points: &[Point]) -> Vec<Warning> {
                 });
             }
         }
-        if let Some(x) = p.perturbation.filter(|x| x.abs() > PERTURBATION_LIMIT) {
+        // Beyond the tracing budget, and outside the noise: even the most favourable
+        // pairing of a traced repeat with a clean one shows it.
+        let outside_noise = p
+            .perturbation_interval
+            .is_none_or(|[lo, hi]| lo > 0.0 || hi < 0.0);
+        if let Some(x) = p
+            .perturbation
+            .filter(|x| x.abs() > PERTURBATION_LIMIT && outside_noise)
+        {
             out.push(Warning {
                 kind: WarningKind::PerturbedDiagnosis,
                 point: Some(p.value),
                 message: format!(
-                    "{} {}: traced repeats ran {:.0}% {} than clean ones{}; the findings describe a perturbed run (the reported throughput is the clean one)",
+                    "{} {}: traced repeats ran {:.0}% {} than clean ones{}{}; the findings describe a perturbed run (the reported throughput is the clean one)",
                     header.sweep.parameter,
                     p.value,
                     100.0 * x.abs(),
                     if x < 0.0 { "slower" } else { "faster" },
+                    p.perturbation_interval
+                        .map(|[lo, hi]| format!(
+                            " ({:+.0}% to {:+.0}% over the repeats' pairings)",
+                            lo * 100.0,
+                            hi * 100.0
+                        ))
+                        .unwrap_or_default(),
                     spread_note(p),
+                ),
+            });
+        }
+        if let Some(i) = p
+            .interference
+            .as_ref()
+            .filter(|i| i.is_disturbed() || i.disturbed > 0)
+        {
+            out.push(Warning {
+                kind: WarningKind::Interference,
+                point: Some(p.value),
+                message: format!(
+                    "{} {}: other processes took {:.0}% of the CPUs the workload could use ({}){}; measure on a quiet machine",
+                    header.sweep.parameter,
+                    p.value,
+                    i.share * 100.0,
+                    i.processes
+                        .iter()
+                        .map(|f| format!("{} {:.2} s, pid {}", f.comm, f.cpu_s, f.pid))
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                    if i.disturbed > 0 {
+                        format!(
+                            "; {} of {} repeats were disturbed beyond {:.0}% (up to {} per point are measured again)",
+                            i.disturbed,
+                            p.repeats.len() + p.traced_repeats.len(),
+                            scalprof_model::stability::DISTURBED_SHARE * 100.0,
+                            scalprof_model::stability::MAX_RERUNS
+                        )
+                    } else {
+                        String::new()
+                    }
+                ),
+            });
+        }
+        if !p.outliers.is_empty() {
+            let walls: Vec<String> = p
+                .repeats
+                .iter()
+                .filter(|r| p.outliers.contains(&r.index))
+                .map(|r| format!("repeat {} ({:.3} s)", r.index + 1, r.wall_s))
+                .collect();
+            out.push(Warning {
+                kind: WarningKind::OutlierRepeat,
+                point: Some(p.value),
+                message: format!(
+                    "{} {}: {} ran far from the point's other repeats (median {:.3} s) and is left out of its throughput; if the program has two regimes, run more repeats (--repeat 10)",
+                    header.sweep.parameter,
+                    p.value,
+                    walls.join(", "),
+                    p.wall_s.map_or(0.0, |w| w.median),
+                ),
+            });
+        }
+        if let Some(e) = p.efficiency.filter(|&e| e > 1.05) {
+            out.push(Warning {
+                kind: WarningKind::SuperLinear,
+                point: Some(p.value),
+                message: format!(
+                    "{} {}: efficiency {:.0}%, more than linear: the first point did not keep its CPU busy (it waited on I/O, a server or a client, which more {} overlap), or caches and batching cut the work per operation; the budget counts it all as useful",
+                    header.sweep.parameter,
+                    p.value,
+                    e * 100.0,
+                    header.sweep.parameter
                 ),
             });
         }

@@ -105,6 +105,32 @@ pub fn check_budgets(doc: &Value) {
             (sum - 1.0).abs() < 1e-6,
             "$.points[{i}].budget sums to {sum}: {b}"
         );
+        // Every cause of a point diagnosed from traced repeats has its interval, and the
+        // interval holds the share.
+        let within = |x: &Value, i: &Value| {
+            let (lo, hi) = (i[0].as_f64().unwrap(), i[1].as_f64().unwrap());
+            let x = x.as_f64().unwrap();
+            lo <= x + 1e-9 && x <= hi + 1e-9
+        };
+        if p["traced_repeats"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty())
+            && i > 0
+        {
+            for c in b["causes"].as_array().unwrap() {
+                let interval = &c["share_interval"];
+                assert!(
+                    interval.is_array(),
+                    "$.points[{i}]: no share_interval in {c}"
+                );
+                assert!(within(&c["share"], interval), "$.points[{i}]: {c}");
+            }
+            assert!(within(&b["unexplained"], &b["unexplained_interval"]), "{b}");
+            assert!(
+                p["settling"]["traced_repeats"].as_u64().unwrap() >= 1,
+                "{p}"
+            );
+        }
     }
     let Some(last) = points.last().and_then(|p| p.get("budget")) else {
         return;
@@ -118,6 +144,9 @@ pub fn check_budgets(doc: &Value) {
             .find(|c| c["kind"] == f["kind"] && c["subject"] == f["subject"])
             .unwrap_or_else(|| panic!("finding without its cause in the budget: {f}"));
         assert_eq!(cause["share"], f["score"], "one number per cause: {f}");
+        if cause.get("share_interval").is_some() {
+            assert_eq!(cause["share_interval"], f["score_interval"], "{f}");
+        }
         assert!(w["speedup"].as_f64().unwrap() > 0.0);
     }
 }

@@ -1,0 +1,455 @@
+//! How much a verdict can be trusted: each budget share's interval over the traced
+//! repeats, whether the repeats agree on each point's top cause, and the CPU time other
+//! processes took from the points.
+//!
+//! The intervals come from assembling the document once per traced repeat: variant `j`
+//! diagnoses every point after the first from its `j`-th traced repeat alone (its own
+//! profile, lock table and traced throughput), against the merged first point. Every
+//! share is then computed by the same code as the merged document's, so an interval can
+//! never disagree with its point estimate about what a cause is.
+
+use std::collections::HashMap;
+
+use scalprof_model::locks::{LockProfile, Scope, CPU_WAIT_OTHER};
+use scalprof_model::stability::Interval;
+use scalprof_model::{
+    Budget, ForeignProcess, Interference, Point, PointProfile, PointRepeat, Repeat, RepeatTrace,
+    RunDocument, RunInputs, Settling,
+};
+
+use crate::budget::MIN_SHARE;
+
+/// The per-repeat profiles and lock tables worth keeping beside the merged ones: those of
+/// the points after the first with at least two traced repeats.
+pub fn per_repeat(
+    profiles: &[(u64, u32, PointProfile)],
+    locks: &[(u64, u32, LockProfile)],
+) -> Vec<RepeatTrace> {
+    let first = profiles
+        .iter()
+        .map(|p| p.0)
+        .chain(locks.iter().map(|l| l.0))
+        .min();
+    let mut out: Vec<RepeatTrace> = Vec::new();
+    let mut slot = |value: u64, index: u32| -> Option<usize> {
+        if Some(value) == first {
+            return None;
+        }
+        Some(
+            match out
+                .iter()
+                .position(|r| r.value == value && r.index == index)
+            {
+                Some(k) => k,
+                None => {
+                    out.push(RepeatTrace {
+                        value,
+                        index,
+                        profile: None,
+                        locks: None,
+                    });
+                    out.len() - 1
+                }
+            },
+        )
+    };
+    let mut placed: Vec<(usize, Option<&PointProfile>, Option<&LockProfile>)> = Vec::new();
+    for (v, i, p) in profiles {
+        if let Some(k) = slot(*v, *i) {
+            placed.push((k, Some(p), None));
+        }
+    }
+    for (v, i, l) in locks {
+        if let Some(k) = slot(*v, *i) {
+            placed.push((k, None, Some(l)));
+        }
+    }
+    for (k, p, l) in placed {
+        if let Some(p) = p {
+            out[k].profile = Some(p.clone());
+        }
+        if let Some(l) = l {
+            out[k].locks = Some(l.clone());
+        }
+    }
+    // Only points with two or more repeats have an interval to give.
+    let counts = |v: u64, out: &[RepeatTrace]| out.iter().filter(|r| r.value == v).count();
+    let keep: Vec<bool> = out.iter().map(|r| counts(r.value, &out) >= 2).collect();
+    let mut keep = keep.into_iter();
+    out.retain(|_| keep.next().unwrap_or(false));
+    out.sort_by_key(|r| (r.value, r.index));
+    out
+}
+
+/// The inputs of variant `j`: every point with per-repeat data diagnosed from its `j`-th
+/// traced repeat only. `None` when no point has a `j`-th repeat.
+fn variant(inputs: &RunInputs, j: usize) -> Option<RunInputs> {
+    let mut chosen: Vec<&RepeatTrace> = Vec::new();
+    let mut values: Vec<u64> = inputs.per_repeat.iter().map(|r| r.value).collect();
+    values.dedup();
+    for v in values {
+        if let Some(r) = inputs.per_repeat.iter().filter(|r| r.value == v).nth(j) {
+            chosen.push(r);
+        }
+    }
+    if chosen.is_empty() {
+        return None;
+    }
+    let replaced = |v: u64| chosen.iter().find(|r| r.value == v);
+    let repeats: Vec<PointRepeat> = inputs
+        .repeats
+        .iter()
+        .filter(|pr| {
+            !pr.repeat.traced || replaced(pr.value).is_none_or(|r| r.index == pr.repeat.index)
+        })
+        .cloned()
+        .collect();
+    let profiles = inputs
+        .profiles
+        .iter()
+        .filter_map(|(v, p)| match replaced(*v) {
+            Some(r) => r.profile.clone().map(|p| (*v, p)),
+            None => Some((*v, p.clone())),
+        })
+        .collect();
+    let locks = inputs
+        .locks
+        .iter()
+        .filter_map(|(v, l)| match replaced(*v) {
+            Some(r) => r.locks.clone().map(|l| (*v, l)),
+            None => Some((*v, l.clone())),
+        })
+        .collect();
+    Some(RunInputs {
+        header: inputs.header.clone(),
+        repeats,
+        profiles,
+        locks,
+        sharing: inputs.sharing.clone(),
+        legacy_findings: inputs.legacy_findings.clone(),
+        per_repeat: Vec::new(),
+    })
+}
+
+/// A cause's identity across variants.
+fn key(c: &scalprof_model::Cause) -> (scalprof_model::FindingKind, Option<Scope>, &str) {
+    (c.kind, c.scope, c.subject.as_str())
+}
+
+/// Adds to a document assembled from the merged repeats: every share's interval, the
+/// findings' score intervals, and each point's settling. `assemble` is the function that
+/// made `doc` (called again on each variant).
+pub fn add_intervals(
+    doc: &mut RunDocument,
+    inputs: &RunInputs,
+    assemble: impl Fn(&RunInputs) -> RunDocument,
+) {
+    // Per point (by value): each variant's budget, for the points it diagnosed alone.
+    let mut per_point: HashMap<u64, Vec<Budget>> = HashMap::new();
+    for j in 0.. {
+        let Some(v) = variant(inputs, j) else { break };
+        let alone: Vec<u64> = inputs
+            .per_repeat
+            .iter()
+            .map(|r| r.value)
+            .filter(|&val| {
+                inputs
+                    .per_repeat
+                    .iter()
+                    .filter(|r| r.value == val)
+                    .nth(j)
+                    .is_some()
+            })
+            .collect();
+        for p in assemble(&v).points {
+            if let Some(b) = p.budget.filter(|_| alone.contains(&p.value)) {
+                per_point.entry(p.value).or_default().push(b);
+            }
+        }
+    }
+    let first = doc.points.first().map(|p| p.value);
+    for p in doc.points.iter_mut() {
+        let traced = p.traced_repeats.iter().filter(|r| r.succeeded()).count() as u32;
+        let useful_interval = useful_interval(p);
+        let Some(b) = p.budget.as_mut() else { continue };
+        b.useful_interval = useful_interval;
+        let variants = per_point.get(&p.value).map(Vec::as_slice).unwrap_or(&[]);
+        let span = |merged: f64, each: &mut dyn Iterator<Item = f64>| -> Interval {
+            each.fold([merged, merged], |[lo, hi], x| [lo.min(x), hi.max(x)])
+        };
+        for c in &mut b.causes {
+            let mut each = variants.iter().map(|v| {
+                v.causes
+                    .iter()
+                    .find(|d| key(d) == key(c))
+                    .map_or(0.0, |d| d.share)
+            });
+            c.share_interval = Some(span(c.share, &mut each));
+        }
+        b.unexplained_interval = Some(span(
+            b.unexplained,
+            &mut variants.iter().map(|v| v.unexplained),
+        ));
+        if Some(p.value) != first {
+            p.settling = Some(settle(b, variants, traced));
+        }
+    }
+    // A finding's score is its cause's share at the last point.
+    if let Some(last) = doc.points.last().and_then(|p| p.budget.as_ref()) {
+        for f in &mut doc.findings {
+            f.score_interval = last
+                .causes
+                .iter()
+                .find(|c| c.kind == f.kind && c.subject == f.subject)
+                .and_then(|c| c.share_interval);
+        }
+    }
+}
+
+/// `useful` (the efficiency) from the slowest to the fastest clean repeat.
+fn useful_interval(p: &Point) -> Option<Interval> {
+    let s = p.throughput_spread.filter(|s| s.median > 0.0)?;
+    let e = p.efficiency?;
+    Some([
+        (e * s.min / s.median).clamp(0.0, 1.0),
+        (e * s.max / s.median).clamp(0.0, 1.0),
+    ])
+}
+
+/// Whether the variants agree on the point's verdict: the same top cause (the largest, if
+/// at least [`MIN_SHARE`]) in every traced repeat, clear of the next cause, and no cause
+/// on the edge of the reporting threshold.
+pub fn settle(merged: &Budget, variants: &[Budget], traced: u32) -> Settling {
+    let settled = |traced| Settling {
+        traced_repeats: traced,
+        settled: true,
+        candidates: Vec::new(),
+        reason: String::new(),
+    };
+    if variants.len() < 2 {
+        return settled(traced);
+    }
+    let own = |b: &Budget| -> Vec<scalprof_model::Cause> {
+        let mut c: Vec<_> = b.causes.iter().filter(|c| !c.foreign).cloned().collect();
+        c.sort_by(|a, b| b.share.total_cmp(&a.share));
+        c
+    };
+    let top = |b: &Budget| {
+        own(b)
+            .into_iter()
+            .next()
+            .filter(|c| c.share >= MIN_SHARE)
+            .map(|c| c.subject)
+    };
+    let unsettled = |candidates: Vec<String>, reason: String| Settling {
+        traced_repeats: traced,
+        settled: false,
+        candidates,
+        reason,
+    };
+    let tops: Vec<Option<String>> = variants.iter().map(top).collect();
+    if tops.iter().any(|t| *t != tops[0]) {
+        let mut candidates: Vec<String> = Vec::new();
+        for c in own(merged) {
+            if tops
+                .iter()
+                .any(|t| t.as_deref() == Some(c.subject.as_str()))
+                && !candidates.contains(&c.subject)
+            {
+                candidates.push(c.subject);
+            }
+        }
+        let none = tops.iter().filter(|t| t.is_none()).count();
+        let reason = if none > 0 {
+            format!(
+                "{} of {} traced repeats name no cause above {:.0}%",
+                none,
+                tops.len(),
+                MIN_SHARE * 100.0
+            )
+        } else {
+            "the traced repeats name different top causes".to_string()
+        };
+        return unsettled(candidates, reason);
+    }
+    let causes = own(merged);
+    let interval = |c: &scalprof_model::Cause| c.share_interval.unwrap_or([c.share, c.share]);
+    if let (Some(a), Some(b)) = (causes.first(), causes.get(1)) {
+        let (ia, ib) = (interval(a), interval(b));
+        if tops[0].is_some() && ib[1] >= MIN_SHARE && ia[0] <= ib[1] {
+            return unsettled(
+                vec![a.subject.clone(), b.subject.clone()],
+                format!(
+                    "the top two causes overlap ({:.0}–{:.0}% and {:.0}–{:.0}%)",
+                    ia[0] * 100.0,
+                    ia[1] * 100.0,
+                    ib[0] * 100.0,
+                    ib[1] * 100.0
+                ),
+            );
+        }
+    }
+    if let Some(c) = causes.iter().find(|c| {
+        let i = interval(c);
+        i[0] < MIN_SHARE && i[1] >= MIN_SHARE
+    }) {
+        let i = interval(c);
+        return unsettled(
+            vec![c.subject.clone()],
+            format!(
+                "{} is on the edge of the {:.0}% threshold ({:.1}–{:.1}%)",
+                c.subject,
+                MIN_SHARE * 100.0,
+                i[0] * 100.0,
+                i[1] * 100.0
+            ),
+        );
+    }
+    settled(traced)
+}
+
+/// The interference of a point's repeats: the median share, the heaviest processes (their
+/// CPU time summed over the repeats), and how many repeats were disturbed.
+pub fn point_interference<'a>(repeats: impl Iterator<Item = &'a Repeat>) -> Option<Interference> {
+    let measured: Vec<&Interference> = repeats.filter_map(|r| r.interference.as_ref()).collect();
+    if measured.is_empty() {
+        return None;
+    }
+    let share = crate::summary::spread(measured.iter().map(|i| i.share)).map_or(0.0, |s| s.median);
+    let mut by_process: Vec<ForeignProcess> = Vec::new();
+    for p in measured.iter().flat_map(|i| &i.processes) {
+        match by_process
+            .iter_mut()
+            .find(|q| q.pid == p.pid && q.comm == p.comm)
+        {
+            Some(q) => q.cpu_s += p.cpu_s,
+            None => by_process.push(p.clone()),
+        }
+    }
+    by_process.sort_by(|a, b| b.cpu_s.total_cmp(&a.cpu_s));
+    by_process.truncate(5);
+    Some(Interference {
+        share,
+        processes: by_process,
+        disturbed: measured.iter().filter(|i| i.is_disturbed()).count() as u32,
+    })
+}
+
+/// Whether a budget cause is the time the workload waited behind other processes.
+pub fn is_foreign(scope: Option<Scope>, subject: &str) -> bool {
+    scope == Some(Scope::Kernel) && subject == CPU_WAIT_OTHER
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use scalprof_model::{Cause, FindingKind};
+
+    fn budget(causes: &[(&str, f64)]) -> Budget {
+        Budget {
+            useful: 0.5,
+            useful_interval: None,
+            overhead: 0.0,
+            unexplained: 0.0,
+            unexplained_interval: None,
+            causes: causes
+                .iter()
+                .map(|&(s, share)| Cause {
+                    kind: FindingKind::LockContention,
+                    scope: Some(Scope::User),
+                    subject: s.into(),
+                    share,
+                    share_interval: None,
+                    foreign: false,
+                    detail: String::new(),
+                })
+                .collect(),
+        }
+    }
+
+    fn with_intervals(mut b: Budget, variants: &[Budget]) -> Budget {
+        for c in &mut b.causes {
+            let each = variants.iter().map(|v| {
+                v.causes
+                    .iter()
+                    .find(|d| d.subject == c.subject)
+                    .map_or(0.0, |d| d.share)
+            });
+            c.share_interval =
+                Some(each.fold([c.share, c.share], |[l, h], x| [l.min(x), h.max(x)]));
+        }
+        b
+    }
+
+    #[test]
+    fn repeats_that_agree_on_a_clear_top_cause_settle() {
+        let v = [
+            budget(&[("a", 0.40), ("b", 0.05)]),
+            budget(&[("a", 0.44), ("b", 0.07)]),
+        ];
+        let merged = with_intervals(budget(&[("a", 0.42), ("b", 0.06)]), &v);
+        let s = settle(&merged, &v, 2);
+        assert!(s.settled, "{s:?}");
+        assert_eq!(s.traced_repeats, 2);
+    }
+
+    #[test]
+    fn repeats_that_name_different_top_causes_are_unsettled_with_both_named() {
+        let v = [
+            budget(&[("a", 0.30), ("b", 0.20)]),
+            budget(&[("b", 0.31), ("a", 0.22)]),
+        ];
+        let merged = with_intervals(budget(&[("a", 0.26), ("b", 0.255)]), &v);
+        let s = settle(&merged, &v, 2);
+        assert!(!s.settled);
+        assert_eq!(s.candidates, ["a", "b"]);
+        assert!(s.reason.contains("different top causes"), "{s:?}");
+    }
+
+    #[test]
+    fn overlapping_top_two_or_a_cause_on_the_threshold_is_unsettled() {
+        let v = [
+            budget(&[("a", 0.30), ("b", 0.20)]),
+            budget(&[("a", 0.25), ("b", 0.24)]),
+        ];
+        // Each repeat ranks a first, but the merged repeats put b within a's range.
+        let merged = with_intervals(budget(&[("a", 0.26), ("b", 0.255)]), &v);
+        let s = settle(&merged, &v, 2);
+        assert!(!s.settled && s.reason.contains("overlap"), "{s:?}");
+        let merged = with_intervals(budget(&[("a", 0.27), ("b", 0.22)]), &v);
+        assert!(settle(&merged, &v, 2).settled);
+        // One repeat sees a 6% cause, the other 3%: it may or may not be a finding.
+        let v = [
+            budget(&[("a", 0.30), ("b", 0.06)]),
+            budget(&[("a", 0.31), ("b", 0.03)]),
+        ];
+        let merged = with_intervals(budget(&[("a", 0.3), ("b", 0.045)]), &v);
+        let s = settle(&merged, &v, 2);
+        assert!(!s.settled && s.candidates == ["b"], "{s:?}");
+        // No cause above 5% in any repeat: a program that scales is settled.
+        let v = [budget(&[("a", 0.01)]), budget(&[("b", 0.02)])];
+        let merged = with_intervals(budget(&[("a", 0.01), ("b", 0.01)]), &v);
+        assert!(settle(&merged, &v, 2).settled);
+    }
+
+    #[test]
+    fn only_points_after_the_first_with_two_repeats_keep_their_own_traces() {
+        let p = PointProfile::default();
+        let l = LockProfile::default();
+        let kept = per_repeat(
+            &[
+                (1, 3, p.clone()),
+                (1, 4, p.clone()),
+                (2, 3, p.clone()),
+                (2, 4, p.clone()),
+                (4, 3, p.clone()),
+            ],
+            &[(2, 4, l.clone()), (4, 3, l)],
+        );
+        let got: Vec<(u64, u32, bool, bool)> = kept
+            .iter()
+            .map(|r| (r.value, r.index, r.profile.is_some(), r.locks.is_some()))
+            .collect();
+        assert_eq!(got, [(2, 3, true, false), (2, 4, true, true)]);
+    }
+}

@@ -1,0 +1,196 @@
+//! CPU time that processes outside the workload took while it ran: each process's user and
+//! system time (`/proc/PID/stat`, whole process, all threads) read just before a repeat
+//! starts and just after it is reaped, outside its timed window. The workload's own
+//! processes do not exist before it starts, and scalprof's own time is its overhead, so
+//! what grew in between is the other processes'.
+//!
+//! A process that started and ended inside the repeat is not seen; the kernel's threads
+//! (kworkers, ksoftirqd) are, like any other process.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use scalprof_model::{ForeignProcess, Interference};
+
+/// At most this many processes are named per repeat.
+const NAMED: usize = 5;
+
+/// Every process's command name and CPU time at one moment.
+pub struct Snapshot {
+    /// pid → (comm, user + system clock ticks).
+    cpu: HashMap<i32, (String, u64)>,
+    /// When it was read: the CPU time between two snapshots is judged against the time
+    /// between them (the repeat's wall time, plus starting and reaping it).
+    at: std::time::Instant,
+}
+
+impl Snapshot {
+    /// Reads `/proc` now.
+    pub fn take() -> Snapshot {
+        Snapshot::take_in(Path::new("/proc"))
+    }
+
+    fn take_in(proc: &Path) -> Snapshot {
+        let at = std::time::Instant::now();
+        let mut cpu = HashMap::new();
+        for (pid, path) in crate::processes(proc) {
+            let Ok(stat) = std::fs::read_to_string(path.join("stat")) else {
+                continue; // exited meanwhile
+            };
+            if let Some(entry) = parse_stat(&stat) {
+                cpu.insert(pid, entry);
+            }
+        }
+        Snapshot { cpu, at }
+    }
+
+    /// What the processes of `before` that still run used since then, less those in
+    /// `exclude` (scalprof, the processes observed with --attach), as an interference
+    /// on a workload that could use `demand` of the `cpus` CPUs.
+    pub fn since(
+        &self,
+        before: &Snapshot,
+        exclude: &[i32],
+        cpus: u32,
+        demand: f64,
+    ) -> Interference {
+        let window_s = self.at.saturating_duration_since(before.at).as_secs_f64();
+        self.over(before, exclude, window_s, cpus, demand)
+    }
+
+    /// [`Snapshot::since`] over a window of `window_s` seconds.
+    fn over(
+        &self,
+        before: &Snapshot,
+        exclude: &[i32],
+        window_s: f64,
+        cpus: u32,
+        demand: f64,
+    ) -> Interference {
+        let tick = ticks_per_second();
+        let mut used: Vec<ForeignProcess> = self
+            .cpu
+            .iter()
+            .filter(|(pid, _)| !exclude.contains(pid))
+            .filter_map(|(&pid, (comm, now))| {
+                let (_, then) = before.cpu.get(&pid)?;
+                let ticks = now.checked_sub(*then).filter(|&t| t > 0)?;
+                Some(ForeignProcess {
+                    comm: comm.clone(),
+                    pid,
+                    cpu_s: ticks as f64 / tick,
+                })
+            })
+            .collect();
+        // Each count is read at a clock tick's resolution: one tick less than a process
+        // seems to have used is what it surely used. Without it, a 2 ms repeat would
+        // count a process's single tick as half of a CPU.
+        let foreign_cpu_s: f64 = used.iter().map(|p| (p.cpu_s - 1.0 / tick).max(0.0)).sum();
+        used.sort_by(|a, b| b.cpu_s.total_cmp(&a.cpu_s).then(a.pid.cmp(&b.pid)));
+        used.truncate(NAMED);
+        Interference {
+            share: Interference::share_of(foreign_cpu_s, window_s, cpus, demand),
+            processes: used,
+            disturbed: 0,
+        }
+    }
+}
+
+/// `pid (comm) state ppid … utime stime …` → (comm, utime + stime). The name may hold
+/// spaces and parentheses: it ends at the last `)`.
+fn parse_stat(stat: &str) -> Option<(String, u64)> {
+    let open = stat.find('(')?;
+    let close = stat.rfind(')')?;
+    let comm = stat.get(open + 1..close)?.to_string();
+    // After the name: state(0) ppid(1) pgrp session tty tpgid flags minflt cminflt majflt
+    // cmajflt utime(11) stime(12).
+    let mut rest = stat.get(close + 1..)?.split_whitespace().skip(11);
+    let utime: u64 = rest.next()?.parse().ok()?;
+    let stime: u64 = rest.next()?.parse().ok()?;
+    Some((comm, utime + stime))
+}
+
+fn ticks_per_second() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as f64
+    } else {
+        100.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fake_proc(procs: &[(i32, &str, u64)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for &(pid, comm, ticks) in procs {
+            let p = dir.path().join(pid.to_string());
+            std::fs::create_dir(&p).unwrap();
+            std::fs::write(
+                p.join("stat"),
+                format!("{pid} ({comm}) R 1 1 1 0 -1 0 0 0 0 0 {ticks} 0 0 0 20 0 1 0"),
+            )
+            .unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn what_other_processes_used_during_a_repeat_is_named_and_shared() {
+        let tick = ticks_per_second();
+        let t = |s: f64| (s * tick) as u64;
+        let before = Snapshot::take_in(
+            fake_proc(&[
+                (10, "spin (x) y", t(1.0)),
+                (11, "idle", 5),
+                (12, "scalprof", 0),
+            ])
+            .path(),
+        );
+        let after = Snapshot::take_in(
+            fake_proc(&[
+                (10, "spin (x) y", t(2.0)),
+                (11, "idle", 5),
+                (12, "scalprof", t(0.5)),
+                // Started during the repeat: not seen.
+                (13, "new", t(0.3)),
+            ])
+            .path(),
+        );
+        // 1 s of wall, 2 CPUs, both wanted by the workload: the spinner took half (less
+        // the tick its count may be off by).
+        let i = after.over(&before, &[12], 1.0, 2, 2.0);
+        assert!((i.share - 0.5).abs() < 0.02, "{i:?}");
+        // One tick in a short window is within a tick's uncertainty: nothing taken.
+        let short = Snapshot::take_in(fake_proc(&[(10, "spin (x) y", t(1.0) + 1)]).path());
+        assert_eq!(short.over(&before, &[], 0.002, 2, 2.0).share, 0.0);
+        assert_eq!(i.processes.len(), 1);
+        assert_eq!(i.processes[0].comm, "spin (x) y");
+        assert_eq!(i.processes[0].pid, 10);
+        assert!(i.is_disturbed());
+        // With one thread, the spinner had the CPU the workload left idle.
+        assert_eq!(after.over(&before, &[12], 1.0, 2, 1.0).share, 0.0);
+    }
+
+    #[test]
+    fn a_real_spinning_process_is_seen() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .spawn()
+            .unwrap();
+        // Let it appear in /proc before the first reading counts it.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        let start = Snapshot::take();
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        let end = Snapshot::take();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let own = std::process::id() as i32;
+        let i = end.since(&start, &[own], 1, 1.0);
+        let spinner = i.processes.iter().find(|p| p.pid == child.id() as i32);
+        assert!(spinner.is_some_and(|p| p.cpu_s > 0.1), "{i:?}");
+    }
+}

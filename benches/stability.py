@@ -4,8 +4,8 @@ own store) and prints, per program, the top cause of every run, the agreement (n
 what the adaptive traced repeats cost.
 
 The top cause is the run's first finding ("-" when it has none: a program that scales
-must give "-" every time). Where the last point is unsettled, the run's top cause is
-printed as "A|B" (the candidates), which counts as agreeing with neither.
+must give "-" every time). Where the last point's top two causes could not be told apart,
+it is printed as "A|B" (the candidates), which counts as agreeing with neither.
 
 Usage: benches/stability.py [RUNS] [--bin PATH] [--programs a,b,...]
 Programs are corpus names, or `sqlite` (benches/sqlite_writers.py, rollback journal).
@@ -53,9 +53,10 @@ def one_run(scalprof, corpus, program):
         doc = json.load(open(doc_path))
     last = doc["points"][-1]
     settling = last.get("settling") or {}
-    if settling.get("settled") is False:
-        top = "|".join(settling.get("candidates") or ["?"])
+    if settling.get("settled") is False and len(settling.get("candidates") or []) > 1:
+        top = "|".join(settling["candidates"])
     else:
+        # Settled, or only a smaller cause on the edge of the threshold: the top stands.
         top = doc["findings"][0]["subject"] if doc["findings"] else "-"
     traced = sum(len(p.get("traced_repeats", [])) for p in doc["points"])
     return {"top": top, "took": took, "traced": traced,

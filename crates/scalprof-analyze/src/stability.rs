@@ -175,7 +175,7 @@ pub fn add_intervals(
         b.useful_interval = useful_interval;
         let variants = per_point.get(&p.value).map(Vec::as_slice).unwrap_or(&[]);
         let span = |merged: f64, each: &mut dyn Iterator<Item = f64>| -> Interval {
-            each.fold([merged, merged], |[lo, hi], x| [lo.min(x), hi.max(x)])
+            scalprof_model::stability::interval(merged, &each.collect::<Vec<f64>>())
         };
         for c in &mut b.causes {
             let mut each = variants.iter().map(|v| {
@@ -216,96 +216,64 @@ fn useful_interval(p: &Point) -> Option<Interval> {
     ])
 }
 
-/// Whether the variants agree on the point's verdict: the same top cause (the largest, if
-/// at least [`MIN_SHARE`]) in every traced repeat, clear of the next cause, and no cause
-/// on the edge of the reporting threshold.
+/// Whether the point's verdict is settled: its top cause (the largest, if at least
+/// [`MIN_SHARE`]) stands clear of the next one (their intervals do not overlap), and no
+/// cause's interval straddles the reporting threshold. The intervals narrow with more
+/// repeats, so more repeats settle a point unless two causes are truly as large.
 pub fn settle(merged: &Budget, variants: &[Budget], traced: u32) -> Settling {
-    let settled = |traced| Settling {
+    let mut causes: Vec<&scalprof_model::Cause> =
+        merged.causes.iter().filter(|c| !c.foreign).collect();
+    causes.sort_by(|a, b| b.share.total_cmp(&a.share));
+    let interval = |c: &scalprof_model::Cause| c.share_interval.unwrap_or([c.share, c.share]);
+    let mut out = Settling {
         traced_repeats: traced,
         settled: true,
+        top: None,
         candidates: Vec::new(),
         reason: String::new(),
     };
     if variants.len() < 2 {
-        return settled(traced);
-    }
-    let own = |b: &Budget| -> Vec<scalprof_model::Cause> {
-        let mut c: Vec<_> = b.causes.iter().filter(|c| !c.foreign).cloned().collect();
-        c.sort_by(|a, b| b.share.total_cmp(&a.share));
-        c
-    };
-    let top = |b: &Budget| {
-        own(b)
-            .into_iter()
-            .next()
+        out.top = causes
+            .first()
             .filter(|c| c.share >= MIN_SHARE)
-            .map(|c| c.subject)
-    };
-    let unsettled = |candidates: Vec<String>, reason: String| Settling {
-        traced_repeats: traced,
-        settled: false,
-        candidates,
-        reason,
-    };
-    let tops: Vec<Option<String>> = variants.iter().map(top).collect();
-    if tops.iter().any(|t| *t != tops[0]) {
-        let mut candidates: Vec<String> = Vec::new();
-        for c in own(merged) {
-            if tops
-                .iter()
-                .any(|t| t.as_deref() == Some(c.subject.as_str()))
-                && !candidates.contains(&c.subject)
-            {
-                candidates.push(c.subject);
-            }
-        }
-        let none = tops.iter().filter(|t| t.is_none()).count();
-        let reason = if none > 0 {
-            format!(
-                "{} of {} traced repeats name no cause above {:.0}%",
-                none,
-                tops.len(),
-                MIN_SHARE * 100.0
-            )
-        } else {
-            "the traced repeats name different top causes".to_string()
-        };
-        return unsettled(candidates, reason);
+            .map(|c| c.subject.clone());
+        return out;
     }
-    let causes = own(merged);
-    let interval = |c: &scalprof_model::Cause| c.share_interval.unwrap_or([c.share, c.share]);
-    if let (Some(a), Some(b)) = (causes.first(), causes.get(1)) {
-        let (ia, ib) = (interval(a), interval(b));
-        if tops[0].is_some() && ib[1] >= MIN_SHARE && ia[0] <= ib[1] {
-            return unsettled(
-                vec![a.subject.clone(), b.subject.clone()],
-                format!(
-                    "the top two causes overlap ({:.0}–{:.0}% and {:.0}–{:.0}%)",
-                    ia[0] * 100.0,
-                    ia[1] * 100.0,
-                    ib[0] * 100.0,
-                    ib[1] * 100.0
-                ),
+    let first = causes.first().copied();
+    let second = causes.get(1).copied();
+    match (first, second) {
+        (Some(a), Some(b)) if interval(b)[1] >= MIN_SHARE && interval(a)[0] <= interval(b)[1] => {
+            let (ia, ib) = (interval(a), interval(b));
+            out.settled = false;
+            out.candidates = vec![a.subject.clone(), b.subject.clone()];
+            out.reason = format!(
+                "the top two causes overlap ({:.0}–{:.0}% and {:.0}–{:.0}%)",
+                ia[0] * 100.0,
+                ia[1] * 100.0,
+                ib[0] * 100.0,
+                ib[1] * 100.0
             );
+            return out;
         }
+        (Some(a), _) if interval(a)[0] >= MIN_SHARE => out.top = Some(a.subject.clone()),
+        _ => {}
     }
     if let Some(c) = causes.iter().find(|c| {
         let i = interval(c);
         i[0] < MIN_SHARE && i[1] >= MIN_SHARE
     }) {
         let i = interval(c);
-        return unsettled(
-            vec![c.subject.clone()],
-            format!(
-                "{} is on the edge of the {:.0}% threshold ({:.1}–{:.1}%)",
-                c.subject,
-                MIN_SHARE * 100.0,
-                i[0] * 100.0,
-                i[1] * 100.0
-            ),
+        out.settled = false;
+        out.candidates = vec![c.subject.clone()];
+        out.reason = format!(
+            "{} is on the edge of the {:.0}% threshold ({:.1}–{:.1}%)",
+            c.subject,
+            MIN_SHARE * 100.0,
+            i[0] * 100.0,
+            i[1] * 100.0
         );
     }
-    settled(traced)
+    out
 }
 
 /// The interference of a point's repeats: the median share, the heaviest processes (their
@@ -384,17 +352,18 @@ mod tests {
     #[test]
     fn repeats_that_agree_on_a_clear_top_cause_settle() {
         let v = [
-            budget(&[("a", 0.40), ("b", 0.05)]),
-            budget(&[("a", 0.44), ("b", 0.07)]),
+            budget(&[("a", 0.40), ("b", 0.02)]),
+            budget(&[("a", 0.44), ("b", 0.03)]),
         ];
-        let merged = with_intervals(budget(&[("a", 0.42), ("b", 0.06)]), &v);
+        let merged = with_intervals(budget(&[("a", 0.42), ("b", 0.025)]), &v);
         let s = settle(&merged, &v, 2);
         assert!(s.settled, "{s:?}");
+        assert_eq!(s.top.as_deref(), Some("a"));
         assert_eq!(s.traced_repeats, 2);
     }
 
     #[test]
-    fn repeats_that_name_different_top_causes_are_unsettled_with_both_named() {
+    fn repeats_that_rank_two_causes_either_way_are_unsettled_with_both_named() {
         let v = [
             budget(&[("a", 0.30), ("b", 0.20)]),
             budget(&[("b", 0.31), ("a", 0.22)]),
@@ -403,21 +372,36 @@ mod tests {
         let s = settle(&merged, &v, 2);
         assert!(!s.settled);
         assert_eq!(s.candidates, ["a", "b"]);
-        assert!(s.reason.contains("different top causes"), "{s:?}");
+        assert!(s.reason.contains("overlap"), "{s:?}");
+        assert_eq!(s.top, None);
     }
 
     #[test]
-    fn overlapping_top_two_or_a_cause_on_the_threshold_is_unsettled() {
-        let v = [
-            budget(&[("a", 0.30), ("b", 0.20)]),
-            budget(&[("a", 0.25), ("b", 0.24)]),
+    fn more_repeats_that_agree_narrow_the_intervals_and_settle() {
+        // Two repeats 0.30/0.22 and 0.22/0.14: the intervals overlap.
+        let two = [
+            budget(&[("a", 0.30), ("b", 0.14)]),
+            budget(&[("a", 0.22), ("b", 0.22)]),
         ];
-        // Each repeat ranks a first, but the merged repeats put b within a's range.
-        let merged = with_intervals(budget(&[("a", 0.26), ("b", 0.255)]), &v);
-        let s = settle(&merged, &v, 2);
-        assert!(!s.settled && s.reason.contains("overlap"), "{s:?}");
-        let merged = with_intervals(budget(&[("a", 0.27), ("b", 0.22)]), &v);
-        assert!(settle(&merged, &v, 2).settled);
+        let merged = with_intervals(budget(&[("a", 0.26), ("b", 0.18)]), &two);
+        assert!(!settle(&merged, &two, 2).settled);
+        // Six that scatter the same way around the same means: they stand apart.
+        let six: Vec<Budget> = (0..6)
+            .map(|i| {
+                if i % 2 == 0 {
+                    budget(&[("a", 0.28), ("b", 0.16)])
+                } else {
+                    budget(&[("a", 0.24), ("b", 0.20)])
+                }
+            })
+            .collect();
+        let merged = with_intervals(budget(&[("a", 0.26), ("b", 0.18)]), &six);
+        let s = settle(&merged, &six, 6);
+        assert!(s.settled, "{s:?} {merged:?}");
+    }
+
+    #[test]
+    fn a_cause_on_the_threshold_is_unsettled_and_a_program_that_scales_is_not() {
         // One repeat sees a 6% cause, the other 3%: it may or may not be a finding.
         let v = [
             budget(&[("a", 0.30), ("b", 0.06)]),
@@ -426,10 +410,13 @@ mod tests {
         let merged = with_intervals(budget(&[("a", 0.3), ("b", 0.045)]), &v);
         let s = settle(&merged, &v, 2);
         assert!(!s.settled && s.candidates == ["b"], "{s:?}");
-        // No cause above 5% in any repeat: a program that scales is settled.
-        let v = [budget(&[("a", 0.01)]), budget(&[("b", 0.02)])];
-        let merged = with_intervals(budget(&[("a", 0.01), ("b", 0.01)]), &v);
-        assert!(settle(&merged, &v, 2).settled);
+        // The top cause is clear all the same.
+        assert_eq!(s.top.as_deref(), Some("a"));
+        // No cause near 5% in any repeat: a program that scales is settled.
+        let v = [budget(&[("a", 0.01)]), budget(&[("a", 0.012), ("b", 0.02)])];
+        let merged = with_intervals(budget(&[("a", 0.011), ("b", 0.01)]), &v);
+        let s = settle(&merged, &v, 2);
+        assert!(s.settled && s.top.is_none(), "{s:?}");
     }
 
     #[test]

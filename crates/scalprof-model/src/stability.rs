@@ -4,19 +4,40 @@
 
 use serde::{Deserialize, Serialize};
 
-/// `[low, high]` of one share over a point's traced repeats: the smallest and largest of
-/// the per-repeat values (and of the merged one). As an interval for the median it holds
-/// with probability 1 − 2^(1−n) for n repeats (75% at 3, 94% at 5): the order-statistic
-/// interval for the median (Conover, *Practical Nonparametric Statistics*, §3.2), which
-/// assumes nothing about the distribution of the shares.
+/// `[low, high]` of one share over a point's traced repeats: the share ± Student's t at
+/// 80% (two-sided) times the standard error of the per-repeat shares, `s/√n`, clamped to
+/// 0..1. It narrows as repeats are added (a min–max range would only widen), which is
+/// what lets more traced repeats settle a verdict.
 pub type Interval = [f64; 2];
 
-/// The coverage of the min–max interval of `n` independent repeats for their median.
-pub fn interval_coverage(n: u32) -> f64 {
-    if n < 2 {
-        return 0.0;
+/// Student's t quantile 0.90 for `df` degrees of freedom (80% two-sided), from the
+/// standard table (e.g. NIST/SEMATECH e-Handbook, table 1.3.6.7.2).
+pub fn t80(df: usize) -> f64 {
+    const T: [f64; 10] = [
+        3.078, 1.886, 1.638, 1.533, 1.476, 1.440, 1.415, 1.397, 1.383, 1.372,
+    ];
+    match df {
+        0 => f64::INFINITY,
+        1..=10 => T[df - 1],
+        11..=30 => 1.35,
+        _ => 1.282,
     }
-    1.0 - 0.5f64.powi(n as i32 - 1)
+}
+
+/// The interval around `center` from per-repeat `values` (at least two; otherwise the
+/// point `[center, center]`), clamped to `[0, 1]`.
+pub fn interval(center: f64, values: &[f64]) -> Interval {
+    let n = values.len();
+    if n < 2 {
+        return [center, center];
+    }
+    let mean = values.iter().sum::<f64>() / n as f64;
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    let half = t80(n - 1) * (var / n as f64).sqrt();
+    [
+        (center - half).clamp(0.0, 1.0),
+        (center + half).clamp(0.0, 1.0),
+    ]
 }
 
 /// Whether the traced repeats of a point agree on its verdict.
@@ -24,6 +45,10 @@ pub fn interval_coverage(n: u32) -> f64 {
 pub struct Settling {
     /// Traced repeats the point's diagnosis was made from.
     pub traced_repeats: u32,
+    /// The point's top cause (at least 5%), when its interval stands clear of the next
+    /// cause's: settled even if a smaller cause is still on the edge of the threshold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top: Option<String>,
     /// The repeats agree on the top cause and it stands clear of the next one (and, at
     /// the last point, of the reporting threshold).
     pub settled: bool,
@@ -109,10 +134,16 @@ mod tests {
     }
 
     #[test]
-    fn the_min_max_interval_covers_the_median_more_often_with_more_repeats() {
-        assert_eq!(interval_coverage(1), 0.0);
-        assert_eq!(interval_coverage(2), 0.5);
-        assert_eq!(interval_coverage(3), 0.75);
-        assert!((interval_coverage(5) - 0.9375).abs() < 1e-12);
+    fn the_interval_narrows_as_repeats_agree_and_is_a_point_with_one() {
+        assert_eq!(interval(0.3, &[0.3]), [0.3, 0.3]);
+        let two = interval(0.3, &[0.25, 0.35]);
+        // s = 0.0707, s/√2 = 0.05, t(1) = 3.078.
+        assert!((two[0] - (0.3 - 0.1539)).abs() < 1e-3, "{two:?}");
+        let six = interval(0.3, &[0.25, 0.35, 0.25, 0.35, 0.25, 0.35]);
+        assert!(
+            six[1] - six[0] < two[1] - two[0] && six[0] > 0.25,
+            "{six:?}"
+        );
+        assert_eq!(interval(0.02, &[0.0, 0.1])[0], 0.0);
     }
 }

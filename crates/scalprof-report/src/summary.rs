@@ -67,16 +67,23 @@ pub fn summary_with(doc: &RunDocument, all_locks: bool, verbose: bool) -> String
                 line += &format!(" · {} traced", s.traced_repeats);
                 if !s.settled {
                     let names: Vec<String> = s.candidates.iter().map(|c| one_line(c)).collect();
-                    line += &format!(
-                        "\n    unsettled: {} ({}); the finding could be {}",
-                        one_line(&s.reason),
-                        if s.traced_repeats > 1 {
-                            format!("{} traced repeats", s.traced_repeats)
-                        } else {
-                            "one traced repeat".to_string()
-                        },
-                        names.join(" or ")
-                    );
+                    let after = if s.traced_repeats > 1 {
+                        format!("{} traced repeats", s.traced_repeats)
+                    } else {
+                        "one traced repeat".to_string()
+                    };
+                    line += &if names.len() > 1 {
+                        format!(
+                            "\n    unsettled after {after}: {}; the top cause could be {}",
+                            one_line(&s.reason),
+                            names.join(" or ")
+                        )
+                    } else {
+                        format!(
+                            "\n    unsettled after {after}: {}; it may or may not be a finding",
+                            one_line(&s.reason)
+                        )
+                    };
                 }
             }
             Some(line)

@@ -62,6 +62,7 @@ pub fn is_lock_internal(f: &str) -> bool {
         || f.contains("schedule")
         || f.starts_with("mmap_read_lock")
         || f.starts_with("mmap_write_lock")
+        || is_vcpu_preempted_check(f)
 }
 
 /// Kernel functions where lock waiters spin on a CPU (optimistic spinning, queued
@@ -73,6 +74,18 @@ pub fn is_spin_path(f: &str) -> bool {
         || f.contains("spin_lock_slowpath")
         || f.starts_with("_raw_spin_lock")
         || f.starts_with("_raw_spin_unlock")
+        || is_vcpu_preempted_check(f)
+}
+
+/// In a VM, the spin-on-owner loops (`rwsem_spin_on_owner`, `mutex_spin_on_owner`,
+/// `osq_lock`) ask the hypervisor on every turn whether the owner's vCPU still runs
+/// (`vcpu_is_preempted`, a paravirt call: `__raw_callee_save___kvm_vcpu_is_preempted`
+/// on KVM). Its samples are the spinning's: on a 2-CPU KVM guest (AMD EPYC) it was 1–1.5%
+/// of the thread-time of two writers of one file, left as a kernel hotspot beside the
+/// inode lock it spun on. Its other caller, the scheduler's idle-CPU check at wakeup,
+/// costs next to nothing.
+fn is_vcpu_preempted_check(f: &str) -> bool {
+    f.contains("vcpu_is_preempted")
 }
 
 /// A sleeping lock's on-CPU paths: its slow path's own time (the optimistic spin is

@@ -435,6 +435,7 @@ pub fn budgets(
     points: &[Point],
     overhead_ns: &[Option<f64>],
     series: &[Series],
+    cpus: u32,
 ) -> Vec<Option<Budget>> {
     let mut out = vec![None; points.len()];
     // One point has nothing to compare with: no budget (its findings score themselves).
@@ -487,7 +488,7 @@ pub fn budgets(
                 })
             })
             .collect();
-        move_interference(&mut causes, &points[i]);
+        move_interference(&mut causes, &points[i], cpus);
         // A serial phase is a symptom: while one thread runs, the others wait on
         // something. Named waits and costs take the room first; the serial phase keeps
         // what they leave.
@@ -539,7 +540,7 @@ pub fn budgets(
 /// thread woken while its sibling and a foreign process held the two CPUs is counted as
 /// waiting behind its sibling). That part of the workload's own CPU wait is moved to the
 /// foreign cause: interference, not the program's.
-fn move_interference(causes: &mut Vec<Cause>, p: &Point) {
+fn move_interference(causes: &mut Vec<Cause>, p: &Point, cpus: u32) {
     let shares: Vec<f64> = p
         .traced_repeats
         .iter()
@@ -548,6 +549,15 @@ fn move_interference(causes: &mut Vec<Cause>, p: &Point) {
     let Some(s) = crate::summary::spread(shares.into_iter()).map(|s| s.median) else {
         return;
     };
+    // `s` is a share of the CPUs the workload could use, min(threads, CPUs); a cause's
+    // share is of all its threads' time.
+    let threads = p.value.max(1) as f64;
+    let usable = if cpus > 0 {
+        threads.min(f64::from(cpus))
+    } else {
+        threads
+    };
+    let s = s * usable / threads;
     let already: f64 = causes.iter().filter(|c| c.foreign).map(|c| c.share).sum();
     let Some(own) = causes
         .iter_mut()
@@ -676,6 +686,7 @@ mod tests {
             &points,
             &[None, Some(16_000.0)],
             &[lock("table_lock", [0.0, 400_000.0])],
+            0,
         );
         // The baseline has a budget too: all useful here (no overhead measured at 1).
         let b0 = b[0].as_ref().unwrap();
@@ -721,7 +732,9 @@ mod tests {
             "{series:?}"
         );
         // The share is then the clean run's: 0.4 ms of 1.6 ms.
-        let b = budgets(&points, &[None, None], &series)[1].clone().unwrap();
+        let b = budgets(&points, &[None, None], &series, 0)[1]
+            .clone()
+            .unwrap();
         assert!((b.causes[0].share - 0.25).abs() < 1e-9, "{b:?}");
 
         // 100 ms behind scalprof's own threads: the observer's cost, not a cause.
@@ -742,7 +755,7 @@ mod tests {
         assert_eq!(waited[0], Some(0.0));
         assert!((waited[1].unwrap() - 80_000.0).abs() < 1e-6, "{waited:?}");
         // 80 µs of 1.6 ms per unit: 5% of the thread-time is scalprof's.
-        let b = budgets(&points, &waited, &series)[1].clone().unwrap();
+        let b = budgets(&points, &waited, &series, 0)[1].clone().unwrap();
         assert!((b.overhead - 0.05).abs() < 1e-9, "{b:?}");
     }
 
@@ -852,7 +865,9 @@ mod tests {
         let points = [point(1, 1000.0, 1.0), point(2, 1600.0, 0.8)];
         // Lost: 20% of 1.25 ms = 0.25 ms; the causes claim 0.5 ms together.
         let series = [lock("a", [0.0, 375_000.0]), lock("b", [0.0, 125_000.0])];
-        let b = budgets(&points, &[None, None], &series)[1].clone().unwrap();
+        let b = budgets(&points, &[None, None], &series, 0)[1]
+            .clone()
+            .unwrap();
         let shares: Vec<f64> = b.causes.iter().map(|c| c.share).collect();
         assert!((shares[0] - 0.15).abs() < 1e-9 && (shares[1] - 0.05).abs() < 1e-9);
         assert!(b.unexplained.abs() < 1e-9);
@@ -872,7 +887,7 @@ mod tests {
             shares: Some(vec![None, Some(0.47)]),
         };
         let sleep = lock("sleep in busy_handler", [0.0, 500_000.0]);
-        let b = budgets(&points, &[None, None], &[serial, sleep])[1]
+        let b = budgets(&points, &[None, None], &[serial, sleep], 0)[1]
             .clone()
             .unwrap();
         let share = |s: &str| b.causes.iter().find(|c| c.subject == s).unwrap().share;
@@ -886,7 +901,7 @@ mod tests {
         // page_fault1: 1.93× at 2 threads; a lock whose wait grew explains at most the 3.5%.
         let mut points = vec![point(1, 1000.0, 1.0), point(2, 1930.0, 0.965)];
         let series = [lock("mmap_lock", [10.0, 100_000.0])];
-        points[1].budget = budgets(&points, &[None, None], &series)[1].clone();
+        points[1].budget = budgets(&points, &[None, None], &series, 0)[1].clone();
         let mut findings = vec![Finding {
             score_interval: None,
             kind: FindingKind::LockContention,
@@ -910,7 +925,7 @@ mod tests {
     fn a_finding_gets_its_share_and_what_if() {
         let mut points = vec![point(1, 1000.0, 1.0), point(2, 1000.0, 0.5)];
         let series = [lock("table_lock", [0.0, 800_000.0])];
-        points[1].budget = budgets(&points, &[None, None], &series)[1].clone();
+        points[1].budget = budgets(&points, &[None, None], &series, 0)[1].clone();
         let mut findings = vec![Finding {
             score_interval: None,
             kind: FindingKind::LockContention,

@@ -22,14 +22,10 @@ use crate::budget::MIN_SHARE;
 /// The per-repeat profiles and lock tables worth keeping beside the merged ones: those of
 /// the points after the first with at least two traced repeats.
 pub fn per_repeat(
+    first: Option<u64>,
     profiles: &[(u64, u32, PointProfile)],
     locks: &[(u64, u32, LockProfile)],
 ) -> Vec<RepeatTrace> {
-    let first = profiles
-        .iter()
-        .map(|p| p.0)
-        .chain(locks.iter().map(|l| l.0))
-        .min();
     let mut out: Vec<RepeatTrace> = Vec::new();
     let mut slot = |value: u64, index: u32| -> Option<usize> {
         if Some(value) == first {
@@ -104,20 +100,22 @@ fn variant(inputs: &RunInputs, j: usize) -> Option<RunInputs> {
         })
         .cloned()
         .collect();
+    // A repeat that lost its profile or lock table (a collector that failed) keeps the
+    // merged one in its place: a missing part must not read as a cause gone to zero.
     let profiles = inputs
         .profiles
         .iter()
-        .filter_map(|(v, p)| match replaced(*v) {
-            Some(r) => r.profile.clone().map(|p| (*v, p)),
-            None => Some((*v, p.clone())),
+        .map(|(v, p)| {
+            let own = replaced(*v).and_then(|r| r.profile.as_ref());
+            (*v, own.unwrap_or(p).clone())
         })
         .collect();
     let locks = inputs
         .locks
         .iter()
-        .filter_map(|(v, l)| match replaced(*v) {
-            Some(r) => r.locks.clone().map(|l| (*v, l)),
-            None => Some((*v, l.clone())),
+        .map(|(v, l)| {
+            let own = replaced(*v).and_then(|r| r.locks.as_ref());
+            (*v, own.unwrap_or(l).clone())
         })
         .collect();
     Some(RunInputs {
@@ -144,6 +142,10 @@ pub fn add_intervals(
     inputs: &RunInputs,
     assemble: impl Fn(&RunInputs) -> RunDocument,
 ) {
+    // Only a thread sweep's points have budgets to give intervals to.
+    if doc.sweep.parameter != scalprof_model::SweepParameter::Threads {
+        return;
+    }
     // Per point (by value): each variant's budget, for the points it diagnosed alone.
     let mut per_point: HashMap<u64, Vec<Budget>> = HashMap::new();
     for j in 0.. {
@@ -168,8 +170,9 @@ pub fn add_intervals(
         }
     }
     let first = doc.points.first().map(|p| p.value);
+    let last = doc.points.last().map(|p| p.value);
     for p in doc.points.iter_mut() {
-        let traced = p.traced_repeats.iter().filter(|r| r.succeeded()).count() as u32;
+        let traced = scalprof_model::stability::kept(&p.traced_repeats).len() as u32;
         let useful_interval = useful_interval(p);
         let Some(b) = p.budget.as_mut() else { continue };
         b.useful_interval = useful_interval;
@@ -191,7 +194,7 @@ pub fn add_intervals(
             &mut variants.iter().map(|v| v.unexplained),
         ));
         if Some(p.value) != first {
-            p.settling = Some(settle(b, variants, traced));
+            p.settling = Some(settle(b, variants, traced, Some(p.value) == last));
         }
     }
     // A finding's score is its cause's share at the last point.
@@ -217,10 +220,11 @@ fn useful_interval(p: &Point) -> Option<Interval> {
 }
 
 /// Whether the point's verdict is settled: its top cause (the largest, if at least
-/// [`MIN_SHARE`]) stands clear of the next one (their intervals do not overlap), and no
-/// cause's interval straddles the reporting threshold. The intervals narrow with more
+/// [`MIN_SHARE`]) stands clear of the next one (their intervals do not overlap), and, at
+/// the `last` point (where findings are scored), no cause's interval straddles the
+/// reporting threshold. The intervals narrow with more
 /// repeats, so more repeats settle a point unless two causes are truly as large.
-pub fn settle(merged: &Budget, variants: &[Budget], traced: u32) -> Settling {
+pub fn settle(merged: &Budget, variants: &[Budget], traced: u32, last: bool) -> Settling {
     let mut causes: Vec<&scalprof_model::Cause> =
         merged.causes.iter().filter(|c| !c.foreign).collect();
     causes.sort_by(|a, b| b.share.total_cmp(&a.share));
@@ -258,7 +262,7 @@ pub fn settle(merged: &Budget, variants: &[Budget], traced: u32) -> Settling {
         (Some(a), _) if interval(a)[0] >= MIN_SHARE => out.top = Some(a.subject.clone()),
         _ => {}
     }
-    if let Some(c) = causes.iter().find(|c| {
+    if let Some(c) = causes.iter().filter(|_| last).find(|c| {
         let i = interval(c);
         i[0] < MIN_SHARE && i[1] >= MIN_SHARE
     }) {
@@ -356,7 +360,7 @@ mod tests {
             budget(&[("a", 0.44), ("b", 0.03)]),
         ];
         let merged = with_intervals(budget(&[("a", 0.42), ("b", 0.025)]), &v);
-        let s = settle(&merged, &v, 2);
+        let s = settle(&merged, &v, 2, true);
         assert!(s.settled, "{s:?}");
         assert_eq!(s.top.as_deref(), Some("a"));
         assert_eq!(s.traced_repeats, 2);
@@ -369,7 +373,7 @@ mod tests {
             budget(&[("b", 0.31), ("a", 0.22)]),
         ];
         let merged = with_intervals(budget(&[("a", 0.26), ("b", 0.255)]), &v);
-        let s = settle(&merged, &v, 2);
+        let s = settle(&merged, &v, 2, true);
         assert!(!s.settled);
         assert_eq!(s.candidates, ["a", "b"]);
         assert!(s.reason.contains("overlap"), "{s:?}");
@@ -384,7 +388,7 @@ mod tests {
             budget(&[("a", 0.22), ("b", 0.22)]),
         ];
         let merged = with_intervals(budget(&[("a", 0.26), ("b", 0.18)]), &two);
-        assert!(!settle(&merged, &two, 2).settled);
+        assert!(!settle(&merged, &two, 2, true).settled);
         // Six that scatter the same way around the same means: they stand apart.
         let six: Vec<Budget> = (0..6)
             .map(|i| {
@@ -396,7 +400,7 @@ mod tests {
             })
             .collect();
         let merged = with_intervals(budget(&[("a", 0.26), ("b", 0.18)]), &six);
-        let s = settle(&merged, &six, 6);
+        let s = settle(&merged, &six, 6, true);
         assert!(s.settled, "{s:?} {merged:?}");
     }
 
@@ -408,14 +412,14 @@ mod tests {
             budget(&[("a", 0.31), ("b", 0.03)]),
         ];
         let merged = with_intervals(budget(&[("a", 0.3), ("b", 0.045)]), &v);
-        let s = settle(&merged, &v, 2);
+        let s = settle(&merged, &v, 2, true);
         assert!(!s.settled && s.candidates == ["b"], "{s:?}");
         // The top cause is clear all the same.
         assert_eq!(s.top.as_deref(), Some("a"));
         // No cause near 5% in any repeat: a program that scales is settled.
         let v = [budget(&[("a", 0.01)]), budget(&[("a", 0.012), ("b", 0.02)])];
         let merged = with_intervals(budget(&[("a", 0.011), ("b", 0.01)]), &v);
-        let s = settle(&merged, &v, 2);
+        let s = settle(&merged, &v, 2, true);
         assert!(s.settled && s.top.is_none(), "{s:?}");
     }
 
@@ -424,6 +428,7 @@ mod tests {
         let p = PointProfile::default();
         let l = LockProfile::default();
         let kept = per_repeat(
+            Some(1),
             &[
                 (1, 3, p.clone()),
                 (1, 4, p.clone()),

@@ -164,9 +164,9 @@ pub fn point_work(p: &Point, source: ThroughputSource) -> f64 {
     } else {
         &p.traced_repeats
     };
-    diagnosed
-        .iter()
-        .filter(|r| r.succeeded())
+    // The repeats whose profiles were merged (`scalprof_pipeline::load` keeps the same).
+    scalprof_model::stability::kept(diagnosed)
+        .into_iter()
         .map(|r| match source {
             ThroughputSource::Ops => r.ops.unwrap_or(0) as f64,
             ThroughputSource::Weak => p.value as f64,
@@ -192,12 +192,7 @@ fn summarize_point(value: u64, all: Vec<Repeat>, source: ThroughputSource) -> Po
     let (traced_repeats, repeats): (Vec<Repeat>, Vec<Repeat>) =
         all.into_iter().partition(|r| r.traced);
     // A repeat other processes disturbed was measured again: the others count, if any.
-    let disturbed = |r: &Repeat| r.interference.as_ref().is_some_and(|i| i.is_disturbed());
-    let quiet = repeats.iter().any(|r| r.succeeded() && !disturbed(r));
-    let ok: Vec<&Repeat> = repeats
-        .iter()
-        .filter(|r| r.succeeded() && !(quiet && disturbed(r)))
-        .collect();
+    let ok = scalprof_model::stability::kept(&repeats);
     let interference = crate::stability::point_interference(repeats.iter().chain(&traced_repeats));
     // One repeat far from the others never decides the point alone.
     let outliers = outlier_repeats(value, &ok, source);
@@ -213,8 +208,8 @@ fn summarize_point(value: u64, all: Vec<Repeat>, source: ThroughputSource) -> Po
             .filter_map(|r| repeat_throughput(value, r, source)),
     );
     let traced = spread(
-        traced_repeats
-            .iter()
+        scalprof_model::stability::kept(&traced_repeats)
+            .into_iter()
             .filter_map(|r| repeat_throughput(value, r, source)),
     );
     let perturbation = match (traced, tput) {

@@ -96,17 +96,26 @@ impl Snapshot {
     }
 }
 
-/// `pid (comm) state ppid … utime stime …` → (comm, utime + stime). The name may hold
-/// spaces and parentheses: it ends at the last `)`.
+/// `pid (comm) state ppid … flags … utime stime …` → (comm, utime + stime), `None` for a
+/// kernel thread. The name may hold spaces and parentheses: it ends at the last `)`.
+///
+/// Kernel threads are left out: most of their time during a repeat is the workload's own
+/// work done for it (journal commits in jbd2, writeback and softirqs), not interference.
 fn parse_stat(stat: &str) -> Option<(String, u64)> {
+    /// `PF_KTHREAD` in `include/linux/sched.h`.
+    const PF_KTHREAD: u64 = 0x0020_0000;
     let open = stat.find('(')?;
     let close = stat.rfind(')')?;
     let comm = stat.get(open + 1..close)?.to_string();
-    // After the name: state(0) ppid(1) pgrp session tty tpgid flags minflt cminflt majflt
-    // cmajflt utime(11) stime(12).
-    let mut rest = stat.get(close + 1..)?.split_whitespace().skip(11);
-    let utime: u64 = rest.next()?.parse().ok()?;
-    let stime: u64 = rest.next()?.parse().ok()?;
+    // After the name: state(0) ppid(1) pgrp session tty tpgid flags(6) minflt cminflt
+    // majflt cmajflt utime(11) stime(12).
+    let fields: Vec<&str> = stat.get(close + 1..)?.split_whitespace().take(13).collect();
+    let flags: u64 = fields.get(6)?.parse().ok()?;
+    if flags & PF_KTHREAD != 0 {
+        return None;
+    }
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
     Some((comm, utime + stime))
 }
 
@@ -124,14 +133,20 @@ fn ticks_per_second() -> f64 {
 mod tests {
     use super::*;
 
+    /// A `/proc` with the given processes; a name starting with `k:` is a kernel thread.
     fn fake_proc(procs: &[(i32, &str, u64)]) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
         for &(pid, comm, ticks) in procs {
             let p = dir.path().join(pid.to_string());
             std::fs::create_dir(&p).unwrap();
+            let flags = if comm.starts_with("k:") {
+                0x0020_8040
+            } else {
+                0x0040_0100
+            };
             std::fs::write(
                 p.join("stat"),
-                format!("{pid} ({comm}) R 1 1 1 0 -1 0 0 0 0 0 {ticks} 0 0 0 20 0 1 0"),
+                format!("{pid} ({comm}) R 1 1 1 0 -1 {flags} 0 0 0 0 {ticks} 0 0 0 20 0 1 0"),
             )
             .unwrap();
         }
@@ -155,6 +170,8 @@ mod tests {
                 (10, "spin (x) y", t(2.0)),
                 (11, "idle", 5),
                 (12, "scalprof", t(0.5)),
+                // A kernel thread doing the workload's journal commits: not foreign.
+                (14, "k:jbd2/sda1-8", t(0.8)),
                 // Started during the repeat: not seen.
                 (13, "new", t(0.3)),
             ])
@@ -173,24 +190,5 @@ mod tests {
         assert!(i.is_disturbed());
         // With one thread, the spinner had the CPU the workload left idle.
         assert_eq!(after.over(&before, &[12], 1.0, 2, 1.0).share, 0.0);
-    }
-
-    #[test]
-    fn a_real_spinning_process_is_seen() {
-        let mut child = std::process::Command::new("sh")
-            .args(["-c", "while :; do :; done"])
-            .spawn()
-            .unwrap();
-        // Let it appear in /proc before the first reading counts it.
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        let start = Snapshot::take();
-        std::thread::sleep(std::time::Duration::from_millis(400));
-        let end = Snapshot::take();
-        child.kill().unwrap();
-        child.wait().unwrap();
-        let own = std::process::id() as i32;
-        let i = end.since(&start, &[own], 1, 1.0);
-        let spinner = i.processes.iter().find(|p| p.pid == child.id() as i32);
-        assert!(spinner.is_some_and(|p| p.cpu_s > 0.1), "{i:?}");
     }
 }

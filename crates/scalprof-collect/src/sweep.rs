@@ -8,7 +8,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use regex::Regex;
-use scalprof_model::stability::MAX_RERUNS;
 use scalprof_model::Repeat;
 
 use crate::attach::AttachSpec;
@@ -42,6 +41,9 @@ pub struct SweepPlan {
     /// More diagnosis repeats run while the sink's [`SweepSink::more_traced`] asks for
     /// them, up to this many in all.
     pub diagnose_max: u32,
+    /// Repeats of a point measured again because other processes disturbed them, at
+    /// most ([`scalprof_model::stability::MAX_RERUNS`] by default; 0: never).
+    pub max_reruns: u32,
     pub warmup: u32,
     pub timeout: Option<Duration>,
     pub keep_going: bool,
@@ -374,13 +376,16 @@ pub fn run_with(
         let mut reruns = 0;
         for kind in [RepeatKind::Clean, RepeatKind::Traced] {
             let mut done = 0;
+            // A disturbed repeat to measure again: it runs whatever the verdict says.
+            let mut again = false;
             loop {
                 let wanted = match kind {
                     RepeatKind::Clean => plan.repeat,
                     _ if !state.on.any() => 0,
                     _ => plan.diagnose,
                 };
-                if done >= wanted
+                if !again
+                    && done >= wanted
                     && !(kind == RepeatKind::Traced
                         && wanted > 0
                         && done < plan.diagnose_max
@@ -388,6 +393,7 @@ pub fn run_with(
                 {
                     break;
                 }
+                again = false;
                 let step = Step {
                     value,
                     kind,
@@ -397,8 +403,9 @@ pub fn run_with(
                 index += 1;
                 match run_step(plan, &step, collectors, sink, interrupt, &mut state)? {
                     // Disturbed: measured again in its place, while re-runs are left.
-                    Stepped::Disturbed(repeat) if reruns < MAX_RERUNS => {
+                    Stepped::Disturbed(repeat) if reruns < plan.max_reruns => {
                         reruns += 1;
+                        again = true;
                         sink.rerun(value, &repeat);
                     }
                     Stepped::Measured | Stepped::Disturbed(_) => done += 1,
@@ -729,6 +736,8 @@ mod tests {
             repeat: 2,
             diagnose: 1,
             diagnose_max: 1,
+            // Exact repeat lists: the tests beside these must not add re-runs.
+            max_reruns: 0,
             warmup: 1,
             timeout: None,
             keep_going,

@@ -25,7 +25,9 @@ pub fn t80(df: usize) -> f64 {
 }
 
 /// The interval around `center` from per-repeat `values` (at least two; otherwise the
-/// point `[center, center]`), clamped to `[0, 1]`.
+/// point `[center, center]`), clamped to `[0, 1]`. It is at least as wide as the distance
+/// from `center` (the merged repeats' share) to the repeats' mean: where the repeats
+/// alone miss what the merged ones name, they do not make the share look certain.
 pub fn interval(center: f64, values: &[f64]) -> Interval {
     let n = values.len();
     if n < 2 {
@@ -33,7 +35,7 @@ pub fn interval(center: f64, values: &[f64]) -> Interval {
     }
     let mean = values.iter().sum::<f64>() / n as f64;
     let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-    let half = t80(n - 1) * (var / n as f64).sqrt();
+    let half = (t80(n - 1) * (var / n as f64).sqrt()).max((mean - center).abs());
     [
         (center - half).clamp(0.0, 1.0),
         (center + half).clamp(0.0, 1.0),
@@ -58,6 +60,17 @@ pub struct Settling {
     /// When not settled: why, in a sentence.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub reason: String,
+}
+
+/// The repeats of one kind (clean or traced) of a point that count: those that succeeded,
+/// less those other processes disturbed when at least one quiet one is left.
+pub fn kept(repeats: &[crate::Repeat]) -> Vec<&crate::Repeat> {
+    let disturbed = |r: &crate::Repeat| r.interference.as_ref().is_some_and(|i| i.is_disturbed());
+    let quiet = repeats.iter().any(|r| r.succeeded() && !disturbed(r));
+    repeats
+        .iter()
+        .filter(|r| r.succeeded() && !(quiet && disturbed(r)))
+        .collect()
 }
 
 /// A process outside the workload's tree that ran while the workload did.
@@ -131,6 +144,27 @@ mod tests {
         // More threads than CPUs: the demand is the CPUs.
         assert!((Interference::share_of(0.5, 1.0, 2, 8.0) - 0.25).abs() < 1e-12);
         assert_eq!(Interference::share_of(1.0, 0.0, 2, 2.0), 0.0);
+    }
+
+    #[test]
+    fn a_disturbed_repeat_counts_only_when_no_quiet_one_is_left() {
+        let rep = |index, share: f64| crate::Repeat {
+            interference: Some(Interference {
+                share,
+                ..Default::default()
+            }),
+            ..crate::Repeat::ok(index, 1.0)
+        };
+        let both = [rep(0, 0.5), rep(1, 0.0)];
+        let kept_idx: Vec<u32> = kept(&both).iter().map(|r| r.index).collect();
+        assert_eq!(kept_idx, [1]);
+        assert_eq!(kept(&[rep(0, 0.5), rep(1, 0.4)]).len(), 2);
+        // The interval is no narrower than the gap between the merged share and the mean.
+        let [lo, hi] = interval(0.3, &[0.1, 0.1]);
+        assert!(
+            (lo - 0.1).abs() < 1e-12 && (hi - 0.5).abs() < 1e-12,
+            "{lo} {hi}"
+        );
     }
 
     #[test]

@@ -31,9 +31,22 @@ pub use sweep::{run, Observer, RunOptions, RunOutcome};
 /// Everything the run document of a stored run is computed from.
 pub fn load(store: &Store, id: i64) -> Result<RunInputs> {
     let stored = store.load(id)?;
-    let profiles = store.load_profiles(id)?;
-    let locks = store.load_locks(id)?;
-    let per_repeat = scalprof_analyze::stability::per_repeat(&profiles, &locks);
+    // Only the traced repeats the diagnosis counts: a disturbed one was measured again.
+    let counted = counted_repeats(&stored.repeats);
+    let counts = |v: &u64, i: &u32| counted.contains(&(*v, *i));
+    let mut profiles = store.load_profiles(id)?;
+    profiles.retain(|(v, i, _)| counts(v, i));
+    let mut locks = store.load_locks(id)?;
+    locks.retain(|(v, i, _)| counts(v, i));
+    // The baseline is the sweep's first measured point, in the sweep's order.
+    let first = stored
+        .header
+        .sweep
+        .values
+        .iter()
+        .copied()
+        .find(|v| stored.repeats.iter().any(|r| r.value == *v));
+    let per_repeat = scalprof_analyze::stability::per_repeat(first, &profiles, &locks);
     let profiles = by_point(profiles.into_iter().map(|(v, _, p)| (v, p)).collect())
         .into_iter()
         .filter_map(|(v, list)| scalprof_analyze::profile::merge(list).map(|p| (v, p)))
@@ -87,6 +100,30 @@ impl LoadedRun {
     pub fn profile(&self, value: u64) -> Option<&PointProfile> {
         self.inputs.profile(value)
     }
+}
+
+/// (point, index) of every repeat a point's diagnosis or throughput counts
+/// ([`scalprof_model::stability::kept`], per point and kind).
+fn counted_repeats(repeats: &[scalprof_model::PointRepeat]) -> Vec<(u64, u32)> {
+    let mut out = Vec::new();
+    let mut values: Vec<u64> = repeats.iter().map(|r| r.value).collect();
+    values.sort_unstable();
+    values.dedup();
+    for v in values {
+        for traced in [false, true] {
+            let of: Vec<scalprof_model::Repeat> = repeats
+                .iter()
+                .filter(|r| r.value == v && r.repeat.traced == traced)
+                .map(|r| r.repeat.clone())
+                .collect();
+            out.extend(
+                scalprof_model::stability::kept(&of)
+                    .iter()
+                    .map(|r| (v, r.index)),
+            );
+        }
+    }
+    out
 }
 
 /// Groups per-repeat items by sweep point, keeping the points' order.

@@ -63,7 +63,7 @@ pub fn summary_with(doc: &RunDocument, all_locks: bool, verbose: bool) -> String
                 p.budget.as_ref()?,
                 p.efficiency,
             );
-            if let Some(s) = &p.settling {
+            if let Some(s) = p.settling.as_ref().filter(|s| s.traced_repeats > 0) {
                 line += &format!(" · {} traced", s.traced_repeats);
                 if !s.settled {
                     let names: Vec<String> = s.candidates.iter().map(|c| one_line(c)).collect();
@@ -213,7 +213,7 @@ pub(crate) fn warnings_and_findings(doc: &RunDocument) -> String {
     out
 }
 
-/// `2 threads: 54% useful · mmap_lock 40% 35–44% (rwsem:W; __vm_munmap) · unexplained 6%`:
+/// `2 threads: 54% useful · mmap_lock 40% (35–44%) (rwsem:W; __vm_munmap) · unexplained 6%`:
 /// a share's interval over the traced repeats is shown when it is at least
 /// [`WIDE_INTERVAL`] wide.
 pub fn verdict_line(

@@ -249,7 +249,7 @@ impl Observer for Progress {
             } => {
                 self.bar.inc_length(1);
                 format!(
-                    "scalprof: at {} {value}, {done} traced repeats disagree: {}; tracing another",
+                    "scalprof: at {} {value}, {done} traced repeats leave the verdict unsettled: {}; tracing another",
                     self.parameter,
                     scalprof_report::terminal_safe(&settling.reason)
                 )

@@ -783,13 +783,13 @@ fn a_syscall_heavy_program_that_scales_gets_no_finding_and_is_measured_clean() {
     );
     for p in doc["points"].as_array().unwrap() {
         // Three clean repeats give the throughput (and up to two more where other
-        // processes disturbed some); two traced repeats the diagnosis, more only where
-        // they disagree, which a program that scales gives them no cause to.
+        // processes disturbed some); two traced repeats the diagnosis, more where the
+        // verdict is unsettled (a small cause on the edge of 5%) or one was disturbed.
         let disturbed = p["interference"]["disturbed"].as_u64().unwrap_or(0) as usize;
         let clean = p["repeats"].as_array().unwrap().len();
         assert!((3..=3 + disturbed.min(2)).contains(&clean), "{p}");
         let traced = p["traced_repeats"].as_array().unwrap();
-        assert_eq!(traced.len(), 2, "{p}");
+        assert!((2..=8).contains(&traced.len()), "{p}");
         assert!(traced.iter().all(|t| t["traced"] == true));
         let x = p["perturbation"].as_f64().expect("perturbation measured");
         // No system-call hook: tracing a syscall loop costs a few percent, not half
@@ -932,4 +932,68 @@ fn more_threads_than_cpus_is_a_wait_for_a_cpu_and_nothing_else() {
             .all(|f| f["score"].as_f64().unwrap() < 0.10),
         "nothing else explains the loss: {findings:?}"
     );
+}
+
+#[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
+fn a_process_spinning_beside_the_sweep_is_named_and_never_the_program_s_cause() {
+    if !can_profile() {
+        return;
+    }
+    let _turn = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    // A process outside the workload busy on one CPU for the whole sweep.
+    let mut spinner = StdCommand::new("sh")
+        .args(["-c", "while :; do :; done"])
+        .spawn()
+        .unwrap();
+    let pid = spinner.id() as i32;
+    let doc = run_corpus(
+        &dir.path().join("runs.db"),
+        "hash_global_mutex",
+        &dir.path().join("run.json"),
+    );
+    spinner.kill().unwrap();
+    spinner.wait().unwrap();
+    let last = doc["points"].as_array().unwrap().last().unwrap();
+    let interference = &last["interference"];
+    // At 2 threads on 2 CPUs, a spinner takes about half of what the workload could use.
+    assert!(
+        interference["share"].as_f64().unwrap() > 0.10,
+        "{interference}"
+    );
+    let named = interference["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pid"] == pid)
+        .unwrap_or_else(|| panic!("the spinner {pid} is not named: {interference}"));
+    assert!(named["cpu_s"].as_f64().unwrap() > 0.1, "{named}");
+    assert!(
+        interference["disturbed"].as_u64().unwrap() > 0,
+        "{interference}"
+    );
+    let warning = doc["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["kind"] == "interference" && w["point"] == 2)
+        .unwrap_or_else(|| panic!("no interference warning: {}", doc["warnings"]));
+    assert!(
+        warning["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("pid {pid}")),
+        "{warning}"
+    );
+    // Disturbed repeats were measured again (at most twice per point).
+    let clean = last["repeats"].as_array().unwrap().len();
+    assert!((4..=5).contains(&clean), "{last}");
+    // The time behind it is never the program's cause.
+    for f in doc["findings"].as_array().unwrap() {
+        assert_ne!(
+            f["subject"], "waiting for a CPU behind other processes",
+            "{f}"
+        );
+    }
 }

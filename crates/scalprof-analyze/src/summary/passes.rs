@@ -257,7 +257,7 @@ pub(super) fn time_budget(
             (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
         })
         .collect();
-    let budgets = budget::budgets(points, &overhead, &series);
+    let budgets = budget::budgets(points, &overhead, &series, header.host.cpus);
     for (p, b) in points.iter_mut().zip(budgets) {
         p.budget = b;
     }

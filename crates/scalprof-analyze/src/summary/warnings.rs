@@ -306,11 +306,15 @@ pub(super) fn warnings(header: &RunHeader, points: &[Point]) -> Vec<Warning> {
                     header.sweep.parameter,
                     p.value,
                     i.share * 100.0,
-                    i.processes
-                        .iter()
-                        .map(|f| format!("{} {:.2} s, pid {}", f.comm, f.cpu_s, f.pid))
-                        .collect::<Vec<_>>()
-                        .join("; "),
+                    if i.processes.is_empty() {
+                        "processes that started and ended within the repeats".to_string()
+                    } else {
+                        i.processes
+                            .iter()
+                            .map(|f| format!("{} {:.2} s, pid {}", f.comm, f.cpu_s, f.pid))
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    },
                     if i.disturbed > 0 {
                         format!(
                             "; {} of {} repeats were disturbed beyond {:.0}% (up to {} per point are measured again)",
@@ -404,7 +408,7 @@ pub(super) fn warnings(header: &RunHeader, points: &[Point]) -> Vec<Warning> {
                 "{measured} measured point{}: too few for the USL, {}{hint}",
                 if measured == 1 { "" } else { "s" },
                 if measured == 2 {
-                    "fitted Amdahl's law instead"
+                    "and two points fix any model exactly: the summary prints none (the document keeps the Amdahl fit)"
                 } else {
                     "no model fitted"
                 }

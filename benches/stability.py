@@ -29,6 +29,7 @@ DEFAULT = [
     "pwrite_same_file",    # the inode lock
     "gil_handoff",         # a condvar hand-off
     "clean_parallel",      # scales: no finding
+    "side_lock",           # scales, with a contended lock off the workers' path
     "hash_sharded",        # scales, with a lock off the workers' path
 ]
 

@@ -53,6 +53,7 @@ pub const PROGRAMS: &[(&str, &str)] = &[
         "clean_parallel",
         include_str!("../../../corpus/clean_parallel.c"),
     ),
+    ("side_lock", include_str!("../../../corpus/side_lock.c")),
     ("dup_close", include_str!("../../../corpus/dup_close.c")),
     ("jit_spin", include_str!("../../../corpus/jit_spin.c")),
     ("lock_server", include_str!("../../../corpus/lock_server.c")),

@@ -997,3 +997,35 @@ fn a_process_spinning_beside_the_sweep_is_named_and_never_the_program_s_cause() 
         );
     }
 }
+
+#[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
+fn a_contended_lock_off_the_workers_path_is_no_finding() {
+    if !can_profile() {
+        return;
+    }
+    let _turn = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let doc = run_corpus(
+        &dir.path().join("runs.db"),
+        "side_lock",
+        &dir.path().join("run.json"),
+    );
+    // The lock is contended at every point: two housekeepers take turns on it.
+    for p in doc["points"].as_array().unwrap() {
+        let row = p["locks"]["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == "stats_lock")
+            .unwrap_or_else(|| panic!("stats_lock is not in the lock table: {}", p["locks"]));
+        assert!(row["count"].as_u64().unwrap() >= 50, "{row}");
+    }
+    // Its waits do not grow with the workers: no finding, and no cause above 5%.
+    let findings = doc["findings"].as_array().unwrap();
+    assert!(findings.is_empty(), "{findings:#?}");
+    let last = doc["points"].as_array().unwrap().last().unwrap();
+    for c in last["budget"]["causes"].as_array().unwrap() {
+        assert!(c["share"].as_f64().unwrap() < 0.05, "{c}");
+    }
+}

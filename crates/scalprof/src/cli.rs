@@ -252,10 +252,10 @@ pub struct RunArgs {
     #[arg(long, default_value_t = scalprof_pipeline::sweep::DIAGNOSE, value_name = "N")]
     pub diagnose: u32,
 
-    /// While a point's traced runs disagree (another top cause, the top two too close to
-    /// tell apart, a finding on the edge of the 5% threshold), more run, up to this many in
-    /// all; then the point is called unsettled, with both candidates. Equal to --diagnose:
-    /// never more.
+    /// While a point's verdict is unsettled (its top two causes' intervals overlap, or at the
+    /// last point a cause's interval straddles the 5% threshold), more traced runs follow,
+    /// up to this many in all; then the point is called unsettled and names its candidates.
+    /// Equal to --diagnose: never more.
     #[arg(long, default_value_t = scalprof_pipeline::sweep::DIAGNOSE_MAX, value_name = "N")]
     pub diagnose_max: u32,
 

@@ -121,8 +121,11 @@ impl Interference {
             return 0.0;
         }
         // What the CPUs the workload left idle absorbed took nothing from it.
-        let taken = (foreign_cpu_s - (cpus - demand) * wall_s).max(0.0);
-        (taken / (demand * wall_s)).clamp(0.0, 1.0)
+        let taken = foreign_cpu_s - (cpus - demand) * wall_s;
+        if taken <= 0.0 {
+            return 0.0;
+        }
+        (taken / (demand * wall_s)).min(1.0)
     }
 
     /// Whether this repeat was disturbed enough to measure again.

@@ -10,11 +10,11 @@
 
 use std::collections::HashMap;
 
-use scalprof_model::locks::{LockProfile, Scope, CPU_WAIT_OTHER};
+use scalprof_model::locks::{LockProfile, Scope, CPU_WAIT, CPU_WAIT_OTHER};
 use scalprof_model::stability::Interval;
 use scalprof_model::{
-    Budget, ForeignProcess, Interference, Point, PointProfile, PointRepeat, Repeat, RepeatTrace,
-    RunDocument, RunInputs, Settling,
+    Budget, Cause, FindingKind, ForeignProcess, Interference, Point, PointProfile, PointRepeat,
+    Repeat, RepeatTrace, RunDocument, RunInputs, Settling,
 };
 
 use crate::budget::MIN_SHARE;
@@ -305,6 +305,56 @@ pub fn point_interference<'a>(repeats: impl Iterator<Item = &'a Repeat>) -> Opti
         processes: by_process,
         disturbed: measured.iter().filter(|i| i.is_disturbed()).count() as u32,
     })
+}
+
+/// Waiting for a CPU while other processes took a share `s` of the CPUs the workload could
+/// use (measured over its traced repeats, [`scalprof_model::Interference`]): up to `s` of
+/// the thread-time waited behind them, whoever the scheduler's switch points named (a
+/// thread woken while its sibling and a foreign process held the two CPUs is counted as
+/// waiting behind its sibling). That part of the workload's own CPU wait is moved to the
+/// foreign cause: interference, not the program's.
+pub(crate) fn move_interference(causes: &mut Vec<Cause>, p: &Point, cpus: u32) {
+    let shares: Vec<f64> = p
+        .traced_repeats
+        .iter()
+        .filter_map(|r| r.interference.as_ref().map(|i| i.share))
+        .collect();
+    let Some(s) = crate::summary::spread(shares.into_iter()).map(|s| s.median) else {
+        return;
+    };
+    // `s` is a share of the CPUs the workload could use, min(threads, CPUs); a cause's
+    // share is of all its threads' time.
+    let threads = p.value.max(1) as f64;
+    let usable = if cpus > 0 {
+        threads.min(f64::from(cpus))
+    } else {
+        threads
+    };
+    let s = s * usable / threads;
+    let already: f64 = causes.iter().filter(|c| c.foreign).map(|c| c.share).sum();
+    let Some(own) = causes
+        .iter_mut()
+        .find(|c| c.scope == Some(Scope::Kernel) && c.subject == CPU_WAIT)
+    else {
+        return;
+    };
+    let moved = (s - already).max(0.0).min(own.share);
+    if moved <= 0.0 {
+        return;
+    }
+    own.share -= moved;
+    match causes.iter_mut().find(|c| c.foreign) {
+        Some(f) => f.share += moved,
+        None => causes.push(Cause {
+            kind: FindingKind::BlockedWait,
+            scope: Some(Scope::Kernel),
+            subject: CPU_WAIT_OTHER.into(),
+            share: moved,
+            share_interval: None,
+            foreign: true,
+            detail: "cpu-wait".into(),
+        }),
+    }
 }
 
 /// Whether a budget cause is the time the workload waited behind other processes.

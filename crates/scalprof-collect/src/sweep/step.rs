@@ -1,0 +1,177 @@
+//! One execution of the sweep: run the workload with the collectors that are on, measure
+//! what other processes took meanwhile, read its ops, hand it to the sink.
+
+use scalprof_model::Repeat;
+
+use super::{
+    cap_output, match_ops, parameter_env, read_tail, run_collected, substitute, Collectors,
+    Enabled, RepeatKind, SweepEnd, SweepPlan, SweepSink,
+};
+use crate::counters::EventCounter;
+use crate::exec::ExecSpec;
+use crate::interference::Snapshot;
+use crate::interrupt::Interrupt;
+use crate::CollectError;
+
+/// What carries over from one execution of the sweep to the next.
+pub(super) struct SweepState {
+    /// The collectors still on.
+    pub(super) on: Enabled,
+    /// The PMU's counters are tried until the first refusal (no PMU: a VM).
+    pub(super) count_pmu: bool,
+    /// Online CPUs: what interference is judged against.
+    pub(super) cpus: u32,
+}
+
+/// One execution of the workload: which point, what for, its index in the point's index
+/// space (`of`: its number within its kind, for progress).
+pub(super) struct Step {
+    pub(super) value: u64,
+    pub(super) kind: RepeatKind,
+    pub(super) index: u32,
+    pub(super) of: u32,
+}
+
+/// How one execution went.
+pub(super) enum Stepped {
+    /// Measured (or a warm-up): counts towards its kind.
+    Measured,
+    /// Measured, but other processes took more than
+    /// [`scalprof_model::stability::DISTURBED_SHARE`] of its CPUs.
+    Disturbed(Box<Repeat>),
+    /// The sweep ends here.
+    End(SweepEnd),
+}
+
+/// Runs one execution and hands it to the sink.
+pub(super) fn run_step(
+    plan: &SweepPlan,
+    step: &Step,
+    collectors: &mut dyn Collectors,
+    sink: &mut dyn SweepSink,
+    interrupt: &Interrupt,
+    state: &mut SweepState,
+) -> Result<Stepped, CollectError> {
+    let Step {
+        value,
+        kind,
+        index,
+        of,
+    } = *step;
+    if interrupt.requested() {
+        return Ok(Stepped::End(SweepEnd::Interrupted(interrupt.signal())));
+    }
+    sink.starting(value, of, kind);
+    let warmup = kind == RepeatKind::Warmup;
+    let traced = kind == RepeatKind::Traced;
+    let stem = match kind {
+        RepeatKind::Warmup => format!("p{value}-warmup{index}"),
+        RepeatKind::Clean => format!("p{value}-r{index}"),
+        RepeatKind::Traced => format!("p{value}-r{index}-traced"),
+    };
+    let spec = ExecSpec {
+        argv: substitute(&plan.command, &plan.parameter, value),
+        env: vec![(parameter_env(&plan.parameter), value.to_string())],
+        stdout: plan.output_dir.join(format!("{stem}.stdout")),
+        stderr: plan.output_dir.join(format!("{stem}.stderr")),
+        timeout: plan.timeout,
+        // Found again for every traced repeat: a server's processes come and go.
+        attached: if traced && !plan.attach.is_empty() {
+            plan.attach.resolve()?
+        } else {
+            Vec::new()
+        },
+    };
+    let mut counter = EventCounter::new(state.count_pmu);
+    // Outside the timed window: what other processes used while the workload ran.
+    let before = (!warmup).then(Snapshot::take);
+    let (r, collected) = run_collected(
+        &spec,
+        interrupt,
+        traced,
+        collectors,
+        &mut state.on,
+        &mut counter,
+        sink,
+    )?;
+    let interference = before.map(|before| {
+        let mut exclude = spec.attached.clone();
+        exclude.push(std::process::id() as i32);
+        if !plan.attach.is_empty() {
+            // A server observed in the traced repeats is part of the workload in all.
+            exclude.extend(plan.attach.resolve().unwrap_or_default());
+        }
+        // A thread sweep wants a CPU per thread; a size sweep what it used.
+        let demand = if plan.parameter == "threads" {
+            value as f64
+        } else if r.wall_s > 0.0 {
+            ((r.user_s + r.sys_s) / r.wall_s).ceil()
+        } else {
+            1.0
+        };
+        Snapshot::take().since(&before, &exclude, state.cpus, demand)
+    });
+    if counter.pmu_refused() {
+        state.count_pmu = false;
+    }
+    // A repeat cut short by Ctrl-C is not a measurement: drop it.
+    if interrupt.requested() && !r.timed_out && r.exit_code != Some(0) {
+        return Ok(Stepped::End(SweepEnd::Interrupted(interrupt.signal())));
+    }
+    if !r.leftover.is_empty() {
+        sink.leftover_processes(value, &r.leftover);
+    }
+    let ops = match match_ops(&read_tail(&spec.stdout, 4 << 20), &plan.ops_regex) {
+        Ok(ops) => ops,
+        Err(matched) => {
+            sink.ops_not_a_number(value, &matched);
+            None
+        }
+    };
+    for path in [&spec.stdout, &spec.stderr] {
+        if let Some(bytes) = cap_output(path, plan.output_limit) {
+            sink.output_capped(path, bytes);
+        }
+    }
+    let repeat = Repeat {
+        index,
+        wall_s: r.wall_s,
+        user_s: r.user_s,
+        sys_s: r.sys_s,
+        ops,
+        exit_code: r.exit_code,
+        signal: r.signal,
+        timed_out: r.timed_out,
+        voluntary_csw: r.voluntary_csw,
+        involuntary_csw: r.involuntary_csw,
+        minor_faults: r.minor_faults,
+        major_faults: r.major_faults,
+        counts: counter.take(),
+        stdout_path: Some(spec.stdout.display().to_string()),
+        stderr_path: Some(spec.stderr.display().to_string()),
+        traced,
+        interference,
+    };
+    if warmup {
+        sink.warmup_done(value, &repeat);
+    } else {
+        sink.repeat_done(value, &repeat, collected)
+            .map_err(CollectError::Sink)?;
+    }
+    if !repeat.succeeded() && !plan.keep_going {
+        return Ok(Stepped::End(SweepEnd::Failed {
+            value,
+            repeat: Box::new(repeat),
+        }));
+    }
+    let disturbed = repeat.succeeded()
+        && repeat
+            .interference
+            .as_ref()
+            .is_some_and(|i| i.is_disturbed());
+    Ok(if disturbed {
+        Stepped::Disturbed(Box::new(repeat))
+    } else {
+        Stepped::Measured
+    })
+}

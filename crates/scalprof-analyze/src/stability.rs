@@ -8,7 +8,7 @@
 //! share is then computed by the same code as the merged document's, so an interval can
 //! never disagree with its point estimate about what a cause is.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use scalprof_model::locks::{LockProfile, Scope, CPU_WAIT, CPU_WAIT_OTHER};
 use scalprof_model::stability::Interval;
@@ -26,60 +26,48 @@ pub fn per_repeat(
     profiles: &[(u64, u32, PointProfile)],
     locks: &[(u64, u32, LockProfile)],
 ) -> Vec<RepeatTrace> {
-    let mut out: Vec<RepeatTrace> = Vec::new();
-    let mut slot = |value: u64, index: u32| -> Option<usize> {
-        if Some(value) == first {
-            return None;
-        }
-        Some(
-            match out
-                .iter()
-                .position(|r| r.value == value && r.index == index)
-            {
-                Some(k) => k,
-                None => {
-                    out.push(RepeatTrace {
-                        value,
-                        index,
-                        profile: None,
-                        locks: None,
-                    });
-                    out.len() - 1
-                }
-            },
-        )
-    };
-    let mut placed: Vec<(usize, Option<&PointProfile>, Option<&LockProfile>)> = Vec::new();
-    for (v, i, p) in profiles {
-        if let Some(k) = slot(*v, *i) {
-            placed.push((k, Some(p), None));
-        }
+    let mut by_repeat: BTreeMap<(u64, u32), RepeatTrace> = BTreeMap::new();
+    fn slot(
+        by_repeat: &mut BTreeMap<(u64, u32), RepeatTrace>,
+        value: u64,
+        index: u32,
+    ) -> &mut RepeatTrace {
+        by_repeat.entry((value, index)).or_insert(RepeatTrace {
+            value,
+            index,
+            profile: None,
+            locks: None,
+        })
     }
-    for (v, i, l) in locks {
-        if let Some(k) = slot(*v, *i) {
-            placed.push((k, None, Some(l)));
-        }
+    for (v, i, p) in profiles.iter().filter(|(v, ..)| Some(*v) != first) {
+        slot(&mut by_repeat, *v, *i).profile = Some(p.clone());
     }
-    for (k, p, l) in placed {
-        if let Some(p) = p {
-            out[k].profile = Some(p.clone());
-        }
-        if let Some(l) = l {
-            out[k].locks = Some(l.clone());
-        }
+    for (v, i, l) in locks.iter().filter(|(v, ..)| Some(*v) != first) {
+        slot(&mut by_repeat, *v, *i).locks = Some(l.clone());
     }
     // Only points with two or more repeats have an interval to give.
-    let counts = |v: u64, out: &[RepeatTrace]| out.iter().filter(|r| r.value == v).count();
-    let keep: Vec<bool> = out.iter().map(|r| counts(r.value, &out) >= 2).collect();
+    let mut out: Vec<RepeatTrace> = by_repeat.into_values().collect();
+    let repeats_of = |v: u64, out: &[RepeatTrace]| out.iter().filter(|r| r.value == v).count();
+    let keep: Vec<bool> = out.iter().map(|r| repeats_of(r.value, &out) >= 2).collect();
     let mut keep = keep.into_iter();
     out.retain(|_| keep.next().unwrap_or(false));
-    out.sort_by_key(|r| (r.value, r.index));
     out
 }
 
+/// Each point's merged part (`merged`), or the chosen repeat's own where it has one: a
+/// repeat that lost its profile or lock table (a collector that failed) keeps the merged
+/// one, so that a missing part does not read as a cause gone to zero.
+fn swapped<T: Clone>(merged: &[(u64, T)], own: impl Fn(u64) -> Option<T>) -> Vec<(u64, T)> {
+    merged
+        .iter()
+        .map(|(v, m)| (*v, own(*v).unwrap_or_else(|| m.clone())))
+        .collect()
+}
+
 /// The inputs of variant `j`: every point with per-repeat data diagnosed from its `j`-th
-/// traced repeat only. `None` when no point has a `j`-th repeat.
-fn variant(inputs: &RunInputs, j: usize) -> Option<RunInputs> {
+/// traced repeat only, and the values of those points. `None` when no point has a `j`-th
+/// repeat.
+fn variant(inputs: &RunInputs, j: usize) -> Option<(RunInputs, Vec<u64>)> {
     let mut chosen: Vec<&RepeatTrace> = Vec::new();
     let mut values: Vec<u64> = inputs.per_repeat.iter().map(|r| r.value).collect();
     values.dedup();
@@ -100,25 +88,10 @@ fn variant(inputs: &RunInputs, j: usize) -> Option<RunInputs> {
         })
         .cloned()
         .collect();
-    // A repeat that lost its profile or lock table (a collector that failed) keeps the
-    // merged one in its place: a missing part must not read as a cause gone to zero.
-    let profiles = inputs
-        .profiles
-        .iter()
-        .map(|(v, p)| {
-            let own = replaced(*v).and_then(|r| r.profile.as_ref());
-            (*v, own.unwrap_or(p).clone())
-        })
-        .collect();
-    let locks = inputs
-        .locks
-        .iter()
-        .map(|(v, l)| {
-            let own = replaced(*v).and_then(|r| r.locks.as_ref());
-            (*v, own.unwrap_or(l).clone())
-        })
-        .collect();
-    Some(RunInputs {
+    let profiles = swapped(&inputs.profiles, |v| replaced(v)?.profile.clone());
+    let locks = swapped(&inputs.locks, |v| replaced(v)?.locks.clone());
+    let alone = chosen.iter().map(|r| r.value).collect();
+    let inputs = RunInputs {
         header: inputs.header.clone(),
         repeats,
         profiles,
@@ -126,7 +99,8 @@ fn variant(inputs: &RunInputs, j: usize) -> Option<RunInputs> {
         sharing: inputs.sharing.clone(),
         legacy_findings: inputs.legacy_findings.clone(),
         per_repeat: Vec::new(),
-    })
+    };
+    Some((inputs, alone))
 }
 
 /// A cause's identity across variants.
@@ -149,20 +123,9 @@ pub fn add_intervals(
     // Per point (by value): each variant's budget, for the points it diagnosed alone.
     let mut per_point: HashMap<u64, Vec<Budget>> = HashMap::new();
     for j in 0.. {
-        let Some(v) = variant(inputs, j) else { break };
-        let alone: Vec<u64> = inputs
-            .per_repeat
-            .iter()
-            .map(|r| r.value)
-            .filter(|&val| {
-                inputs
-                    .per_repeat
-                    .iter()
-                    .filter(|r| r.value == val)
-                    .nth(j)
-                    .is_some()
-            })
-            .collect();
+        let Some((v, alone)) = variant(inputs, j) else {
+            break;
+        };
         for p in assemble(&v).points {
             if let Some(b) = p.budget.filter(|_| alone.contains(&p.value)) {
                 per_point.entry(p.value).or_default().push(b);
@@ -471,6 +434,70 @@ mod tests {
         let merged = with_intervals(budget(&[("a", 0.011), ("b", 0.01)]), &v);
         let s = settle(&merged, &v, 2, true);
         assert!(s.settled && s.top.is_none(), "{s:?}");
+    }
+
+    #[test]
+    fn a_variant_diagnoses_each_point_from_its_own_jth_repeat_and_keeps_merged_parts() {
+        use scalprof_model::locks::LockRow;
+        let table = |name: &str| LockProfile {
+            rows: vec![LockRow::new(
+                Scope::User,
+                name,
+                scalprof_model::locks::LockKind::Mutex,
+            )],
+            ..Default::default()
+        };
+        let traced = |value, index| PointRepeat {
+            value,
+            repeat: Repeat {
+                traced: true,
+                ..Repeat::ok(index, 1.0)
+            },
+        };
+        let mut inputs = RunInputs::timing(
+            crate::summary::tests::header(vec![1, 2]),
+            vec![traced(1, 3), traced(2, 3), traced(2, 4)],
+        );
+        inputs.locks = vec![(1, table("base")), (2, table("merged"))];
+        inputs.profiles = vec![(2, PointProfile::default())];
+        inputs.per_repeat = vec![
+            RepeatTrace {
+                value: 2,
+                index: 3,
+                profile: None,
+                locks: Some(table("third")),
+            },
+            RepeatTrace {
+                value: 2,
+                index: 4,
+                profile: None,
+                locks: None,
+            },
+        ];
+        let name = |v: &RunInputs, at: u64| {
+            v.locks.iter().find(|(p, _)| *p == at).unwrap().1.rows[0]
+                .name
+                .clone()
+        };
+        let (v0, alone) = variant(&inputs, 0).unwrap();
+        assert_eq!(alone, [2]);
+        // The baseline stays merged; point 2 is its repeat 3 alone.
+        assert_eq!(
+            (name(&v0, 1), name(&v0, 2)),
+            ("base".into(), "third".into())
+        );
+        let traced_at_2: Vec<u32> = v0
+            .repeats
+            .iter()
+            .filter(|r| r.value == 2 && r.repeat.traced)
+            .map(|r| r.repeat.index)
+            .collect();
+        assert_eq!(traced_at_2, [3]);
+        // Repeat 4 lost its lock table: the merged one stands in for it.
+        let (v1, _) = variant(&inputs, 1).unwrap();
+        assert_eq!(name(&v1, 2), "merged");
+        assert_eq!(v1.profiles.len(), 1);
+        assert!(variant(&inputs, 2).is_none());
     }
 
     #[test]

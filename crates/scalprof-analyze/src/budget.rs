@@ -46,6 +46,9 @@ pub struct Series {
     pub per_op: Vec<Option<f64>>,
     /// Or the share itself at each point (serial phases).
     pub shares: Option<Vec<Option<f64>>>,
+    /// Of a serial phase's share, the part in which the lone thread ran late (the same
+    /// work as threads that had finished): the echo of its waits, at each point.
+    pub late: Option<Vec<Option<f64>>>,
 }
 
 /// Thread-ns per unit of work, from the clean throughput.
@@ -119,6 +122,7 @@ pub fn lock_series(
                         detail: r.lock_type.to_string(),
                         per_op: vec![None; points.len()],
                         shares: None,
+                        late: None,
                     });
                     spin_at_last.push(0.0);
                     out.len() - 1
@@ -271,6 +275,7 @@ pub fn hotspot_series(
                 .map(|i| self_ns(profiles, work, &scale, i, &r.function, kernel))
                 .collect(),
             shares: None,
+            late: None,
         })
         .collect()
 }
@@ -278,16 +283,19 @@ pub fn hotspot_series(
 /// Serial phases: one thread on a CPU for a share s of the time costs the other N − 1
 /// threads s·(N − 1)/N of the thread-time.
 pub fn serial_series(points: &[Point], profiles: &[Option<&PointProfile>]) -> Option<Series> {
-    let shares: Vec<Option<f64>> = points
-        .iter()
-        .zip(profiles)
-        .map(|(p, prof)| {
-            let prof = (*prof)?;
-            let n = p.value as f64;
-            (p.value >= 2 && prof.serial.bins >= 20)
-                .then(|| prof.serial.single_share() * (n - 1.0) / n)
-        })
-        .collect();
+    let share_of = |f: fn(&scalprof_model::SerialStats) -> f64| -> Vec<Option<f64>> {
+        points
+            .iter()
+            .zip(profiles)
+            .map(|(p, prof)| {
+                let prof = (*prof)?;
+                let n = p.value as f64;
+                (p.value >= 2 && prof.serial.bins >= 20).then(|| f(&prof.serial) * (n - 1.0) / n)
+            })
+            .collect()
+    };
+    let shares = share_of(scalprof_model::SerialStats::single_share);
+    let late = share_of(scalprof_model::SerialStats::late_share);
     let last = profiles.iter().rev().flatten().next()?;
     shares.iter().any(Option::is_some).then(|| Series {
         kind: FindingKind::SerialFraction,
@@ -300,6 +308,7 @@ pub fn serial_series(points: &[Point], profiles: &[Option<&PointProfile>]) -> Op
         detail: "one thread on a CPU".into(),
         per_op: vec![None; points.len()],
         shares: Some(shares),
+        late: Some(late),
     })
 }
 
@@ -395,6 +404,7 @@ pub fn sharing_series(
         detail: "locked writes to one cache line".into(),
         per_op,
         shares: None,
+        late: None,
     })
 }
 
@@ -478,6 +488,7 @@ pub fn budgets(
                     }
                 };
                 (share > 0.0).then(|| Cause {
+                    late_share: 0.0,
                     foreign: crate::stability::is_foreign(s.scope, &s.subject),
                     share_interval: None,
                     kind: s.kind,
@@ -515,6 +526,7 @@ pub fn budgets(
             c.share = c.share.min(left);
             left -= c.share;
         }
+        fold_late_run(&mut causes, series, i);
         causes.retain(|c| c.share >= LISTED_SHARE);
         causes.sort_by(|a, b| {
             b.share
@@ -532,6 +544,55 @@ pub fn budgets(
         });
     }
     out
+}
+
+/// A thread that waits while the others work ends late by as long, when all had the same
+/// work: it then runs alone at the end, and that lone run is the waits' cost too, not a
+/// serial phase of the program. The late part of each serial phase (see
+/// [`scalprof_model::SerialStats::late_bins`]) moves to the program's waits (locks and
+/// blocked waits, not another process's), in proportion to their shares and at most
+/// doubling them: a wait cannot delay a thread by more than it lasted.
+fn fold_late_run(causes: &mut [Cause], series: &[Series], i: usize) {
+    let is_wait = |c: &Cause| {
+        !c.foreign
+            && matches!(
+                c.kind,
+                FindingKind::BlockedWait | FindingKind::LockContention
+            )
+    };
+    let waits: f64 = causes.iter().filter(|c| is_wait(c)).map(|c| c.share).sum();
+    if waits <= 0.0 {
+        return;
+    }
+    let mut moved = 0.0;
+    for c in causes
+        .iter_mut()
+        .filter(|c| c.kind == FindingKind::SerialFraction)
+    {
+        let late = series
+            .iter()
+            .find(|s| s.kind == c.kind && s.subject == c.subject)
+            .and_then(|s| s.late.as_ref()?[i])
+            .unwrap_or(0.0);
+        let m = late.min(c.share).min(waits - moved);
+        if m > 0.0 {
+            c.share -= m;
+            moved += m;
+        }
+    }
+    if moved <= 0.0 {
+        return;
+    }
+    for c in causes.iter_mut().filter(|c| is_wait(c)) {
+        let m = moved * c.share / waits;
+        c.share += m;
+        c.late_share = m;
+        c.detail = format!(
+            "{}; and the lone run it left at the end, {:.0}%",
+            c.detail,
+            m * 100.0
+        );
+    }
 }
 
 /// The kinds of finding a budget scores.
@@ -567,6 +628,14 @@ pub fn score_findings(findings: &mut Vec<Finding>, last: &Point, cpus: u64) {
             return false;
         };
         f.score = c.share;
+        if c.late_share >= LISTED_SHARE && !f.evidence.contains("ran alone at the end") {
+            f.evidence.push_str(&format!(
+                "; the thread it held back then ran alone at the end, with no more work than \
+                 the threads that had finished: {:.0} of these {:.0} points are that lone run",
+                c.late_share * 100.0,
+                c.share * 100.0
+            ));
+        }
         let ceiling = if cpus > 0 {
             last.value.min(cpus)
         } else {
@@ -624,6 +693,7 @@ mod tests {
             detail: "mutex".into(),
             per_op: per_op.iter().map(|&x| Some(x)).collect(),
             shares: None,
+            late: None,
         }
     }
 
@@ -835,6 +905,7 @@ mod tests {
             detail: String::new(),
             per_op: vec![None, None],
             shares: Some(vec![None, Some(0.47)]),
+            late: None,
         };
         let sleep = lock("sleep in busy_handler", [0.0, 500_000.0]);
         let b = budgets(&points, &[None, None], &[serial, sleep], 0)[1]
@@ -844,6 +915,48 @@ mod tests {
         assert!((share("sleep in busy_handler") - 0.25).abs() < 1e-9);
         assert!((share("run") - 0.25).abs() < 1e-9);
         assert!(b.unexplained.abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_late_lone_run_is_the_cost_of_the_waits_that_delayed_it() {
+        // Lost: 50%. The sleep explains 25%; one thread ran alone for the rest, of which
+        // 0.2 late (the same work as the thread that had finished): the sleep's echo.
+        let points = [point(1, 1000.0, 1.0), point(2, 1000.0, 0.5)];
+        let serial = |late: f64| Series {
+            kind: FindingKind::SerialFraction,
+            scope: Some(Scope::User),
+            subject: "run".into(),
+            detail: String::new(),
+            per_op: vec![None, None],
+            shares: Some(vec![None, Some(0.47)]),
+            late: Some(vec![None, Some(late)]),
+        };
+        let sleep = lock("sleep in busy_handler", [0.0, 500_000.0]);
+        let b = budgets(&points, &[None, None], &[serial(0.2), sleep.clone()], 0)[1]
+            .clone()
+            .unwrap();
+        let cause = |s: &str| b.causes.iter().find(|c| c.subject == s).cloned();
+        let slept = cause("sleep in busy_handler").unwrap();
+        assert!((slept.share - 0.45).abs() < 1e-9, "{b:?}");
+        assert!((slept.late_share - 0.2).abs() < 1e-9);
+        assert!((cause("run").unwrap().share - 0.05).abs() < 1e-9);
+        assert!(b.unexplained.abs() < 1e-9);
+        // A wait delays a thread by at most its own length: a late run longer than the
+        // sleep keeps the rest as a serial phase.
+        let points = [point(1, 1000.0, 1.0), point(2, 1000.0, 0.5)];
+        let short = lock("sleep in busy_handler", [0.0, 400_000.0]);
+        let b = budgets(&points, &[None, None], &[serial(0.4), short], 0)[1]
+            .clone()
+            .unwrap();
+        let cause = |s: &str| b.causes.iter().find(|c| c.subject == s).cloned();
+        assert!((cause("sleep in busy_handler").unwrap().share - 0.4).abs() < 1e-9);
+        assert!((cause("run").unwrap().share - 0.1).abs() < 1e-9);
+        // No wait: the late run stays the serial phase's.
+        let b = budgets(&points, &[None, None], &[serial(0.2)], 0)[1]
+            .clone()
+            .unwrap();
+        assert!((b.causes[0].share - 0.47).abs() < 1e-9);
+        assert_eq!(b.causes[0].late_share, 0.0);
     }
 
     #[test]

@@ -399,6 +399,7 @@ mod tests {
             bin_ms: 10.0,
             single_thread_bins: 60,
             idle_bins: 0,
+            late_bins: 0,
             top_function: Some("init".into()),
             threads: Vec::new(),
         };

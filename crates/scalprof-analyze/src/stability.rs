@@ -309,6 +309,7 @@ pub(crate) fn move_interference(causes: &mut Vec<Cause>, p: &Point, cpus: u32) {
     match causes.iter_mut().find(|c| c.foreign) {
         Some(f) => f.share += moved,
         None => causes.push(Cause {
+            late_share: 0.0,
             kind: FindingKind::BlockedWait,
             scope: Some(Scope::Kernel),
             subject: CPU_WAIT_OTHER.into(),
@@ -340,6 +341,7 @@ mod tests {
             causes: causes
                 .iter()
                 .map(|&(s, share)| Cause {
+                    late_share: 0.0,
                     kind: FindingKind::LockContention,
                     scope: Some(Scope::User),
                     subject: s.into(),

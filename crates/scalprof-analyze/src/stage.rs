@@ -87,6 +87,7 @@ pub fn stage_series(points: &[Point], profiles: &[Option<&PointProfile>]) -> Vec
                     detail: "one thread serves every unit".into(),
                     per_op: vec![None; points.len()],
                     shares: Some(vec![None; points.len()]),
+                    late: None,
                 });
                 out.len() - 1
             }

@@ -38,9 +38,18 @@ pub struct Cause {
     /// that it sums to 1, never the program's cause or a finding.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub foreign: bool,
+    /// Of `share`, the time one thread then ran alone at the end of the run because it
+    /// had waited here: it had as much work as the threads that had finished, and ended
+    /// late. A wait costs its own time and the lone run it leaves.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub late_share: f64,
     /// A few words that identify it further (lock type and callers, a function).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub detail: String,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 /// The speedup at point `value` if a cause's share became useful work (an upper bound).

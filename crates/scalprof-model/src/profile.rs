@@ -159,6 +159,11 @@ pub struct SerialStats {
     pub single_thread_bins: u64,
     /// Bins in which no thread had samples (all off-CPU).
     pub idle_bins: u64,
+    /// Of the single-thread bins, those in which the lone thread ran after another thread
+    /// that had done at least as much work had finished: it had the same work and ended
+    /// late, so its own waits on the way, not its work, made it run alone.
+    #[serde(default)]
+    pub late_bins: u64,
     /// The user function seen most in single-thread bins.
     pub top_function: Option<String>,
     /// The threads that were on a CPU for at least [`THREAD_LOAD_MIN`] of the sampled
@@ -202,6 +207,7 @@ impl SerialStats {
         self.bins += o.bins;
         self.single_thread_bins += o.single_thread_bins;
         self.idle_bins += o.idle_bins;
+        self.late_bins += o.late_bins;
         if self.top_function.is_none() {
             self.top_function = o.top_function.clone();
         }
@@ -240,6 +246,15 @@ impl SerialStats {
             0.0
         } else {
             self.single_thread_bins as f64 / self.bins as f64
+        }
+    }
+
+    /// The share of the time one thread ran alone *late* (see [`SerialStats::late_bins`]).
+    pub fn late_share(&self) -> f64 {
+        if self.bins == 0 {
+            0.0
+        } else {
+            self.late_bins.min(self.single_thread_bins) as f64 / self.bins as f64
         }
     }
 }

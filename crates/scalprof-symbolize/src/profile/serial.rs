@@ -2,6 +2,10 @@
 
 use super::*;
 
+/// A thread that finished with at least this share of a lone thread's samples did the same
+/// work (sampling noise allowed): the lone thread ran late, it did not have more to do.
+const LATE_SAME_WORK: f64 = 0.9;
+
 impl ProfileBuilder {
     pub(super) fn serial_stats(&mut self) -> SerialStats {
         if self.timeline.is_empty() {
@@ -31,6 +35,32 @@ impl ProfileBuilder {
         }
         let idle = seen.iter().filter(|&&b| b == NONE).count() as u64;
         let single = seen.iter().filter(|&&b| b != NONE && b != MANY).count() as u64;
+        // Late bins: each thread's samples and last bin; `done[b]` is the most samples of a
+        // thread whose last sample came before bin b. A lone thread with no more samples
+        // than that (within sampling noise) had the same work and finished late.
+        let mut per_tid: HashMap<i32, (u64, usize)> = HashMap::new();
+        for &(t, tid, _) in &self.timeline {
+            let e = per_tid.entry(tid).or_default();
+            e.0 += 1;
+            e.1 = e.1.max(bin(t));
+        }
+        let mut done = vec![0u64; nbins + 1];
+        for &(samples, last) in per_tid.values() {
+            done[last + 1] = done[last + 1].max(samples);
+        }
+        for b in 1..done.len() {
+            done[b] = done[b].max(done[b - 1]);
+        }
+        let late = seen
+            .iter()
+            .enumerate()
+            .filter(|&(b, &one)| {
+                one != NONE && one != MANY && {
+                    let mine = per_tid.get(&(one as i32)).map_or(0, |e| e.0);
+                    done[b] as f64 >= LATE_SAME_WORK * mine as f64
+                }
+            })
+            .count() as u64;
         let mut tops: HashMap<u32, u64> = HashMap::new();
         for &(t, _, leaf) in &self.timeline {
             let b = seen[bin(t)];
@@ -50,6 +80,7 @@ impl ProfileBuilder {
             bin_ms: SERIAL_BIN_NS as f64 / 1e6,
             single_thread_bins: single,
             idle_bins: idle,
+            late_bins: late,
             top_function: top,
             threads: self.thread_loads(t1 - t0),
         }
@@ -83,5 +114,42 @@ impl ProfileBuilder {
         out.sort_by(|a, b| b.1.samples.cmp(&a.1.samples).then_with(|| a.0.cmp(&b.0)));
         out.truncate(THREAD_LOADS);
         out.into_iter().map(|(_, l)| l).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Thread 1 alone for bins 0..50, then thread 2 alone for bins 50..100, `per_bin`
+    /// samples each bin.
+    fn relay(per_bin: u64) -> SerialStats {
+        let mut b = ProfileBuilder::new("cpu-clock", 1000, false);
+        for bin in 0..50u64 {
+            b.timeline.push((bin * SERIAL_BIN_NS, 1, u32::MAX));
+        }
+        for bin in 50..100u64 {
+            for k in 0..per_bin {
+                b.timeline.push((bin * SERIAL_BIN_NS + k, 2, u32::MAX));
+            }
+        }
+        b.serial_stats()
+    }
+
+    #[test]
+    fn a_thread_with_the_same_work_that_ends_alone_ran_late() {
+        let s = relay(1);
+        assert_eq!((s.bins, s.single_thread_bins), (100, 100));
+        // Thread 2 did what thread 1 did, after it: its 50 bins are late.
+        assert_eq!(s.late_bins, 50);
+        assert!((s.late_share() - 0.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_thread_with_more_work_that_ends_alone_is_not_late() {
+        // Thread 2 had twice the work: running alone at the end is its work, not a delay.
+        let s = relay(2);
+        assert_eq!(s.single_thread_bins, 100);
+        assert_eq!(s.late_bins, 0);
     }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
 
+use crate::sandbox::Wire;
 use crate::DebugInfoError;
 
 /// A function symbol, by stated virtual address (SVMA).
@@ -46,7 +47,7 @@ pub struct ElfInfo {
     /// That DWARF, opened at the first lookup: a loader reads (and decompresses) every
     /// debug section at once, and most files a profile maps get no sample. Shared by the
     /// threads that symbolize one profile; a lookup holds the lock.
-    dwarf: std::sync::OnceLock<Option<std::sync::Mutex<addr2line::Loader>>>,
+    dwarf: std::sync::OnceLock<Option<std::sync::Mutex<Dwarf>>>,
     /// Whether the symbols come from `.symtab` (false: only exported `.dynsym`).
     pub has_symtab: bool,
     /// Whether it has DWARF to read (its own or a separate debug file's).
@@ -84,55 +85,51 @@ fn collect_kind<'a>(
             (!name.is_empty()).then(|| Symbol {
                 start: s.address(),
                 end: s.address() + s.size(),
-                name: name.to_string(),
+                name: crate::sandbox::cut_name(name).into_owned(),
             })
         })
         .collect()
 }
 
 impl ElfInfo {
+    /// Opens and parses one ELF file (and its separate debug file's symbols): in a parser
+    /// child without privileges when separation is on ([`crate::sandbox`]), else here,
+    /// from bytes read (never a mapping: a file truncated under it would raise SIGBUS).
     pub fn open(path: &Path) -> Result<ElfInfo, DebugInfoError> {
-        let file = crate::open_regular(path).map_err(|source| DebugInfoError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        // SAFETY: a shared read-only mapping. Changed bytes give wrong symbols at worst (the
-        // parser checks every offset); truncating the file while it is mapped would raise
-        // SIGBUS on the lost pages. Binaries are mapped right after the workload ran; a
-        // running executable cannot be written (ETXTBSY), and package upgrades replace
-        // files by rename, which leaves this mapping on the old, intact inode.
-        let map = unsafe { memmap2::Mmap::map(&file) }.map_err(|source| DebugInfoError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let obj = object::File::parse(&*map).map_err(|e| DebugInfoError::Parse {
-            path: path.to_path_buf(),
-            reason: e.to_string(),
-        })?;
-        let build_id = obj.build_id().ok().flatten().map(|b| b.to_vec());
-        let debug_file = build_id.as_deref().and_then(separate_debug_file);
+        let parse = |p: &Path| -> Result<Tables, DebugInfoError> {
+            let file = crate::open_regular(p).map_err(|source| DebugInfoError::Read {
+                path: p.to_path_buf(),
+                source,
+            })?;
+            let tables = match crate::sandbox::parser() {
+                Some(exe) => crate::sandbox::parse_elf(exe, &file),
+                None => read_all(file).and_then(|data| Tables::parse(&data)),
+            };
+            tables.map_err(|reason| DebugInfoError::Parse {
+                path: p.to_path_buf(),
+                reason,
+            })
+        };
+        let main = parse(path)?;
+        let debug_file = main.build_id.as_deref().and_then(separate_debug_file);
+        let debug = debug_file.as_deref().and_then(|d| parse(d).ok());
 
-        let mut symbols = collect_symbols(obj.symbols());
-        let mut objects = collect_kind(obj.symbols(), SymbolKind::Data);
+        let mut symbols = main.sym_text;
+        let mut objects = main.sym_data;
         let mut has_symtab = !symbols.is_empty();
-        if let Some(dbg) = &debug_file {
-            if let Ok(f) = std::fs::read(dbg) {
-                if let Ok(o) = object::File::parse(&*f) {
-                    let s = collect_symbols(o.symbols());
-                    if !s.is_empty() {
-                        symbols = s;
-                        objects = collect_kind(o.symbols(), SymbolKind::Data);
-                        has_symtab = true;
-                    }
-                }
+        if let Some(d) = debug {
+            if !d.sym_text.is_empty() {
+                symbols = d.sym_text;
+                objects = d.sym_data;
+                has_symtab = true;
             }
         }
         if objects.is_empty() {
-            objects = collect_kind(obj.dynamic_symbols(), SymbolKind::Data);
+            objects = main.dyn_data;
         }
         objects.sort_by_key(|o| o.start);
         if symbols.is_empty() {
-            symbols = collect_symbols(obj.dynamic_symbols());
+            symbols = main.dyn_text;
         }
         // At one address (aliases like __pthread_mutex_lock / pthread_mutex_lock), keep
         // the name a developer would grep for: fewest leading underscores, then shortest.
@@ -146,35 +143,7 @@ impl ElfInfo {
         });
         symbols.dedup_by(|b, a| a.start == b.start);
 
-        let segments = obj
-            .segments()
-            .map(|s| {
-                let (file_offset, file_size) = s.file_range();
-                Segment {
-                    file_offset,
-                    file_size,
-                    svma: s.address(),
-                }
-            })
-            .collect();
-
-        let section = |name: &str| -> Option<(std::ops::Range<u64>, Arc<[u8]>)> {
-            let s = obj.section_by_name(name)?;
-            let data = s.data().ok()?;
-            Some((s.address()..s.address() + s.size(), Arc::from(data)))
-        };
-        let unwind = UnwindSections {
-            text: section(".text"),
-            eh_frame: section(".eh_frame"),
-            eh_frame_hdr: section(".eh_frame_hdr"),
-            got: obj
-                .section_by_name(".got")
-                .map(|s| s.address()..s.address() + s.size()),
-            debug_frame: section(".debug_frame").map(|s| s.1),
-        };
-
-        let has_own_dwarf = obj.section_by_name(".debug_info").is_some();
-        let dwarf_path = if has_own_dwarf {
+        let dwarf_path = if main.has_own_dwarf {
             Some(path.to_path_buf())
         } else {
             debug_file.clone()
@@ -183,13 +152,13 @@ impl ElfInfo {
             path: path.to_path_buf(),
             symbols,
             objects,
-            segments,
-            unwind,
+            segments: main.segments,
+            unwind: main.unwind,
             has_dwarf: dwarf_path.is_some(),
             dwarf_path,
             dwarf: std::sync::OnceLock::new(),
             has_symtab,
-            build_id,
+            build_id: main.build_id,
         })
     }
 
@@ -240,22 +209,12 @@ impl ElfInfo {
     pub fn frames(&self, svma: u64) -> Vec<String> {
         let mut names = Vec::new();
         let dwarf = self.dwarf.get_or_init(|| {
-            self.dwarf_path
-                .as_ref()
-                .and_then(|p| addr2line::Loader::new(p).ok())
-                .map(std::sync::Mutex::new)
+            let path = self.dwarf_path.as_ref()?;
+            Some(std::sync::Mutex::new(Dwarf::open(path)))
         });
         if let Some(dwarf) = dwarf {
-            let dwarf = dwarf.lock().unwrap_or_else(|e| e.into_inner());
-            if let Ok(mut frames) = dwarf.find_frames(svma) {
-                while let Ok(Some(f)) = frames.next() {
-                    if let Some(func) = f.function {
-                        if let Ok(name) = func.demangle() {
-                            names.push(name.into_owned());
-                        }
-                    }
-                }
-            };
+            let mut dwarf = dwarf.lock().unwrap_or_else(|e| e.into_inner());
+            names = dwarf.frames(svma);
         }
         if names.is_empty() {
             if let Some(s) = self.symbol(svma) {
@@ -263,6 +222,16 @@ impl ElfInfo {
             }
         }
         names
+    }
+
+    /// Why its DWARF could not be read (its frames then come from the symbol table).
+    pub fn dwarf_failure(&self) -> Option<String> {
+        let dwarf = self.dwarf.get()?.as_ref()?;
+        let dwarf = dwarf.lock().unwrap_or_else(|e| e.into_inner());
+        match &*dwarf {
+            Dwarf::Failed(why) => Some(why.clone()),
+            _ => None,
+        }
     }
 
     pub fn unwind_sections(&self) -> &UnwindSections {
@@ -275,6 +244,297 @@ impl ElfInfo {
             .iter()
             .find(|s| s.name == name)
             .map(|s| s.start)
+    }
+}
+
+/// What one ELF file says, before its symbols are chosen and sorted: what a parser child
+/// sends back ([`crate::sandbox`]).
+pub(crate) struct Tables {
+    sym_text: Vec<Symbol>,
+    sym_data: Vec<Symbol>,
+    dyn_text: Vec<Symbol>,
+    dyn_data: Vec<Symbol>,
+    segments: Vec<Segment>,
+    unwind: UnwindSections,
+    has_own_dwarf: bool,
+    build_id: Option<Vec<u8>>,
+}
+
+/// The largest section the unwinder copies (.text, .eh_frame): a bigger one is left out.
+const MAX_UNWIND_SECTION: u64 = 256 << 20;
+
+impl Tables {
+    pub(crate) fn parse(data: &[u8]) -> Result<Tables, String> {
+        let obj = object::File::parse(data).map_err(|e| e.to_string())?;
+        let section = |name: &str| -> Option<(std::ops::Range<u64>, Arc<[u8]>)> {
+            let s = obj.section_by_name(name)?;
+            if s.size() > MAX_UNWIND_SECTION {
+                return None;
+            }
+            let data = s.data().ok()?;
+            Some((s.address()..s.address() + s.size(), Arc::from(data)))
+        };
+        Ok(Tables {
+            sym_text: collect_symbols(obj.symbols()),
+            sym_data: collect_kind(obj.symbols(), SymbolKind::Data),
+            dyn_text: collect_symbols(obj.dynamic_symbols()),
+            dyn_data: collect_kind(obj.dynamic_symbols(), SymbolKind::Data),
+            segments: obj
+                .segments()
+                .map(|s| {
+                    let (file_offset, file_size) = s.file_range();
+                    Segment {
+                        file_offset,
+                        file_size,
+                        svma: s.address(),
+                    }
+                })
+                .collect(),
+            unwind: UnwindSections {
+                text: section(".text"),
+                eh_frame: section(".eh_frame"),
+                eh_frame_hdr: section(".eh_frame_hdr"),
+                got: obj
+                    .section_by_name(".got")
+                    .map(|s| s.address()..s.address() + s.size()),
+                debug_frame: section(".debug_frame").map(|s| s.1),
+            },
+            has_own_dwarf: obj.section_by_name(".debug_info").is_some(),
+            build_id: obj.build_id().ok().flatten().map(|b| b.to_vec()),
+        })
+    }
+
+    pub(crate) fn encode(&self, w: &mut Wire) {
+        for list in [
+            &self.sym_text,
+            &self.sym_data,
+            &self.dyn_text,
+            &self.dyn_data,
+        ] {
+            w.u64(list.len() as u64);
+            for s in list {
+                w.u64(s.start);
+                w.u64(s.end);
+                w.str(&s.name);
+            }
+        }
+        w.u64(self.segments.len() as u64);
+        for s in &self.segments {
+            w.u64(s.file_offset);
+            w.u64(s.file_size);
+            w.u64(s.svma);
+        }
+        let u = &self.unwind;
+        for sec in [&u.text, &u.eh_frame, &u.eh_frame_hdr] {
+            match sec {
+                Some((r, b)) => {
+                    w.u64(1);
+                    w.u64(r.start);
+                    w.u64(r.end);
+                    w.bytes(b);
+                }
+                None => w.u64(0),
+            }
+        }
+        match &u.got {
+            Some(r) => {
+                w.u64(1);
+                w.u64(r.start);
+                w.u64(r.end);
+            }
+            None => w.u64(0),
+        }
+        match &u.debug_frame {
+            Some(b) => {
+                w.u64(1);
+                w.bytes(b);
+            }
+            None => w.u64(0),
+        }
+        w.u64(u64::from(self.has_own_dwarf));
+        match &self.build_id {
+            Some(b) => {
+                w.u64(1);
+                w.bytes(b);
+            }
+            None => w.u64(0),
+        }
+    }
+
+    pub(crate) fn decode(w: &mut Wire) -> Result<Tables, String> {
+        let mut lists: Vec<Vec<Symbol>> = Vec::new();
+        for _ in 0..4 {
+            let n = w.get_count(24)?;
+            let mut list = Vec::with_capacity(n);
+            for _ in 0..n {
+                let (start, end) = (w.get_u64()?, w.get_u64()?);
+                list.push(Symbol {
+                    start,
+                    end: end.max(start),
+                    name: w.get_name()?,
+                });
+            }
+            lists.push(list);
+        }
+        let n = w.get_count(24)?;
+        let mut segments = Vec::with_capacity(n);
+        for _ in 0..n {
+            segments.push(Segment {
+                file_offset: w.get_u64()?,
+                file_size: w.get_u64()?,
+                svma: w.get_u64()?,
+            });
+        }
+        let mut secs = Vec::new();
+        for _ in 0..3 {
+            secs.push(match w.get_u64()? {
+                0 => None,
+                _ => {
+                    let (a, b) = (w.get_u64()?, w.get_u64()?);
+                    Some((a..b.max(a), Arc::from(w.get_bytes()?)))
+                }
+            });
+        }
+        let got = match w.get_u64()? {
+            0 => None,
+            _ => {
+                let (a, b) = (w.get_u64()?, w.get_u64()?);
+                Some(a..b.max(a))
+            }
+        };
+        let debug_frame = match w.get_u64()? {
+            0 => None,
+            _ => Some(Arc::from(w.get_bytes()?)),
+        };
+        let has_own_dwarf = w.get_u64()? != 0;
+        let build_id = match w.get_u64()? {
+            0 => None,
+            _ => Some(w.get_bytes()?.iter().take(64).copied().collect()),
+        };
+        let mut secs = secs.into_iter();
+        let mut lists = lists.into_iter();
+        let mut next = || lists.next().unwrap_or_default();
+        Ok(Tables {
+            sym_text: next(),
+            sym_data: next(),
+            dyn_text: next(),
+            dyn_data: next(),
+            segments,
+            unwind: UnwindSections {
+                text: secs.next().flatten(),
+                eh_frame: secs.next().flatten(),
+                eh_frame_hdr: secs.next().flatten(),
+                got,
+                debug_frame,
+            },
+            has_own_dwarf,
+            build_id,
+        })
+    }
+}
+
+/// A file's bytes, read whole (bounded).
+pub(crate) fn read_all(file: std::fs::File) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let size = file.metadata().map_err(|e| e.to_string())?.len();
+    if size > crate::sandbox::MEMORY_CAP / 2 {
+        return Err(format!("{} MB: larger than the parser's cap", size >> 20));
+    }
+    let mut data = Vec::new();
+    data.try_reserve_exact(size as usize)
+        .map_err(|_| "not enough memory to read it".to_string())?;
+    file.take(size)
+        .read_to_end(&mut data)
+        .map_err(|e| e.to_string())?;
+    Ok(data)
+}
+
+/// A compressed debug section inflates to at most this many bytes...
+const MAX_INFLATED: u64 = 512 << 20;
+/// ...and, above [`INFLATE_FREE`], at most this many times its compressed size (DWARF
+/// compresses 3–10 times; a bomb of zeros, thousands).
+const MAX_RATIO: u64 = 100;
+const INFLATE_FREE: u64 = 16 << 20;
+
+/// Refuses a file whose compressed sections would inflate past the caps, before any is
+/// inflated: a 117 KB binary can hold a `.debug_str` of 3 GiB of zeros.
+pub(crate) fn check_compressed_sections(data: &[u8]) -> Result<(), String> {
+    let obj = object::File::parse(data).map_err(|e| e.to_string())?;
+    let mut total = 0u64;
+    for s in obj.sections() {
+        let Ok(r) = s.compressed_file_range() else {
+            continue;
+        };
+        if r.format == object::CompressionFormat::None {
+            continue;
+        }
+        let name = s.name().unwrap_or("?");
+        let (packed, inflated) = (r.compressed_size, r.uncompressed_size);
+        if inflated > MAX_INFLATED
+            || (inflated > INFLATE_FREE && inflated / packed.max(1) > MAX_RATIO)
+        {
+            return Err(format!(
+                "its compressed section {name} would inflate from {packed} bytes to {inflated} \
+                 (over the cap: {} MiB, or {MAX_RATIO} times): its DWARF is not read",
+                MAX_INFLATED >> 20
+            ));
+        }
+        total = total.saturating_add(inflated);
+    }
+    if total > crate::sandbox::MEMORY_CAP / 2 {
+        return Err(format!(
+            "its compressed sections would inflate to {} MiB: its DWARF is not read",
+            total >> 20
+        ));
+    }
+    Ok(())
+}
+
+/// A file's DWARF: a parser child's, or (without separation) a loader here.
+enum Dwarf {
+    Child(crate::sandbox::DwarfServer),
+    Local(Box<addr2line::Loader>),
+    Failed(String),
+}
+
+impl Dwarf {
+    fn open(path: &Path) -> Dwarf {
+        let opened = match crate::sandbox::parser() {
+            Some(exe) => crate::sandbox::DwarfServer::start(exe, path).map(Dwarf::Child),
+            None => crate::open_regular(path)
+                .map_err(|e| format!("cannot read it: {e}"))
+                .and_then(read_all)
+                .and_then(|data| check_compressed_sections(&data))
+                .and_then(|()| addr2line::Loader::new(path).map_err(|e| e.to_string()))
+                .map(|l| Dwarf::Local(Box::new(l))),
+        };
+        opened.unwrap_or_else(Dwarf::Failed)
+    }
+
+    fn frames(&mut self, svma: u64) -> Vec<String> {
+        match self {
+            Dwarf::Child(server) => match server.frames(svma) {
+                Ok(names) => names,
+                Err(why) => {
+                    *self = Dwarf::Failed(why);
+                    Vec::new()
+                }
+            },
+            Dwarf::Local(loader) => {
+                let mut names = Vec::new();
+                if let Ok(mut frames) = loader.find_frames(svma) {
+                    while let Ok(Some(f)) = frames.next() {
+                        if let Some(func) = f.function {
+                            if let Ok(name) = func.demangle() {
+                                names.push(crate::sandbox::cut_name(&name).into_owned());
+                            }
+                        }
+                    }
+                }
+                names
+            }
+            Dwarf::Failed(_) => Vec::new(),
+        }
     }
 }
 

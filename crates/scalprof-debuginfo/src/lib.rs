@@ -11,6 +11,7 @@ pub mod elf;
 pub mod kallsyms;
 pub mod kernel_layout;
 pub mod layout;
+pub mod sandbox;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

@@ -47,6 +47,17 @@ fn quiet_import_panics() {
 
 fn main() -> ExitCode {
     let mut args = std::env::args_os().skip(1);
+    // A parser child: it gives up privileges before it reads anything.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == scalprof_debuginfo::sandbox::PARSER_ARG)
+    {
+        let job = std::env::args().nth(2).unwrap_or_default();
+        scalprof_debuginfo::sandbox::serve(&job);
+    }
+    // Everything that parses bytes another user may control runs in such children. The
+    // link, not the path it names: a rebuilt or replaced binary keeps its running image.
+    scalprof_debuginfo::sandbox::enable("/proc/self/exe".into());
     if args
         .next()
         .is_some_and(|a| a == scalprof_collect::keeper::KEEPER_ARG)

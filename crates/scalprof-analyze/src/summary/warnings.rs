@@ -83,10 +83,23 @@ pub(super) fn profile_warnings(
                 100.0 * st.unresolved_frames as f64 / st.frames as f64
             ));
         }
-        if !st.unreadable_binaries.is_empty() {
+        // A file whose DWARF alone was refused keeps its symbol-table names.
+        let (dwarf, unread): (Vec<&String>, Vec<&String>) = st
+            .unreadable_binaries
+            .iter()
+            .partition(|b| b.contains(": its DWARF: "));
+        let list = |v: &[&String]| v.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("; ");
+        if !unread.is_empty() {
             problems.push(format!(
                 "binaries that could not be read, whose frames have no names: {}",
-                st.unreadable_binaries.join("; ")
+                list(&unread)
+            ));
+        }
+        if !dwarf.is_empty() {
+            problems.push(format!(
+                "debug info that could not be read (frames named by the symbol table, without \
+                 inlined functions): {}",
+                list(&dwarf)
             ));
         }
         if !st.kernel_stacks {

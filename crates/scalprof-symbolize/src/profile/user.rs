@@ -56,6 +56,7 @@ impl ProfileBuilder {
             return ids;
         }
         // (names, may be JIT code, unresolved)
+        let mut dwarf_failed = None;
         let (names, jit, unresolved): (Vec<String>, bool, bool) = {
             let p = &self.processes[&pid];
             match p.mapping(addr) {
@@ -65,6 +66,9 @@ impl ProfileBuilder {
                         let svma =
                             elf.file_offset_to_svma((addr - m.start).checked_add(m.pgoff)?)?;
                         let f = elf.frames(svma);
+                        dwarf_failed = elf
+                            .dwarf_failure()
+                            .map(|why| format!("{}: its DWARF: {why}", m.path));
                         (!f.is_empty()).then_some(f)
                     });
                     match resolved {
@@ -78,6 +82,14 @@ impl ProfileBuilder {
                 None => (vec!["[unknown]".to_string()], true, true),
             }
         };
+        if let Some(entry) = dwarf_failed {
+            let st = &mut self.stats;
+            if st.unreadable_binaries.len() < scalprof_model::MAX_UNREADABLE
+                && !st.unreadable_binaries.contains(&entry)
+            {
+                st.unreadable_binaries.push(entry);
+            }
+        }
         let (names, unresolved) = match jit.then(|| self.jit_name(pid, addr)).flatten() {
             Some(name) => (vec![name], false),
             None => (names, unresolved),

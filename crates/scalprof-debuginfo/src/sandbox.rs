@@ -1,0 +1,522 @@
+//! Parsing without privileges: the bytes of ELF files and their DWARF, which other users may
+//! control, are parsed in a child process that has given up root before it reads any.
+//!
+//! scalprof usually runs as root. The privileged process opens a file (a regular file only,
+//! never a FIFO or device) and hands the open descriptor to a child, scalprof's own binary
+//! run as [`PARSER_ARG`]. Before it reads a byte, the child ([`serve`]):
+//! - caps its address space ([`MEMORY_CAP`]), CPU time ([`CPU_CAP_S`]), open files, and the
+//!   size of any file it could write (zero), and asks to be the OOM killer's first victim;
+//! - when it is root: drops every supplementary group and changes to the `nobody` user;
+//! - sets `no_new_privs`, is not dumpable (no other process of `nobody` can trace it), and
+//!   dies with its parent.
+//!
+//! What crosses back is plain data in a small format of this module's (`Wire`), which the
+//! parent decodes with a bound on every length: symbol tables, segments and the unwinder's
+//! section bytes ([`crate::elf`]), or the frames at an address (a DWARF server that lives as
+//! long as the file's entry in the cache). A crash (SIGBUS from a file truncated under it),
+//! running out of memory (a decompression bomb), a timeout or a malformed answer costs that
+//! one file its symbols; the reason is kept and shown with the file's name.
+//!
+//! The privileged process never maps a file another user could truncate. Without root the
+//! same split runs, minus the change of user. Library users that never call [`enable`]
+//! (unit tests of the crates) parse in their own process, from bytes read, not mapped.
+//!
+//! Not done here yet: a seccomp filter on the child.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The first argument that makes the scalprof binary a parser child.
+pub const PARSER_ARG: &str = "__scalprof-parse";
+/// The child's address-space cap: a parse that needs more fails (it costs that file its
+/// symbols), it does not grow root's process or the machine's memory.
+pub const MEMORY_CAP: u64 = 1 << 30;
+/// The child's CPU-time cap, in seconds (a DWARF server's lookups add up).
+pub const CPU_CAP_S: u64 = 300;
+/// How long the parent waits for one answer.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(60);
+/// The descriptor the child finds its file on.
+const FILE_FD: i32 = 3;
+/// The longest name that crosses back (longer ones are cut): one pathological symbol must
+/// not cost the store hundreds of megabytes.
+pub const MAX_NAME: usize = 1024;
+/// The most bytes one answer may have.
+const MAX_REPLY: u64 = 1 << 30;
+
+static PARSER: OnceLock<PathBuf> = OnceLock::new();
+
+/// Parse in children of `exe` (scalprof's own binary, which dispatches [`PARSER_ARG`] to
+/// [`serve`]) from now on. The binary calls this first thing.
+pub fn enable(exe: PathBuf) {
+    let _ = PARSER.set(exe);
+}
+
+/// The binary that parses, when separation is on.
+pub(crate) fn parser() -> Option<&'static Path> {
+    PARSER.get().map(PathBuf::as_path)
+}
+
+/// A name cut to [`MAX_NAME`] bytes (on a character boundary), marked as cut.
+pub fn cut_name(name: &str) -> std::borrow::Cow<'_, str> {
+    if name.len() <= MAX_NAME {
+        return name.into();
+    }
+    let mut end = MAX_NAME;
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &name[..end]).into()
+}
+
+// ---- the child --------------------------------------------------------------------------
+
+/// The child's main: confine, then run `job` on the file at descriptor 3. Never returns.
+pub fn serve(job: &str) -> ! {
+    if let Err(e) = confine() {
+        let _ = writeln!(std::io::stderr(), "cannot drop privileges: {e}");
+        std::process::exit(3);
+    }
+    // SAFETY: the parent put an open file on FILE_FD for this child (see `spawn`), and
+    // nothing else in this process owns that descriptor.
+    let file = unsafe { File::from_raw_fd(FILE_FD) };
+    let code = match job {
+        "elf" => elf_job(file),
+        "dwarf" => dwarf_job(file),
+        _ => 2,
+    };
+    std::process::exit(code)
+}
+
+/// Limits, then the change of user, then no way back to privileges.
+fn confine() -> std::io::Result<()> {
+    let limit = |resource, value: u64| {
+        let rl = libc::rlimit {
+            rlim_cur: value,
+            rlim_max: value,
+        };
+        // SAFETY: setrlimit reads the struct it is given; no memory is shared.
+        if unsafe { libc::setrlimit(resource, &rl) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    };
+    limit(libc::RLIMIT_AS, MEMORY_CAP)?;
+    limit(libc::RLIMIT_CPU, CPU_CAP_S)?;
+    // Room for a DWARF server's memory file only; [`no_more_files`] closes it.
+    limit(libc::RLIMIT_FSIZE, MEMORY_CAP / 2)?;
+    limit(libc::RLIMIT_CORE, 0)?;
+    limit(libc::RLIMIT_NOFILE, 16)?;
+    // The first victim of an OOM killer in the cgroup it shares with the run.
+    let _ = std::fs::write("/proc/self/oom_score_adj", "1000");
+    // SAFETY: prctl with integer arguments only.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+    }
+    // SAFETY: geteuid has no arguments and cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        let (uid, gid) = nobody();
+        // SAFETY: plain system calls with integer arguments (setgroups with none).
+        let failed = unsafe {
+            libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setresgid(gid, gid, gid) != 0
+                || libc::setresuid(uid, uid, uid) != 0
+        };
+        if failed {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: as above.
+        if unsafe { libc::setuid(0) } == 0 {
+            return Err(std::io::Error::other("root could be regained"));
+        }
+    }
+    // SAFETY: prctl with integer arguments only.
+    let ok = unsafe {
+        libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
+            && libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+    };
+    if !ok {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// From here on the child can write no byte to any file.
+fn no_more_files() {
+    let rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: setrlimit reads the struct it is given.
+    unsafe { libc::setrlimit(libc::RLIMIT_FSIZE, &rl) };
+}
+
+/// The uid and gid of `nobody` (65534 where the user database has none).
+fn nobody() -> (libc::uid_t, libc::gid_t) {
+    let name = c"nobody";
+    // SAFETY: getpwnam reads a C string and returns a pointer into static storage (or
+    // null), read here before any other call could reuse it; this process has one thread.
+    let pw = unsafe { libc::getpwnam(name.as_ptr()) };
+    if pw.is_null() {
+        (65534, 65534)
+    } else {
+        // SAFETY: non-null: a valid passwd entry (see above).
+        unsafe { ((*pw).pw_uid, (*pw).pw_gid) }
+    }
+}
+
+/// Parses the file's tables and writes them.
+fn elf_job(file: File) -> i32 {
+    no_more_files();
+    let mut out = std::io::stdout().lock();
+    // Read, not mapped: the same cost for a parse that touches most pages, and no SIGBUS.
+    let answer = crate::elf::read_all(file).and_then(|data| crate::elf::Tables::parse(&data));
+    let mut w = Wire::default();
+    match answer {
+        Ok(t) => {
+            w.u64(0);
+            t.encode(&mut w);
+        }
+        Err(e) => {
+            w.u64(1);
+            w.str(&e);
+        }
+    }
+    if out.write_all(&w.framed()).is_err() {
+        return 1;
+    }
+    0
+}
+
+/// Answers frame lookups (an address in, its frames out) until the parent closes the pipe.
+/// The DWARF loader opens a path: the file is copied into a memory file of this child's
+/// own (a descriptor passed by root cannot be reopened by `nobody`), which no one else can
+/// truncate.
+fn dwarf_job(file: File) -> i32 {
+    let mut out = std::io::stdout().lock();
+    let mut input = std::io::stdin().lock();
+    let loader = (|| -> Result<addr2line::Loader, String> {
+        let data = crate::elf::read_all(file)?;
+        if let Err(e) = crate::elf::check_compressed_sections(&data) {
+            no_more_files();
+            return Err(e);
+        }
+        let mem = memfd().map_err(|e| format!("memfd: {e}"))?;
+        (&mem).write_all(&data).map_err(|e| e.to_string())?;
+        no_more_files();
+        drop(data);
+        let path = format!("/proc/self/fd/{}", mem.as_raw_fd());
+        // The loader opens and maps the memory file itself.
+        addr2line::Loader::new(&path).map_err(|e| e.to_string())
+    })();
+    let mut w = Wire::default();
+    match &loader {
+        Ok(_) => w.u64(0),
+        Err(e) => {
+            w.u64(1);
+            w.str(e);
+        }
+    }
+    if out.write_all(&w.framed()).is_err() || out.flush().is_err() {
+        return 1;
+    }
+    let Ok(loader) = loader else { return 0 };
+    let mut req = [0u8; 8];
+    while input.read_exact(&mut req).is_ok() {
+        let svma = u64::from_le_bytes(req);
+        let mut names: Vec<String> = Vec::new();
+        if let Ok(mut frames) = loader.find_frames(svma) {
+            while let Ok(Some(f)) = frames.next() {
+                if let Some(func) = f.function {
+                    if let Ok(name) = func.demangle() {
+                        names.push(cut_name(&name).into_owned());
+                    }
+                }
+                if names.len() >= 64 {
+                    break;
+                }
+            }
+        }
+        let mut w = Wire::default();
+        w.u64(names.len() as u64);
+        for n in &names {
+            w.str(n);
+        }
+        if out.write_all(&w.framed()).is_err() || out.flush().is_err() {
+            return 1;
+        }
+    }
+    0
+}
+
+fn memfd() -> std::io::Result<File> {
+    // SAFETY: memfd_create reads a C string; the descriptor it returns is owned here.
+    let fd = unsafe { libc::memfd_create(c"scalprof-dwarf".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor that nothing else owns.
+    Ok(unsafe { File::from_raw_fd(fd) })
+}
+
+// ---- the parent -------------------------------------------------------------------------
+
+/// A running parser child.
+pub(crate) struct Parser {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: ChildStdout,
+}
+
+impl Parser {
+    /// Starts `job` on `file`.
+    pub(crate) fn spawn(exe: &Path, job: &str, file: &File) -> std::io::Result<Parser> {
+        use std::os::unix::process::CommandExt;
+        let fd = file.as_raw_fd();
+        let mut cmd = Command::new(exe);
+        cmd.arg(PARSER_ARG)
+            .arg(job)
+            .env_clear()
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        // SAFETY: between fork and exec only async-signal-safe calls (dup2, fcntl) on
+        // descriptors this process owns.
+        unsafe {
+            cmd.pre_exec(move || {
+                if fd == FILE_FD {
+                    let flags = libc::fcntl(fd, libc::F_GETFD);
+                    libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
+                } else if libc::dup2(fd, FILE_FD) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn()?;
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("piped");
+        Ok(Parser {
+            child,
+            stdin,
+            stdout,
+        })
+    }
+
+    /// Sends a request (a DWARF server's address).
+    pub(crate) fn send(&mut self, bytes: &[u8]) -> Result<(), String> {
+        match self.stdin.as_mut().map(|s| s.write_all(bytes)) {
+            Some(Ok(())) => Ok(()),
+            _ => Err(self.ended()),
+        }
+    }
+
+    /// The next answer, within [`REPLY_TIMEOUT`].
+    pub(crate) fn reply(&mut self) -> Result<Wire, String> {
+        let deadline = Instant::now() + REPLY_TIMEOUT;
+        let mut len = [0u8; 8];
+        if !read_by(&mut self.stdout, &mut len, deadline) {
+            return Err(self.ended());
+        }
+        let len = u64::from_le_bytes(len);
+        if len > MAX_REPLY {
+            self.kill();
+            return Err(format!("the parser's answer claimed {len} bytes"));
+        }
+        let mut body = vec![0u8; len as usize];
+        if !read_by(&mut self.stdout, &mut body, deadline) {
+            return Err(self.ended());
+        }
+        Ok(Wire { bytes: body, at: 0 })
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Why the child stopped answering.
+    fn ended(&mut self) -> String {
+        let status = match self.child.try_wait() {
+            Ok(Some(s)) => Some(s),
+            _ => {
+                // Still running: it overran the time it had.
+                std::thread::sleep(Duration::from_millis(50));
+                match self.child.try_wait() {
+                    Ok(Some(s)) => Some(s),
+                    _ => {
+                        self.kill();
+                        return format!(
+                            "its parser did not answer within {} s and was stopped",
+                            REPLY_TIMEOUT.as_secs()
+                        );
+                    }
+                }
+            }
+        };
+        use std::os::unix::process::ExitStatusExt;
+        match status.and_then(|s| s.signal()) {
+            Some(libc::SIGBUS) => {
+                "its parser crashed (SIGBUS: the file shrank while it was read)".into()
+            }
+            Some(libc::SIGABRT) | Some(libc::SIGSEGV) => format!(
+                "its parser ran out of memory or crashed (over the {} MiB cap?)",
+                MEMORY_CAP >> 20
+            ),
+            Some(libc::SIGKILL) => "its parser was killed (out of memory)".into(),
+            Some(libc::SIGXCPU) => format!("its parser ran over {} s of CPU", CPU_CAP_S),
+            Some(sig) => format!("its parser ended on signal {sig}"),
+            None => "its parser stopped without an answer".into(),
+        }
+    }
+}
+
+impl Drop for Parser {
+    fn drop(&mut self) {
+        // Closing its input ends a server; a child that still runs is stopped.
+        self.stdin.take();
+        if !matches!(self.child.try_wait(), Ok(Some(_))) {
+            self.kill();
+        }
+    }
+}
+
+/// Fills `buf` from `r` before `deadline`; false on EOF, error or time-out.
+fn read_by(r: &mut ChildStdout, buf: &mut [u8], deadline: Instant) -> bool {
+    let mut got = 0;
+    while got < buf.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let mut pfd = libc::pollfd {
+            fd: r.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: poll reads and writes the one pollfd it is given.
+        let n = unsafe { libc::poll(&mut pfd, 1, left.as_millis().min(i32::MAX as u128) as i32) };
+        if n < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            continue;
+        }
+        if n <= 0 {
+            return false;
+        }
+        match r.read(&mut buf[got..]) {
+            Ok(0) | Err(_) => return false,
+            Ok(k) => got += k,
+        }
+    }
+    true
+}
+
+// ---- the format -------------------------------------------------------------------------
+
+/// Little-endian u64s and length-prefixed byte strings; a frame is its length, then it.
+/// Written by hand: the format is a few lines, and every length is checked on the way in.
+#[derive(Default)]
+pub(crate) struct Wire {
+    bytes: Vec<u8>,
+    at: usize,
+}
+
+impl Wire {
+    pub(crate) fn u64(&mut self, v: u64) {
+        self.bytes.extend_from_slice(&v.to_le_bytes());
+    }
+
+    pub(crate) fn bytes(&mut self, b: &[u8]) {
+        self.u64(b.len() as u64);
+        self.bytes.extend_from_slice(b);
+    }
+
+    pub(crate) fn str(&mut self, s: &str) {
+        self.bytes(s.as_bytes());
+    }
+
+    fn framed(self) -> Vec<u8> {
+        let mut out = (self.bytes.len() as u64).to_le_bytes().to_vec();
+        out.extend_from_slice(&self.bytes);
+        out
+    }
+
+    pub(crate) fn get_u64(&mut self) -> Result<u64, String> {
+        let b = self
+            .bytes
+            .get(self.at..self.at + 8)
+            .ok_or("the parser's answer is cut short")?;
+        self.at += 8;
+        Ok(u64::from_le_bytes(b.try_into().expect("8 bytes")))
+    }
+
+    pub(crate) fn get_bytes(&mut self) -> Result<&[u8], String> {
+        let n = self.get_u64()?;
+        let end = usize::try_from(n)
+            .ok()
+            .and_then(|n| self.at.checked_add(n))
+            .filter(|&e| e <= self.bytes.len())
+            .ok_or("the parser's answer is cut short")?;
+        let b = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(b)
+    }
+
+    /// A name: valid UTF-8 and at most [`MAX_NAME`] bytes (and the mark of a cut).
+    pub(crate) fn get_name(&mut self) -> Result<String, String> {
+        let b = self.get_bytes()?;
+        let s = std::str::from_utf8(b).map_err(|_| "the parser sent a name that is not UTF-8")?;
+        if s.len() > MAX_NAME + 4 {
+            return Err("the parser sent a name over the cap".into());
+        }
+        Ok(s.to_string())
+    }
+
+    /// A count of items each at least `min_size` bytes long, checked against what is left.
+    pub(crate) fn get_count(&mut self, min_size: usize) -> Result<usize, String> {
+        let n = self.get_u64()?;
+        let left = (self.bytes.len() - self.at) / min_size.max(1);
+        usize::try_from(n)
+            .ok()
+            .filter(|&n| n <= left)
+            .ok_or_else(|| "the parser's answer claims more items than it holds".into())
+    }
+
+    pub(crate) fn get_status(&mut self) -> Result<(), String> {
+        match self.get_u64()? {
+            0 => Ok(()),
+            _ => Err(self.get_name().unwrap_or_else(|e| e)),
+        }
+    }
+}
+
+/// Frames at addresses, from a DWARF server child.
+pub(crate) struct DwarfServer {
+    parser: Parser,
+}
+
+impl DwarfServer {
+    pub(crate) fn start(exe: &Path, path: &Path) -> Result<DwarfServer, String> {
+        let file = crate::open_regular(path).map_err(|e| format!("cannot read it: {e}"))?;
+        let mut parser = Parser::spawn(exe, "dwarf", &file).map_err(|e| e.to_string())?;
+        drop(file);
+        parser.reply()?.get_status()?;
+        Ok(DwarfServer { parser })
+    }
+
+    pub(crate) fn frames(&mut self, svma: u64) -> Result<Vec<String>, String> {
+        self.parser.send(&svma.to_le_bytes())?;
+        let mut w = self.parser.reply()?;
+        let n = w.get_count(8)?;
+        (0..n).map(|_| w.get_name()).collect()
+    }
+}
+
+/// A file's tables, parsed by a child.
+pub(crate) fn parse_elf(exe: &Path, file: &File) -> Result<crate::elf::Tables, String> {
+    let mut parser = Parser::spawn(exe, "elf", file).map_err(|e| e.to_string())?;
+    parser.stdin.take();
+    let mut w = parser.reply()?;
+    w.get_status()?;
+    crate::elf::Tables::decode(&mut w)
+}

@@ -1,0 +1,222 @@
+//! Parsing without privileges: the bytes of binaries and their debug info, which other
+//! users may control, are parsed in a child that gave up root first, under a memory cap; a
+//! hostile file costs its own symbols, never the run.
+
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+mod common;
+use common::scalprof;
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Tests of the change of user need root; outside CI they may skip, and say so.
+fn need_root(test: &str) -> bool {
+    if is_root() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{test}: CI runs as root; this test needs it"
+    );
+    eprintln!("{test}: skipped, needs root to check the change of user");
+    false
+}
+
+fn scalprof_bin() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_BIN_EXE_scalprof"))
+}
+
+/// A small program with DWARF, built here: its frames have names.
+fn spin(dir: &Path) -> std::path::PathBuf {
+    let src = dir.join("spin.c");
+    std::fs::write(
+        &src,
+        "#include <stdio.h>\n#include <time.h>\n\
+         static double work(void) { double s = 0; struct timespec a, b;\n\
+         clock_gettime(CLOCK_MONOTONIC, &a);\n\
+         do { for (int i = 0; i < 100000; i++) s += (double)i * i;\n\
+         clock_gettime(CLOCK_MONOTONIC, &b); }\n\
+         while ((b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) / 1e9 < 0.3);\n\
+         return s; }\n\
+         int main(void) { volatile double s = work(); (void)s; printf(\"ops=1\\n\"); return 0; }\n",
+    )
+    .unwrap();
+    let bin = dir.join("spin");
+    let ok = Command::new("cc")
+        .args(["-O1", "-g", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "cc failed");
+    bin
+}
+
+/// `bin` with its `.debug_str` replaced by a zlib section that says it inflates to 3 GiB
+/// (a decompression bomb: 64 MiB of zeros compress to ~64 KB).
+fn with_bomb(bin: &Path) -> std::path::PathBuf {
+    let dir = bin.parent().unwrap();
+    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+    let zeros = vec![0u8; 1 << 20];
+    for _ in 0..64 {
+        z.write_all(&zeros).unwrap();
+    }
+    let packed = z.finish().unwrap();
+    // Elf64_Chdr: ch_type 1 (zlib), reserved, ch_size, ch_addralign.
+    let mut section = Vec::new();
+    section.extend_from_slice(&1u32.to_le_bytes());
+    section.extend_from_slice(&0u32.to_le_bytes());
+    section.extend_from_slice(&(3u64 << 30).to_le_bytes());
+    section.extend_from_slice(&1u64.to_le_bytes());
+    section.extend_from_slice(&packed);
+    let raw = dir.join("bomb.bin");
+    std::fs::write(&raw, &section).unwrap();
+    let out = dir.join("spin_zbomb");
+    let ok = Command::new("objcopy")
+        .args(["--remove-section", ".debug_str", "--add-section"])
+        .arg(format!(".debug_str={}", raw.display()))
+        .args(["--set-section-flags", ".debug_str=readonly,debug"])
+        .arg(bin)
+        .arg(&out)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "objcopy failed");
+    // Mark the section SHF_COMPRESSED (objcopy adds it as plain bytes).
+    let mut d = std::fs::read(&out).unwrap();
+    let u16_at = |d: &[u8], o: usize| u16::from_le_bytes([d[o], d[o + 1]]) as usize;
+    let u32_at = |d: &[u8], o: usize| u32::from_le_bytes(d[o..o + 4].try_into().unwrap()) as usize;
+    let u64_at = |d: &[u8], o: usize| u64::from_le_bytes(d[o..o + 8].try_into().unwrap()) as usize;
+    let shoff = u64_at(&d, 0x28);
+    let (ent, num, stridx) = (u16_at(&d, 0x3a), u16_at(&d, 0x3c), u16_at(&d, 0x3e));
+    let strtab = u64_at(&d, shoff + stridx * ent + 0x18);
+    let mut marked = false;
+    for i in 0..num {
+        let o = shoff + i * ent;
+        let name_at = strtab + u32_at(&d, o);
+        if d[name_at..].starts_with(b".debug_str\0") {
+            let flags = u64_at(&d, o + 8) as u64 | 0x800;
+            d[o + 8..o + 16].copy_from_slice(&flags.to_le_bytes());
+            marked = true;
+        }
+    }
+    assert!(marked, "no .debug_str in {}", out.display());
+    std::fs::write(&out, d).unwrap();
+    out
+}
+
+#[test]
+fn a_decompression_bomb_in_debug_info_costs_only_its_dwarf() {
+    if !common::corpus::can_profile() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bomb = with_bomb(&spin(dir.path()));
+    let json = dir.path().join("run.json");
+    let out = scalprof(&dir.path().join("runs.db"))
+        .args([
+            "run",
+            "-t",
+            "1",
+            "--repeat",
+            "1",
+            "--diagnose",
+            "1",
+            "--no-locks",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .arg("--")
+        .arg(&bomb)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc = common::corpus::read_json(&json);
+    assert_eq!(doc["status"], "complete", "{stdout}");
+    // The warning names the file and why its DWARF was not read; its symbols still are.
+    assert!(
+        stdout.contains("spin_zbomb: its DWARF: its compressed section .debug_str would inflate"),
+        "{stdout}"
+    );
+    let folded = common::corpus::folded(&dir.path().join("runs.db"), 1);
+    assert!(
+        folded.iter().any(|(stack, _)| stack.ends_with(";main")),
+        "the symbol table still names the function: {folded:?}"
+    );
+}
+
+#[test]
+fn a_parser_runs_as_nobody_without_privileges_under_a_memory_cap() {
+    if !need_root("a_parser_runs_as_nobody_without_privileges_under_a_memory_cap") {
+        return;
+    }
+    // A root-only file: root opens it and hands the descriptor over; the child, as
+    // nobody, could not open it itself.
+    let dir = tempfile::tempdir().unwrap();
+    let bin = spin(dir.path());
+    std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let file = std::fs::File::open(&bin).unwrap();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+    let mut cmd = Command::new(scalprof_bin());
+    cmd.args(["__scalprof-parse", "dwarf"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped());
+    // SAFETY: dup2 and fcntl are async-signal-safe and act on a descriptor this process
+    // owns.
+    unsafe {
+        cmd.pre_exec(move || {
+            if fd == 3 {
+                libc::fcntl(fd, libc::F_SETFD, 0);
+            } else if libc::dup2(fd, 3) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    // The DWARF server answers that it loaded the file, then waits for addresses.
+    let mut out = child.stdout.take().unwrap();
+    let mut len = [0u8; 8];
+    out.read_exact(&mut len).unwrap();
+    let mut body = vec![0u8; u64::from_le_bytes(len) as usize];
+    out.read_exact(&mut body).unwrap();
+    assert_eq!(
+        &body[..8],
+        &0u64.to_le_bytes(),
+        "the parser could not load a root-only file"
+    );
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .map(|l| l.split_whitespace().skip(1).collect::<Vec<_>>().join(" "))
+            .unwrap_or_default()
+    };
+    assert_eq!(field("Uid:"), "65534 65534 65534 65534", "{status}");
+    assert_eq!(field("Gid:"), "65534 65534 65534 65534", "{status}");
+    assert_eq!(field("Groups:"), "", "{status}");
+    assert_eq!(field("NoNewPrivs:"), "1", "{status}");
+    assert_eq!(field("CapEff:"), "0000000000000000", "{status}");
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.id())).unwrap();
+    let address_space = limits
+        .lines()
+        .find(|l| l.starts_with("Max address space"))
+        .unwrap();
+    assert!(address_space.contains("1073741824"), "{limits}");
+    // Closing its input ends it.
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+}

@@ -7,14 +7,21 @@
 //! us or root: the directory itself is owned by us and not writable by group or others,
 //! and every ancestor is owned by us or root and is either not writable by others or
 //! sticky (like `/tmp`, where others cannot rename or remove what we own). The check runs
-//! on the canonical path, which is what callers then use, so no symlink in the path given
-//! can be repointed later.
+//! on the path as given, one component at a time (a link is judged by its owner and by
+//! the folder it is in before it is followed, see [`walk`]), before anything is created
+//! there; and again on the canonical path, which is what callers then use, so no symlink
+//! in the path given can be repointed later.
 
+mod walk;
+
+use std::ffi::CString;
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+
+use walk::{euid, Policy, Reached, WalkError, Want};
 
 /// Why a directory or file is not ours alone.
 #[derive(Debug, thiserror::Error)]
@@ -29,28 +36,62 @@ pub enum PrivateError {
     Unsafe { path: PathBuf, reason: String },
 }
 
-fn euid() -> u32 {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() }
-}
-
 /// Creates `path` (and missing parents, mode 0700) and checks that it is private; returns
-/// its canonical path.
+/// its canonical path. Each folder is checked before anything is made in it, so a
+/// refused path (another user's home, with `sudo -E`) is left as it was.
 pub fn private_dir(path: &Path) -> Result<PathBuf, PrivateError> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(path)
-        .map_err(|source| PrivateError::Create {
-            path: path.to_path_buf(),
-            source,
-        })?;
-    let canon = path.canonicalize().map_err(|source| PrivateError::Create {
+    let create = |source| PrivateError::Create {
         path: path.to_path_buf(),
         source,
-    })?;
+    };
+    // From the root: the folders above a relative path are checked too.
+    let abs = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().map_err(create)?.join(path)
+    };
+    match walk::walk(&abs, Policy::Private, Want::Dir) {
+        Ok(_) => {}
+        Err(WalkError::Refused(reason)) => {
+            return Err(PrivateError::Unsafe {
+                path: path.to_path_buf(),
+                reason,
+            })
+        }
+        Err(WalkError::Io { path: at, source }) => {
+            return Err(PrivateError::Create {
+                source: explain_denied(&at, source),
+                path: at,
+            })
+        }
+    }
+    let canon = abs.canonicalize().map_err(create)?;
     check_private(&canon)?;
     Ok(canon)
+}
+
+/// A folder we may not create in says whose it is: one left by root in a user's home
+/// (`sudo -E scalprof demo`) is otherwise a bare "Permission denied".
+fn explain_denied(at: &Path, e: io::Error) -> io::Error {
+    if e.kind() != io::ErrorKind::PermissionDenied {
+        return e;
+    }
+    let Some(m) = at
+        .parent()
+        .and_then(|p| std::fs::metadata(p).ok())
+        .filter(|m| m.uid() != euid())
+    else {
+        return e;
+    };
+    io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        format!(
+            "{e}: its folder belongs to uid {} (mode {:o}), not to you (uid {}); remove that folder (as its owner) or pick another one",
+            m.uid(),
+            m.mode() & 0o7777,
+            euid()
+        ),
+    )
 }
 
 /// Checks an existing canonical directory path (see the module comment).
@@ -128,50 +169,74 @@ pub fn create_file(path: &Path) -> io::Result<File> {
     Ok(f)
 }
 
-/// Opens a file the user named for output (a report, a document, an export), truncated.
-/// A user's own path may be a link (`-o /dev/stdout`, a link in their home), so links are
-/// followed when they are yours or root's; one another user made (in a shared /tmp) is
-/// refused, as is an existing file of another user's in a folder others can write to (the
-/// kernel's `protected_symlinks`/`protected_regular`, whatever the machine sets them to).
-/// A FIFO is never waited on when no one reads it; a device (`/dev/null`) is written as it is.
-pub fn create_user_file(path: &Path) -> io::Result<File> {
+/// Writes a whole file the user named for output (a report, a document, an export).
+///
+/// The path is walked one component at a time ([`walk`]): links are followed when they
+/// are yours or root's (`/tmp` may be one, `/dev/stdout` is one), and one another user
+/// made, in the last component or in any folder of the path (a shared /tmp, a group's
+/// project folder), is refused, whatever the kernel's `protected_symlinks` says. An
+/// existing file of another user's in a folder others can write to is refused too.
+///
+/// A regular file is never truncated and then written: the bytes go to an unnamed
+/// owner-only file in the same folder, which replaces the old one by rename once it is
+/// complete, so an interrupted scalprof (a signal, a full disk) leaves the previous file
+/// whole and nothing else behind. The replacement keeps the old file's mode (and owner,
+/// when we may set it); a new file gets 0666 less the umask, as `open` would give it.
+/// A FIFO is never waited on when no one reads it; a device (`/dev/null`) or what a
+/// /proc link leads to (`/dev/stdout`, a pipe) is written as it is.
+pub fn write_user_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let refuse = |why: String| {
-        Err(io::Error::new(
+        io::Error::new(
             io::ErrorKind::PermissionDenied,
             format!("{why}: refusing to write through it"),
-        ))
+        )
     };
-    let link = std::fs::symlink_metadata(path)
-        .ok()
-        .filter(|m| m.file_type().is_symlink());
-    if let Some(why) = link.as_ref().and_then(foreign_link) {
-        return refuse(why);
-    }
-    let mut flags = libc::O_NONBLOCK | libc::O_CLOEXEC;
-    if link.is_none() {
-        flags |= libc::O_NOFOLLOW;
-    }
-    let f = match OpenOptions::new()
-        .write(true)
-        .create(true)
-        .custom_flags(flags)
-        .open(path)
-    {
-        Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
-            return refuse("a FIFO that no one reads (it would wait forever)".into())
+    let (dir, name) = match walk::walk(path, Policy::Output, Want::Parent) {
+        Ok(Reached::Name { dir, name }) => (dir, name),
+        Ok(Reached::Proc(f)) => return write_in_place(f, bytes),
+        Ok(Reached::Dir) => unreachable!("a walk for a file's folder"),
+        Err(WalkError::Refused(why)) => return Err(refuse(why)),
+        Err(WalkError::Io { source, .. }) => return Err(source),
+    };
+    let old = match walk::stat_at(&dir, &name) {
+        Ok(st) => Some(st),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
+        Err(e) => return Err(e),
+    };
+    let folder = walk::fstat(&dir)?;
+    if let Some(st) = &old {
+        if let Some(why) = foreign_stat(st, &folder) {
+            return Err(refuse(why));
         }
-        other => other?,
-    };
-    let m = f.metadata()?;
-    // The link checked above is still the one opened through (not swapped meanwhile).
-    let same_link = |n: &std::fs::Metadata| n.file_type().is_symlink().then(|| (n.dev(), n.ino()));
-    let now = std::fs::symlink_metadata(path).ok();
-    if link.as_ref().and_then(same_link) != now.as_ref().and_then(same_link) {
-        return refuse("it changed while it was opened".into());
+        match st.st_mode & libc::S_IFMT {
+            libc::S_IFREG => {}
+            libc::S_IFDIR => return Err(io::Error::from_raw_os_error(libc::EISDIR)),
+            libc::S_IFLNK => return Err(refuse("it changed while it was opened".into())),
+            // A FIFO, a device, a socket: written as it is.
+            _ => {
+                let f = match walk::open_at(
+                    Some(&dir),
+                    &name,
+                    libc::O_WRONLY | libc::O_NONBLOCK | libc::O_NOFOLLOW,
+                    0,
+                ) {
+                    Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                        return Err(refuse(
+                            "a FIFO that no one reads (it would wait forever)".into(),
+                        ))
+                    }
+                    other => other?,
+                };
+                return write_in_place(File::from(f), bytes);
+            }
+        }
     }
-    if let Some(why) = foreign_file(&m, path) {
-        return refuse(why);
-    }
+    replace(&dir, &name, old.as_ref(), bytes)
+}
+
+/// Writes `bytes` to an opened output that cannot be replaced by rename, from its start.
+fn write_in_place(mut f: File, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
     // Opened without blocking (a FIFO with a reader, `-o /dev/stdout` into a pipe): the
     // writes may block as any output does.
     // SAFETY: fcntl on a descriptor we own, with integer arguments.
@@ -181,45 +246,154 @@ pub fn create_user_file(path: &Path) -> io::Result<File> {
             libc::fcntl(f.as_raw_fd(), libc::F_SETFL, fl & !libc::O_NONBLOCK);
         }
     }
-    if m.is_file() {
+    if f.metadata()?.is_file() {
         f.set_len(0)?;
     }
-    Ok(f)
+    f.write_all(bytes)?;
+    f.flush()
+}
+
+/// This process's umask, from /proc (reading it with umask(2) would change it, for a
+/// moment, for every thread).
+fn umask() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Umask:"))
+                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+        })
+        .unwrap_or(0o022)
+}
+
+/// Replaces `name` in `dir` (or creates it) with a file holding `bytes`, by rename.
+fn replace(
+    dir: &OwnedFd,
+    name: &std::ffi::CStr,
+    old: Option<&libc::stat>,
+    bytes: &[u8],
+) -> io::Result<()> {
+    use std::io::Write;
+    let mode = old.map_or(0o666 & !umask(), |st| st.st_mode & 0o777);
+    let fill = |f: &mut File| -> io::Result<()> {
+        // SAFETY: fchmod and fchown on a descriptor we own, with integer arguments.
+        unsafe {
+            if libc::fchmod(f.as_raw_fd(), mode) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // Another user's file, replaced by root, stays theirs. Without the right to
+            // give it away the replacement is ours, as any editor's save makes it.
+            if let Some(st) = old.filter(|st| st.st_uid != euid()) {
+                libc::fchown(f.as_raw_fd(), st.st_uid, st.st_gid);
+            }
+        }
+        f.write_all(bytes)?;
+        f.sync_data()
+    };
+    // The unnamed file is never seen by anyone, and vanishes with us if we are killed
+    // while writing it; it gets a name (a temporary one, then the target's) only once
+    // complete. Filesystems without O_TMPFILE get a named temporary file instead.
+    let temp = temp_name();
+    match walk::open_at(Some(dir), c".", libc::O_TMPFILE | libc::O_WRONLY, 0o600) {
+        Ok(fd) => {
+            let mut f = File::from(fd);
+            fill(&mut f)?;
+            let proc_path = CString::new(format!("/proc/self/fd/{}", f.as_raw_fd()))
+                .expect("no NUL in a number");
+            // SAFETY: both paths are NUL-terminated; dir is an open directory descriptor.
+            let r = unsafe {
+                libc::linkat(
+                    libc::AT_FDCWD,
+                    proc_path.as_ptr(),
+                    dir.as_raw_fd(),
+                    temp.as_ptr(),
+                    libc::AT_SYMLINK_FOLLOW,
+                )
+            };
+            if r != 0 {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL)
+            ) =>
+        {
+            let fd = walk::open_at(
+                Some(dir),
+                &temp,
+                libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_NOFOLLOW,
+                0o600,
+            )?;
+            if let Err(e) = fill(&mut File::from(fd)) {
+                unlink_at(dir, &temp);
+                return Err(e);
+            }
+        }
+        // A folder we may not create files in, holding a file we may write: written in
+        // place, as it cannot be replaced.
+        Err(e) if old.is_some() && matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => {
+            let fd = walk::open_at(Some(dir), name, libc::O_WRONLY | libc::O_NOFOLLOW, 0)?;
+            return write_in_place(File::from(fd), bytes);
+        }
+        Err(e) => return Err(e),
+    }
+    // SAFETY: both names are NUL-terminated; dir is an open directory descriptor.
+    let r = unsafe {
+        libc::renameat(
+            dir.as_raw_fd(),
+            temp.as_ptr(),
+            dir.as_raw_fd(),
+            name.as_ptr(),
+        )
+    };
+    if r != 0 {
+        let e = io::Error::last_os_error();
+        unlink_at(dir, &temp);
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// A name for a file being written, unique to this process and call.
+fn temp_name() -> CString {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    CString::new(format!(".scalprof-{}-{n}.partial", std::process::id()))
+        .expect("no NUL in a number")
+}
+
+fn unlink_at(dir: &OwnedFd, name: &std::ffi::CStr) {
+    // SAFETY: name is NUL-terminated; dir is an open directory descriptor.
+    unsafe {
+        libc::unlinkat(dir.as_raw_fd(), name.as_ptr(), 0);
+    }
 }
 
 /// Why an output path the user named is another user's to control, if it is: a link they
-/// made, or an existing file of theirs in a folder others can write to. Checked before a
-/// sweep (so that it is said before many minutes of work) and again when it is opened.
+/// made (anywhere in the path), or an existing file of theirs in a folder others can
+/// write to. Checked before a sweep (so that it is said before many minutes of work) and
+/// again when the file is written.
 pub fn foreign_output(path: &Path) -> Option<String> {
-    let m = std::fs::symlink_metadata(path).ok()?;
-    foreign_link(&m).or_else(|| foreign_file(&std::fs::metadata(path).ok()?, path))
+    match walk::walk(path, Policy::Output, Want::Parent) {
+        Err(WalkError::Refused(why)) => Some(why),
+        Ok(Reached::Name { dir, name }) => {
+            let st = walk::stat_at(&dir, &name).ok()?;
+            foreign_stat(&st, &walk::fstat(&dir).ok()?)
+        }
+        _ => None,
+    }
 }
 
-/// A link (its own metadata) that another user made.
-fn foreign_link(m: &std::fs::Metadata) -> Option<String> {
-    (m.file_type().is_symlink() && m.uid() != euid() && m.uid() != 0)
-        .then(|| format!("a link made by another user (uid {})", m.uid()))
-}
-
-/// A file, FIFO or socket at `path` (its metadata) of another user's, in a folder others
+/// A file, FIFO or socket (its stat) of another user's, in a folder (its stat) others
 /// can write to. Devices (`/dev/null`) are anyone's to write.
-fn foreign_file(m: &std::fs::Metadata, path: &Path) -> Option<String> {
-    (m.uid() != euid() && m.uid() != 0 && !m.file_type().is_char_device() && others_may_write(path))
-        .then(|| {
-            format!(
-                "it belongs to another user (uid {}) and others can write to its folder",
-                m.uid()
-            )
-        })
-}
-
-/// Whether users other than the folder's owner may create files in `path`'s folder.
-fn others_may_write(path: &Path) -> bool {
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    std::fs::metadata(parent).is_ok_and(|m| m.mode() & 0o022 != 0)
+fn foreign_stat(st: &libc::stat, folder: &libc::stat) -> Option<String> {
+    let uid = st.st_uid;
+    let device = st.st_mode & libc::S_IFMT == libc::S_IFCHR;
+    (uid != euid() && uid != 0 && !device && folder.st_mode & 0o022 != 0).then(|| {
+        format!("it belongs to another user (uid {uid}) and others can write to its folder")
+    })
 }
 
 #[cfg(test)]
@@ -256,6 +430,36 @@ mod tests {
             let e = private_dir(&other.join("sub")).unwrap_err().to_string();
             assert!(e.contains("parent"), "{e}");
         }
+    }
+
+    #[test]
+    fn an_output_is_replaced_whole_and_its_folders_are_walked() {
+        use std::os::unix::fs::MetadataExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let target = tmp.path().join("out.txt");
+        std::fs::write(&target, "old").unwrap();
+        let before = std::fs::metadata(&target).unwrap().ino();
+        // Through our own link to the folder, and `..` on the way.
+        std::fs::create_dir(tmp.path().join("sub")).unwrap();
+        std::os::unix::fs::symlink(tmp.path(), tmp.path().join("sub/up")).unwrap();
+        let via = tmp.path().join("sub/up/sub/../out.txt");
+        write_user_file(&via, b"new").unwrap();
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "new");
+        // Replaced by rename, not rewritten in place; nothing else left in the folder.
+        assert_ne!(std::fs::metadata(&target).unwrap().ino(), before);
+        let mut names: Vec<_> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["out.txt", "sub"]);
+        // A new file gets what open(2) would give it.
+        write_user_file(&tmp.path().join("fresh"), b"x").unwrap();
+        let mode = std::fs::metadata(tmp.path().join("fresh")).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o666 & !umask());
+        // A device is written as it is.
+        write_user_file(Path::new("/dev/null"), b"x").unwrap();
+        assert!(write_user_file(tmp.path(), b"x").is_err());
     }
 
     #[test]

@@ -93,14 +93,12 @@ pub fn flush() -> Result<(), WriteError> {
     std::io::stdout().flush().map_err(WriteError::stdout)
 }
 
-/// Writes a whole file the user named (a report, a document, an export).
-/// Never through another user's link, never waiting on a FIFO
-/// ([`scalprof_collect::private::create_user_file`]).
+/// Writes a whole file the user named (a report, a document, an export): never through
+/// another user's link, never waiting on a FIFO, and never left half-written in place of
+/// the previous file ([`scalprof_collect::private::write_user_file`]).
 pub fn file(path: &Path, bytes: impl AsRef<[u8]>) -> Result<(), WriteError> {
-    scalprof_collect::private::create_user_file(path)
-        .and_then(|mut f| f.write_all(bytes.as_ref()).and_then(|()| f.flush()))
-        .map_err(|source| WriteError {
-            target: path.display().to_string(),
-            source,
-        })
+    scalprof_collect::private::write_user_file(path, bytes.as_ref()).map_err(|source| WriteError {
+        target: path.display().to_string(),
+        source,
+    })
 }

@@ -1,0 +1,299 @@
+//! The third hardening review's defects, grouped by how they are provoked: paths another
+//! local user controls (`planted_paths`), scalprof stopped or killed part-way
+//! (`interruptions`), and limits on memory and disk (`limits`). "Another user" is uid
+//! 65534 (nobody), whose files root makes with chown. Each test reproduces its defect
+//! first, and was seen failing before the fix.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command as StdCommand, Output};
+
+mod common;
+use common::scalprof;
+
+const NOBODY: u32 = 65534;
+
+/// Tests that plant another user's files need root; outside CI they may skip, and say so.
+fn need_root(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{test}: CI runs as root; this test needs it"
+    );
+    eprintln!("{test}: skipped, needs root to plant another user's files (chown)");
+    false
+}
+
+fn stderr_of(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn mode(path: &Path, mode: u32) {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// A folder of nobody's (their project folder, their home, their TMPDIR), mode 0755.
+fn nobodys_folder(path: &Path) -> PathBuf {
+    std::fs::create_dir(path).unwrap();
+    mode(path, 0o755);
+    std::os::unix::fs::chown(path, Some(NOBODY), Some(NOBODY)).unwrap();
+    path.to_path_buf()
+}
+
+/// A link nobody made at `link`, to `target`.
+fn nobodys_link(target: &Path, link: &Path) {
+    std::os::unix::fs::symlink(target, link).unwrap();
+    std::os::unix::fs::lchown(link, Some(NOBODY), Some(NOBODY)).unwrap();
+}
+
+/// A store with one quick run in it.
+fn store_with_a_run(dir: &Path) -> PathBuf {
+    let db = dir.join("runs.db");
+    let out = scalprof(&db)
+        .args(["run", "-t", "1", "--repeat", "1", "--diagnose", "0", "--"])
+        .args(["sh", "-c", "echo ops=1"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    db
+}
+
+/// scalprof with nothing of the test's environment but PATH and `env`.
+fn bare_scalprof(env: &[(&str, &Path)]) -> StdCommand {
+    let mut c = StdCommand::new(assert_cmd::cargo::cargo_bin("scalprof"));
+    c.env_clear().env("PATH", "/usr/bin:/bin");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c
+}
+
+mod planted_paths {
+    use super::*;
+
+    /// Defect 2: `report -o`, `--json`, `--report` checked only the last component for
+    /// another user's link; a link in a folder of the path made root replace its own
+    /// 0600 file, in a folder the other user chose.
+    #[test]
+    fn an_output_is_never_written_through_a_link_in_one_of_its_folders() {
+        if !need_root("an_output_is_never_written_through_a_link_in_one_of_its_folders") {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let db = store_with_a_run(tmp.path());
+        let victim_dir = tmp.path().join("victimdir");
+        std::fs::create_dir(&victim_dir).unwrap();
+        mode(&victim_dir, 0o700);
+        for name in ["report.html", "out.json", "r.html"] {
+            std::fs::write(victim_dir.join(name), "secret").unwrap();
+            mode(&victim_dir.join(name), 0o600);
+        }
+        // Their folder (not sticky: the kernel's protected_symlinks does not apply), and
+        // a shared sticky one like /tmp: a link of theirs to root's folder in each.
+        let theirs = nobodys_folder(&tmp.path().join("theirs"));
+        nobodys_link(&victim_dir, &theirs.join("out"));
+        let shared = tmp.path().join("shared");
+        std::fs::create_dir(&shared).unwrap();
+        mode(&shared, 0o1777);
+        nobodys_link(&victim_dir, &shared.join("out"));
+        for folder in [&theirs, &shared] {
+            let via = folder.join("out");
+            for (args, code) in [
+                (vec!["report", "1", "-o", "{}/report.html"], 1),
+                // Checked when parsed, before the sweep.
+                (
+                    vec!["run", "-t", "1", "--json", "{}/out.json", "--", "true"],
+                    2,
+                ),
+                (
+                    vec!["run", "-t", "1", "--report", "{}/r.html", "--", "true"],
+                    2,
+                ),
+            ] {
+                let args: Vec<String> = args
+                    .iter()
+                    .map(|a| a.replace("{}", via.to_str().unwrap()))
+                    .collect();
+                let out = scalprof(&db).args(&args).output().unwrap();
+                let err = stderr_of(&out);
+                assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+                assert!(
+                    err.contains("a link made by another user (uid 65534)"),
+                    "{args:?}: {err}"
+                );
+            }
+            for name in ["report.html", "out.json", "r.html"] {
+                let text = std::fs::read_to_string(victim_dir.join(name)).unwrap();
+                assert_eq!(text, "secret", "{name} was replaced through {via:?}");
+            }
+        }
+        // Root's own link in a folder of the path (as /tmp may be) is followed.
+        let mine = tmp.path().join("mine");
+        std::fs::create_dir(&mine).unwrap();
+        std::os::unix::fs::symlink(&mine, shared.join("roots")).unwrap();
+        let out = scalprof(&db)
+            .args(["report", "1", "-o"])
+            .arg(shared.join("roots/report.html"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr_of(&out));
+        assert!(mine.join("report.html").exists());
+    }
+
+    /// Defect 10: the private-folder check ran on the canonical path only, so a link in
+    /// a folder another user owns (their TMPDIR) moved root's corpus build into a root
+    /// folder of their choice, where root wrote 25 programs.
+    #[test]
+    fn a_link_in_another_users_tmpdir_does_not_move_the_corpus_build() {
+        if !need_root("a_link_in_another_users_tmpdir_does_not_move_the_corpus_build") {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let victim = tmp.path().join("victimroot");
+        std::fs::create_dir(&victim).unwrap();
+        mode(&victim, 0o700);
+        // Their TMPDIR, and a shared sticky one like /tmp, each with a link of theirs
+        // where root's build folder would be.
+        let theirs = nobodys_folder(&tmp.path().join("tmp4"));
+        nobodys_link(&victim, &theirs.join("scalprof-0"));
+        let shared = tmp.path().join("shared");
+        std::fs::create_dir(&shared).unwrap();
+        mode(&shared, 0o1777);
+        nobodys_link(&victim, &shared.join("scalprof-0"));
+        for (tmpdir, said) in [
+            (&theirs, "its parent"),
+            (&shared, "a link made by another user (uid 65534)"),
+        ] {
+            let out = bare_scalprof(&[("TMPDIR", tmpdir)])
+                .arg("corpus")
+                .output()
+                .unwrap();
+            let err = stderr_of(&out);
+            assert_eq!(out.status.code(), Some(1), "{tmpdir:?}: {err}");
+            assert!(err.contains("refusing to use"), "{err}");
+            assert!(err.contains(said), "{err}");
+            assert!(
+                std::fs::read_dir(&victim).unwrap().next().is_none(),
+                "the build went into root's folder through {tmpdir:?}"
+            );
+        }
+        // A dangling link of theirs is refused as such, not "File exists".
+        let dangling = nobodys_folder(&tmp.path().join("tmp5"));
+        nobodys_link(&tmp.path().join("nowhere"), &dangling.join("scalprof-0"));
+        let out = bare_scalprof(&[("TMPDIR", &dangling)])
+            .arg("corpus")
+            .output()
+            .unwrap();
+        assert!(
+            stderr_of(&out).contains("refusing to use"),
+            "{}",
+            stderr_of(&out)
+        );
+        assert!(!tmp.path().join("nowhere").exists());
+    }
+
+    /// Defect 20: a refused `sudo -E scalprof demo` (HOME is another user's) left a
+    /// root-owned ~/.cache/scalprof in their home, which then broke their own runs.
+    #[test]
+    fn a_refused_home_is_left_as_it_was() {
+        if !need_root("a_refused_home_is_left_as_it_was") {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let home = nobodys_folder(&tmp.path().join("home"));
+        let out = bare_scalprof(&[("HOME", &home)])
+            .arg("--db")
+            .arg(tmp.path().join("runs.db"))
+            .args(["demo", "-t", "1", "--repeat", "1"])
+            .output()
+            .unwrap();
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains("owned by uid 65534"), "{err}");
+        let left: Vec<_> = std::fs::read_dir(&home).unwrap().flatten().collect();
+        assert!(left.is_empty(), "left in their home: {left:?}");
+    }
+}
+
+mod interruptions {
+    use super::*;
+    use std::os::unix::process::CommandExt;
+
+    /// Defect 15: outputs were truncated, then written, so a scalprof stopped part-way (a
+    /// signal, a file size limit, a full disk) left a piece of the new file in place of
+    /// the previous one. Here the file size limit stops the write: its SIGXFSZ kills
+    /// scalprof (or, ignored, fails the write) after 64 KiB of a 130 KB report.
+    #[test]
+    fn an_interrupted_output_leaves_the_previous_file_whole() {
+        let tmp = tempfile::tempdir().unwrap();
+        let db = tmp.path().join("runs.db");
+        // 120 points: a report of about 130 KB.
+        let out = scalprof(&db)
+            .args([
+                "run",
+                "-t",
+                "1-120",
+                "--repeat",
+                "1",
+                "--diagnose",
+                "0",
+                "--",
+            ])
+            .args(["sh", "-c", "echo ops=1"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr_of(&out));
+        let folder = tmp.path().join("reports");
+        std::fs::create_dir(&folder).unwrap();
+        let target = folder.join("big.html");
+        std::fs::write(&target, "OLD\n").unwrap();
+        let mut cmd = StdCommand::new(assert_cmd::cargo::cargo_bin("scalprof"));
+        cmd.arg("--db")
+            .arg(&db)
+            .args(["report", "1", "-o"])
+            .arg(&target);
+        // SAFETY: setrlimit is async-signal-safe and touches only the child.
+        unsafe {
+            cmd.pre_exec(|| {
+                let limit = libc::rlimit {
+                    rlim_cur: 64 << 10,
+                    rlim_max: 64 << 10,
+                };
+                if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let out = cmd.output().unwrap();
+        assert!(!out.status.success(), "{}", stderr_of(&out));
+        let left = std::fs::read_to_string(&target).unwrap();
+        assert!(
+            left == "OLD\n",
+            "the previous file was replaced by {} bytes of the report",
+            left.len()
+        );
+        let names: Vec<_> = std::fs::read_dir(&folder)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(names, ["big.html"], "left behind: {names:?}");
+        // Without the limit the report replaces it, keeping its mode.
+        mode(&target, 0o640);
+        let out = scalprof(&db)
+            .args(["report", "1", "-o"])
+            .arg(&target)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr_of(&out));
+        assert!(std::fs::read_to_string(&target)
+            .unwrap()
+            .starts_with("<!DOCTYPE html>"));
+        let m = std::fs::metadata(&target).unwrap();
+        assert_eq!(m.permissions().mode() & 0o777, 0o640);
+    }
+}

@@ -39,6 +39,9 @@ pub struct ExecResult {
     /// a child subreaper ([`become_subreaper`]), which orphans of the workload — daemons
     /// started with setsid included — are then reparented to.
     pub leftover: Vec<(i32, String)>,
+    /// scalprof was stopped (Ctrl-Z, SIGSTOP) while the workload ran: `wall_s` counts
+    /// the pause, and is no measurement ([`Interrupt::suspensions`]).
+    pub suspended: bool,
 }
 
 /// Makes orphaned descendants of the workload this process's children, so that what a
@@ -146,6 +149,7 @@ pub fn run_with(
     }
     interrupt.set_child(pid);
 
+    let suspensions = interrupt.suspensions();
     let start = Instant::now();
     if let Err(e) = child.resume() {
         interrupt.clear_child();
@@ -168,6 +172,7 @@ pub fn run_with(
 
     let waited = wait4(pid);
     let wall_s = start.elapsed().as_secs_f64();
+    let suspended = interrupt.suspensions() != suspensions;
     interrupt.clear_child();
     drop(done_tx);
     if let Some(w) = watchdog {
@@ -211,6 +216,7 @@ pub fn run_with(
         minor_faults: ru.ru_minflt.max(0) as u64,
         major_faults: ru.ru_majflt.max(0) as u64,
         leftover,
+        suspended,
     })
 }
 

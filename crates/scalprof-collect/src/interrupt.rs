@@ -5,12 +5,18 @@
 //! workload's group and to every process of its tree (one that left the group too); if the group is still alive after a grace period (or a second
 //! signal arrives) it gets SIGKILL. The sweep loop then stops, keeping every finished
 //! repeat.
+//!
+//! Ctrl-Z (SIGTSTP) too reaches only scalprof: stopped alone, it would go on timing a
+//! workload that runs on, and count the pause as the repeat's wall time. So the handler
+//! stops the workload's group and tree first, then scalprof itself; on SIGCONT it
+//! continues what it stopped. Either way the repeat in flight spans a pause (see
+//! [`Interrupt::suspensions`]) and the sweep measures it again.
 
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::consts::{SIGCONT, SIGINT, SIGTERM, SIGTSTP};
 use signal_hook::iterator::Signals;
 
 use crate::CollectError;
@@ -30,6 +36,33 @@ struct Inner {
     signal: AtomicI32,
     /// Process group of the workload running now (0 = none).
     child_pgid: AtomicI32,
+    /// How many times scalprof was stopped and continued (see [`Interrupt::suspensions`]).
+    suspensions: AtomicU32,
+}
+
+impl Inner {
+    /// SIGINT or SIGTERM: stop the sweep, and the workload (SIGTERM, then SIGKILL after
+    /// [`GRACE`], or at once on a second signal).
+    fn stop_requested(self: &Arc<Inner>, sig: i32) {
+        let again = self.requested.swap(true, Ordering::SeqCst);
+        self.signal.store(sig, Ordering::SeqCst);
+        let pgid = self.child_pgid.load(Ordering::SeqCst);
+        if pgid <= 0 {
+            return;
+        }
+        if again {
+            kill_group(pgid, libc::SIGKILL);
+            return;
+        }
+        kill_group(pgid, libc::SIGTERM);
+        let inner = self.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(GRACE);
+            if inner.child_pgid.load(Ordering::SeqCst) == pgid {
+                kill_group(pgid, libc::SIGKILL);
+            }
+        });
+    }
 }
 
 impl Interrupt {
@@ -38,37 +71,59 @@ impl Interrupt {
         Interrupt::default()
     }
 
-    /// Installs the SIGINT/SIGTERM handler thread.
+    /// Installs the handler thread for SIGINT/SIGTERM, and SIGTSTP/SIGCONT.
     pub fn install() -> Result<Interrupt, CollectError> {
         let this = Interrupt::default();
-        let mut signals = Signals::new([SIGINT, SIGTERM]).map_err(CollectError::Signals)?;
+        let mut signals =
+            Signals::new([SIGINT, SIGTERM, SIGTSTP, SIGCONT]).map_err(CollectError::Signals)?;
         let inner = this.inner.clone();
         std::thread::Builder::new()
             .name("scalprof-signals".into())
             .spawn(move || {
-                for sig in signals.forever() {
-                    let again = inner.requested.swap(true, Ordering::SeqCst);
-                    inner.signal.store(sig, Ordering::SeqCst);
-                    let pgid = inner.child_pgid.load(Ordering::SeqCst);
-                    if pgid <= 0 {
-                        continue;
-                    }
-                    if again {
-                        kill_group(pgid, libc::SIGKILL);
-                        continue;
-                    }
-                    kill_group(pgid, libc::SIGTERM);
-                    let inner = inner.clone();
-                    std::thread::spawn(move || {
-                        std::thread::sleep(GRACE);
-                        if inner.child_pgid.load(Ordering::SeqCst) == pgid {
-                            kill_group(pgid, libc::SIGKILL);
+                // The workload's group that SIGTSTP stopped, to continue with us.
+                let mut stopped = 0;
+                loop {
+                    // Pending signals come in a batch, not in the order they were sent: a
+                    // SIGCONT in the same batch as a SIGTSTP came after it or with it, and
+                    // stopping then would leave us stopped for good.
+                    let batch: Vec<i32> = signals.wait().collect();
+                    let continued = batch.contains(&SIGCONT);
+                    for sig in batch {
+                        match sig {
+                            SIGTSTP => {
+                                inner.suspensions.fetch_add(1, Ordering::SeqCst);
+                                if !continued {
+                                    stopped = inner.child_pgid.load(Ordering::SeqCst);
+                                    kill_group(stopped, libc::SIGSTOP);
+                                    // SAFETY: kill and getpid have no memory-safety
+                                    // preconditions; this stops the whole process, as
+                                    // SIGTSTP's default action would have.
+                                    unsafe {
+                                        libc::kill(libc::getpid(), libc::SIGSTOP);
+                                    }
+                                }
+                            }
+                            SIGCONT => {
+                                // Also after a SIGSTOP, which no handler sees: the
+                                // workload ran on meanwhile, unwatched.
+                                inner.suspensions.fetch_add(1, Ordering::SeqCst);
+                                kill_group(std::mem::take(&mut stopped), libc::SIGCONT);
+                            }
+                            _ => inner.stop_requested(sig),
                         }
-                    });
+                    }
                 }
             })
             .map_err(CollectError::Signals)?;
         Ok(this)
+    }
+
+    /// How many times scalprof has been stopped (SIGTSTP) or continued (SIGCONT) so far:
+    /// a repeat during which this changed was paused, and its wall time counts the pause
+    /// (a workload's own timers run on while it is stopped, so the pause cannot be
+    /// subtracted either).
+    pub fn suspensions(&self) -> u32 {
+        self.inner.suspensions.load(Ordering::SeqCst)
     }
 
     /// Whether the user asked to stop.

@@ -105,6 +105,9 @@ pub trait SweepSink {
     }
     /// A repeat that other processes disturbed is measured again.
     fn rerun(&mut self, _value: u64, _disturbed: &Repeat) {}
+    /// scalprof was stopped (Ctrl-Z) while a repeat ran: that repeat is not stored and
+    /// runs again. `wall_s` is what it would have been stored with.
+    fn suspended(&mut self, _value: u64, _wall_s: f64) {}
     /// A warm-up run finished (not stored).
     fn warmup_done(&mut self, value: u64, repeat: &Repeat);
     /// Profiling could not be set up; the sweep goes on without it.
@@ -404,6 +407,12 @@ pub fn run_with(
                 };
                 index += 1;
                 match run_step(plan, &step, collectors, sink, interrupt, &mut state)? {
+                    // Paused: not a measurement; run again under the same index, whatever
+                    // the verdict and however many re-runs were spent.
+                    Stepped::Suspended => {
+                        index -= 1;
+                        again = true;
+                    }
                     // Disturbed: measured again in its place, while re-runs are left.
                     Stepped::Disturbed(repeat) if reruns < plan.max_reruns => {
                         reruns += 1;

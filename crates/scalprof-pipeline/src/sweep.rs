@@ -134,6 +134,9 @@ pub enum Notice<'a> {
         value: u64,
         interference: &'a scalprof_model::Interference,
     },
+    /// scalprof was stopped (Ctrl-Z) while a repeat ran, which would have counted the
+    /// pause in its `wall_s`: it is dropped and measured again.
+    Suspended { value: u64, wall_s: f64 },
     /// A point's `done` traced repeats leave its verdict unsettled: another one runs.
     Unsettled {
         value: u64,
@@ -288,7 +291,8 @@ fn create_run(
         scaling: opts.scaling,
         ops_regex: opts.ops_regex.clone(),
     })?;
-    let output_dir = crate::output_dir_for(store.path(), id);
+    // Checked to be ours and made owner-only, not through another user's link.
+    let output_dir = store.run_output_dir(id)?;
     store.set_output_dir(id, &output_dir)?;
     let tracing = (opts.sampling.is_some() || opts.locks.is_some()) && opts.diagnose > 0;
     let plan = SweepPlan {
@@ -536,6 +540,10 @@ impl SweepSink for StoreSink<'_> {
                 interference,
             });
         }
+    }
+
+    fn suspended(&mut self, value: u64, wall_s: f64) {
+        self.observer.notice(Notice::Suspended { value, wall_s });
     }
 
     fn ops_not_a_number(&mut self, value: u64, matched: &str) {

@@ -242,6 +242,13 @@ impl Observer for Progress {
                     scalprof_report::foreign_processes(&interference.processes)
                 )
             }
+            Notice::Suspended { value, wall_s } => {
+                self.bar.inc_length(1);
+                format!(
+                    "scalprof: warning: at {} {value}, scalprof was stopped while a repeat ran ({wall_s:.3} s with the pause); that repeat is not kept and runs again",
+                    self.parameter
+                )
+            }
             Notice::Unsettled {
                 value,
                 done,

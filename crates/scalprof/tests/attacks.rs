@@ -296,4 +296,96 @@ mod interruptions {
         let m = std::fs::metadata(&target).unwrap();
         assert_eq!(m.permissions().mode() & 0o777, 0o640);
     }
+
+    fn comm(pid: u32) -> String {
+        std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    }
+
+    /// `pid`'s descendants, from /proc's children lists.
+    fn descendants(pid: u32) -> Vec<u32> {
+        let mut out = vec![pid];
+        let mut i = 0;
+        while i < out.len() {
+            let tasks = std::fs::read_dir(format!("/proc/{}/task", out[i]));
+            i += 1;
+            for t in tasks.into_iter().flatten().flatten() {
+                let text = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+                out.extend(
+                    text.split_whitespace()
+                        .filter_map(|c| c.parse::<u32>().ok()),
+                );
+            }
+        }
+        out
+    }
+
+    /// The state letter of a process, from /proc/PID/stat.
+    fn state(pid: u32) -> char {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        stat.rsplit_once(')')
+            .and_then(|(_, r)| r.trim_start().chars().next())
+            .unwrap_or('?')
+    }
+
+    /// Defect 13: Ctrl-Z (SIGTSTP) reached only scalprof, while the workload (its own
+    /// process group) ran on; the pause was stored as the repeat's wall time (a 1 s
+    /// workload as 2.8 s, no warning). Now the workload is stopped with scalprof, and
+    /// the paused repeat is dropped, said, and measured again.
+    #[test]
+    fn a_suspended_scalprof_does_not_count_the_pause_as_wall_time() {
+        let _turn = common::exclusive();
+        let tmp = tempfile::tempdir().unwrap();
+        let db = tmp.path().join("runs.db");
+        let child = StdCommand::new(assert_cmd::cargo::cargo_bin("scalprof"))
+            .arg("--db")
+            .arg(&db)
+            .args(["run", "-t", "1", "--repeat", "1", "--diagnose", "0", "--"])
+            .args(["sh", "-c", "sleep 1; echo ops=1"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        // Once the repeat runs (scalprof's start-up may take a while on a busy machine).
+        let t0 = std::time::Instant::now();
+        while !descendants(pid).iter().any(|&p| comm(p) == "sleep") {
+            assert!(t0.elapsed().as_secs() < 20, "the workload never started");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(pid as i32, libc::SIGTSTP) };
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert_eq!(state(pid), 'T', "scalprof did not stop");
+        let sleeping: Vec<u32> = descendants(pid)
+            .into_iter()
+            .filter(|&p| comm(p) == "sleep")
+            .collect();
+        assert!(
+            sleeping.iter().all(|&p| state(p) == 'T'),
+            "the workload ran on while scalprof was stopped"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2200));
+        // SAFETY: as above.
+        unsafe { libc::kill(pid as i32, libc::SIGCONT) };
+        let out = child.wait_with_output().unwrap();
+        let err = stderr_of(&out);
+        assert!(out.status.success(), "{err}");
+        assert!(err.contains("was stopped while a repeat ran"), "{err}");
+        let show = scalprof(&db)
+            .args(["show", "1", "--json"])
+            .output()
+            .unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+        let repeats = doc["points"][0]["repeats"].as_array().unwrap();
+        assert_eq!(repeats.len(), 1, "{repeats:?}");
+        let wall_s = repeats[0]["wall_s"].as_f64().unwrap();
+        assert!(
+            (0.9..1.8).contains(&wall_s),
+            "wall {wall_s} s: the pause counted"
+        );
+    }
 }

@@ -39,6 +39,8 @@ pub(super) enum Stepped {
     /// Measured, but other processes took more than
     /// [`scalprof_model::stability::DISTURBED_SHARE`] of its CPUs.
     Disturbed(Box<Repeat>),
+    /// scalprof was stopped while it ran: not stored, to be run again.
+    Suspended,
     /// The sweep ends here.
     End(SweepEnd),
 }
@@ -120,6 +122,11 @@ pub(super) fn run_step(
     }
     if !r.leftover.is_empty() {
         sink.leftover_processes(value, &r.leftover);
+    }
+    // A warm-up is not measured: its pause does not matter.
+    if r.suspended && !warmup {
+        sink.suspended(value, r.wall_s);
+        return Ok(Stepped::Suspended);
     }
     let ops = match match_ops(&read_tail(&spec.stdout, 4 << 20), &plan.ops_regex) {
         Ok(ops) => ops,

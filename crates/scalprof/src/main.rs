@@ -62,8 +62,7 @@ fn main() -> ExitCode {
         .next()
         .is_some_and(|a| a == scalprof_collect::keeper::KEEPER_ARG)
     {
-        let token = args.next().unwrap_or_default();
-        scalprof_collect::keeper::serve(&token.to_string_lossy());
+        scalprof_collect::keeper::serve();
     }
     quiet_import_panics();
     // An empty SCALPROF_DB means unset (as an empty XDG_DATA_HOME does), not `--db ""`.

@@ -139,15 +139,9 @@ fn by_point<T>(items: Vec<(u64, T)>) -> Vec<(u64, Vec<T>)> {
 }
 
 /// Workload outputs live next to the store, in a folder named after it:
-/// `<dir>/runs.db.d/<id>/`. Two stores in one folder number their runs alike, so the
-/// folder must belong to one store.
+/// `<dir>/runs.db.d/<id>/` ([`scalprof_store::outputs_folder`]).
 pub fn output_dir_for(db: &Path, id: i64) -> PathBuf {
-    let mut name = db
-        .file_name()
-        .map(|n| n.to_os_string())
-        .unwrap_or_else(|| "runs.db".into());
-    name.push(".d");
-    db.with_file_name(name).join(id.to_string())
+    scalprof_store::outputs_folder(db).join(id.to_string())
 }
 
 #[cfg(test)]

@@ -49,8 +49,19 @@ pub enum StoreError {
         "{path} is an SQLite database of another program (no scalprof tables): pass another --db"
     )]
     NotAStore { path: PathBuf },
-    #[error("{path} is a symlink made by uid {owner}, not by you: refusing to create a store through it; pass another --db")]
+    #[error("{path} is a symlink made by uid {owner}, not by you: refusing to write your runs or their outputs through it; pass another --db")]
     ForeignLink { path: PathBuf, owner: u32 },
+    #[error("{path} belongs to uid {owner}, not to you (uid {me}): {why}. Refusing to write your runs there; pass another --db (a path of your own)")]
+    Foreign {
+        path: PathBuf,
+        owner: u32,
+        me: u32,
+        why: &'static str,
+    },
+    #[error(
+        "{path}, where the workloads' outputs go, is not a folder: remove it or pass another --db"
+    )]
+    OutputsNotAFolder { path: PathBuf },
     #[error("cannot read the write-ahead log of {path} (its folder is read-only or full, and a private copy failed): runs committed only to the log would be missing; copy the store with its -wal file to a writable folder and pass --db")]
     UnreadableWal {
         path: PathBuf,
@@ -129,6 +140,17 @@ fn parse<T: serde::de::DeserializeOwned>(
     serde_json::from_str(text).map_err(|source| StoreError::Corrupt { id, field, source })
 }
 
+/// The folder of a store's workload outputs, beside it: `<dir>/runs.db.d/`. Two stores in
+/// one folder number their runs alike, so the folder must belong to one store.
+pub fn outputs_folder(db: &std::path::Path) -> PathBuf {
+    let mut name = db
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_else(|| "runs.db".into());
+    name.push(".d");
+    db.with_file_name(name)
+}
+
 /// `$XDG_DATA_HOME/scalprof/runs.db`, else `~/.local/share/scalprof/runs.db`.
 pub fn default_path() -> PathBuf {
     let base = std::env::var_os("XDG_DATA_HOME")
@@ -141,3 +163,5 @@ pub fn default_path() -> PathBuf {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_shared;

@@ -17,6 +17,7 @@ impl Store {
                 path: path.to_path_buf(),
             });
         }
+        refuse_what_others_made(path)?;
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::DirBuilder::new()
                 .recursive(true)
@@ -34,18 +35,7 @@ impl Store {
         if !path.exists() {
             // An empty file is a new SQLite database; its journal files take its mode. A
             // dangling symlink (`ln -s target.db link.db`) is followed to create its target
-            // owner-only too, unless another user made the link.
-            if let Ok(link) = std::fs::symlink_metadata(path) {
-                use std::os::unix::fs::MetadataExt;
-                // SAFETY: geteuid has no preconditions.
-                let me = unsafe { libc::geteuid() };
-                if link.file_type().is_symlink() && link.uid() != me && link.uid() != 0 {
-                    return Err(StoreError::ForeignLink {
-                        path: path.to_path_buf(),
-                        owner: link.uid(),
-                    });
-                }
-            }
+            // owner-only too (another user's link was refused above).
             let _ = std::fs::OpenOptions::new()
                 .write(true)
                 .create(true)
@@ -54,8 +44,14 @@ impl Store {
                 .open(path);
         }
         let conn = Connection::open(path).map_err(open_err)?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))
-            .map_err(open_err)?;
+        conn.busy_timeout(OPEN_PATIENCE).map_err(open_err)?;
+        // Another program's database is left as it was: refused before the switch to WAL,
+        // which stays in the file. (The migration checks again, in its transaction.)
+        if user_version(&conn).map_err(open_err)? == 0 && is_foreign(&conn).map_err(open_err)? {
+            return Err(StoreError::NotAStore {
+                path: path.to_path_buf(),
+            });
+        }
         // Switching a new store to WAL takes an exclusive lock without calling the busy
         // handler: when another scalprof is creating the same store, wait for it here.
         let start = std::time::Instant::now();
@@ -80,7 +76,38 @@ impl Store {
             _copy: None,
         };
         store.migrate()?;
+        // Measured data waits out a long lock rather than being lost (see WRITE_PATIENCE).
+        store
+            .conn
+            .busy_timeout(WRITE_PATIENCE)
+            .map_err(|source| StoreError::Open {
+                path: path.to_path_buf(),
+                source,
+            })?;
         Ok(store)
+    }
+
+    /// The folder for run `id`'s workload outputs, `<store>.d/<id>` (not yet made), after
+    /// making `<store>.d` owner-only if it is missing and checking that it is a folder of
+    /// ours and not a link another user made: what goes in it is written as us.
+    pub fn run_output_dir(&self, id: i64) -> Result<PathBuf, StoreError> {
+        use std::os::unix::fs::DirBuilderExt;
+        let folder = outputs_folder(&self.path);
+        match std::fs::DirBuilder::new().mode(0o700).create(&folder) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(source) => {
+                return Err(StoreError::CreateDir {
+                    path: folder,
+                    source,
+                })
+            }
+        }
+        refuse_if_theirs(&folder, OUTPUTS_WHY)?;
+        if !folder.is_dir() {
+            return Err(StoreError::OutputsNotAFolder { path: folder });
+        }
+        Ok(folder.join(id.to_string()))
     }
 
     /// Opens an existing store for reading only: `runs`, `show`, `report`, `compare` and
@@ -110,8 +137,7 @@ impl Store {
         }
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(path, flags).map_err(open_err)?;
-        conn.busy_timeout(std::time::Duration::from_secs(5))
-            .map_err(open_err)?;
+        conn.busy_timeout(OPEN_PATIENCE).map_err(open_err)?;
         let (conn, version) = match user_version(&conn) {
             Ok(v) => (conn, v),
             // A WAL store whose folder we may not write: SQLite cannot create the shared
@@ -151,6 +177,13 @@ impl Store {
             });
         }
         if version == 0 && !has_table(&conn, "runs")? {
+            // No tables at all: a store that `run` is creating this moment (the tables come
+            // in one transaction), or a database nothing wrote yet.
+            if !is_foreign(&conn)? {
+                return Err(StoreError::Empty {
+                    path: path.to_path_buf(),
+                });
+            }
             return Err(StoreError::NotAStore {
                 path: path.to_path_buf(),
             });
@@ -226,12 +259,7 @@ impl Store {
         }
         if current == 0 {
             // A database that is not empty and not ours: do not add tables to it.
-            let tables: i64 = tx.query_row(
-                "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'",
-                [],
-                |r| r.get(0),
-            )?;
-            if tables > 0 && !has_table(&tx, "runs")? {
+            if is_foreign(&tx)? {
                 return Err(StoreError::NotAStore {
                     path: self.path.clone(),
                 });
@@ -247,6 +275,87 @@ impl Store {
         tx.commit()?;
         Ok(())
     }
+}
+
+/// How long opening a store waits for another scalprof creating or upgrading it.
+const OPEN_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How long a write waits for a lock another program holds: a measured repeat is not
+/// dropped because an `sqlite3` session or a VACUUM of a large store held the store for
+/// seconds. Long enough for either; a lock held longer than this is a session left open,
+/// and the error then says the store was locked.
+const WRITE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(600);
+
+const STORE_WHY: &str = "its owner can read every run recorded there (labels, command lines, \
+                         outputs' paths) and change them";
+const JOURNAL_WHY: &str = "SQLite would write your runs into this journal file of the store";
+const OUTPUTS_WHY: &str = "it is the store's outputs folder, and what the workloads write \
+                           would go where its owner chose";
+
+fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() }
+}
+
+/// Refuses, before anything is created or written, a store file, journal file or outputs
+/// folder at `path` that is not ours: another user who made it first (under a shared
+/// folder, or a relative --db in a shared working directory) would read what we record
+/// into it, or choose where the workloads' outputs go. A link of ours or root's is
+/// followed to what it names, which must be ours too; a link another user made is not.
+fn refuse_what_others_made(path: &Path) -> Result<(), StoreError> {
+    let mut journal = path.as_os_str().to_owned();
+    journal.push("-journal");
+    let mut shm = path.as_os_str().to_owned();
+    shm.push("-shm");
+    refuse_if_theirs(path, STORE_WHY)?;
+    for file in [wal_path(path), PathBuf::from(shm), PathBuf::from(journal)] {
+        refuse_if_theirs(&file, JOURNAL_WHY)?;
+    }
+    let outputs = outputs_folder(path);
+    refuse_if_theirs(&outputs, OUTPUTS_WHY)?;
+    if outputs.exists() && !outputs.is_dir() {
+        return Err(StoreError::OutputsNotAFolder { path: outputs });
+    }
+    Ok(())
+}
+
+/// Refuses `path` when it exists and is not ours (see [`refuse_what_others_made`]).
+fn refuse_if_theirs(path: &Path, why: &'static str) -> Result<(), StoreError> {
+    use std::os::unix::fs::MetadataExt;
+    let me = euid();
+    let Ok(here) = std::fs::symlink_metadata(path) else {
+        return Ok(());
+    };
+    if here.file_type().is_symlink() && here.uid() != me && here.uid() != 0 {
+        return Err(StoreError::ForeignLink {
+            path: path.to_path_buf(),
+            owner: here.uid(),
+        });
+    }
+    // What the path names (a dangling link of ours names nothing yet).
+    let Ok(named) = std::fs::metadata(path) else {
+        return Ok(());
+    };
+    if named.uid() != me {
+        return Err(StoreError::Foreign {
+            path: path.to_path_buf(),
+            owner: named.uid(),
+            me,
+            why,
+        });
+    }
+    Ok(())
+}
+
+/// Whether a database at schema 0 has tables, none of them scalprof's: another program's.
+/// (One with no tables at all is a store being created, or nothing yet.)
+fn is_foreign(conn: &Connection) -> rusqlite::Result<bool> {
+    conn.query_row(
+        "SELECT COUNT(*) > 0 AND COUNT(*) FILTER (WHERE name = 'runs') = 0
+         FROM sqlite_master WHERE type = 'table'",
+        [],
+        |r| r.get(0),
+    )
 }
 
 /// Migrations, in order; `PRAGMA user_version` is the number applied.
@@ -317,6 +426,9 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     "ALTER TABLE repeats ADD COLUMN counts TEXT;",
     // 8: CPU time other processes took from each repeat (JSON, Interference).
     "ALTER TABLE repeats ADD COLUMN interference TEXT;",
+    // 9: when the recorder process started ("BOOT_ID TICKS", see `read::process_start`):
+    // a pid alone may name another process by the time the run is read.
+    "ALTER TABLE runs ADD COLUMN recorder_start TEXT;",
 ];
 
 /// The schema version this build writes.

@@ -135,7 +135,8 @@ impl Store {
     pub fn list(&self) -> Result<Vec<RunSummary>, StoreError> {
         let mut stmt = self.conn.prepare(
             "SELECT r.id, r.label, r.command, r.created, r.status, r.recorder_pid, r.sweep_values,
-                    (SELECT COUNT(DISTINCT value) FROM repeats WHERE run_id = r.id)
+                    (SELECT COUNT(DISTINCT value) FROM repeats WHERE run_id = r.id),
+                    r.recorder_start
              FROM runs r ORDER BY r.id",
         )?;
         let rows = stmt.query_map([], |r| {
@@ -148,11 +149,12 @@ impl Store {
                 r.get::<_, Option<i64>>(5)?,
                 r.get::<_, String>(6)?,
                 r.get::<_, i64>(7)?,
+                r.get::<_, Option<String>>(8)?,
             ))
         })?;
         let mut out = Vec::new();
         for row in rows {
-            let (id, label, command, created, status, pid, values, points) = row?;
+            let (id, label, command, created, status, pid, values, points, started) = row?;
             // One damaged run is listed as damaged; it does not hide the others.
             let values: Vec<u64> = parse(id, "sweep_values", &values).unwrap_or_default();
             let command =
@@ -162,7 +164,7 @@ impl Store {
                 label,
                 command,
                 created,
-                status: effective_status(&status, pid),
+                status: effective_status(&status, pid, started.as_deref()),
                 points: points as u64,
                 planned: values.len() as u64,
             });
@@ -177,7 +179,7 @@ impl Store {
             .conn
             .query_row(
                 "SELECT label, created, command, status, parameter, sweep_values, host, scaling,
-                        ops_regex, output_dir, recorder_pid, findings, sharing
+                        ops_regex, output_dir, recorder_pid, findings, sharing, recorder_start
                  FROM runs WHERE id = ?1",
                 [id],
                 |r| {
@@ -195,6 +197,7 @@ impl Store {
                         r.get::<_, Option<i64>>(10)?,
                         r.get::<_, String>(11)?,
                         r.get::<_, Option<String>>(12)?,
+                        r.get::<_, Option<String>>(13)?,
                     ))
                 },
             )
@@ -217,13 +220,14 @@ impl Store {
             pid,
             findings,
             sharing,
+            started,
         ) = row;
         let header = RunHeader {
             id: id.to_string(),
             label,
             created,
             command: parse(id, "command", &command)?,
-            status: effective_status(&status, pid),
+            status: effective_status(&status, pid, started.as_deref()),
             sweep: Sweep {
                 // Runs are only ever stored with `threads` or `size`.
                 parameter: SweepParameter::parse(&parameter).unwrap_or(SweepParameter::Threads),
@@ -295,15 +299,32 @@ impl Store {
 }
 
 /// A run still marked `running` whose recorder is gone was cut off: report it as
-/// interrupted (its finished repeats are all there).
-pub(crate) fn effective_status(status: &str, recorder_pid: Option<i64>) -> RunStatus {
+/// interrupted (its finished repeats are all there). The recorder is the process at
+/// `recorder_pid` only if it started when the recorder did (`recorder_start`): a dead
+/// recorder's pid may be any other process's by now, any user's.
+pub(crate) fn effective_status(
+    status: &str,
+    recorder_pid: Option<i64>,
+    recorder_start: Option<&str>,
+) -> RunStatus {
     let s = RunStatus::parse(status).unwrap_or(RunStatus::Interrupted);
     if s != RunStatus::Running {
         return s;
     }
-    match recorder_pid {
-        Some(pid) if pid > 0 && process_alive(pid as i32) => RunStatus::Running,
-        _ => RunStatus::Interrupted,
+    let Some(pid) = recorder_pid.filter(|&p| p > 0 && p <= i32::MAX as i64) else {
+        return RunStatus::Interrupted;
+    };
+    let pid = pid as i32;
+    let alive = match (recorder_start, process_start(pid)) {
+        (Some(stored), Some(now)) => stored == now,
+        // Stored before start times were (schema 8 and older), or a process we may not
+        // look at (/proc mounted with hidepid): its pid is all there is to go by.
+        (None, _) | (Some(_), None) => process_alive(pid),
+    };
+    if alive {
+        RunStatus::Running
+    } else {
+        RunStatus::Interrupted
     }
 }
 
@@ -311,4 +332,16 @@ fn process_alive(pid: i32) -> bool {
     // SAFETY: signal 0 only checks for existence and permission.
     let r = unsafe { libc::kill(pid, 0) };
     r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// When process `pid` started, as "BOOT_ID TICKS": its start time in clock ticks after
+/// boot (field 22 of /proc/PID/stat, proc(5)) and the boot it counts from, so that no
+/// other process, in this boot or another, has the same.
+pub(crate) fn process_start(pid: i32) -> Option<String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces and parentheses.
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    let ticks: u64 = after_name.split_whitespace().nth(22 - 3)?.parse().ok()?;
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    Some(format!("{} {ticks}", boot.trim()))
 }

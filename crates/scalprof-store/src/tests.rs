@@ -121,15 +121,21 @@ fn repeats_round_trip_and_runs_resolve() {
 #[test]
 fn a_running_run_whose_recorder_died_reads_as_interrupted() {
     assert_eq!(
-        effective_status("running", Some(i32::MAX as i64)),
+        effective_status("running", Some(i32::MAX as i64), None),
         RunStatus::Interrupted
     );
-    assert_eq!(effective_status("running", None), RunStatus::Interrupted);
     assert_eq!(
-        effective_status("running", Some(std::process::id() as i64)),
+        effective_status("running", None, None),
+        RunStatus::Interrupted
+    );
+    let me = std::process::id() as i64;
+    let started = super::read::process_start(me as i32);
+    assert!(started.is_some());
+    assert_eq!(
+        effective_status("running", Some(me), started.as_deref()),
         RunStatus::Running
     );
-    assert_eq!(effective_status("failed", None), RunStatus::Failed);
+    assert_eq!(effective_status("failed", None, None), RunStatus::Failed);
 }
 
 #[test]

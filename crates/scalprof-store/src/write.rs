@@ -14,8 +14,8 @@ impl Store {
     pub fn create_run(&self, run: &NewRun) -> Result<i64, StoreError> {
         self.conn.execute(
             "INSERT INTO runs (label, created, command, status, parameter, sweep_values, host,
-                               scaling, ops_regex, output_dir, recorder_pid)
-             VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?7, ?8, '', ?9)",
+                               scaling, ops_regex, output_dir, recorder_pid, recorder_start)
+             VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?7, ?8, '', ?9, ?10)",
             params![
                 run.label,
                 run.created,
@@ -26,6 +26,7 @@ impl Store {
                 run.scaling.map_or("auto", ThroughputSource::as_str),
                 run.ops_regex,
                 std::process::id(),
+                crate::read::process_start(std::process::id() as i32),
             ],
         )?;
         Ok(self.conn.last_insert_rowid())

@@ -1,5 +1,8 @@
-//! One execution of the workload: its own process group, stdout/stderr to files,
-//! rusage of the whole process tree from wait4, and an optional timeout.
+//! One execution of the workload: its own process group, stdout/stderr to files (kept
+//! within a size as they are written, see [`capture`]), rusage of the whole process tree
+//! from wait4, and an optional timeout.
+
+mod capture;
 
 use std::fs::File;
 use std::path::PathBuf;
@@ -42,6 +45,10 @@ pub struct ExecResult {
     /// scalprof was stopped (Ctrl-Z, SIGSTOP) while the workload ran: `wall_s` counts
     /// the pause, and is no measurement ([`Interrupt::suspensions`]).
     pub suspended: bool,
+    /// Bytes the workload wrote to stdout and to stderr; past the output limit, only the
+    /// first and last halves of the limit are in the files.
+    pub stdout_bytes: u64,
+    pub stderr_bytes: u64,
 }
 
 /// Makes orphaned descendants of the workload this process's children, so that what a
@@ -127,16 +134,38 @@ pub fn run_with(
     interrupt: &Interrupt,
     collectors: &mut [&mut dyn Attach],
 ) -> Result<ExecResult, CollectError> {
+    run_capped(spec, crate::sweep::OUTPUT_LIMIT, interrupt, collectors)
+}
+
+/// Like [`run_with`], keeping at most `output_limit` bytes of each output (its first and
+/// last halves). An output that could not be written (a full disk) is an error once the
+/// workload has ended.
+pub fn run_capped(
+    spec: &ExecSpec,
+    output_limit: u64,
+    interrupt: &Interrupt,
+    collectors: &mut [&mut dyn Attach],
+) -> Result<ExecResult, CollectError> {
     let program = spec.argv.first().ok_or(CollectError::EmptyCommand)?;
     let path = crate::resolve_program(program)?;
-    let out = create(&spec.stdout)?;
-    let err = create(&spec.stderr)?;
+    let start_capture = |path: &std::path::Path| {
+        create(path).and_then(|file| {
+            capture::Capture::start(file, output_limit).map_err(|source| CollectError::OutputFile {
+                path: path.to_path_buf(),
+                source,
+            })
+        })
+    };
+    // The workload holds the only write ends: its exit (and its leftovers') ends the copies.
+    let (out, out_capture) = start_capture(&spec.stdout)?;
+    let (err, err_capture) = start_capture(&spec.stderr)?;
     let children_before = own_children();
     // Every process of the workload's tree carries scalprof's token (see [`crate::keeper`]).
     let mut env = spec.env.clone();
     env.retain(|(k, _)| k != crate::keeper::TREE_ENV);
     env.push((crate::keeper::TREE_ENV.into(), crate::keeper::tree_value()));
     let child = Suspended::spawn(&path, &spec.argv, &env, &out, &err)?;
+    drop((out, err));
     let pid = child.pid();
     for (i, c) in collectors.iter_mut().enumerate() {
         if let Err(e) = c.attach(pid, &spec.attached) {
@@ -183,6 +212,7 @@ pub fn run_with(
     }
     let (status, ru) = waited.map_err(CollectError::Wait)?;
     let leftover = leftovers(&children_before, pid);
+    let (stdout, stderr) = (out_capture.finish(), err_capture.finish());
 
     let timed_out = timed_out.load(Ordering::SeqCst);
     if timed_out || interrupt.requested() {
@@ -195,6 +225,15 @@ pub fn run_with(
             for (orphan, _) in &leftover {
                 kill_group(*orphan, libc::SIGKILL);
             }
+        }
+    }
+    let (stdout_bytes, stderr_bytes) = (stdout.bytes, stderr.bytes);
+    for (captured, path) in [(stdout, &spec.stdout), (stderr, &spec.stderr)] {
+        if let Some(source) = captured.error {
+            return Err(CollectError::OutputWrite {
+                path: path.clone(),
+                source,
+            });
         }
     }
     let (exit_code, signal) = if libc::WIFEXITED(status) {
@@ -217,6 +256,8 @@ pub fn run_with(
         major_faults: ru.ru_majflt.max(0) as u64,
         leftover,
         suspended,
+        stdout_bytes,
+        stderr_bytes,
     })
 }
 

@@ -49,6 +49,12 @@ pub enum CollectError {
         #[source]
         source: std::io::Error,
     },
+    #[error("writing the workload's output to {path}")]
+    OutputWrite {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("waiting for the workload failed")]
     Wait(#[source] std::io::Error),
     #[error("could not install the SIGINT/SIGTERM handler")]

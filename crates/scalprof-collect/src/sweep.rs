@@ -53,8 +53,8 @@ pub struct SweepPlan {
     pub output_dir: PathBuf,
     /// Must have one capture group: the operation count.
     pub ops_regex: Regex,
-    /// A repeat's stdout or stderr file larger than this keeps only its first and last
-    /// `limit / 2` bytes (the ops line is read from the whole file first).
+    /// A repeat's stdout or stderr larger than this keeps only its first and last
+    /// `limit / 2` bytes, cut as it is written (the ops line is read from the tail).
     pub output_limit: u64,
     /// Profile the diagnosis repeats with the sampler; `None` = off.
     pub sampling: Option<SamplingConfig>,
@@ -236,38 +236,6 @@ fn read_tail(path: &PathBuf, max: u64) -> String {
     String::from_utf8_lossy(&buf).into_owned()
 }
 
-/// Cuts a file longer than `limit` to its first and last `limit / 2` bytes, with a line
-/// between them saying how much was cut. Returns the original length when it cut.
-fn cap_output(path: &std::path::Path, limit: u64) -> Option<u64> {
-    use std::io::{Read, Seek, SeekFrom, Write};
-    let len = std::fs::metadata(path).ok()?.len();
-    if len <= limit {
-        return None;
-    }
-    let keep = limit / 2;
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .ok()?;
-    let mut tail = Vec::with_capacity(keep as usize);
-    f.seek(SeekFrom::Start(len - keep)).ok()?;
-    Read::by_ref(&mut f)
-        .take(keep)
-        .read_to_end(&mut tail)
-        .ok()?;
-    f.set_len(keep).ok()?;
-    f.seek(SeekFrom::Start(keep)).ok()?;
-    write!(
-        f,
-        "\n[scalprof: {} bytes cut here; the first and last {keep} bytes of {len} are kept]\n",
-        len - 2 * keep
-    )
-    .ok()?;
-    f.write_all(&tail).ok()?;
-    Some(len)
-}
-
 /// A profiler for one traced repeat: attached before the workload execs, its recording
 /// taken after the workload was reaped.
 pub trait ProfileCollector: Attach {
@@ -445,8 +413,11 @@ impl Enabled {
 
 /// Runs one repeat with the collectors that are on; a collector that cannot start is
 /// switched off for the rest of the sweep (the sink says why) and the repeat runs without it.
+// The step's parts, passed one by one: a struct for them would exist for this call alone.
+#[allow(clippy::too_many_arguments)]
 fn run_collected(
     spec: &ExecSpec,
+    output_limit: u64,
     interrupt: &Interrupt,
     traced: bool,
     collectors: &mut dyn Collectors,
@@ -472,7 +443,7 @@ fn run_collected(
         if let Some(t) = tracer.as_mut() {
             attached.push(t.as_mut());
         }
-        match exec::run_with(spec, interrupt, &mut attached) {
+        match exec::run_capped(spec, output_limit, interrupt, &mut attached) {
             // The workload did not start: retry without the collector that failed.
             Err(CollectError::Profiling(reason)) => {
                 sink.profiling_unavailable(&reason);

@@ -334,9 +334,14 @@ fn record_end(
     let end = match end {
         Ok(end) => end,
         Err(e) => {
-            store.set_status(id, RunStatus::Failed)?;
+            // The sweep's error says why it stopped: a store that cannot take the status
+            // (the disk the workload's output filled) must not hide it.
+            let marked = match store.set_status(id, RunStatus::Failed) {
+                Ok(()) => String::new(),
+                Err(s) => format!(" (and could not be marked failed in the store: {s})"),
+            };
             return Err(e).context(format!(
-                "run {id} stopped; the repeats measured so far are kept"
+                "run {id} stopped{marked}; the repeats measured so far are kept"
             ));
         }
     };

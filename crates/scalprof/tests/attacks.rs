@@ -389,3 +389,102 @@ mod interruptions {
         );
     }
 }
+
+mod limits {
+    use super::*;
+
+    /// A tmpfs of `mib` MiB mounted at `path` while it lives.
+    struct Tmpfs(PathBuf);
+
+    impl Tmpfs {
+        fn mount(path: &Path, mib: u32) -> Tmpfs {
+            std::fs::create_dir(path).unwrap();
+            let out = StdCommand::new("mount")
+                .args(["-t", "tmpfs", "-o", &format!("size={mib}m"), "tmpfs"])
+                .arg(path)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "mount: {}", stderr_of(&out));
+            Tmpfs(path.to_path_buf())
+        }
+    }
+
+    impl Drop for Tmpfs {
+        fn drop(&mut self) {
+            let _ = StdCommand::new("umount").arg(&self.0).status();
+        }
+    }
+
+    /// Defect 21: the workload's stdout went straight to a file in the store's folder,
+    /// cut to 64 MiB only after the repeat: a big writer filled the disk first. Now the
+    /// file never holds more than the limit, even while the workload writes.
+    #[test]
+    fn a_big_writer_is_cut_while_it_writes() {
+        let _turn = common::exclusive();
+        let tmp = tempfile::tempdir().unwrap();
+        let db = tmp.path().join("runs.db");
+        let child = StdCommand::new(assert_cmd::cargo::cargo_bin("scalprof"))
+            .arg("--db")
+            .arg(&db)
+            .args(["run", "-t", "1", "--repeat", "1", "--diagnose", "0", "--"])
+            .args([
+                "sh",
+                "-c",
+                "head -c 150000000 /dev/zero; sleep 1; echo ops=1",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = tmp.path().join("runs.db.d/1/p1-r0.stdout");
+        let mut largest = 0;
+        let t0 = std::time::Instant::now();
+        while t0.elapsed().as_secs() < 60 {
+            largest = largest.max(std::fs::metadata(&stdout).map_or(0, |m| m.len()));
+            if std::fs::read_to_string(format!("/proc/{}/stat", child.id()))
+                .map_or(true, |s| s.contains(") Z"))
+            {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let out = child.wait_with_output().unwrap();
+        let err = stderr_of(&out);
+        assert!(out.status.success(), "{err}");
+        assert!(
+            largest <= (64 << 20) + 200,
+            "the output file reached {largest} bytes"
+        );
+        assert!(err.contains("wrote 143 MiB"), "{err}");
+        // The tail, where the ops line is, is kept.
+        let show = scalprof(&db)
+            .args(["show", "1", "--json"])
+            .output()
+            .unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+        assert_eq!(doc["points"][0]["repeats"][0]["ops"], 1);
+        let text = std::fs::read(&stdout).unwrap();
+        assert!(text.ends_with(b"ops=1\n"));
+    }
+
+    /// Defect 21 too: when the output cannot be written (a full disk), that is said, not
+    /// "exited with status 1 (nothing on stderr)" (the workload's own writes failed).
+    #[test]
+    fn a_full_disk_under_the_output_is_said_as_such() {
+        if !need_root("a_full_disk_under_the_output_is_said_as_such") {
+            return;
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let fs = Tmpfs::mount(&tmp.path().join("tfs"), 20);
+        let out = scalprof(&fs.0.join("full.db"))
+            .args(["run", "-t", "1", "--repeat", "1", "--diagnose", "0", "--"])
+            .args(["sh", "-c", "head -c 60000000 /dev/zero; echo ops=1"])
+            .output()
+            .unwrap();
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(err.contains("writing the workload's output to"), "{err}");
+        assert!(err.contains("No space left on device"), "{err}");
+        assert!(err.contains("the disk is full"), "{err}");
+    }
+}

@@ -4,8 +4,8 @@
 use scalprof_model::Repeat;
 
 use super::{
-    cap_output, match_ops, parameter_env, read_tail, run_collected, substitute, Collectors,
-    Enabled, RepeatKind, SweepEnd, SweepPlan, SweepSink,
+    match_ops, parameter_env, read_tail, run_collected, substitute, Collectors, Enabled,
+    RepeatKind, SweepEnd, SweepPlan, SweepSink,
 };
 use crate::counters::EventCounter;
 use crate::exec::ExecSpec;
@@ -89,6 +89,7 @@ pub(super) fn run_step(
     let before = (!warmup).then(Snapshot::take);
     let (r, collected) = run_collected(
         &spec,
+        plan.output_limit,
         interrupt,
         traced,
         collectors,
@@ -135,8 +136,11 @@ pub(super) fn run_step(
             None
         }
     };
-    for path in [&spec.stdout, &spec.stderr] {
-        if let Some(bytes) = cap_output(path, plan.output_limit) {
+    for (path, bytes) in [
+        (&spec.stdout, r.stdout_bytes),
+        (&spec.stderr, r.stderr_bytes),
+    ] {
+        if bytes > plan.output_limit {
             sink.output_capped(path, bytes);
         }
     }

@@ -97,7 +97,9 @@ struct Process {
     comm: String,
     /// `comm`'s interned name, once it is known (reset when the name changes).
     comm_id: Option<u32>,
-    mappings: Vec<Mapping>,
+    /// By start address; they never overlap. A map, not a sorted list: a perf.data of a
+    /// JIT carries one MMAP per method, and re-sorting a list per mapping was quadratic.
+    mappings: std::collections::BTreeMap<u64, Mapping>,
     unwinder: UnwinderX86_64<Arc<[u8]>>,
     /// Symbolized frames per address (innermost first), to symbolize each address once,
     /// and whether they are unresolved.
@@ -106,21 +108,32 @@ struct Process {
 
 impl Process {
     fn add_mapping(&mut self, m: Mapping) {
-        // A new mapping replaces whatever it overlaps (munmap/re-mmap of the same range).
-        self.mappings
-            .retain(|o| o.end <= m.start || o.start >= m.end);
+        // A new mapping replaces whatever it overlaps (munmap/re-mmap of the same range):
+        // the one that starts before it and reaches into it, and those that start inside.
+        let before = self
+            .mappings
+            .range(..m.start)
+            .next_back()
+            .filter(|(_, o)| o.end > m.start)
+            .map(|(&k, _)| k);
+        let inside: Vec<u64> = self
+            .mappings
+            .range(m.start..m.end.max(m.start + 1))
+            .map(|(&k, _)| k)
+            .collect();
+        for k in before.into_iter().chain(inside) {
+            self.mappings.remove(&k);
+        }
         if let Some(elf) = &m.elf {
             if let Some(module) = framehop_module(&m, elf) {
                 self.unwinder.add_module(module);
             }
         }
-        self.mappings.push(m);
-        self.mappings.sort_by_key(|m| m.start);
+        self.mappings.insert(m.start, m);
     }
 
     fn mapping(&self, addr: u64) -> Option<&Mapping> {
-        let i = self.mappings.partition_point(|m| m.start <= addr);
-        let m = self.mappings.get(i.checked_sub(1)?)?;
+        let (_, m) = self.mappings.range(..=addr).next_back()?;
         (addr < m.end).then_some(m)
     }
 }
@@ -404,13 +417,13 @@ impl ProfileBuilder {
                 // A forked child starts with its parent's address space.
                 let (comm, maps) = match self.processes.get(&f.ppid) {
                     Some(p) => (p.comm.clone(), p.mappings.clone()),
-                    None => (String::new(), Vec::new()),
+                    None => (String::new(), Default::default()),
                 };
                 let mut child = Process {
                     comm,
                     ..Default::default()
                 };
-                for m in maps {
+                for m in maps.into_values() {
                     child.add_mapping(m);
                 }
                 self.processes.insert(f.pid, child);
@@ -534,6 +547,33 @@ const PROT_EXEC: u32 = 4;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_new_mapping_replaces_exactly_what_it_overlaps() {
+        let m = |start: u64, end: u64, path: &str| Mapping {
+            start,
+            end,
+            pgoff: 0,
+            path: Arc::from(path),
+            elf: None,
+        };
+        let mut p = Process::default();
+        p.add_mapping(m(0x1000, 0x3000, "a"));
+        p.add_mapping(m(0x3000, 0x4000, "b"));
+        p.add_mapping(m(0x5000, 0x6000, "c"));
+        let at = |p: &Process, addr: u64| p.mapping(addr).map(|m| m.path.to_string());
+        assert_eq!(at(&p, 0x2fff).as_deref(), Some("a"));
+        assert_eq!(at(&p, 0x3000).as_deref(), Some("b"));
+        assert_eq!(at(&p, 0x4800), None);
+        // Over the end of a and the whole of b; c, beyond it, stays.
+        p.add_mapping(m(0x2000, 0x3800, "d"));
+        assert_eq!(at(&p, 0x1000), None);
+        assert_eq!(at(&p, 0x2000).as_deref(), Some("d"));
+        assert_eq!(at(&p, 0x37ff).as_deref(), Some("d"));
+        assert_eq!(at(&p, 0x3800), None);
+        assert_eq!(at(&p, 0x5000).as_deref(), Some("c"));
+        assert_eq!(p.mappings.len(), 2);
+    }
 
     #[test]
     fn a_binary_that_cannot_be_read_is_named_in_the_profile_stats() {

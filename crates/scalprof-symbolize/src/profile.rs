@@ -326,6 +326,8 @@ impl ProfileBuilder {
     }
 
     fn intern(&mut self, name: &str) -> u32 {
+        // Cut once, here: every stack that names it holds the short form.
+        let name = &*cut(name, MAX_FRAME_NAME);
         if let Some(&id) = self.name_ids.get(name) {
             return id;
         }
@@ -487,6 +489,7 @@ impl ProfileBuilder {
             })
             .collect();
         folded.sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.stack.cmp(&b.stack)));
+        cap_folded(&mut folded, MAX_FOLDED_BYTES);
         self.stats.kernel_stacks = self.kernel_callchains;
         let mut hot: Vec<HotInstruction> = self
             .hot
@@ -534,11 +537,50 @@ fn raw_record(
 
 /// Folded-stack frames may not contain `;` (the separator) or newlines.
 fn sanitize(name: &str) -> String {
+    let name = cut(name, MAX_FRAME_NAME);
     if name.contains([';', '\n']) {
         name.replace([';', '\n'], ":")
     } else {
-        name.to_string()
+        name.into_owned()
     }
+}
+
+/// The longest frame name in a folded stack (longer ones are cut and marked): C++ templates
+/// run to a few hundred characters; a binary can name a function with thousands.
+const MAX_FRAME_NAME: usize = 512;
+/// The most text a profile's folded stacks may hold: the lightest stacks beyond it are
+/// summed into one, so a run never adds hundreds of megabytes to the store.
+const MAX_FOLDED_BYTES: usize = 16 << 20;
+/// The stack that holds what the cap left out.
+pub const BEYOND_CAP: &str = "[more stacks, beyond the size cap]";
+
+fn cut(name: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if name.len() <= max {
+        return name.into();
+    }
+    let mut end = max;
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &name[..end]).into()
+}
+
+/// Keeps the heaviest stacks (`folded` is sorted heaviest first) up to `max` bytes of text,
+/// and sums the rest into one [`BEYOND_CAP`] stack.
+fn cap_folded(folded: &mut Vec<FoldedStack>, max: usize) {
+    let mut bytes = 0usize;
+    let Some(keep) = folded.iter().position(|f| {
+        bytes += f.stack.len() + 1;
+        bytes > max
+    }) else {
+        return;
+    };
+    let rest: Vec<FoldedStack> = folded.drain(keep..).collect();
+    folded.push(FoldedStack {
+        stack: BEYOND_CAP.into(),
+        samples: rest.iter().map(|f| f.samples).sum(),
+        weight: rest.iter().map(|f| f.weight).sum(),
+    });
 }
 
 /// PROT_EXEC on Linux (all architectures).
@@ -547,6 +589,35 @@ const PROT_EXEC: u32 = 4;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_names_are_cut_and_the_lightest_stacks_beyond_the_cap_are_summed() {
+        let long = "A".repeat(3000);
+        let name = sanitize(&format!("f;{long}"));
+        assert!(
+            name.len() <= MAX_FRAME_NAME + '…'.len_utf8(),
+            "{}",
+            name.len()
+        );
+        assert!(name.starts_with("f:AAA") && name.ends_with('…'));
+        // A multi-byte character on the cut is not split.
+        assert!(cut(&"é".repeat(600), MAX_FRAME_NAME).ends_with("é…"));
+        let stack = |s: &str, weight: u64| FoldedStack {
+            stack: s.into(),
+            samples: 1,
+            weight,
+        };
+        let mut folded = vec![stack("a;b", 30), stack("a;c", 20), stack("a;d", 10)];
+        cap_folded(&mut folded, 8);
+        let kept: Vec<(&str, u64)> = folded
+            .iter()
+            .map(|f| (f.stack.as_str(), f.weight))
+            .collect();
+        assert_eq!(kept, [("a;b", 30), ("a;c", 20), (BEYOND_CAP, 10)]);
+        let mut small = vec![stack("a;b", 30)];
+        cap_folded(&mut small, 8);
+        assert_eq!(small.len(), 1);
+    }
 
     #[test]
     fn a_new_mapping_replaces_exactly_what_it_overlaps() {

@@ -447,6 +447,9 @@ fn check_records<R: Read + Seek>(
     big_endian: bool,
 ) -> Result<(), (String, u64)> {
     const PERF_RECORD_AUXTRACE: u32 = 71;
+    const PERF_RECORD_COMPRESSED: u32 = 81;
+    const PERF_RECORD_COMPRESSED2: u32 = 83;
+    let mut inflation = Inflation::default();
     let start = u64_at(&h[40..], big_endian);
     let len = u64_at(&h[48..], big_endian);
     if len == 0 {
@@ -471,6 +474,25 @@ fn check_records<R: Read + Seek>(
         if size < 8 || size > end - pos {
             return Err((format!("the record at byte {pos} (type {ty}, {size} bytes) does not fit the data section"), pos));
         }
+        if ty == PERF_RECORD_COMPRESSED || ty == PERF_RECORD_COMPRESSED2 {
+            let mut body = vec![0u8; size as usize - 8];
+            r.read_exact(&mut body)
+                .map_err(|_| ("truncated: the data section ends early".to_string(), pos))?;
+            // COMPRESSED2 has a u64 of its data's size before the data.
+            let data = if ty == PERF_RECORD_COMPRESSED2 {
+                body.get(8..).unwrap_or_default()
+            } else {
+                &body[..]
+            };
+            inflation.add(data).map_err(|reason| {
+                (
+                    format!("the compressed record at byte {pos}: {reason}"),
+                    pos,
+                )
+            })?;
+            pos += size;
+            continue;
+        }
         // Bytes of the record body already read, and trailing AUX data after the record.
         let (mut read, mut aux) = (0u64, 0u64);
         if ty == PERF_RECORD_AUXTRACE && size >= 16 {
@@ -491,6 +513,57 @@ fn check_records<R: Read + Seek>(
         pos += size + aux;
     }
     Ok(())
+}
+
+/// What a file's compressed records (`perf record -z`) inflate to, measured by inflating
+/// them into a scratch buffer before the parser does: it inflates each record whole and
+/// queues every record, so 18 KB of zstd can become 2.6 million samples and an 18 KB
+/// file with six such records, more memory than the machine has.
+#[derive(Default)]
+struct Inflation {
+    dctx: Option<zstd_safe::DCtx<'static>>,
+    packed: u64,
+    inflated: u64,
+}
+
+/// Inflated record bytes allowed in all...
+const MAX_INFLATED_RECORDS: u64 = 2 << 30;
+/// ...and, above [`INFLATE_FREE_RECORDS`], at most this many times their packed size
+/// (perf's records compress 5–20 times; a bomb, thousands).
+const MAX_RECORD_RATIO: u64 = 100;
+const INFLATE_FREE_RECORDS: u64 = 64 << 20;
+
+impl Inflation {
+    fn add(&mut self, data: &[u8]) -> Result<(), String> {
+        let dctx = self.dctx.get_or_insert_with(zstd_safe::DCtx::create);
+        let mut scratch = vec![0u8; 1 << 17];
+        let mut input = zstd_safe::InBuffer::around(data);
+        self.packed += data.len() as u64;
+        loop {
+            let mut out = zstd_safe::OutBuffer::around(&mut scratch[..]);
+            dctx.decompress_stream(&mut out, &mut input)
+                .map_err(|code| format!("not valid zstd ({})", zstd_safe::get_error_name(code)))?;
+            let produced = out.pos() as u64;
+            self.inflated += produced;
+            if self.inflated > MAX_INFLATED_RECORDS
+                || (self.inflated > INFLATE_FREE_RECORDS
+                    && self.inflated / self.packed.max(1) > MAX_RECORD_RATIO)
+            {
+                return Err(format!(
+                    "the compressed records inflate past {} MiB from {} KiB ({}× or more; \
+                     the cap is {} MiB, or {MAX_RECORD_RATIO}×): a decompression bomb, or a \
+                     recording too large to import at once",
+                    self.inflated >> 20,
+                    self.packed >> 10,
+                    self.inflated / self.packed.max(1),
+                    MAX_INFLATED_RECORDS >> 20,
+                ));
+            }
+            if produced < scratch.len() as u64 && input.pos() == data.len() {
+                return Ok(());
+            }
+        }
+    }
 }
 
 /// perf header feature bits (tools/perf/util/header.h).

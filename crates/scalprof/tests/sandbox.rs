@@ -1,6 +1,7 @@
-//! Parsing without privileges: the bytes of binaries and their debug info, which other
-//! users may control, are parsed in a child that gave up root first, under a memory cap; a
-//! hostile file costs its own symbols, never the run.
+//! Parsing without privileges, and with bounds: the bytes of binaries and their debug info,
+//! which other users may control, are parsed in a child that gave up root first, under a
+//! memory cap; a hostile file costs its own symbols, never the run; and what inflates
+//! (compressed sections, compressed perf.data records) is measured before it is believed.
 
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
@@ -219,4 +220,96 @@ fn a_parser_runs_as_nobody_without_privileges_under_a_memory_cap() {
     // Closing its input ends it.
     drop(child.stdin.take());
     assert!(child.wait().unwrap().success());
+}
+
+/// A perf.data record: type, misc, size, body.
+fn record(ty: u32, misc: u16, body: &[u8]) -> Vec<u8> {
+    let mut r = ty.to_le_bytes().to_vec();
+    r.extend_from_slice(&misc.to_le_bytes());
+    r.extend_from_slice(&((8 + body.len()) as u16).to_le_bytes());
+    r.extend_from_slice(body);
+    r
+}
+
+/// A file-mode perf.data with one attribute (IP|TID|TIME|CPU|PERIOD|CALLCHAIN,
+/// sample_id_all) and `records` as its data section.
+fn perf_data(records: &[u8]) -> Vec<u8> {
+    let mut attr = Vec::new();
+    for v in [1u32, 128] {
+        attr.extend_from_slice(&v.to_le_bytes());
+    }
+    for v in [
+        0u64,
+        999,
+        1 | 2 | 4 | 32 | 128 | 256,
+        0,
+        (1 << 10) | (1 << 18),
+    ] {
+        attr.extend_from_slice(&v.to_le_bytes());
+    }
+    attr.resize(128, 0);
+    attr.extend_from_slice(&[0u8; 16]); // the ids section: none
+    let mut f = b"PERFILE2".to_vec();
+    let data_at = 104 + attr.len() as u64;
+    for v in [
+        104u64,
+        144,
+        104,
+        attr.len() as u64,
+        data_at,
+        records.len() as u64,
+        0,
+        0,
+    ] {
+        f.extend_from_slice(&v.to_le_bytes());
+    }
+    f.extend_from_slice(&[0u8; 32]);
+    f.extend_from_slice(&attr);
+    f.extend_from_slice(records);
+    f
+}
+
+fn sample(pid: u32, t: u64, ip: u64) -> Vec<u8> {
+    let mut b = Vec::new();
+    b.extend_from_slice(&ip.to_le_bytes());
+    b.extend_from_slice(&pid.to_le_bytes());
+    b.extend_from_slice(&pid.to_le_bytes());
+    b.extend_from_slice(&t.to_le_bytes());
+    b.extend_from_slice(&[0u8; 8]); // cpu, res
+    b.extend_from_slice(&1_000_000u64.to_le_bytes());
+    b.extend_from_slice(&2u64.to_le_bytes());
+    b.extend_from_slice(&((1u64 << 63).wrapping_neg() | (u64::MAX - 511)).to_le_bytes());
+    b.extend_from_slice(&ip.to_le_bytes());
+    record(9, 2, &b)
+}
+
+#[test]
+fn a_compressed_record_bomb_is_refused_before_it_inflates() {
+    // 100 MiB of one sample, zstd-compressed into one PERF_RECORD_COMPRESSED of a few KB
+    // (the repro's 18 KB file became 2.6 M samples and 875 MB of memory).
+    let one = sample(100, 2_000_000_000, 0x401000);
+    let payload: Vec<u8> = one.iter().copied().cycle().take(100 << 20).collect();
+    let mut packed = vec![0u8; zstd_safe::compress_bound(payload.len())];
+    let n = zstd_safe::compress(&mut packed[..], &payload, 3).unwrap();
+    packed.truncate(n);
+    assert!(packed.len() < 60_000, "{} bytes", packed.len());
+    let mut records = Vec::new();
+    for _ in 0..6 {
+        records.extend(record(81, 0, &packed));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("zrec.data");
+    std::fs::write(&file, perf_data(&records)).unwrap();
+    let out = scalprof(&dir.path().join("runs.db"))
+        .arg("import")
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("the compressed records inflate past"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("decompression bomb"), "{stderr}");
 }

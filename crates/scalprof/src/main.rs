@@ -64,6 +64,7 @@ fn main() -> ExitCode {
     {
         scalprof_collect::keeper::serve();
     }
+    catch_file_size_limit();
     quiet_import_panics();
     // An empty SCALPROF_DB means unset (as an empty XDG_DATA_HOME does), not `--db ""`.
     if std::env::var_os("SCALPROF_DB").is_some_and(|v| v.is_empty()) {
@@ -104,6 +105,24 @@ fn main() -> ExitCode {
             }
             ExitCode::from(error_code)
         }
+    }
+}
+
+/// Under a file size limit (`ulimit -f`), a write past it raises SIGXFSZ, whose default
+/// action kills scalprof without a word. With a handler that does nothing the write fails
+/// with EFBIG instead, and the error says which file could not grow. A handler, not
+/// SIG_IGN: an exec resets handled signals to their default, so the workloads and other
+/// children keep the usual behavior (an ignored signal would stay ignored in them).
+fn catch_file_size_limit() {
+    extern "C" fn nothing(_: libc::c_int) {}
+    // SAFETY: sigaction with a zeroed struct naming a handler that does nothing (and so is
+    // async-signal-safe) and an emptied mask.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = nothing as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        action.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(libc::SIGXFSZ, &action, std::ptr::null_mut());
     }
 }
 

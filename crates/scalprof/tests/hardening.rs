@@ -329,6 +329,52 @@ fn a_closed_pipe_or_a_full_disk_is_an_error_not_a_panic() {
     assert!(err.contains("where /dev/full is written"), "{err}");
 }
 
+/// Under a file size limit (`ulimit -f`) the store's growth raised SIGXFSZ, which killed
+/// scalprof with no message (exit 153), at the store's creation or mid-sweep. The write
+/// fails instead, and the error says so; the workload keeps the signal's default.
+#[test]
+fn a_file_size_limit_is_an_error_not_a_silent_death() {
+    use std::os::unix::process::CommandExt;
+    let tmp = tempfile::tempdir().unwrap();
+    for limit_kib in [0u64, 150] {
+        let db = tmp.path().join(format!("f{limit_kib}.db"));
+        let mut cmd = StdCommand::new(assert_cmd::cargo::cargo_bin("scalprof"));
+        cmd.arg("--db")
+            .arg(&db)
+            .args([
+                "run",
+                "-t",
+                "1,2,3",
+                "--repeat",
+                "1",
+                "--diagnose",
+                "0",
+                "--",
+            ])
+            .args(["sh", "-c", "echo ops=1; head -c 300000 /dev/zero"]);
+        // SAFETY: setrlimit is async-signal-safe and touches only the child.
+        unsafe {
+            cmd.pre_exec(move || {
+                let limit = libc::rlimit {
+                    rlim_cur: limit_kib << 10,
+                    rlim_max: limit_kib << 10,
+                };
+                if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let out = cmd.output().unwrap();
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(1), "limit {limit_kib} KiB: {err}");
+        assert!(
+            err.contains("scalprof: error:"),
+            "limit {limit_kib} KiB: {err}"
+        );
+    }
+}
+
 /// Files the user names (`report -o`, `--json`, `flame -o`, `export -o`) are not written
 /// through another user's link or into another user's file in a shared folder; a FIFO no
 /// one reads is refused at once. The user's own links and pipes still work.

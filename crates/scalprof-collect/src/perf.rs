@@ -85,6 +85,9 @@ pub struct InitialProcess {
     pub pid: i32,
     pub comm: String,
     pub maps: Vec<crate::locks::ProcMap>,
+    /// Its user, read when scalprof attached (a perf map it writes is trusted as its own;
+    /// its PID may belong to someone else's process by the time the samples are read).
+    pub uid: Option<u32>,
 }
 
 /// How often the reader drains the buffers when no wakeup came: 4 MiB per CPU holds
@@ -300,6 +303,12 @@ impl Attach for Sampler {
                 .map(|&p| InitialProcess {
                     pid: p,
                     comm: crate::attach::comm_of(p).unwrap_or_default(),
+                    uid: {
+                        use std::os::unix::fs::MetadataExt;
+                        std::fs::metadata(format!("/proc/{p}"))
+                            .ok()
+                            .map(|m| m.uid())
+                    },
                     maps: crate::locks::read_proc_maps(p as u32)
                         .into_iter()
                         .filter(|m| m.executable)

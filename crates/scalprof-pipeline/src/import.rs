@@ -44,6 +44,10 @@ pub fn import(store: &Store, path: &Path, label: Option<String>) -> Result<i64> 
     let (user_ns, sys_ns) = (AtomicU64::new(0), AtomicU64::new(0));
     // A record is ~150–200 bytes with a callchain: the size says about how many samples.
     let size = std::fs::metadata(path).map_or(0, |m| m.len());
+    let owner = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(path).ok().map(|m| m.uid())
+    };
     let workers = scalprof_symbolize::profile::parallel_workers(size / 200);
     // The file is untrusted input: scalprof checks its structure first, and a panic in a
     // parser on a case the checks missed becomes an error, not a crash. While it parses,
@@ -53,7 +57,14 @@ pub fn import(store: &Store, path: &Path, label: Option<String>) -> Result<i64> 
         // The sampling rate from the header: the threads' busy shares need it.
         read_in_parallel(
             path,
-            &|| ProfileBuilder::new(&header.event, header.frequency, true),
+            &|| {
+                let b = ProfileBuilder::new(&header.event, header.frequency, true);
+                // The perf maps of the file's owner: whoever recorded it ran the processes.
+                match owner {
+                    Some(uid) => b.trust_perf_maps_of(uid),
+                    None => b,
+                }
+            },
             workers,
             scalprof_symbolize::profile::PARALLEL_CHUNK,
             &kernel,

@@ -439,6 +439,9 @@ impl SweepSink for StoreSink<'_> {
                     }
                     for p in &raw.initial {
                         b.add_process(p.pid, &p.comm, &p.maps, symbols);
+                        if let Some(uid) = p.uid {
+                            b = b.trust_perf_maps_of(uid);
+                        }
                     }
                     b
                 };

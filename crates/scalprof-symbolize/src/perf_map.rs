@@ -33,8 +33,8 @@ pub fn path_of(pid: i32) -> PathBuf {
 impl PerfMap {
     /// Reads a perf map; `None` when there is none (the process published no JIT code) or
     /// it is not one we trust: not a regular file, or owned by someone other than root, us
-    /// and `process_uid` (the user the process ran as, when known).
-    pub fn load(path: &Path, process_uid: Option<u32>) -> Option<PerfMap> {
+    /// and the `owners` the caller vouches for (an attached process's user).
+    pub fn load(path: &Path, owners: &[u32]) -> Option<PerfMap> {
         use std::io::Read;
         use std::os::unix::fs::MetadataExt;
         // Not through a symlink either: the name is in a directory anyone can write.
@@ -49,7 +49,7 @@ impl PerfMap {
         // SAFETY: geteuid has no preconditions.
         let me = unsafe { libc::geteuid() };
         let owner = f.metadata().ok()?.uid();
-        if !(owner == 0 || owner == me || Some(owner) == process_uid) {
+        if !(owner == 0 || owner == me || owners.contains(&owner)) {
             return None;
         }
         let mut text = Vec::new();
@@ -161,10 +161,10 @@ mod tests {
         let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
         // SAFETY: mkfifo with a valid NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-        assert!(PerfMap::load(&fifo, None).is_none());
+        assert!(PerfMap::load(&fifo, &[]).is_none());
         let file = dir.join("perf-2.map");
         std::fs::write(&file, "1000 10 evil\x1b]0;title\x07\u{202e}name\n").unwrap();
-        let map = PerfMap::load(&file, None).unwrap();
+        let map = PerfMap::load(&file, &[]).unwrap();
         assert_eq!(
             map.lookup(0x1000),
             Some("evil\u{FFFD}]0;title\u{FFFD}\u{FFFD}name")
@@ -173,13 +173,13 @@ mod tests {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } == 0 {
             std::os::unix::fs::chown(&file, Some(65534), Some(65534)).unwrap();
-            assert!(PerfMap::load(&file, None).is_none());
-            assert!(PerfMap::load(&file, Some(65534)).is_some());
+            assert!(PerfMap::load(&file, &[]).is_none());
+            assert!(PerfMap::load(&file, &[65534]).is_some());
         }
         // A symlink is not followed.
         let link = dir.join("perf-3.map");
         std::os::unix::fs::symlink("/etc/hostname", &link).unwrap();
-        assert!(PerfMap::load(&link, None).is_none());
+        assert!(PerfMap::load(&link, &[]).is_none());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -165,6 +165,9 @@ pub struct ProfileBuilder {
     perf_maps: FastMap<i32, Option<PerfMap>>,
     /// Where perf maps are looked for (`/tmp`; tests use their own folder).
     perf_map_dir: PathBuf,
+    /// Users whose perf maps are trusted besides root and this process's (see
+    /// [`ProfileBuilder::trust_perf_maps_of`]).
+    perf_map_owners: Vec<u32>,
     /// When the records come from every task on the machine (attached processes): the
     /// processes to keep, grown by their forks.
     only: Option<HashSet<i32>>,
@@ -231,6 +234,7 @@ impl ProfileBuilder {
             hot: FastMap::default(),
             perf_maps: FastMap::default(),
             perf_map_dir: PathBuf::from("/tmp"),
+            perf_map_owners: Vec::new(),
             only: None,
             blame_windows: FastMap::default(),
             blame_others: Vec::new(),
@@ -311,17 +315,23 @@ impl ProfileBuilder {
         self
     }
 
+    /// Trusts the perf maps of `uid`'s processes too (besides root's and this process's
+    /// user's): the user of an attached process, read when scalprof attached to it, or the
+    /// owner of an imported perf.data. Never the user of whatever process has a PID now:
+    /// PIDs are reused, and the samples are read after the workload has exited.
+    pub fn trust_perf_maps_of(mut self, uid: u32) -> ProfileBuilder {
+        self.perf_map_owners.push(uid);
+        self
+    }
+
     /// The JIT name of an address of process `pid`, from its perf map.
     fn jit_name(&mut self, pid: i32, addr: u64) -> Option<String> {
         let dir = &self.perf_map_dir;
-        let map = self.perf_maps.entry(pid).or_insert_with(|| {
-            // The process's user, while it still runs (an attached server's).
-            use std::os::unix::fs::MetadataExt;
-            let uid = std::fs::metadata(format!("/proc/{pid}"))
-                .ok()
-                .map(|m| m.uid());
-            PerfMap::load(&dir.join(format!("perf-{pid}.map")), uid)
-        });
+        let owners = &self.perf_map_owners;
+        let map = self
+            .perf_maps
+            .entry(pid)
+            .or_insert_with(|| PerfMap::load(&dir.join(format!("perf-{pid}.map")), owners));
         map.as_ref()?.lookup(addr).map(str::to_string)
     }
 

@@ -313,3 +313,85 @@ fn a_compressed_record_bomb_is_refused_before_it_inflates() {
     );
     assert!(stderr.contains("decompression bomb"), "{stderr}");
 }
+
+/// The 8-byte padded, NUL-terminated string of a perf record.
+fn padded(s: &str) -> Vec<u8> {
+    let mut b = s.as_bytes().to_vec();
+    b.push(0);
+    while b.len() % 8 != 0 {
+        b.push(0);
+    }
+    b
+}
+
+fn sample_id(pid: u32, t: u64) -> Vec<u8> {
+    let mut b = pid.to_le_bytes().to_vec();
+    b.extend_from_slice(&pid.to_le_bytes());
+    b.extend_from_slice(&t.to_le_bytes());
+    b.extend_from_slice(&[0u8; 8]);
+    b
+}
+
+#[test]
+fn a_jit_map_is_trusted_as_the_perf_data_owners_not_a_live_pids() {
+    if !need_root("a_jit_map_is_trusted_as_the_perf_data_owners_not_a_live_pids") {
+        return;
+    }
+    // Another user runs a process and writes a perf map for its PID, naming code that
+    // root's perf.data samples at that PID.
+    let sleeper = Command::new("sleep")
+        .arg("60")
+        .uid(65534)
+        .gid(65534)
+        .spawn()
+        .unwrap();
+    let pid = sleeper.id();
+    let map = std::path::PathBuf::from(format!("/tmp/perf-{pid}.map"));
+    std::fs::write(&map, "7f0000000100 100 spoofed_by_another_user\n").unwrap();
+    std::os::unix::fs::chown(&map, Some(65534), Some(65534)).unwrap();
+    let mut records = Vec::new();
+    let mut body = pid.to_le_bytes().to_vec();
+    body.extend_from_slice(&pid.to_le_bytes());
+    body.extend(padded("jit"));
+    body.extend(sample_id(pid, 1_000_000_000));
+    records.extend(record(3, 0, &body));
+    let mut body = pid.to_le_bytes().to_vec();
+    body.extend_from_slice(&pid.to_le_bytes());
+    for v in [0x7f00_0000_0000u64, 0x1000, 0] {
+        body.extend_from_slice(&v.to_le_bytes());
+    }
+    body.extend(padded("//anon"));
+    body.extend(sample_id(pid, 1_000_000_000));
+    records.extend(record(1, 2, &body));
+    for i in 0..50u64 {
+        records.extend(sample(pid, 2_000_000_000 + i * 1000, 0x7f00_0000_0100));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("anon.data");
+    std::fs::write(&file, perf_data(&records)).unwrap();
+    let imported_names = |db: &str| {
+        let db = dir.path().join(db);
+        let out = scalprof(&db).arg("import").arg(&file).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let flame = scalprof(&db)
+            .args(["flame", "1", "--folded"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&flame.stdout).into_owned()
+    };
+    // Root's file: the live PID's owner is nobody to it.
+    let roots = imported_names("root.db");
+    // The same file handed over by that user: their maps name their code.
+    std::os::unix::fs::chown(&file, Some(65534), Some(65534)).unwrap();
+    let theirs = imported_names("theirs.db");
+    let _ = std::fs::remove_file(&map);
+    let mut sleeper = sleeper;
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    assert!(!roots.contains("spoofed"), "{roots}");
+    assert!(theirs.contains("spoofed_by_another_user"), "{theirs}");
+}

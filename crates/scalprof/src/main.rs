@@ -11,6 +11,7 @@ mod commands;
 mod corpus;
 mod export;
 mod flame;
+mod oom;
 mod report;
 mod run;
 mod suite;
@@ -21,6 +22,10 @@ use anyhow::Result;
 use clap::Parser;
 use cli::{Cli, Command};
 use commands::Usage;
+
+/// A failed allocation is said in one line that names `ulimit -v`, not an abort ([`oom`]).
+#[global_allocator]
+static ALLOCATOR: oom::SayOutOfMemory = oom::SayOutOfMemory;
 
 /// A panic while parsing an untrusted perf.data file is reported as an import error (see
 /// `scalprof_pipeline::import::import`); every other panic is printed as usual. Installed once, here at the
@@ -52,6 +57,7 @@ fn main() -> ExitCode {
         .nth(1)
         .is_some_and(|a| a == scalprof_debuginfo::sandbox::PARSER_ARG)
     {
+        oom::leave_to_std();
         let job = std::env::args().nth(2).unwrap_or_default();
         scalprof_debuginfo::sandbox::serve(&job);
     }

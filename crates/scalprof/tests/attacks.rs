@@ -392,6 +392,7 @@ mod interruptions {
 
 mod limits {
     use super::*;
+    use std::os::unix::process::CommandExt;
 
     /// A tmpfs of `mib` MiB mounted at `path` while it lives.
     struct Tmpfs(PathBuf);
@@ -486,5 +487,116 @@ mod limits {
         assert!(err.contains("writing the workload's output to"), "{err}");
         assert!(err.contains("No space left on device"), "{err}");
         assert!(err.contains("the disk is full"), "{err}");
+    }
+
+    /// A perf.data record: type, misc, size, body.
+    fn record(ty: u32, body: &[u8]) -> Vec<u8> {
+        let mut r = ty.to_le_bytes().to_vec();
+        r.extend_from_slice(&0u16.to_le_bytes());
+        r.extend_from_slice(&(8 + body.len() as u16).to_le_bytes());
+        r.extend_from_slice(body);
+        r
+    }
+
+    /// `values` appended to `out` as little-endian u64s.
+    fn put_u64s(out: &mut Vec<u8>, values: &[u64]) {
+        for v in values {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+
+    /// A file-mode perf.data with one attribute (IP|TID|TIME|CPU|PERIOD|CALLCHAIN,
+    /// sample_id_all) and `records` as its data section.
+    fn perf_data(records: &[u8]) -> Vec<u8> {
+        // perf_event_attr: type 1 (software), size 128; config 0, sample_freq 999,
+        // sample_type, read_format 0, flags freq (bit 10) | sample_id_all (bit 18).
+        let mut attr = [1u32.to_le_bytes(), 128u32.to_le_bytes()].concat();
+        let sample_type = 1 | 2 | 4 | 32 | 128 | 256;
+        put_u64s(&mut attr, &[0, 999, sample_type, 0, (1 << 10) | (1 << 18)]);
+        // The attribute's ids section (none): offset, size.
+        attr.resize(128 + 16, 0);
+        let mut file = b"PERFILE2".to_vec();
+        // Header size, attribute size; attrs section; data section; event types (none).
+        let data_at = 104 + attr.len() as u64;
+        let (attrs_len, data_len) = (attr.len() as u64, records.len() as u64);
+        put_u64s(
+            &mut file,
+            &[104, 144, 104, attrs_len, data_at, data_len, 0, 0],
+        );
+        file.resize(104, 0);
+        file.extend_from_slice(&attr);
+        file.extend_from_slice(records);
+        file
+    }
+
+    /// A FORK record of `pid` from `ppid` at time `t`, with its sample id.
+    fn fork(pid: u32, ppid: u32, t: u64) -> Vec<u8> {
+        let mut b = Vec::new();
+        for v in [pid, ppid, pid, ppid] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b.extend_from_slice(&t.to_le_bytes());
+        for v in [pid, pid] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b.extend_from_slice(&t.to_le_bytes());
+        b.extend_from_slice(&[0; 8]);
+        record(7, &b)
+    }
+
+    /// scalprof under an address-space limit of `kib` KiB (`ulimit -v kib`).
+    fn under_ulimit_v(db: &Path, kib: u64) -> StdCommand {
+        let mut cmd = StdCommand::new(assert_cmd::cargo::cargo_bin("scalprof"));
+        cmd.arg("--db").arg(db);
+        // SAFETY: setrlimit is async-signal-safe and touches only the child.
+        unsafe {
+            cmd.pre_exec(move || {
+                let limit = libc::rlimit {
+                    rlim_cur: kib << 10,
+                    rlim_max: kib << 10,
+                };
+                if libc::setrlimit(libc::RLIMIT_AS, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        cmd
+    }
+
+    /// Defect 17: an allocation that failed under `ulimit -v` aborted with Rust's "memory
+    /// allocation of N bytes failed" and a backtrace (SIGABRT, exit 134). Now it is one
+    /// line that names the limit and how to raise it, and exit code 1. The import of
+    /// 400,000 forks needs about 300 MB; 200,000 KiB is enough for scalprof to start.
+    #[test]
+    fn running_out_of_memory_under_ulimit_v_is_one_line_naming_the_limit() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut records = Vec::new();
+        for i in 0..400_000u32 {
+            records.extend(fork(1000 + i, 100, 1_000_000_000 + u64::from(i)));
+        }
+        let file = tmp.path().join("forks.data");
+        std::fs::write(&file, perf_data(&records)).unwrap();
+        let db = tmp.path().join("runs.db");
+        // The limit leaves room for scalprof itself...
+        let out = under_ulimit_v(&db, 200_000).arg("runs").output().unwrap();
+        assert!(out.status.success(), "{}", stderr_of(&out));
+        // ...not for this import.
+        let out = under_ulimit_v(&db, 200_000)
+            .arg("import")
+            .arg(&file)
+            .output()
+            .unwrap();
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with("scalprof: error: out of memory: an allocation of "),
+            "{err}"
+        );
+        assert!(err.contains("(RLIMIT_AS) of 195 MiB"), "{err}");
+        assert!(err.contains("`ulimit -v 200000`"), "{err}");
+        assert!(err.contains("raise it"), "{err}");
+        assert!(!err.contains("memory allocation of"), "{err}");
     }
 }

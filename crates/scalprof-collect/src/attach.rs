@@ -14,11 +14,27 @@ pub struct AttachSpec {
     pub pids: Vec<i32>,
     /// Command names (`/proc/PID/comm`, at most 15 characters, as `ps -o comm` shows).
     pub names: Vec<String>,
+    /// Each of `pids` with its start time (clock ticks after boot) when the sweep began
+    /// ([`AttachSpec::pinned`]): a PID found again with another start time is another
+    /// process, which took the number of one that exited.
+    pub started: Vec<(i32, u64)>,
 }
 
 impl AttachSpec {
     pub fn is_empty(&self) -> bool {
         self.pids.is_empty() && self.names.is_empty()
+    }
+
+    /// The spec with the start time of each of its PIDs now: later resolutions refuse a
+    /// PID that another process has taken since.
+    pub fn pinned(mut self) -> AttachSpec {
+        let table = process_table(Path::new("/proc"));
+        self.started = self
+            .pids
+            .iter()
+            .filter_map(|pid| Some((*pid, table.get(pid)?.2)))
+            .collect();
+        self
     }
 
     /// The processes to observe now: the named ones, every process with a named command,
@@ -31,11 +47,21 @@ impl AttachSpec {
         let table = process_table(proc);
         let mut roots: BTreeSet<i32> = BTreeSet::new();
         for &pid in &self.pids {
-            if !table.contains_key(&pid) {
+            let Some((comm, _, start)) = table.get(&pid) else {
                 return Err(CollectError::Attach(format!(
                     "--attach {pid}: no such process (is the server running? `pgrep -a NAME` \
                      lists candidates)"
                 )));
+            };
+            if let Some(&(_, was)) = self.started.iter().find(|(p, _)| *p == pid) {
+                if was != *start {
+                    return Err(CollectError::Attach(format!(
+                        "--attach {pid}: the process has exited, and its PID now belongs to \
+                         another process ({comm}), which is not profiled; the points measured \
+                         before are kept (attach by name, --attach-name, to follow a server \
+                         that restarts)"
+                    )));
+                }
             }
             roots.insert(pid);
         }
@@ -45,10 +71,10 @@ impl AttachSpec {
             roots.extend(
                 table
                     .iter()
-                    .filter(|(_, (comm, _))| *comm == wanted)
+                    .filter(|(_, (comm, _, _))| *comm == wanted)
                     .map(|(&pid, _)| pid),
             );
-            if roots.len() == before && !table.values().any(|(c, _)| *c == wanted) {
+            if roots.len() == before && !table.values().any(|(c, _, _)| *c == wanted) {
                 return Err(CollectError::Attach(format!(
                     "--attach-name {name}: no running process has that command name \
                      (`ps -eo comm` shows the names)"
@@ -60,7 +86,7 @@ impl AttachSpec {
         loop {
             let more: Vec<i32> = table
                 .iter()
-                .filter(|(pid, (_, ppid))| out.contains(ppid) && !out.contains(pid))
+                .filter(|(pid, (_, ppid, _))| out.contains(ppid) && !out.contains(pid))
                 .map(|(&pid, _)| pid)
                 .collect();
             if more.is_empty() {
@@ -87,8 +113,8 @@ fn truncate_comm(name: &str) -> String {
     name[..end].to_string()
 }
 
-/// pid → (command name, parent pid) of every process.
-fn process_table(proc: &Path) -> HashMap<i32, (String, i32)> {
+/// pid → (command name, parent pid, start time) of every process.
+fn process_table(proc: &Path) -> HashMap<i32, (String, i32, u64)> {
     let mut out = HashMap::new();
     for (pid, path) in crate::processes(proc) {
         let Ok(stat) = std::fs::read_to_string(path.join("stat")) else {
@@ -99,12 +125,16 @@ fn process_table(proc: &Path) -> HashMap<i32, (String, i32)> {
             continue;
         };
         let comm = stat[open + 1..close].to_string();
-        let ppid = stat[close + 1..]
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        out.insert(pid, (comm, ppid));
+        // After the name: state (field 3), ppid (4), …, starttime (22).
+        let field = |n: usize| -> Option<u64> {
+            stat[close + 1..]
+                .split_whitespace()
+                .nth(n - 3)?
+                .parse()
+                .ok()
+        };
+        let ppid = field(4).unwrap_or(0) as i32;
+        out.insert(pid, (comm, ppid, field(22).unwrap_or(0)));
     }
     out
 }
@@ -125,7 +155,13 @@ mod tests {
         for &(pid, comm, ppid) in procs {
             let p = dir.path().join(pid.to_string());
             std::fs::create_dir(&p).unwrap();
-            std::fs::write(p.join("stat"), format!("{pid} ({comm}) S {ppid} 1 1 0")).unwrap();
+            // Fields 3–22: state, ppid, then 17 zeros, then the start time (pid · 10).
+            let middle = "0 ".repeat(17);
+            std::fs::write(
+                p.join("stat"),
+                format!("{pid} ({comm}) S {ppid} {middle}{} 0", pid * 10),
+            )
+            .unwrap();
         }
         dir
     }
@@ -144,6 +180,7 @@ mod tests {
         let spec = |pids: &[i32], names: &[&str]| AttachSpec {
             pids: pids.to_vec(),
             names: names.iter().map(|s| s.to_string()).collect(),
+            started: Vec::new(),
         };
         assert_eq!(
             spec(&[], &["postgres"])
@@ -166,6 +203,17 @@ mod tests {
         assert!(e.to_string().contains("--attach-name mysqld"), "{e}");
         let e = spec(&[300], &[]).resolve_in(proc.path(), 300).unwrap_err();
         assert!(e.to_string().contains("scalprof itself"), "{e}");
+        // A PID pinned with another start time was taken by another process.
+        let mut pinned = spec(&[200], &[]);
+        pinned.started = vec![(200, 2000)];
+        assert_eq!(pinned.resolve_in(proc.path(), 300).unwrap(), [200, 201]);
+        pinned.started = vec![(200, 1999)];
+        let e = pinned.resolve_in(proc.path(), 300).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("now belongs to another process (server)"),
+            "{e}"
+        );
         // Longer names match the kernel's 15-byte command name.
         let proc = fake_proc(&[(5, "a_very_long_ser", 1)]);
         assert_eq!(

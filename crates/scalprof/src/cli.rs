@@ -435,7 +435,9 @@ impl RunArgs {
                 attach: scalprof_collect::attach::AttachSpec {
                     pids: self.attach.clone(),
                     names: self.attach_name.clone(),
-                },
+                    started: Vec::new(),
+                }
+                .pinned(),
                 ..scalprof_pipeline::RunOptions::new(
                     self.command.clone(),
                     scalprof_model::SweepParameter::Threads,

@@ -380,13 +380,17 @@ mod interruptions {
             .output()
             .unwrap();
         let doc: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+        // One repeat, or more when other work on the machine disturbed it (a disturbed
+        // repeat is measured again): none of them counts the pause.
         let repeats = doc["points"][0]["repeats"].as_array().unwrap();
-        assert_eq!(repeats.len(), 1, "{repeats:?}");
-        let wall_s = repeats[0]["wall_s"].as_f64().unwrap();
-        assert!(
-            (0.9..1.8).contains(&wall_s),
-            "wall {wall_s} s: the pause counted"
-        );
+        assert!(!repeats.is_empty());
+        for r in repeats {
+            let wall_s = r["wall_s"].as_f64().unwrap();
+            assert!(
+                (0.9..1.8).contains(&wall_s),
+                "wall {wall_s} s: the pause counted ({repeats:?})"
+            );
+        }
     }
 }
 

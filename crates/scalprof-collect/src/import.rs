@@ -73,8 +73,52 @@ impl<R: Seek> Seek for Counting<R> {
 
 /// The file's header facts, without reading its records.
 pub fn read_header(path: &Path) -> Result<ImportInfo, ImportError> {
-    let (name, file, size) = open(path)?;
-    read_from(&name, file, size, None)
+    read_header_of(&PerfFile::open(path)?)
+}
+
+/// An opened perf.data: a path opened here, or a descriptor handed over by a process that
+/// may open what this one may not (a parser without privileges reads root's file).
+pub struct PerfFile {
+    pub name: String,
+    file: std::fs::File,
+    pub size: u64,
+}
+
+impl PerfFile {
+    pub fn open(path: &Path) -> Result<PerfFile, ImportError> {
+        let (name, file, size) = open(path)?;
+        Ok(PerfFile { name, file, size })
+    }
+
+    /// An open file, named `name` in messages.
+    pub fn handed(name: String, file: std::fs::File) -> PerfFile {
+        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+        PerfFile { name, file, size }
+    }
+
+    /// The open file (to hand to a parser child).
+    pub fn file(&self) -> &std::fs::File {
+        &self.file
+    }
+
+    /// A reader from its start.
+    fn reader(&self) -> Result<std::fs::File, ImportError> {
+        let mut f = self.file.try_clone().map_err(|source| ImportError::Open {
+            path: self.name.clone(),
+            source,
+        })?;
+        f.seek(SeekFrom::Start(0))
+            .map_err(|source| ImportError::Open {
+                path: self.name.clone(),
+                source,
+            })?;
+        Ok(f)
+    }
+}
+
+/// What the header of an opened perf.data says.
+pub fn read_header_of(f: &PerfFile) -> Result<ImportInfo, ImportError> {
+    read_from(&f.name, f.reader()?, f.size, None)
 }
 
 /// Calls `handle` with every record of the file, in time order.
@@ -96,13 +140,20 @@ pub fn for_each_record(
 /// their bodies are not.
 pub fn for_each_raw_record(
     path: &Path,
+    handle: impl FnMut(RawEventRecord<'_>),
+) -> Result<ImportInfo, ImportError> {
+    for_each_raw_record_of(&PerfFile::open(path)?, handle)
+}
+
+/// [`for_each_raw_record`] of an opened perf.data.
+pub fn for_each_raw_record_of(
+    f: &PerfFile,
     mut handle: impl FnMut(RawEventRecord<'_>),
 ) -> Result<ImportInfo, ImportError> {
-    let (name, file, size) = open(path)?;
     // The reader asks for a record or a few at a time: 7 KiB per read(2) on average, 28k
     // system calls for a 194 MB file, without a buffer.
-    let file = std::io::BufReader::with_capacity(1 << 20, file);
-    read_records(&name, file, size, Some(&mut handle))
+    let file = std::io::BufReader::with_capacity(1 << 20, f.reader()?);
+    read_records(&f.name, file, f.size, Some(&mut handle))
 }
 
 fn open(path: &Path) -> Result<(String, std::fs::File, u64), ImportError> {

@@ -504,8 +504,7 @@ impl Dwarf {
             None => crate::open_regular(path)
                 .map_err(|e| format!("cannot read it: {e}"))
                 .and_then(read_all)
-                .and_then(|data| check_compressed_sections(&data))
-                .and_then(|()| addr2line::Loader::new(path).map_err(|e| e.to_string()))
+                .and_then(|data| crate::sandbox::load_dwarf(&data))
                 .map(|l| Dwarf::Local(Box::new(l))),
         };
         opened.unwrap_or_else(Dwarf::Failed)

@@ -57,7 +57,7 @@ pub fn enable(exe: PathBuf) {
 }
 
 /// The binary that parses, when separation is on.
-pub(crate) fn parser() -> Option<&'static Path> {
+pub fn parser() -> Option<&'static Path> {
     PARSER.get().map(PathBuf::as_path)
 }
 
@@ -77,7 +77,7 @@ pub fn cut_name(name: &str) -> std::borrow::Cow<'_, str> {
 
 /// The child's main: confine, then run `job` on the file at descriptor 3. Never returns.
 pub fn serve(job: &str) -> ! {
-    if let Err(e) = confine() {
+    if let Err(e) = confine(MEMORY_CAP) {
         let _ = writeln!(std::io::stderr(), "cannot drop privileges: {e}");
         std::process::exit(3);
     }
@@ -92,8 +92,9 @@ pub fn serve(job: &str) -> ! {
     std::process::exit(code)
 }
 
-/// Limits, then the change of user, then no way back to privileges.
-fn confine() -> std::io::Result<()> {
+/// Limits (`memory_cap` of address space), then the change of user, then no way back to
+/// privileges: what a parser child does before it reads anything.
+pub fn confine(memory_cap: u64) -> std::io::Result<()> {
     let limit = |resource, value: u64| {
         let rl = libc::rlimit {
             rlim_cur: value,
@@ -105,7 +106,7 @@ fn confine() -> std::io::Result<()> {
         }
         Ok(())
     };
-    limit(libc::RLIMIT_AS, MEMORY_CAP)?;
+    limit(libc::RLIMIT_AS, memory_cap)?;
     limit(libc::RLIMIT_CPU, CPU_CAP_S)?;
     // Room for a DWARF server's memory file only; [`no_more_files`] closes it.
     limit(libc::RLIMIT_FSIZE, MEMORY_CAP / 2)?;
@@ -146,7 +147,7 @@ fn confine() -> std::io::Result<()> {
 }
 
 /// From here on the child can write no byte to any file.
-fn no_more_files() {
+pub fn no_more_files() {
     let rl = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -199,20 +200,8 @@ fn elf_job(file: File) -> i32 {
 fn dwarf_job(file: File) -> i32 {
     let mut out = std::io::stdout().lock();
     let mut input = std::io::stdin().lock();
-    let loader = (|| -> Result<addr2line::Loader, String> {
-        let data = crate::elf::read_all(file)?;
-        if let Err(e) = crate::elf::check_compressed_sections(&data) {
-            no_more_files();
-            return Err(e);
-        }
-        let mem = memfd().map_err(|e| format!("memfd: {e}"))?;
-        (&mem).write_all(&data).map_err(|e| e.to_string())?;
-        no_more_files();
-        drop(data);
-        let path = format!("/proc/self/fd/{}", mem.as_raw_fd());
-        // The loader opens and maps the memory file itself.
-        addr2line::Loader::new(&path).map_err(|e| e.to_string())
-    })();
+    let loader = crate::elf::read_all(file).and_then(|data| load_dwarf(&data));
+    no_more_files();
     let mut w = Wire::default();
     match &loader {
         Ok(_) => w.u64(0),
@@ -253,6 +242,17 @@ fn dwarf_job(file: File) -> i32 {
     0
 }
 
+/// A DWARF loader over `data`, its compressed sections checked first. The loader opens a
+/// path: the bytes go to a memory file of this process's own (a descriptor handed over by
+/// root cannot be reopened by `nobody`), which no one else can truncate.
+pub(crate) fn load_dwarf(data: &[u8]) -> Result<addr2line::Loader, String> {
+    crate::elf::check_compressed_sections(data)?;
+    let mem = memfd().map_err(|e| format!("memfd: {e}"))?;
+    (&mem).write_all(data).map_err(|e| e.to_string())?;
+    // The loader opens and maps the memory file itself.
+    addr2line::Loader::new(format!("/proc/self/fd/{}", mem.as_raw_fd())).map_err(|e| e.to_string())
+}
+
 fn memfd() -> std::io::Result<File> {
     // SAFETY: memfd_create reads a C string; the descriptor it returns is owned here.
     let fd = unsafe { libc::memfd_create(c"scalprof-dwarf".as_ptr(), libc::MFD_CLOEXEC) };
@@ -266,7 +266,7 @@ fn memfd() -> std::io::Result<File> {
 // ---- the parent -------------------------------------------------------------------------
 
 /// A running parser child.
-pub(crate) struct Parser {
+pub struct Parser {
     child: Child,
     stdin: Option<ChildStdin>,
     stdout: ChildStdout,
@@ -274,7 +274,23 @@ pub(crate) struct Parser {
 
 impl Parser {
     /// Starts `job` on `file`.
-    pub(crate) fn spawn(exe: &Path, job: &str, file: &File) -> std::io::Result<Parser> {
+    pub fn spawn(exe: &Path, job: &str, file: &File) -> std::io::Result<Parser> {
+        Parser::start(exe, job, file, None)
+    }
+
+    /// Starts `job` on `file`, with a thread here that opens files for it (see
+    /// [`use_broker`]) while it runs.
+    pub fn spawn_brokered(exe: &Path, job: &str, file: &File) -> std::io::Result<Parser> {
+        let (mine, theirs) = std::os::unix::net::UnixStream::pair()?;
+        let parser = Parser::start(exe, job, file, Some(theirs.as_raw_fd()))?;
+        drop(theirs);
+        std::thread::Builder::new()
+            .name("scalprof-broker".into())
+            .spawn(move || serve_files(mine))?;
+        Ok(parser)
+    }
+
+    fn start(exe: &Path, job: &str, file: &File, broker: Option<i32>) -> std::io::Result<Parser> {
         use std::os::unix::process::CommandExt;
         let fd = file.as_raw_fd();
         let mut cmd = Command::new(exe);
@@ -288,11 +304,25 @@ impl Parser {
         // descriptors this process owns.
         unsafe {
             cmd.pre_exec(move || {
-                if fd == FILE_FD {
-                    let flags = libc::fcntl(fd, libc::F_GETFD);
-                    libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
-                } else if libc::dup2(fd, FILE_FD) < 0 {
-                    return Err(std::io::Error::last_os_error());
+                // The broker's end first, in case it sits on FILE_FD.
+                let broker = match broker {
+                    Some(b) if b == FILE_FD => {
+                        let moved = libc::fcntl(b, libc::F_DUPFD_CLOEXEC, 10);
+                        if moved < 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                        Some(moved)
+                    }
+                    other => other,
+                };
+                for (from, to) in [(Some(fd), FILE_FD), (broker, BROKER_FD)] {
+                    let Some(from) = from else { continue };
+                    if from == to {
+                        let flags = libc::fcntl(from, libc::F_GETFD);
+                        libc::fcntl(from, libc::F_SETFD, flags & !libc::FD_CLOEXEC);
+                    } else if libc::dup2(from, to) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
                 }
                 Ok(())
             });
@@ -308,16 +338,26 @@ impl Parser {
     }
 
     /// Sends a request (a DWARF server's address).
-    pub(crate) fn send(&mut self, bytes: &[u8]) -> Result<(), String> {
+    pub fn send(&mut self, bytes: &[u8]) -> Result<(), String> {
         match self.stdin.as_mut().map(|s| s.write_all(bytes)) {
             Some(Ok(())) => Ok(()),
             _ => Err(self.ended()),
         }
     }
 
+    /// Closes the child's input: it has all it will get.
+    pub fn close_input(&mut self) {
+        self.stdin.take();
+    }
+
     /// The next answer, within [`REPLY_TIMEOUT`].
     pub(crate) fn reply(&mut self) -> Result<Wire, String> {
-        let deadline = Instant::now() + REPLY_TIMEOUT;
+        self.reply_within(REPLY_TIMEOUT)
+    }
+
+    /// The next answer, within `timeout`.
+    pub fn reply_within(&mut self, timeout: Duration) -> Result<Wire, String> {
+        let deadline = Instant::now() + timeout;
         let mut len = [0u8; 8];
         if !read_by(&mut self.stdout, &mut len, deadline) {
             return Err(self.ended());
@@ -350,10 +390,7 @@ impl Parser {
                     Ok(Some(s)) => Some(s),
                     _ => {
                         self.kill();
-                        return format!(
-                            "its parser did not answer within {} s and was stopped",
-                            REPLY_TIMEOUT.as_secs()
-                        );
+                        return "its parser did not answer in time and was stopped".into();
                     }
                 }
             }
@@ -416,32 +453,48 @@ fn read_by(r: &mut ChildStdout, buf: &mut [u8], deadline: Instant) -> bool {
 /// Little-endian u64s and length-prefixed byte strings; a frame is its length, then it.
 /// Written by hand: the format is a few lines, and every length is checked on the way in.
 #[derive(Default)]
-pub(crate) struct Wire {
+pub struct Wire {
     bytes: Vec<u8>,
     at: usize,
 }
 
 impl Wire {
-    pub(crate) fn u64(&mut self, v: u64) {
+    pub fn u64(&mut self, v: u64) {
         self.bytes.extend_from_slice(&v.to_le_bytes());
     }
 
-    pub(crate) fn bytes(&mut self, b: &[u8]) {
+    pub fn bytes(&mut self, b: &[u8]) {
         self.u64(b.len() as u64);
         self.bytes.extend_from_slice(b);
     }
 
-    pub(crate) fn str(&mut self, s: &str) {
+    pub fn str(&mut self, s: &str) {
         self.bytes(s.as_bytes());
     }
 
-    fn framed(self) -> Vec<u8> {
+    /// A frame received whole (its length first), to read from.
+    pub fn from_frame(frame: Vec<u8>) -> Result<Wire, String> {
+        let len = frame
+            .get(..8)
+            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+            .ok_or("a frame without its length")?;
+        if len != frame.len() as u64 - 8 {
+            return Err("a frame of the wrong length".into());
+        }
+        Ok(Wire {
+            bytes: frame,
+            at: 8,
+        })
+    }
+
+    /// The bytes to send: their length, then them.
+    pub fn framed(self) -> Vec<u8> {
         let mut out = (self.bytes.len() as u64).to_le_bytes().to_vec();
         out.extend_from_slice(&self.bytes);
         out
     }
 
-    pub(crate) fn get_u64(&mut self) -> Result<u64, String> {
+    pub fn get_u64(&mut self) -> Result<u64, String> {
         let b = self
             .bytes
             .get(self.at..self.at + 8)
@@ -450,7 +503,7 @@ impl Wire {
         Ok(u64::from_le_bytes(b.try_into().expect("8 bytes")))
     }
 
-    pub(crate) fn get_bytes(&mut self) -> Result<&[u8], String> {
+    pub fn get_bytes(&mut self) -> Result<&[u8], String> {
         let n = self.get_u64()?;
         let end = usize::try_from(n)
             .ok()
@@ -463,7 +516,7 @@ impl Wire {
     }
 
     /// A name: valid UTF-8 and at most [`MAX_NAME`] bytes (and the mark of a cut).
-    pub(crate) fn get_name(&mut self) -> Result<String, String> {
+    pub fn get_name(&mut self) -> Result<String, String> {
         let b = self.get_bytes()?;
         let s = std::str::from_utf8(b).map_err(|_| "the parser sent a name that is not UTF-8")?;
         if s.len() > MAX_NAME + 4 {
@@ -473,7 +526,7 @@ impl Wire {
     }
 
     /// A count of items each at least `min_size` bytes long, checked against what is left.
-    pub(crate) fn get_count(&mut self, min_size: usize) -> Result<usize, String> {
+    pub fn get_count(&mut self, min_size: usize) -> Result<usize, String> {
         let n = self.get_u64()?;
         let left = (self.bytes.len() - self.at) / min_size.max(1);
         usize::try_from(n)
@@ -482,7 +535,7 @@ impl Wire {
             .ok_or_else(|| "the parser's answer claims more items than it holds".into())
     }
 
-    pub(crate) fn get_status(&mut self) -> Result<(), String> {
+    pub fn get_status(&mut self) -> Result<(), String> {
         match self.get_u64()? {
             0 => Ok(()),
             _ => Err(self.get_name().unwrap_or_else(|e| e)),
@@ -519,4 +572,182 @@ pub(crate) fn parse_elf(exe: &Path, file: &File) -> Result<crate::elf::Tables, S
     let mut w = parser.reply()?;
     w.get_status()?;
     crate::elf::Tables::decode(&mut w)
+}
+
+// ---- the broker: files opened by the parent for a child ---------------------------------
+
+/// The descriptor an import child asks its parent for files on: the perf.data names
+/// binaries, debug files and perf maps that only root may be able to open.
+const BROKER_FD: i32 = 4;
+
+static BROKER: std::sync::Mutex<Option<std::os::unix::net::UnixStream>> =
+    std::sync::Mutex::new(None);
+
+/// In a child started with a broker: ask the parent from now on when a file is opened.
+pub fn use_broker() {
+    // SAFETY: the parent put one end of a socket pair on BROKER_FD (see
+    // `Parser::spawn_brokered`), and nothing else here owns it.
+    let s = unsafe { std::os::unix::net::UnixStream::from_raw_fd(BROKER_FD) };
+    *BROKER.lock().unwrap_or_else(|e| e.into_inner()) = Some(s);
+}
+
+/// A file opened by the parent, when this is a child with a broker (`None` otherwise).
+pub(crate) fn brokered_open(path: &Path) -> Option<std::io::Result<File>> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut held = BROKER.lock().unwrap_or_else(|e| e.into_inner());
+    let sock = held.as_mut()?;
+    let bytes = path.as_os_str().as_bytes();
+    let mut ask = || -> std::io::Result<File> {
+        let mut req = (bytes.len() as u32).to_le_bytes().to_vec();
+        req.extend_from_slice(bytes);
+        sock.write_all(&req)?;
+        let (status, fd) = recv_fd(sock)?;
+        if status == 0 {
+            let fd = fd.ok_or_else(|| std::io::Error::other("the broker sent no file"))?;
+            // SAFETY: a descriptor just received, owned by nothing else.
+            return Ok(unsafe { File::from_raw_fd(fd) });
+        }
+        let mut len = [0u8; 4];
+        sock.read_exact(&mut len)?;
+        let len = u32::from_le_bytes(len).min(4096) as usize;
+        let mut why = vec![0u8; len];
+        sock.read_exact(&mut why)?;
+        Err(std::io::Error::other(
+            String::from_utf8_lossy(&why).into_owned(),
+        ))
+    };
+    Some(ask())
+}
+
+/// Serves a child's requests for files until it closes its end. Opens only regular files
+/// that are ELF or perf maps: the child parses them, and must not be handed anything else
+/// root can read.
+fn serve_files(mut sock: std::os::unix::net::UnixStream) {
+    loop {
+        let mut len = [0u8; 4];
+        if sock.read_exact(&mut len).is_err() {
+            return;
+        }
+        let len = u32::from_le_bytes(len) as usize;
+        if len > 4096 {
+            return;
+        }
+        let mut path = vec![0u8; len];
+        if sock.read_exact(&mut path).is_err() {
+            return;
+        }
+        let path: std::path::PathBuf =
+            <std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(path).into();
+        let sent = match open_for_child(&path) {
+            Ok(f) => send_fd(&sock, 0, Some(f.as_raw_fd())),
+            Err(e) => {
+                let why = e.to_string();
+                let mut msg = (why.len() as u32).to_le_bytes().to_vec();
+                msg.extend_from_slice(why.as_bytes());
+                send_fd(&sock, 1, None).and_then(|()| sock.write_all(&msg))
+            }
+        };
+        if sent.is_err() {
+            return;
+        }
+    }
+}
+
+fn open_for_child(path: &Path) -> std::io::Result<File> {
+    let mut f = crate::open_direct(path)?;
+    let perf_map = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("perf-")?.strip_suffix(".map"))
+        .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()));
+    if !perf_map {
+        let mut magic = [0u8; 4];
+        f.read_exact(&mut magic)?;
+        if magic != *b"\x7fELF" {
+            return Err(std::io::Error::other("not an ELF file"));
+        }
+        use std::io::Seek;
+        f.rewind()?;
+    }
+    Ok(f)
+}
+
+/// Sends one status byte, with a descriptor attached (SCM_RIGHTS) when there is one.
+/// Written by hand: std has no stable way to pass descriptors.
+fn send_fd(
+    sock: &std::os::unix::net::UnixStream,
+    status: u8,
+    fd: Option<i32>,
+) -> std::io::Result<()> {
+    let mut byte = [status];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    // SAFETY: CMSG_SPACE is a pure size computation.
+    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<i32>() as u32) } as usize;
+    let mut control = vec![0u8; space];
+    // SAFETY: an all-zero msghdr is a valid empty message; the pointers set below point
+    // into `iov` and `control`, which outlive the sendmsg call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    if let Some(fd) = fd {
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = space;
+        // SAFETY: the control buffer has room for one header and one int (CMSG_SPACE);
+        // CMSG_FIRSTHDR of a message with a control buffer that large is non-null.
+        unsafe {
+            let c = libc::CMSG_FIRSTHDR(&msg);
+            (*c).cmsg_level = libc::SOL_SOCKET;
+            (*c).cmsg_type = libc::SCM_RIGHTS;
+            (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<i32>() as u32) as usize;
+            std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<i32>(), fd);
+        }
+    }
+    // SAFETY: msg describes valid buffers (see above).
+    if unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) } != 1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Receives one status byte and the descriptor attached to it, if any.
+fn recv_fd(sock: &std::os::unix::net::UnixStream) -> std::io::Result<(u8, Option<i32>)> {
+    let mut byte = [0u8];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    // SAFETY: a pure size computation.
+    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<i32>() as u32) } as usize;
+    let mut control = vec![0u8; space];
+    // SAFETY: as in send_fd: the pointers point into buffers that outlive the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = space;
+    // SAFETY: msg describes valid buffers.
+    let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+    if n != 1 {
+        return Err(if n < 0 {
+            std::io::Error::last_os_error()
+        } else {
+            std::io::Error::other("the broker closed")
+        });
+    }
+    let mut fd = None;
+    // SAFETY: the kernel filled the control buffer and set msg_controllen; CMSG_FIRSTHDR
+    // and CMSG_NXTHDR stay within it.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                fd = Some(std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<i32>()));
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok((byte[0], fd))
 }

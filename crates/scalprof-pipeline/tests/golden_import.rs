@@ -55,7 +55,7 @@ fn several_builders_make_the_profile_one_builder_makes() {
     let streamed = |workers: usize, chunk: u64| {
         let (user, sys) = Default::default();
         let (b, _) = scalprof_pipeline::import::read_in_parallel(
-            &path,
+            &scalprof_collect::import::PerfFile::open(&path).unwrap(),
             &|| ProfileBuilder::new("cpu-clock", 1000, true),
             workers,
             chunk,

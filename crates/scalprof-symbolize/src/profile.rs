@@ -234,7 +234,8 @@ impl ProfileBuilder {
             hot: FastMap::default(),
             perf_maps: FastMap::default(),
             perf_map_dir: PathBuf::from("/tmp"),
-            perf_map_owners: Vec::new(),
+            // SAFETY: geteuid has no preconditions.
+            perf_map_owners: vec![unsafe { libc::geteuid() }],
             only: None,
             blame_windows: FastMap::default(),
             blame_others: Vec::new(),
@@ -321,6 +322,13 @@ impl ProfileBuilder {
     /// PIDs are reused, and the samples are read after the workload has exited.
     pub fn trust_perf_maps_of(mut self, uid: u32) -> ProfileBuilder {
         self.perf_map_owners.push(uid);
+        self
+    }
+
+    /// Trusts the perf maps of `owners` only (and root's): a parser child, which runs as
+    /// `nobody`, builds with the users its parent vouches for.
+    pub fn with_perf_map_owners(mut self, owners: Vec<u32>) -> ProfileBuilder {
+        self.perf_map_owners = owners;
         self
     }
 

@@ -59,6 +59,9 @@ fn main() -> ExitCode {
     {
         oom::leave_to_std();
         let job = std::env::args().nth(2).unwrap_or_default();
+        if job == "import" {
+            scalprof_pipeline::import::serve_child();
+        }
         scalprof_debuginfo::sandbox::serve(&job);
     }
     // Everything that parses bytes another user may control runs in such children. The

@@ -318,7 +318,7 @@ fn a_compressed_record_bomb_is_refused_before_it_inflates() {
 fn padded(s: &str) -> Vec<u8> {
     let mut b = s.as_bytes().to_vec();
     b.push(0);
-    while b.len() % 8 != 0 {
+    while !b.len().is_multiple_of(8) {
         b.push(0);
     }
     b

@@ -92,10 +92,24 @@ pub fn serve(job: &str) -> ! {
     std::process::exit(code)
 }
 
+/// A resource limit's (soft, hard) values; None when getrlimit fails.
+fn current_limit(resource: libc::__rlimit_resource_t) -> Option<(u64, u64)> {
+    let mut rl = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct it is given.
+    (unsafe { libc::getrlimit(resource, &mut rl) } == 0).then_some((rl.rlim_cur, rl.rlim_max))
+}
+
 /// Limits (`memory_cap` of address space), then the change of user, then no way back to
 /// privileges: what a parser child does before it reads anything.
 pub fn confine(memory_cap: u64) -> std::io::Result<()> {
     let limit = |resource, value: u64| {
+        // Lower only: a limit the user set lower (`ulimit -v`) stays, and raising one
+        // above its hard limit needs CAP_SYS_RESOURCE, which root in a container lacks.
+        let inherited = current_limit(resource).map_or(u64::MAX, |(_, hard)| hard);
+        let value = value.min(inherited);
         let rl = libc::rlimit {
             rlim_cur: value,
             rlim_max: value,
@@ -400,10 +414,20 @@ impl Parser {
             Some(libc::SIGBUS) => {
                 "its parser crashed (SIGBUS: the file shrank while it was read)".into()
             }
-            Some(libc::SIGABRT) | Some(libc::SIGSEGV) => format!(
-                "its parser ran out of memory or crashed (over the {} MiB cap?)",
-                MEMORY_CAP >> 20
-            ),
+            Some(libc::SIGABRT) | Some(libc::SIGSEGV) => match current_limit(libc::RLIMIT_AS) {
+                // The user's own `ulimit -v`, inherited by the child: when it is at most
+                // the smallest cap a child sets itself, it is the limit the child ran into.
+                Some((soft, _)) if soft <= MEMORY_CAP => format!(
+                    "its parser ran out of memory under the address-space limit (RLIMIT_AS) \
+                     of {} MiB (`ulimit -v {}`); raise it (`ulimit -v unlimited`) and run again",
+                    soft >> 20,
+                    soft >> 10
+                ),
+                _ => format!(
+                    "its parser ran out of memory or crashed (over the {} MiB cap?)",
+                    MEMORY_CAP >> 20
+                ),
+            },
             Some(libc::SIGKILL) => "its parser was killed (out of memory)".into(),
             Some(libc::SIGXCPU) => format!("its parser ran over {} s of CPU", CPU_CAP_S),
             Some(sig) => format!("its parser ended on signal {sig}"),

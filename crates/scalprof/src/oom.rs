@@ -12,9 +12,13 @@
 //! buffered output flushed: what the store committed is kept, SQLite sees the rest as an
 //! interrupted transaction).
 //!
+//! Fallible requests end the same way here: `try_reserve`, and `std::fs::read`, which
+//! uses it, would have said "out of memory" without the limit or the way out.
+//!
 //! A parser child ([`scalprof_debuginfo::sandbox`]) keeps Rust's default: it runs under its
 //! own memory cap, asks for some buffers with `try_reserve` (which must see the failure),
-//! and its parent reads an abort as "ran out of memory" for that one file.
+//! and its parent reads an abort as "ran out of memory" (naming `ulimit -v` when that was
+//! the limit the child ran into).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -570,8 +570,9 @@ mod limits {
 
     /// Defect 17: an allocation that failed under `ulimit -v` aborted with Rust's "memory
     /// allocation of N bytes failed" and a backtrace (SIGABRT, exit 134). Now it is one
-    /// line that names the limit and how to raise it, and exit code 1. The import of
-    /// 400,000 forks needs about 300 MB; 200,000 KiB is enough for scalprof to start.
+    /// line that names the limit and how to raise it, and exit code 1: in scalprof's own
+    /// process (`fit` reads a 300 MB file whole) and in the import's parser child (400,000
+    /// forks take about 300 MB). 200,000 KiB is enough for scalprof to start.
     #[test]
     fn running_out_of_memory_under_ulimit_v_is_one_line_naming_the_limit() {
         let tmp = tempfile::tempdir().unwrap();
@@ -579,28 +580,32 @@ mod limits {
         for i in 0..400_000u32 {
             records.extend(fork(1000 + i, 100, 1_000_000_000 + u64::from(i)));
         }
-        let file = tmp.path().join("forks.data");
-        std::fs::write(&file, perf_data(&records)).unwrap();
+        let forks = tmp.path().join("forks.data");
+        std::fs::write(&forks, perf_data(&records)).unwrap();
+        let csv = tmp.path().join("big.csv");
+        std::fs::File::create(&csv)
+            .unwrap()
+            .set_len(300 << 20)
+            .unwrap();
         let db = tmp.path().join("runs.db");
         // The limit leaves room for scalprof itself...
         let out = under_ulimit_v(&db, 200_000).arg("runs").output().unwrap();
         assert!(out.status.success(), "{}", stderr_of(&out));
-        // ...not for this import.
-        let out = under_ulimit_v(&db, 200_000)
-            .arg("import")
-            .arg(&file)
-            .output()
-            .unwrap();
-        let err = stderr_of(&out);
-        assert_eq!(out.status.code(), Some(1), "{err}");
-        assert_eq!(err.lines().count(), 1, "{err}");
-        assert!(
-            err.starts_with("scalprof: error: out of memory: an allocation of "),
-            "{err}"
-        );
-        assert!(err.contains("(RLIMIT_AS) of 195 MiB"), "{err}");
-        assert!(err.contains("`ulimit -v 200000`"), "{err}");
-        assert!(err.contains("raise it"), "{err}");
-        assert!(!err.contains("memory allocation of"), "{err}");
+        // ...not for these.
+        for args in [
+            ["fit".as_ref(), csv.as_os_str()],
+            ["import".as_ref(), forks.as_os_str()],
+        ] {
+            let out = under_ulimit_v(&db, 200_000).args(args).output().unwrap();
+            let err = stderr_of(&out);
+            assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+            assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+            assert!(err.starts_with("scalprof: error: "), "{args:?}: {err}");
+            assert!(err.contains("out of memory"), "{args:?}: {err}");
+            assert!(err.contains("(RLIMIT_AS) of 195 MiB"), "{args:?}: {err}");
+            assert!(err.contains("`ulimit -v 200000`"), "{args:?}: {err}");
+            assert!(err.contains("raise it"), "{args:?}: {err}");
+            assert!(!err.contains("memory allocation of"), "{args:?}: {err}");
+        }
     }
 }

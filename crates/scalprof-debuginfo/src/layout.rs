@@ -18,28 +18,45 @@ pub use scalprof_model::layout::{DataObject, Layout, Member};
 
 pub use scalprof_model::layout::is_lock_type_name as is_lock_type;
 
-/// Reads the data layout of an ELF file.
+/// Reads the data layout of an ELF file: in a parser child without privileges when
+/// separation is on ([`crate::sandbox`]), here otherwise.
 pub fn read_layout(path: &Path) -> Result<Layout, DebugInfoError> {
-    read_layout_with_debug_root(path, Path::new(crate::elf::DEBUG_ROOT))
+    let file = crate::open_regular(path).map_err(|source| DebugInfoError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let parse_error = |reason: String| DebugInfoError::Parse {
+        path: path.to_path_buf(),
+        reason,
+    };
+    match crate::sandbox::parser() {
+        Some(exe) => crate::sandbox::parse_layout(exe, &file).map_err(parse_error),
+        None => crate::elf::read_all(file)
+            .and_then(|data| layout_of(&data, Path::new(crate::elf::DEBUG_ROOT)))
+            .map_err(parse_error),
+    }
 }
 
 /// [`read_layout`], looking for separate debug files under `debug_root` (as symbolization
 /// does, by build id): a stripped binary whose debug package is installed keeps its
 /// symbols, types and fields.
+#[cfg(test)]
 fn read_layout_with_debug_root(path: &Path, debug_root: &Path) -> Result<Layout, DebugInfoError> {
     let data = crate::open_regular(path)
-        .and_then(|mut f| {
-            let mut v = Vec::new();
-            std::io::Read::read_to_end(&mut f, &mut v).map(|_| v)
-        })
-        .map_err(|source| DebugInfoError::Read {
+        .map_err(|e| e.to_string())
+        .and_then(crate::elf::read_all);
+    data.and_then(|d| layout_of(&d, debug_root))
+        .map_err(|reason| DebugInfoError::Parse {
             path: path.to_path_buf(),
-            source,
-        })?;
-    let obj = object::File::parse(&*data).map_err(|e| DebugInfoError::Parse {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    })?;
+            reason,
+        })
+}
+
+/// The layout of the ELF file `data`, its separate debug file (by build id) looked up
+/// under `debug_root`. Compressed debug sections are checked before any inflates.
+pub(crate) fn layout_of(data: &[u8], debug_root: &Path) -> Result<Layout, String> {
+    let obj = object::File::parse(data).map_err(|e| e.to_string())?;
+    crate::elf::check_compressed_sections(data)?;
     // Symbols: data objects with a size.
     let mut objects: Vec<DataObject> = obj
         .symbols()
@@ -65,7 +82,9 @@ fn read_layout_with_debug_root(path: &Path, debug_root: &Path) -> Result<Layout,
             .ok()
             .flatten()
             .and_then(|id| crate::elf::debug_file_under(debug_root, id))
-            .and_then(|p| std::fs::read(p).ok())
+            .and_then(|p| crate::open_regular(&p).ok())
+            .and_then(|f| crate::elf::read_all(f).ok())
+            .filter(|d| crate::elf::check_compressed_sections(d).is_ok())
     } else {
         None
     };

@@ -87,6 +87,7 @@ pub fn serve(job: &str) -> ! {
     let code = match job {
         "elf" => elf_job(file),
         "dwarf" => dwarf_job(file),
+        "layout" => layout_job(file),
         _ => 2,
     };
     std::process::exit(code)
@@ -207,6 +208,32 @@ fn elf_job(file: File) -> i32 {
     0
 }
 
+/// Reads the file's data layout (symbols, DWARF types and fields) and writes it. Its
+/// separate debug file, when it has one, comes from the parent.
+fn layout_job(file: File) -> i32 {
+    use_broker_at(BROKER_FD);
+    no_more_files();
+    let answer = crate::elf::read_all(file)
+        .and_then(|data| crate::layout::layout_of(&data, Path::new(crate::elf::DEBUG_ROOT)))
+        .and_then(|l| serde_json::to_vec(&l).map_err(|e| e.to_string()));
+    let mut w = Wire::default();
+    match answer {
+        Ok(json) => {
+            w.u64(0);
+            w.bytes(&json);
+        }
+        Err(e) => {
+            w.u64(1);
+            w.str(&e);
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    if out.write_all(&w.framed()).is_err() || out.flush().is_err() {
+        return 1;
+    }
+    0
+}
+
 /// Answers frame lookups (an address in, its frames out) until the parent closes the pipe.
 /// The DWARF loader opens a path: the file is copied into a memory file of this child's
 /// own (a descriptor passed by root cannot be reopened by `nobody`), which no one else can
@@ -284,6 +311,8 @@ pub struct Parser {
     child: Child,
     stdin: Option<ChildStdin>,
     stdout: ChildStdout,
+    /// What it said before it ended (a line: why it stopped).
+    stderr: Option<std::process::ChildStderr>,
 }
 
 impl Parser {
@@ -313,7 +342,7 @@ impl Parser {
             .env_clear()
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+            .stderr(Stdio::piped());
         // SAFETY: between fork and exec only async-signal-safe calls (dup2, fcntl) on
         // descriptors this process owns.
         unsafe {
@@ -344,10 +373,12 @@ impl Parser {
         let mut child = cmd.spawn()?;
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().expect("piped");
+        let stderr = child.stderr.take();
         Ok(Parser {
             child,
             stdin,
             stdout,
+            stderr,
         })
     }
 
@@ -431,7 +462,21 @@ impl Parser {
             Some(libc::SIGKILL) => "its parser was killed (out of memory)".into(),
             Some(libc::SIGXCPU) => format!("its parser ran over {} s of CPU", CPU_CAP_S),
             Some(sig) => format!("its parser ended on signal {sig}"),
-            None => "its parser stopped without an answer".into(),
+            None => {
+                // It exited: the last line it wrote says why (at most 4 KiB is read).
+                let mut said = Vec::new();
+                if let Some(e) = self.stderr.take() {
+                    let _ = e.take(4096).read_to_end(&mut said);
+                }
+                let said = String::from_utf8_lossy(&said);
+                match said.lines().rev().find(|l| !l.trim().is_empty()) {
+                    Some(line) => line
+                        .trim()
+                        .trim_start_matches("scalprof: error: ")
+                        .to_string(),
+                    None => "its parser stopped without an answer".into(),
+                }
+            }
         }
     }
 }
@@ -609,9 +654,13 @@ static BROKER: std::sync::Mutex<Option<std::os::unix::net::UnixStream>> =
 
 /// In a child started with a broker: ask the parent from now on when a file is opened.
 pub fn use_broker() {
+    use_broker_at(BROKER_FD);
+}
+
+fn use_broker_at(fd: i32) {
     // SAFETY: the parent put one end of a socket pair on BROKER_FD (see
     // `Parser::spawn_brokered`), and nothing else here owns it.
-    let s = unsafe { std::os::unix::net::UnixStream::from_raw_fd(BROKER_FD) };
+    let s = unsafe { std::os::unix::net::UnixStream::from_raw_fd(fd) };
     *BROKER.lock().unwrap_or_else(|e| e.into_inner()) = Some(s);
 }
 
@@ -774,4 +823,13 @@ fn recv_fd(sock: &std::os::unix::net::UnixStream) -> std::io::Result<(u8, Option
         }
     }
     Ok((byte[0], fd))
+}
+
+/// A file's data layout, read by a child.
+pub(crate) fn parse_layout(exe: &Path, file: &File) -> Result<crate::layout::Layout, String> {
+    let mut parser = Parser::spawn_brokered(exe, "layout", file).map_err(|e| e.to_string())?;
+    parser.close_input();
+    let mut w = parser.reply()?;
+    w.get_status()?;
+    serde_json::from_slice(w.get_bytes()?).map_err(|e| format!("the parser's layout: {e}"))
 }

@@ -207,7 +207,14 @@ fn parse_in_child(exe: &Path, path: &Path, local_kernel: &str) -> Result<Parsed>
         w.u64(u64::from(o));
     }
     w.str(&kallsyms[..kallsyms.len().min(MAX_KALLSYMS)]);
-    let failed = |why: String| anyhow::anyhow!("{}: nothing was imported: {why}", path.display());
+    let failed = |why: String| {
+        // Out of memory under the user's own limit is said as the child said it.
+        if why.starts_with("out of memory: ") {
+            anyhow::anyhow!("{why}")
+        } else {
+            anyhow::anyhow!("{}: nothing was imported: {why}", path.display())
+        }
+    };
     child.send(&w.framed()).map_err(failed)?;
     child.close_input();
     let mut r = child.reply_within(IMPORT_TIMEOUT).map_err(failed)?;

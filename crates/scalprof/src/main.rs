@@ -57,11 +57,12 @@ fn main() -> ExitCode {
         .nth(1)
         .is_some_and(|a| a == scalprof_debuginfo::sandbox::PARSER_ARG)
     {
-        oom::leave_to_std();
         let job = std::env::args().nth(2).unwrap_or_default();
         if job == "import" {
+            // Out of memory is said in one line, which the parent passes on.
             scalprof_pipeline::import::serve_child();
         }
+        oom::leave_to_std();
         scalprof_debuginfo::sandbox::serve(&job);
     }
     // Everything that parses bytes another user may control runs in such children. The

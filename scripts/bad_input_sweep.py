@@ -10,8 +10,8 @@ run lost. Prints one line per case and the count; exits 1 if any case fails.
     sudo ONLY=h01,h17 python3 scripts/bad_input_sweep.py --bin target/release/scalprof
 
 Needs root (to act as nobody via setpriv), gcc, python3, perf (the import cases) and node
-(the JIT map cases; skipped without it). The hardening-3 cases (h01-h22, numbered as the
-defects of shared/repro/hardening-3.md) also want a cgroup v1 memory controller for their
+(the JIT map cases; skipped without it). The hostile-user cases (h01-h22, one per defect
+of the third hardening review, numbered as in its list) also want a cgroup v1 memory controller for their
 memory fences, zstd, objcopy and nm; a case that cannot run says "skipped" and why. Takes
 a few minutes with a release build (the h cases build their own helpers and a 4.6 MB
 binary of long symbols).
@@ -860,7 +860,7 @@ def _():
     return rc == 0 and "root:" not in folded, f"rc {rc}: links to /etc/shadow not read"
 
 
-# ---- hardening 3: a hostile second user (shared/repro/hardening-3.md) ----------------------
+# ---- the third hardening review: a hostile second user (cases h01-h22) --------------------
 #
 # One case per defect of the third review, numbered as there (h01 is defect #1). Each checks
 # the fixed behaviour; a case that cannot run here (no cgroup v1 memory controller, no zstd)

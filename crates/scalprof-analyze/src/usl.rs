@@ -461,7 +461,7 @@ mod tests {
         ));
     }
 
-    /// Gunther's SPEC SDM91 data set, against R's `usl` package (../shared/reference/usl).
+    /// Gunther's SPEC SDM91 data set, against the fit of R's `usl` package.
     #[test]
     fn specsdm91_matches_the_reference_fit() {
         let obs = [

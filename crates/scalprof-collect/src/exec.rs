@@ -167,6 +167,10 @@ pub fn run_capped(
     let child = Suspended::spawn(&path, &spec.argv, &env, &out, &err)?;
     drop((out, err));
     let pid = child.pid();
+    // Into scalprof's workload cgroup before its exec, so that every process it makes is
+    // there too (see [`crate::cgroup`]). Only as a subreaper (the CLI, one workload at a
+    // time): what is left in the cgroup after the workload is then this workload's.
+    let contained = is_subreaper() && crate::cgroup::add(pid);
     for (i, c) in collectors.iter_mut().enumerate() {
         if let Err(e) = c.attach(pid, &spec.attached) {
             child.abort();
@@ -216,14 +220,20 @@ pub fn run_capped(
 
     let timed_out = timed_out.load(Ordering::SeqCst);
     if timed_out || interrupt.requested() {
-        // Leave nothing of the workload behind: its group, and the orphans of its tree
-        // that were reparented to us (they may have left the group).
         kill_group(pid, libc::SIGKILL);
-        // Only as a subreaper (the CLI, one workload at a time) are new children of ours
-        // the workload's orphans rather than another caller's workloads.
-        if is_subreaper() {
-            for (orphan, _) in &leftover {
-                kill_group(*orphan, libc::SIGKILL);
+    }
+    // Leave nothing of the workload behind, however it ended: the orphans of its tree that
+    // were reparented to us (they may have left the group), and whatever is still in its
+    // cgroup (a daemon that cleared its environment and left the session). Only as a
+    // subreaper are new children of ours the workload's orphans rather than another
+    // caller's workloads.
+    if is_subreaper() {
+        for (orphan, _) in &leftover {
+            kill_group(*orphan, libc::SIGKILL);
+        }
+        if contained {
+            if let Some(dir) = crate::cgroup::tree() {
+                crate::cgroup::kill_all(dir);
             }
         }
     }

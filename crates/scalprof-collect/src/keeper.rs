@@ -145,6 +145,11 @@ pub fn serve() -> ! {
     }
     // A scalprof that ended before sending its token started no workload.
     if let Some(token) = token.filter(|t| !t.is_empty()) {
+        // The workloads' cgroup first: it holds every process of theirs, whatever became
+        // of its environment (see [`crate::cgroup`]); then the token's carriers elsewhere.
+        if let Some(dir) = crate::cgroup::path_for(&token).filter(|d| d.exists()) {
+            crate::cgroup::remove(&dir);
+        }
         for _ in 0..20 {
             if kill_carriers(&token) == 0 {
                 break;

@@ -14,6 +14,7 @@
 //! - [`private`]: directories and files no other user can plant anything in.
 
 pub mod attach;
+pub mod cgroup;
 pub mod counters;
 pub mod exec;
 pub mod host;

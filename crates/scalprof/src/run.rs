@@ -204,12 +204,13 @@ impl Observer for Progress {
                     .map(|(pid, comm)| format!("{pid} {comm}"))
                     .collect();
                 format!(
-                    "scalprof: warning: at {} {value} the workload exited but left {} process{} running ({}{}); they are not measured and compete with the next repeats",
+                    "scalprof: warning: at {} {value} the workload exited but left {} process{} running ({}{}); scalprof stopped {} (nothing of a workload outlives its repeat)",
                     self.parameter,
                     processes.len(),
                     if processes.len() == 1 { "" } else { "es" },
                     list.join(", "),
-                    if processes.len() > 5 { ", …" } else { "" }
+                    if processes.len() > 5 { ", …" } else { "" },
+                    if processes.len() == 1 { "it" } else { "them" }
                 )
             }
             Notice::CollectorLost { value, what } => format!(

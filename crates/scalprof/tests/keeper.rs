@@ -79,3 +79,117 @@ fn the_keepers_token_is_in_no_command_line() {
     assert!(!keepers.is_empty(), "no keeper was running beside scalprof");
     assert!(leaks.is_empty(), "the token is in command lines: {leaks:?}");
 }
+
+/// Whether a process with exactly this command line runs.
+fn running(cmdline: &[u8]) -> bool {
+    command_lines().iter().any(|(_, c)| c == cmdline)
+}
+
+/// A daemon that leaves every trace scalprof once followed: it forks twice, starts its own
+/// session, clears its environment (so it carries no token) and ignores SIGTERM.
+fn daemon_script(tag: &str) -> String {
+    format!(
+        "import os, signal, time\n\
+         if os.fork() == 0:\n\
+         \x20   os.setsid()\n\
+         \x20   if os.fork() == 0:\n\
+         \x20       signal.signal(signal.SIGTERM, signal.SIG_IGN)\n\
+         \x20       os.execve('/bin/sleep', ['sleep', '{tag}'], {{}})\n\
+         \x20   os._exit(0)\n\
+         time.sleep(0.3)\n\
+         print('ops=1')\n"
+    )
+}
+
+fn cgroup_capable() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let v1 = std::path::Path::new("/sys/fs/cgroup/freezer/cgroup.procs").exists();
+    let v2 = std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    if root && (v1 || v2) {
+        return true;
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI runs as root with a cgroup hierarchy; this test needs both"
+    );
+    eprintln!("skipped: needs root and a writable cgroup hierarchy");
+    false
+}
+
+#[test]
+fn a_daemon_that_clears_its_environment_does_not_outlive_its_repeat() {
+    if !cgroup_capable() {
+        return;
+    }
+    let _turn = common::exclusive();
+    let tmp = tempfile::tempdir().unwrap();
+    let tag = format!("{}.{}", 300 + std::process::id() % 600, std::process::id());
+    let out = StdCommand::new(assert_cmd::cargo::cargo_bin("scalprof"))
+        .arg("--db")
+        .arg(tmp.path().join("runs.db"))
+        .args(["run", "-t", "1", "--repeat", "1", "--diagnose", "0", "--"])
+        .args(["python3", "-c", &daemon_script(&tag)])
+        .output()
+        .unwrap();
+    let cmdline = format!("sleep\0{tag}\0").into_bytes();
+    let alive = running(&cmdline);
+    if alive {
+        let _ = StdCommand::new("pkill")
+            .args(["-f", &format!("sleep {tag}")])
+            .status();
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(!alive, "the daemon outlived scalprof: {err}");
+    assert!(err.contains("scalprof stopped it"), "{err}");
+}
+
+#[test]
+fn a_process_that_keeps_forking_does_not_outlive_a_killed_scalprof() {
+    if !cgroup_capable() {
+        return;
+    }
+    let _turn = common::exclusive();
+    let tmp = tempfile::tempdir().unwrap();
+    // Forks, and the parent exits, every few milliseconds, its environment cleared:
+    // neither the token nor a process tree keeps up with it.
+    let marker = tmp.path().join("hopper-alive");
+    let hopper = format!(
+        "import os, time, sys\n\
+         os.environ.clear()\n\
+         end = time.time() + 8\n\
+         while time.time() < end:\n\
+         \x20   if os.fork() > 0:\n\
+         \x20       os._exit(0)\n\
+         \x20   time.sleep(0.005)\n\
+         open('{}', 'w').write('survived')\n",
+        marker.display()
+    );
+    let script = format!(
+        "import subprocess, sys, time\n\
+         subprocess.Popen([sys.executable, '-c', {hopper:?}], env={{}})\n\
+         time.sleep(20)\n"
+    );
+    let mut child = StdCommand::new(assert_cmd::cargo::cargo_bin("scalprof"))
+        .arg("--db")
+        .arg(tmp.path().join("runs.db"))
+        .args(["run", "-t", "1", "--repeat", "1", "--diagnose", "0", "--"])
+        .args(["python3", "-c", &script])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let _ = child.kill();
+    let _ = child.wait();
+    // The hopper writes its marker 8 s after it began if it is still alive.
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(9) {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        !marker.exists(),
+        "a forking process outlived the SIGKILLed scalprof"
+    );
+}

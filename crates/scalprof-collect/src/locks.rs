@@ -178,11 +178,15 @@ pub fn spread_over_stacks(
                 stack: s.stack.clone(),
                 count,
                 total_ns,
+                // A stack's share of the totals is an estimate: the unsampled waits it
+                // stands for may be longer than its sampled ones, so its maximum is at
+                // least its average (the lock's own maximum caps neither).
                 max_ns: if i == longest {
                     t.max_ns
                 } else {
                     s.max_ns.min(t.max_ns)
-                },
+                }
+                .max(total_ns.checked_div(count).unwrap_or(0)),
             });
         }
     }
@@ -307,6 +311,20 @@ mod tests {
         assert_eq!(lock2.len(), 1);
         assert_eq!((lock2[0].count, lock2[0].total_ns), (5, 500));
         assert!(lock2[0].stack.is_empty());
+    }
+
+    #[test]
+    fn a_stack_given_more_than_its_sampled_waits_has_its_maximum_above_its_average() {
+        // 3 contentions of 11.5 µs in all; the only sampled waits were short ones (171 ns
+        // at most on stack A): a stack's estimated average must not exceed its maximum.
+        let totals = [raw(1, &[], 3, 34_000, 20_000)];
+        let sampled = [raw(1, &[0xa], 1, 171, 171), raw(1, &[0xb], 1, 200, 200)];
+        let out = spread_over_stacks(&totals, &sampled);
+        assert_eq!(out.iter().map(|k| k.count).sum::<u64>(), 3);
+        for k in &out {
+            assert!(k.max_ns >= k.total_ns / k.count.max(1), "{k:?}");
+        }
+        assert_eq!(out.iter().map(|k| k.max_ns).max(), Some(20_000));
     }
 
     #[test]

@@ -19,8 +19,13 @@ fn place_binary() {
     std::fs::create_dir_all(at.parent().unwrap()).unwrap();
     let same = std::fs::read(at).ok() == Some(std::fs::read(golden("golden")).unwrap());
     if !same {
-        // Another test may be copying it at the same moment: write aside, then rename.
-        let aside = at.with_extension(format!("{}", std::process::id()));
+        // Another test (a thread of this process, or another process) may be copying it
+        // at the same moment: write aside under a name of this thread's own, then rename.
+        let aside = at.with_extension(format!(
+            "{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
         std::fs::copy(golden("golden"), &aside).unwrap();
         std::fs::rename(&aside, at).unwrap();
     }

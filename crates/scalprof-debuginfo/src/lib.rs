@@ -12,6 +12,7 @@ pub mod kallsyms;
 pub mod kernel_layout;
 pub mod layout;
 pub mod sandbox;
+pub mod seccomp;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

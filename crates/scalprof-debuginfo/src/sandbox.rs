@@ -8,7 +8,9 @@
 //!   size of any file it could write (zero), and asks to be the OOM killer's first victim;
 //! - when it is root: drops every supplementary group and changes to the `nobody` user;
 //! - sets `no_new_privs`, is not dumpable (no other process of `nobody` can trace it), and
-//!   dies with its parent.
+//!   dies with its parent;
+//! - installs a system-call filter ([`crate::seccomp`]): no program, process, socket, mount,
+//!   BPF, signal to another process, or path made or changed.
 //!
 //! What crosses back is plain data in a small format of this module's (`Wire`), which the
 //! parent decodes with a bound on every length: symbol tables, segments and the unwinder's
@@ -20,8 +22,6 @@
 //! The privileged process never maps a file another user could truncate. Without root the
 //! same split runs, minus the change of user. Library users that never call [`enable`]
 //! (unit tests of the crates) parse in their own process, from bytes read, not mapped.
-//!
-//! Not done here yet: a seccomp filter on the child.
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -104,7 +104,8 @@ fn current_limit(resource: libc::__rlimit_resource_t) -> Option<(u64, u64)> {
 }
 
 /// Limits (`memory_cap` of address space), then the change of user, then no way back to
-/// privileges: what a parser child does before it reads anything.
+/// privileges, then the system-call filter: what a parser child does before it reads
+/// anything.
 pub fn confine(memory_cap: u64) -> std::io::Result<()> {
     let limit = |resource, value: u64| {
         // Lower only: a limit the user set lower (`ulimit -v`) stays, and raising one
@@ -158,7 +159,7 @@ pub fn confine(memory_cap: u64) -> std::io::Result<()> {
     if !ok {
         return Err(std::io::Error::last_os_error());
     }
-    Ok(())
+    crate::seccomp::install()
 }
 
 /// From here on the child can write no byte to any file.

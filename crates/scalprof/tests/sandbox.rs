@@ -211,6 +211,9 @@ fn a_parser_runs_as_nobody_without_privileges_under_a_memory_cap() {
     assert_eq!(field("Groups:"), "", "{status}");
     assert_eq!(field("NoNewPrivs:"), "1", "{status}");
     assert_eq!(field("CapEff:"), "0000000000000000", "{status}");
+    // Filtered: the deny list and the calls that answer ENOSYS.
+    assert_eq!(field("Seccomp:"), "2", "{status}");
+    assert_eq!(field("Seccomp_filters:"), "2", "{status}");
     let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.id())).unwrap();
     let address_space = limits
         .lines()

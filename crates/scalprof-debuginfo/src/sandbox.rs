@@ -9,8 +9,9 @@
 //! - when it is root: drops every supplementary group and changes to the `nobody` user;
 //! - sets `no_new_privs`, is not dumpable (no other process of `nobody` can trace it), and
 //!   dies with its parent;
-//! - installs a system-call filter ([`crate::seccomp`]): no program, process, socket, mount,
-//!   BPF, signal to another process, or path made or changed.
+//! - leaves the terminal's session (a session of its own) and installs a system-call
+//!   filter ([`crate::seccomp`]): no program, process, socket, mount, BPF, signal to another
+//!   process, file opened to write, or path made or changed.
 //!
 //! What crosses back is plain data in a small format of this module's (`Wire`), which the
 //! parent decodes with a bound on every length: symbol tables, segments and the unwinder's
@@ -130,9 +131,12 @@ pub fn confine(memory_cap: u64) -> std::io::Result<()> {
     limit(libc::RLIMIT_NOFILE, 16)?;
     // The first victim of an OOM killer in the cgroup it shares with the run.
     let _ = std::fs::write("/proc/self/oom_score_adj", "1000");
-    // SAFETY: prctl with integer arguments only.
+    // SAFETY: prctl and setsid with integer arguments only.
     unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+        // A session of its own: no controlling terminal to read keys from or push input
+        // into (the filter refuses TIOCSTI too). It still dies with its parent.
+        libc::setsid();
     }
     // SAFETY: geteuid has no arguments and cannot fail.
     if unsafe { libc::geteuid() } == 0 {

@@ -5,7 +5,9 @@
 //! Whatever code an attacker might run in it therefore needs none of: starting a program or a
 //! process, tracing or reading another process, signalling one, making a socket, mounting,
 //! loading BPF or kernel modules, making or changing a path (a link planted in `/tmp` as
-//! `nobody`), or opening a file to create it. Those calls fail with `EPERM`.
+//! `nobody`), opening a file to write, create or truncate it, or pushing input into a
+//! terminal. Those calls fail with `EPERM`. On x86-64 the x32 system calls (numbers with bit
+//! 30 set, which a filter keyed by number would not see) fail too.
 //!
 //! A deny list, not an allow list: the Rust runtime, glibc and the parsing crates call many
 //! system calls that vary with their versions; an allow list that misses one would cost every
@@ -89,6 +91,10 @@ fn always_refused() -> Vec<i64> {
         libc::SYS_fchmod,
         libc::SYS_fchown,
         libc::SYS_truncate,
+        libc::SYS_ftruncate,
+        libc::SYS_fallocate,
+        // fchmodat2 (Linux 6.6; one number on every architecture since 5.1's table)
+        452,
     ];
     #[cfg(target_arch = "x86_64")]
     calls.extend([
@@ -118,8 +124,52 @@ fn rule(conditions: Vec<SeccompCondition>) -> Result<SeccompRule, String> {
     SeccompRule::new(conditions).map_err(|e| e.to_string())
 }
 
-/// The filters, in the order they are installed: the deny list (`EPERM`), then the calls
-/// that must look absent (`ENOSYS`). `pid` is the child's own: the only process it may
+/// The rules that refuse an open whose flags (argument `flags_arg`) ask to write (an
+/// access mode other than read-only), create (O_CREAT, O_TMPFILE) or truncate.
+fn refused_opens(flags_arg: u8) -> Result<Vec<SeccompRule>, String> {
+    let accmode = libc::O_ACCMODE as u64;
+    let mut rules = Vec::new();
+    for mode in [libc::O_WRONLY as u64, libc::O_RDWR as u64, accmode] {
+        rules.push(rule(vec![condition(
+            flags_arg,
+            SeccompCmpOp::MaskedEq(accmode),
+            mode,
+        )?])?);
+    }
+    for flag in [libc::O_CREAT, libc::O_TMPFILE, libc::O_TRUNC] {
+        let flag = flag as u64;
+        rules.push(rule(vec![condition(
+            flags_arg,
+            SeccompCmpOp::MaskedEq(flag),
+            flag,
+        )?])?);
+    }
+    Ok(rules)
+}
+
+/// x86-64 only: refuse every x32 system call (`nr` with bit 30 set). seccompiler keys its
+/// rules by number under the x86-64 audit architecture, which x32 calls share, so without
+/// this an x32 `execve` would pass a kernel built with x32 support. Written by hand: four
+/// classic BPF instructions.
+#[cfg(target_arch = "x86_64")]
+fn no_x32() -> BpfProgram {
+    use seccompiler::sock_filter;
+    const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+    const JMP_JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
+    const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+    const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+    let ins = |code, jt, jf, k| sock_filter { code, jt, jf, k };
+    vec![
+        // A = seccomp_data.nr (offset 0)
+        ins(LD_W_ABS, 0, 0, 0),
+        ins(JMP_JGE_K, 0, 1, X32_SYSCALL_BIT),
+        ins(RET_K, 0, 0, libc::SECCOMP_RET_ERRNO | libc::EPERM as u32),
+        ins(RET_K, 0, 0, libc::SECCOMP_RET_ALLOW),
+    ]
+}
+
+/// The filters, in the order they are installed: (x86-64) no x32 calls, the deny list
+/// (`EPERM`), then the calls that must look absent (`ENOSYS`). `pid` is the child's own: the only process it may
 /// signal (an abort raises SIGABRT with `tgkill`). None on an architecture without one.
 pub fn filters(pid: u32) -> Result<Option<Vec<BpfProgram>>, String> {
     let Some(arch) = ARCH else { return Ok(None) };
@@ -135,35 +185,30 @@ pub fn filters(pid: u32) -> Result<Option<Vec<BpfProgram>>, String> {
             0,
         )?])?],
     );
-    // tgkill: only to this process.
-    refused.insert(
+    // Signals (tgkill, and the queued ones that carry a value): only to this process.
+    for call in [
         libc::SYS_tgkill,
-        vec![rule(vec![condition(0, SeccompCmpOp::Ne, u64::from(pid))?])?],
-    );
-    // openat: never to create (O_CREAT, O_TMPFILE).
-    let mut opens = Vec::new();
-    for flag in [libc::O_CREAT, libc::O_TMPFILE] {
-        let flag = flag as u64;
-        opens.push(rule(vec![condition(
-            2,
-            SeccompCmpOp::MaskedEq(flag),
-            flag,
-        )?])?);
+        libc::SYS_rt_sigqueueinfo,
+        libc::SYS_rt_tgsigqueueinfo,
+    ] {
+        refused.insert(
+            call,
+            vec![rule(vec![condition(0, SeccompCmpOp::Ne, u64::from(pid))?])?],
+        );
     }
-    refused.insert(libc::SYS_openat, opens);
+    // open and openat: to read only; never to write, create or truncate.
+    refused.insert(libc::SYS_openat, refused_opens(2)?);
     #[cfg(target_arch = "x86_64")]
-    {
-        let mut opens = Vec::new();
-        for flag in [libc::O_CREAT, libc::O_TMPFILE] {
-            let flag = flag as u64;
-            opens.push(rule(vec![condition(
-                1,
-                SeccompCmpOp::MaskedEq(flag),
-                flag,
-            )?])?);
-        }
-        refused.insert(libc::SYS_open, opens);
-    }
+    refused.insert(libc::SYS_open, refused_opens(1)?);
+    // ioctl: no input pushed into a terminal (TIOCSTI), no console requests (TIOCLINUX).
+    #[allow(clippy::unnecessary_cast)] // `Ioctl` is an int, not a u64, on other libcs
+    refused.insert(
+        libc::SYS_ioctl,
+        [libc::TIOCSTI, libc::TIOCLINUX]
+            .into_iter()
+            .map(|request| rule(vec![condition(1, SeccompCmpOp::Eq, request as u64)?]))
+            .collect::<Result<_, _>>()?,
+    );
     let deny = SeccompFilter::new(
         refused,
         SeccompAction::Allow,
@@ -186,21 +231,33 @@ pub fn filters(pid: u32) -> Result<Option<Vec<BpfProgram>>, String> {
     let absent: BpfProgram = absent
         .try_into()
         .map_err(|e: seccompiler::BackendError| e.to_string())?;
-    Ok(Some(vec![deny, absent]))
+    #[cfg(target_arch = "x86_64")]
+    let filters = vec![no_x32(), deny, absent];
+    #[cfg(not(target_arch = "x86_64"))]
+    let filters = vec![deny, absent];
+    Ok(Some(filters))
+}
+
+/// How many filters [`install`] adds (0 on an architecture without them).
+pub fn count() -> usize {
+    filters(std::process::id()).map_or(0, |f| f.map_or(0, |f| f.len()))
 }
 
 /// Installs the filters on this process (every thread it starts inherits them). Needs
-/// `no_new_privs` first. A kernel without seccomp filters (EINVAL) is no error: the child
-/// runs with its other confinements only.
+/// `no_new_privs` first. A kernel built without seccomp filters refuses the first one with
+/// EINVAL: that is no error, the child runs with its other confinements only. Any other
+/// failure, or one after a filter went in, is.
 pub fn install() -> std::io::Result<()> {
     let filters = filters(std::process::id()).map_err(std::io::Error::other)?;
-    for filter in filters.into_iter().flatten() {
-        if let Err(e) = seccompiler::apply_filter(&filter) {
-            let text = e.to_string();
-            if text.contains("Invalid argument") {
+    for (i, filter) in filters.into_iter().flatten().enumerate() {
+        match seccompiler::apply_filter(&filter) {
+            Ok(()) => {}
+            Err(seccompiler::Error::Seccomp(e))
+                if i == 0 && e.raw_os_error() == Some(libc::EINVAL) =>
+            {
                 return Ok(());
             }
-            return Err(std::io::Error::other(format!("seccomp: {text}")));
+            Err(e) => return Err(std::io::Error::other(format!("seccomp: {e}"))),
         }
     }
     Ok(())
@@ -269,6 +326,23 @@ mod tests {
                     }
                     if libc::kill(1, 0) != -1 || errno() != libc::EPERM {
                         return 25;
+                    }
+                    // Opened to write, or to truncate: refused, even what exists.
+                    for flags in [libc::O_WRONLY, libc::O_RDWR, libc::O_RDONLY | libc::O_TRUNC] {
+                        let path = c"/proc/self/status".as_ptr();
+                        if libc::openat(libc::AT_FDCWD, path, flags) != -1 || errno() != libc::EPERM
+                        {
+                            return 26;
+                        }
+                    }
+                    if libc::ioctl(0, libc::TIOCSTI, c"x".as_ptr()) != -1 || errno() != libc::EPERM
+                    {
+                        return 27;
+                    }
+                    #[cfg(target_arch = "x86_64")]
+                    if libc::syscall(0x4000_0000 | libc::SYS_getpid) != -1 || errno() != libc::EPERM
+                    {
+                        return 28;
                     }
                     // Still allowed: reading a file, memory, signalling itself.
                     let fd = libc::openat(libc::AT_FDCWD, c"/proc/self/status".as_ptr(), 0);

@@ -211,9 +211,30 @@ fn a_parser_runs_as_nobody_without_privileges_under_a_memory_cap() {
     assert_eq!(field("Groups:"), "", "{status}");
     assert_eq!(field("NoNewPrivs:"), "1", "{status}");
     assert_eq!(field("CapEff:"), "0000000000000000", "{status}");
-    // Filtered: the deny list and the calls that answer ENOSYS.
+    // Filtered: this process's own filters (a container's, a service manager's) and the
+    // parser's (no x32 calls, the deny list, the calls that answer ENOSYS). Not a
+    // session's leader's terminal either: it has a session of its own.
+    let own_filters: usize = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("Seccomp_filters:"))
+        .map_or(0, |v| v.trim().parse().unwrap());
     assert_eq!(field("Seccomp:"), "2", "{status}");
-    assert_eq!(field("Seccomp_filters:"), "2", "{status}");
+    assert_eq!(
+        field("Seccomp_filters:"),
+        (own_filters + scalprof_debuginfo::seccomp::count()).to_string(),
+        "{status}"
+    );
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id())).unwrap();
+    let after_comm: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    // Fields 6 (session) and 7 (controlling terminal), counted from the state (3).
+    assert_eq!(after_comm[3], child.id().to_string(), "session: {stat}");
+    assert_eq!(after_comm[4], "0", "controlling terminal: {stat}");
     let limits = std::fs::read_to_string(format!("/proc/{}/limits", child.id())).unwrap();
     let address_space = limits
         .lines()

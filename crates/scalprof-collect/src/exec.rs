@@ -233,7 +233,8 @@ pub fn run_capped(
         }
         if contained {
             if let Some(dir) = crate::cgroup::tree() {
-                crate::cgroup::kill_all(dir);
+                // Made again for the next workload: nothing stays between repeats.
+                crate::cgroup::remove(dir);
             }
         }
     }

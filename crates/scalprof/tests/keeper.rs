@@ -101,12 +101,35 @@ fn daemon_script(tag: &str) -> String {
     )
 }
 
+/// The workload cgroups (`scalprof-*`) where scalprof makes them.
+fn workload_cgroups() -> Vec<std::path::PathBuf> {
+    let Some(parent) = scalprof_collect::cgroup::path_for("x0-0")
+        .and_then(|p| p.parent().map(|p| p.to_path_buf()))
+    else {
+        return Vec::new();
+    };
+    let mut found: Vec<std::path::PathBuf> = std::fs::read_dir(parent)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with("scalprof-"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    found
+}
+
+/// Whether scalprof can make its workload cgroup here: probed the way scalprof does it.
 fn cgroup_capable() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    let v1 = std::path::Path::new("/sys/fs/cgroup/freezer/cgroup.procs").exists();
-    let v2 = std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
-    if root && (v1 || v2) {
+    // A name per call: the tests of this file probe at the same time.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let probe = scalprof_collect::cgroup::path_for(&format!("probe{}-{call}", std::process::id()));
+    if probe.is_some_and(|d| std::fs::create_dir(&d).is_ok() && std::fs::remove_dir(&d).is_ok()) {
         return true;
     }
     assert!(
@@ -123,6 +146,7 @@ fn a_daemon_that_clears_its_environment_does_not_outlive_its_repeat() {
         return;
     }
     let _turn = common::exclusive();
+    let before = workload_cgroups();
     let tmp = tempfile::tempdir().unwrap();
     let tag = format!("{}.{}", 300 + std::process::id() % 600, std::process::id());
     let out = StdCommand::new(assert_cmd::cargo::cargo_bin("scalprof"))
@@ -143,6 +167,10 @@ fn a_daemon_that_clears_its_environment_does_not_outlive_its_repeat() {
     assert!(out.status.success(), "{err}");
     assert!(!alive, "the daemon outlived scalprof: {err}");
     assert!(err.contains("scalprof stopped it"), "{err}");
+    // Its workload cgroup went with the repeat.
+    let after = workload_cgroups();
+    let left: Vec<_> = after.iter().filter(|p| !before.contains(p)).collect();
+    assert!(left.is_empty(), "workload cgroups left behind: {left:?}");
 }
 
 #[test]

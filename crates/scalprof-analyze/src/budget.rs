@@ -27,7 +27,9 @@ use scalprof_model::{
     Budget, Cause, Finding, FindingKind, Point, PointProfile, ScalingDiff, WhatIf,
 };
 
-use crate::locks::{blocking_call_of, in_user_lock, is_futex_path, is_spin_path};
+use scalprof_model::vocabulary::{
+    blocking_call_of, in_user_lock, is_futex_path, is_spin_path, is_user_lock_code,
+};
 
 /// A cause below this share of the last point's thread-time is not a finding.
 pub const MIN_SHARE: f64 = 0.05;
@@ -250,9 +252,7 @@ pub fn hotspot_series(
         .user
         .iter()
         .filter(|r| {
-            r.growth > 0.0
-                && !crate::locks::is_user_lock_code(&r.function)
-                && !claimed.contains(&r.function)
+            r.growth > 0.0 && !is_user_lock_code(&r.function) && !claimed.contains(&r.function)
         })
         .map(|r| (r, false));
     kernel

@@ -379,8 +379,8 @@ fn verdict(
         s += &format!(
             "; {} {} → {} per op ({})",
             c.cause,
-            crate::locks::human_ns(c.a_ns_per_op),
-            crate::locks::human_ns(c.b_ns_per_op),
+            scalprof_model::units::human_ns(c.a_ns_per_op),
+            scalprof_model::units::human_ns(c.b_ns_per_op),
             if c.explains > 1.0 {
                 format!("more than all of the change: {:.0}%", c.explains * 100.0)
             } else {

@@ -60,23 +60,3 @@ pub fn merge(profiles: impl IntoIterator<Item = PointProfile>) -> Option<PointPr
         .sort_by(|a, b| b.weight.cmp(&a.weight).then_with(|| a.stack.cmp(&b.stack)));
     Some(out)
 }
-
-/// A kernel frame (`name_[k]`) that only runs because a profiler or tracer is attached:
-/// BPF trampolines and programs (and the stack unwinds, ring-buffer and map work they
-/// call), and the perf sample handler. A sample with one of these on its stack is
-/// scalprof's cost, whatever ran below it.
-pub fn is_tool_frame(name: &str) -> bool {
-    let f = name.strip_suffix("_[k]").unwrap_or(name);
-    f.starts_with("bpf_prog_")
-        || f.starts_with("bpf_trace_run")
-        || f.starts_with("__bpf_trace_")
-        || f.starts_with("__bpf_prog_enter")
-        || f.starts_with("bpf_get_stack")
-        || f == "__bpf_get_stackid"
-        || f == "get_perf_callchain"
-        || f.starts_with("perf_callchain")
-        || f == "perf_event_overflow"
-        || f == "__perf_event_overflow"
-        || f == "perf_prepare_sample"
-        || f == "perf_output_sample"
-}

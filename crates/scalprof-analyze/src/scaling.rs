@@ -144,7 +144,7 @@ pub fn kernel_hotspots(diff: &ScalingDiff) -> Vec<Finding> {
 /// shared cache line).
 pub fn user_hotspots(diff: &ScalingDiff, claimed: &[String]) -> Vec<Finding> {
     hotspots(diff, Scope::User, &|f| {
-        !crate::locks::is_user_lock_code(f) && !claimed.iter().any(|c| c == f)
+        !scalprof_model::vocabulary::is_user_lock_code(f) && !claimed.iter().any(|c| c == f)
     })
 }
 
@@ -161,7 +161,7 @@ fn hotspots(diff: &ScalingDiff, scope: Scope, keep: &dyn Fn(&str) -> bool) -> Ve
     let (p0, p1) = (diff.points[0], diff.points[diff.points.len() - 1]);
     // Nanoseconds in the unit a person reads (cycles as counted).
     let per_op = |x: f64| match diff.unit.as_str() {
-        "ns/op" => format!("{} per op", crate::locks::human_ns(x)),
+        "ns/op" => format!("{} per op", scalprof_model::units::human_ns(x)),
         unit => format!("{x:.1} {unit}"),
     };
     rows.iter()

@@ -10,6 +10,8 @@ pub mod locks;
 pub mod profile;
 pub mod stack_delta;
 pub mod suite;
+pub mod units;
+pub mod vocabulary;
 pub use profile::{
     ComplexityReport, FoldedStack, FunctionComplexity, FunctionGrowth, HotInstruction,
     PointProfile, PowerFit, ProfileStats, ScalingDiff, SerialStats, ThreadLoad, MAX_UNREADABLE,

@@ -6,7 +6,7 @@ use super::*;
 /// A duration in the unit a person reads it in (one formatter for text and HTML, and the
 /// findings' evidence).
 pub(crate) fn ns(v: f64) -> String {
-    scalprof_analyze::locks::human_ns(v)
+    scalprof_model::units::human_ns(v)
 }
 
 /// A row's wait plus on-CPU time per operation, from its wait per operation.

@@ -1,14 +1,14 @@
 //! Naming one execution's locks: kernel lock stacks through kallsyms, user futex
 //! addresses through the process's mappings and ELF symbols, and the waiters' copied
 //! user stacks unwound with `.eh_frame`. The naming vocabulary (conventional names, wait
-//! kinds, what counts as lock machinery) is `scalprof_analyze::locks`'.
+//! kinds, what counts as lock machinery) is `scalprof_model::vocabulary`'s.
 //!
 //! One source of rows per file: `kernel` (contention tracepoints), `user` (futex waits),
 //! `syscall` (blocking calls), `runqueue` (waiting for a CPU).
 
 use std::collections::HashMap;
 
-use scalprof_analyze::locks::sort_rows;
+use scalprof_model::locks::sort_rows;
 use scalprof_model::locks::{LockProfile, LockRow, RawLocks, StackSnapshot};
 
 use crate::profile::{BlameWindow, Blamed, BlamedLock, Symbols, UserSpace};
@@ -123,7 +123,7 @@ const HOLDER_STACKS: usize = 40;
 /// A row's holders from its sampled holders: functions by weight (state on-CPU), each
 /// with its heaviest stack, and the heaviest stacks for the holders' flame graph.
 fn on_cpu_holders(row: &mut LockRow, sampled: BlamedLock) {
-    use scalprof_analyze::locks::top_callers;
+    use scalprof_model::locks::top_callers;
     use scalprof_model::locks::HolderState;
     let weights: HashMap<String, u64> = sampled
         .functions
@@ -243,7 +243,7 @@ mod tests {
     use super::syscall::{main_waker, stable_fd_name};
     use super::user::condvar_name;
     use super::*;
-    use scalprof_analyze::locks::untraced_kernel_lock;
+    use scalprof_model::vocabulary::untraced_kernel_lock;
 
     #[test]
     fn address_names_are_told_from_symbols_and_the_heaviest_caller_names_them() {

@@ -352,7 +352,7 @@ impl ProfileBuilder {
         let id = self.names.len() as u32;
         self.names.push(name.to_string());
         self.tool_names
-            .push(scalprof_analyze::profile::is_tool_frame(name));
+            .push(scalprof_model::vocabulary::is_tool_frame(name));
         self.name_ids.insert(name.to_string(), id);
         id
     }

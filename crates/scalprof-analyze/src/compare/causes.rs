@@ -4,6 +4,7 @@
 
 use scalprof_model::compare::CauseChange;
 use scalprof_model::locks::LockKind;
+use scalprof_model::vocabulary;
 use scalprof_model::{Point, RunDocument};
 
 /// Causes whose time per operation changed by at least this share of the change in
@@ -87,10 +88,10 @@ pub(super) fn cause_changes(
             if let (Some(ia), Some(ib)) = (at(da, pa.value), at(db, pb.value)) {
                 // The lock code and the system-call path are the locks' cost, above.
                 let machinery = |f: &str| {
-                    crate::locks::is_user_lock_code(f)
-                        || crate::locks::is_futex_path(f)
-                        || crate::locks::is_spin_path(f)
-                        || crate::locks::is_lock_internal(f)
+                    vocabulary::is_user_lock_code(f)
+                        || vocabulary::is_futex_path(f)
+                        || vocabulary::is_spin_path(f)
+                        || vocabulary::is_lock_internal(f)
                         || f.starts_with("do_syscall")
                         || f.starts_with("entry_SYSCALL")
                 };

@@ -1,11 +1,14 @@
 //! The on-CPU side of locks, from the profile: spin paths, the futex system call and
 //! libc's lock code, and the blocking calls' own time, added to the rows they belong to.
 
+use scalprof_model::locks::top_callers;
 use scalprof_model::locks::{LockKind, LockRow, Scope};
 use scalprof_model::profile::folded;
+use scalprof_model::vocabulary::{
+    blocking_call_of, conventional_name, in_futex_syscall, in_user_lock, is_lock_internal,
+    is_spin_path, LCB_F_SPIN,
+};
 use std::collections::HashMap;
-
-use super::*;
 
 /// Adds to the kernel lock rows the on-CPU time the profile sampled in their spin paths:
 /// a stack whose kernel leaf is a spin function is attributed, through its callers, to the

@@ -2,6 +2,7 @@
 //! evidence, callers and a suggestion that fits the lock.
 
 use scalprof_model::locks::{LockKind, LockProfile, LockRow, Scope};
+use scalprof_model::units::human_ns;
 use scalprof_model::{Finding, FindingDetails, FindingKind, LockDetails, Point};
 
 use super::*;
@@ -261,24 +262,6 @@ fn fmt_list(v: &[f64]) -> String {
         .map(|x| human_ns(*x))
         .collect::<Vec<_>>()
         .join(" → ")
-}
-
-/// A duration in nanoseconds in the unit a person reads it in: `850 ns`, `23.2 µs`,
-/// `73.2 ms`, `1.35 s`.
-pub fn human_ns(v: f64) -> String {
-    let a = v.abs();
-    if a >= 1e9 {
-        format!("{:.2} s", v / 1e9)
-    } else if a >= 1e6 {
-        format!("{:.1} ms", v / 1e6)
-    } else if a >= 1e3 {
-        format!("{:.1} µs", v / 1e3)
-    } else if a < 0.5 {
-        // Not "-0 ns" for a tiny negative difference.
-        "0 ns".into()
-    } else {
-        format!("{v:.0} ns")
-    }
 }
 
 /// A lock row's few words in the verdict: its type and callers (from the latest point

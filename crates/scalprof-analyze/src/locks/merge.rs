@@ -2,7 +2,8 @@
 //! one row, and the elements of one lock array into one cause.
 
 use scalprof_model::locks::{
-    HolderState, HolderWait, LockCaller, LockKind, LockProfile, LockRow, Scope,
+    sort_rows, top_callers, HolderState, HolderWait, LockCaller, LockKind, LockProfile, LockRow,
+    Scope,
 };
 use std::collections::HashMap;
 
@@ -96,34 +97,6 @@ pub fn group_objects(rows: &mut Vec<LockRow>) {
     for i in remove.into_iter().rev() {
         rows.remove(i);
     }
-}
-
-/// Locks first (joins and condition variables after them), heaviest first (traced wait
-/// plus sampled spinning).
-pub fn sort_rows(rows: &mut [LockRow]) {
-    let cost = |r: &LockRow| r.total_wait_ns + r.spin_ns.unwrap_or(0);
-    rows.sort_by(|a, b| {
-        b.is_lock()
-            .cmp(&a.is_lock())
-            .then(cost(b).cmp(&cost(a)))
-            .then_with(|| a.name.cmp(&b.name))
-    });
-}
-
-pub fn top_callers(callers: HashMap<String, u64>, total: u64) -> Vec<LockCaller> {
-    let mut v: Vec<(String, u64)> = callers.into_iter().collect();
-    v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    v.into_iter()
-        .take(TOP_CALLERS)
-        .map(|(function, w)| {
-            let share = if total == 0 {
-                0.0
-            } else {
-                w as f64 / total as f64
-            };
-            LockCaller::new(function, share)
-        })
-        .collect()
 }
 
 /// The rows of one lock (its read and write sides, or one row): counts and waits summed,

@@ -2,6 +2,10 @@
 
 use super::*;
 use scalprof_model::locks::{LockKind, LockRow, Scope};
+use scalprof_model::vocabulary::{
+    conventional_name, is_lock_internal, is_spin_path, kernel_lock_type, user_wait_kind,
+    LCB_F_MUTEX, LCB_F_READ, LCB_F_SPIN, LCB_F_WRITE,
+};
 
 fn folded(stacks: &[(&str, u64)]) -> scalprof_model::PointProfile {
     scalprof_model::PointProfile {

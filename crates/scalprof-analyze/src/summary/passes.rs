@@ -3,6 +3,7 @@
 //! lock findings; the time budget and the scores; the findings' last touches; complexity.
 
 use scalprof_model::locks::{LockProfile, Scope};
+use scalprof_model::vocabulary;
 use scalprof_model::{
     ComplexityReport, Finding, FindingKind, Model, Point, PointProfile, Repeat, RunHeader,
     RunInputs, ScalingDiff, SweepParameter, ThroughputSource, Warning,
@@ -166,7 +167,7 @@ pub(super) fn lock_tables(points: &mut [Point], inputs: &RunInputs, source: Thro
                 locks::attribute_syscall_cpu(&mut lp.rows, prof);
             }
             locks::group_objects(&mut lp.rows);
-            locks::sort_rows(&mut lp.rows);
+            scalprof_model::locks::sort_rows(&mut lp.rows);
             for r in &mut lp.rows {
                 r.wait_ns_per_op = (work > 0.0).then(|| r.total_wait_ns as f64 / work);
             }
@@ -192,8 +193,9 @@ pub(super) fn lock_findings(
     let lock_findings = locks::lock_findings(&lock_input);
     if lock_findings.iter().any(|f| f.scope == Some(Scope::Kernel)) {
         // The spin paths of a named kernel lock are that lock, not a separate hotspot.
-        findings
-            .retain(|f| f.kind != FindingKind::KernelHotspot || !locks::is_spin_path(&f.subject));
+        findings.retain(|f| {
+            f.kind != FindingKind::KernelHotspot || !vocabulary::is_spin_path(&f.subject)
+        });
     }
     if lock_findings.iter().any(|f| f.scope == Some(Scope::User)) {
         // The futex system call's on-CPU time is the user locks' (counted in their
@@ -201,7 +203,7 @@ pub(super) fn lock_findings(
         let last = points.last().and_then(|p| profile_of(profiles, p.value));
         findings.retain(|f| {
             f.kind != FindingKind::KernelHotspot
-                || !(locks::is_futex_path(&f.subject)
+                || !(vocabulary::is_futex_path(&f.subject)
                     || last.is_some_and(|prof| locks::futex_share(prof, &f.subject) > 0.5))
         });
     }

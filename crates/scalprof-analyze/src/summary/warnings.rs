@@ -479,7 +479,7 @@ pub(super) fn idle_wakeups(header: &RunHeader, points: &[Point]) -> Vec<Warning>
                     p.value,
                     if p.value == 1 { "one request at a time: " } else { "" },
                     share * 100.0,
-                    crate::locks::human_ns(wake)
+                    scalprof_model::units::human_ns(wake)
                 ),
             });
         }

@@ -1,12 +1,13 @@
 //! Kernel lock rows: the contention tracepoints' stacks named through kallsyms, by the
 //! conventional name their callers identify or `TYPE@caller`.
 
-use scalprof_analyze::locks::{
-    conventional_name, is_lock_internal, is_scheduler_frame, kernel_lock_type, top_callers,
-};
 use scalprof_debuginfo::Kallsyms;
+use scalprof_model::locks::top_callers;
 use scalprof_model::locks::{LockKind, Scope};
 use scalprof_model::locks::{LockRow, RawLocks};
+use scalprof_model::vocabulary::{
+    conventional_name, is_lock_internal, is_scheduler_frame, kernel_lock_type,
+};
 use std::collections::HashMap;
 
 use super::*;

@@ -2,11 +2,12 @@
 //! what they wait on (a file, a socket, the disk) and who woke them.
 
 use crate::profile::{Symbols, UserSpace};
-use scalprof_analyze::locks::{
-    is_disk_wait, is_lock_internal, is_scheduler_frame, top_callers, untraced_kernel_lock,
-};
+use scalprof_model::locks::top_callers;
 use scalprof_model::locks::{LockKind, Scope};
 use scalprof_model::locks::{LockRow, RawLocks};
+use scalprof_model::vocabulary::{
+    is_disk_wait, is_lock_internal, is_scheduler_frame, untraced_kernel_lock,
+};
 use std::collections::HashMap;
 
 use super::*;

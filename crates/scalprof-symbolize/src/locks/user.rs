@@ -3,9 +3,10 @@
 //! from its copied user stack.
 
 use crate::profile::{BlamedLock, Symbols, UserSpace};
-use scalprof_analyze::locks::{top_callers, user_wait_kind};
+use scalprof_model::locks::top_callers;
 use scalprof_model::locks::{HolderState, HolderWait, LockCaller, LockKind, Scope};
 use scalprof_model::locks::{LockRow, ProcMap, RawLocks};
+use scalprof_model::vocabulary::user_wait_kind;
 use std::collections::HashMap;
 
 use super::*;
@@ -379,7 +380,7 @@ pub(super) fn holder_of(
         let Some((func, path)) = space.symbolize(lookup) else {
             continue;
         };
-        if is_runtime_library(&path) || scalprof_analyze::locks::is_lock_wrapper(&func) {
+        if is_runtime_library(&path) || scalprof_model::vocabulary::is_lock_wrapper(&func) {
             continue;
         }
         if first_own.is_none() {
@@ -391,7 +392,7 @@ pub(super) fn holder_of(
     if i > 0 {
         if let Some(callee) = space
             .called_at(addrs[i])
-            .filter(|c| !scalprof_analyze::locks::is_lock_wrapper(c))
+            .filter(|c| !scalprof_model::vocabulary::is_lock_wrapper(c))
         {
             if Some(&callee) != own.first() {
                 return Some(callee);

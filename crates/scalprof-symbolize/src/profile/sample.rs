@@ -196,7 +196,7 @@ impl ProfileBuilder {
             let ids = self.user_frames(pid, lookup);
             let Some(&id) = ids.first() else { continue };
             let name = &self.names[id as usize];
-            if scalprof_analyze::locks::is_lock_wrapper(name) {
+            if scalprof_model::vocabulary::is_lock_wrapper(name) {
                 continue;
             }
             if !name.starts_with('[') {

@@ -1,0 +1,562 @@
+//! The naming vocabulary of locks and waits, as tables: contention flags, the lock
+//! machinery's own frames, the paths where a lock spins or a thread blocks, the
+//! conventional names of dynamic kernel locks (`mmap_lock`, `i_rwsem`,
+//! `files_struct.file_lock`, …), the kinds of user futex waits (mutex, condvar, join…), and
+//! the frames a profiler or tracer adds.
+//!
+//! It sits on the ground floor because both the converter (which names each repeat's
+//! records) and the analysis (which attributes and scores them) read it. Each rule is a row
+//! of a table of [`Pat`]s, as perf's lock tooling keeps its `lock_type_table[]`: a new
+//! kernel function or runtime is one more row, not one more `||`.
+
+use crate::locks::{LockKind, Side};
+use crate::profile::folded;
+
+/// How a frame name matches one row of a table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pat {
+    Exact(&'static str),
+    Prefix(&'static str),
+    Suffix(&'static str),
+    Contains(&'static str),
+    /// Starts with the first and ends with the second (`rwsem_down_*_slowpath`).
+    Around(&'static str, &'static str),
+}
+
+impl Pat {
+    pub fn matches(self, f: &str) -> bool {
+        match self {
+            Pat::Exact(p) => f == p,
+            Pat::Prefix(p) => f.starts_with(p),
+            Pat::Suffix(p) => f.ends_with(p),
+            Pat::Contains(p) => f.contains(p),
+            Pat::Around(p, s) => f.starts_with(p) && f.ends_with(s),
+        }
+    }
+}
+
+/// Whether `f` matches a row of `table`.
+pub fn matches_any(table: &[Pat], f: &str) -> bool {
+    table.iter().any(|p| p.matches(f))
+}
+
+use Pat::{Around, Contains, Exact, Prefix, Suffix};
+
+/// contention_begin flags (include/trace/events/lock.h).
+pub const LCB_F_SPIN: u32 = 1 << 0;
+pub const LCB_F_READ: u32 = 1 << 1;
+pub const LCB_F_WRITE: u32 = 1 << 2;
+pub const LCB_F_RT: u32 = 1 << 3;
+pub const LCB_F_PERCPU: u32 = 1 << 4;
+pub const LCB_F_MUTEX: u32 = 1 << 5;
+
+/// The lock type a contention tracepoint's flags describe.
+pub fn kernel_lock_type(flags: u32) -> LockKind {
+    let side = if flags & LCB_F_READ != 0 {
+        Some(Side::Read)
+    } else if flags & LCB_F_WRITE != 0 {
+        Some(Side::Write)
+    } else {
+        None
+    };
+    if flags & LCB_F_SPIN != 0 {
+        if side.is_some() {
+            LockKind::Rwlock(side)
+        } else {
+            LockKind::Spinlock
+        }
+    } else if flags & LCB_F_PERCPU != 0 {
+        LockKind::PercpuRwsem(side)
+    } else if flags & LCB_F_MUTEX != 0 {
+        LockKind::Mutex
+    } else if flags & LCB_F_RT != 0 {
+        LockKind::RtMutex
+    } else if side.is_some() {
+        LockKind::Rwsem(side)
+    } else {
+        LockKind::Lock
+    }
+}
+
+/// In a VM, the spin-on-owner loops (`rwsem_spin_on_owner`, `mutex_spin_on_owner`,
+/// `osq_lock`) ask the hypervisor on every turn whether the owner's vCPU still runs
+/// (`vcpu_is_preempted`, a paravirt call: `__raw_callee_save___kvm_vcpu_is_preempted`
+/// on KVM). Its samples are the spinning's: on a 2-CPU KVM guest (AMD EPYC) it was 1–1.5%
+/// of the thread-time of two writers of one file, left as a kernel hotspot beside the
+/// inode lock it spun on. Its other caller, the scheduler's idle-CPU check at wakeup,
+/// costs next to nothing.
+const VCPU_PREEMPTED_CHECK: Pat = Contains("vcpu_is_preempted");
+
+/// Frames that are the locking machinery itself, not who asked for the lock.
+pub const LOCK_INTERNAL: &[Pat] = &[
+    Prefix("bpf_"),
+    Prefix("__bpf"),
+    Contains("contention_"),
+    Contains("spin_lock"),
+    Contains("lock_slowpath"),
+    Prefix("queued_"),
+    Prefix("down_"),
+    Prefix("up_"),
+    Prefix("rwsem_"),
+    Prefix("__rwsem"),
+    Prefix("mutex_"),
+    Prefix("__mutex"),
+    Prefix("rt_mutex"),
+    Prefix("percpu_down"),
+    Exact("osq_lock"),
+    Contains("schedule"),
+    Prefix("mmap_read_lock"),
+    Prefix("mmap_write_lock"),
+    VCPU_PREEMPTED_CHECK,
+];
+
+pub fn is_lock_internal(f: &str) -> bool {
+    matches_any(LOCK_INTERNAL, f)
+}
+
+/// Kernel functions where lock waiters spin on a CPU (optimistic spinning, queued
+/// spinlocks), and a sleeping lock's on-CPU paths: its slow path's own time (the
+/// optimistic spin is inlined there) and the atomic operations on the lock word of taking
+/// and releasing it, whose cost grows as the word bounces between CPUs. Their samples are
+/// the on-CPU cost of a lock.
+pub const SPIN_PATHS: &[Pat] = &[
+    Exact("osq_lock"),
+    Suffix("_spin_on_owner"),
+    // a sleeping lock's on-CPU paths
+    Around("rwsem_down_", "_slowpath"),
+    Exact("rwsem_optimistic_spin"),
+    Prefix("__mutex_lock"),
+    Exact("down_write"),
+    Exact("up_write"),
+    Exact("down_read"),
+    Exact("up_read"),
+    Exact("mutex_lock"),
+    Exact("mutex_unlock"),
+    // spinlocks
+    Contains("spin_lock_slowpath"),
+    Prefix("_raw_spin_lock"),
+    Prefix("_raw_spin_unlock"),
+    VCPU_PREEMPTED_CHECK,
+];
+
+pub fn is_spin_path(f: &str) -> bool {
+    matches_any(SPIN_PATHS, f)
+}
+
+/// Functions that take an inode's `i_rwsem` (through the inlined `inode_lock` and
+/// `inode_lock_shared`): writes, truncation, attribute changes, and directory changes and
+/// lookups (the directory's inode).
+pub const INODE_LOCK_TAKERS: &[Pat] = &[
+    Suffix("_file_write_iter"),
+    Suffix("_buffered_write_iter"),
+    Suffix("_dio_write_iter"),
+    Suffix("_fallocate"),
+    Suffix("_punch_hole"),
+    Suffix("_setattr"),
+    Exact("do_truncate"),
+    Exact("chmod_common"),
+    Exact("chown_common"),
+    Exact("lookup_slow"),
+    Exact("open_last_lookups"),
+    Exact("filename_create"),
+    Exact("do_unlinkat"),
+    Exact("do_rmdir"),
+    Exact("iterate_dir"),
+    Exact("lock_rename"),
+    Exact("vfs_setxattr"),
+    Exact("btrfs_inode_lock"),
+    Exact("xfs_ilock"),
+];
+
+pub fn takes_inode_lock(caller: &str) -> bool {
+    matches_any(INODE_LOCK_TAKERS, caller)
+}
+
+/// The fd table's spinlock (fs/file.c): every function that allocates, installs,
+/// duplicates or closes a descriptor of a shared table takes `current->files`'s one lock,
+/// whichever of them is the caller.
+pub const FD_TABLE_USERS: &[Pat] = &[
+    Exact("alloc_fd"),
+    Exact("file_close_fd"),
+    Exact("close_fd"),
+    Exact("do_dup2"),
+    Exact("ksys_dup3"),
+    Exact("__close_range"),
+    Exact("__range_close"),
+    Exact("replace_fd"),
+    Exact("set_close_on_exec"),
+    Exact("f_dupfd"),
+    Exact("iterate_fd"),
+    Exact("expand_files"),
+    Exact("expand_fdtable"),
+    Exact("do_close_on_exec"),
+    Exact("put_unused_fd"),
+    Exact("dup_fd"),
+];
+
+/// The futex system call's kernel frames (user locks' kernel side).
+pub const FUTEX_PATH: &[Pat] = &[Contains("sys_futex"), Exact("do_futex"), Prefix("futex_")];
+/// The futex system call's entry, whatever the kernel names its inner functions.
+const FUTEX_SYSCALL: &[Pat] = &[Contains("sys_futex"), Exact("do_futex")];
+
+pub fn is_futex_path(f: &str) -> bool {
+    matches_any(FUTEX_PATH, f)
+}
+
+/// Whether a folded stack ran inside the futex system call.
+pub fn in_futex_syscall(stack: &str) -> bool {
+    folded::kernel_frames(stack).any(|f| matches_any(FUTEX_SYSCALL, f))
+}
+
+/// libc's lock and unlock paths (the atomic exchange on the lock word, the futex call
+/// around it), once glibc's internal prefixes are off (`__GI___lll_lock_wait`): time spent
+/// there is the user locks', not the caller's work. `futex_` is libc's own futex wrappers
+/// (user frames; the kernel's end in `_[k]`).
+pub const USER_LOCK_CODE: &[Pat] = &[
+    Prefix("pthread_mutex_"),
+    Prefix("pthread_cond_"),
+    Prefix("condvar_"),
+    Prefix("pthread_rwlock_"),
+    Prefix("pthread_spin_"),
+    Prefix("lll_"),
+    Prefix("futex_"),
+];
+
+pub fn is_user_lock_code(f: &str) -> bool {
+    // glibc's internal aliases: __GI___lll_lock_wait.
+    let f = f.trim_start_matches('_');
+    let f = f.strip_prefix("GI_").unwrap_or(f).trim_start_matches('_');
+    matches_any(USER_LOCK_CODE, f)
+}
+
+/// A program's own lock layer over futexes or semaphores (PostgreSQL's LWLocks and
+/// per-backend semaphores, CPython's GIL hand-off): machinery around a critical section,
+/// never the holder's work, so a holder is named past it.
+pub const LOCK_WRAPPERS: &[Pat] = &[
+    Prefix("PGSemaphore"),
+    Prefix("LWLock"),
+    Prefix("sem_"),
+    Prefix("__new_sem_"),
+    Exact("PyThread_release_lock"),
+    Exact("PyThread_acquire_lock_timed"),
+    Exact("drop_gil"),
+    Exact("take_gil"),
+];
+
+pub fn is_lock_wrapper(f: &str) -> bool {
+    matches_any(LOCK_WRAPPERS, f)
+}
+
+/// Whether a folded stack was sampled doing a user lock's work: inside the futex system
+/// call, or with libc's lock code as its innermost user frame.
+pub fn in_user_lock(stack: &str) -> bool {
+    in_futex_syscall(stack)
+        || folded::user_frames(stack)
+            .last()
+            .is_some_and(is_user_lock_code)
+}
+
+/// A kernel frame of a task that waits for the disk: the block layer's wait for a
+/// request, a page under I/O, a journal commit.
+pub const DISK_WAITS: &[Pat] = &[
+    Prefix("io_schedule"),
+    Prefix("bit_wait_io"),
+    Prefix("folio_wait_bit"),
+    Prefix("wait_on_page_bit"),
+    Prefix("__wait_on_buffer"),
+    Prefix("submit_bio_wait"),
+    Prefix("wait_for_completion_io"),
+    Prefix("jbd2_log_wait_commit"),
+    Prefix("blk_mq_get_tag"),
+];
+
+pub fn is_disk_wait(f: &str) -> bool {
+    matches_any(DISK_WAITS, f)
+}
+
+/// Where a blocked task waits for a kernel lock that the contention tracepoints do not
+/// report: the per-VMA lock's writer waiting for the page faults that hold it for reading
+/// (`__vma_start_write`, Linux 6.4 and later).
+const VMA_LOCK_WAITS: &[Pat] = &[
+    Exact("__vma_start_write"),
+    Exact("vma_start_write"),
+    Exact("__vma_enter_locked"),
+];
+
+/// The untraced kernel lock a blocked task waits for in `f`, if any: its name and type.
+pub fn untraced_kernel_lock(f: &str) -> Option<(&'static str, LockKind)> {
+    matches_any(VMA_LOCK_WAITS, f).then_some(("vma lock", LockKind::Rwsem(Some(Side::Write))))
+}
+
+/// The scheduler's and the wait machinery's own frames, above the kernel function that
+/// decided to wait.
+pub const SCHEDULER_FRAMES: &[Pat] = &[
+    Prefix("bpf_"),
+    Prefix("__bpf"),
+    Prefix("__traceiter"),
+    Contains("schedule"),
+    Prefix("prepare_to_wait"),
+    Prefix("finish_wait"),
+    Contains("wait_event"),
+    Contains("wait_woken"),
+    Prefix("wait_for_completion"),
+    Prefix("do_nanosleep"),
+    Prefix("hrtimer_nanosleep"),
+    Prefix("futex_"),
+];
+
+pub fn is_scheduler_frame(f: &str) -> bool {
+    matches_any(SCHEDULER_FRAMES, f)
+}
+
+/// The system calls whose on-CPU time belongs to the wait they make: a file lock's
+/// fcntl/flock, a sleep's nanosleep. The first row a frame matches names it.
+fn blocking_call(f: &str) -> Option<LockKind> {
+    if Suffix("sys_fcntl").matches(f) {
+        Some(LockKind::PosixLock)
+    } else if Suffix("sys_flock").matches(f) {
+        Some(LockKind::Flock)
+    } else if Suffix("sys_clock_nanosleep").matches(f) || Suffix("sys_nanosleep").matches(f) {
+        Some(LockKind::Sleep)
+    } else {
+        None
+    }
+}
+
+/// The kind of wait whose system call a folded stack was sampled in (the innermost such
+/// frame), for the waits whose on-CPU time belongs to them.
+pub fn blocking_call_of(stack: &str) -> Option<LockKind> {
+    folded::kernel_frames(stack)
+        .filter_map(blocking_call)
+        .last()
+}
+
+/// Whether a dynamic kernel lock's row applies to spinning waits, sleeping ones, or both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Spins {
+    Any,
+    Only,
+    Never,
+}
+
+/// What on the waiting stack names a lock.
+#[derive(Clone, Copy, Debug)]
+enum Clue {
+    /// A frame that contains one of these.
+    AnyFrame(&'static [&'static str]),
+    /// The function that asked for the lock (the first frame outside the lock machinery)
+    /// matches a row of the table.
+    Caller(&'static [Pat]),
+}
+
+/// The conventional names of dynamic kernel locks, by who takes them; the first row that
+/// applies names the lock.
+const KERNEL_LOCK_NAMES: &[(&str, Spins, Clue)] = &[
+    (
+        "futex hash bucket",
+        Spins::Any,
+        Clue::AnyFrame(&[
+            "futex_q_lock",
+            "futex_wait_setup",
+            "futex_wake",
+            "futex_hash",
+            "futex_lock_pi",
+            "futex_unqueue",
+        ]),
+    ),
+    ("i_rwsem", Spins::Never, Clue::Caller(INODE_LOCK_TAKERS)),
+    (
+        "mmap_lock",
+        Spins::Never,
+        Clue::AnyFrame(&[
+            "mmap_lock",
+            "lock_mm_and_find_vma",
+            "do_user_addr_fault",
+            "vm_mmap_pgoff",
+            "__vm_munmap",
+            "do_vmi_munmap",
+            "do_mprotect",
+            "do_madvise",
+            "__do_sys_brk",
+            "exit_mmap",
+        ]),
+    ),
+    (
+        "runqueue lock",
+        Spins::Any,
+        Clue::AnyFrame(&["raw_spin_rq_lock", "_task_rq_lock", "rq_lock"]),
+    ),
+    (
+        "runqueue lock",
+        Spins::Only,
+        Clue::AnyFrame(&["try_to_wake_up", "__schedule", "scheduler_tick"]),
+    ),
+    (
+        "page table lock",
+        Spins::Any,
+        Clue::AnyFrame(&[
+            "pte_offset_map_lock",
+            "pte_lockptr",
+            "pmd_lock",
+            "__pte_alloc",
+        ]),
+    ),
+    (
+        "siglock",
+        Spins::Any,
+        Clue::AnyFrame(&[
+            "sigprocmask",
+            "do_signal",
+            "get_signal",
+            "__lock_task_sighand",
+            "send_signal",
+            "do_send_sig",
+        ]),
+    ),
+    (
+        "files_struct.file_lock",
+        Spins::Only,
+        Clue::Caller(FD_TABLE_USERS),
+    ),
+];
+
+/// The conventional name of a dynamic kernel lock, from who takes it.
+pub fn conventional_name(frames: &[&str], flags: u32) -> Option<&'static str> {
+    let spinning = flags & LCB_F_SPIN != 0;
+    let caller = frames.iter().find(|f| !is_lock_internal(f));
+    KERNEL_LOCK_NAMES
+        .iter()
+        .find(|(_, spins, clue)| {
+            let applies = match spins {
+                Spins::Any => true,
+                Spins::Only => spinning,
+                Spins::Never => !spinning,
+            };
+            applies
+                && match clue {
+                    Clue::AnyFrame(pats) => {
+                        frames.iter().any(|f| pats.iter().any(|p| f.contains(p)))
+                    }
+                    Clue::Caller(table) => caller.is_some_and(|c| matches_any(table, c)),
+                }
+        })
+        .map(|(name, _, _)| *name)
+}
+
+/// A user futex wait's kind, by the libc functions on the waiting stack: the first row
+/// with a frame that contains one of its names (a join before a condvar, …).
+fn user_wait_rows() -> [(&'static [&'static str], LockKind); 6] {
+    [
+        (&["pthread_join", "clockjoin", "timedjoin"], LockKind::Join),
+        (&["pthread_cond"], LockKind::Condvar),
+        (&["pthread_barrier"], LockKind::Barrier),
+        (
+            &["sem_wait", "sem_timedwait", "sem_clockwait"],
+            LockKind::Semaphore,
+        ),
+        (&["pthread_rwlock"], LockKind::Rwlock(None)),
+        (
+            &["lll_lock", "pthread_mutex", "mutex_lock"],
+            LockKind::Mutex,
+        ),
+    ]
+}
+
+/// What kind of wait a futex is, from the libc functions on the waiting stack.
+pub fn user_wait_kind(frames: &[String]) -> LockKind {
+    user_wait_rows()
+        .into_iter()
+        .find(|(names, _)| frames.iter().any(|f| names.iter().any(|n| f.contains(n))))
+        .map_or(LockKind::Futex, |(_, kind)| kind)
+}
+
+/// Kernel frames (`name_[k]`) that only run because a profiler or tracer is attached: BPF
+/// trampolines and programs (and the stack unwinds, ring-buffer and map work they call),
+/// and the perf sample handler.
+pub const TOOL_FRAMES: &[Pat] = &[
+    Prefix("bpf_prog_"),
+    Prefix("bpf_trace_run"),
+    Prefix("__bpf_trace_"),
+    Prefix("__bpf_prog_enter"),
+    Prefix("bpf_get_stack"),
+    Exact("__bpf_get_stackid"),
+    Exact("get_perf_callchain"),
+    Prefix("perf_callchain"),
+    Exact("perf_event_overflow"),
+    Exact("__perf_event_overflow"),
+    Exact("perf_prepare_sample"),
+    Exact("perf_output_sample"),
+];
+
+/// Whether a frame only runs because a profiler or tracer is attached: a sample with one of
+/// these on its stack is scalprof's cost, whatever ran below it.
+pub fn is_tool_frame(name: &str) -> bool {
+    let f = name.strip_suffix("_[k]").unwrap_or(name);
+    matches_any(TOOL_FRAMES, f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lock_wrappers_are_machinery_not_work() {
+        assert!(is_lock_wrapper("PGSemaphoreUnlock") && is_lock_wrapper("LWLockRelease"));
+        assert!(is_lock_wrapper("drop_gil"));
+        assert!(!is_lock_wrapper("XLogFlush") && !is_lock_wrapper("rebuild_index"));
+    }
+
+    #[test]
+    fn each_pattern_matches_as_it_says() {
+        assert!(Exact("osq_lock").matches("osq_lock") && !Exact("osq_lock").matches("osq_locks"));
+        assert!(Prefix("down_").matches("down_write") && !Prefix("down_").matches("up_down_"));
+        assert!(Suffix("_setattr").matches("ext4_setattr") && !Suffix("_setattr").matches("x"));
+        assert!(Contains("schedule").matches("__schedule") && !Contains("sched").matches("x"));
+        let slow = Around("rwsem_down_", "_slowpath");
+        assert!(slow.matches("rwsem_down_write_slowpath") && !slow.matches("rwsem_down_write"));
+    }
+
+    #[test]
+    fn a_spinning_wait_and_a_sleeping_one_are_named_by_their_own_rows() {
+        // The fd table's lock is a spinlock: a sleeping wait under alloc_fd is not it.
+        assert_eq!(
+            conventional_name(&["_raw_spin_lock", "alloc_fd"], LCB_F_SPIN),
+            Some("files_struct.file_lock")
+        );
+        assert_eq!(conventional_name(&["alloc_fd"], 0), None);
+        // The scheduler's functions name the runqueue lock only when it spins.
+        assert_eq!(
+            conventional_name(&["try_to_wake_up"], LCB_F_SPIN),
+            Some("runqueue lock")
+        );
+        assert_eq!(conventional_name(&["try_to_wake_up"], 0), None);
+        // The inode lock is named by its caller, past the lock machinery.
+        assert_eq!(
+            conventional_name(&["down_write", "ext4_buffered_write_iter"], LCB_F_WRITE),
+            Some("i_rwsem")
+        );
+    }
+
+    #[test]
+    fn a_join_is_told_from_a_condvar_whatever_the_frame_order() {
+        let frames = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            user_wait_kind(&frames(&["pthread_cond_wait", "pthread_join"])),
+            LockKind::Join
+        );
+        assert_eq!(
+            user_wait_kind(&frames(&["__lll_lock_wait"])),
+            LockKind::Mutex
+        );
+        assert_eq!(user_wait_kind(&frames(&["main"])), LockKind::Futex);
+    }
+
+    #[test]
+    fn the_innermost_blocking_call_names_the_wait() {
+        assert_eq!(
+            blocking_call_of("app;main;__x64_sys_fcntl_[k];do_fcntl_[k]"),
+            Some(LockKind::PosixLock)
+        );
+        assert_eq!(blocking_call_of("app;main"), None);
+    }
+}

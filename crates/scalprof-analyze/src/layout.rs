@@ -1,7 +1,7 @@
 //! Cache-line rules for data layouts (`scalprof layout`): which objects share a line,
 //! and which sharings put a written lock or atomic next to other data.
 
-use scalprof_model::layout::{is_lock_type_name, DataObject, Layout};
+use scalprof_model::layout::{is_lock_type_name, DataObject, LaidOutLine, Layout, LineRisk};
 
 /// One cache line of a layout and the objects that overlap it.
 pub struct CacheLine<'a> {
@@ -42,30 +42,6 @@ pub fn cache_lines(l: &Layout, line: u64) -> Vec<CacheLine<'_>> {
                 .collect(),
         })
         .collect()
-}
-
-/// A cache line whose layout invites false sharing.
-#[derive(Clone, Debug, PartialEq)]
-pub enum LineRisk {
-    /// Objects written by locks or atomics (`hot`) share the line with `others` (or,
-    /// when `others` is empty, with each other).
-    HotObjects {
-        line: u64,
-        hot: Vec<String>,
-        others: Vec<String>,
-    },
-    /// Two or more lock members of one object share the line.
-    Locks {
-        line: u64,
-        object: String,
-        locks: Vec<String>,
-    },
-    /// An object written atomically has several fields on the line.
-    AtomicFields {
-        line: u64,
-        object: String,
-        fields: Vec<String>,
-    },
 }
 
 /// What is risky about a cache line, if anything.
@@ -119,9 +95,27 @@ pub fn line_risk(cl: &CacheLine<'_>, line: u64) -> Option<LineRisk> {
     }
 }
 
-/// A kernel struct member that is a lock, by its BTF type name (semaphores included).
-pub fn is_kernel_lock_member(type_name: &str) -> bool {
-    is_lock_type_name(type_name) || type_name.contains("semaphore")
+/// A layout's cache lines, each with the objects on it and its risk: what `scalprof
+/// layout` draws.
+pub fn lay_out(l: &Layout, line: u64) -> Vec<LaidOutLine> {
+    let index: std::collections::HashMap<*const DataObject, usize> = l
+        .objects
+        .iter()
+        .enumerate()
+        .map(|(i, o)| (o as *const DataObject, i))
+        .collect();
+    cache_lines(l, line)
+        .iter()
+        .map(|cl| LaidOutLine {
+            start: cl.start,
+            objects: cl
+                .objects
+                .iter()
+                .filter_map(|o| index.get(&(*o as *const DataObject)).copied())
+                .collect(),
+            risk: line_risk(cl, line),
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -172,6 +166,28 @@ mod tests {
                 hot: vec!["counter".into()],
                 others: vec!["config".into()],
             })
+        );
+    }
+
+    #[test]
+    fn a_laid_out_line_names_its_objects_by_index_and_carries_its_risk() {
+        let mut hot = object("counter", 0x4000, 8, &[]);
+        hot.atomic_target = true;
+        let l = layout(vec![
+            object("far", 0x5000, 8, &[]),
+            hot,
+            object("config", 0x4008, 8, &[]),
+        ]);
+        let lines = lay_out(&l, 64);
+        assert_eq!(lines.len(), 2);
+        assert_eq!(
+            (lines[0].start, lines[0].objects.clone()),
+            (0x4000, vec![1, 2])
+        );
+        assert!(matches!(lines[0].risk, Some(LineRisk::HotObjects { .. })));
+        assert_eq!(
+            (lines[1].objects.clone(), lines[1].risk.clone()),
+            (vec![0], None)
         );
     }
 

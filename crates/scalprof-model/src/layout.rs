@@ -46,6 +46,45 @@ pub fn is_lock_type_name(type_name: &str) -> bool {
         || t.contains("lock_t")
 }
 
+/// A kernel struct member that is a lock, by its BTF type name (semaphores included).
+pub fn is_kernel_lock_member(type_name: &str) -> bool {
+    is_lock_type_name(type_name) || type_name.contains("semaphore")
+}
+
+/// A cache line whose layout invites false sharing.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LineRisk {
+    /// Objects written by locks or atomics (`hot`) share the line with `others` (or,
+    /// when `others` is empty, with each other).
+    HotObjects {
+        line: u64,
+        hot: Vec<String>,
+        others: Vec<String>,
+    },
+    /// Two or more lock members of one object share the line.
+    Locks {
+        line: u64,
+        object: String,
+        locks: Vec<String>,
+    },
+    /// An object written atomically has several fields on the line.
+    AtomicFields {
+        line: u64,
+        object: String,
+        fields: Vec<String>,
+    },
+}
+
+/// One cache line of a laid-out binary, as the analysis judged it: where it starts, the
+/// objects that overlap it (indices into [`Layout::objects`], in its order) and what
+/// invites false sharing there, if anything.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LaidOutLine {
+    pub start: u64,
+    pub objects: Vec<usize>,
+    pub risk: Option<LineRisk>,
+}
+
 /// A sampled user instruction whose locked write was resolved to a global.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SharingSite {

@@ -3,7 +3,13 @@
 /// The `nm | sort` view, automated: data objects by address, grouped by cache line, with
 /// types and members; lines where a lock or an atomically written object shares with
 /// other data are flagged with the reason.
-pub fn layout_text(l: &scalprof_model::layout::Layout, what: &str, line: u64) -> String {
+/// `lines` is the analysis of `l` at `line` bytes (`scalprof_analyze::layout::lay_out`).
+pub fn layout_text(
+    l: &scalprof_model::layout::Layout,
+    lines: &[scalprof_model::layout::LaidOutLine],
+    what: &str,
+    line: u64,
+) -> String {
     let mut out = format!("layout of {what}, {line}-byte cache lines\n");
     if let Some(arch) = &l.foreign_architecture {
         out += &format!("warning: the binary is for {arch}, not this machine's architecture: its atomic instructions are not decoded, and the cache-line size is this machine's (--line-size to set the target's)\n");
@@ -15,10 +21,10 @@ pub fn layout_text(l: &scalprof_model::layout::Layout, what: &str, line: u64) ->
         out += "debug info missing: symbols only (no types or members); build with -g or install the debug symbols\n";
     }
     let mut flags = Vec::new();
-    for cl in scalprof_analyze::layout::cache_lines(l, line) {
+    for cl in lines {
         let start = cl.start;
         out += &format!("\nline {start:#x}\n");
-        for o in &cl.objects {
+        for o in cl.objects.iter().filter_map(|&i| l.objects.get(i)) {
             let mut marks = Vec::new();
             if o.lock_type {
                 marks.push("lock");
@@ -49,8 +55,8 @@ pub fn layout_text(l: &scalprof_model::layout::Layout, what: &str, line: u64) ->
                 );
             }
         }
-        if let Some(risk) = scalprof_analyze::layout::line_risk(&cl, line) {
-            flags.push(line_risk_text(&risk));
+        if let Some(risk) = &cl.risk {
+            flags.push(line_risk_text(risk));
         }
     }
     if !flags.is_empty() {
@@ -62,8 +68,8 @@ pub fn layout_text(l: &scalprof_model::layout::Layout, what: &str, line: u64) ->
     out
 }
 
-pub(crate) fn line_risk_text(risk: &scalprof_analyze::layout::LineRisk) -> String {
-    use scalprof_analyze::layout::LineRisk;
+pub(crate) fn line_risk_text(risk: &scalprof_model::layout::LineRisk) -> String {
+    use scalprof_model::layout::LineRisk;
     match risk {
         LineRisk::HotObjects { line, hot, others } => format!(
             "line {line:#x}: {} (written by locks/atomics) share the line with {}: a write by one CPU invalidates the line in the others (false sharing); align the hot object to its own line and pad it",
@@ -104,7 +110,7 @@ pub fn kernel_struct_text(
             current = m.offset / line;
             out += &format!("--- cache line {current} (offset {}) ---\n", current * line);
         }
-        let lock = if scalprof_analyze::layout::is_kernel_lock_member(&m.type_name) {
+        let lock = if scalprof_model::layout::is_kernel_lock_member(&m.type_name) {
             "  [lock]"
         } else {
             ""

@@ -129,9 +129,10 @@ pub fn layout(args: cli::LayoutArgs) -> Result<ExitCode> {
         .as_ref()
         .expect("clap requires it without --kernel");
     let layout = scalprof_debuginfo::layout::read_layout(binary)?;
+    let lines = scalprof_analyze::layout::lay_out(&layout, line);
     out!(
         "{}",
-        scalprof_report::layout_text(&layout, &binary.display().to_string(), line)
+        scalprof_report::layout_text(&layout, &lines, &binary.display().to_string(), line)
     );
     Ok(ExitCode::SUCCESS)
 }

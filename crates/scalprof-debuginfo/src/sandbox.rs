@@ -49,6 +49,14 @@ pub const MAX_NAME: usize = 1024;
 /// The most bytes one answer may have.
 const MAX_REPLY: u64 = 1 << 30;
 
+mod broker;
+mod wire;
+
+pub(crate) use broker::brokered_open;
+pub use broker::use_broker;
+use broker::{serve_files, use_broker_at, BROKER_FD};
+pub use wire::Wire;
+
 static PARSER: OnceLock<PathBuf> = OnceLock::new();
 
 /// Parse in children of `exe` (scalprof's own binary, which dispatches [`PARSER_ARG`] to
@@ -421,7 +429,7 @@ impl Parser {
         if !read_by(&mut self.stdout, &mut body, deadline) {
             return Err(self.ended());
         }
-        Ok(Wire { bytes: body, at: 0 })
+        Ok(Wire::from_body(body))
     }
 
     fn kill(&mut self) {
@@ -522,101 +530,6 @@ fn read_by(r: &mut ChildStdout, buf: &mut [u8], deadline: Instant) -> bool {
     true
 }
 
-// ---- the format -------------------------------------------------------------------------
-
-/// Little-endian u64s and length-prefixed byte strings; a frame is its length, then it.
-/// Written by hand: the format is a few lines, and every length is checked on the way in.
-#[derive(Default)]
-pub struct Wire {
-    bytes: Vec<u8>,
-    at: usize,
-}
-
-impl Wire {
-    pub fn u64(&mut self, v: u64) {
-        self.bytes.extend_from_slice(&v.to_le_bytes());
-    }
-
-    pub fn bytes(&mut self, b: &[u8]) {
-        self.u64(b.len() as u64);
-        self.bytes.extend_from_slice(b);
-    }
-
-    pub fn str(&mut self, s: &str) {
-        self.bytes(s.as_bytes());
-    }
-
-    /// A frame received whole (its length first), to read from.
-    pub fn from_frame(frame: Vec<u8>) -> Result<Wire, String> {
-        let len = frame
-            .get(..8)
-            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
-            .ok_or("a frame without its length")?;
-        if len != frame.len() as u64 - 8 {
-            return Err("a frame of the wrong length".into());
-        }
-        Ok(Wire {
-            bytes: frame,
-            at: 8,
-        })
-    }
-
-    /// The bytes to send: their length, then them.
-    pub fn framed(self) -> Vec<u8> {
-        let mut out = (self.bytes.len() as u64).to_le_bytes().to_vec();
-        out.extend_from_slice(&self.bytes);
-        out
-    }
-
-    pub fn get_u64(&mut self) -> Result<u64, String> {
-        let b = self
-            .bytes
-            .get(self.at..self.at + 8)
-            .ok_or("the parser's answer is cut short")?;
-        self.at += 8;
-        Ok(u64::from_le_bytes(b.try_into().expect("8 bytes")))
-    }
-
-    pub fn get_bytes(&mut self) -> Result<&[u8], String> {
-        let n = self.get_u64()?;
-        let end = usize::try_from(n)
-            .ok()
-            .and_then(|n| self.at.checked_add(n))
-            .filter(|&e| e <= self.bytes.len())
-            .ok_or("the parser's answer is cut short")?;
-        let b = &self.bytes[self.at..end];
-        self.at = end;
-        Ok(b)
-    }
-
-    /// A name: valid UTF-8 and at most [`MAX_NAME`] bytes (and the mark of a cut).
-    pub fn get_name(&mut self) -> Result<String, String> {
-        let b = self.get_bytes()?;
-        let s = std::str::from_utf8(b).map_err(|_| "the parser sent a name that is not UTF-8")?;
-        if s.len() > MAX_NAME + 4 {
-            return Err("the parser sent a name over the cap".into());
-        }
-        Ok(s.to_string())
-    }
-
-    /// A count of items each at least `min_size` bytes long, checked against what is left.
-    pub fn get_count(&mut self, min_size: usize) -> Result<usize, String> {
-        let n = self.get_u64()?;
-        let left = (self.bytes.len() - self.at) / min_size.max(1);
-        usize::try_from(n)
-            .ok()
-            .filter(|&n| n <= left)
-            .ok_or_else(|| "the parser's answer claims more items than it holds".into())
-    }
-
-    pub fn get_status(&mut self) -> Result<(), String> {
-        match self.get_u64()? {
-            0 => Ok(()),
-            _ => Err(self.get_name().unwrap_or_else(|e| e)),
-        }
-    }
-}
-
 /// Frames at addresses, from a DWARF server child.
 pub(crate) struct DwarfServer {
     parser: Parser,
@@ -646,188 +559,6 @@ pub(crate) fn parse_elf(exe: &Path, file: &File) -> Result<crate::elf::Tables, S
     let mut w = parser.reply()?;
     w.get_status()?;
     crate::elf::Tables::decode(&mut w)
-}
-
-// ---- the broker: files opened by the parent for a child ---------------------------------
-
-/// The descriptor an import child asks its parent for files on: the perf.data names
-/// binaries, debug files and perf maps that only root may be able to open.
-const BROKER_FD: i32 = 4;
-
-static BROKER: std::sync::Mutex<Option<std::os::unix::net::UnixStream>> =
-    std::sync::Mutex::new(None);
-
-/// In a child started with a broker: ask the parent from now on when a file is opened.
-pub fn use_broker() {
-    use_broker_at(BROKER_FD);
-}
-
-fn use_broker_at(fd: i32) {
-    // SAFETY: the parent put one end of a socket pair on BROKER_FD (see
-    // `Parser::spawn_brokered`), and nothing else here owns it.
-    let s = unsafe { std::os::unix::net::UnixStream::from_raw_fd(fd) };
-    *BROKER.lock().unwrap_or_else(|e| e.into_inner()) = Some(s);
-}
-
-/// A file opened by the parent, when this is a child with a broker (`None` otherwise).
-pub(crate) fn brokered_open(path: &Path) -> Option<std::io::Result<File>> {
-    use std::os::unix::ffi::OsStrExt;
-    let mut held = BROKER.lock().unwrap_or_else(|e| e.into_inner());
-    let sock = held.as_mut()?;
-    let bytes = path.as_os_str().as_bytes();
-    let mut ask = || -> std::io::Result<File> {
-        let mut req = (bytes.len() as u32).to_le_bytes().to_vec();
-        req.extend_from_slice(bytes);
-        sock.write_all(&req)?;
-        let (status, fd) = recv_fd(sock)?;
-        if status == 0 {
-            let fd = fd.ok_or_else(|| std::io::Error::other("the broker sent no file"))?;
-            // SAFETY: a descriptor just received, owned by nothing else.
-            return Ok(unsafe { File::from_raw_fd(fd) });
-        }
-        let mut len = [0u8; 4];
-        sock.read_exact(&mut len)?;
-        let len = u32::from_le_bytes(len).min(4096) as usize;
-        let mut why = vec![0u8; len];
-        sock.read_exact(&mut why)?;
-        Err(std::io::Error::other(
-            String::from_utf8_lossy(&why).into_owned(),
-        ))
-    };
-    Some(ask())
-}
-
-/// Serves a child's requests for files until it closes its end. Opens only regular files
-/// that are ELF or perf maps: the child parses them, and must not be handed anything else
-/// root can read.
-fn serve_files(mut sock: std::os::unix::net::UnixStream) {
-    loop {
-        let mut len = [0u8; 4];
-        if sock.read_exact(&mut len).is_err() {
-            return;
-        }
-        let len = u32::from_le_bytes(len) as usize;
-        if len > 4096 {
-            return;
-        }
-        let mut path = vec![0u8; len];
-        if sock.read_exact(&mut path).is_err() {
-            return;
-        }
-        let path: std::path::PathBuf =
-            <std::ffi::OsString as std::os::unix::ffi::OsStringExt>::from_vec(path).into();
-        let sent = match open_for_child(&path) {
-            Ok(f) => send_fd(&sock, 0, Some(f.as_raw_fd())),
-            Err(e) => {
-                let why = e.to_string();
-                let mut msg = (why.len() as u32).to_le_bytes().to_vec();
-                msg.extend_from_slice(why.as_bytes());
-                send_fd(&sock, 1, None).and_then(|()| sock.write_all(&msg))
-            }
-        };
-        if sent.is_err() {
-            return;
-        }
-    }
-}
-
-fn open_for_child(path: &Path) -> std::io::Result<File> {
-    let mut f = crate::open_direct(path)?;
-    let perf_map = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(|n| n.strip_prefix("perf-")?.strip_suffix(".map"))
-        .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()));
-    if !perf_map {
-        let mut magic = [0u8; 4];
-        f.read_exact(&mut magic)?;
-        if magic != *b"\x7fELF" {
-            return Err(std::io::Error::other("not an ELF file"));
-        }
-        use std::io::Seek;
-        f.rewind()?;
-    }
-    Ok(f)
-}
-
-/// Sends one status byte, with a descriptor attached (SCM_RIGHTS) when there is one.
-/// Written by hand: std has no stable way to pass descriptors.
-fn send_fd(
-    sock: &std::os::unix::net::UnixStream,
-    status: u8,
-    fd: Option<i32>,
-) -> std::io::Result<()> {
-    let mut byte = [status];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    // SAFETY: CMSG_SPACE is a pure size computation.
-    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<i32>() as u32) } as usize;
-    let mut control = vec![0u8; space];
-    // SAFETY: an all-zero msghdr is a valid empty message; the pointers set below point
-    // into `iov` and `control`, which outlive the sendmsg call.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    if let Some(fd) = fd {
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = space;
-        // SAFETY: the control buffer has room for one header and one int (CMSG_SPACE);
-        // CMSG_FIRSTHDR of a message with a control buffer that large is non-null.
-        unsafe {
-            let c = libc::CMSG_FIRSTHDR(&msg);
-            (*c).cmsg_level = libc::SOL_SOCKET;
-            (*c).cmsg_type = libc::SCM_RIGHTS;
-            (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<i32>() as u32) as usize;
-            std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<i32>(), fd);
-        }
-    }
-    // SAFETY: msg describes valid buffers (see above).
-    if unsafe { libc::sendmsg(sock.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) } != 1 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// Receives one status byte and the descriptor attached to it, if any.
-fn recv_fd(sock: &std::os::unix::net::UnixStream) -> std::io::Result<(u8, Option<i32>)> {
-    let mut byte = [0u8];
-    let mut iov = libc::iovec {
-        iov_base: byte.as_mut_ptr().cast(),
-        iov_len: 1,
-    };
-    // SAFETY: a pure size computation.
-    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<i32>() as u32) } as usize;
-    let mut control = vec![0u8; space];
-    // SAFETY: as in send_fd: the pointers point into buffers that outlive the call.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = space;
-    // SAFETY: msg describes valid buffers.
-    let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
-    if n != 1 {
-        return Err(if n < 0 {
-            std::io::Error::last_os_error()
-        } else {
-            std::io::Error::other("the broker closed")
-        });
-    }
-    let mut fd = None;
-    // SAFETY: the kernel filled the control buffer and set msg_controllen; CMSG_FIRSTHDR
-    // and CMSG_NXTHDR stay within it.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&msg);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
-                fd = Some(std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<i32>()));
-            }
-            c = libc::CMSG_NXTHDR(&msg, c);
-        }
-    }
-    Ok((byte[0], fd))
 }
 
 /// A file's data layout, read by a child.

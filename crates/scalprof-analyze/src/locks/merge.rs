@@ -241,9 +241,11 @@ pub fn merge(profiles: impl IntoIterator<Item = LockProfile>) -> Option<LockProf
 
 /// Functions by weight, the heaviest [`TOP_CALLERS`] with their shares.
 fn ranked(weights: HashMap<String, f64>) -> Vec<LockCaller> {
-    let total: f64 = weights.values().sum();
     let mut v: Vec<(String, f64)> = weights.into_iter().collect();
     v.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    // Summed in that order: a HashMap's order changes from one process to the next, and
+    // with it the last bits of every share of the run document.
+    let total: f64 = v.iter().map(|(_, w)| w).sum();
     v.into_iter()
         .take(TOP_CALLERS)
         .map(|(function, w)| LockCaller::new(function, if total > 0.0 { w / total } else { 0.0 }))
@@ -390,4 +392,29 @@ fn repeats_merge_holders_per_row_with_their_own_state_and_chain() {
     // Averaged by the repeats' waits: (0.2·100 + 0.6·300) / 400.
     assert!((a.holder_running.unwrap() - 0.5).abs() < 1e-9);
     assert!((a.holder_waits[0].share - 0.3).abs() < 1e-9);
+}
+
+#[cfg(test)]
+#[test]
+fn shares_have_the_same_bits_whatever_the_map_order() {
+    // Weights whose float sum depends on its order; every HashMap iterates in its own.
+    let pairs = [
+        ("a", 1.0),
+        ("b", 1e-16),
+        ("c", 1e-16),
+        ("d", 3e-16),
+        ("e", 0.1),
+    ];
+    let bits = |callers: Vec<LockCaller>| -> Vec<u64> {
+        callers.iter().map(|c| c.share.to_bits()).collect()
+    };
+    let first = bits(ranked(
+        pairs.iter().map(|(k, w)| (k.to_string(), *w)).collect(),
+    ));
+    for _ in 0..50 {
+        let again = bits(ranked(
+            pairs.iter().map(|(k, w)| (k.to_string(), *w)).collect(),
+        ));
+        assert_eq!(again, first);
+    }
 }

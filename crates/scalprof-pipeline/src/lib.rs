@@ -15,9 +15,18 @@
 //!   derived is stored: every finding is recomputed on every load.
 //! - [`import::import`] makes a one-point run from a perf.data file.
 //!
-//! The binary (`scalprof`) only parses arguments, calls these, and prints.
+//! - [`check`] says whether a sweep can start, before anything runs; [`suite`] runs the
+//!   OS suite as a series of sweeps; [`corpus`] builds the pathology corpus.
+//!
+//! The binary (`scalprof`) only parses arguments, calls these, and prints: this crate is its
+//! only door to the layers below, and re-exports the few of their names it needs (as
+//! ripgrep's `grep` facade does), listed under [`facade`].
 
+pub mod check;
+pub mod corpus;
+pub mod facade;
 pub mod import;
+pub mod suite;
 pub mod sweep;
 
 use std::path::{Path, PathBuf};
@@ -26,6 +35,7 @@ use anyhow::Result;
 use scalprof_model::{PointProfile, RunDocument, RunInputs};
 use scalprof_store::Store;
 
+pub use check::{check, Checked, Refusal};
 pub use sweep::{run, Observer, RunOptions, RunOutcome};
 
 /// Everything the run document of a stored run is computed from.

@@ -5,8 +5,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
-use regex::Regex;
+use anyhow::{Context, Result};
 use scalprof_collect::interrupt::Interrupt;
 use scalprof_collect::locks::LockConfig;
 use scalprof_collect::perf::SamplingConfig;
@@ -175,7 +174,7 @@ pub fn run(
 }
 
 /// [`run`] with the given collectors (tests inject failing or scripted ones). Reads as
-/// its steps: validate → create the run → execute the sweep (each repeat committed,
+/// its steps: check → create the run → execute the sweep (each repeat committed,
 /// its locks named and its samples symbolized as it ends, in [`StoreSink`]) → record the
 /// end → the sharing sites, while the symbols are loaded → assemble the document once.
 pub fn run_with(
@@ -188,7 +187,7 @@ pub fn run_with(
     // What the workload leaves running is reparented to scalprof, and reported.
     scalprof_collect::exec::become_subreaper();
     let host = scalprof_collect::host::probe();
-    let checked = validate(opts, host.cpus)?;
+    let checked = crate::check::check_for(opts, host.cpus)?;
     let (id, plan) = create_run(store, opts, &checked, host)?;
     // Traced repeats run only with a profiler or a tracer to attach.
     let tracing = plan.sampling.is_some() || plan.locks.is_some();
@@ -228,54 +227,11 @@ pub fn run_with(
     Ok(RunOutcome { id, doc, end })
 }
 
-/// What [`validate`] found the options to mean.
-struct Checked {
-    values: Vec<u64>,
-    ops_regex: Regex,
-    label: String,
-}
-
-/// Checks the options before a run exists: the sweep has values, the program can be
-/// found, the ops regex compiles with a capture group. Names the run.
-fn validate(opts: &RunOptions, cpus: u32) -> Result<Checked> {
-    if opts.repeat == 0 {
-        bail!("--repeat must be at least 1");
-    }
-    let values = match &opts.values {
-        Some(v) => v.clone(),
-        None => sweep::default_values(cpus),
-    };
-    if values.is_empty() {
-        bail!("the sweep has no values");
-    }
-    let first = sweep::substitute(&opts.command, opts.parameter.as_str(), values[0]);
-    let program = scalprof_collect::resolve_program(&first[0])?;
-    let ops_regex = Regex::new(&opts.ops_regex)
-        .with_context(|| format!("--ops-regex {:?} is not a valid regex", opts.ops_regex))?;
-    if ops_regex.captures_len() < 2 {
-        bail!(
-            "--ops-regex {:?} needs a capture group around the number, e.g. 'ops=(\\d+)'",
-            opts.ops_regex
-        );
-    }
-    let label = opts.label.clone().unwrap_or_else(|| {
-        program
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| first[0].clone())
-    });
-    Ok(Checked {
-        values,
-        ops_regex,
-        label,
-    })
-}
-
 /// The run in the store (status running) and the plan its sweep executes.
 fn create_run(
     store: &Store,
     opts: &RunOptions,
-    checked: &Checked,
+    checked: &crate::check::Checked,
     host: scalprof_model::Host,
 ) -> Result<(i64, SweepPlan)> {
     let host_pmu = host.pmu;

@@ -392,11 +392,11 @@ impl RunArgs {
         let values = self
             .threads
             .as_deref()
-            .map(scalprof_collect::sweep::parse_values)
+            .map(scalprof_pipeline::facade::parse_sweep_list)
             .transpose()?;
         // The CPUs busy at the largest point: its threads, at most the CPUs; every CPU
         // where the whole machine is sampled.
-        let cpus = u64::from(scalprof_collect::host::online_cpus());
+        let cpus = u64::from(scalprof_pipeline::facade::online_cpus());
         let widest = values
             .as_ref()
             .and_then(|v| v.iter().max().copied())
@@ -423,16 +423,16 @@ impl RunArgs {
                 }),
                 timeout: self.timeout,
                 keep_going: self.keep_going,
-                sampling: (!self.no_profile).then(|| scalprof_collect::perf::SamplingConfig {
+                sampling: (!self.no_profile).then(|| scalprof_pipeline::facade::SamplingConfig {
                     frequency: freq,
                     stack_bytes: self.stack_size,
                     ..Default::default()
                 }),
-                locks: (!self.no_locks).then_some(scalprof_collect::locks::LockConfig {
+                locks: (!self.no_locks).then_some(scalprof_pipeline::facade::LockConfig {
                     system_wide: self.system_wide,
                     bpf_stats: self.bpf_stats,
                 }),
-                attach: scalprof_collect::attach::AttachSpec {
+                attach: scalprof_pipeline::facade::AttachSpec {
                     pids: self.attach.clone(),
                     names: self.attach_name.clone(),
                     started: Vec::new(),
@@ -595,7 +595,7 @@ fn parse_output_path(s: &str) -> Result<PathBuf, String> {
     if unsafe { libc::access(c.as_ptr(), libc::W_OK) } != 0 {
         return Err(format!("the folder {} is not writable", dir.display()));
     }
-    if let Some(why) = scalprof_collect::private::foreign_output(&path) {
+    if let Some(why) = scalprof_pipeline::facade::foreign_output(&path) {
         return Err(format!("{s}: {why}: scalprof will not write through it"));
     }
     Ok(path)
@@ -611,7 +611,7 @@ fn parse_regex(s: &str) -> Result<String, String> {
 /// A sweep list (`1,2,4`, `1-8`, `1-4,8`), checked when parsed: the same error, and exit
 /// status 2, in every command that takes one.
 fn parse_list(s: &str) -> Result<String, String> {
-    scalprof_collect::sweep::parse_values(s)
+    scalprof_pipeline::facade::parse_sweep_list(s)
         .map(|_| s.to_string())
         .map_err(|e| e.to_string())
 }

@@ -8,10 +8,10 @@
 mod out;
 mod cli;
 mod commands;
-mod corpus;
 mod export;
 mod flame;
 mod oom;
+mod refusal;
 mod report;
 mod run;
 mod suite;
@@ -55,7 +55,7 @@ fn main() -> ExitCode {
     // A parser child: it gives up privileges before it reads anything.
     if std::env::args_os()
         .nth(1)
-        .is_some_and(|a| a == scalprof_debuginfo::sandbox::PARSER_ARG)
+        .is_some_and(|a| a == scalprof_pipeline::facade::sandbox::PARSER_ARG)
     {
         let job = std::env::args().nth(2).unwrap_or_default();
         if job == "import" {
@@ -63,16 +63,16 @@ fn main() -> ExitCode {
             scalprof_pipeline::import::serve_child();
         }
         oom::leave_to_std();
-        scalprof_debuginfo::sandbox::serve(&job);
+        scalprof_pipeline::facade::sandbox::serve(&job);
     }
     // Everything that parses bytes another user may control runs in such children. The
     // link, not the path it names: a rebuilt or replaced binary keeps its running image.
-    scalprof_debuginfo::sandbox::enable("/proc/self/exe".into());
+    scalprof_pipeline::facade::sandbox::enable("/proc/self/exe".into());
     if args
         .next()
-        .is_some_and(|a| a == scalprof_collect::keeper::KEEPER_ARG)
+        .is_some_and(|a| a == scalprof_pipeline::facade::keeper::KEEPER_ARG)
     {
-        scalprof_collect::keeper::serve();
+        scalprof_pipeline::facade::keeper::serve();
     }
     catch_file_size_limit();
     quiet_import_panics();
@@ -152,7 +152,8 @@ fn runs_workloads(command: &Command) -> bool {
 /// SIGKILL ([`scalprof_collect::keeper`]). Without it a SIGKILLed scalprof could leave a
 /// workload's grandchildren running: said, and the run goes on.
 fn keep_the_workloads_tree() {
-    let started = std::env::current_exe().and_then(|exe| scalprof_collect::keeper::start(&exe));
+    let started =
+        std::env::current_exe().and_then(|exe| scalprof_pipeline::facade::keeper::start(&exe));
     if let Err(e) = started {
         eprintln!(
             "scalprof: warning: could not start the process that cleans up after the workload \

@@ -95,9 +95,9 @@ pub fn flush() -> Result<(), WriteError> {
 
 /// Writes a whole file the user named (a report, a document, an export): never through
 /// another user's link, never waiting on a FIFO, and never left half-written in place of
-/// the previous file ([`scalprof_collect::private::write_user_file`]).
+/// the previous file ([`scalprof_pipeline::facade::write_user_file`]).
 pub fn file(path: &Path, bytes: impl AsRef<[u8]>) -> Result<(), WriteError> {
-    scalprof_collect::private::write_user_file(path, bytes.as_ref()).map_err(|source| WriteError {
+    scalprof_pipeline::facade::write_user_file(path, bytes.as_ref()).map_err(|source| WriteError {
         target: path.display().to_string(),
         source,
     })

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
-use scalprof_collect::interrupt::Interrupt;
-use scalprof_collect::sweep::{RepeatKind, SweepEnd};
 use scalprof_model::{Repeat, RunDocument, SweepParameter};
+use scalprof_pipeline::facade::Interrupt;
+use scalprof_pipeline::facade::{RepeatKind, SweepEnd};
 use scalprof_pipeline::sweep::{Notice, Shape};
 use scalprof_pipeline::{Observer, RunOptions, RunOutcome};
 use scalprof_store::Store;
@@ -34,7 +34,7 @@ pub fn run(
     };
     let outcome = scalprof_pipeline::run(store, opts, &mut progress, interrupt);
     progress.bar.finish_and_clear();
-    let outcome = outcome?;
+    let outcome = outcome.map_err(crate::refusal::reworded)?;
     let id = outcome.id;
     let json_to_stdout = show.json.as_deref() == Some(Path::new("-"));
     if show.summary && !json_to_stdout {

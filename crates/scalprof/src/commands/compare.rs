@@ -4,14 +4,15 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
+use scalprof_pipeline::facade::{compare_runs, gate, ratio_words, slower_points};
 
-use super::*;
+use super::{open_store_read_only, Usage};
 use crate::cli;
 use crate::out;
 
 /// `scalprof compare A B`: two runs (or two suite documents) side by side.
 pub fn compare(db: &Option<PathBuf>, args: cli::CompareArgs) -> Result<ExitCode> {
-    match (crate::suite::read_document(&args.a)?, crate::suite::read_document(&args.b)?) {
+    match (scalprof_pipeline::suite::read_document(&args.a)?, scalprof_pipeline::suite::read_document(&args.b)?) {
         (Some(a), Some(b)) => return compare_suites(db, &args, &a, &b),
         (None, None) => {}
         (Some(_), None) | (None, Some(_)) => {
@@ -28,10 +29,8 @@ pub fn compare(db: &Option<PathBuf>, args: cli::CompareArgs) -> Result<ExitCode>
         scalprof_pipeline::LoadedRun::load(&store, ib)?,
     );
     let (a, b) = (&ra.doc, &rb.doc);
-    let mut c = scalprof_analyze::compare::compare(a, b);
-    c.gate = args
-        .fail_if_slower
-        .map(|pct| scalprof_analyze::compare::gate(&c, pct));
+    let mut c = compare_runs(a, b);
+    c.gate = args.fail_if_slower.map(|pct| gate(&c, pct));
     if args.json {
         out::data(&(serde_json::to_string_pretty(&c)? + "\n"))?;
     } else {
@@ -71,7 +70,7 @@ pub fn compare(db: &Option<PathBuf>, args: cli::CompareArgs) -> Result<ExitCode>
             let r = p.throughput_ratio.expect("a slower point has a ratio");
             eprintln!(
                 "scalprof: regression: B is {} at point {}, beyond the {}% allowed for all {} points at once (interval {:.2}–{:.2}× of A)",
-                scalprof_analyze::compare::ratio_words(&r),
+                ratio_words(&r),
                 p.value,
                 g.threshold_pct,
                 c.points.len(),
@@ -104,7 +103,7 @@ fn compare_suites(
         return Err(Usage("compare: --flame compares two runs; for a suite, compare one test's runs (their ids are in the table)".into()).into());
     }
     let store = open_store_read_only(db).ok();
-    let c = crate::suite::compare(store.as_ref(), a, b);
+    let c = scalprof_pipeline::suite::compare(store.as_ref(), a, b);
     if args.json {
         out::data(&(serde_json::to_string_pretty(&c)? + "\n"))?;
     } else {
@@ -120,7 +119,7 @@ fn compare_suites(
     if let Some(pct) = args.fail_if_slower {
         let mut slower = false;
         for t in &c.tests {
-            for (v, d) in scalprof_analyze::compare::slower_points(&t.comparison, pct) {
+            for (v, d) in slower_points(&t.comparison, pct) {
                 eprintln!(
                     "scalprof: B is slower in {} ({}) at {v} workers: throughput {d:+.1}% (proven at 95% confidence)",
                     t.name, t.mode

@@ -3,23 +3,23 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
-use scalprof_collect::interrupt::Interrupt;
 use scalprof_model::{RunStatus, ThroughputSource};
+use scalprof_pipeline::facade::Interrupt;
 use scalprof_pipeline::RunOptions;
 
-use super::*;
+use super::{exit_code_for, open_store};
 use crate::cli;
 use crate::run::Show;
 
 /// Builds the corpus and sweeps the false-sharing pair, then sets their efficiencies
 /// side by side.
 pub fn demo(db: &Option<std::path::PathBuf>, args: cli::DemoArgs) -> Result<ExitCode> {
-    let dir = crate::corpus::default_dir();
+    let dir = scalprof_pipeline::corpus::default_dir();
     eprintln!(
         "scalprof: building the pathology corpus in {}",
         dir.display()
     );
-    let programs = crate::corpus::build(&dir)?;
+    let programs = scalprof_pipeline::corpus::build(&dir)?;
     let path_of = |name: &str| {
         programs
             .iter()
@@ -32,7 +32,7 @@ pub fn demo(db: &Option<std::path::PathBuf>, args: cli::DemoArgs) -> Result<Exit
     let values = args
         .threads
         .as_deref()
-        .map(scalprof_collect::sweep::parse_values)
+        .map(scalprof_pipeline::facade::parse_sweep_list)
         .transpose()?;
     let mut docs = Vec::new();
     for name in ["counters_packed", "counters_padded"] {

@@ -5,9 +5,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
+use scalprof_pipeline::facade;
 use scalprof_store::Store;
 
-use super::*;
+use super::open_store_read_only;
 use crate::cli;
 use crate::out;
 
@@ -15,10 +16,10 @@ use crate::out;
 pub fn fit(args: cli::FitArgs) -> Result<ExitCode> {
     let text = std::fs::read_to_string(&args.file)
         .with_context(|| format!("reading {}", args.file.display()))?;
-    let obs = scalprof_analyze::parse_two_column_csv(&text)
+    let obs = facade::parse_two_column_csv(&text)
         .with_context(|| format!("parsing {}", args.file.display()))?;
-    let model = scalprof_analyze::usl::fit(&obs)
-        .with_context(|| format!("fitting {}", args.file.display()))?;
+    let model =
+        facade::fit_usl(&obs).with_context(|| format!("fitting {}", args.file.display()))?;
     if args.json {
         out::data(&(serde_json::to_string_pretty(&model)? + "\n"))?;
     } else {
@@ -105,8 +106,10 @@ pub fn show(db: &Option<PathBuf>, args: cli::ShowArgs) -> Result<ExitCode> {
 
 /// `scalprof corpus`: builds the pathology corpus.
 pub fn corpus(args: cli::CorpusArgs) -> Result<ExitCode> {
-    let dir = args.out.unwrap_or_else(crate::corpus::default_dir);
-    for (name, path) in crate::corpus::build(&dir)? {
+    let dir = args
+        .out
+        .unwrap_or_else(scalprof_pipeline::corpus::default_dir);
+    for (name, path) in scalprof_pipeline::corpus::build(&dir)? {
         outln!("{name:<20} {}", path.display());
     }
     Ok(ExitCode::SUCCESS)
@@ -114,9 +117,7 @@ pub fn corpus(args: cli::CorpusArgs) -> Result<ExitCode> {
 
 /// `scalprof layout`: what shares a cache line, in a binary or the kernel.
 pub fn layout(args: cli::LayoutArgs) -> Result<ExitCode> {
-    let line = args
-        .line_size
-        .unwrap_or_else(scalprof_debuginfo::cache_line_size);
+    let line = args.line_size.unwrap_or_else(facade::cache_line_size);
     if line == 0 || !line.is_power_of_two() {
         anyhow::bail!("--line-size must be a power of two (64 on x86-64, 128 on some arm64)");
     }
@@ -128,8 +129,7 @@ pub fn layout(args: cli::LayoutArgs) -> Result<ExitCode> {
         .binary
         .as_ref()
         .expect("clap requires it without --kernel");
-    let layout = scalprof_debuginfo::layout::read_layout(binary)?;
-    let lines = scalprof_analyze::layout::lay_out(&layout, line);
+    let (layout, lines) = facade::lay_out_binary(binary, line)?;
     out!(
         "{}",
         scalprof_report::layout_text(&layout, &lines, &binary.display().to_string(), line)
@@ -166,13 +166,13 @@ pub fn export(db: &Option<PathBuf>, args: cli::ExportArgs) -> Result<ExitCode> {
 fn kernel_layout(args: &cli::LayoutArgs, line: u64) -> Result<String> {
     let mut out = String::new();
     if let Some(name) = &args.struct_name {
-        let s = scalprof_debuginfo::kernel_layout::kernel_struct(name)?;
+        let s = facade::kernel_struct(name)?;
         out += &scalprof_report::kernel_struct_text(&s.name, s.size, &s.members, line);
     }
     if let Some(addr) = &args.addr {
         let a = u64::from_str_radix(addr.trim_start_matches("0x"), 16)
             .with_context(|| format!("--addr {addr:?} is not a hex address"))?;
-        let k = scalprof_debuginfo::Kallsyms::load();
+        let k = facade::Kallsyms::load();
         if !k.is_usable() {
             anyhow::bail!(
                 "/proc/kallsyms shows no addresses: run as root (kernel.kptr_restrict hides them)"

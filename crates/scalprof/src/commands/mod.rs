@@ -13,8 +13,8 @@ pub use record::{complexity, import, locks, run, suite};
 use std::process::ExitCode;
 
 use anyhow::Result;
-use scalprof_collect::interrupt::Interrupt;
 use scalprof_model::RunStatus;
+use scalprof_pipeline::facade::Interrupt;
 use scalprof_store::Store;
 
 fn open_store(cli_db: &Option<std::path::PathBuf>) -> Result<Store> {

@@ -5,12 +5,13 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use scalprof_collect::interrupt::Interrupt;
 use scalprof_model::ThroughputSource;
+use scalprof_pipeline::facade::{parse_sweep_list, Interrupt, LockConfig, SamplingConfig};
 use scalprof_pipeline::RunOptions;
 
-use super::*;
+use super::{exit_code_for, open_store};
 use crate::cli;
+use crate::refusal::{tests_worded, worded};
 use crate::run::Show;
 
 /// `scalprof run`: a thread sweep, measured, profiled and diagnosed.
@@ -19,39 +20,14 @@ pub fn run(db: &Option<PathBuf>, args: cli::RunArgs) -> Result<ExitCode> {
     if let Some(n) = sampling_notice {
         eprintln!("scalprof: {n}");
     }
-    // Check the command before touching the store: a typo fails at once.
-    scalprof_collect::resolve_program(
-        &scalprof_collect::sweep::substitute(&opts.command, opts.parameter.as_str(), 1)[0],
-    )?;
-    if !opts.attach.is_empty() {
-        // So does a server that is not running.
-        let found = opts.attach.resolve()?;
-        if opts.diagnose == 0 || (opts.sampling.is_none() && opts.locks.is_none()) {
-            anyhow::bail!(
-                "--attach observes processes in the traced repeats, and this run has \
-                 none (--diagnose 0, or --no-profile with --no-locks)"
-            );
-        }
-        // Refused before anything runs, rather than a run without the profiles it
-        // was for.
-        if opts.sampling.is_some() && !scalprof_collect::caps::may_sample_every_cpu() {
-            anyhow::bail!(
-                "--attach samples every CPU, which needs root (or CAP_PERFMON) or \
-                 perf_event_paranoid ≤ 0 (it is {}): `sudo sysctl kernel.perf_event_paranoid=0`, \
-                 or add --no-profile to trace only locks",
-                scalprof_collect::caps::paranoid().map_or("unknown".into(), |p| p.to_string())
-            );
-        }
-        if opts.locks.is_some() && !scalprof_collect::caps::may_load_bpf() {
-            anyhow::bail!(
-                "--attach traces the processes' locks with BPF, which needs root (or \
-                 CAP_BPF and CAP_PERFMON); or add --no-locks to profile only"
-            );
-        }
+    // Checked before touching the store: a typo, or a server that is not running, fails
+    // at once.
+    let checked = scalprof_pipeline::check(&opts).map_err(worded)?;
+    if !checked.attached.is_empty() {
+        let n = checked.attached.len();
         eprintln!(
-            "scalprof: attaching to {} running process{} in the traced repeats",
-            found.len(),
-            if found.len() == 1 { "" } else { "es" }
+            "scalprof: attaching to {n} running process{} in the traced repeats",
+            if n == 1 { "" } else { "es" }
         );
     }
     let store = open_store(db)?;
@@ -69,30 +45,22 @@ pub fn run(db: &Option<PathBuf>, args: cli::RunArgs) -> Result<ExitCode> {
 
 /// `scalprof complexity`: an input-size sweep and the functions that grow faster than it.
 pub fn complexity(db: &Option<PathBuf>, args: cli::ComplexityArgs) -> Result<ExitCode> {
-    let sizes = scalprof_collect::sweep::parse_values(&args.sizes)?;
-    if sizes.len() < 3 {
-        anyhow::bail!(
-            "--sizes needs at least three sizes to fit an exponent (e.g. 5000,10000,20000,40000)"
-        );
-    }
-    scalprof_collect::resolve_program(
-        &scalprof_collect::sweep::substitute(&args.command, "size", sizes[0])[0],
-    )?;
-    let store = open_store(db)?;
-    let interrupt = Interrupt::install()?;
     let opts = RunOptions {
-        values: Some(sizes),
+        values: Some(parse_sweep_list(&args.sizes)?),
         repeat: args.repeat,
         diagnose: args.diagnose,
         label: args.label,
         scaling: Some(ThroughputSource::Strong),
-        sampling: Some(scalprof_collect::perf::SamplingConfig {
+        sampling: Some(SamplingConfig {
             frequency: args.freq,
             ..Default::default()
         }),
         locks: None,
         ..RunOptions::new(args.command, scalprof_model::SweepParameter::Size)
     };
+    scalprof_pipeline::check(&opts).map_err(worded)?;
+    let store = open_store(db)?;
+    let interrupt = Interrupt::install()?;
     let show = Show {
         summary: true,
         json: args.json,
@@ -104,22 +72,9 @@ pub fn complexity(db: &Option<PathBuf>, args: cli::ComplexityArgs) -> Result<Exi
 /// `scalprof locks`: the lock tables of a few thread counts, without the model.
 pub fn locks(db: &Option<PathBuf>, args: cli::LocksArgs) -> Result<ExitCode> {
     // Lock tracing is what this command is for: without it, say so before running.
-    if !cfg!(feature = "bpf") {
-        return Err(scalprof_collect::LockTracerError::NotBuilt.into());
-    }
-    if !scalprof_collect::caps::may_load_bpf() {
-        anyhow::bail!(
-            "tracing locks loads BPF programs, which needs root (or CAP_BPF and \
-             CAP_PERFMON): run it with sudo"
-        );
-    }
-    scalprof_collect::resolve_program(
-        &scalprof_collect::sweep::substitute(&args.command, "threads", 1)[0],
-    )?;
-    let store = open_store(db)?;
-    let interrupt = Interrupt::install()?;
+    scalprof_pipeline::check::lock_tracing().map_err(worded)?;
     let opts = RunOptions {
-        values: Some(scalprof_collect::sweep::parse_values(&args.threads)?),
+        values: Some(parse_sweep_list(&args.threads)?),
         repeat: 1,
         scaling: Some(ThroughputSource::Weak),
         keep_going: true,
@@ -127,12 +82,15 @@ pub fn locks(db: &Option<PathBuf>, args: cli::LocksArgs) -> Result<ExitCode> {
         // it does in `run`: without it `locks -t 2` gave table_lock 6% where `run`
         // gave 79%.
         sampling: Some(Default::default()),
-        locks: Some(scalprof_collect::locks::LockConfig {
+        locks: Some(LockConfig {
             system_wide: args.system_wide,
             bpf_stats: args.bpf_stats,
         }),
         ..RunOptions::new(args.command, scalprof_model::SweepParameter::Threads)
     };
+    scalprof_pipeline::check(&opts).map_err(worded)?;
+    let store = open_store(db)?;
+    let interrupt = Interrupt::install()?;
     let show = Show {
         summary: false,
         json: args.json,
@@ -192,11 +150,11 @@ pub fn locks(db: &Option<PathBuf>, args: cli::LocksArgs) -> Result<ExitCode> {
 /// `scalprof suite`: the OS scalability suite.
 pub fn suite(db: &Option<PathBuf>, args: cli::SuiteArgs) -> Result<ExitCode> {
     // A misspelt test is said before the store is created.
-    crate::suite::select(args.tests.as_deref())?;
+    scalprof_pipeline::suite::select(args.tests.as_deref()).map_err(tests_worded)?;
     let store = open_store(db)?;
     let interrupt = Interrupt::install()?;
     let (json, report) = (args.json.clone(), args.report.clone());
-    let doc = crate::suite::suite(&store, args, &interrupt)?;
+    let doc = crate::suite::run(&store, args, &interrupt)?;
     let json_to_stdout = json.as_deref() == Some(std::path::Path::new("-"));
     if !json_to_stdout {
         outln!(

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::*;
+use crate::{locks, Interval};
 
 /// A point's thread-time per operation, split: `useful` (the efficiency) + the causes'
 /// shares + `overhead` (scalprof's own) + `unexplained` = 1.

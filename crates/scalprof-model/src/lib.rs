@@ -24,9 +24,16 @@ mod finding;
 mod fit;
 mod run;
 pub mod stability;
-pub use finding::*;
-pub use fit::*;
-pub use run::*;
+pub use finding::{
+    Budget, Cause, ComplexityDetails, Finding, FindingDetails, FindingKind, HotspotDetails,
+    LockDetails, SerialDetails, SharingDetails, Warning, WarningKind, WhatIf,
+};
+pub use fit::{Estimate, Model, ModelKind};
+pub use run::{
+    Counters, EventCounts, Host, Point, PointRepeat, Repeat, RepeatTrace, RunDocument, RunHeader,
+    RunInputs, RunStatus, Sampling, Spread, Sweep, SweepParameter, ThroughputInfo,
+    ThroughputSource,
+};
 pub use stability::{ForeignProcess, Interference, Interval, Settling};
 
 #[cfg(test)]

@@ -3,7 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::*;
+use crate::{
+    layout, locks, Budget, ComplexityReport, Finding, Interference, Interval, Model, PointProfile,
+    ScalingDiff, Settling, Warning,
+};
 
 /// How a run ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

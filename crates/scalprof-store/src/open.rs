@@ -4,7 +4,7 @@
 use rusqlite::{Connection, OptionalExtension};
 use std::path::{Path, PathBuf};
 
-use crate::*;
+use crate::{outputs_folder, Store, StoreError};
 
 impl Store {
     /// Opens (creating if needed) the store at `path` and applies pending migrations.
@@ -119,22 +119,7 @@ impl Store {
             path: path.to_path_buf(),
             source,
         };
-        if !path.exists() {
-            return Err(StoreError::Missing {
-                path: path.to_path_buf(),
-            });
-        }
-        if path.is_dir() {
-            return Err(StoreError::IsDirectory {
-                path: path.to_path_buf(),
-            });
-        }
-        // A zero-byte file is what `run` starts a new store from: a store with no runs yet.
-        if std::fs::metadata(path).is_ok_and(|m| m.len() == 0) {
-            return Err(StoreError::Empty {
-                path: path.to_path_buf(),
-            });
-        }
+        must_be_a_file(path)?;
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(path, flags).map_err(open_err)?;
         conn.busy_timeout(OPEN_PATIENCE).map_err(open_err)?;
@@ -291,6 +276,27 @@ const STORE_WHY: &str = "its owner can read every run recorded there (labels, co
 const JOURNAL_WHY: &str = "SQLite would write your runs into this journal file of the store";
 const OUTPUTS_WHY: &str = "it is the store's outputs folder, and what the workloads write \
                            would go where its owner chose";
+
+/// Refuses a path that holds no store to read: nothing there, a folder, or the empty file
+/// `run` starts a new store from (a store with no runs yet).
+fn must_be_a_file(path: &Path) -> Result<(), StoreError> {
+    if !path.exists() {
+        return Err(StoreError::Missing {
+            path: path.to_path_buf(),
+        });
+    }
+    if path.is_dir() {
+        return Err(StoreError::IsDirectory {
+            path: path.to_path_buf(),
+        });
+    }
+    if std::fs::metadata(path).is_ok_and(|m| m.len() == 0) {
+        return Err(StoreError::Empty {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(())
+}
 
 fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions.

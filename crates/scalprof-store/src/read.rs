@@ -8,7 +8,7 @@ use scalprof_model::{
     ThroughputSource,
 };
 
-use crate::*;
+use crate::{parse, RunSummary, Store, StoreError, StoredRun};
 
 impl Store {
     /// Every stored lock table of a run, one per repeat, as (point value, repeat index,
@@ -175,110 +175,70 @@ impl Store {
     /// The run's header, its stored repeats (in the order they ran), and what older stores
     /// kept as findings or the sharing analysis needs.
     pub fn load(&self, id: i64) -> Result<StoredRun, StoreError> {
-        let row = self
-            .conn
+        let row = self.run_row(id)?;
+        Ok(StoredRun {
+            header: row.header(id)?,
+            repeats: self.repeats(id)?,
+            legacy_findings: parse(id, "findings", &row.findings)?,
+            sharing: row
+                .sharing
+                .map(|text| parse(id, "sharing", &text))
+                .transpose()?,
+        })
+    }
+
+    /// The run's row in `runs`, as stored.
+    fn run_row(&self, id: i64) -> Result<RunRow, StoreError> {
+        self.conn
             .query_row(
                 "SELECT label, created, command, status, parameter, sweep_values, host, scaling,
                         ops_regex, output_dir, recorder_pid, findings, sharing, recorder_start
                  FROM runs WHERE id = ?1",
                 [id],
                 |r| {
-                    Ok((
-                        r.get::<_, String>(0)?,
-                        r.get::<_, String>(1)?,
-                        r.get::<_, String>(2)?,
-                        r.get::<_, String>(3)?,
-                        r.get::<_, String>(4)?,
-                        r.get::<_, String>(5)?,
-                        r.get::<_, String>(6)?,
-                        r.get::<_, String>(7)?,
-                        r.get::<_, String>(8)?,
-                        r.get::<_, String>(9)?,
-                        r.get::<_, Option<i64>>(10)?,
-                        r.get::<_, String>(11)?,
-                        r.get::<_, Option<String>>(12)?,
-                        r.get::<_, Option<String>>(13)?,
-                    ))
+                    Ok(RunRow {
+                        label: r.get(0)?,
+                        created: r.get(1)?,
+                        command: r.get(2)?,
+                        status: r.get(3)?,
+                        parameter: r.get(4)?,
+                        values: r.get(5)?,
+                        host: r.get(6)?,
+                        scaling: r.get(7)?,
+                        ops_regex: r.get(8)?,
+                        output_dir: r.get(9)?,
+                        pid: r.get(10)?,
+                        findings: r.get(11)?,
+                        sharing: r.get(12)?,
+                        started: r.get(13)?,
+                    })
                 },
             )
             .optional()?
             .ok_or_else(|| StoreError::NoSuchRun {
                 reference: id.to_string(),
                 path: self.path.clone(),
-            })?;
-        let (
-            label,
-            created,
-            command,
-            status,
-            parameter,
-            values,
-            host,
-            scaling,
-            ops_regex,
-            output_dir,
-            pid,
-            findings,
-            sharing,
-            started,
-        ) = row;
-        let header = RunHeader {
-            id: id.to_string(),
-            label,
-            created,
-            command: parse(id, "command", &command)?,
-            status: effective_status(&status, pid, started.as_deref()),
-            sweep: Sweep {
-                // Runs are only ever stored with `threads` or `size`.
-                parameter: SweepParameter::parse(&parameter).unwrap_or(SweepParameter::Threads),
-                values: parse(id, "sweep_values", &values)?,
-            },
-            host: parse(id, "host", &host)?,
-            scaling: match scaling.as_str() {
-                "strong" => Some(ThroughputSource::Strong),
-                "auto" => None,
-                _ => Some(ThroughputSource::Weak),
-            },
-            ops_regex,
-            output_dir,
-        };
+            })
+    }
+
+    /// The run's stored repeats, in the order they ran.
+    fn repeats(&self, id: i64) -> Result<Vec<PointRepeat>, StoreError> {
         let mut stmt = self.conn.prepare(
             "SELECT value, idx, wall_s, user_s, sys_s, ops, exit_code, signal, timed_out,
                     voluntary_csw, involuntary_csw, minor_faults, major_faults, stdout_path, stderr_path,
                     traced, counts, interference
              FROM repeats WHERE run_id = ?1 ORDER BY rowid",
         )?;
-        let repeats = stmt
+        let rows = stmt
             .query_map([id], |r| {
                 Ok((
-                    PointRepeat {
-                        value: r.get::<_, i64>(0)? as u64,
-                        repeat: Repeat {
-                            interference: None,
-                            index: r.get(1)?,
-                            wall_s: r.get(2)?,
-                            user_s: r.get(3)?,
-                            sys_s: r.get(4)?,
-                            ops: r.get::<_, Option<i64>>(5)?.map(|o| o as u64),
-                            exit_code: r.get(6)?,
-                            signal: r.get(7)?,
-                            timed_out: r.get(8)?,
-                            voluntary_csw: r.get::<_, i64>(9)? as u64,
-                            involuntary_csw: r.get::<_, i64>(10)? as u64,
-                            minor_faults: r.get::<_, i64>(11)? as u64,
-                            major_faults: r.get::<_, i64>(12)? as u64,
-                            stdout_path: r.get(13)?,
-                            stderr_path: r.get(14)?,
-                            traced: r.get(15)?,
-                            counts: None,
-                        },
-                    },
+                    repeat_of(r)?,
                     r.get::<_, Option<String>>(16)?,
                     r.get::<_, Option<String>>(17)?,
                 ))
             })?
-            .collect::<Result<Vec<_>, _>>()?
-            .into_iter()
+            .collect::<Result<Vec<_>, _>>()?;
+        rows.into_iter()
             .map(|(mut p, counts, interference)| {
                 p.repeat.counts = counts.map(|t| parse(id, "counts", &t)).transpose()?;
                 p.repeat.interference = interference
@@ -286,16 +246,79 @@ impl Store {
                     .transpose()?;
                 Ok(p)
             })
-            .collect::<Result<Vec<_>, StoreError>>()?;
-        Ok(StoredRun {
-            header,
-            repeats,
-            legacy_findings: parse(id, "findings", &findings)?,
-            sharing: sharing
-                .map(|text| parse(id, "sharing", &text))
-                .transpose()?,
+            .collect()
+    }
+}
+
+/// A row of `runs`, its JSON columns still text.
+struct RunRow {
+    label: String,
+    created: String,
+    command: String,
+    status: String,
+    parameter: String,
+    values: String,
+    host: String,
+    scaling: String,
+    ops_regex: String,
+    output_dir: String,
+    pid: Option<i64>,
+    findings: String,
+    sharing: Option<String>,
+    started: Option<String>,
+}
+
+impl RunRow {
+    /// The run's header, its JSON columns parsed.
+    fn header(&self, id: i64) -> Result<RunHeader, StoreError> {
+        Ok(RunHeader {
+            id: id.to_string(),
+            label: self.label.clone(),
+            created: self.created.clone(),
+            command: parse(id, "command", &self.command)?,
+            status: effective_status(&self.status, self.pid, self.started.as_deref()),
+            sweep: Sweep {
+                // Runs are only ever stored with `threads` or `size`.
+                parameter: SweepParameter::parse(&self.parameter)
+                    .unwrap_or(SweepParameter::Threads),
+                values: parse(id, "sweep_values", &self.values)?,
+            },
+            host: parse(id, "host", &self.host)?,
+            scaling: match self.scaling.as_str() {
+                "strong" => Some(ThroughputSource::Strong),
+                "auto" => None,
+                _ => Some(ThroughputSource::Weak),
+            },
+            ops_regex: self.ops_regex.clone(),
+            output_dir: self.output_dir.clone(),
         })
     }
+}
+
+/// A repeat from the first 16 columns of a `repeats` row (its JSON columns left out).
+fn repeat_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<PointRepeat> {
+    Ok(PointRepeat {
+        value: r.get::<_, i64>(0)? as u64,
+        repeat: Repeat {
+            interference: None,
+            index: r.get(1)?,
+            wall_s: r.get(2)?,
+            user_s: r.get(3)?,
+            sys_s: r.get(4)?,
+            ops: r.get::<_, Option<i64>>(5)?.map(|o| o as u64),
+            exit_code: r.get(6)?,
+            signal: r.get(7)?,
+            timed_out: r.get(8)?,
+            voluntary_csw: r.get::<_, i64>(9)? as u64,
+            involuntary_csw: r.get::<_, i64>(10)? as u64,
+            minor_faults: r.get::<_, i64>(11)? as u64,
+            major_faults: r.get::<_, i64>(12)? as u64,
+            stdout_path: r.get(13)?,
+            stderr_path: r.get(14)?,
+            traced: r.get(15)?,
+            counts: None,
+        },
+    })
 }
 
 /// A run still marked `running` whose recorder is gone was cut off: report it as

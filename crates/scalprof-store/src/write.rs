@@ -7,7 +7,7 @@ use scalprof_model::locks::LockProfile;
 use scalprof_model::{PointProfile, Repeat, RunStatus, ThroughputSource};
 use std::path::Path;
 
-use crate::*;
+use crate::{json, NewRun, Store, StoreError};
 
 impl Store {
     /// Creates a run in state `running`, recorded by this process.

@@ -2,24 +2,17 @@
 //! the same converter and analysis as live profiles.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 
 use anyhow::Result;
-use linux_perf_event_reader::{
-    CpuMode, EventRecord, RawData, RawEventRecord, RecordParseInfo, RecordType,
-};
-use scalprof_debuginfo::{Kallsyms, SymbolCache};
+use scalprof_debuginfo::Kallsyms;
 use scalprof_model::{Host, Repeat, RunStatus, Sweep, ThroughputSource};
 use scalprof_store::{NewRun, Store};
-use scalprof_symbolize::profile::{ProfileBuilder, Share, Symbols};
+use scalprof_symbolize::convert::ModeTimes;
+use scalprof_symbolize::profile::ProfileBuilder;
 
-thread_local! {
-    /// Set while this thread parses an untrusted perf.data file: a panic then becomes an
-    /// import error, and is not printed.
-    pub static PARSING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
+/// Set while a thread parses an untrusted perf.data file (the binary's panic hook reads it).
+pub use scalprof_symbolize::convert::PARSING;
 
 pub fn import(store: &Store, path: &Path, label: Option<String>) -> Result<i64> {
     let local_kernel = scalprof_collect::host::probe().kernel;
@@ -140,7 +133,7 @@ fn parse(
     // One thread reads the file and hands its records, a batch at a time, to one builder
     // per core, each parsing and symbolizing its share of the samples (and counting their
     // CPU time by mode); the builders are merged into the first.
-    let (user_ns, sys_ns) = (AtomicU64::new(0), AtomicU64::new(0));
+    let times = ModeTimes::default();
     // A record is ~150–200 bytes with a callchain: the size says about how many samples.
     let workers = scalprof_symbolize::profile::parallel_workers(file.size / 200);
     // The file is untrusted input: scalprof checks its structure first, and a panic in a
@@ -149,7 +142,7 @@ fn parse(
     PARSING.with(|p| p.set(true));
     let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         // The sampling rate from the header: the threads' busy shares need it.
-        read_in_parallel(
+        scalprof_symbolize::convert::perf_data(
             file,
             &|| {
                 ProfileBuilder::new(&header.event, header.frequency, true)
@@ -158,7 +151,7 @@ fn parse(
             workers,
             scalprof_symbolize::profile::PARALLEL_CHUNK,
             &kernel,
-            (&user_ns, &sys_ns),
+            &times,
         )
     }));
     PARSING.with(|p| p.set(false));
@@ -176,8 +169,8 @@ fn parse(
     Ok(Parsed {
         profile,
         info,
-        user_ns: user_ns.into_inner(),
-        sys_ns: sys_ns.into_inner(),
+        user_ns: times.user_ns.into_inner(),
+        sys_ns: times.sys_ns.into_inner(),
         same_kernel,
     })
 }
@@ -361,175 +354,4 @@ pub fn serve_child() -> ! {
         .and_then(|()| out.flush())
         .is_ok();
     std::process::exit(if ok { 0 } else { 1 })
-}
-
-/// Records handed from the reading thread to the builders: their bytes, and per record
-/// (type, misc, parse info, range in the bytes).
-#[derive(Default)]
-struct Batch {
-    bytes: Vec<u8>,
-    infos: Vec<RecordParseInfo>,
-    records: Vec<(RecordType, u16, u8, usize, usize)>,
-}
-
-/// Records per batch.
-const BATCH: usize = 16 * 1024;
-
-impl Batch {
-    fn push(&mut self, raw: &RawEventRecord<'_>) {
-        let info = match self.infos.iter().position(|i| *i == raw.parse_info) {
-            Some(i) => i,
-            None => {
-                self.infos.push(raw.parse_info);
-                self.infos.len() - 1
-            }
-        };
-        let start = self.bytes.len();
-        match raw.data {
-            RawData::Single(a) => self.bytes.extend_from_slice(a),
-            RawData::Split(a, b) => {
-                self.bytes.extend_from_slice(a);
-                self.bytes.extend_from_slice(b);
-            }
-        }
-        let info = u8::try_from(info).unwrap_or(u8::MAX);
-        self.records
-            .push((raw.record_type, raw.misc, info, start, self.bytes.len()));
-    }
-}
-
-/// Reads `path` on one thread and symbolizes it with `workers` builders made by `make`
-/// (this thread's the first), each taking its [`Share`] of the samples, `chunk` in a row,
-/// with the kernel symbols `kernel` loads once reading has begun; gives the merged builder
-/// and what the file says of itself. The CPU time of the samples by mode is added to
-/// `user_ns` and `sys_ns`.
-pub fn read_in_parallel(
-    file: &scalprof_collect::import::PerfFile,
-    make: &(dyn Fn() -> ProfileBuilder + Sync),
-    workers: usize,
-    chunk: u64,
-    kernel: &dyn Fn() -> Arc<Kallsyms>,
-    (user_ns, sys_ns): (&AtomicU64, &AtomicU64),
-) -> Result<(ProfileBuilder, scalprof_collect::import::ImportInfo)> {
-    let workers = workers.max(1);
-    let share = |index| Share {
-        index,
-        of: workers,
-        chunk,
-    };
-    // What one builder does with the batches it receives.
-    let consume = |b: &mut ProfileBuilder, symbols: &mut Symbols, rx: Receiver<Arc<Batch>>| {
-        PARSING.with(|p| p.set(true));
-        let mine = b.share_of().unwrap_or(share(0));
-        let mut ordinal = 0u64;
-        for batch in rx {
-            for &(ty, misc, info, start, end) in &batch.records {
-                let sample = ty == RecordType::SAMPLE;
-                if sample {
-                    ordinal += 1;
-                    if !mine.takes(ordinal - 1) {
-                        continue;
-                    }
-                }
-                let Some(&info) = batch.infos.get(info as usize) else {
-                    b.bad_record(sample);
-                    continue;
-                };
-                let raw =
-                    RawEventRecord::new(ty, misc, RawData::Single(&batch.bytes[start..end]), info);
-                match raw.parse() {
-                    Ok(rec) => {
-                        if let EventRecord::Sample(s) = &rec {
-                            let p = s.period.unwrap_or(0);
-                            match s.cpu_mode {
-                                CpuMode::Kernel => sys_ns.fetch_add(p, Ordering::Relaxed),
-                                _ => user_ns.fetch_add(p, Ordering::Relaxed),
-                            };
-                        }
-                        b.handle_taken(rec, symbols);
-                    }
-                    Err(_) => b.bad_record(sample),
-                }
-            }
-        }
-    };
-    let mut senders: Vec<SyncSender<Arc<Batch>>> = Vec::new();
-    let mut receivers: Vec<Receiver<Arc<Batch>>> = Vec::new();
-    for _ in 0..workers {
-        let (tx, rx) = sync_channel(8);
-        senders.push(tx);
-        receivers.push(rx);
-    }
-    std::thread::scope(|scope| {
-        let reader = scope.spawn(move || {
-            PARSING.with(|p| p.set(true));
-            // Batches every builder is done with are filled again (fresh ones cost a page
-            // fault per 4 KiB).
-            let mut sent: std::collections::VecDeque<Arc<Batch>> = Default::default();
-            let mut send = |batch: Batch| -> Batch {
-                let batch = Arc::new(batch);
-                // A builder that stopped (it panicked) no longer receives.
-                for s in &senders {
-                    let _ = s.send(batch.clone());
-                }
-                sent.push_back(batch);
-                if sent.front().is_some_and(|b| Arc::strong_count(b) == 1) {
-                    if let Some(Ok(mut again)) = sent.pop_front().map(Arc::try_unwrap) {
-                        again.bytes.clear();
-                        again.infos.clear();
-                        again.records.clear();
-                        return again;
-                    }
-                }
-                // At most as many as can be in flight: the channels' and one per builder.
-                if sent.len() > 16 {
-                    sent.pop_front();
-                }
-                Batch::default()
-            };
-            let mut batch = Batch::default();
-            let info = scalprof_collect::import::for_each_raw_record_of(file, |raw| {
-                batch.push(&raw);
-                if batch.records.len() >= BATCH {
-                    let full = std::mem::take(&mut batch);
-                    batch = send(full);
-                }
-            });
-            if !batch.records.is_empty() {
-                send(batch);
-            }
-            info
-        });
-        let kernel = kernel();
-        // One cache for every builder: each file opened, and its DWARF read, once.
-        let files = SymbolCache::default();
-        let first_rx = receivers.remove(0);
-        let handles: Vec<_> = receivers
-            .into_iter()
-            .enumerate()
-            .map(|(k, rx)| {
-                let (kernel, files) = (kernel.clone(), files.clone());
-                scope.spawn(move || {
-                    let mut own = Symbols { kernel, files };
-                    let mut b = make().share(share(k + 1));
-                    consume(&mut b, &mut own, rx);
-                    b.into_part()
-                })
-            })
-            .collect();
-        let mut symbols = Symbols { kernel, files };
-        let mut first = make().share(share(0));
-        consume(&mut first, &mut symbols, first_rx);
-        for h in handles {
-            match h.join() {
-                Ok(part) => first.absorb(part),
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
-        }
-        let info = match reader.join() {
-            Ok(info) => info?,
-            Err(panic) => std::panic::resume_unwind(panic),
-        };
-        Ok((first.unshared(), info))
-    })
 }

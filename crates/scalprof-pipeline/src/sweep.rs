@@ -15,7 +15,8 @@ use scalprof_collect::sweep::{
 use scalprof_collect::{LockTracerError, ProfilingError};
 use scalprof_model::{Repeat, RunDocument, RunStatus, Sweep, SweepParameter, ThroughputSource};
 use scalprof_store::{NewRun, Store};
-use scalprof_symbolize::profile::{ProfileBuilder, ProfileError, RecordIndex, Symbols};
+use scalprof_symbolize::convert::Converted;
+use scalprof_symbolize::profile::{ProfileError, Symbols};
 
 /// Everything a sweep needs.
 #[derive(Clone, Debug)]
@@ -350,6 +351,38 @@ struct StoreSink<'a> {
     last: Option<u64>,
 }
 
+impl StoreSink<'_> {
+    /// Stores what a repeat's collectors recorded, converted; a profile that could not be
+    /// read is said once per sweep.
+    fn record_converted(
+        &mut self,
+        value: u64,
+        index: u32,
+        converted: Converted,
+    ) -> Result<(), scalprof_collect::SinkError> {
+        match converted.profile {
+            Some(Ok(p)) => self
+                .store
+                .add_profile(self.id, value, index, &p)
+                .map_err(Box::new)?,
+            Some(Err(error)) if !self.profile_error_shown => {
+                self.profile_error_shown = true;
+                self.observer.notice(Notice::ProfileUnusable {
+                    value,
+                    error: &error,
+                });
+            }
+            Some(Err(_)) | None => {}
+        }
+        if let Some(table) = converted.locks {
+            self.store
+                .add_locks(self.id, value, index, &table)
+                .map_err(Box::new)?;
+        }
+        Ok(())
+    }
+}
+
 impl SweepSink for StoreSink<'_> {
     fn starting(&mut self, value: u64, index: u32, kind: RepeatKind) {
         let of = match kind {
@@ -376,70 +409,14 @@ impl SweepSink for StoreSink<'_> {
         if !repeat.succeeded() {
             // Only successful repeats count.
         } else if let Some(symbols) = self.symbols.as_mut() {
-            // Symbolize now that the workload has exited, its holders' samples blamed for
-            // the waits they caused; then name the locks with what the holders did.
-            let (windows, keys) = collected
-                .locks
-                .as_ref()
-                .map(scalprof_symbolize::locks::blame_windows)
-                .unwrap_or_default();
-            let mut on_cpu = Default::default();
-            if let Some(raw) = collected.profile {
-                self.observer.symbolizing(value, raw.samples);
-                let cpu_before = scalprof_collect::perf::process_cpu_ns();
-                let make = |symbols: &mut Symbols| {
-                    let mut b = ProfileBuilder::new(&raw.event, raw.frequency, raw.kernel_stacks)
-                        .blame(&windows);
-                    if let Some(only) = &raw.only {
-                        b = b.only(only);
-                    }
-                    for p in &raw.initial {
-                        b.add_process(p.pid, &p.comm, &p.maps, symbols);
-                        if let Some(uid) = p.uid {
-                            b = b.trust_perf_maps_of(uid);
-                        }
-                    }
-                    b
-                };
-                // On every core (the workload has exited), each builder its share of the
-                // samples, in the order of one index of the records.
-                let handled = RecordIndex::new(&raw.attr, &raw.records).map(|index| {
-                    scalprof_symbolize::profile::parallel(
-                        scalprof_symbolize::profile::parallel_workers(raw.samples),
-                        scalprof_symbolize::profile::PARALLEL_CHUNK,
-                        symbols,
-                        &make,
-                        &|b, symbols| b.handle_indexed(&raw.records, &index, symbols),
-                    )
-                });
-                match handled {
-                    Ok(mut b) => {
-                        on_cpu = scalprof_symbolize::locks::holder_samples(b.take_blamed(), &keys);
-                        let mut p = b.finish();
-                        p.stats.bad_records += raw.bad_records;
-                        p.stats.record_cpu_ns = raw.record_cpu_ns;
-                        p.stats.process_cpu_ns =
-                            scalprof_collect::perf::process_cpu_ns().saturating_sub(cpu_before);
-                        self.store
-                            .add_profile(self.id, value, repeat.index, &p)
-                            .map_err(Box::new)?;
-                    }
-                    Err(error) if !self.profile_error_shown => {
-                        self.profile_error_shown = true;
-                        self.observer.notice(Notice::ProfileUnusable {
-                            value,
-                            error: &error,
-                        });
-                    }
-                    Err(_) => {}
-                }
-            }
-            if let Some(raw) = collected.locks {
-                let table = scalprof_symbolize::locks::lock_profile(&raw, symbols, &on_cpu);
-                self.store
-                    .add_locks(self.id, value, repeat.index, &table)
-                    .map_err(Box::new)?;
-            }
+            let observer = &mut *self.observer;
+            let converted = scalprof_symbolize::convert::repeat(
+                collected.profile,
+                collected.locks.as_ref(),
+                symbols,
+                &mut |samples| observer.symbolizing(value, samples),
+            );
+            self.record_converted(value, repeat.index, converted)?;
         }
         if !repeat.succeeded() {
             self.observer.repeat_failed(value, repeat, false);

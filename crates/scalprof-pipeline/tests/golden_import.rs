@@ -58,17 +58,20 @@ fn several_builders_make_the_profile_one_builder_makes() {
     };
     // The import's way: one thread reads, the builders take batches of records.
     let streamed = |workers: usize, chunk: u64| {
-        let (user, sys) = Default::default();
-        let (b, _) = scalprof_pipeline::import::read_in_parallel(
+        let times = scalprof_symbolize::convert::ModeTimes::default();
+        let (b, _) = scalprof_symbolize::convert::perf_data(
             &scalprof_collect::import::PerfFile::open(&path).unwrap(),
             &|| ProfileBuilder::new("cpu-clock", 1000, true),
             workers,
             chunk,
             &|| std::sync::Arc::new(scalprof_debuginfo::Kallsyms::default()),
-            (&user, &sys),
+            &times,
         )
         .unwrap();
-        (b.finish(), user.into_inner() + sys.into_inner())
+        (
+            b.finish(),
+            times.user_ns.into_inner() + times.sys_ns.into_inner(),
+        )
     };
     let one = run(1, 1);
     assert!(one.stats.samples >= 20, "{:?}", one.stats);

@@ -10,6 +10,7 @@
 //! - [`locks`]: lock-tracer records → a named lock table.
 //! - [`sharing`]: hot instructions → the globals their locked writes target, with layouts.
 
+pub mod convert;
 pub mod locks;
 pub mod perf_map;
 pub mod profile;

@@ -10,31 +10,11 @@ use scalprof_store::Store;
 
 use crate::cli::{ExportArgs, ExportFormat};
 
+/// `scalprof export`: the chosen points' profiles, encoded, to a file or standard output.
 pub fn export(store: &Store, args: ExportArgs) -> Result<()> {
     let id = store.resolve(&args.run)?;
     let loaded = LoadedRun::load(store, id)?;
-    let profiled: Vec<u64> = loaded.inputs.profiles.iter().map(|p| p.0).collect();
-    if profiled.is_empty() {
-        bail!("run {id} has no profiles (recorded with --no-profile, or every repeat failed)");
-    }
-    let all = args.point.as_deref() == Some("all");
-    let values: Vec<u64> = match args.point.as_deref() {
-        Some("all") => profiled.clone(),
-        Some(v) => {
-            let v: u64 = v
-                .parse()
-                .with_context(|| format!("--point {v:?}: expected a point value or `all`"))?;
-            if !profiled.contains(&v) {
-                let have: Vec<String> = profiled.iter().map(|p| p.to_string()).collect();
-                bail!(
-                    "run {id} has no profile at point {v} (profiled points: {})",
-                    have.join(", ")
-                );
-            }
-            vec![v]
-        }
-        None => vec![*profiled.iter().max().expect("non-empty")],
-    };
+    let (values, all) = chosen_points(&loaded, id, args.point.as_deref())?;
     let parameter = loaded.doc.sweep.parameter.as_str();
     let which = if all {
         "all".to_string()
@@ -57,48 +37,10 @@ pub fn export(store: &Store, args: ExportArgs) -> Result<()> {
             }
             (text.into_bytes(), format!("scalprof-{id}@{which}.folded"))
         }
-        ExportFormat::Pprof => {
-            let points: Vec<ExportPoint<'_>> = values
-                .iter()
-                .map(|&value| ExportPoint {
-                    value,
-                    profile: loaded.profile(value).expect("profiled point"),
-                })
-                .collect();
-            let doc = &loaded.doc;
-            let mut comments = vec![format!(
-                "scalprof run {id} ({}): {}",
-                doc.label,
-                doc.command.join(" ")
-            )];
-            for p in &points {
-                let st = &p.profile.stats;
-                comments.push(format!(
-                    "{parameter} {}: {} @ {} Hz, {} samples over {} traced repeats; \
-                     {} lost, {} truncated stacks, {} unresolved frames",
-                    p.value,
-                    p.profile.event,
-                    p.profile.frequency,
-                    st.samples,
-                    p.profile.repeats,
-                    st.lost_samples,
-                    st.truncated_stacks,
-                    st.unresolved_frames
-                ));
-            }
-            let time_nanos = humantime::parse_rfc3339_weak(&doc.created)
-                .ok()
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(0));
-            let meta = ExportMeta {
-                parameter: parameter.to_string(),
-                comments,
-                time_nanos,
-                main_binary: doc.command.first().cloned().unwrap_or_default(),
-            };
-            let bytes = pprof::encode_gz(&pprof::profile(&points, &meta))?;
-            (bytes, format!("scalprof-{id}@{which}.pb.gz"))
-        }
+        ExportFormat::Pprof => (
+            pprof_bytes(&loaded, id, &values)?,
+            format!("scalprof-{id}@{which}.pb.gz"),
+        ),
     };
     let out = args.output.unwrap_or_else(|| PathBuf::from(default_name));
     if out.as_os_str() == "-" {
@@ -117,6 +59,78 @@ pub fn export(store: &Store, args: ExportArgs) -> Result<()> {
         }
     );
     Ok(())
+}
+
+/// The points `--point` names (a value, `all`, or by default the largest profiled one),
+/// each checked to have a profile; and whether it was `all`.
+fn chosen_points(loaded: &LoadedRun, id: i64, point: Option<&str>) -> Result<(Vec<u64>, bool)> {
+    let profiled: Vec<u64> = loaded.inputs.profiles.iter().map(|p| p.0).collect();
+    if profiled.is_empty() {
+        bail!("run {id} has no profiles (recorded with --no-profile, or every repeat failed)");
+    }
+    let values: Vec<u64> = match point {
+        Some("all") => profiled.clone(),
+        Some(v) => {
+            let v: u64 = v
+                .parse()
+                .with_context(|| format!("--point {v:?}: expected a point value or `all`"))?;
+            if !profiled.contains(&v) {
+                let have: Vec<String> = profiled.iter().map(|p| p.to_string()).collect();
+                bail!(
+                    "run {id} has no profile at point {v} (profiled points: {})",
+                    have.join(", ")
+                );
+            }
+            vec![v]
+        }
+        None => vec![*profiled.iter().max().expect("non-empty")],
+    };
+    Ok((values, point == Some("all")))
+}
+
+/// The points' profiles as one gzipped pprof, with the run and each point's sampling
+/// said in its comments.
+fn pprof_bytes(loaded: &LoadedRun, id: i64, values: &[u64]) -> Result<Vec<u8>> {
+    let doc = &loaded.doc;
+    let parameter = doc.sweep.parameter.as_str();
+    let points: Vec<ExportPoint<'_>> = values
+        .iter()
+        .map(|&value| ExportPoint {
+            value,
+            profile: loaded.profile(value).expect("profiled point"),
+        })
+        .collect();
+    let mut comments = vec![format!(
+        "scalprof run {id} ({}): {}",
+        doc.label,
+        doc.command.join(" ")
+    )];
+    for p in &points {
+        let st = &p.profile.stats;
+        comments.push(format!(
+            "{parameter} {}: {} @ {} Hz, {} samples over {} traced repeats; \
+             {} lost, {} truncated stacks, {} unresolved frames",
+            p.value,
+            p.profile.event,
+            p.profile.frequency,
+            st.samples,
+            p.profile.repeats,
+            st.lost_samples,
+            st.truncated_stacks,
+            st.unresolved_frames
+        ));
+    }
+    let time_nanos = humantime::parse_rfc3339_weak(&doc.created)
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(0));
+    let meta = ExportMeta {
+        parameter: parameter.to_string(),
+        comments,
+        time_nanos,
+        main_binary: doc.command.first().cloned().unwrap_or_default(),
+    };
+    Ok(pprof::encode_gz(&pprof::profile(&points, &meta))?)
 }
 
 /// Writes an export to standard output: as it is to a pipe, terminal-safe to a terminal.

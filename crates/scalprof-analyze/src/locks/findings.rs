@@ -1,11 +1,13 @@
 //! Lock findings: the locks whose waits and on-CPU time grew over the sweep, with their
 //! evidence, callers and a suggestion that fits the lock.
 
-use scalprof_model::locks::{LockKind, LockProfile, LockRow, Scope};
+use scalprof_model::locks::{LockCaller, LockKind, LockProfile, LockRow, Scope, CPU_WAIT_OTHER};
 use scalprof_model::units::human_ns;
+use scalprof_model::vocabulary::Pat::{self, Exact, Prefix};
 use scalprof_model::{Finding, FindingDetails, FindingKind, LockDetails, Point};
 
-use super::*;
+use super::merge::combine_sides;
+use super::{LOCK_MIN_SCORE, LOCK_MIN_WAITS};
 
 /// `lock_contention` findings. `points`: (point, work, lock profile), in sweep order.
 ///
@@ -14,28 +16,54 @@ use super::*;
 /// thread time; ideal scaling keeps that at the first point's value, and waiting is
 /// thread time.
 pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
-    let Some(&(last_point, last_work, last_locks)) = points.last() else {
+    let Some(lost) = lost_thread_time(points) else {
         return Vec::new();
     };
+    let last_rows = &points[points.len() - 1].2.rows;
+    let mut out = Vec::new();
+    for (scope, name) in lock_names(points) {
+        let rows = growth_rows(points, scope, &name);
+        let (Some(first), Some(last)) = (
+            rows.iter().flatten().next(),
+            rows.iter().rev().flatten().next(),
+        ) else {
+            continue;
+        };
+        if !is_programs_cause(first) {
+            continue;
+        }
+        let Some(score) = score(points, &rows, lost) else {
+            continue;
+        };
+        let series = LockSeries::new(points, scope, name, &rows, last);
+        out.push(series.finding(score, last_rows));
+    }
+    out
+}
+
+/// The thread time per operation lost between the first and the last point (for a single
+/// point, all of it: its waits are compared with the whole thread time), when some was.
+fn lost_thread_time(points: &[(&Point, f64, &LockProfile)]) -> Option<f64> {
+    let &(last_point, last_work, _) = points.last()?;
     let (first_point, first_work, _) = points[0];
     // From the clean throughput (work units per second): N threads' time per unit.
     let thread_time_per_op = |p: &Point, work: f64| -> Option<f64> {
         let x = p.throughput?;
         (work > 0.0 && x > 0.0).then(|| p.value as f64 * 1e9 / x)
     };
-    let (Some(t_last), Some(t_first)) = (
-        thread_time_per_op(last_point, last_work),
-        thread_time_per_op(first_point, first_work),
-    ) else {
-        return Vec::new();
+    let t_last = thread_time_per_op(last_point, last_work)?;
+    let t_first = thread_time_per_op(first_point, first_work)?;
+    let lost = if points.len() == 1 {
+        t_last
+    } else {
+        t_last - t_first
     };
-    let single = points.len() == 1;
-    // For a single point, waits are compared with the whole thread time.
-    let lost = if single { t_last } else { t_last - t_first };
-    if lost <= 0.0 {
-        return Vec::new();
-    }
-    // One finding per lock: a reader-writer lock's read and write sides are one lock.
+    (lost > 0.0).then_some(lost)
+}
+
+/// Every lock of the sweep once, in the order first seen: a reader-writer lock's read and
+/// write sides are one lock.
+fn lock_names(points: &[(&Point, f64, &LockProfile)]) -> Vec<(Scope, String)> {
     let mut names: Vec<(Scope, String)> = Vec::new();
     for (_, _, lp) in points {
         for r in &lp.rows {
@@ -45,205 +73,404 @@ pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
             }
         }
     }
-    let mut out = Vec::new();
-    for (scope, name) in names {
-        let combined: Vec<Option<LockRow>> = points
-            .iter()
-            .map(|(_, _, lp)| {
-                combine_sides(
-                    lp.rows
-                        .iter()
-                        .filter(|r| r.scope == scope && r.name == name),
-                )
-            })
-            .collect();
-        let rows: Vec<Option<&LockRow>> = combined.iter().map(Option::as_ref).collect();
-        let lock_type = match rows.iter().rev().flatten().next() {
-            Some(r) => r.lock_type.clone(),
-            None => continue,
-        };
-        let Some(any) = rows.iter().flatten().next() else {
-            continue;
-        };
-        // Condition variables and semaphores are handoffs (an interpreter lock, a queue);
-        // joins and barriers are the harness's structure.
+    names
+}
+
+/// One lock's row at each point, its sides combined (`None` where it was not waited for).
+fn growth_rows(
+    points: &[(&Point, f64, &LockProfile)],
+    scope: Scope,
+    name: &str,
+) -> Vec<Option<LockRow>> {
+    points
+        .iter()
+        .map(|(_, _, lp)| {
+            combine_sides(
+                lp.rows
+                    .iter()
+                    .filter(|r| r.scope == scope && r.name == name),
+            )
+        })
+        .collect()
+}
+
+/// Whether a lock's waits can be the program's own cause. Condition variables and
+/// semaphores are handoffs (an interpreter lock, a queue) and count; joins and barriers
+/// are the harness's structure and do not.
+fn is_programs_cause(row: &LockRow) -> bool {
+    !(matches!(
+        row.lock_type,
+        LockKind::Join | LockKind::Barrier | LockKind::Idle
+    )
         // A wait for an attached server's answer is the server's time, which its own
         // rows break down.
-        if matches!(
-            any.lock_type,
-            LockKind::Join | LockKind::Barrier | LockKind::Idle
-        ) || any.attributed_to.is_some()
-            || any.peer_attached
-            // Time behind other processes is interference, never the program's cause.
-            || crate::stability::is_foreign(Some(any.scope), &any.name)
-        {
-            continue;
+        || row.attributed_to.is_some()
+        || row.peer_attached
+        // Time behind other processes is interference, never the program's cause.
+        || crate::stability::is_foreign(Some(row.scope), &row.name))
+}
+
+/// Each point's cost of one lock per work unit: `cost` of its row over the work.
+fn per_op(
+    rows: &[Option<LockRow>],
+    points: &[(&Point, f64, &LockProfile)],
+    cost: impl Fn(&LockRow) -> u64,
+) -> Vec<f64> {
+    rows.iter()
+        .zip(points)
+        .map(|(r, (_, work, _))| {
+            r.as_ref()
+                .map_or(0.0, |r| cost(r) as f64 / work.max(1e-300))
+        })
+        .collect()
+}
+
+/// The share of the `lost` thread time that the growth of a lock's cost per operation
+/// (its waits and its on-CPU time) explains, when it makes a finding.
+fn score(
+    points: &[(&Point, f64, &LockProfile)],
+    rows: &[Option<LockRow>],
+    lost: f64,
+) -> Option<f64> {
+    let single = points.len() == 1;
+    let per_op = per_op(rows, points, |r| r.total_wait_ns + r.spin_ns.unwrap_or(0));
+    let growth = if single {
+        per_op[0]
+    } else {
+        per_op[per_op.len() - 1] - per_op[0]
+    };
+    let score = (growth / lost).clamp(0.0, 1.0);
+    let last_count = rows.last().and_then(Option::as_ref).map_or(0, |r| r.count);
+    // Over a sweep the budget scores and keeps the findings (`budget::score_findings`);
+    // a single point has no budget, so its own share decides.
+    let dropped = (single && score < LOCK_MIN_SCORE) || score <= 0.0 || last_count < LOCK_MIN_WAITS;
+    (!dropped).then_some(score)
+}
+
+/// One lock across the sweep, as its finding tells it.
+struct LockSeries<'a> {
+    scope: Scope,
+    name: String,
+    /// The lock's row at the last point that has one.
+    last: &'a LockRow,
+    single: bool,
+    /// The sweep's points (thread counts).
+    values: Vec<u64>,
+    /// Waits at each point.
+    counts: Vec<u64>,
+    /// One meaning of "wait per op" everywhere (the evidence, the finding's details, the
+    /// lock rows' wait_ns_per_op): the blocked wait. The on-CPU time spent in the lock
+    /// (spinning, lock code, the futex path) is said beside it; the score counts both.
+    wait_per_op: Vec<f64>,
+    cpu_per_op: Vec<f64>,
+}
+
+impl<'a> LockSeries<'a> {
+    /// The series of the lock `scope`/`name`, whose rows at each point are `rows`.
+    fn new(
+        points: &[(&Point, f64, &LockProfile)],
+        scope: Scope,
+        name: String,
+        rows: &[Option<LockRow>],
+        last: &'a LockRow,
+    ) -> Self {
+        LockSeries {
+            scope,
+            name,
+            last,
+            single: points.len() == 1,
+            values: points.iter().map(|(p, _, _)| p.value).collect(),
+            counts: rows
+                .iter()
+                .map(|r| r.as_ref().map_or(0, |r| r.count))
+                .collect(),
+            wait_per_op: per_op(rows, points, |r| r.total_wait_ns),
+            cpu_per_op: per_op(rows, points, |r| r.spin_ns.unwrap_or(0)),
         }
-        let per_op: Vec<f64> = rows
-            .iter()
-            .zip(points)
-            .map(|(r, (_, work, _))| {
-                r.map_or(0.0, |r| {
-                    (r.total_wait_ns + r.spin_ns.unwrap_or(0)) as f64 / work.max(1e-300)
-                })
-            })
-            .collect();
-        let growth = if single {
-            per_op[0]
-        } else {
-            per_op[per_op.len() - 1] - per_op[0]
-        };
-        let score = (growth / lost).clamp(0.0, 1.0);
-        let last_count = rows.last().copied().flatten().map_or(0, |r| r.count);
-        // Over a sweep the budget scores and keeps the findings (`budget::score_findings`);
-        // a single point has no budget, so its own share decides.
-        if (single && score < LOCK_MIN_SCORE) || score <= 0.0 || last_count < LOCK_MIN_WAITS {
-            continue;
-        }
-        let last = rows.iter().rev().flatten().next().expect("some row");
-        let callers: Vec<String> = last
-            .callers
-            .iter()
-            .map(|c| format!("{} ({:.0}%)", c.function, c.share * 100.0))
-            .collect();
-        let counts: Vec<u64> = rows.iter().map(|r| r.map_or(0, |r| r.count)).collect();
-        let values: Vec<u64> = points.iter().map(|(p, _, _)| p.value).collect();
-        // One meaning of "wait per op" everywhere (this text, the finding's details, the
-        // lock rows' wait_ns_per_op): the blocked wait. The on-CPU time spent in the lock
-        // (spinning, lock code, the futex path) is said beside it; the score counts both.
-        let per_work = |f: &dyn Fn(&LockRow) -> u64| -> Vec<f64> {
-            rows.iter()
-                .zip(points)
-                .map(|(r, (_, work, _))| r.map_or(0.0, |r| f(r) as f64 / work.max(1e-300)))
-                .collect()
-        };
-        let wait_per_op = per_work(&|r| r.total_wait_ns);
-        let cpu_per_op = per_work(&|r| r.spin_ns.unwrap_or(0));
-        let on_cpu_text = if cpu_per_op.iter().any(|x| *x >= 1.0) {
-            format!(", on-CPU in it {} per op", fmt_list(&cpu_per_op))
-        } else {
-            String::new()
-        };
-        out.push(Finding {
+    }
+
+    /// The finding, scored `score`; `rows` are the last point's lock rows, where the
+    /// holders' own waits are.
+    fn finding(self, score: f64, rows: &[LockRow]) -> Finding {
+        let last = self.last;
+        Finding {
             score_interval: None,
-            kind: if lock_type.is_blocked_wait() {
+            kind: if last.lock_type.is_blocked_wait() {
                 FindingKind::BlockedWait
             } else {
                 FindingKind::LockContention
             },
-            scope: Some(scope),
-            subject: name.clone(),
+            scope: Some(self.scope),
+            subject: self.name.clone(),
             score,
-            evidence: last
-                .process
-                .as_ref()
-                .map_or(String::new(), |p| format!("in {p} (attached): "))
-                + &if last.address == "sampled" {
-                    // A spinlock is not traced: its row is made of the samples that spun.
-                    format!(
-                        "{lock_type}, sampled (spinlocks are not traced): on-CPU spinning per op {} at {} threads; {} samples{}",
-                        fmt_list(&cpu_per_op),
-                        values.last().expect("point"),
-                        last.count,
-                        if callers.is_empty() {
-                            String::new()
-                        } else {
-                            format!("; callers: {}", callers.join(", "))
-                        },
-                    )
-                } else {
-                    format!(
-                    "{lock_type}: wait per op {} at {} threads{}{on_cpu_text}; {} {}, avg {}, max {}{}",
-                    fmt_list(&wait_per_op),
-                    values.last().expect("point"),
-                    if single {
-                        String::new()
-                    } else {
-                        format!(" (was {} at {})", human_ns(wait_per_op[0]), values[0])
-                    },
-                    last.count,
-                    if lock_type.is_blocked_wait() {
-                        "waits"
-                    } else {
-                        "contended waits"
-                    },
-                    human_ns(last.avg_wait_ns()),
-                    // The largest wait is at least the average (they come from separate
-                    // aggregations: a dropped ring record can leave max below avg).
-                    human_ns((last.max_wait_ns as f64).max(last.avg_wait_ns())),
-                    if callers.is_empty() {
-                        String::new()
-                    } else {
-                        format!("; callers: {}", callers.join(", "))
-                    },
-                )
-                }
-                + &last
-                    .woken_by
-                    .as_ref()
-                    .map_or(String::new(), |p| format!("; woken by {p}"))
-                + &held_text(last)
-                + &chain_text(last, &last_locks.rows)
-                + &(if last.holder_waits.is_empty() {
-                    holder_wait(last, &last_locks.rows).map_or(String::new(), |(h, w)| {
-                        format!("; its holder {h} also blocks in {}", w.name)
-                    })
-                } else {
-                    String::new()
-                }),
-            suggestion: if is_interpreter_lock(scope, &name) {
-                suggestion(&lock_type, scope, &name)
-            } else if let Some((h, link, share)) = blocked_holder(last, &last_locks.rows) {
-                format!("{h} holds {name} while it waits for {link} ({:.0}% of the waiters' wait): do the blocking call outside the lock, or batch it (one flush for many appends, group commit); sharding {name} would not shorten it", share * 100.0)
-            } else if let Some((h, w)) = holder_wait(last, &last_locks.rows)
-                .filter(|_| last.holder_waits.is_empty())
-            {
-                format!("{h}, which holds {name} for most of the wait, also blocks in {}: if it does so while holding {name}, the waiters wait for that too. Do the blocking call outside the lock, or batch it (one flush for many appends, group commit); sharding {name} would not shorten it", w.name)
-            } else if let Some(h) = long_holder(last) {
-                // A rare long holder: the waiters queue behind one critical section.
-                format!("the waiters wait behind {h}, which holds {name} for {:.0}% of the wait while it is called for {:.0}% of the waits: move its work out of the lock (build the result aside, then swap it in under {name}) or split it into short steps; sharding {name} would not shorten it", share_of(&last.holders, &h) * 100.0, share_of(&last.callers, &h) * 100.0)
-            } else if last.address.contains(" elements; ") && lock_type.is_lock() {
-                // A lock array (`group_objects`): already sharded.
-                format!("{name} is already an array of locks and the waits are few: the cost is the lock words moving between CPUs. Partition the work per thread or CPU so each thread keeps to its own locks; more shards do not help when every thread touches every shard")
-            } else {
-                suggestion(&lock_type, scope, &name)
-            },
+            evidence: self.evidence(rows),
+            suggestion: self.advice(rows),
             details: FindingDetails::Lock(LockDetails {
-                lock_type: lock_type.clone(),
+                lock_type: last.lock_type.clone(),
                 address: last.address.clone(),
                 callers: last.callers.clone(),
-                points: values,
-                wait_ns_per_op: wait_per_op,
-                on_cpu_ns_per_op: cpu_per_op,
+                points: self.values,
+                wait_ns_per_op: self.wait_per_op,
+                on_cpu_ns_per_op: self.cpu_per_op,
                 holders: last.holders.clone(),
                 holder_running: last.holder_running,
                 holder_waits: last.holder_waits.clone(),
-                count: counts,
+                count: self.counts,
                 max_wait_ns: last.max_wait_ns,
             }),
             what_if: None,
-        });
+        }
     }
-    out
+
+    /// What was measured of the lock, then who held it and what its holders did.
+    fn evidence(&self, rows: &[LockRow]) -> String {
+        let last = self.last;
+        let process = last
+            .process
+            .as_ref()
+            .map_or(String::new(), |p| format!("in {p} (attached): "));
+        let measured = if last.address == "sampled" {
+            self.sampled_text()
+        } else {
+            self.waits_text()
+        };
+        let woken = last
+            .woken_by
+            .as_ref()
+            .map_or(String::new(), |p| format!("; woken by {p}"));
+        let holder_blocks = if last.holder_waits.is_empty() {
+            holder_wait(last, rows).map_or(String::new(), |(h, w)| {
+                format!("; its holder {h} also blocks in {}", w.name)
+            })
+        } else {
+            String::new()
+        };
+        process + &measured + &woken + &held_text(last) + &chain_text(last, rows) + &holder_blocks
+    }
+
+    /// A spinlock is not traced: its row is made of the samples that spun.
+    fn sampled_text(&self) -> String {
+        format!(
+            "{}, sampled (spinlocks are not traced): on-CPU spinning per op {} at {} threads; \
+             {} samples{}",
+            self.last.lock_type,
+            fmt_list(&self.cpu_per_op),
+            self.values.last().expect("point"),
+            self.last.count,
+            callers_text(self.last),
+        )
+    }
+
+    /// A traced lock's waits per operation over the sweep, their count, average and
+    /// largest, and the on-CPU time in the lock when there is some.
+    fn waits_text(&self) -> String {
+        let last = self.last;
+        let was = if self.single {
+            String::new()
+        } else {
+            format!(
+                " (was {} at {})",
+                human_ns(self.wait_per_op[0]),
+                self.values[0]
+            )
+        };
+        let on_cpu = if self.cpu_per_op.iter().any(|x| *x >= 1.0) {
+            format!(", on-CPU in it {} per op", fmt_list(&self.cpu_per_op))
+        } else {
+            String::new()
+        };
+        let waits = if last.lock_type.is_blocked_wait() {
+            "waits"
+        } else {
+            "contended waits"
+        };
+        format!(
+            "{}: wait per op {} at {} threads{was}{on_cpu}; {} {waits}, avg {}, max {}{}",
+            last.lock_type,
+            fmt_list(&self.wait_per_op),
+            self.values.last().expect("point"),
+            last.count,
+            human_ns(last.avg_wait_ns()),
+            // The largest wait is at least the average (they come from separate
+            // aggregations: a dropped ring record can leave max below avg).
+            human_ns((last.max_wait_ns as f64).max(last.avg_wait_ns())),
+            callers_text(last),
+        )
+    }
+
+    /// What to try: against what the holders were seen doing when that explains the
+    /// wait, else against the kind of lock ([`suggestion`]).
+    fn advice(&self, rows: &[LockRow]) -> String {
+        let (last, name) = (self.last, &self.name);
+        if is_interpreter_lock(self.scope, name) {
+            return suggestion(&last.lock_type, self.scope, name);
+        }
+        if let Some((h, link, share)) = blocked_holder(last, rows) {
+            return format!(
+                "{h} holds {name} while it waits for {link} ({:.0}% of the waiters' wait): \
+                 do the blocking call outside the lock, or batch it (one flush for many \
+                 appends, group commit); sharding {name} would not shorten it",
+                share * 100.0
+            );
+        }
+        if let Some((h, w)) = holder_wait(last, rows).filter(|_| last.holder_waits.is_empty()) {
+            return format!(
+                "{h}, which holds {name} for most of the wait, also blocks in {}: if it does \
+                 so while holding {name}, the waiters wait for that too. Do the blocking call \
+                 outside the lock, or batch it (one flush for many appends, group commit); \
+                 sharding {name} would not shorten it",
+                w.name
+            );
+        }
+        if let Some(h) = long_holder(last) {
+            // A rare long holder: the waiters queue behind one critical section.
+            return format!(
+                "the waiters wait behind {h}, which holds {name} for {:.0}% of the wait while \
+                 it is called for {:.0}% of the waits: move its work out of the lock (build \
+                 the result aside, then swap it in under {name}) or split it into short \
+                 steps; sharding {name} would not shorten it",
+                share_of(&last.holders, &h) * 100.0,
+                share_of(&last.callers, &h) * 100.0
+            );
+        }
+        if last.address.contains(" elements; ") && last.lock_type.is_lock() {
+            // A lock array (`group_objects`): already sharded.
+            return format!(
+                "{name} is already an array of locks and the waits are few: the cost is the \
+                 lock words moving between CPUs. Partition the work per thread or CPU so each \
+                 thread keeps to its own locks; more shards do not help when every thread \
+                 touches every shard"
+            );
+        }
+        suggestion(&last.lock_type, self.scope, name)
+    }
 }
 
-/// What to try against one kind of wait.
-fn suggestion(kind: &LockKind, scope: Scope, name: &str) -> String {
-    match kind {
-        LockKind::Sleep => "the threads sleep while they wait (a retry loop around a try-lock, a busy handler): block on the resource instead (a lock, a condition variable) so the waiter wakes when it is free, or shorten what the holder does".into(),
-        LockKind::DiskIo => "the threads wait for the disk: batch the flushes (group commit), write asynchronously, or move the file to faster storage".into(),
-        LockKind::CpuWait if name == scalprof_model::locks::CPU_WAIT_OTHER => "other processes on the machine took the CPUs while the workload was runnable: measure on a quiet machine, or keep the sweep's largest point below the CPUs left free".into(),
-        LockKind::CpuWait => "more runnable threads than CPUs: run at most one busy thread per CPU (size the pool to the CPUs the process may use), or give the workload more CPUs".into(),
-        LockKind::Io | LockKind::Syscall => format!("the threads wait in {name}: overlap the waits (more requests in flight) or feed the other side faster"),
-        LockKind::PosixLock | LockKind::Flock => format!("every writer takes a lock on {name}: lock smaller byte ranges, give each writer its own file, or batch more work per lock"),
-        // CPython keeps its global interpreter lock in _PyRuntime: sharding it is not an option.
-        _ if is_interpreter_lock(scope, name) => "this is CPython's GIL: Python threads run Python code one at a time. Use processes (multiprocessing, concurrent.futures.ProcessPoolExecutor), a free-threaded CPython (3.13t), or move the hot loop into code that releases the GIL (NumPy, a C extension)".into(),
-        _ if scope == Scope::User => format!("shard {name} (one lock per bucket or per CPU, each on its own cache line), shorten its critical section, or use a read-mostly scheme"),
-        _ if name.starts_with("mmap_lock") => "reduce the address-space changes: fewer mmap/munmap/mprotect and page faults (reuse buffers, MAP_POPULATE, a per-thread arena)".into(),
-        _ if name.starts_with("i_rwsem") => "writers of one file take its inode lock in turn: give each writer its own file, or batch the writes (fewer, larger writes)".into(),
-        _ if name == "files_struct.file_lock" => "the threads share one file-descriptor table, and opening, duplicating and closing descriptors takes its lock: keep descriptors open and reuse them, or open them in processes (or threads made with clone without CLONE_FILES) that have their own table".into(),
-        _ => format!("reduce how often the workload takes the kernel's {name}: its callers are in the lock table (scalprof show RUN -v)"),
+/// "; callers: F (N%), G (M%)", or nothing when the row has no callers.
+fn callers_text(row: &LockRow) -> String {
+    if row.callers.is_empty() {
+        return String::new();
     }
+    let callers: Vec<String> = row
+        .callers
+        .iter()
+        .map(|c| format!("{} ({:.0}%)", c.function, c.share * 100.0))
+        .collect();
+    format!("; callers: {}", callers.join(", "))
+}
+
+/// Which locks one row of [`ADVICE`] is for.
+enum LockMatch {
+    /// Waits of these kinds.
+    Kinds(&'static [LockKind]),
+    /// Waits of this kind on a lock whose name matches.
+    KindNamed(LockKind, Pat),
+    /// Locks in this scope whose name matches.
+    ScopeNamed(Scope, Pat),
+    /// Locks in this scope.
+    InScope(Scope),
+    /// Locks whose name matches (the kernel's conventional names).
+    Named(Pat),
+    /// Any lock.
+    Any,
+}
+
+impl LockMatch {
+    /// Whether a lock of this kind, scope and name is one this row is for.
+    fn matches(&self, kind: &LockKind, scope: Scope, name: &str) -> bool {
+        match self {
+            LockMatch::Kinds(kinds) => kinds.contains(kind),
+            LockMatch::KindNamed(k, pat) => k == kind && pat.matches(name),
+            LockMatch::ScopeNamed(s, pat) => *s == scope && pat.matches(name),
+            LockMatch::InScope(s) => *s == scope,
+            LockMatch::Named(pat) => pat.matches(name),
+            LockMatch::Any => true,
+        }
+    }
+}
+
+/// CPython keeps its global interpreter lock in `_PyRuntime` (its mutex and condition
+/// variable, one object).
+const INTERPRETER_LOCK: Pat = Prefix("_PyRuntime");
+
+/// What to try against each kind of wait, as perf keeps its `lock_type_table[]`: the
+/// first row that matches the lock advises, `{name}` standing for the lock's name.
+const ADVICE: &[(LockMatch, &str)] = &[
+    (
+        LockMatch::Kinds(&[LockKind::Sleep]),
+        "the threads sleep while they wait (a retry loop around a try-lock, a busy handler): \
+         block on the resource instead (a lock, a condition variable) so the waiter wakes \
+         when it is free, or shorten what the holder does",
+    ),
+    (
+        LockMatch::Kinds(&[LockKind::DiskIo]),
+        "the threads wait for the disk: batch the flushes (group commit), write \
+         asynchronously, or move the file to faster storage",
+    ),
+    (
+        LockMatch::KindNamed(LockKind::CpuWait, Exact(CPU_WAIT_OTHER)),
+        "other processes on the machine took the CPUs while the workload was runnable: \
+         measure on a quiet machine, or keep the sweep's largest point below the CPUs left \
+         free",
+    ),
+    (
+        LockMatch::Kinds(&[LockKind::CpuWait]),
+        "more runnable threads than CPUs: run at most one busy thread per CPU (size the pool \
+         to the CPUs the process may use), or give the workload more CPUs",
+    ),
+    (
+        LockMatch::Kinds(&[LockKind::Io, LockKind::Syscall]),
+        "the threads wait in {name}: overlap the waits (more requests in flight) or feed the \
+         other side faster",
+    ),
+    (
+        LockMatch::Kinds(&[LockKind::PosixLock, LockKind::Flock]),
+        "every writer takes a lock on {name}: lock smaller byte ranges, give each writer its \
+         own file, or batch more work per lock",
+    ),
+    // Sharding CPython's global interpreter lock is not an option.
+    (
+        LockMatch::ScopeNamed(Scope::User, INTERPRETER_LOCK),
+        "this is CPython's GIL: Python threads run Python code one at a time. Use processes \
+         (multiprocessing, concurrent.futures.ProcessPoolExecutor), a free-threaded CPython \
+         (3.13t), or move the hot loop into code that releases the GIL (NumPy, a C \
+         extension)",
+    ),
+    (
+        LockMatch::InScope(Scope::User),
+        "shard {name} (one lock per bucket or per CPU, each on its own cache line), shorten \
+         its critical section, or use a read-mostly scheme",
+    ),
+    (
+        LockMatch::Named(Prefix("mmap_lock")),
+        "reduce the address-space changes: fewer mmap/munmap/mprotect and page faults (reuse \
+         buffers, MAP_POPULATE, a per-thread arena)",
+    ),
+    (
+        LockMatch::Named(Prefix("i_rwsem")),
+        "writers of one file take its inode lock in turn: give each writer its own file, or \
+         batch the writes (fewer, larger writes)",
+    ),
+    (
+        LockMatch::Named(Exact("files_struct.file_lock")),
+        "the threads share one file-descriptor table, and opening, duplicating and closing \
+         descriptors takes its lock: keep descriptors open and reuse them, or open them in \
+         processes (or threads made with clone without CLONE_FILES) that have their own \
+         table",
+    ),
+    (
+        LockMatch::Any,
+        "reduce how often the workload takes the kernel's {name}: its callers are in the \
+         lock table (scalprof show RUN -v)",
+    ),
+];
+
+/// What to try against one kind of wait: the first row of [`ADVICE`] that matches.
+fn suggestion(kind: &LockKind, scope: Scope, name: &str) -> String {
+    ADVICE
+        .iter()
+        .find(|(on, _)| on.matches(kind, scope, name))
+        .map_or_else(String::new, |(_, text)| text.replace("{name}", name))
 }
 
 #[cfg(test)]
@@ -344,7 +571,8 @@ fn long_holder(row: &LockRow) -> Option<String> {
     (clear && share_of(&row.callers, &h.function) <= 0.25).then(|| h.function.clone())
 }
 
-fn share_of(list: &[scalprof_model::locks::LockCaller], function: &str) -> f64 {
+/// The share `function` has in a list of callers or holders (0 when it is not in it).
+fn share_of(list: &[LockCaller], function: &str) -> f64 {
     list.iter()
         .find(|c| c.function == function)
         .map_or(0.0, |c| c.share)
@@ -353,7 +581,7 @@ fn share_of(list: &[scalprof_model::locks::LockCaller], function: &str) -> f64 {
 /// CPython's global interpreter lock, which lives in `_PyRuntime` (its mutex and condition
 /// variable, one object): a lock with advice of its own.
 fn is_interpreter_lock(scope: Scope, name: &str) -> bool {
-    scope == Scope::User && name.starts_with("_PyRuntime")
+    scope == Scope::User && INTERPRETER_LOCK.matches(name)
 }
 
 #[cfg(test)]

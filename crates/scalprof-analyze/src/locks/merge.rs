@@ -3,11 +3,9 @@
 
 use scalprof_model::locks::{
     sort_rows, top_callers, HolderState, HolderWait, LockCaller, LockKind, LockProfile, LockRow,
-    Scope,
+    Scope, TOP_CALLERS,
 };
 use std::collections::HashMap;
-
-use super::*;
 
 /// The variable a user lock named `SYMBOL+0xOFFSET` lies in (`stripes` for
 /// `stripes+0xb80`), when it is one: not unnamed code (`[zstd]+0x…`), nor a heap or
@@ -122,119 +120,139 @@ pub(crate) fn combine_sides<'a>(rows: impl Iterator<Item = &'a LockRow>) -> Opti
 /// (scope, name, type): what makes two rows the same lock.
 type RowKey = (Scope, String, LockKind);
 
-/// Merges the lock profiles of a point's repeats: rows by (scope, name, type).
-pub fn merge(profiles: impl IntoIterator<Item = LockProfile>) -> Option<LockProfile> {
-    let mut out: Option<LockProfile> = None;
-    let mut rows: HashMap<RowKey, (LockRow, HashMap<String, f64>)> = HashMap::new();
-    let mut holders: HashMap<RowKey, HashMap<String, f64>> = HashMap::new();
-    let mut states: HashMap<RowKey, Seen> = HashMap::new();
-    let mut held_stacks: HashMap<RowKey, HashMap<String, (u64, u64)>> = HashMap::new();
-    // What the holders did, averaged over the repeats by their waits.
-    let mut running: HashMap<RowKey, (f64, f64)> = HashMap::new();
-    let mut chains: HashMap<RowKey, HashMap<(String, bool), f64>> = HashMap::new();
-    let mut chain_weight: HashMap<RowKey, f64> = HashMap::new();
-    for p in profiles {
-        for r in &p.rows {
-            let e = rows
-                .entry((r.scope, r.name.clone(), r.lock_type.clone()))
-                .or_insert_with(|| {
-                    let mut z = r.clone();
-                    z.count = 0;
-                    z.total_wait_ns = 0;
-                    z.max_wait_ns = 0;
-                    z.callers.clear();
-                    (z, HashMap::new())
-                });
-            e.0.count += r.count;
-            e.0.total_wait_ns += r.total_wait_ns;
-            e.0.max_wait_ns = e.0.max_wait_ns.max(r.max_wait_ns);
-            for c in &r.callers {
-                *e.1.entry(c.function.clone()).or_default() += c.share * r.total_wait_ns as f64;
-            }
-            let h = holders
-                .entry((r.scope, r.name.clone(), r.lock_type.clone()))
-                .or_default();
-            let key = (r.scope, r.name.clone(), r.lock_type.clone());
-            for c in &r.holders {
-                *h.entry(c.function.clone()).or_default() += c.share * r.total_wait_ns as f64;
-                note_state(states.entry(key.clone()).or_default(), c);
-            }
-            add_stacks(
-                held_stacks.entry(key.clone()).or_default(),
-                &r.holder_stacks,
-            );
-            let w = r.total_wait_ns.max(1) as f64;
-            if let Some(x) = r.holder_running {
-                let e = running.entry(key.clone()).or_default();
-                e.0 += x * w;
-                e.1 += w;
-            }
-            if r.holder_running.is_some() || !r.holder_waits.is_empty() {
-                *chain_weight.entry(key.clone()).or_default() += w;
-                let c = chains.entry(key).or_default();
-                for hw in &r.holder_waits {
-                    *c.entry((hw.wait.clone(), hw.lock)).or_default() += hw.share * w;
-                }
-            }
+/// What the repeats said of one row, summed: the row with its counts and waits, and
+/// the weights of its callers, holders and holders' waits.
+struct RowSum {
+    row: LockRow,
+    callers: HashMap<String, f64>,
+    holders: HashMap<String, f64>,
+    states: Seen,
+    held_stacks: HashMap<String, (u64, u64)>,
+    /// What the holders did, averaged over the repeats by their waits: (running × wait,
+    /// wait), when a repeat measured it.
+    running: Option<(f64, f64)>,
+    chains: HashMap<(String, bool), f64>,
+    chain_weight: Option<f64>,
+}
+
+impl RowSum {
+    /// An empty sum for the lock of `r`: its names and type, nothing counted.
+    fn new(r: &LockRow) -> Self {
+        let mut row = r.clone();
+        row.count = 0;
+        row.total_wait_ns = 0;
+        row.max_wait_ns = 0;
+        row.callers.clear();
+        RowSum {
+            row,
+            callers: HashMap::new(),
+            holders: HashMap::new(),
+            states: HashMap::new(),
+            held_stacks: HashMap::new(),
+            running: None,
+            chains: HashMap::new(),
+            chain_weight: None,
         }
-        match &mut out {
-            None => {
-                let mut first = p;
-                first.rows.clear();
-                out = Some(first);
-            }
-            Some(o) => {
-                o.snapshots += p.snapshots;
-                o.snapshots_resolved += p.snapshots_resolved;
-                o.repeats += p.repeats;
-                let f = &mut o.failures;
-                f.task_map_full += p.failures.task_map_full;
-                f.stack_failures += p.failures.stack_failures;
-                f.aggregation_map_full += p.failures.aggregation_map_full;
-                f.nested += p.failures.nested;
-                f.lost_snapshots += p.failures.lost_snapshots;
-                f.undecoded += p.failures.undecoded;
-                o.tracer.bpf_run_ns += p.tracer.bpf_run_ns;
-                o.tracer.bpf_runs += p.tracer.bpf_runs;
-                for a in p.attached {
-                    if !o.attached.contains(&a) {
-                        o.attached.push(a);
-                    }
-                }
+    }
+
+    /// Adds one repeat's row, its callers and holders weighed by its wait.
+    fn add(&mut self, r: &LockRow) {
+        self.row.count += r.count;
+        self.row.total_wait_ns += r.total_wait_ns;
+        self.row.max_wait_ns = self.row.max_wait_ns.max(r.max_wait_ns);
+        for c in &r.callers {
+            *self.callers.entry(c.function.clone()).or_default() +=
+                c.share * r.total_wait_ns as f64;
+        }
+        for c in &r.holders {
+            *self.holders.entry(c.function.clone()).or_default() +=
+                c.share * r.total_wait_ns as f64;
+            note_state(&mut self.states, c);
+        }
+        add_stacks(&mut self.held_stacks, &r.holder_stacks);
+        let w = r.total_wait_ns.max(1) as f64;
+        if let Some(x) = r.holder_running {
+            let e = self.running.get_or_insert_default();
+            e.0 += x * w;
+            e.1 += w;
+        }
+        if r.holder_running.is_some() || !r.holder_waits.is_empty() {
+            *self.chain_weight.get_or_insert_default() += w;
+            for hw in &r.holder_waits {
+                *self.chains.entry((hw.wait.clone(), hw.lock)).or_default() += hw.share * w;
             }
         }
     }
+
+    /// The merged row: callers and holders ranked, the holders' waits as shares.
+    fn finish(self) -> LockRow {
+        let mut row = self.row;
+        row.callers = ranked(self.callers);
+        row.holders = ranked_holders(self.holders, &self.states);
+        row.holder_running = self.running.map(|(x, w)| x / w);
+        row.holder_stacks = heaviest_stacks(self.held_stacks);
+        let weight = self.chain_weight.unwrap_or(1.0);
+        let mut waits: Vec<HolderWait> = self
+            .chains
+            .into_iter()
+            .map(|((wait, lock), x)| HolderWait {
+                wait,
+                lock,
+                share: x / weight,
+            })
+            .collect();
+        waits.sort_by(|a, b| {
+            b.share
+                .total_cmp(&a.share)
+                .then_with(|| a.wait.cmp(&b.wait))
+        });
+        row.holder_waits = waits;
+        row
+    }
+}
+
+/// Adds a later repeat's header to the first's: snapshots, repeats, failures, the
+/// tracer's cost and the attached processes.
+fn add_header(o: &mut LockProfile, p: LockProfile) {
+    o.snapshots += p.snapshots;
+    o.snapshots_resolved += p.snapshots_resolved;
+    o.repeats += p.repeats;
+    let f = &mut o.failures;
+    f.task_map_full += p.failures.task_map_full;
+    f.stack_failures += p.failures.stack_failures;
+    f.aggregation_map_full += p.failures.aggregation_map_full;
+    f.nested += p.failures.nested;
+    f.lost_snapshots += p.failures.lost_snapshots;
+    f.undecoded += p.failures.undecoded;
+    o.tracer.bpf_run_ns += p.tracer.bpf_run_ns;
+    o.tracer.bpf_runs += p.tracer.bpf_runs;
+    for a in p.attached {
+        if !o.attached.contains(&a) {
+            o.attached.push(a);
+        }
+    }
+}
+
+/// Merges the lock profiles of a point's repeats: rows by (scope, name, type).
+pub fn merge(profiles: impl IntoIterator<Item = LockProfile>) -> Option<LockProfile> {
+    let mut out: Option<LockProfile> = None;
+    let mut rows: HashMap<RowKey, RowSum> = HashMap::new();
+    for mut p in profiles {
+        for r in &p.rows {
+            rows.entry((r.scope, r.name.clone(), r.lock_type.clone()))
+                .or_insert_with(|| RowSum::new(r))
+                .add(r);
+        }
+        match &mut out {
+            None => {
+                p.rows.clear();
+                out = Some(p);
+            }
+            Some(o) => add_header(o, p),
+        }
+    }
     let mut out = out?;
-    out.rows = rows
-        .into_iter()
-        .map(|(key, (mut row, callers))| {
-            row.callers = ranked(callers);
-            row.holders = ranked_holders(
-                holders.remove(&key).unwrap_or_default(),
-                &states.remove(&key).unwrap_or_default(),
-            );
-            row.holder_running = running.get(&key).map(|&(x, w)| x / w);
-            row.holder_stacks = heaviest_stacks(held_stacks.remove(&key).unwrap_or_default());
-            let weight = chain_weight.get(&key).copied().unwrap_or(1.0);
-            let mut waits: Vec<HolderWait> = chains
-                .remove(&key)
-                .unwrap_or_default()
-                .into_iter()
-                .map(|((wait, lock), x)| HolderWait {
-                    wait,
-                    lock,
-                    share: x / weight,
-                })
-                .collect();
-            waits.sort_by(|a, b| {
-                b.share
-                    .total_cmp(&a.share)
-                    .then_with(|| a.wait.cmp(&b.wait))
-            });
-            row.holder_waits = waits;
-            row
-        })
-        .collect();
+    out.rows = rows.into_values().map(RowSum::finish).collect();
     sort_rows(&mut out.rows);
     Some(out)
 }

@@ -15,11 +15,12 @@ mod merge;
 #[cfg(test)]
 mod tests;
 
-pub use attribute::*;
-pub use findings::*;
-pub use merge::*;
-
-use scalprof_model::locks::TOP_CALLERS;
+pub use attribute::{
+    attribute_futex_cpu, attribute_spin, attribute_syscall_cpu, futex_share, takes_futex_cpu,
+};
+pub(crate) use findings::budget_detail;
+pub use findings::lock_findings;
+pub use merge::{group_objects, merge};
 
 /// A lock whose wait growth explains at least this share of the lost time is a finding…
 pub const LOCK_MIN_SCORE: f64 = 0.05;

@@ -60,53 +60,7 @@ pub(super) fn profile_warnings(
 ) -> Vec<Warning> {
     let mut out = Vec::new();
     for (v, p) in profiles {
-        let st = &p.stats;
-        let total = st.samples + st.lost_samples;
-        let mut problems = Vec::new();
-        if st.lost_samples > 0 {
-            problems.push(format!(
-                "{} of {total} samples lost (buffers full; lower --freq)",
-                st.lost_samples
-            ));
-        }
-        if st.samples > 0 && st.truncated_stacks * 10 > st.samples {
-            problems.push(format!(
-                "{:.0}% of user stacks could not be walked to their root (deep stacks or \
-                 large frames: copy more of each with --stack-size 32k)",
-                100.0 * st.truncated_stacks as f64 / st.samples as f64
-            ));
-        }
-        if unnamed_binaries(p).is_empty() && st.frames > 0 && st.unresolved_frames * 10 > st.frames
-        {
-            problems.push(format!(
-                "{:.0}% of frames have no symbol (stripped binaries? install debug symbols)",
-                100.0 * st.unresolved_frames as f64 / st.frames as f64
-            ));
-        }
-        // A file whose DWARF alone was refused keeps its symbol-table names.
-        let (dwarf, unread): (Vec<&String>, Vec<&String>) = st
-            .unreadable_binaries
-            .iter()
-            .partition(|b| b.contains(": its DWARF: "));
-        let list = |v: &[&String]| v.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("; ");
-        if !unread.is_empty() {
-            problems.push(format!(
-                "binaries that could not be read, whose frames have no names: {}",
-                list(&unread)
-            ));
-        }
-        if !dwarf.is_empty() {
-            problems.push(format!(
-                "debug info that could not be read (frames named by the symbol table, without \
-                 inlined functions): {}",
-                list(&dwarf)
-            ));
-        }
-        if !st.kernel_stacks {
-            problems.push(
-                "no kernel stacks (not permitted: run as root or lower perf_event_paranoid)".into(),
-            );
-        }
+        let problems = profile_problems(p);
         if !problems.is_empty() {
             out.push(Warning {
                 kind: WarningKind::ProfileQuality,
@@ -119,35 +73,91 @@ pub(super) fn profile_warnings(
             });
         }
     }
-    // Stripped binaries: said once, from the last profile, with what to install.
+    out.extend(stripped_binaries(profiles));
+    out
+}
+
+/// What is wrong with one point's profile, each said with its fix.
+fn profile_problems(p: &PointProfile) -> Vec<String> {
+    let st = &p.stats;
+    let total = st.samples + st.lost_samples;
+    let mut problems = Vec::new();
+    if st.lost_samples > 0 {
+        problems.push(format!(
+            "{} of {total} samples lost (buffers full; lower --freq)",
+            st.lost_samples
+        ));
+    }
+    if st.samples > 0 && st.truncated_stacks * 10 > st.samples {
+        problems.push(format!(
+            "{:.0}% of user stacks could not be walked to their root (deep stacks or \
+             large frames: copy more of each with --stack-size 32k)",
+            100.0 * st.truncated_stacks as f64 / st.samples as f64
+        ));
+    }
+    if unnamed_binaries(p).is_empty() && st.frames > 0 && st.unresolved_frames * 10 > st.frames {
+        problems.push(format!(
+            "{:.0}% of frames have no symbol (stripped binaries? install debug symbols)",
+            100.0 * st.unresolved_frames as f64 / st.frames as f64
+        ));
+    }
+    // A file whose DWARF alone was refused keeps its symbol-table names.
+    let (dwarf, unread): (Vec<&String>, Vec<&String>) = st
+        .unreadable_binaries
+        .iter()
+        .partition(|b| b.contains(": its DWARF: "));
+    let list = |v: &[&String]| v.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("; ");
+    if !unread.is_empty() {
+        problems.push(format!(
+            "binaries that could not be read, whose frames have no names: {}",
+            list(&unread)
+        ));
+    }
+    if !dwarf.is_empty() {
+        problems.push(format!(
+            "debug info that could not be read (frames named by the symbol table, without \
+             inlined functions): {}",
+            list(&dwarf)
+        ));
+    }
+    if !st.kernel_stacks {
+        problems.push(
+            "no kernel stacks (not permitted: run as root or lower perf_event_paranoid)".into(),
+        );
+    }
+    problems
+}
+
+/// Stripped binaries: said once, from the last profile, with what to install.
+fn stripped_binaries(profiles: &[(u64, PointProfile)]) -> Option<Warning> {
     let unnamed = profiles
         .last()
         .map(|(_, p)| unnamed_binaries(p))
         .unwrap_or_default();
-    if !unnamed.is_empty() {
-        // A program's package is usually its name; a library's is not (libz.so is zlib1g's).
-        let example = unnamed
-            .iter()
-            .find(|(b, _)| !b.contains(".so"))
-            .map(|(b, _)| format!("e.g. `apt-get install {b}-dbgsym`; "))
-            .unwrap_or_default();
-        let list: Vec<String> = unnamed
-            .iter()
-            .map(|(b, share)| format!("{b} (in {:.0}% of samples)", share * 100.0))
-            .collect();
-        out.push(Warning {
-            kind: WarningKind::ProfileQuality,
-            point: None,
-            message: format!(
-                "profile: code without names in {}: stripped binaries; install their debug \
-                 symbols, which scalprof reads from /usr/lib/debug (Debian: the -dbgsym \
-                 packages from the debian-debug archive, {example}`dpkg -S FILE` names a \
-                 library's package)",
-                list.join(", "),
-            ),
-        });
+    if unnamed.is_empty() {
+        return None;
     }
-    out
+    // A program's package is usually its name; a library's is not (libz.so is zlib1g's).
+    let example = unnamed
+        .iter()
+        .find(|(b, _)| !b.contains(".so"))
+        .map(|(b, _)| format!("e.g. `apt-get install {b}-dbgsym`; "))
+        .unwrap_or_default();
+    let list: Vec<String> = unnamed
+        .iter()
+        .map(|(b, share)| format!("{b} (in {:.0}% of samples)", share * 100.0))
+        .collect();
+    Some(Warning {
+        kind: WarningKind::ProfileQuality,
+        point: None,
+        message: format!(
+            "profile: code without names in {}: stripped binaries; install their debug \
+             symbols, which scalprof reads from /usr/lib/debug (Debian: the -dbgsym \
+             packages from the debian-debug archive, {example}`dpkg -S FILE` names a \
+             library's package)",
+            list.join(", "),
+        ),
+    })
 }
 
 /// Above this share of the last point's thread-time, "unexplained" needs a reason.
@@ -251,199 +261,251 @@ pub(super) fn fixed_work(
     })
 }
 
+/// The checks made at each point, in the order their warnings are listed.
+const POINT_CHECKS: &[fn(&RunHeader, &Point) -> Option<Warning>] = &[
+    noisy_repeats,
+    perturbed_diagnosis,
+    interference,
+    outlier_repeats,
+    super_linear,
+    failed_repeats,
+    oversubscribed_point,
+];
+
+/// The sweep's measurement warnings: each point's checks, then the sweep's own.
 pub(super) fn warnings(header: &RunHeader, points: &[Point]) -> Vec<Warning> {
     let mut out = Vec::new();
-    let cpus = header.host.cpus as u64;
     for p in points {
-        if let Some(w) = p.wall_s {
-            let ok = p.repeats.iter().filter(|r| r.succeeded()).count();
-            if ok >= 2 && w.median > 0.0 && (w.max - w.min) / w.median > NOISY_SPREAD {
-                let hint = if ok < 5 {
-                    "run more repeats (--repeat 5) on a quieter machine"
-                } else {
-                    "other work on the machine is interfering; quiet it and rerun"
-                };
-                out.push(Warning {
-                    kind: WarningKind::NoisyRepeats,
-                    point: Some(p.value),
-                    message: format!(
-                        "{} {}: wall time of {ok} repeats spreads {:.0}% ({:.3}–{:.3} s); {hint}",
-                        header.sweep.parameter,
-                        p.value,
-                        100.0 * (w.max - w.min) / w.median,
-                        w.min,
-                        w.max
-                    ),
-                });
-            }
-        }
-        // Beyond the tracing budget, and outside the noise: even the most favourable
-        // pairing of a traced repeat with a clean one shows it.
-        let outside_noise = p
-            .perturbation_interval
-            .is_none_or(|[lo, hi]| lo > 0.0 || hi < 0.0);
-        if let Some(x) = p
-            .perturbation
-            .filter(|x| x.abs() > PERTURBATION_LIMIT && outside_noise)
-        {
-            out.push(Warning {
-                kind: WarningKind::PerturbedDiagnosis,
-                point: Some(p.value),
-                message: format!(
-                    "{} {}: traced repeats ran {:.0}% {} than clean ones{}{}; the findings describe a perturbed run (the reported throughput is the clean one)",
-                    header.sweep.parameter,
-                    p.value,
-                    100.0 * x.abs(),
-                    if x < 0.0 { "slower" } else { "faster" },
-                    p.perturbation_interval
-                        .map(|[lo, hi]| format!(
-                            " ({:+.0}% to {:+.0}% over the repeats' pairings)",
-                            lo * 100.0,
-                            hi * 100.0
-                        ))
-                        .unwrap_or_default(),
-                    spread_note(p),
-                ),
-            });
-        }
-        if let Some(i) = p
-            .interference
-            .as_ref()
-            .filter(|i| i.is_disturbed() || i.disturbed > 0)
-        {
-            out.push(Warning {
-                kind: WarningKind::Interference,
-                point: Some(p.value),
-                message: format!(
-                    "{} {}: other processes took {:.0}% of the CPUs the workload could use ({}){}; measure on a quiet machine",
-                    header.sweep.parameter,
-                    p.value,
-                    i.share * 100.0,
-                    if i.processes.is_empty() {
-                        "processes that started and ended within the repeats".to_string()
-                    } else {
-                        i.processes
-                            .iter()
-                            .map(|f| format!("{} {:.2} s, pid {}", f.comm, f.cpu_s, f.pid))
-                            .collect::<Vec<_>>()
-                            .join("; ")
-                    },
-                    if i.disturbed > 0 {
-                        format!(
-                            "; {} of {} repeats were disturbed beyond {:.0}% (up to {} per point are measured again)",
-                            i.disturbed,
-                            p.repeats.len() + p.traced_repeats.len(),
-                            scalprof_model::stability::DISTURBED_SHARE * 100.0,
-                            scalprof_model::stability::MAX_RERUNS
-                        )
-                    } else {
-                        String::new()
-                    }
-                ),
-            });
-        }
-        if !p.outliers.is_empty() {
-            let walls: Vec<String> = p
-                .repeats
-                .iter()
-                .filter(|r| p.outliers.contains(&r.index))
-                .map(|r| format!("repeat {} ({:.3} s)", r.index + 1, r.wall_s))
-                .collect();
-            out.push(Warning {
-                kind: WarningKind::OutlierRepeat,
-                point: Some(p.value),
-                message: format!(
-                    "{} {}: {} ran far from the point's other repeats (median {:.3} s) and is left out of its throughput; if the program has two regimes, run more repeats (--repeat 10)",
-                    header.sweep.parameter,
-                    p.value,
-                    walls.join(", "),
-                    p.wall_s.map_or(0.0, |w| w.median),
-                ),
-            });
-        }
-        if let Some(e) = p.efficiency.filter(|&e| e > 1.05) {
-            out.push(Warning {
-                kind: WarningKind::SuperLinear,
-                point: Some(p.value),
-                message: format!(
-                    "{} {}: efficiency {:.0}%, more than linear: the first point did not keep its CPU busy (it waited on I/O, a server or a client, which more {} overlap), or caches and batching cut the work per operation; the budget counts it all as useful",
-                    header.sweep.parameter,
-                    p.value,
-                    e * 100.0,
-                    header.sweep.parameter
-                ),
-            });
-        }
-        let failed = p.repeats.iter().filter(|r| !r.succeeded()).count();
-        if failed > 0 {
-            let how: Vec<String> = p
-                .repeats
-                .iter()
-                .filter(|r| !r.succeeded())
-                .map(|r| r.outcome())
-                .collect();
-            out.push(Warning {
-                kind: WarningKind::FailedRepeats,
-                point: Some(p.value),
-                message: format!(
-                    "{} {}: {failed} of {} repeats failed ({}); they are kept but not counted in throughput",
-                    header.sweep.parameter,
-                    p.value,
-                    p.repeats.len(),
-                    how.join(", ")
-                ),
-            });
-        }
-        if header.sweep.parameter == SweepParameter::Threads && cpus > 0 && p.value > cpus {
-            out.push(Warning {
-                kind: WarningKind::OversubscribedPoint,
-                point: Some(p.value),
-                message: format!(
-                    "threads {}: more threads than the {cpus} online CPUs; this point measures time-sharing, not scaling",
-                    p.value
-                ),
-            });
-        }
+        out.extend(POINT_CHECKS.iter().filter_map(|check| check(header, p)));
     }
+    out.extend(too_few_points(header, points));
+    out.extend(single_repeat(header, points));
+    out
+}
+
+/// The wall time of a point's successful repeats spreads beyond the noise.
+fn noisy_repeats(header: &RunHeader, p: &Point) -> Option<Warning> {
+    let w = p.wall_s?;
+    let ok = p.repeats.iter().filter(|r| r.succeeded()).count();
+    if !(ok >= 2 && w.median > 0.0 && (w.max - w.min) / w.median > NOISY_SPREAD) {
+        return None;
+    }
+    let hint = if ok < 5 {
+        "run more repeats (--repeat 5) on a quieter machine"
+    } else {
+        "other work on the machine is interfering; quiet it and rerun"
+    };
+    Some(Warning {
+        kind: WarningKind::NoisyRepeats,
+        point: Some(p.value),
+        message: format!(
+            "{} {}: wall time of {ok} repeats spreads {:.0}% ({:.3}–{:.3} s); {hint}",
+            header.sweep.parameter,
+            p.value,
+            100.0 * (w.max - w.min) / w.median,
+            w.min,
+            w.max
+        ),
+    })
+}
+
+/// The traced repeats ran beyond the tracing budget from the clean ones, and outside the
+/// noise: even the most favourable pairing of a traced repeat with a clean one shows it.
+fn perturbed_diagnosis(header: &RunHeader, p: &Point) -> Option<Warning> {
+    let outside_noise = p
+        .perturbation_interval
+        .is_none_or(|[lo, hi]| lo > 0.0 || hi < 0.0);
+    let x = p
+        .perturbation
+        .filter(|x| x.abs() > PERTURBATION_LIMIT && outside_noise)?;
+    Some(Warning {
+        kind: WarningKind::PerturbedDiagnosis,
+        point: Some(p.value),
+        message: format!(
+            "{} {}: traced repeats ran {:.0}% {} than clean ones{}{}; the findings describe a perturbed run (the reported throughput is the clean one)",
+            header.sweep.parameter,
+            p.value,
+            100.0 * x.abs(),
+            if x < 0.0 { "slower" } else { "faster" },
+            p.perturbation_interval
+                .map(|[lo, hi]| format!(
+                    " ({:+.0}% to {:+.0}% over the repeats' pairings)",
+                    lo * 100.0,
+                    hi * 100.0
+                ))
+                .unwrap_or_default(),
+            spread_note(p),
+        ),
+    })
+}
+
+/// Other processes took CPU time from the point's repeats: who, and how many repeats
+/// were disturbed (and measured again).
+fn interference(header: &RunHeader, p: &Point) -> Option<Warning> {
+    let i = p
+        .interference
+        .as_ref()
+        .filter(|i| i.is_disturbed() || i.disturbed > 0)?;
+    let who = if i.processes.is_empty() {
+        "processes that started and ended within the repeats".to_string()
+    } else {
+        i.processes
+            .iter()
+            .map(|f| format!("{} {:.2} s, pid {}", f.comm, f.cpu_s, f.pid))
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    let disturbed = if i.disturbed > 0 {
+        format!(
+            "; {} of {} repeats were disturbed beyond {:.0}% (up to {} per point are measured again)",
+            i.disturbed,
+            p.repeats.len() + p.traced_repeats.len(),
+            scalprof_model::stability::DISTURBED_SHARE * 100.0,
+            scalprof_model::stability::MAX_RERUNS
+        )
+    } else {
+        String::new()
+    };
+    Some(Warning {
+        kind: WarningKind::Interference,
+        point: Some(p.value),
+        message: format!(
+            "{} {}: other processes took {:.0}% of the CPUs the workload could use ({who}){disturbed}; measure on a quiet machine",
+            header.sweep.parameter,
+            p.value,
+            i.share * 100.0,
+        ),
+    })
+}
+
+/// Repeats left out of the point's throughput for lying far from the others.
+fn outlier_repeats(header: &RunHeader, p: &Point) -> Option<Warning> {
+    if p.outliers.is_empty() {
+        return None;
+    }
+    let walls: Vec<String> = p
+        .repeats
+        .iter()
+        .filter(|r| p.outliers.contains(&r.index))
+        .map(|r| format!("repeat {} ({:.3} s)", r.index + 1, r.wall_s))
+        .collect();
+    Some(Warning {
+        kind: WarningKind::OutlierRepeat,
+        point: Some(p.value),
+        message: format!(
+            "{} {}: {} ran far from the point's other repeats (median {:.3} s) and is left out of its throughput; if the program has two regimes, run more repeats (--repeat 10)",
+            header.sweep.parameter,
+            p.value,
+            walls.join(", "),
+            p.wall_s.map_or(0.0, |w| w.median),
+        ),
+    })
+}
+
+/// An efficiency above linear, and what usually makes one.
+fn super_linear(header: &RunHeader, p: &Point) -> Option<Warning> {
+    let e = p.efficiency.filter(|&e| e > 1.05)?;
+    Some(Warning {
+        kind: WarningKind::SuperLinear,
+        point: Some(p.value),
+        message: format!(
+            "{} {}: efficiency {:.0}%, more than linear: the first point did not keep its CPU busy (it waited on I/O, a server or a client, which more {} overlap), or caches and batching cut the work per operation; the budget counts it all as useful",
+            header.sweep.parameter,
+            p.value,
+            e * 100.0,
+            header.sweep.parameter
+        ),
+    })
+}
+
+/// Repeats that failed, and how: kept, but not counted in throughput.
+fn failed_repeats(header: &RunHeader, p: &Point) -> Option<Warning> {
+    let failed = p.repeats.iter().filter(|r| !r.succeeded()).count();
+    if failed == 0 {
+        return None;
+    }
+    let how: Vec<String> = p
+        .repeats
+        .iter()
+        .filter(|r| !r.succeeded())
+        .map(|r| r.outcome())
+        .collect();
+    Some(Warning {
+        kind: WarningKind::FailedRepeats,
+        point: Some(p.value),
+        message: format!(
+            "{} {}: {failed} of {} repeats failed ({}); they are kept but not counted in throughput",
+            header.sweep.parameter,
+            p.value,
+            p.repeats.len(),
+            how.join(", ")
+        ),
+    })
+}
+
+/// A thread count above the online CPUs: the point measures time-sharing.
+fn oversubscribed_point(header: &RunHeader, p: &Point) -> Option<Warning> {
+    let cpus = header.host.cpus as u64;
+    if !(header.sweep.parameter == SweepParameter::Threads && cpus > 0 && p.value > cpus) {
+        return None;
+    }
+    Some(Warning {
+        kind: WarningKind::OversubscribedPoint,
+        point: Some(p.value),
+        message: format!(
+            "threads {}: more threads than the {cpus} online CPUs; this point measures time-sharing, not scaling",
+            p.value
+        ),
+    })
+}
+
+/// Fewer than three measured points of a thread sweep: too few for the USL.
+fn too_few_points(header: &RunHeader, points: &[Point]) -> Option<Warning> {
+    let cpus = header.host.cpus as u64;
     let measured = points.iter().filter(|p| p.throughput.is_some()).count();
     // A sweep that stopped before it measured anything: the stop says why, not this.
     let stopped_empty = measured == 0 && header.status != scalprof_model::RunStatus::Complete;
-    if measured < 3 && !stopped_empty && header.sweep.parameter == SweepParameter::Threads {
-        let hint = if cpus < 3 {
-            format!(" (this machine has {cpus} CPUs: more points would oversubscribe it; run the sweep on a larger machine)")
-        } else {
-            " (sweep at least 3 values, e.g. -t 1,2,4)".to_string()
-        };
-        out.push(Warning {
-            kind: WarningKind::TooFewPoints,
-            point: None,
-            message: format!(
-                "{measured} measured point{}: too few for the USL, {}{hint}",
-                if measured == 1 { "" } else { "s" },
-                if measured == 2 {
-                    "and two points fix any model exactly: the summary prints none (the document keeps the Amdahl fit)"
-                } else {
-                    "no model fitted"
-                }
-            ),
-        });
+    if !(measured < 3 && !stopped_empty && header.sweep.parameter == SweepParameter::Threads) {
+        return None;
     }
+    let hint = if cpus < 3 {
+        format!(" (this machine has {cpus} CPUs: more points would oversubscribe it; run the sweep on a larger machine)")
+    } else {
+        " (sweep at least 3 values, e.g. -t 1,2,4)".to_string()
+    };
+    Some(Warning {
+        kind: WarningKind::TooFewPoints,
+        point: None,
+        message: format!(
+            "{measured} measured point{}: too few for the USL, {}{hint}",
+            if measured == 1 { "" } else { "s" },
+            if measured == 2 {
+                "and two points fix any model exactly: the summary prints none (the document keeps the Amdahl fit)"
+            } else {
+                "no model fitted"
+            }
+        ),
+    })
+}
+
+/// One repeat per point of a complete sweep: the spread between runs is unknown.
+fn single_repeat(header: &RunHeader, points: &[Point]) -> Option<Warning> {
     // A sweep that stopped (a failed workload, Ctrl-C) has one repeat because it stopped,
     // not because one was asked for: that is said by the stop, not by this warning.
     let stopped = header.status != scalprof_model::RunStatus::Complete
         || points
             .iter()
             .any(|p| p.repeats.iter().any(|r| !r.succeeded()));
-    if !stopped && !points.is_empty() && points.iter().all(|p| p.repeats.len() == 1) {
-        out.push(Warning {
-            kind: WarningKind::SingleRepeat,
-            point: None,
-            message:
-                "one repeat per point: the spread between runs is unknown (use --repeat 3 or more)"
-                    .to_string(),
-        });
+    if stopped || points.is_empty() || !points.iter().all(|p| p.repeats.len() == 1) {
+        return None;
     }
-    out
+    Some(Warning {
+        kind: WarningKind::SingleRepeat,
+        point: None,
+        message:
+            "one repeat per point: the spread between runs is unknown (use --repeat 3 or more)"
+                .to_string(),
+    })
 }
 
 /// Share of a point's thread-time per operation spent waking idle CPUs above which the

@@ -12,13 +12,15 @@ use scalprof_model::locks::Scope;
 use scalprof_model::FindingKind;
 use std::path::Path;
 
-use scalprof_model::layout::SharingInputs;
+use scalprof_model::layout::{DataObject, Member, SharingInputs, SharingSite};
 use scalprof_model::{Finding, PointProfile};
 use scalprof_model::{FindingDetails, SharingDetails};
 
 /// A sharing finding needs its instructions' growth to explain this share of the cost.
 pub const SHARING_MIN_SCORE: f64 = 0.05;
 
+/// One written object: the sites whose locked writes land in it, merged, with their cost
+/// per operation (ns) at the first and the last point.
 struct Target {
     file: String,
     object: String,
@@ -49,7 +51,35 @@ pub fn sharing_findings(
     if total_last <= 0.0 {
         return Vec::new();
     }
-    let mut targets: Vec<Target> = Vec::new();
+    let mut out = Vec::new();
+    for t in targets(inputs, (p0, w0), (p1, w1)) {
+        let score = ((t.last - t.first) / total_last).clamp(0.0, 1.0);
+        if score < SHARING_MIN_SCORE {
+            continue;
+        }
+        let obj = object_of(inputs, &t.file, &t.object);
+        out.extend(t.finding(obj, score, (v0, v1), line));
+    }
+    out
+}
+
+/// The layout of the object `name` in `file`, when its DWARF was read.
+fn object_of<'a>(inputs: &'a SharingInputs, file: &str, name: &str) -> Option<&'a DataObject> {
+    inputs
+        .objects
+        .iter()
+        .find(|o| o.file == file && o.object.name == name)
+        .map(|o| &o.object)
+}
+
+/// The sites' writes gathered by the object they write, in the order first seen, costed
+/// at the first and the last point (`(profile, work)` each).
+fn targets(
+    inputs: &SharingInputs,
+    (p0, w0): (&PointProfile, f64),
+    (p1, w1): (&PointProfile, f64),
+) -> Vec<Target> {
+    let line = inputs.line.max(1);
     let weight_at = |p: &PointProfile, file: &str, ip: u64| -> f64 {
         p.hot
             .iter()
@@ -57,15 +87,9 @@ pub fn sharing_findings(
             .map(|h| h.weight as f64)
             .sum()
     };
-    let object_of = |file: &str, name: &str| {
-        inputs
-            .objects
-            .iter()
-            .find(|o| o.file == file && o.object.name == name)
-            .map(|o| &o.object)
-    };
+    let mut targets: Vec<Target> = Vec::new();
     for site in &inputs.sites {
-        let Some(obj) = object_of(&site.file, &site.object) else {
+        let Some(obj) = object_of(inputs, &site.file, &site.object) else {
             continue;
         };
         // The samples on the sampled instruction (which may be just after the locked one).
@@ -78,22 +102,7 @@ pub fn sharing_findings(
             .iter_mut()
             .find(|t| t.file == site.file && t.object == obj.name)
         {
-            Some(t) => {
-                t.indexed |= site.indexed;
-                if !t.offsets.contains(&offset) {
-                    t.offsets.push(offset);
-                }
-                if !t.ips.contains(&site.ip) {
-                    t.ips.push(site.ip);
-                }
-                for f in &site.functions {
-                    if !t.functions.contains(f) {
-                        t.functions.push(f.clone());
-                    }
-                }
-                t.first += first;
-                t.last += last;
-            }
+            Some(t) => t.add(site, offset, first, last),
             None => targets.push(Target {
                 file: site.file.clone(),
                 object: obj.name.clone(),
@@ -108,102 +117,145 @@ pub fn sharing_findings(
             }),
         }
     }
-    let mut out = Vec::new();
-    for t in targets {
-        let score = ((t.last - t.first) / total_last).clamp(0.0, 1.0);
-        if score < SHARING_MIN_SCORE {
-            continue;
+    targets
+}
+
+impl Target {
+    /// Adds another site writing the same object, at `offset` into it.
+    fn add(&mut self, site: &SharingSite, offset: u64, first: f64, last: f64) {
+        self.indexed |= site.indexed;
+        if !self.offsets.contains(&offset) {
+            self.offsets.push(offset);
         }
-        let obj = object_of(&t.file, &t.object);
-        // The fields that share a cache line: for a per-thread index, on any line of the
-        // object; for fixed offsets, on the written line.
-        let fields: Vec<String> = obj
-            .map(|o| {
-                let line_of =
-                    |m: &scalprof_model::layout::Member| (o.address + m.offset) / line * line;
-                let crowded = |l: u64| o.members.iter().filter(|m| line_of(m) == l).count() >= 2;
+        if !self.ips.contains(&site.ip) {
+            self.ips.push(site.ip);
+        }
+        for f in &site.functions {
+            if !self.functions.contains(f) {
+                self.functions.push(f.clone());
+            }
+        }
+        self.first += first;
+        self.last += last;
+    }
+
+    /// The fields that share a cache line: for a per-thread index, on any line of the
+    /// object; for fixed offsets, on the written line.
+    fn crowded_fields(&self, o: &DataObject, line: u64) -> Vec<String> {
+        let line_of = |m: &Member| (o.address + m.offset) / line * line;
+        let crowded = |l: u64| o.members.iter().filter(|m| line_of(m) == l).count() >= 2;
+        o.members
+            .iter()
+            .filter(|m| {
+                let l = line_of(m);
+                crowded(l) && (self.indexed || l == self.line_start)
+            })
+            .map(|m| m.name.clone())
+            .collect()
+    }
+
+    /// The fields the locked writes land in.
+    fn written_fields(&self, o: &DataObject) -> Vec<String> {
+        self.offsets
+            .iter()
+            .filter_map(|off| {
                 o.members
                     .iter()
-                    .filter(|m| {
-                        let l = line_of(m);
-                        crowded(l) && (t.indexed || l == t.line_start)
-                    })
-                    .map(|m| m.name.clone())
-                    .collect()
+                    .find(|m| *off >= m.offset && *off < m.offset + m.size.max(1))
             })
+            .map(|m| m.name.clone())
+            .collect()
+    }
+
+    /// The finding for this object (`obj`: its layout), scored `score` between the sweep's
+    /// first and last thread counts `(v0, v1)`: false sharing when the writes land in
+    /// several fields of a crowded line, true sharing when every thread writes one address.
+    fn finding(
+        self,
+        obj: Option<&DataObject>,
+        score: f64,
+        (v0, v1): (u64, u64),
+        line: u64,
+    ) -> Option<Finding> {
+        let fields = obj
+            .map(|o| self.crowded_fields(o, line))
             .unwrap_or_default();
-        let written: Vec<String> = obj
-            .map(|o| {
-                t.offsets
-                    .iter()
-                    .filter_map(|off| {
-                        o.members
-                            .iter()
-                            .find(|m| *off >= m.offset && *off < m.offset + m.size.max(1))
-                    })
-                    .map(|m| m.name.clone())
-                    .collect()
-            })
-            .unwrap_or_default();
-        let false_sharing = (t.indexed || t.offsets.len() >= 2) && fields.len() >= 2;
-        let file = Path::new(&t.file)
+        let written = obj.map(|o| self.written_fields(o)).unwrap_or_default();
+        let file = Path::new(&self.file)
             .file_name()
-            .map_or(t.file.clone(), |f| f.to_string_lossy().into_owned());
-        let ips: Vec<String> = t.ips.iter().map(|ip| format!("{file}+{ip:#x}")).collect();
+            .map_or(self.file.clone(), |f| f.to_string_lossy().into_owned());
+        let ips: Vec<String> = self
+            .ips
+            .iter()
+            .map(|ip| format!("{file}+{ip:#x}"))
+            .collect();
         let growth = format!(
             "the locked writes at {} grew from {:.2} to {:.2} ns/op between {v0} and {v1} threads ({:.0}% of the cost per op at {v1})",
             ips.join(", "),
-            t.first,
-            t.last,
+            self.first,
+            self.last,
             score * 100.0
         );
-        let (kind, evidence, suggestion) = if false_sharing {
-            (
-                FindingKind::FalseSharing,
-                format!(
-                    "{growth}; they write {} {} of one {line}-byte line holding fields {}",
-                    t.object,
-                    if t.indexed { "at an offset indexed per thread" } else { "at different offsets" },
-                    fields.join(", ")
-                ),
-                format!(
-                    "give each written field of {} its own cache line: align/pad the hot members (_Alignas({line})), or move the written counters to the end of the struct and pad them, or make them per-thread/per-CPU",
-                    t.object
-                ),
-            )
-        } else if !t.indexed && t.offsets.len() == 1 {
-            (
-                FindingKind::TrueSharing,
-                format!("{growth}; every thread writes the same address, {}{}", t.object, written.first().map(|f| format!(".{f}")).unwrap_or_default()),
-                format!(
-                    "stop every thread from writing {}: split it per thread or per CPU and combine when read (per-CPU counters), or batch the updates",
-                    t.object
-                ),
-            )
-        } else {
-            continue;
-        };
-        out.push(Finding { score_interval: None,
+        let (kind, evidence, suggestion) = self.diagnosis(&growth, &fields, &written, line)?;
+        Some(Finding {
+            score_interval: None,
             kind,
             scope: Some(Scope::User),
-            subject: t.object.clone(),
+            subject: self.object.clone(),
             score,
             evidence,
             suggestion,
             details: FindingDetails::Sharing(SharingDetails {
-                file: t.file.clone(),
-                address: format!("{:#x}", t.object_address),
-                cache_line: format!("{:#x}", t.line_start),
+                file: self.file,
+                address: format!("{:#x}", self.object_address),
+                cache_line: format!("{:#x}", self.line_start),
                 fields,
                 written_fields: written,
-                indexed: t.indexed,
+                indexed: self.indexed,
                 instructions: ips,
                 evidence_kind: "sampled locked instructions, operands resolved statically (no PMU memory samples)".into(),
                 strength: if score >= 0.25 { "strong" } else { "moderate" }.into(),
-                functions: t.functions.clone(),
+                functions: self.functions,
             }),
             what_if: None,
-        });
+        })
     }
-    out
+
+    /// False or true sharing, with the evidence after `growth` and the suggestion; none
+    /// when the writes are neither (several fixed offsets on an uncrowded line).
+    fn diagnosis(
+        &self,
+        growth: &str,
+        fields: &[String],
+        written: &[String],
+        line: u64,
+    ) -> Option<(FindingKind, String, String)> {
+        let false_sharing = (self.indexed || self.offsets.len() >= 2) && fields.len() >= 2;
+        if false_sharing {
+            Some((
+                FindingKind::FalseSharing,
+                format!(
+                    "{growth}; they write {} {} of one {line}-byte line holding fields {}",
+                    self.object,
+                    if self.indexed { "at an offset indexed per thread" } else { "at different offsets" },
+                    fields.join(", ")
+                ),
+                format!(
+                    "give each written field of {} its own cache line: align/pad the hot members (_Alignas({line})), or move the written counters to the end of the struct and pad them, or make them per-thread/per-CPU",
+                    self.object
+                ),
+            ))
+        } else if !self.indexed && self.offsets.len() == 1 {
+            Some((
+                FindingKind::TrueSharing,
+                format!("{growth}; every thread writes the same address, {}{}", self.object, written.first().map(|f| format!(".{f}")).unwrap_or_default()),
+                format!(
+                    "stop every thread from writing {}: split it per thread or per CPU and combine when read (per-CPU counters), or batch the updates",
+                    self.object
+                ),
+            ))
+        } else {
+            None
+        }
+    }
 }

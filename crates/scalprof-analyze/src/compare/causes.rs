@@ -4,6 +4,7 @@
 
 use scalprof_model::compare::CauseChange;
 use scalprof_model::locks::LockKind;
+use scalprof_model::profile::ScalingDiff;
 use scalprof_model::vocabulary;
 use scalprof_model::{Point, RunDocument};
 
@@ -39,110 +40,140 @@ pub(super) fn cause_changes(
     if change.abs() < f64::EPSILON {
         return Vec::new();
     }
-    let mut items: Vec<(String, f64, f64)> = Vec::new();
-    let mut add = |name: String, x: f64, y: f64| match items.iter_mut().find(|i| i.0 == name) {
-        Some(i) => {
-            i.1 += x;
-            i.2 += y;
-        }
-        None => items.push((name, x, y)),
-    };
-    // Waits, by row: a lock's traced wait and its sampled on-CPU cost (spinning, the
-    // lock code), per operation.
-    let waits = |p: &Point| -> Vec<(String, f64)> {
-        p.locks
-            .iter()
-            .flat_map(|l| &l.rows)
-            // Waking an idle CPU is part of the waits it ended, never a cause in a run's
-            // budget; between two runs it is a difference of its own (a latency-bound
-            // baseline, CPUs left idle by a flush).
-            .filter(|r| {
-                (r.attributed_to.is_none() || r.name == scalprof_model::locks::IDLE_WAKEUP)
-                    && r.lock_type != LockKind::Idle
-            })
-            .filter(|r| r.is_lock() || r.lock_type.is_blocked_wait())
-            .filter_map(|r| {
-                let wait = r.wait_ns_per_op?;
-                let spin = match r.spin_ns {
-                    Some(s) if r.total_wait_ns > 0 => s as f64 * wait / r.total_wait_ns as f64,
-                    _ => 0.0,
-                };
-                Some((format!("{} {}", r.scope, r.name), wait + spin))
-            })
-            .collect()
-    };
+    let mut causes = Causes::default();
     if pa.locks.is_some() && pb.locks.is_some() {
-        for (name, w) in waits(pa) {
-            add(name, w, 0.0);
+        for (name, w) in lock_waits(pa) {
+            causes.add(name, w, 0.0);
         }
-        for (name, w) in waits(pb) {
-            add(name, 0.0, w);
+        for (name, w) in lock_waits(pb) {
+            causes.add(name, 0.0, w);
         }
     }
-    // On-CPU functions both runs' "what grew" knows at this point.
-    if let (Some(da), Some(db)) = (&a.scaling_diff, &b.scaling_diff) {
-        if da.unit == "ns/op" && db.unit == "ns/op" {
-            let at = |d: &scalprof_model::profile::ScalingDiff, v: u64| {
-                d.points.iter().position(|&x| x == v)
-            };
-            if let (Some(ia), Some(ib)) = (at(da, pa.value), at(db, pb.value)) {
-                // The lock code and the system-call path are the locks' cost, above.
-                let machinery = |f: &str| {
-                    vocabulary::is_user_lock_code(f)
-                        || vocabulary::is_futex_path(f)
-                        || vocabulary::is_spin_path(f)
-                        || vocabulary::is_lock_internal(f)
-                        || f.starts_with("do_syscall")
-                        || f.starts_with("entry_SYSCALL")
-                };
-                for fa in da
-                    .user
-                    .iter()
-                    .chain(&da.kernel)
-                    .filter(|f| !machinery(&f.function))
-                {
-                    let Some(fb) = db
-                        .user
-                        .iter()
-                        .chain(&db.kernel)
-                        .find(|f| f.function == fa.function)
-                    else {
-                        continue;
-                    };
-                    if let (Some(&x), Some(&y)) = (fa.self_per_op.get(ia), fb.self_per_op.get(ib)) {
-                        let name = match shared_line_of(a, &fa.function)
-                            .or_else(|| shared_line_of(b, &fa.function))
-                        {
-                            Some(line) => format!("{line} (on CPU in {})", fa.function),
-                            None => format!("on CPU in {}", fa.function),
-                        };
-                        add(name, x, y);
-                    }
-                }
+    add_on_cpu(&mut causes, (a, pa), (b, pb));
+    causes.explaining(change, ta.max(tb))
+}
+
+/// Causes by name, each with its time per operation in A and in B, in the order first
+/// seen.
+#[derive(Default)]
+struct Causes(Vec<(String, f64, f64)>);
+
+impl Causes {
+    /// Adds `x` ns/op in A and `y` in B to the cause `name`.
+    fn add(&mut self, name: String, x: f64, y: f64) {
+        match self.0.iter_mut().find(|i| i.0 == name) {
+            Some(i) => {
+                i.1 += x;
+                i.2 += y;
             }
+            None => self.0.push((name, x, y)),
         }
     }
-    let mut out: Vec<CauseChange> = items
-        .into_iter()
-        .map(|(cause, x, y)| CauseChange {
-            cause,
-            a_ns_per_op: x,
-            b_ns_per_op: y,
-            explains: (y - x) / change,
+
+    /// The five causes that explain most of the `change` in thread-time per operation,
+    /// each a share of it and a change worth a mention against `largest` (the larger
+    /// thread-time per operation).
+    fn explaining(self, change: f64, largest: f64) -> Vec<CauseChange> {
+        let mut out: Vec<CauseChange> = self
+            .0
+            .into_iter()
+            .map(|(cause, x, y)| CauseChange {
+                cause,
+                a_ns_per_op: x,
+                b_ns_per_op: y,
+                explains: (y - x) / change,
+            })
+            // A share of the change, and a change worth a mention (not 0 ns → 0 ns).
+            .filter(|c| {
+                c.explains >= CAUSE_MIN_SHARE
+                    && (c.b_ns_per_op - c.a_ns_per_op).abs() >= 0.01 * largest
+            })
+            .collect();
+        out.sort_by(|x, y| {
+            y.explains
+                .total_cmp(&x.explains)
+                .then_with(|| x.cause.cmp(&y.cause))
+        });
+        out.truncate(5);
+        out
+    }
+}
+
+/// Waits, by row: a lock's traced wait and its sampled on-CPU cost (spinning, the lock
+/// code), per operation.
+fn lock_waits(p: &Point) -> Vec<(String, f64)> {
+    p.locks
+        .iter()
+        .flat_map(|l| &l.rows)
+        // Waking an idle CPU is part of the waits it ended, never a cause in a run's
+        // budget; between two runs it is a difference of its own (a latency-bound
+        // baseline, CPUs left idle by a flush).
+        .filter(|r| {
+            (r.attributed_to.is_none() || r.name == scalprof_model::locks::IDLE_WAKEUP)
+                && r.lock_type != LockKind::Idle
         })
-        // A share of the change, and a change worth a mention (not 0 ns → 0 ns).
-        .filter(|c| {
-            c.explains >= CAUSE_MIN_SHARE
-                && (c.b_ns_per_op - c.a_ns_per_op).abs() >= 0.01 * ta.max(tb)
+        .filter(|r| r.is_lock() || r.lock_type.is_blocked_wait())
+        .filter_map(|r| {
+            let wait = r.wait_ns_per_op?;
+            let spin = match r.spin_ns {
+                Some(s) if r.total_wait_ns > 0 => s as f64 * wait / r.total_wait_ns as f64,
+                _ => 0.0,
+            };
+            Some((format!("{} {}", r.scope, r.name), wait + spin))
         })
-        .collect();
-    out.sort_by(|x, y| {
-        y.explains
-            .total_cmp(&x.explains)
-            .then_with(|| x.cause.cmp(&y.cause))
-    });
-    out.truncate(5);
-    out
+        .collect()
+}
+
+/// The lock code and the system-call path: the locks' cost, counted with their waits.
+fn is_lock_machinery(f: &str) -> bool {
+    vocabulary::is_user_lock_code(f)
+        || vocabulary::is_futex_path(f)
+        || vocabulary::is_spin_path(f)
+        || vocabulary::is_lock_internal(f)
+        || f.starts_with("do_syscall")
+        || f.starts_with("entry_SYSCALL")
+}
+
+/// Adds the on-CPU functions both runs' "what grew" knows at this point (in ns/op), named
+/// by the cache line a sharing finding gave them to, if any.
+fn add_on_cpu(
+    causes: &mut Causes,
+    (a, pa): (&RunDocument, &Point),
+    (b, pb): (&RunDocument, &Point),
+) {
+    let (Some(da), Some(db)) = (&a.scaling_diff, &b.scaling_diff) else {
+        return;
+    };
+    if da.unit != "ns/op" || db.unit != "ns/op" {
+        return;
+    }
+    let at = |d: &ScalingDiff, v: u64| d.points.iter().position(|&x| x == v);
+    let (Some(ia), Some(ib)) = (at(da, pa.value), at(db, pb.value)) else {
+        return;
+    };
+    for fa in da
+        .user
+        .iter()
+        .chain(&da.kernel)
+        .filter(|f| !is_lock_machinery(&f.function))
+    {
+        let Some(fb) = db
+            .user
+            .iter()
+            .chain(&db.kernel)
+            .find(|f| f.function == fa.function)
+        else {
+            continue;
+        };
+        if let (Some(&x), Some(&y)) = (fa.self_per_op.get(ia), fb.self_per_op.get(ib)) {
+            let name =
+                match shared_line_of(a, &fa.function).or_else(|| shared_line_of(b, &fa.function)) {
+                    Some(line) => format!("{line} (on CPU in {})", fa.function),
+                    None => format!("on CPU in {}", fa.function),
+                };
+            causes.add(name, x, y);
+        }
+    }
 }
 
 /// The cache line a function's on-CPU growth was given to by a sharing finding

@@ -6,7 +6,7 @@
 use scalprof_model::compare::{
     Comparison, Gate, LockChange, Metric, MetricComparison, PointComparison, Ratio, Welch,
 };
-use scalprof_model::locks::Scope;
+use scalprof_model::locks::{LockRow, Scope};
 use scalprof_model::suite::{
     SuiteComparison, SuiteDocument, TestComparison, TestResult, SUITE_COMPARE_SCHEMA,
 };
@@ -219,74 +219,19 @@ pub fn gate(c: &Comparison, pct: f64) -> Gate {
 
 /// Compares run B against run A, point by point (points present in both).
 pub fn compare(a: &RunDocument, b: &RunDocument) -> Comparison {
-    let mut points = Vec::new();
-    for pa in &a.points {
-        let Some(pb) = b.points.iter().find(|p| p.value == pa.value) else {
-            continue;
-        };
-        let ma = per_repeat(a, pa);
-        let mb = per_repeat(b, pb);
-        let metrics = ma
-            .iter()
-            .zip(&mb)
-            .filter_map(|((name, xa), (_, xb))| metric(*name, xa, xb))
-            .collect();
-        let rates = |d: &RunDocument, p: &Point| -> Vec<f64> {
-            p.repeats
-                .iter()
-                .filter(|r| r.succeeded())
-                .filter_map(|r| repeat_throughput(p.value, r, d.throughput.source))
-                .collect()
-        };
-        let common = a
-            .points
-            .iter()
-            .filter(|x| b.points.iter().any(|y| y.value == x.value))
-            .count();
-        let throughput_ratio = throughput_ratio(&rates(a, pa), &rates(b, pb), common);
-        let efficiency = pa.efficiency.zip(pb.efficiency).map(|(x, y)| [x, y]);
-        let mut locks = Vec::new();
-        if let (Some(la), Some(lb)) = (&pa.locks, &pb.locks) {
-            let mut names: Vec<(Scope, String)> = Vec::new();
-            for r in la.rows.iter().chain(&lb.rows).filter(|r| r.is_lock()) {
-                let k = (r.scope, r.name.clone());
-                if !names.contains(&k) {
-                    names.push(k);
-                }
-            }
-            for (scope, name) in names {
-                let wait = |rows: &[scalprof_model::locks::LockRow]| {
-                    rows.iter()
-                        .filter(|r| r.scope == scope && r.name == name)
-                        .filter_map(|r| r.wait_ns_per_op)
-                        .sum::<f64>()
-                };
-                let (wa, wb) = (wait(&la.rows), wait(&lb.rows));
-                if (wa - wb).abs() > 0.05 * wa.max(wb) && wa.max(wb) > 1.0 {
-                    locks.push(LockChange {
-                        lock: format!("{scope} {name}"),
-                        a_wait_ns_per_op: wa,
-                        b_wait_ns_per_op: wb,
-                    });
-                }
-            }
-        }
-        // Causes are weighed only where a difference is shown (a ratio whose interval
-        // excludes 1): against a change within the noise, any share is noise.
-        let shown = throughput_ratio.is_some_and(|r| r.ci95[0] > 1.0 || r.ci95[1] < 1.0);
-        points.push(PointComparison {
-            value: pa.value,
-            throughput_ratio,
-            efficiency,
-            metrics,
-            locks,
-            causes: if shown {
-                cause_changes(a, pa, b, pb)
-            } else {
-                Vec::new()
-            },
-        });
-    }
+    let common = a
+        .points
+        .iter()
+        .filter(|x| b.points.iter().any(|y| y.value == x.value))
+        .count();
+    let points: Vec<PointComparison> = a
+        .points
+        .iter()
+        .filter_map(|pa| {
+            let pb = b.points.iter().find(|p| p.value == pa.value)?;
+            Some(compare_point((a, pa), (b, pb), common))
+        })
+        .collect();
     let keys = |d: &RunDocument| -> Vec<String> {
         d.findings
             .iter()
@@ -294,6 +239,107 @@ pub fn compare(a: &RunDocument, b: &RunDocument) -> Comparison {
             .collect()
     };
     let (ka, kb) = (keys(a), keys(b));
+    let findings_appeared: Vec<String> = kb.iter().filter(|k| !ka.contains(k)).cloned().collect();
+    let findings_disappeared: Vec<String> =
+        ka.iter().filter(|k| !kb.contains(k)).cloned().collect();
+    let verdict = verdict(
+        &points,
+        &a.sweep.parameter.to_string(),
+        &findings_appeared,
+        &findings_disappeared,
+    );
+    Comparison {
+        schema: "scalprof.compare/1".into(),
+        a: a.id.clone(),
+        b: b.id.clone(),
+        confidence: CONFIDENCE,
+        points,
+        findings_appeared,
+        findings_disappeared,
+        warnings: comparison_warnings(a, b),
+        verdict,
+        gate: None,
+    }
+}
+
+/// One point of A against the same point of B: each metric, the throughput ratio (its
+/// family-wise interval over the `common` points), the lock waits that changed and,
+/// where a difference is shown, the causes that explain it.
+fn compare_point(
+    (a, pa): (&RunDocument, &Point),
+    (b, pb): (&RunDocument, &Point),
+    common: usize,
+) -> PointComparison {
+    let ma = per_repeat(a, pa);
+    let mb = per_repeat(b, pb);
+    let metrics = ma
+        .iter()
+        .zip(&mb)
+        .filter_map(|((name, xa), (_, xb))| metric(*name, xa, xb))
+        .collect();
+    let rates = |d: &RunDocument, p: &Point| -> Vec<f64> {
+        p.repeats
+            .iter()
+            .filter(|r| r.succeeded())
+            .filter_map(|r| repeat_throughput(p.value, r, d.throughput.source))
+            .collect()
+    };
+    let throughput_ratio = throughput_ratio(&rates(a, pa), &rates(b, pb), common);
+    let efficiency = pa.efficiency.zip(pb.efficiency).map(|(x, y)| [x, y]);
+    let locks = match (&pa.locks, &pb.locks) {
+        (Some(la), Some(lb)) => lock_changes(&la.rows, &lb.rows),
+        _ => Vec::new(),
+    };
+    // Causes are weighed only where a difference is shown (a ratio whose interval
+    // excludes 1): against a change within the noise, any share is noise.
+    let shown = throughput_ratio.is_some_and(|r| r.ci95[0] > 1.0 || r.ci95[1] < 1.0);
+    PointComparison {
+        value: pa.value,
+        throughput_ratio,
+        efficiency,
+        metrics,
+        locks,
+        causes: if shown {
+            cause_changes(a, pa, b, pb)
+        } else {
+            Vec::new()
+        },
+    }
+}
+
+/// The locks whose wait per operation changed by more than 5% (and more than 1 ns)
+/// between A's rows and B's, in the order first seen.
+fn lock_changes(la: &[LockRow], lb: &[LockRow]) -> Vec<LockChange> {
+    let mut names: Vec<(Scope, String)> = Vec::new();
+    for r in la.iter().chain(lb).filter(|r| r.is_lock()) {
+        let k = (r.scope, r.name.clone());
+        if !names.contains(&k) {
+            names.push(k);
+        }
+    }
+    let mut locks = Vec::new();
+    for (scope, name) in names {
+        let wait = |rows: &[LockRow]| {
+            rows.iter()
+                .filter(|r| r.scope == scope && r.name == name)
+                .filter_map(|r| r.wait_ns_per_op)
+                .sum::<f64>()
+        };
+        let (wa, wb) = (wait(la), wait(lb));
+        if (wa - wb).abs() > 0.05 * wa.max(wb) && wa.max(wb) > 1.0 {
+            locks.push(LockChange {
+                lock: format!("{scope} {name}"),
+                a_wait_ns_per_op: wa,
+                b_wait_ns_per_op: wb,
+            });
+        }
+    }
+    locks
+}
+
+/// What makes A and B measure different things: the command, the throughput's unit, the
+/// host.
+fn comparison_warnings(a: &RunDocument, b: &RunDocument) -> Vec<String> {
     let mut warnings = Vec::new();
     if a.command != b.command {
         warnings.push(format!(
@@ -314,27 +360,7 @@ pub fn compare(a: &RunDocument, b: &RunDocument) -> Comparison {
             a.host.kernel, a.host.cpus, b.host.kernel, b.host.cpus
         ));
     }
-    let findings_appeared: Vec<String> = kb.iter().filter(|k| !ka.contains(k)).cloned().collect();
-    let findings_disappeared: Vec<String> =
-        ka.iter().filter(|k| !kb.contains(k)).cloned().collect();
-    let verdict = verdict(
-        &points,
-        &a.sweep.parameter.to_string(),
-        &findings_appeared,
-        &findings_disappeared,
-    );
-    Comparison {
-        schema: "scalprof.compare/1".into(),
-        a: a.id.clone(),
-        b: b.id.clone(),
-        confidence: CONFIDENCE,
-        points,
-        findings_appeared,
-        findings_disappeared,
-        warnings,
-        verdict,
-        gate: None,
-    }
+    warnings
 }
 
 /// "B is 7.02× faster at 2 threads [6.10–7.95×, 95%]; efficiency 13% → 96%; gone:

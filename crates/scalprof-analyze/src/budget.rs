@@ -72,55 +72,9 @@ pub fn budgets(
             .map_or(0.0, |o| o / t)
             .clamp(0.0, 1.0 - useful);
         let room = (1.0 - useful - overhead).max(0.0);
-        let mut causes: Vec<Cause> = series
-            .iter()
-            .filter_map(|s| {
-                let share = match &s.shares {
-                    Some(shares) => shares[i]?,
-                    None => {
-                        let now = s.per_op[i]?;
-                        (now - s.per_op[0].unwrap_or(0.0)) / t
-                    }
-                };
-                (share > 0.0).then(|| Cause {
-                    late_share: 0.0,
-                    foreign: crate::stability::is_foreign(s.scope, &s.subject),
-                    share_interval: None,
-                    kind: s.kind,
-                    scope: s.scope,
-                    subject: s.subject.clone(),
-                    share,
-                    detail: s.detail.clone(),
-                })
-            })
-            .collect();
+        let mut causes = point_causes(series, i, t);
         crate::stability::move_interference(&mut causes, &points[i], cpus);
-        // A serial phase is a symptom: while one thread runs, the others wait on
-        // something. Named waits and costs take the room first; the serial phase keeps
-        // what they leave.
-        let named: f64 = causes
-            .iter()
-            .filter(|c| c.kind != FindingKind::SerialFraction)
-            .map(|c| c.share)
-            .sum();
-        if named > room && named > 0.0 {
-            for c in causes
-                .iter_mut()
-                .filter(|c| c.kind != FindingKind::SerialFraction)
-            {
-                c.share *= room / named;
-            }
-        }
-        // The serial causes (a phase, a saturated stage) share what is left, largest first.
-        let mut left = (room - named).max(0.0);
-        causes.sort_by(|a, b| b.share.total_cmp(&a.share));
-        for c in causes
-            .iter_mut()
-            .filter(|c| c.kind == FindingKind::SerialFraction)
-        {
-            c.share = c.share.min(left);
-            left -= c.share;
-        }
+        fit_to_room(&mut causes, room);
         fold_late_run(&mut causes, series, i);
         causes.retain(|c| c.share >= LISTED_SHARE);
         causes.sort_by(|a, b| {
@@ -139,6 +93,62 @@ pub fn budgets(
         });
     }
     out
+}
+
+/// The causes at point `i` (thread time `t` ns per unit): each series' share, its own or
+/// its growth since the first point over `t`, where it is positive.
+fn point_causes(series: &[Series], i: usize, t: f64) -> Vec<Cause> {
+    series
+        .iter()
+        .filter_map(|s| {
+            let share = match &s.shares {
+                Some(shares) => shares[i]?,
+                None => {
+                    let now = s.per_op[i]?;
+                    (now - s.per_op[0].unwrap_or(0.0)) / t
+                }
+            };
+            (share > 0.0).then(|| Cause {
+                late_share: 0.0,
+                foreign: crate::stability::is_foreign(s.scope, &s.subject),
+                share_interval: None,
+                kind: s.kind,
+                scope: s.scope,
+                subject: s.subject.clone(),
+                share,
+                detail: s.detail.clone(),
+            })
+        })
+        .collect()
+}
+
+/// Fits the causes into the `room` the useful work and the overhead leave, largest first.
+/// A serial phase is a symptom: while one thread runs, the others wait on something.
+/// Named waits and costs take the room first (scaled down together when they overflow
+/// it); the serial causes (a phase, a saturated stage) share what they leave.
+fn fit_to_room(causes: &mut [Cause], room: f64) {
+    let named: f64 = causes
+        .iter()
+        .filter(|c| c.kind != FindingKind::SerialFraction)
+        .map(|c| c.share)
+        .sum();
+    if named > room && named > 0.0 {
+        for c in causes
+            .iter_mut()
+            .filter(|c| c.kind != FindingKind::SerialFraction)
+        {
+            c.share *= room / named;
+        }
+    }
+    let mut left = (room - named).max(0.0);
+    causes.sort_by(|a, b| b.share.total_cmp(&a.share));
+    for c in causes
+        .iter_mut()
+        .filter(|c| c.kind == FindingKind::SerialFraction)
+    {
+        c.share = c.share.min(left);
+        left -= c.share;
+    }
 }
 
 /// A thread that waits while the others work ends late by as long, when all had the same

@@ -2,7 +2,7 @@
 //! (waits and their on-CPU time), kernel hotspots, serial phases, shared cache lines, and
 //! scalprof's own overhead.
 
-use scalprof_model::locks::{LockKind, Scope, CPU_WAIT_OBSERVER};
+use scalprof_model::locks::{LockKind, LockRow, Scope, CPU_WAIT_OBSERVER};
 use scalprof_model::profile::folded;
 use scalprof_model::vocabulary::{
     blocking_call_of, in_user_lock, is_futex_path, is_spin_path, is_user_lock_code,
@@ -64,45 +64,18 @@ pub fn lock_series(
     for (i, p) in points.iter().enumerate() {
         let Some(lp) = &p.locks else { continue };
         for r in &lp.rows {
-            // One long wait is an event (a join, a start-up handshake), not contention.
-            if matches!(
-                r.lock_type,
-                LockKind::Join | LockKind::Barrier | LockKind::Idle
-            ) || r.attributed_to.is_some()
-                || r.peer_attached
-                || r.count < crate::locks::LOCK_MIN_WAITS
-                || work[i] <= 0.0
-            {
+            if !is_budget_lock(r) || work[i] <= 0.0 {
                 continue;
             }
             // Waits are on the traced clock (dilated back); the sampled on-CPU part is
             // already on the clean one (`sampled_to_ns` maps it to clean CPU per unit).
             let ns = r.total_wait_ns as f64 / work[i] * dilation(p)
                 + r.spin_ns.unwrap_or(0) as f64 * scale[i].unwrap_or(dilation(p)) / work[i];
-            // A reader-writer lock's two sides are one cause.
-            let k = match out
-                .iter()
-                .position(|s| s.scope == Some(r.scope) && s.subject == r.name)
-            {
-                Some(k) => k,
-                None => {
-                    out.push(Series {
-                        kind: if r.lock_type.is_blocked_wait() {
-                            FindingKind::BlockedWait
-                        } else {
-                            FindingKind::LockContention
-                        },
-                        scope: Some(r.scope),
-                        subject: r.name.clone(),
-                        detail: r.lock_type.to_string(),
-                        per_op: vec![None; points.len()],
-                        shares: None,
-                        late: None,
-                    });
-                    spin_at_last.push(0.0);
-                    out.len() - 1
-                }
-            };
+            let k = series_of(&mut out, r, points.len());
+            if k == spin_at_last.len() {
+                // A new series: no lock code of its own seen yet.
+                spin_at_last.push(0.0);
+            }
             if crate::locks::takes_futex_cpu(r) {
                 spin_at_last[k] = r.spin_ns.unwrap_or(0) as f64 / work[i];
             }
@@ -111,15 +84,64 @@ pub fn lock_series(
             s.detail = crate::locks::budget_detail(r, std::mem::take(&mut s.detail));
         }
     }
-    // The baseline's lock code: at the first point the locks are taken uncontended, so
-    // they have no row, but libc's lock and unlock paths already cost CPU there. A futex
-    // lock's growth is measured from its part of that cost (split like the lock code at
-    // the last point that has rows), not from zero.
-    let futex_series: Vec<usize> = (0..out.len())
-        .filter(|&k| out[k].scope == Some(Scope::User) && spin_at_last[k] > 0.0)
-        .collect();
-    let spin_total: f64 = futex_series.iter().map(|&k| spin_at_last[k]).sum();
-    let base = profiles
+    let base = baseline_lock_code(profiles, &scale, work);
+    start_futex_locks_at(&mut out, &spin_at_last, base);
+    // A point without a row for a lock measured elsewhere had no waits on it.
+    for s in &mut out {
+        for (i, p) in points.iter().enumerate() {
+            if p.locks.is_some() && s.per_op[i].is_none() {
+                s.per_op[i] = Some(0.0);
+            }
+        }
+    }
+    out
+}
+
+/// Whether a lock row is a cause for the budget. One long wait is an event (a join, a
+/// start-up handshake), not contention.
+fn is_budget_lock(r: &LockRow) -> bool {
+    !(matches!(
+        r.lock_type,
+        LockKind::Join | LockKind::Barrier | LockKind::Idle
+    ) || r.attributed_to.is_some()
+        || r.peer_attached
+        || r.count < crate::locks::LOCK_MIN_WAITS)
+}
+
+/// The index of the series of `r`'s lock in `out`, pushed (with `points` empty points)
+/// when it has none yet: a reader-writer lock's two sides are one cause.
+fn series_of(out: &mut Vec<Series>, r: &LockRow, points: usize) -> usize {
+    if let Some(k) = out
+        .iter()
+        .position(|s| s.scope == Some(r.scope) && s.subject == r.name)
+    {
+        return k;
+    }
+    out.push(Series {
+        kind: if r.lock_type.is_blocked_wait() {
+            FindingKind::BlockedWait
+        } else {
+            FindingKind::LockContention
+        },
+        scope: Some(r.scope),
+        subject: r.name.clone(),
+        detail: r.lock_type.to_string(),
+        per_op: vec![None; points],
+        shares: None,
+        late: None,
+    });
+    out.len() - 1
+}
+
+/// The baseline's lock code, in ns per unit: at the first point the locks are taken
+/// uncontended, so they have no row, but libc's lock and unlock paths already cost CPU
+/// there.
+fn baseline_lock_code(
+    profiles: &[Option<&PointProfile>],
+    scale: &[Option<f64>],
+    work: &[f64],
+) -> Option<f64> {
+    profiles
         .first()
         .copied()
         .flatten()
@@ -133,7 +155,17 @@ pub fn lock_series(
                 .map(|f| f.weight)
                 .sum();
             w as f64 / work[0] * sc
-        });
+        })
+}
+
+/// A futex lock's growth is measured from its part of the baseline's lock code `base`
+/// (split like the lock code at the last point that has rows, `spin_at_last`), not from
+/// zero.
+fn start_futex_locks_at(out: &mut [Series], spin_at_last: &[f64], base: Option<f64>) {
+    let futex_series: Vec<usize> = (0..out.len())
+        .filter(|&k| out[k].scope == Some(Scope::User) && spin_at_last[k] > 0.0)
+        .collect();
+    let spin_total: f64 = futex_series.iter().map(|&k| spin_at_last[k]).sum();
     for &k in &futex_series {
         if out[k].per_op[0].is_none() {
             if let Some(base) = base {
@@ -141,15 +173,6 @@ pub fn lock_series(
             }
         }
     }
-    // A point without a row for a lock measured elsewhere had no waits on it.
-    for s in &mut out {
-        for (i, p) in points.iter().enumerate() {
-            if p.locks.is_some() && s.per_op[i].is_none() {
-                s.per_op[i] = Some(0.0);
-            }
-        }
-    }
-    out
 }
 
 /// Sampled on-CPU cost (profile units per work unit) → thread-ns per work unit at each

@@ -328,75 +328,111 @@ pub fn run_with(
         cpus: crate::host::online_cpus(),
     };
     for &value in &plan.values {
-        for index in 0..plan.warmup {
-            let step = Step {
-                value,
-                kind: RepeatKind::Warmup,
-                index,
-                of: index,
-            };
-            if let Stepped::End(end) =
-                run_step(plan, &step, collectors, sink, interrupt, &mut state)?
-            {
-                return Ok(end);
-            }
-        }
-        // Clean, then traced repeats, in one index space per point. A repeat that other
-        // processes disturbed is kept, marked, and measured again (a bounded number of
-        // times per point); traced repeats go on while the sink says the verdict has not
-        // settled, up to `diagnose_max`.
-        let mut index = 0;
-        let mut reruns = 0;
-        for kind in [RepeatKind::Clean, RepeatKind::Traced] {
-            let mut done = 0;
-            // A disturbed repeat to measure again: it runs whatever the verdict says.
-            let mut again = false;
-            loop {
-                let wanted = match kind {
-                    RepeatKind::Clean => plan.repeat,
-                    _ if !state.on.any() => 0,
-                    _ => plan.diagnose,
-                };
-                if !again
-                    && done >= wanted
-                    && !(kind == RepeatKind::Traced
-                        && wanted > 0
-                        && done < plan.diagnose_max
-                        && sink.more_traced(value, done))
-                {
-                    break;
-                }
-                again = false;
-                let step = Step {
-                    value,
-                    kind,
-                    index,
-                    of: done,
-                };
-                index += 1;
-                match run_step(plan, &step, collectors, sink, interrupt, &mut state)? {
-                    // Paused: not a measurement; run again under the same index, whatever
-                    // the verdict and however many re-runs were spent.
-                    Stepped::Suspended => {
-                        index -= 1;
-                        again = true;
-                    }
-                    // Disturbed: measured again in its place, while re-runs are left.
-                    Stepped::Disturbed(repeat) if reruns < plan.max_reruns => {
-                        reruns += 1;
-                        again = true;
-                        sink.rerun(value, &repeat);
-                    }
-                    Stepped::Measured | Stepped::Disturbed(_) => done += 1,
-                    Stepped::End(end) => return Ok(end),
-                }
-            }
+        let ended = match warm_up(plan, value, collectors, sink, interrupt, &mut state)? {
+            None => measure(plan, value, collectors, sink, interrupt, &mut state)?,
+            end => end,
+        };
+        if let Some(end) = ended {
+            return Ok(end);
         }
     }
     if interrupt.requested() {
         return Ok(SweepEnd::Interrupted(interrupt.signal()));
     }
     Ok(SweepEnd::Complete)
+}
+
+/// A point's warm-up runs (not stored); how the sweep ended if it ended there.
+fn warm_up(
+    plan: &SweepPlan,
+    value: u64,
+    collectors: &mut dyn Collectors,
+    sink: &mut dyn SweepSink,
+    interrupt: &Interrupt,
+    state: &mut SweepState,
+) -> Result<Option<SweepEnd>, CollectError> {
+    for index in 0..plan.warmup {
+        let step = Step {
+            value,
+            kind: RepeatKind::Warmup,
+            index,
+            of: index,
+        };
+        if let Stepped::End(end) = run_step(plan, &step, collectors, sink, interrupt, state)? {
+            return Ok(Some(end));
+        }
+    }
+    Ok(None)
+}
+
+/// A point's clean, then traced repeats, in one index space. A repeat that other processes
+/// disturbed is kept, marked, and measured again (a bounded number of times per point);
+/// traced repeats go on while the sink says the verdict has not settled, up to
+/// `diagnose_max`. How the sweep ended if it ended there.
+fn measure(
+    plan: &SweepPlan,
+    value: u64,
+    collectors: &mut dyn Collectors,
+    sink: &mut dyn SweepSink,
+    interrupt: &Interrupt,
+    state: &mut SweepState,
+) -> Result<Option<SweepEnd>, CollectError> {
+    let mut index = 0;
+    let mut reruns = 0;
+    for kind in [RepeatKind::Clean, RepeatKind::Traced] {
+        let mut done = 0;
+        // A disturbed repeat to measure again: it runs whatever the verdict says.
+        let mut again = false;
+        while again || wants_another(plan, kind, done, value, sink, state) {
+            again = false;
+            let step = Step {
+                value,
+                kind,
+                index,
+                of: done,
+            };
+            index += 1;
+            match run_step(plan, &step, collectors, sink, interrupt, state)? {
+                // Paused: not a measurement; run again under the same index, whatever
+                // the verdict and however many re-runs were spent.
+                Stepped::Suspended => {
+                    index -= 1;
+                    again = true;
+                }
+                // Disturbed: measured again in its place, while re-runs are left.
+                Stepped::Disturbed(repeat) if reruns < plan.max_reruns => {
+                    reruns += 1;
+                    again = true;
+                    sink.rerun(value, &repeat);
+                }
+                Stepped::Measured | Stepped::Disturbed(_) => done += 1,
+                Stepped::End(end) => return Ok(Some(end)),
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Whether a point wants another repeat of `kind` after `done`: the ones asked for, then
+/// traced ones while the sink finds the verdict unsettled (up to `diagnose_max`).
+fn wants_another(
+    plan: &SweepPlan,
+    kind: RepeatKind,
+    done: u32,
+    value: u64,
+    sink: &mut dyn SweepSink,
+    state: &SweepState,
+) -> bool {
+    let wanted = match kind {
+        RepeatKind::Clean => plan.repeat,
+        _ if !state.on.any() => 0,
+        _ => plan.diagnose,
+    };
+    done < wanted
+        || (kind == RepeatKind::Traced
+            && wanted > 0
+            && done < plan.diagnose_max
+            && sink.more_traced(value, done))
 }
 
 /// The collectors still on for the traced repeats of this sweep.

@@ -1,7 +1,10 @@
 //! The terminal view of a comparison: the verdict, then per point B/A and ministat-style
 //! verdicts per metric, the lock waits and findings that changed.
 
-use super::*;
+use comfy_table::presets::UTF8_BORDERS_ONLY;
+use comfy_table::Table;
+
+use crate::format::{ns, si};
 
 /// The terminal view of a comparison (ministat-style verdicts per point and metric).
 pub fn comparison(c: &scalprof_model::compare::Comparison, a_label: &str, b_label: &str) -> String {

@@ -16,7 +16,6 @@ pub use compare::compare_report;
 use markup::{markup, Html};
 pub(crate) use plot::budget_bars;
 pub use plot::scaling_plot;
-use plot::{compare_plot, model_text};
 pub use run::run_report;
 
 /// Where a section sits: on a run's own page, or nested under a test of the suite's page.

@@ -3,7 +3,8 @@
 //! of stored runs, comparisons and layouts. HTML is in [`html`], flame graphs in [`flame`].
 //!
 //! One view per file: `summary` (the default screen and `-v`), `tables` (its tables and
-//! lines), `locks`, `compare`, `layout`, `runs`, and `safe` (what makes text printable).
+//! lines), `locks`, `compare`, `layout`, `runs`; `safe` (what makes text printable) and
+//! `format` (number formats) serve them all.
 
 pub mod flame;
 pub mod html;
@@ -11,26 +12,24 @@ pub mod pprof;
 pub mod suite;
 
 mod compare;
+mod format;
 mod layout;
 mod locks;
-pub use compare::comparison;
-pub use layout::{kernel_struct_text, layout_text};
-pub(crate) use locks::ns;
-use locks::row_share;
-pub use locks::{lock_growth, lock_table};
-
 mod runs;
 mod safe;
 mod summary;
 mod tables;
-pub use runs::*;
-pub use safe::*;
-pub use summary::*;
-pub use tables::*;
 
-use comfy_table::presets::UTF8_BORDERS_ONLY;
-use comfy_table::{CellAlignment, Table};
-use scalprof_model::{Point, RunDocument};
+pub use compare::comparison;
+pub use format::si;
+pub use layout::{kernel_struct_text, layout_text};
+pub use locks::{lock_growth, lock_table};
+pub use runs::{runs_table, RunRow};
+pub use safe::{one_line, shell_line, terminal_safe};
+pub use summary::{
+    foreign_processes, run_model_line, summary, summary_with, verdict_line, WIDE_INTERVAL,
+};
+pub use tables::{complexity_table, counters_line, model_line, what_grew};
 
 #[cfg(test)]
 mod tests {
@@ -60,17 +59,6 @@ mod tests {
             .map(|s| s.to_string())
             .collect();
         assert_eq!(shell_line(&argv), "sh -c 'echo ops=1' 'it'\\''s' {threads}");
-    }
-
-    #[test]
-    fn compact_numbers() {
-        assert_eq!(si(235_300_000.0), "235M");
-        assert_eq!(si(1234.0), "1.23k");
-        assert_eq!(si(12.345), "12.3");
-        assert_eq!(si(0.5), "0.50");
-        assert_eq!(g(0.0277), "0.0277");
-        assert_eq!(g(0.000104), "0.000104");
-        assert_eq!(g(1.5e-9), "1.50e-9");
     }
 
     fn growth(

@@ -1,13 +1,11 @@
 //! Lock tables for the terminal: one point's table, and the causes' table across the
 //! points (share of the thread-time and time in the lock per operation).
 
-use super::*;
+use comfy_table::presets::UTF8_BORDERS_ONLY;
+use comfy_table::{CellAlignment, Table};
+use scalprof_model::{Point, RunDocument};
 
-/// A duration in the unit a person reads it in (one formatter for text and HTML, and the
-/// findings' evidence).
-pub(crate) fn ns(v: f64) -> String {
-    scalprof_model::units::human_ns(v)
-}
+use crate::format::ns;
 
 /// A row's wait plus on-CPU time per operation, from its wait per operation.
 pub(crate) fn cost_per_op(r: &scalprof_model::locks::LockRow, wait_per_op: f64) -> f64 {

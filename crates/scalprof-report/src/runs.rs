@@ -3,7 +3,7 @@
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 use comfy_table::Table;
 
-use crate::*;
+use crate::safe::one_line;
 
 /// One row of `scalprof runs`.
 pub struct RunRow {

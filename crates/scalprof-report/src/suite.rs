@@ -9,6 +9,7 @@ use scalprof_model::{Host, RunDocument};
 
 use crate::html::markup::{html, markup, Html};
 use crate::html::{budget_bars, scaling_plot, Heading, STYLE};
+use crate::safe::shell_line;
 
 /// Operations per second, short: 1.23M, 45.6k, 789.
 pub fn rate(ops: f64) -> String {
@@ -348,7 +349,7 @@ pub fn html_report(doc: &SuiteDocument, runs: &[Option<RunDocument>]) -> String 
             );
             continue;
         };
-        html!(h, "<p class=\"muted\">run {} · <code>{}</code> · status {} · full page: <code>scalprof report {}</code></p>", &run.id, &crate::shell_line(&run.command), &r.status, &run.id);
+        html!(h, "<p class=\"muted\">run {} · <code>{}</code> · status {} · full page: <code>scalprof report {}</code></p>", &run.id, &shell_line(&run.command), &r.status, &run.id);
         h += scaling_plot(run);
         // The run page's section heading, one level down under the test's.
         h += budget_bars(run, Heading::Nested);

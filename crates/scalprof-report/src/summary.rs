@@ -1,9 +1,15 @@
 //! The run summary: the header, the verdict line, the default screen and `-v`'s details,
 //! warnings and findings with what to do.
 
-use scalprof_model::RunDocument;
+use scalprof_model::{RunDocument, ThroughputSource, WarningKind};
 
-use crate::*;
+use crate::format::ns;
+use crate::locks::{lock_growth, lock_table, row_share};
+use crate::safe::{one_line, shell_line};
+use crate::tables::{
+    complexity_table, counters_line, model_line, points_table, profile_line, split_line, what_grew,
+    MIN_SHARE_SHOWN,
+};
 
 /// The terminal summary of a run.
 pub fn summary(doc: &RunDocument) -> String {
@@ -151,7 +157,7 @@ pub(crate) fn details(doc: &RunDocument, all_locks: bool) -> String {
             let mut shown = l.clone();
             shown
                 .rows
-                .retain(|r| row_share(p, r).is_none_or(|s| s >= crate::tables::MIN_SHARE_SHOWN));
+                .retain(|r| row_share(p, r).is_none_or(|s| s >= MIN_SHARE_SHOWN));
             let hidden = l.rows.len() - shown.rows.len();
             let table = lock_table(doc.sweep.parameter.as_str(), p.value, &shown);
             out += &if hidden > 0 && shown.rows.is_empty() {
@@ -237,7 +243,7 @@ pub fn verdict_line(
     for c in b
         .causes
         .iter()
-        .filter(|c| c.share >= crate::tables::MIN_SHARE_SHOWN)
+        .filter(|c| c.share >= MIN_SHARE_SHOWN)
         .take(3)
     {
         let name = if c.foreign {
@@ -256,7 +262,7 @@ pub fn verdict_line(
         .causes
         .iter()
         .enumerate()
-        .filter(|(i, c)| *i >= 3 || c.share < crate::tables::MIN_SHARE_SHOWN)
+        .filter(|(i, c)| *i >= 3 || c.share < MIN_SHARE_SHOWN)
         .map(|(_, c)| c.share)
         .sum();
     if minor >= 0.005 {
@@ -381,31 +387,32 @@ pub(crate) fn plural(n: usize) -> &'static str {
 
 /// A sweep that swept nothing, throughput computed on a wrong assumption, or a point
 /// bound by the latency of waking CPUs: said under the header, before any number.
-pub(crate) fn is_headline_warning(kind: scalprof_model::WarningKind) -> bool {
-    use scalprof_model::WarningKind::*;
-    matches!(kind, NotSwept | FixedWork | IdleWakeups)
+pub(crate) fn is_headline_warning(kind: WarningKind) -> bool {
+    matches!(
+        kind,
+        WarningKind::NotSwept | WarningKind::FixedWork | WarningKind::IdleWakeups
+    )
 }
 
 pub(crate) fn throughput_source_line(doc: &RunDocument) -> String {
-    use scalprof_model::ThroughputSource::*;
     if let Some(why) = &doc.throughput.inferred {
         let formula = match doc.throughput.source {
-            Strong => "throughput = 1 / wall",
+            ThroughputSource::Strong => "throughput = 1 / wall",
             _ => "throughput = N / wall",
         };
         return format!("{} — no ops line; {why}; {formula}", doc.throughput.unit);
     }
     match doc.throughput.source {
-        Ops => format!(
+        ThroughputSource::Ops => format!(
             "{} — operations printed by the workload ({}) per second of wall time",
             doc.throughput.unit,
             doc.throughput.ops_regex.as_deref().unwrap_or("?")
         ),
-        Weak => format!(
+        ThroughputSource::Weak => format!(
             "{} — weak scaling (no ops line found): each thread does the same work, throughput = N / wall",
             doc.throughput.unit
         ),
-        Strong => format!(
+        ThroughputSource::Strong => format!(
             "{} — strong scaling (no ops line found): fixed total work, throughput = 1 / wall",
             doc.throughput.unit
         ),

@@ -5,7 +5,7 @@ use comfy_table::presets::UTF8_BORDERS_ONLY;
 use comfy_table::{CellAlignment, Table};
 use scalprof_model::{Model, ModelKind, Point, RunDocument, Spread};
 
-use crate::*;
+use crate::format::{count, g, ns, si};
 
 pub(crate) fn points_table(doc: &RunDocument) -> Table {
     let mut t = Table::new();
@@ -49,26 +49,6 @@ pub(crate) fn spread(s: Option<Spread>) -> String {
     }
 }
 
-/// Compact number: 3 significant digits with k/M/G suffixes.
-pub fn si(x: f64) -> String {
-    // Past tera (or below a thousandth, but not zero), scientific notation stays short.
-    if x.is_finite() && x != 0.0 && (x.abs() >= 1e12 || x.abs() < 1e-3) {
-        return format!("{x:.3e}");
-    }
-    let (v, suffix) = match x.abs() {
-        a if a >= 1e9 => (x / 1e9, "G"),
-        a if a >= 1e6 => (x / 1e6, "M"),
-        a if a >= 1e3 => (x / 1e3, "k"),
-        _ => (x, ""),
-    };
-    let digits = match v.abs() {
-        a if a >= 100.0 => 0,
-        a if a >= 10.0 => 1,
-        _ => 2,
-    };
-    format!("{v:.digits$}{suffix}")
-}
-
 /// "USL σ=0.04 κ=0.001 → peak ≈ 31 threads (R² 0.99)".
 pub fn model_line(model: Option<&Model>, parameter: &str) -> String {
     let Some(m) = model else {
@@ -103,20 +83,6 @@ pub fn model_line(model: Option<&Model>, parameter: &str) -> String {
     // The model's note (e.g. why Amdahl) is repeated by the typed warnings.
     s += &format!(" (R² {:.3})", m.r2);
     s
-}
-
-/// Three significant digits without an exponent for ordinary magnitudes.
-pub(crate) fn g(x: f64) -> String {
-    if x == 0.0 {
-        return "0".into();
-    }
-    let mag = x.abs().log10().floor() as i32;
-    if (-5..6).contains(&mag) {
-        let decimals = (2 - mag).max(0) as usize;
-        format!("{x:.decimals$}")
-    } else {
-        format!("{x:.2e}")
-    }
 }
 
 /// "user/sys: 1 → 0.17 s user, 0.00 s sys (0% sys); 2 → …" — the split the case
@@ -241,15 +207,6 @@ pub fn counters_line(doc: &RunDocument) -> Option<String> {
         line += " (no PMU here: cycles, instructions, IPC and LLC misses are not counted)";
     }
     Some(line)
-}
-
-/// A count: exact below a thousand, else with an SI suffix.
-pub(crate) fn count(n: u64) -> String {
-    if n < 1000 {
-        n.to_string()
-    } else {
-        si(n as f64)
-    }
 }
 
 /// What-grew rows below this share of the last point's cost per op are not shown.

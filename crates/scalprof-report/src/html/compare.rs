@@ -1,8 +1,9 @@
 //! The HTML report of a comparison of two runs.
 
 use super::markup::{html, Html};
-use super::*;
-use crate::si;
+use super::plot::compare_plot;
+use super::{flame_frame, STYLE};
+use crate::format::{ns, si};
 
 pub fn compare_report(
     c: &scalprof_model::compare::Comparison,
@@ -62,8 +63,8 @@ pub fn compare_report(
                     h,
                     "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{:.0}%</td></tr>",
                     &c.cause,
-                    crate::ns(c.a_ns_per_op),
-                    crate::ns(c.b_ns_per_op),
+                    ns(c.a_ns_per_op),
+                    ns(c.b_ns_per_op),
                     c.explains * 100.0
                 );
             }

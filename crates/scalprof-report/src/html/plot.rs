@@ -2,8 +2,9 @@
 //! count; the budget bars; compare's A/B curves.
 
 use super::markup::{html, markup, Html};
-use super::*;
-use crate::si;
+use super::Heading;
+use crate::format::si;
+use crate::tables::model_line;
 use scalprof_model::{Model, RunDocument};
 
 /// The scaling plot: measured medians with min–max whiskers, and the fitted model.
@@ -163,7 +164,7 @@ pub(crate) fn budget_bars(doc: &RunDocument, heading: Heading) -> Html {
 }
 
 pub(super) fn model_text(m: &Model, parameter: &str) -> String {
-    crate::model_line(Some(m), parameter)
+    model_line(Some(m), parameter)
 }
 
 /// The comparison page (`scalprof compare --report`): verdicts per point and metric, lock

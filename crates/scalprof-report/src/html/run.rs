@@ -1,9 +1,12 @@
 //! The HTML report of one run.
 
 use super::markup::{html, markup, Html};
-use super::*;
+use super::plot::{budget_bars, model_text, scaling_plot};
+use super::{flame_frame, Heading, STYLE};
 use crate::flame::svg as flame_svg;
-use crate::si;
+use crate::format::{ns, si};
+use crate::safe::shell_line;
+use crate::tables::MIN_SHARE_SHOWN;
 use scalprof_model::RunDocument;
 
 /// The report of one run. `flames`: (point, profile) for the per-point flame graphs;
@@ -22,7 +25,7 @@ pub fn run_report(
     );
     h += STYLE;
     h += "</style></head><body>";
-    html!(h, "<h1>{}</h1><p><code>{}</code></p><p class=\"muted\">{} · Linux {} · {} CPUs · {} · {} · status <b>{}</b></p>", &title, &crate::shell_line(&doc.command), &doc.created, &doc.host.kernel, doc.host.cpus, &doc.host.cpu_model, if doc.host.pmu { "hardware PMU" } else { "no hardware PMU" }, doc.status.as_str());
+    html!(h, "<h1>{}</h1><p><code>{}</code></p><p class=\"muted\">{} · Linux {} · {} CPUs · {} · {} · status <b>{}</b></p>", &title, &shell_line(&doc.command), &doc.created, &doc.host.kernel, doc.host.cpus, &doc.host.cpu_model, if doc.host.pmu { "hardware PMU" } else { "no hardware PMU" }, doc.status.as_str());
 
     h += "<h2>Scaling</h2>";
     h += scaling_plot(doc);
@@ -81,10 +84,7 @@ pub fn run_report(
     if let Some(d) = &doc.scaling_diff {
         h += "<h2>What grew</h2>";
         for (scope, rows) in [("kernel", &d.kernel), ("user", &d.user)] {
-            if !rows
-                .iter()
-                .any(|r| r.share_of_loss >= crate::tables::MIN_SHARE_SHOWN)
-            {
+            if !rows.iter().any(|r| r.share_of_loss >= MIN_SHARE_SHOWN) {
                 continue;
             }
             html!(h, "<table><tr><th>{} function (self)</th>", scope);
@@ -94,7 +94,7 @@ pub fn run_report(
             h += "<th>growth</th><th>share of loss</th></tr>";
             for r in rows
                 .iter()
-                .filter(|r| r.share_of_loss >= crate::tables::MIN_SHARE_SHOWN)
+                .filter(|r| r.share_of_loss >= MIN_SHARE_SHOWN)
                 .take(10)
             {
                 html!(h, "<tr><td>{}</td>", &r.function);
@@ -132,7 +132,7 @@ pub fn run_report(
                 } else {
                     Html::new()
                 };
-                html!(h, "<tr><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td>{}</tr>", r.scope.as_str(), &r.name, &r.lock_type.to_string(), r.count, crate::ns(r.total_wait_ns as f64), crate::ns(r.avg_wait_ns()), crate::ns(r.max_wait_ns as f64), r.spin_ns.map_or("—".into(), |v| crate::ns(v as f64)), callers, holders);
+                html!(h, "<tr><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td>{}</tr>", r.scope.as_str(), &r.name, &r.lock_type.to_string(), r.count, ns(r.total_wait_ns as f64), ns(r.avg_wait_ns()), ns(r.max_wait_ns as f64), r.spin_ns.map_or("—".into(), |v| ns(v as f64)), callers, holders);
             }
             h += "</table>";
         }

@@ -1,0 +1,67 @@
+//! Number formats shared by the terminal and HTML views: compact numbers, three
+//! significant digits, durations and counts.
+
+/// Compact number: 3 significant digits with k/M/G suffixes.
+pub fn si(x: f64) -> String {
+    // Past tera (or below a thousandth, but not zero), scientific notation stays short.
+    if x.is_finite() && x != 0.0 && (x.abs() >= 1e12 || x.abs() < 1e-3) {
+        return format!("{x:.3e}");
+    }
+    let (v, suffix) = match x.abs() {
+        a if a >= 1e9 => (x / 1e9, "G"),
+        a if a >= 1e6 => (x / 1e6, "M"),
+        a if a >= 1e3 => (x / 1e3, "k"),
+        _ => (x, ""),
+    };
+    let digits = match v.abs() {
+        a if a >= 100.0 => 0,
+        a if a >= 10.0 => 1,
+        _ => 2,
+    };
+    format!("{v:.digits$}{suffix}")
+}
+
+/// Three significant digits without an exponent for ordinary magnitudes.
+pub(crate) fn g(x: f64) -> String {
+    if x == 0.0 {
+        return "0".into();
+    }
+    let mag = x.abs().log10().floor() as i32;
+    if (-5..6).contains(&mag) {
+        let decimals = (2 - mag).max(0) as usize;
+        format!("{x:.decimals$}")
+    } else {
+        format!("{x:.2e}")
+    }
+}
+
+/// A duration in the unit a person reads it in (one formatter for text and HTML, and the
+/// findings' evidence).
+pub(crate) fn ns(v: f64) -> String {
+    scalprof_model::units::human_ns(v)
+}
+
+/// A count: exact below a thousand, else with an SI suffix.
+pub(crate) fn count(n: u64) -> String {
+    if n < 1000 {
+        n.to_string()
+    } else {
+        si(n as f64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn compact_numbers() {
+        assert_eq!(si(235_300_000.0), "235M");
+        assert_eq!(si(1234.0), "1.23k");
+        assert_eq!(si(12.345), "12.3");
+        assert_eq!(si(0.5), "0.50");
+        assert_eq!(g(0.0277), "0.0277");
+        assert_eq!(g(0.000104), "0.000104");
+        assert_eq!(g(1.5e-9), "1.50e-9");
+    }
+}

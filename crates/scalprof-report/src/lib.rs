@@ -3,8 +3,9 @@
 //! of stored runs, comparisons and layouts. HTML is in [`html`], flame graphs in [`flame`].
 //!
 //! One view per file: `summary` (the default screen and `-v`), `tables` (its tables and
-//! lines), `locks`, `compare`, `layout`, `runs`; `safe` (what makes text printable) and
-//! `format` (number formats) serve them all.
+//! lines), `locks`, `compare`, `layout`, `runs`; `safe` (what makes text printable),
+//! `format` (number formats) and `view` (what text and HTML both show of a point) serve
+//! them all.
 
 pub mod flame;
 pub mod html;
@@ -19,6 +20,7 @@ mod runs;
 mod safe;
 mod summary;
 mod tables;
+mod view;
 
 pub use compare::comparison;
 pub use format::si;

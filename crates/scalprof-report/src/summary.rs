@@ -10,6 +10,7 @@ use crate::tables::{
     complexity_table, counters_line, model_line, points_table, profile_line, split_line, what_grew,
     MIN_SHARE_SHOWN,
 };
+use crate::view::PointView;
 
 /// The terminal summary of a run.
 pub fn summary(doc: &RunDocument) -> String {
@@ -329,12 +330,8 @@ pub(crate) fn tracing_line(doc: &RunDocument) -> Option<String> {
                 Some(x) => bits.push(format!("traced {:+.1}% vs clean", 100.0 * x)),
                 None => bits.push("traced throughput unknown".into()),
             }
-            if let Some(st) = p.profile.as_ref().map(|pr| &pr.stats) {
-                let all = st.samples.max(1);
-                bits.push(format!(
-                    "overhead (scalprof) {:.1}% of samples",
-                    100.0 * st.overhead_samples as f64 / all as f64
-                ));
+            if let Some(overhead) = PointView::of(p).overhead_pct {
+                bits.push(format!("overhead (scalprof) {overhead:.1}% of samples"));
             }
             // The program's threads runnable while scalprof's own threads held the CPU.
             let behind: u64 = p.locks.as_ref().map_or(0, |l| {

@@ -6,6 +6,7 @@ use comfy_table::{CellAlignment, Table};
 use scalprof_model::{Model, ModelKind, Point, RunDocument, Spread};
 
 use crate::format::{count, g, ns, si};
+use crate::view::PointView;
 
 pub(crate) fn points_table(doc: &RunDocument) -> Table {
     let mut t = Table::new();
@@ -22,12 +23,12 @@ pub(crate) fn points_table(doc: &RunDocument) -> Table {
     ]);
     for p in &doc.points {
         let ok = p.repeats.iter().filter(|r| r.succeeded()).count();
+        let v = PointView::of(p);
         t.add_row(vec![
             p.value.to_string(),
-            p.throughput.map_or("—".into(), si),
-            p.speedup.map_or("—".into(), |s| format!("{s:.2}×")),
-            p.efficiency
-                .map_or("—".into(), |e| format!("{:.0}%", e * 100.0)),
+            v.throughput,
+            v.speedup,
+            v.efficiency,
             spread(p.wall_s),
             spread(p.user_s),
             spread(p.sys_s),

@@ -3,11 +3,12 @@
 
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 use comfy_table::Table;
+use scalprof_model::compare::{Comparison, Metric, MetricComparison, PointComparison};
 
 use crate::format::{ns, si};
 
 /// The terminal view of a comparison (ministat-style verdicts per point and metric).
-pub fn comparison(c: &scalprof_model::compare::Comparison, a_label: &str, b_label: &str) -> String {
+pub fn comparison(c: &Comparison, a_label: &str, b_label: &str) -> String {
     let mut out = format!("A: run {} ({a_label})\nB: run {} ({b_label})\n", c.a, c.b);
     if !c.verdict.is_empty() {
         out += &format!("{}\n", c.verdict);
@@ -19,75 +20,7 @@ pub fn comparison(c: &scalprof_model::compare::Comparison, a_label: &str, b_labe
         out += "\nthe runs have no sweep point in common\n";
     }
     for p in &c.points {
-        let mut head = format!("\npoint {}", p.value);
-        if let Some(r) = &p.throughput_ratio {
-            head += &format!(
-                ": B/A throughput {:.2}× [{:.2}–{:.2}]",
-                r.ratio, r.ci95[0], r.ci95[1]
-            );
-        }
-        if let Some([ea, eb]) = p.efficiency {
-            head += &format!(", efficiency {:.0}% → {:.0}%", ea * 100.0, eb * 100.0);
-        }
-        out += &head;
-        out += ":\n";
-        let mut t = Table::new();
-        t.load_style(UTF8_BORDERS_ONLY);
-        t.set_header(vec![
-            "metric",
-            "A median (min–max)",
-            "B median (min–max)",
-            "verdict",
-        ]);
-        for m in &p.metrics {
-            let f = |x: f64| {
-                if m.metric == scalprof_model::compare::Metric::Throughput {
-                    si(x)
-                } else {
-                    format!("{x:.4}")
-                }
-            };
-            t.add_row(vec![
-                m.metric.to_string(),
-                format!(
-                    "{} ({}–{}) n={}",
-                    f(m.a_median),
-                    f(m.a_range[0]),
-                    f(m.a_range[1]),
-                    m.a_n
-                ),
-                format!(
-                    "{} ({}–{}) n={}",
-                    f(m.b_median),
-                    f(m.b_range[0]),
-                    f(m.b_range[1]),
-                    m.b_n
-                ),
-                m.verdict.clone(),
-            ]);
-        }
-        out += &t.to_string();
-        out.push('\n');
-        for l in &p.locks {
-            out += &format!(
-                "  lock {}: wait per op {} → {}\n",
-                l.lock,
-                ns(l.a_wait_ns_per_op),
-                ns(l.b_wait_ns_per_op)
-            );
-        }
-        if !p.causes.is_empty() {
-            out += "  what changed, per operation (share of the change in thread-time per op):\n";
-        }
-        for c in &p.causes {
-            out += &format!(
-                "    {}: {} → {} ({})\n",
-                c.cause,
-                ns(c.a_ns_per_op),
-                ns(c.b_ns_per_op),
-                explains(c.explains)
-            );
-        }
+        out += &point_section(p);
     }
     for f in &c.findings_appeared {
         out += &format!("\nfinding appeared in B: {f}");
@@ -99,6 +32,85 @@ pub fn comparison(c: &scalprof_model::compare::Comparison, a_label: &str, b_labe
         out.push('\n');
     }
     out
+}
+
+/// One point compared: the throughput ratio and efficiencies, the metrics' table, then
+/// the lock waits and causes that changed.
+fn point_section(p: &PointComparison) -> String {
+    let mut out = format!("\npoint {}", p.value);
+    if let Some(r) = &p.throughput_ratio {
+        out += &format!(
+            ": B/A throughput {:.2}× [{:.2}–{:.2}]",
+            r.ratio, r.ci95[0], r.ci95[1]
+        );
+    }
+    if let Some([ea, eb]) = p.efficiency {
+        out += &format!(", efficiency {:.0}% → {:.0}%", ea * 100.0, eb * 100.0);
+    }
+    out += ":\n";
+    out += &metrics_table(&p.metrics).to_string();
+    out.push('\n');
+    for l in &p.locks {
+        out += &format!(
+            "  lock {}: wait per op {} → {}\n",
+            l.lock,
+            ns(l.a_wait_ns_per_op),
+            ns(l.b_wait_ns_per_op)
+        );
+    }
+    if !p.causes.is_empty() {
+        out += "  what changed, per operation (share of the change in thread-time per op):\n";
+    }
+    for c in &p.causes {
+        out += &format!(
+            "    {}: {} → {} ({})\n",
+            c.cause,
+            ns(c.a_ns_per_op),
+            ns(c.b_ns_per_op),
+            explains(c.explains)
+        );
+    }
+    out
+}
+
+/// Each metric's median and range in A and in B, and the verdict on the difference.
+fn metrics_table(metrics: &[MetricComparison]) -> Table {
+    let mut t = Table::new();
+    t.load_style(UTF8_BORDERS_ONLY);
+    t.set_header(vec![
+        "metric",
+        "A median (min–max)",
+        "B median (min–max)",
+        "verdict",
+    ]);
+    for m in metrics {
+        let f = |x: f64| {
+            if m.metric == Metric::Throughput {
+                si(x)
+            } else {
+                format!("{x:.4}")
+            }
+        };
+        t.add_row(vec![
+            m.metric.to_string(),
+            format!(
+                "{} ({}–{}) n={}",
+                f(m.a_median),
+                f(m.a_range[0]),
+                f(m.a_range[1]),
+                m.a_n
+            ),
+            format!(
+                "{} ({}–{}) n={}",
+                f(m.b_median),
+                f(m.b_range[0]),
+                f(m.b_range[1]),
+                m.b_n
+            ),
+            m.verdict.clone(),
+        ]);
+    }
+    t
 }
 
 /// "explains 78%"; more than the whole change (other causes moved the other way, or the

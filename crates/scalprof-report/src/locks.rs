@@ -3,12 +3,13 @@
 
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 use comfy_table::{CellAlignment, Table};
+use scalprof_model::locks::{LockCaller, LockProfile, LockRow};
 use scalprof_model::{Point, RunDocument};
 
 use crate::format::ns;
 
 /// A row's wait plus on-CPU time per operation, from its wait per operation.
-pub(crate) fn cost_per_op(r: &scalprof_model::locks::LockRow, wait_per_op: f64) -> f64 {
+pub(crate) fn cost_per_op(r: &LockRow, wait_per_op: f64) -> f64 {
     if r.total_wait_ns > 0 {
         wait_per_op * (r.total_wait_ns + r.spin_ns.unwrap_or(0)) as f64 / r.total_wait_ns as f64
     } else {
@@ -18,10 +19,7 @@ pub(crate) fn cost_per_op(r: &scalprof_model::locks::LockRow, wait_per_op: f64) 
 
 /// A lock row's waits and on-CPU time as a share of its point's thread-time per operation
 /// (`None` when the point has no throughput).
-pub(crate) fn row_share(
-    p: &scalprof_model::Point,
-    r: &scalprof_model::locks::LockRow,
-) -> Option<f64> {
+pub(crate) fn row_share(p: &scalprof_model::Point, r: &LockRow) -> Option<f64> {
     let t = p.value as f64 * 1e9 / p.throughput.filter(|&x| x > 0.0)?;
     let with_cpu = cost_per_op(r, r.wait_ns_per_op?);
     // Rows made from samples alone have no wait: keep them when they spun at all.
@@ -32,8 +30,63 @@ pub(crate) fn row_share(
 }
 
 /// A lockstat-style table of one point: both scopes, heaviest waits first.
-pub fn lock_table(parameter: &str, value: u64, l: &scalprof_model::locks::LockProfile) -> String {
+pub fn lock_table(parameter: &str, value: u64, l: &LockProfile) -> String {
     let rows: Vec<_> = l.rows.iter().take(10).collect();
+    let out = heading(parameter, value, l);
+    if rows.is_empty() {
+        return out + "  no contended locks\n";
+    }
+    let mut t = Table::new();
+    t.load_style(UTF8_BORDERS_ONLY);
+    // Who held the locks, when the unlocks' stacks were copied (a column only then, so
+    // that tables without it read as before).
+    let held = rows.iter().any(|r| !r.holders.is_empty());
+    let mut header = LOCK_COLUMNS.to_vec();
+    if held {
+        header.push("held in");
+    }
+    t.set_header(header);
+    for r in rows {
+        let mut cells = vec![
+            r.scope.to_string(),
+            row_name(r),
+            r.lock_type.to_string(),
+            r.count.to_string(),
+            ns(r.total_wait_ns as f64),
+            ns(r.avg_wait_ns()),
+            ns(r.max_wait_ns as f64),
+            r.spin_ns.map_or("—".into(), |v| ns(v as f64)),
+            shares(&r.callers),
+        ];
+        if held {
+            cells.push(shares(&r.holders));
+        }
+        t.add_row(cells);
+    }
+    for i in 3..8 {
+        if let Some(c) = t.column_mut(i) {
+            c.set_cell_alignment(CellAlignment::Right);
+        }
+    }
+    out + &t.to_string() + "\n"
+}
+
+/// The lock table's columns, but the holders'.
+const LOCK_COLUMNS: [&str; 9] = [
+    "scope",
+    "lock",
+    "type",
+    "contended",
+    "total wait",
+    "avg",
+    "max",
+    "on-CPU",
+    "top callers",
+];
+
+/// `locks at threads 2 (4 repeats; callers from …; not recorded: …)`: the table's heading,
+/// with the user stacks copied and what the tracer could not record.
+fn heading(parameter: &str, value: u64, l: &LockProfile) -> String {
     let mut out = format!("\nlocks at {parameter} {value} ({} repeats", l.repeats);
     if l.snapshots > 0 {
         out += &format!(
@@ -57,73 +110,31 @@ pub fn lock_table(parameter: &str, value: u64, l: &scalprof_model::locks::LockPr
             out += &format!(", {} map entries unreadable", f.undecoded);
         }
     }
-    out += ")\n";
-    if rows.is_empty() {
-        return out + "  no contended locks\n";
+    out + ")\n"
+}
+
+/// A row's name with what its wait is attributed to, who woke it and its process.
+fn row_name(r: &LockRow) -> String {
+    let mut name = r.name.clone();
+    if let Some(a) = &r.attributed_to {
+        name += &format!(" (→ {a})");
     }
-    let mut t = Table::new();
-    t.load_style(UTF8_BORDERS_ONLY);
-    // Who held the locks, when the unlocks' stacks were copied (a column only then, so
-    // that tables without it read as before).
-    let held = rows.iter().any(|r| !r.holders.is_empty());
-    let mut header = vec![
-        "scope",
-        "lock",
-        "type",
-        "contended",
-        "total wait",
-        "avg",
-        "max",
-        "on-CPU",
-        "top callers",
-    ];
-    if held {
-        header.push("held in");
+    if let Some(p) = &r.woken_by {
+        name += &format!(" (woken by {p})");
     }
-    t.set_header(header);
-    for r in rows {
-        let callers: Vec<String> = r
-            .callers
-            .iter()
-            .map(|c| format!("{} {:.0}%", c.function, c.share * 100.0))
-            .collect();
-        let mut name = r.name.clone();
-        if let Some(a) = &r.attributed_to {
-            name += &format!(" (→ {a})");
-        }
-        if let Some(p) = &r.woken_by {
-            name += &format!(" (woken by {p})");
-        }
-        if let Some(p) = &r.process {
-            name += &format!(" [{p}]");
-        }
-        let mut cells = vec![
-            r.scope.to_string(),
-            name,
-            r.lock_type.to_string(),
-            r.count.to_string(),
-            ns(r.total_wait_ns as f64),
-            ns(r.avg_wait_ns()),
-            ns(r.max_wait_ns as f64),
-            r.spin_ns.map_or("—".into(), |v| ns(v as f64)),
-            callers.join(", "),
-        ];
-        if held {
-            let holders: Vec<String> = r
-                .holders
-                .iter()
-                .map(|c| format!("{} {:.0}%", c.function, c.share * 100.0))
-                .collect();
-            cells.push(holders.join(", "));
-        }
-        t.add_row(cells);
+    if let Some(p) = &r.process {
+        name += &format!(" [{p}]");
     }
-    for i in 3..8 {
-        if let Some(c) = t.column_mut(i) {
-            c.set_cell_alignment(CellAlignment::Right);
-        }
-    }
-    out + &t.to_string() + "\n"
+    name
+}
+
+/// `table_lookup 60%, insert 40%`: callers (or holders) with their shares.
+fn shares(callers: &[LockCaller]) -> String {
+    callers
+        .iter()
+        .map(|c| format!("{} {:.0}%", c.function, c.share * 100.0))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// How each lock's and wait's cost grows across the sweep, in the budget's terms: its
@@ -141,11 +152,10 @@ pub fn lock_growth(doc: &RunDocument) -> String {
     header.extend(points.iter().map(|p| format!("@{}", p.value)));
     t.set_header(header);
     let mut n = 0;
-    let shown = |r: &&scalprof_model::locks::LockRow| {
-        (r.is_lock() || r.lock_type.is_blocked_wait()) && r.attributed_to.is_none()
-    };
+    let shown =
+        |r: &&LockRow| (r.is_lock() || r.lock_type.is_blocked_wait()) && r.attributed_to.is_none();
     let last_point = points.last().expect("two points");
-    let share_at = |p: &Point, r: &scalprof_model::locks::LockRow| -> f64 {
+    let share_at = |p: &Point, r: &LockRow| -> f64 {
         p.budget.as_ref().map_or(0.0, |b| {
             b.causes
                 .iter()
@@ -155,7 +165,7 @@ pub fn lock_growth(doc: &RunDocument) -> String {
     };
     // The causes first, largest share at the last point first; with a budget, a row that
     // is no cause at any point (a thread join, an idle pool's wait) is left out.
-    let mut rows: Vec<&scalprof_model::locks::LockRow> = last.rows.iter().filter(shown).collect();
+    let mut rows: Vec<&LockRow> = last.rows.iter().filter(shown).collect();
     rows.sort_by(|x, y| share_at(last_point, y).total_cmp(&share_at(last_point, x)));
     let budgeted = points.iter().any(|p| p.budget.is_some());
     if budgeted {

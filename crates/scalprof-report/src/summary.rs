@@ -1,7 +1,7 @@
 //! The run summary: the header, the verdict line, the default screen and `-v`'s details,
 //! warnings and findings with what to do.
 
-use scalprof_model::{RunDocument, ThroughputSource, WarningKind};
+use scalprof_model::{Point, RunDocument, Settling, ThroughputSource, WarningKind};
 
 use crate::format::ns;
 use crate::locks::{lock_growth, lock_table, row_share};
@@ -24,14 +24,43 @@ pub fn summary_with(doc: &RunDocument, all_locks: bool, verbose: bool) -> String
     // what to do. The measurement's own details (time split, counters, profile quality,
     // what grew, each point's lock table) come with `verbose` (`show -v`), or `--locks`.
     let verbose = verbose || all_locks;
-    let mut out = String::new();
+    let mut out = header(doc);
+    out += &verdicts(doc);
+    out.push('\n');
+    if doc.points.is_empty() {
+        out += "no point was measured\n";
+    } else {
+        out += &points_table(doc).to_string();
+        out.push('\n');
+    }
+    out += &format!("\nmodel: {}\n", run_model_line(doc));
+    if verbose {
+        out += &details(doc, all_locks);
+    }
+    out += &lock_growth(doc);
+    if let Some(c) = &doc.complexity {
+        out += &complexity_table(c);
+    }
+    out += &warnings_and_findings(doc);
+    if !verbose && !doc.points.is_empty() {
+        out += &format!(
+            "more: scalprof show {} -v (time split, counters, profile, what grew, lock tables)\n",
+            doc.id
+        );
+    }
+    out
+}
+
+/// The run's identity (id, label, status, points and repeats), its command and host, how
+/// its throughput is counted, and the warnings that make the rest of the screen moot.
+fn header(doc: &RunDocument) -> String {
     let repeats: usize = doc
         .points
         .iter()
         .map(|p| p.repeats.len())
         .max()
         .unwrap_or(0);
-    out += &format!(
+    let mut out = format!(
         "run {} · {} · {} · {} point{} × {} repeat{}\n",
         doc.id,
         one_line(&doc.label),
@@ -58,74 +87,61 @@ pub fn summary_with(doc: &RunDocument, all_locks: bool, verbose: bool) -> String
     for w in doc.warnings.iter().filter(|w| is_headline_warning(w.kind)) {
         out += &format!("  ! {}\n", w.message);
     }
+    out
+}
+
+/// The verdict of each point past the first, under a heading; empty when none has one.
+fn verdicts(doc: &RunDocument) -> String {
     // The baseline's budget is useful work and scalprof's cost only: no verdict to read.
-    let verdicts: Vec<String> = doc
+    let lines: Vec<String> = doc
         .points
         .iter()
         .skip(1)
-        .filter_map(|p| {
-            let mut line = verdict_line(
-                doc.sweep.parameter.as_str(),
-                p.value,
-                p.budget.as_ref()?,
-                p.efficiency,
-            );
-            if let Some(s) = p.settling.as_ref().filter(|s| s.traced_repeats > 0) {
-                line += &format!(" · {} traced", s.traced_repeats);
-                if !s.settled {
-                    let names: Vec<String> = s.candidates.iter().map(|c| one_line(c)).collect();
-                    let after = if s.traced_repeats > 1 {
-                        format!("{} traced repeats", s.traced_repeats)
-                    } else {
-                        "one traced repeat".to_string()
-                    };
-                    line += &if names.len() > 1 {
-                        format!(
-                            "\n    unsettled after {after}: {}; the top cause could be {}",
-                            one_line(&s.reason),
-                            names.join(" or ")
-                        )
-                    } else {
-                        format!(
-                            "\n    unsettled after {after}: {}; it may or may not be a finding",
-                            one_line(&s.reason)
-                        )
-                    };
-                }
-            }
-            Some(line)
-        })
+        .filter_map(|p| point_verdict(doc.sweep.parameter.as_str(), p))
         .collect();
-    if !verdicts.is_empty() {
-        out += "verdict (where the thread-time per operation went):\n";
-        for v in verdicts {
-            out += &format!("  {v}\n");
-        }
+    if lines.is_empty() {
+        return String::new();
     }
-    out.push('\n');
-
-    if doc.points.is_empty() {
-        out += "no point was measured\n";
-    } else {
-        out += &points_table(doc).to_string();
-        out.push('\n');
-    }
-    out += &format!("\nmodel: {}\n", run_model_line(doc));
-    if verbose {
-        out += &details(doc, all_locks);
-    }
-    out += &lock_growth(doc);
-    if let Some(c) = &doc.complexity {
-        out += &complexity_table(c);
-    }
-    out += &warnings_and_findings(doc);
-    if !verbose && !doc.points.is_empty() {
-        out += &format!(
-            "more: scalprof show {} -v (time split, counters, profile, what grew, lock tables)\n",
-            doc.id
-        );
+    let mut out = String::from("verdict (where the thread-time per operation went):\n");
+    for line in lines {
+        out += &format!("  {line}\n");
     }
     out
+}
+
+/// One point's verdict line, with the traced repeats it was made from and, when they
+/// disagree, why; `None` for a point without a budget.
+fn point_verdict(parameter: &str, p: &Point) -> Option<String> {
+    let mut line = verdict_line(parameter, p.value, p.budget.as_ref()?, p.efficiency);
+    if let Some(s) = p.settling.as_ref().filter(|s| s.traced_repeats > 0) {
+        line += &format!(" · {} traced", s.traced_repeats);
+        if !s.settled {
+            line += &unsettled(s);
+        }
+    }
+    Some(line)
+}
+
+/// The line under a verdict the traced repeats left open: why, and which causes it could be.
+fn unsettled(s: &Settling) -> String {
+    let names: Vec<String> = s.candidates.iter().map(|c| one_line(c)).collect();
+    let after = if s.traced_repeats > 1 {
+        format!("{} traced repeats", s.traced_repeats)
+    } else {
+        "one traced repeat".to_string()
+    };
+    if names.len() > 1 {
+        format!(
+            "\n    unsettled after {after}: {}; the top cause could be {}",
+            one_line(&s.reason),
+            names.join(" or ")
+        )
+    } else {
+        format!(
+            "\n    unsettled after {after}: {}; it may or may not be a finding",
+            one_line(&s.reason)
+        )
+    }
 }
 
 /// The measurement's details: time split, counters, profile and tracing quality, what

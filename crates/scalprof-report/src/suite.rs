@@ -204,6 +204,26 @@ fn tally(c: &SuiteComparison) -> (usize, usize, usize) {
 /// and findings of the stored runs.
 pub fn comparison(c: &SuiteComparison) -> String {
     let mut out = format!("A: {}\nB: {}\n", host_line(&c.a_host), host_line(&c.b_host));
+    out += &comparison_table(c).to_string();
+    out.push('\n');
+    let (faster, slower, same) = tally(c);
+    out += &format!(
+        "B is faster in {faster} test(s), slower in {slower}, no difference proven in {same}\n"
+    );
+    for test in &c.tests {
+        out += &test_changes(test);
+    }
+    for k in &c.only_in_a {
+        out += &format!("  only in A: {k}\n");
+    }
+    for k in &c.only_in_b {
+        out += &format!("  only in B: {k}\n");
+    }
+    out
+}
+
+/// The comparison's table: each test's rows, as [`test_rows`] makes them.
+fn comparison_table(c: &SuiteComparison) -> Table {
     let mut t = Table::new();
     t.load_style(UTF8_BORDERS_ONLY);
     t.set_header(vec![
@@ -217,51 +237,8 @@ pub fn comparison(c: &SuiteComparison) -> String {
         "runs",
     ]);
     for test in &c.tests {
-        let rows = throughput_at(test);
-        if rows.is_empty() {
-            t.add_row(vec![
-                test.name.clone(),
-                test.mode.clone(),
-                "—".into(),
-                "—".into(),
-                "—".into(),
-                "no point measured in both".into(),
-                String::new(),
-                format!("{} → {}", test.comparison.a, test.comparison.b),
-            ]);
-        }
-        for (i, (value, m)) in rows.iter().enumerate() {
-            let first = i == 0;
-            t.add_row(vec![
-                if first {
-                    test.name.clone()
-                } else {
-                    String::new()
-                },
-                if first {
-                    test.mode.clone()
-                } else {
-                    String::new()
-                },
-                value.to_string(),
-                rate(m.a_median),
-                rate(m.b_median),
-                change(m),
-                if first {
-                    format!(
-                        "{} → {}",
-                        short_cause(test.a_top_cause.as_ref()),
-                        short_cause(test.b_top_cause.as_ref())
-                    )
-                } else {
-                    String::new()
-                },
-                if first {
-                    format!("{} → {}", test.comparison.a, test.comparison.b)
-                } else {
-                    String::new()
-                },
-            ]);
+        for row in test_rows(test) {
+            t.add_row(row);
         }
     }
     for i in [2, 3, 4] {
@@ -269,40 +246,73 @@ pub fn comparison(c: &SuiteComparison) -> String {
             col.set_cell_alignment(CellAlignment::Right);
         }
     }
-    out += &t.to_string();
-    out.push('\n');
-    let (faster, slower, same) = tally(c);
-    out += &format!(
-        "B is faster in {faster} test(s), slower in {slower}, no difference proven in {same}\n"
+    t
+}
+
+/// A test's rows, one per point measured in both suites, the first naming the test, its
+/// top causes and its runs; one row saying so when no point was.
+fn test_rows(test: &TestComparison) -> Vec<Vec<String>> {
+    let runs = format!("{} → {}", test.comparison.a, test.comparison.b);
+    let rows = throughput_at(test);
+    if rows.is_empty() {
+        return vec![vec![
+            test.name.clone(),
+            test.mode.clone(),
+            "—".into(),
+            "—".into(),
+            "—".into(),
+            "no point measured in both".into(),
+            String::new(),
+            runs,
+        ]];
+    }
+    let causes = format!(
+        "{} → {}",
+        short_cause(test.a_top_cause.as_ref()),
+        short_cause(test.b_top_cause.as_ref())
     );
-    for test in &c.tests {
-        let k = format!("{} ({})", test.name, test.mode);
-        for p in &test.comparison.points {
-            for l in &p.locks {
-                out += &format!(
-                    "  {k} at {}: {} wait per op {:.0} ns → {:.0} ns\n",
-                    p.value, l.lock, l.a_wait_ns_per_op, l.b_wait_ns_per_op
-                );
-            }
-        }
-        for f in &test.comparison.findings_appeared {
-            out += &format!("  {k}: finding appeared in B: {f}\n");
-        }
-        for f in &test.comparison.findings_disappeared {
-            out += &format!("  {k}: finding gone in B: {f}\n");
-        }
-        if !test.from_store {
+    rows.iter()
+        .enumerate()
+        .map(|(i, (value, m))| {
+            let first = |cell: &String| if i == 0 { cell.clone() } else { String::new() };
+            vec![
+                first(&test.name),
+                first(&test.mode),
+                value.to_string(),
+                rate(m.a_median),
+                rate(m.b_median),
+                change(m),
+                first(&causes),
+                first(&runs),
+            ]
+        })
+        .collect()
+}
+
+/// What changed in a test's stored runs: lock waits per point and findings, or that the
+/// runs are not both in the store.
+fn test_changes(test: &TestComparison) -> String {
+    let mut out = String::new();
+    let k = format!("{} ({})", test.name, test.mode);
+    for p in &test.comparison.points {
+        for l in &p.locks {
             out += &format!(
-                "  {k}: runs {} and {} are not both in this store: throughput only, from the suite documents\n",
-                test.comparison.a, test.comparison.b
+                "  {k} at {}: {} wait per op {:.0} ns → {:.0} ns\n",
+                p.value, l.lock, l.a_wait_ns_per_op, l.b_wait_ns_per_op
             );
         }
     }
-    for k in &c.only_in_a {
-        out += &format!("  only in A: {k}\n");
+    for f in &test.comparison.findings_appeared {
+        out += &format!("  {k}: finding appeared in B: {f}\n");
     }
-    for k in &c.only_in_b {
-        out += &format!("  only in B: {k}\n");
+    for f in &test.comparison.findings_disappeared {
+        out += &format!("  {k}: finding gone in B: {f}\n");
+    }
+    if !test.from_store {
+        out += &format!(
+            "  {k}: runs {} and {} are not both in this store: throughput only, from the suite documents\n",
+            test.comparison.a, test.comparison.b
+        );
     }
     out
 }
@@ -323,45 +333,83 @@ pub fn html_report(doc: &SuiteDocument, runs: &[Option<RunDocument>]) -> String 
     let mut h = Html::new();
     page_head(&mut h, "scalprof suite");
     html!(h, "<p class=\"muted\">{}</p>", &host_line(&doc.host));
-    h += "<h2>Rates</h2><table id=\"rates\"><tr><th>test</th><th class=\"l\">mode</th><th>ops/s per point</th><th>per worker</th><th>efficiency</th><th class=\"l\">top cause</th><th>run</th></tr>";
+    h += "<h2>Rates</h2><table id=\"rates\"><tr><th>test</th><th class=\"l\">mode</th>\
+          <th>ops/s per point</th><th>per worker</th><th>efficiency</th>\
+          <th class=\"l\">top cause</th><th>run</th></tr>";
     for r in &doc.tests {
         let [points, per, eff] = cells(r);
-        html!(h, "<tr><td><a href=\"#{}-{}\">{}</a></td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td><td>{}</td></tr>", &r.name, &r.mode, &r.name, &r.mode, &points, &per, &eff, &cause(r.top_cause.as_ref(), &r.status), &r.run_id);
+        html!(
+            h,
+            "<tr><td><a href=\"#{}-{}\">{}</a></td><td class=\"l\">{}</td><td>{}</td><td>{}</td>\
+             <td>{}</td><td class=\"l\">{}</td><td>{}</td></tr>",
+            &r.name,
+            &r.mode,
+            &r.name,
+            &r.mode,
+            &points,
+            &per,
+            &eff,
+            &cause(r.top_cause.as_ref(), &r.status),
+            &r.run_id
+        );
     }
     h += "</table>";
     if let Some(note) = noisy_note(&doc.tests) {
         html!(h, "<p class=\"muted\">{}</p>", &note);
     }
     for (r, run) in doc.tests.iter().zip(runs) {
-        html!(
-            h,
-            "<h2 id=\"{}-{}\">{} ({})</h2>",
-            &r.name,
-            &r.mode,
-            &r.name,
-            &r.mode
-        );
-        let Some(run) = run else {
-            html!(
-                h,
-                "<p class=\"warn\">run {} is not in the store</p>",
-                &r.run_id
-            );
-            continue;
-        };
-        html!(h, "<p class=\"muted\">run {} · <code>{}</code> · status {} · full page: <code>scalprof report {}</code></p>", &run.id, &shell_line(&run.command), &r.status, &run.id);
-        h += scaling_plot(run);
-        // The run page's section heading, one level down under the test's.
-        h += budget_bars(run, Heading::Nested);
-        if run.findings.is_empty() {
-            h += "<p>No finding.</p>";
-        }
-        for f in &run.findings {
-            html!(h, "<div class=\"finding\"><span class=\"score\">{:.0}%</span> <b>{}</b> <code>{}</code><p>{}</p><p class=\"muted\">Suggestion: {}</p></div>", f.score * 100.0, f.kind.as_str(), &f.subject, &f.evidence, &f.suggestion);
-        }
+        h += html_test_section(r, run.as_ref());
     }
     h += "</body></html>\n";
     h.into_string()
+}
+
+/// One test on the suite's page: its stored run's scaling plot, time budget and findings,
+/// or that the run is not in the store.
+fn html_test_section(r: &TestResult, run: Option<&RunDocument>) -> Html {
+    let mut h = markup!(
+        "<h2 id=\"{}-{}\">{} ({})</h2>",
+        &r.name,
+        &r.mode,
+        &r.name,
+        &r.mode
+    );
+    let Some(run) = run else {
+        html!(
+            h,
+            "<p class=\"warn\">run {} is not in the store</p>",
+            &r.run_id
+        );
+        return h;
+    };
+    html!(
+        h,
+        "<p class=\"muted\">run {} · <code>{}</code> · status {} · \
+         full page: <code>scalprof report {}</code></p>",
+        &run.id,
+        &shell_line(&run.command),
+        &r.status,
+        &run.id
+    );
+    h += scaling_plot(run);
+    // The run page's section heading, one level down under the test's.
+    h += budget_bars(run, Heading::Nested);
+    if run.findings.is_empty() {
+        h += "<p>No finding.</p>";
+    }
+    for f in &run.findings {
+        html!(
+            h,
+            "<div class=\"finding\"><span class=\"score\">{:.0}%</span> <b>{}</b> \
+             <code>{}</code><p>{}</p><p class=\"muted\">Suggestion: {}</p></div>",
+            f.score * 100.0,
+            f.kind.as_str(),
+            &f.subject,
+            &f.evidence,
+            &f.suggestion
+        );
+    }
+    h
 }
 
 /// The comparison page of two suites (`scalprof compare A.json B.json --report`).
@@ -382,50 +430,18 @@ pub fn html_comparison(c: &SuiteComparison) -> String {
         slower,
         same
     );
-    h += "<table id=\"suite-compare\"><tr><th>test</th><th class=\"l\">mode</th><th>workers</th><th>A ops/s</th><th>B ops/s</th><th class=\"l\">B vs A (95% confidence)</th><th class=\"l\">top cause A → B</th><th>runs</th></tr>";
+    h += "<table id=\"suite-compare\"><tr><th>test</th><th class=\"l\">mode</th>\
+          <th>workers</th><th>A ops/s</th><th>B ops/s</th>\
+          <th class=\"l\">B vs A (95% confidence)</th><th class=\"l\">top cause A → B</th>\
+          <th>runs</th></tr>";
     for test in &c.tests {
         for (value, m) in throughput_at(test) {
-            let class = match m.difference_pct {
-                Some(d) if m.significant && d < 0.0 => markup!(" class=\"warn\""),
-                _ => Html::new(),
-            };
-            html!(h, "<tr{}><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{} → {}</td><td>{} → {}</td></tr>", class, &test.name, &test.mode, value, rate(m.a_median), rate(m.b_median), &change(m), &short_cause(test.a_top_cause.as_ref()), &short_cause(test.b_top_cause.as_ref()), &test.comparison.a, &test.comparison.b);
+            h += html_comparison_row(test, value, m);
         }
     }
     h += "</table>";
     for test in &c.tests {
-        for p in &test.comparison.points {
-            for l in &p.locks {
-                html!(
-                    h,
-                    "<p>{} ({}) at {}: {} wait per op {:.0} ns → {:.0} ns</p>",
-                    &test.name,
-                    &test.mode,
-                    p.value,
-                    &l.lock,
-                    l.a_wait_ns_per_op,
-                    l.b_wait_ns_per_op
-                );
-            }
-        }
-        for f in &test.comparison.findings_appeared {
-            html!(
-                h,
-                "<p class=\"warn\">{} ({}): finding appeared in B: {}</p>",
-                &test.name,
-                &test.mode,
-                f
-            );
-        }
-        for f in &test.comparison.findings_disappeared {
-            html!(
-                h,
-                "<p>{} ({}): finding gone in B: {}</p>",
-                &test.name,
-                &test.mode,
-                f
-            );
-        }
+        h += html_test_changes(test);
     }
     for k in c
         .only_in_a
@@ -437,6 +453,68 @@ pub fn html_comparison(c: &SuiteComparison) -> String {
     }
     h += "</body></html>\n";
     h.into_string()
+}
+
+/// One test's point in the comparison page's table, marked when B is proven slower.
+fn html_comparison_row(test: &TestComparison, value: u64, m: &MetricComparison) -> Html {
+    let class = match m.difference_pct {
+        Some(d) if m.significant && d < 0.0 => markup!(" class=\"warn\""),
+        _ => Html::new(),
+    };
+    markup!(
+        "<tr{}><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td>\
+         <td class=\"l\">{}</td><td class=\"l\">{} → {}</td><td>{} → {}</td></tr>",
+        class,
+        &test.name,
+        &test.mode,
+        value,
+        rate(m.a_median),
+        rate(m.b_median),
+        &change(m),
+        &short_cause(test.a_top_cause.as_ref()),
+        &short_cause(test.b_top_cause.as_ref()),
+        &test.comparison.a,
+        &test.comparison.b
+    )
+}
+
+/// What changed in a test's stored runs, for the comparison page: lock waits per point,
+/// findings that appeared and went.
+fn html_test_changes(test: &TestComparison) -> Html {
+    let mut h = Html::new();
+    for p in &test.comparison.points {
+        for l in &p.locks {
+            html!(
+                h,
+                "<p>{} ({}) at {}: {} wait per op {:.0} ns → {:.0} ns</p>",
+                &test.name,
+                &test.mode,
+                p.value,
+                &l.lock,
+                l.a_wait_ns_per_op,
+                l.b_wait_ns_per_op
+            );
+        }
+    }
+    for f in &test.comparison.findings_appeared {
+        html!(
+            h,
+            "<p class=\"warn\">{} ({}): finding appeared in B: {}</p>",
+            &test.name,
+            &test.mode,
+            f
+        );
+    }
+    for f in &test.comparison.findings_disappeared {
+        html!(
+            h,
+            "<p>{} ({}): finding gone in B: {}</p>",
+            &test.name,
+            &test.mode,
+            f
+        );
+    }
+    h
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use std::io::Write;
 use flate2::write::GzEncoder;
 use flate2::Compression;
 use prost::Message;
-use scalprof_model::PointProfile;
+use scalprof_model::{FoldedStack, PointProfile};
 
 /// `perftools.profiles.Profile`.
 #[derive(Clone, PartialEq, Message)]
@@ -172,12 +172,73 @@ const KERNEL_MAPPING: u64 = 2;
 pub fn profile(points: &[ExportPoint<'_>], meta: &ExportMeta) -> Profile {
     let mut b = Builder::default();
     b.string(""); // index 0 is the empty string, by the format's rule
+    let (mut out, keys) = skeleton(&mut b, points, meta);
+    for p in points {
+        for stack in &p.profile.folded {
+            let sample = b.sample(stack, p.value, &keys);
+            out.sample.push(sample);
+        }
+    }
+    out.location = b.locations;
+    out.function = b.functions;
+    out.string_table = b.strings;
+    out
+}
+
+/// The string ids every sample refers to: its labels' keys and the kernel's file name.
+struct Keys {
+    process: i64,
+    point: i64,
+    kernel_file: i64,
+}
+
+/// The profile without its samples (value types, period, mappings, time, comments) and
+/// the keys the samples will use. Strings are numbered as they are first met, so the
+/// order of the calls here is the order of the string table.
+fn skeleton(b: &mut Builder, points: &[ExportPoint<'_>], meta: &ExportMeta) -> (Profile, Keys) {
+    let (samples_vt, weight_vt, period) = value_types(b, points);
+    let keys = Keys {
+        process: b.string("process"),
+        point: b.string(&meta.parameter),
+        kernel_file: b.string(KERNEL_FILE),
+    };
+    // Frames carry names already: `has_functions` tells readers not to symbolize again.
+    // User frames come from many files and have no mapping; kernel frames have the kernel's.
+    let mapping = |id: u64, filename: i64| Mapping {
+        id,
+        filename,
+        has_functions: true,
+        ..Mapping::default()
+    };
+    let main_binary = b.string(&meta.main_binary);
+    let mut out = Profile {
+        sample_type: vec![samples_vt, weight_vt.clone()],
+        period_type: Some(weight_vt.clone()),
+        period,
+        default_sample_type: weight_vt.r#type,
+        mapping: vec![
+            mapping(1, main_binary),
+            mapping(KERNEL_MAPPING, keys.kernel_file),
+        ],
+        time_nanos: meta.time_nanos,
+        ..Profile::default()
+    };
+    for c in &meta.comments {
+        let id = b.string(c);
+        out.comment.push(id);
+    }
+    (out, keys)
+}
+
+/// The samples' two values (a count and a weight) and the sampling period. cpu-clock
+/// weights are nanoseconds on a CPU, with a period of a second over the frequency; a
+/// hardware event's are its count, with no period.
+fn value_types(b: &mut Builder, points: &[ExportPoint<'_>]) -> (ValueType, ValueType, i64) {
     let event = points
         .first()
         .map(|p| p.profile.event.clone())
         .unwrap_or_else(|| "cpu-clock".into());
     let frequency = points.first().map(|p| p.profile.frequency).unwrap_or(0);
-    // cpu-clock weights are nanoseconds on a CPU; a hardware event's are its count.
     let (weight_type, weight_unit) = if event == "cpu-clock" {
         ("cpu", "nanoseconds")
     } else {
@@ -191,72 +252,12 @@ pub fn profile(points: &[ExportPoint<'_>], meta: &ExportMeta) -> Profile {
         r#type: b.string(weight_type),
         unit: b.string(weight_unit),
     };
-    let process_key = b.string("process");
-    let point_key = b.string(&meta.parameter);
-    let kernel_file = b.string(KERNEL_FILE);
-    // Frames carry names already: `has_functions` tells readers not to symbolize again.
-    // User frames come from many files and have no mapping; kernel frames have the kernel's.
-    let mapping = |id: u64, filename: i64| Mapping {
-        id,
-        filename,
-        has_functions: true,
-        ..Mapping::default()
+    let period = if event == "cpu-clock" && frequency > 0 {
+        (1_000_000_000 / frequency) as i64
+    } else {
+        0
     };
-    let main_binary = b.string(&meta.main_binary);
-    let mut out = Profile {
-        sample_type: vec![samples_vt, weight_vt.clone()],
-        period_type: Some(weight_vt.clone()),
-        period: if event == "cpu-clock" && frequency > 0 {
-            (1_000_000_000 / frequency) as i64
-        } else {
-            0
-        },
-        default_sample_type: weight_vt.r#type,
-        mapping: vec![
-            mapping(1, main_binary),
-            mapping(KERNEL_MAPPING, kernel_file),
-        ],
-        time_nanos: meta.time_nanos,
-        ..Profile::default()
-    };
-    for c in &meta.comments {
-        let id = b.string(c);
-        out.comment.push(id);
-    }
-    for p in points {
-        for stack in &p.profile.folded {
-            let process = folded::process(&stack.stack);
-            let mut location_id: Vec<u64> = folded::frames(&stack.stack)
-                .filter(|f| !f.is_empty())
-                .map(|f| b.location(f, kernel_file))
-                .collect();
-            location_id.reverse();
-            let process = b.string(process);
-            out.sample.push(Sample {
-                location_id,
-                value: vec![
-                    i64::try_from(stack.samples).unwrap_or(i64::MAX),
-                    i64::try_from(stack.weight).unwrap_or(i64::MAX),
-                ],
-                label: vec![
-                    Label {
-                        key: process_key,
-                        str: process,
-                        ..Label::default()
-                    },
-                    Label {
-                        key: point_key,
-                        num: i64::try_from(p.value).unwrap_or(i64::MAX),
-                        ..Label::default()
-                    },
-                ],
-            });
-        }
-    }
-    out.location = b.locations;
-    out.function = b.functions;
-    out.string_table = b.strings;
-    out
+    (samples_vt, weight_vt, period)
 }
 
 /// The gzipped encoding of [`profile`]: the bytes of a `.pb.gz` file.
@@ -284,6 +285,37 @@ impl Builder {
         self.strings.push(s.to_string());
         self.string_ids.insert(s.to_string(), id);
         id
+    }
+
+    /// One folded stack of sweep point `value` as a sample: its locations leaf first, its
+    /// count and weight, its process and point labels.
+    fn sample(&mut self, stack: &FoldedStack, value: u64, keys: &Keys) -> Sample {
+        let process = folded::process(&stack.stack);
+        let mut location_id: Vec<u64> = folded::frames(&stack.stack)
+            .filter(|f| !f.is_empty())
+            .map(|f| self.location(f, keys.kernel_file))
+            .collect();
+        location_id.reverse();
+        let process = self.string(process);
+        Sample {
+            location_id,
+            value: vec![
+                i64::try_from(stack.samples).unwrap_or(i64::MAX),
+                i64::try_from(stack.weight).unwrap_or(i64::MAX),
+            ],
+            label: vec![
+                Label {
+                    key: keys.process,
+                    str: process,
+                    ..Label::default()
+                },
+                Label {
+                    key: keys.point,
+                    num: i64::try_from(value).unwrap_or(i64::MAX),
+                    ..Label::default()
+                },
+            ],
+        }
     }
 
     /// The location of one folded frame (one function, one location per distinct name).

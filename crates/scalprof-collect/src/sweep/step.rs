@@ -8,7 +8,7 @@ use super::{
     RepeatKind, SweepEnd, SweepPlan, SweepSink,
 };
 use crate::counters::EventCounter;
-use crate::exec::ExecSpec;
+use crate::exec::{ExecResult, ExecSpec};
 use crate::interference::Snapshot;
 use crate::interrupt::Interrupt;
 use crate::CollectError;
@@ -55,10 +55,7 @@ pub(super) fn run_step(
     state: &mut SweepState,
 ) -> Result<Stepped, CollectError> {
     let Step {
-        value,
-        kind,
-        index,
-        of,
+        value, kind, of, ..
     } = *step;
     if interrupt.requested() {
         return Ok(Stepped::End(SweepEnd::Interrupted(interrupt.signal())));
@@ -66,24 +63,7 @@ pub(super) fn run_step(
     sink.starting(value, of, kind);
     let warmup = kind == RepeatKind::Warmup;
     let traced = kind == RepeatKind::Traced;
-    let stem = match kind {
-        RepeatKind::Warmup => format!("p{value}-warmup{index}"),
-        RepeatKind::Clean => format!("p{value}-r{index}"),
-        RepeatKind::Traced => format!("p{value}-r{index}-traced"),
-    };
-    let spec = ExecSpec {
-        argv: substitute(&plan.command, &plan.parameter, value),
-        env: vec![(parameter_env(&plan.parameter), value.to_string())],
-        stdout: plan.output_dir.join(format!("{stem}.stdout")),
-        stderr: plan.output_dir.join(format!("{stem}.stderr")),
-        timeout: plan.timeout,
-        // Found again for every traced repeat: a server's processes come and go.
-        attached: if traced && !plan.attach.is_empty() {
-            plan.attach.resolve()?
-        } else {
-            Vec::new()
-        },
-    };
+    let spec = exec_spec(plan, step)?;
     let mut counter = EventCounter::new(state.count_pmu);
     // Outside the timed window: what other processes used while the workload ran.
     let before = (!warmup).then(Snapshot::take);
@@ -97,23 +77,8 @@ pub(super) fn run_step(
         &mut counter,
         sink,
     )?;
-    let interference = before.map(|before| {
-        let mut exclude = spec.attached.clone();
-        exclude.push(std::process::id() as i32);
-        if !plan.attach.is_empty() {
-            // A server observed in the traced repeats is part of the workload in all.
-            exclude.extend(plan.attach.resolve().unwrap_or_default());
-        }
-        // A thread sweep wants a CPU per thread; a size sweep what it used.
-        let demand = if plan.parameter == "threads" {
-            value as f64
-        } else if r.wall_s > 0.0 {
-            ((r.user_s + r.sys_s) / r.wall_s).ceil()
-        } else {
-            1.0
-        };
-        Snapshot::take().since(&before, &exclude, state.cpus, demand)
-    });
+    let interference =
+        before.map(|before| interference_since(&before, plan, value, &spec, &r, state));
     if counter.pmu_refused() {
         state.count_pmu = false;
     }
@@ -129,13 +94,7 @@ pub(super) fn run_step(
         sink.suspended(value, r.wall_s);
         return Ok(Stepped::Suspended);
     }
-    let ops = match match_ops(&read_tail(&spec.stdout, 4 << 20), &plan.ops_regex) {
-        Ok(ops) => ops,
-        Err(matched) => {
-            sink.ops_not_a_number(value, &matched);
-            None
-        }
-    };
+    let ops = read_ops(plan, &spec, value, sink);
     for (path, bytes) in [
         (&spec.stdout, r.stdout_bytes),
         (&spec.stderr, r.stderr_bytes),
@@ -144,8 +103,98 @@ pub(super) fn run_step(
             sink.output_capped(path, bytes);
         }
     }
-    let repeat = Repeat {
-        index,
+    let repeat = repeat_of(step, &r, ops, counter.take(), &spec, interference);
+    if warmup {
+        sink.warmup_done(value, &repeat);
+    } else {
+        sink.repeat_done(value, &repeat, collected)
+            .map_err(CollectError::Sink)?;
+    }
+    Ok(outcome(plan, value, repeat))
+}
+
+/// How to execute a step: its command and environment for the point, its output files
+/// (named after the point, kind and index), and the processes a traced repeat attaches to.
+fn exec_spec(plan: &SweepPlan, step: &Step) -> Result<ExecSpec, CollectError> {
+    let Step {
+        value, kind, index, ..
+    } = *step;
+    let stem = match kind {
+        RepeatKind::Warmup => format!("p{value}-warmup{index}"),
+        RepeatKind::Clean => format!("p{value}-r{index}"),
+        RepeatKind::Traced => format!("p{value}-r{index}-traced"),
+    };
+    Ok(ExecSpec {
+        argv: substitute(&plan.command, &plan.parameter, value),
+        env: vec![(parameter_env(&plan.parameter), value.to_string())],
+        stdout: plan.output_dir.join(format!("{stem}.stdout")),
+        stderr: plan.output_dir.join(format!("{stem}.stderr")),
+        timeout: plan.timeout,
+        // Found again for every traced repeat: a server's processes come and go.
+        attached: if kind == RepeatKind::Traced && !plan.attach.is_empty() {
+            plan.attach.resolve()?
+        } else {
+            Vec::new()
+        },
+    })
+}
+
+/// What other processes took of the CPUs the workload wanted since `before`: a thread
+/// sweep wants a CPU per thread, a size sweep what it used. scalprof and the attached
+/// processes are part of the workload.
+fn interference_since(
+    before: &Snapshot,
+    plan: &SweepPlan,
+    value: u64,
+    spec: &ExecSpec,
+    r: &ExecResult,
+    state: &SweepState,
+) -> scalprof_model::Interference {
+    let mut exclude = spec.attached.clone();
+    exclude.push(std::process::id() as i32);
+    if !plan.attach.is_empty() {
+        // A server observed in the traced repeats is part of the workload in all.
+        exclude.extend(plan.attach.resolve().unwrap_or_default());
+    }
+    let demand = if plan.parameter == "threads" {
+        value as f64
+    } else if r.wall_s > 0.0 {
+        ((r.user_s + r.sys_s) / r.wall_s).ceil()
+    } else {
+        1.0
+    };
+    Snapshot::take().since(before, &exclude, state.cpus, demand)
+}
+
+/// The operations the workload printed (the ops regex over its stdout's tail); a match
+/// whose capture is not a number is told to the sink and counts as none.
+fn read_ops(
+    plan: &SweepPlan,
+    spec: &ExecSpec,
+    value: u64,
+    sink: &mut dyn SweepSink,
+) -> Option<u64> {
+    match match_ops(&read_tail(&spec.stdout, 4 << 20), &plan.ops_regex) {
+        Ok(ops) => ops,
+        Err(matched) => {
+            sink.ops_not_a_number(value, &matched);
+            None
+        }
+    }
+}
+
+/// The repeat as it is stored: what the execution measured, with its ops, counts and
+/// output files.
+fn repeat_of(
+    step: &Step,
+    r: &ExecResult,
+    ops: Option<u64>,
+    counts: Option<scalprof_model::EventCounts>,
+    spec: &ExecSpec,
+    interference: Option<scalprof_model::Interference>,
+) -> Repeat {
+    Repeat {
+        index: step.index,
         wall_s: r.wall_s,
         user_s: r.user_s,
         sys_s: r.sys_s,
@@ -157,32 +206,31 @@ pub(super) fn run_step(
         involuntary_csw: r.involuntary_csw,
         minor_faults: r.minor_faults,
         major_faults: r.major_faults,
-        counts: counter.take(),
+        counts,
         stdout_path: Some(spec.stdout.display().to_string()),
         stderr_path: Some(spec.stderr.display().to_string()),
-        traced,
+        traced: step.kind == RepeatKind::Traced,
         interference,
-    };
-    if warmup {
-        sink.warmup_done(value, &repeat);
-    } else {
-        sink.repeat_done(value, &repeat, collected)
-            .map_err(CollectError::Sink)?;
     }
+}
+
+/// How a stored repeat leaves the sweep: ended by a failure (without `keep_going`),
+/// disturbed by other processes (to measure again), or measured.
+fn outcome(plan: &SweepPlan, value: u64, repeat: Repeat) -> Stepped {
     if !repeat.succeeded() && !plan.keep_going {
-        return Ok(Stepped::End(SweepEnd::Failed {
+        return Stepped::End(SweepEnd::Failed {
             value,
             repeat: Box::new(repeat),
-        }));
+        });
     }
     let disturbed = repeat.succeeded()
         && repeat
             .interference
             .as_ref()
             .is_some_and(|i| i.is_disturbed());
-    Ok(if disturbed {
+    if disturbed {
         Stepped::Disturbed(Box::new(repeat))
     } else {
         Stepped::Measured
-    })
+    }
 }

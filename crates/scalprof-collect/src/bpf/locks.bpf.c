@@ -50,8 +50,6 @@ struct pt_regs {
 #define NR_NANOSLEEP 35
 #define NR_CLOCK_NANOSLEEP 230
 #define NR_MAX 1024 /* orig_ax above this: not in a system call (a fault, an interrupt) */
-#define WAIT_FUTEX 1
-#define WAIT_SYSCALL 2
 #define FUTEX_CMD_MASK 0x7f /* ~(FUTEX_PRIVATE_FLAG | FUTEX_CLOCK_REALTIME) */
 #define FUTEX_WAIT 0
 #define FUTEX_LOCK_PI 6
@@ -59,7 +57,6 @@ struct pt_regs {
 #define FUTEX_WAIT_REQUEUE_PI 11
 #define FUTEX_LOCK_PI2 13
 
-#define STACK_DEPTH 32
 #define USER_STACK_COPY 4096
 
 const volatile u32 root_tgid = 0;

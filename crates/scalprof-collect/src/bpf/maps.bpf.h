@@ -71,6 +71,12 @@ struct {
 	__type(value, struct stat);
 } kernel_wakers SEC(".maps");
 
+/* Frames kept per kernel stack: a value of `stacks` is this many addresses, innermost
+ * first (user space reads them through the generated enum of the same name). */
+enum stack_depth {
+	STACK_DEPTH = 32,
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
 	__uint(max_entries, 16384);
@@ -78,13 +84,20 @@ struct {
 	__uint(value_size, STACK_DEPTH * sizeof(u64));
 } stacks SEC(".maps");
 
+/* What a traced task waits in (`ustart.kind`; `snapshot.holder_blocked_kind`, where 0 is
+ * none), shared with user space through the generated enum of the same name. */
+enum wait_kind {
+	WAIT_FUTEX = 1,
+	WAIT_SYSCALL = 2,
+};
+
 /* What a traced task is waiting for, kept with the task (freed when it exits). */
 #define LAST_WAITS 4
 struct ustart {
 	u64 ts;       /* blocked at; 0 when not in a traced wait */
 	u64 uaddr;    /* the futex, or the system call's first argument */
 	u32 op;       /* the futex operation, or the system call number */
-	u8 kind;      /* WAIT_FUTEX or WAIT_SYSCALL */
+	u8 kind;      /* enum wait_kind: WAIT_FUTEX or WAIT_SYSCALL */
 	u8 snapped;   /* a stack copy was taken: a wait_end record follows */
 	u8 woken;     /* runnable since a wakeup ended its wait (not since a preemption) */
 	u8 pad;
@@ -185,13 +198,15 @@ struct {
  * itself, that task's slice (until it is switched out) is the part of the wait it caused;
  * the rest of the wait is behind the traced tasks themselves, or not known (a woken task
  * waits behind whoever runs there). */
-#define RQ_OWN 0
-#define RQ_OTHER 1
-#define RQ_OBSERVER 2
-#define RQ_IDLE 3 /* not a wait for a CPU: a wakeup onto an idle CPU, until the task ran */
+enum rq_behind {
+	RQ_OWN = 0,
+	RQ_OTHER = 1,
+	RQ_OBSERVER = 2,
+	RQ_IDLE = 3, /* not a wait for a CPU: a wakeup onto an idle CPU, until the task ran */
+};
 struct rq_key {
 	u32 tgid;
-	u32 behind;
+	u32 behind; /* enum rq_behind */
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -205,7 +220,7 @@ struct rq_victim {
 	u64 since; /* the victim's wait for a CPU began */
 	u64 ts;    /* the preemptor's slice began */
 	u32 pid;
-	u32 behind;
+	u32 behind; /* enum rq_behind */
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -276,11 +291,15 @@ struct {
 	__uint(max_entries, 4 << 20);
 } snapshots SEC(".maps");
 
-/* Never used here: they put the record types into the skeleton, so that user space reads
- * the ring buffer through the generated structs rather than by byte offsets. */
+/* Never used here: they put the record types and the enums user space reads into the
+ * skeleton, so that it reads the ring buffer through the generated structs rather than by
+ * byte offsets, and names the constants rather than repeating their numbers. */
 struct snapshot *record_snapshot_type = 0;
 struct wait_end *record_wait_end_type = 0;
 enum record_kind record_kind_type = 0;
+enum wait_kind wait_kind_type = 0;
+enum rq_behind rq_behind_type = 0;
+enum stack_depth stack_depth_type = 0;
 
 static __always_inline int is_tracked(u32 tgid)
 {

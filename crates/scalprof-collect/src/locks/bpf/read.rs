@@ -1,0 +1,218 @@
+//! The aggregation maps read back once the workload has exited, each entry decoded as the
+//! skeleton's generated types.
+
+use std::collections::HashMap;
+
+use libbpf_rs::{MapCore, MapFlags};
+use scalprof_model::locks::{RunQueueBehind, RunQueueRaw, SyscallStackRaw, WakerRaw};
+
+use super::skel::types::{comm, kkey, rq_behind, rq_key, skey, stack_depth, stat, ukey, wkey};
+use super::skel::LocksMaps;
+use super::{decode, Plain};
+use crate::locks::{
+    spread_over_stacks, u64_at, KernelLockRaw, LockFailures, RawLocks, UserLockRaw,
+};
+
+/// Kernel stack depth recorded per contention (`enum stack_depth` of the BPF program).
+const STACK_DEPTH: usize = stack_depth::STACK_DEPTH.0 as usize;
+
+/// Reads the loaded programs' maps, counting the entries it cannot decode.
+pub(super) struct MapReader<'a, 'obj> {
+    maps: &'a LocksMaps<'obj>,
+    /// Entries that could not be read back or decoded: counted, not silently skipped.
+    undecoded: u64,
+}
+
+impl<'a, 'obj> MapReader<'a, 'obj> {
+    /// A reader of these maps, nothing counted yet.
+    pub fn new(maps: &'a LocksMaps<'obj>) -> Self {
+        MapReader { maps, undecoded: 0 }
+    }
+
+    /// Every table the programs aggregated, and their failure counters; what the drain
+    /// saw while the workload ran is left to the caller.
+    pub fn read_all(mut self) -> RawLocks {
+        let maps = self.maps;
+        let mut out = RawLocks {
+            kernel: self.kernel_locks(),
+            kernel_wakers: self.kernel_wakers(),
+            user: self.user_rows(&maps.user_locks),
+            syscalls: self.user_rows(&maps.syscall_waits),
+            syscall_stacks: self.syscall_stacks(),
+            wakers: self.wakers(),
+            waker_comms: self.waker_comms(),
+            runqueue: self.runqueue(),
+            ..Default::default()
+        };
+        out.failures = self.failures();
+        out
+    }
+
+    /// The sleeping kernel locks: the exact totals spread over the sampled stacks.
+    fn kernel_locks(&mut self) -> Vec<KernelLockRaw> {
+        let totals: Vec<_> = entries(&self.maps.kernel_locks, &mut self.undecoded)
+            .iter()
+            .map(|(k, v)| kernel_row(k, v, Vec::new()))
+            .collect();
+        let sampled: Vec<_> = entries(&self.maps.kernel_stacks, &mut self.undecoded)
+            .iter()
+            .map(|(k, v)| kernel_row(k, v, self.stack(k.stack_id)))
+            .collect();
+        spread_over_stacks(&totals, &sampled)
+    }
+
+    /// Who released sleeping kernel locks to sampled waiters, by the waker's stack.
+    fn kernel_wakers(&mut self) -> Vec<KernelLockRaw> {
+        entries(&self.maps.kernel_wakers, &mut self.undecoded)
+            .iter()
+            .map(|(k, v)| kernel_row(k, v, self.stack(k.stack_id)))
+            .collect()
+    }
+
+    /// The futex waits, or the other blocking system calls: both are keyed alike.
+    fn user_rows(&mut self, map: &dyn MapCore) -> Vec<UserLockRaw> {
+        entries(map, &mut self.undecoded)
+            .into_iter()
+            .map(|(k, v): (ukey, stat)| UserLockRaw {
+                uaddr: k.uaddr,
+                tgid: k.tgid,
+                op: k.op,
+                count: v.count,
+                total_ns: v.total_ns,
+                max_ns: v.max_ns,
+            })
+            .collect()
+    }
+
+    /// The sampled system-call waits with the kernel stack they blocked in.
+    fn syscall_stacks(&mut self) -> Vec<SyscallStackRaw> {
+        entries(&self.maps.syscall_stacks, &mut self.undecoded)
+            .into_iter()
+            .map(|(k, v): (skey, stat)| SyscallStackRaw {
+                uaddr: k.uaddr,
+                tgid: k.tgid,
+                op: k.op,
+                stack: self.stack(k.stack_id),
+                count: v.count,
+                total_ns: v.total_ns,
+            })
+            .collect()
+    }
+
+    /// Who woke the sampled system-call waits.
+    fn wakers(&mut self) -> Vec<WakerRaw> {
+        entries(&self.maps.wakers, &mut self.undecoded)
+            .into_iter()
+            .map(|(k, v): (wkey, stat)| WakerRaw {
+                uaddr: k.uaddr,
+                tgid: k.tgid,
+                op: k.op,
+                waker: k.waker,
+                count: v.count,
+                total_ns: v.total_ns,
+            })
+            .collect()
+    }
+
+    /// The command names of the traced processes, waiting and waking, by tgid.
+    fn waker_comms(&mut self) -> HashMap<u32, String> {
+        entries(&self.maps.waker_comms, &mut self.undecoded)
+            .into_iter()
+            .map(|(tgid, c): (u32, comm)| {
+                let bytes: Vec<u8> = c
+                    .name
+                    .iter()
+                    .map(|&b| b as u8)
+                    .take_while(|&b| b != 0)
+                    .collect();
+                (tgid, String::from_utf8_lossy(&bytes).into_owned())
+            })
+            .collect()
+    }
+
+    /// The waits for a CPU, per process and by who had it.
+    fn runqueue(&mut self) -> Vec<RunQueueRaw> {
+        entries(&self.maps.runqueue, &mut self.undecoded)
+            .into_iter()
+            .map(|(k, v): (rq_key, stat)| RunQueueRaw {
+                tgid: k.tgid,
+                behind: match rq_behind(k.behind) {
+                    rq_behind::RQ_OTHER => RunQueueBehind::Other,
+                    rq_behind::RQ_OBSERVER => RunQueueBehind::Observer,
+                    rq_behind::RQ_IDLE => RunQueueBehind::IdleWakeup,
+                    _ => RunQueueBehind::Own,
+                },
+                count: v.count,
+                total_ns: v.total_ns,
+                max_ns: v.max_ns,
+            })
+            .collect()
+    }
+
+    /// The programs' failure counters, with the entries read here that did not decode.
+    fn failures(&self) -> LockFailures {
+        let mut failures = LockFailures::default();
+        if let Some(bss) = self.maps.bss_data.as_deref() {
+            failures = LockFailures {
+                task_map_full: bss.fail_task_map,
+                stack_failures: bss.fail_stack,
+                aggregation_map_full: bss.fail_agg_map,
+                nested: bss.fail_nested,
+                lost_snapshots: bss.lost_snapshots,
+                undecoded: 0,
+            };
+        }
+        failures.undecoded = self.undecoded;
+        failures
+    }
+
+    /// A kernel stack of the stack-trace map, innermost first (empty for a failed unwind).
+    fn stack(&self, id: i32) -> Vec<u64> {
+        if id < 0 {
+            return Vec::new();
+        }
+        self.maps
+            .stacks
+            .lookup(&(id as u32).to_ne_bytes(), MapFlags::ANY)
+            .ok()
+            .flatten()
+            .map(|b| {
+                (0..STACK_DEPTH)
+                    .filter_map(|i| u64_at(&b, i * 8))
+                    .take_while(|&a| a != 0)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// A kernel lock's row: its key and totals, with the stack the key names (if read).
+fn kernel_row(k: &kkey, v: &stat, stack: Vec<u64>) -> KernelLockRaw {
+    KernelLockRaw {
+        lock: k.lock,
+        tgid: k.tgid,
+        flags: k.flags,
+        stack,
+        count: v.count,
+        total_ns: v.total_ns,
+        max_ns: v.max_ns,
+    }
+}
+
+/// Every entry of an aggregation map, decoded as the generated key and value types;
+/// entries that cannot be read back or are not of those sizes are counted in `undecoded`.
+fn entries<K: Plain, V: Plain>(map: &dyn MapCore, undecoded: &mut u64) -> Vec<(K, V)> {
+    let mut out = Vec::new();
+    for key in map.keys() {
+        let decoded = map
+            .lookup(&key, MapFlags::ANY)
+            .ok()
+            .flatten()
+            .and_then(|val| Some((decode::<K>(&key)?, decode::<V>(&val)?)));
+        match decoded {
+            Some(kv) => out.push(kv),
+            None => *undecoded += 1,
+        }
+    }
+    out
+}

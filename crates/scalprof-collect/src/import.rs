@@ -209,61 +209,20 @@ pub fn read_from<R: Read + Seek>(
     Ok(info)
 }
 
+/// Reads the file's header facts and, given a `handle`, hands it every event record in
+/// time order. The file is checked first (its magic, header, sections and record framing),
+/// so that linux-perf-data never meets a size it would trust.
 fn read_records<R: Read + Seek>(
     name: &str,
     mut file: R,
     size: u64,
     mut handle: Option<&mut dyn FnMut(RawEventRecord<'_>)>,
 ) -> Result<ImportInfo, ImportError> {
-    let name = name.to_string();
     let io_err = |source| ImportError::Open {
-        path: name.clone(),
+        path: name.to_string(),
         source,
     };
-    let mut magic = [0u8; 8];
-    let mut n = 0;
-    while n < 8 {
-        match file.read(&mut magic[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(io_err(e)),
-        }
-    }
-    if n < 8 || !(magic == *b"PERFILE2" || magic == *b"2ELIFREP") {
-        return Err(ImportError::Corrupt {
-            path: name,
-            reason: format!(
-                "it does not start with perf's magic PERFILE2 (found {:?}); record with `perf record -o FILE`, not a pipe",
-                String::from_utf8_lossy(&magic[..n])
-            ),
-            offset: 0,
-            size,
-        });
-    }
-    let big_endian = magic == *b"2ELIFREP";
-    // Pipe mode (`perf record -o -`): a 16-byte header (magic, size 16) and the records
-    // follow, with the attributes as records; only file mode has the sections read here.
-    let mut size_field = [0u8; 8];
-    file.seek(SeekFrom::Start(8)).map_err(io_err)?;
-    if file.read_exact(&mut size_field).is_ok() && u64_at(&size_field, big_endian) == 16 {
-        return Err(ImportError::Corrupt {
-            path: name,
-            reason: "pipe-mode perf.data (recorded with `perf record -o -`); scalprof reads file-mode perf.data: record with `perf record -o FILE` (or convert it: `perf inject -i IN -o OUT.data`)".into(),
-            offset: 8,
-            size,
-        });
-    }
-    let mut header = [0u8; 104];
-    file.seek(SeekFrom::Start(0)).map_err(io_err)?;
-    if file.read_exact(&mut header).is_err() {
-        return Err(ImportError::Corrupt {
-            path: name,
-            reason: "truncated: shorter than perf's 104-byte file header".into(),
-            offset: 0,
-            size,
-        });
-    }
+    let (header, big_endian) = read_file_header(name, &mut file, size)?;
     let checked = check_header(&header, big_endian, size)
         .and_then(|()| check_feature_table(&mut file, &header, big_endian, size))
         .and_then(|()| check_id_sections(&mut file, &header, big_endian, size))
@@ -274,7 +233,7 @@ fn read_records<R: Read + Seek>(
         });
     if let Err((reason, offset)) = checked {
         return Err(ImportError::Corrupt {
-            path: name,
+            path: name.to_string(),
             reason,
             offset,
             size,
@@ -287,62 +246,18 @@ fn read_records<R: Read + Seek>(
         pos: 0,
         furthest: furthest.clone(),
     };
-    let corrupt = |reason: String, offset: u64| {
-        let reason = if reason.contains("failed to fill whole buffer") || offset >= size {
-            if offset > size {
-                format!("truncated: its header refers to byte {offset}, but the file ends at byte {size}")
-            } else {
-                "truncated: it ends in the middle of a header or record".to_string()
-            }
-        } else {
-            reason
-        };
-        ImportError::Corrupt {
-            path: name.clone(),
-            reason,
-            offset: offset.min(size),
-            size,
-        }
-    };
+    // linux-perf-data does not say where a file is broken; the furthest byte read is close.
+    let corrupt = |e: linux_perf_data::Error| corrupt_at(name, size, e.to_string(), furthest.get());
     let PerfFileReader {
         mut perf_file,
         mut record_iter,
-    } = PerfFileReader::parse_file(reader).map_err(|e| corrupt(e.to_string(), furthest.get()))?;
-
-    let attrs = perf_file.event_attributes();
-    let Some(first) = attrs.first() else {
-        return Err(ImportError::NoEvents { path: name });
-    };
-    let mut info = ImportInfo {
-        event: first.name.clone().unwrap_or_else(|| "unknown".into()),
-        frequency: match first.attr.sampling_policy {
-            SamplingPolicy::Frequency(f) => f,
-            _ => 0,
-        },
-        os_release: perf_file.os_release().ok().flatten().map(str::to_string),
-        hostname: perf_file.hostname().ok().flatten().map(str::to_string),
-        cpu_desc: perf_file.cpu_desc().ok().flatten().map(str::to_string),
-        nr_cpus: perf_file.nr_cpus().ok().flatten().map(|n| n.nr_cpus_online),
-        cmdline: perf_file
-            .cmdline()
-            .ok()
-            .flatten()
-            .map(|v| v.into_iter().map(str::to_string).collect())
-            .unwrap_or_default(),
-        ..Default::default()
-    };
+    } = PerfFileReader::parse_file(reader).map_err(corrupt)?;
+    let mut info = header_info(name, &perf_file)?;
     let Some(handle) = handle.as_mut() else {
         return Ok(info);
     };
     let (mut t0, mut t1) = (u64::MAX, 0u64);
-    loop {
-        let next = record_iter.next_record(&mut perf_file);
-        let record = match next {
-            Ok(Some(r)) => r,
-            Ok(None) => break,
-            // linux-perf-data does not say where; the furthest byte read is close.
-            Err(e) => return Err(corrupt(e.to_string(), furthest.get())),
-        };
+    while let Some(record) = record_iter.next_record(&mut perf_file).map_err(corrupt)? {
         let PerfFileRecord::EventRecord { record, .. } = record else {
             continue;
         };
@@ -359,6 +274,117 @@ fn read_records<R: Read + Seek>(
         info.time_range_ns = Some((t0, t1));
     }
     Ok(info)
+}
+
+/// The file's 104-byte header and whether it is big-endian, once its magic says it is a
+/// file-mode perf.data.
+fn read_file_header<R: Read + Seek>(
+    name: &str,
+    file: &mut R,
+    size: u64,
+) -> Result<([u8; 104], bool), ImportError> {
+    let io_err = |source| ImportError::Open {
+        path: name.to_string(),
+        source,
+    };
+    let mut magic = [0u8; 8];
+    let mut n = 0;
+    while n < 8 {
+        match file.read(&mut magic[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io_err(e)),
+        }
+    }
+    if n < 8 || !(magic == *b"PERFILE2" || magic == *b"2ELIFREP") {
+        return Err(ImportError::Corrupt {
+            path: name.to_string(),
+            reason: format!(
+                "it does not start with perf's magic PERFILE2 (found {:?}); record with `perf record -o FILE`, not a pipe",
+                String::from_utf8_lossy(&magic[..n])
+            ),
+            offset: 0,
+            size,
+        });
+    }
+    let big_endian = magic == *b"2ELIFREP";
+    // Pipe mode (`perf record -o -`): a 16-byte header (magic, size 16) and the records
+    // follow, with the attributes as records; only file mode has the sections read here.
+    let mut size_field = [0u8; 8];
+    file.seek(SeekFrom::Start(8)).map_err(io_err)?;
+    if file.read_exact(&mut size_field).is_ok() && u64_at(&size_field, big_endian) == 16 {
+        return Err(ImportError::Corrupt {
+            path: name.to_string(),
+            reason: "pipe-mode perf.data (recorded with `perf record -o -`); scalprof reads file-mode perf.data: record with `perf record -o FILE` (or convert it: `perf inject -i IN -o OUT.data`)".into(),
+            offset: 8,
+            size,
+        });
+    }
+    let mut header = [0u8; 104];
+    file.seek(SeekFrom::Start(0)).map_err(io_err)?;
+    if file.read_exact(&mut header).is_err() {
+        return Err(ImportError::Corrupt {
+            path: name.to_string(),
+            reason: "truncated: shorter than perf's 104-byte file header".into(),
+            offset: 0,
+            size,
+        });
+    }
+    Ok((header, big_endian))
+}
+
+/// The error for a file linux-perf-data could not read at about `offset`: a read past its
+/// end is said as a truncation.
+fn corrupt_at(name: &str, size: u64, reason: String, offset: u64) -> ImportError {
+    let reason = if reason.contains("failed to fill whole buffer") || offset >= size {
+        if offset > size {
+            format!(
+                "truncated: its header refers to byte {offset}, but the file ends at byte {size}"
+            )
+        } else {
+            "truncated: it ends in the middle of a header or record".to_string()
+        }
+    } else {
+        reason
+    };
+    ImportError::Corrupt {
+        path: name.to_string(),
+        reason,
+        offset: offset.min(size),
+        size,
+    }
+}
+
+/// What the parsed header says about the recording: its first event and the machine.
+fn header_info(
+    name: &str,
+    perf_file: &linux_perf_data::PerfFile,
+) -> Result<ImportInfo, ImportError> {
+    let attrs = perf_file.event_attributes();
+    let Some(first) = attrs.first() else {
+        return Err(ImportError::NoEvents {
+            path: name.to_string(),
+        });
+    };
+    Ok(ImportInfo {
+        event: first.name.clone().unwrap_or_else(|| "unknown".into()),
+        frequency: match first.attr.sampling_policy {
+            SamplingPolicy::Frequency(f) => f,
+            _ => 0,
+        },
+        os_release: perf_file.os_release().ok().flatten().map(str::to_string),
+        hostname: perf_file.hostname().ok().flatten().map(str::to_string),
+        cpu_desc: perf_file.cpu_desc().ok().flatten().map(str::to_string),
+        nr_cpus: perf_file.nr_cpus().ok().flatten().map(|n| n.nr_cpus_online),
+        cmdline: perf_file
+            .cmdline()
+            .ok()
+            .flatten()
+            .map(|v| v.into_iter().map(str::to_string).collect())
+            .unwrap_or_default(),
+        ..Default::default()
+    })
 }
 
 fn u64_at(b: &[u8], big_endian: bool) -> u64 {

@@ -160,84 +160,22 @@ pub fn run_capped(
     let (out, out_capture) = start_capture(&spec.stdout)?;
     let (err, err_capture) = start_capture(&spec.stderr)?;
     let children_before = own_children();
-    // Every process of the workload's tree carries scalprof's token (see [`crate::keeper`]).
-    let mut env = spec.env.clone();
-    env.retain(|(k, _)| k != crate::keeper::TREE_ENV);
-    env.push((crate::keeper::TREE_ENV.into(), crate::keeper::tree_value()));
-    let child = Suspended::spawn(&path, &spec.argv, &env, &out, &err)?;
+    let child = Suspended::spawn(&path, &spec.argv, &workload_env(&spec.env), &out, &err)?;
     drop((out, err));
     let pid = child.pid();
     // Into scalprof's workload cgroup before its exec, so that every process it makes is
     // there too (see [`crate::cgroup`]). Only as a subreaper (the CLI, one workload at a
     // time): what is left in the cgroup after the workload is then this workload's.
     let contained = is_subreaper() && crate::cgroup::add(pid);
-    for (i, c) in collectors.iter_mut().enumerate() {
-        if let Err(e) = c.attach(pid, &spec.attached) {
-            child.abort();
-            for c in collectors[..i].iter_mut() {
-                c.finish();
-            }
-            return Err(e);
-        }
-    }
+    let child = attach_all(child, &spec.attached, collectors)?;
     interrupt.set_child(pid);
-
-    let suspensions = interrupt.suspensions();
-    let start = Instant::now();
-    if let Err(e) = child.resume() {
-        interrupt.clear_child();
-        for c in collectors.iter_mut() {
-            c.finish();
-        }
-        return Err(e);
-    }
-    let timed_out = Arc::new(AtomicBool::new(false));
-    let (done_tx, done_rx) = mpsc::channel::<()>();
-    let watchdog = spec.timeout.map(|limit| {
-        let timed_out = timed_out.clone();
-        std::thread::spawn(move || {
-            if let Err(mpsc::RecvTimeoutError::Timeout) = done_rx.recv_timeout(limit) {
-                timed_out.store(true, Ordering::SeqCst);
-                kill_group(pid, libc::SIGKILL);
-            }
-        })
-    });
-
-    let waited = wait4(pid);
-    let wall_s = start.elapsed().as_secs_f64();
-    let suspended = interrupt.suspensions() != suspensions;
-    interrupt.clear_child();
-    drop(done_tx);
-    if let Some(w) = watchdog {
-        let _ = w.join();
-    }
-    for c in collectors.iter_mut() {
-        c.finish();
-    }
-    let (status, ru) = waited.map_err(CollectError::Wait)?;
+    let ended = resume_and_wait(child, spec.timeout, interrupt, collectors)?;
     let leftover = leftovers(&children_before, pid);
     let (stdout, stderr) = (out_capture.finish(), err_capture.finish());
-
-    let timed_out = timed_out.load(Ordering::SeqCst);
-    if timed_out || interrupt.requested() {
+    if ended.timed_out || interrupt.requested() {
         kill_group(pid, libc::SIGKILL);
     }
-    // Leave nothing of the workload behind, however it ended: the orphans of its tree that
-    // were reparented to us (they may have left the group), and whatever is still in its
-    // cgroup (a daemon that cleared its environment and left the session). Only as a
-    // subreaper are new children of ours the workload's orphans rather than another
-    // caller's workloads.
-    if is_subreaper() {
-        for (orphan, _) in &leftover {
-            kill_group(*orphan, libc::SIGKILL);
-        }
-        if contained {
-            if let Some(dir) = crate::cgroup::tree() {
-                // Made again for the next workload: nothing stays between repeats.
-                crate::cgroup::remove(dir);
-            }
-        }
-    }
+    clean_up(&leftover, contained);
     let (stdout_bytes, stderr_bytes) = (stdout.bytes, stderr.bytes);
     for (captured, path) in [(stdout, &spec.stdout), (stderr, &spec.stderr)] {
         if let Some(source) = captured.error {
@@ -247,29 +185,175 @@ pub fn run_capped(
             });
         }
     }
-    let (exit_code, signal) = if libc::WIFEXITED(status) {
-        (Some(libc::WEXITSTATUS(status)), None)
-    } else if libc::WIFSIGNALED(status) {
-        (None, Some(libc::WTERMSIG(status)))
-    } else {
-        (None, None)
-    };
-    Ok(ExecResult {
+    Ok(ended.result(leftover, stdout_bytes, stderr_bytes))
+}
+
+/// The workload's environment: the caller's, with scalprof's token that every process of
+/// the workload's tree carries (see [`crate::keeper`]).
+fn workload_env(env: &[(String, String)]) -> Vec<(String, String)> {
+    let mut env = env.to_vec();
+    env.retain(|(k, _)| k != crate::keeper::TREE_ENV);
+    env.push((crate::keeper::TREE_ENV.into(), crate::keeper::tree_value()));
+    env
+}
+
+/// Attaches every collector to the suspended workload; if one fails, the workload is
+/// killed and the collectors attached before it are finished.
+fn attach_all(
+    child: Suspended,
+    attached: &[i32],
+    collectors: &mut [&mut dyn Attach],
+) -> Result<Suspended, CollectError> {
+    let pid = child.pid();
+    for (i, c) in collectors.iter_mut().enumerate() {
+        if let Err(e) = c.attach(pid, attached) {
+            child.abort();
+            for c in collectors[..i].iter_mut() {
+                c.finish();
+            }
+            return Err(e);
+        }
+    }
+    Ok(child)
+}
+
+/// How the workload ended, and what its wait measured.
+struct Ended {
+    status: i32,
+    ru: libc::rusage,
+    wall_s: f64,
+    suspended: bool,
+    timed_out: bool,
+}
+
+/// Lets the workload run and waits for it (killing its group past `timeout`); the
+/// collectors are finished once it has been reaped, or could not be resumed.
+fn resume_and_wait(
+    child: Suspended,
+    timeout: Option<Duration>,
+    interrupt: &Interrupt,
+    collectors: &mut [&mut dyn Attach],
+) -> Result<Ended, CollectError> {
+    let pid = child.pid();
+    let suspensions = interrupt.suspensions();
+    let start = Instant::now();
+    if let Err(e) = child.resume() {
+        interrupt.clear_child();
+        for c in collectors.iter_mut() {
+            c.finish();
+        }
+        return Err(e);
+    }
+    let watchdog = Watchdog::start(pid, timeout);
+    let waited = wait4(pid);
+    let wall_s = start.elapsed().as_secs_f64();
+    let suspended = interrupt.suspensions() != suspensions;
+    interrupt.clear_child();
+    let timed_out = watchdog.stop();
+    for c in collectors.iter_mut() {
+        c.finish();
+    }
+    let (status, ru) = waited.map_err(CollectError::Wait)?;
+    Ok(Ended {
+        status,
+        ru,
         wall_s,
-        user_s: tv_secs(ru.ru_utime),
-        sys_s: tv_secs(ru.ru_stime),
-        exit_code,
-        signal,
-        timed_out,
-        voluntary_csw: ru.ru_nvcsw.max(0) as u64,
-        involuntary_csw: ru.ru_nivcsw.max(0) as u64,
-        minor_faults: ru.ru_minflt.max(0) as u64,
-        major_faults: ru.ru_majflt.max(0) as u64,
-        leftover,
         suspended,
-        stdout_bytes,
-        stderr_bytes,
+        timed_out,
     })
+}
+
+impl Ended {
+    /// The execution's measurements, with what it left running and wrote.
+    fn result(
+        self,
+        leftover: Vec<(i32, String)>,
+        stdout_bytes: u64,
+        stderr_bytes: u64,
+    ) -> ExecResult {
+        let (status, ru) = (self.status, self.ru);
+        let (exit_code, signal) = if libc::WIFEXITED(status) {
+            (Some(libc::WEXITSTATUS(status)), None)
+        } else if libc::WIFSIGNALED(status) {
+            (None, Some(libc::WTERMSIG(status)))
+        } else {
+            (None, None)
+        };
+        ExecResult {
+            wall_s: self.wall_s,
+            user_s: tv_secs(ru.ru_utime),
+            sys_s: tv_secs(ru.ru_stime),
+            exit_code,
+            signal,
+            timed_out: self.timed_out,
+            voluntary_csw: ru.ru_nvcsw.max(0) as u64,
+            involuntary_csw: ru.ru_nivcsw.max(0) as u64,
+            minor_faults: ru.ru_minflt.max(0) as u64,
+            major_faults: ru.ru_majflt.max(0) as u64,
+            leftover,
+            suspended: self.suspended,
+            stdout_bytes,
+            stderr_bytes,
+        }
+    }
+}
+
+/// Kills the workload's process group once its time limit has passed, unless stopped first.
+struct Watchdog {
+    done: mpsc::Sender<()>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    timed_out: Arc<AtomicBool>,
+}
+
+impl Watchdog {
+    /// Watches `pid`'s group for `limit`, or not at all without one.
+    fn start(pid: i32, limit: Option<Duration>) -> Watchdog {
+        let timed_out = Arc::new(AtomicBool::new(false));
+        let (done, done_rx) = mpsc::channel::<()>();
+        let thread = limit.map(|limit| {
+            let timed_out = timed_out.clone();
+            std::thread::spawn(move || {
+                if let Err(mpsc::RecvTimeoutError::Timeout) = done_rx.recv_timeout(limit) {
+                    timed_out.store(true, Ordering::SeqCst);
+                    kill_group(pid, libc::SIGKILL);
+                }
+            })
+        });
+        Watchdog {
+            done,
+            thread,
+            timed_out,
+        }
+    }
+
+    /// Stops watching: whether the limit had passed (and the group was killed).
+    fn stop(self) -> bool {
+        drop(self.done);
+        if let Some(t) = self.thread {
+            let _ = t.join();
+        }
+        self.timed_out.load(Ordering::SeqCst)
+    }
+}
+
+/// Leaves nothing of the workload behind, however it ended: the orphans of its tree that
+/// were reparented to us (they may have left the group), and whatever is still in its
+/// cgroup (a daemon that cleared its environment and left the session). Only as a
+/// subreaper are new children of ours the workload's orphans rather than another
+/// caller's workloads.
+fn clean_up(leftover: &[(i32, String)], contained: bool) {
+    if !is_subreaper() {
+        return;
+    }
+    for (orphan, _) in leftover {
+        kill_group(*orphan, libc::SIGKILL);
+    }
+    if contained {
+        if let Some(dir) = crate::cgroup::tree() {
+            // Made again for the next workload: nothing stays between repeats.
+            crate::cgroup::remove(dir);
+        }
+    }
 }
 
 /// The workload's output files: owner-only, never written through a link.

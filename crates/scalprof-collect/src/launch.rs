@@ -41,21 +41,26 @@ fn pipe_cloexec() -> std::io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-impl Suspended {
-    /// Forks a child in its own process group with stdin from /dev/null and stdout/stderr
-    /// to the given files. The child dies if scalprof dies (parent-death signal).
-    pub fn spawn(
+/// What the forked child execs, made into C strings before the fork: after it, nothing
+/// is allocated.
+struct ExecImage {
+    path: CString,
+    /// Owns what `argv` points into.
+    _args: Vec<CString>,
+    /// Owns what `envp` points into.
+    _env: Vec<CString>,
+    argv: Vec<*const libc::c_char>,
+    envp: Vec<*const libc::c_char>,
+}
+
+impl ExecImage {
+    /// The program, its arguments, and scalprof's environment with `extra_env` set (in
+    /// place of any variable of the same name).
+    fn new(
         program: &Path,
         argv: &[String],
         extra_env: &[(String, String)],
-        stdout: &File,
-        stderr: &File,
-    ) -> Result<Suspended, CollectError> {
-        let name = argv.first().cloned().unwrap_or_default();
-        let spawn_err = |source| CollectError::Spawn {
-            program: name.clone(),
-            source,
-        };
+    ) -> Result<ExecImage, CollectError> {
         let path = cstring(&program.to_string_lossy(), "the program path")?;
         let args: Vec<CString> = argv
             .iter()
@@ -81,16 +86,108 @@ impl Suspended {
         argv_ptrs.push(std::ptr::null());
         let mut envp_ptrs: Vec<*const libc::c_char> = env.iter().map(|e| e.as_ptr()).collect();
         envp_ptrs.push(std::ptr::null());
+        Ok(ExecImage {
+            path,
+            _args: args,
+            _env: env,
+            argv: argv_ptrs,
+            envp: envp_ptrs,
+        })
+    }
+}
 
+/// The descriptors the forked child uses, as numbers taken before the fork.
+struct ChildFds {
+    stdin: i32,
+    stdout: i32,
+    stderr: i32,
+    /// The go pipe's read end: a byte lets the child exec, EOF makes it exit.
+    go: i32,
+    /// The error pipe's write end: why the child failed, or closed by a successful exec.
+    exec_err: i32,
+    /// The parent's ends, which the forked child must close at once: while the child holds
+    /// a copy of the go pipe's write end, it never sees EOF when scalprof gives up on it (a
+    /// collector failed), and both wait for each other forever.
+    parent_ends: [i32; 2],
+}
+
+/// The forked child: its own process group, death with `parent`, the standard
+/// descriptors, then the exec once the go byte comes. A failed step writes its number and
+/// errno to the error pipe and exits.
+///
+/// # Safety
+/// Only in the child just forked (single-threaded until execve): it calls only
+/// async-signal-safe functions, on descriptors and C strings prepared before the fork.
+unsafe fn exec_when_told(fds: &ChildFds, parent: libc::pid_t, image: &ExecImage) -> ! {
+    // SAFETY: see the function's contract; every failure ends in _exit.
+    unsafe {
+        let fail = |step: i32| -> ! {
+            let errno = *libc::__errno_location();
+            let msg = [step, errno];
+            libc::write(fds.exec_err, msg.as_ptr().cast(), 8);
+            libc::_exit(127);
+        };
+        libc::close(fds.parent_ends[0]);
+        libc::close(fds.parent_ends[1]);
+        if libc::setpgid(0, 0) != 0 {
+            fail(1);
+        }
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 || libc::getppid() != parent {
+            fail(2);
+        }
+        if libc::dup2(fds.stdin, 0) < 0
+            || libc::dup2(fds.stdout, 1) < 0
+            || libc::dup2(fds.stderr, 2) < 0
+        {
+            fail(3);
+        }
+        // Wait for the go byte (or EOF if scalprof gave up on us).
+        let mut b = 0u8;
+        loop {
+            let r = libc::read(fds.go, (&mut b as *mut u8).cast(), 1);
+            if r == 1 {
+                break;
+            }
+            if r == 0 || *libc::__errno_location() != libc::EINTR {
+                libc::_exit(126);
+            }
+        }
+        libc::execve(
+            image.path.as_ptr(),
+            image.argv.as_ptr(),
+            image.envp.as_ptr(),
+        );
+        fail(4);
+    }
+}
+
+impl Suspended {
+    /// Forks a child in its own process group with stdin from /dev/null and stdout/stderr
+    /// to the given files. The child dies if scalprof dies (parent-death signal).
+    pub fn spawn(
+        program: &Path,
+        argv: &[String],
+        extra_env: &[(String, String)],
+        stdout: &File,
+        stderr: &File,
+    ) -> Result<Suspended, CollectError> {
+        let name = argv.first().cloned().unwrap_or_default();
+        let spawn_err = |source| CollectError::Spawn {
+            program: name.clone(),
+            source,
+        };
+        let image = ExecImage::new(program, argv, extra_env)?;
         let devnull = File::open("/dev/null").map_err(spawn_err)?;
         let (go_r, go_w) = pipe_cloexec().map_err(spawn_err)?;
         let (err_r, err_w) = pipe_cloexec().map_err(spawn_err)?;
-        let (fd_in, fd_out, fd_err) = (devnull.as_raw_fd(), stdout.as_raw_fd(), stderr.as_raw_fd());
-        let (go_fd, err_fd) = (go_r.as_raw_fd(), err_w.as_raw_fd());
-        // The parent's ends, which the forked child must close at once: while the child
-        // holds a copy of the go pipe's write end, it never sees EOF when scalprof gives up
-        // on it (a collector failed), and both wait for each other forever.
-        let (go_parent, err_parent) = (go_w.as_raw_fd(), err_r.as_raw_fd());
+        let fds = ChildFds {
+            stdin: devnull.as_raw_fd(),
+            stdout: stdout.as_raw_fd(),
+            stderr: stderr.as_raw_fd(),
+            go: go_r.as_raw_fd(),
+            exec_err: err_w.as_raw_fd(),
+            parent_ends: [go_w.as_raw_fd(), err_r.as_raw_fd()],
+        };
         // SAFETY: getpid has no preconditions.
         let parent = unsafe { libc::getpid() };
 
@@ -101,46 +198,8 @@ impl Suspended {
             return Err(spawn_err(std::io::Error::last_os_error()));
         }
         if pid == 0 {
-            // SAFETY: the forked child, single-threaded until execve: only async-signal-safe
-            // calls on descriptors and C strings prepared before the fork; every failure
-            // ends in _exit.
-            unsafe {
-                let fail = |step: i32| -> ! {
-                    let errno = *libc::__errno_location();
-                    let msg = [step, errno];
-                    libc::write(err_fd, msg.as_ptr().cast(), 8);
-                    libc::_exit(127);
-                };
-                libc::close(go_parent);
-                libc::close(err_parent);
-                if libc::setpgid(0, 0) != 0 {
-                    fail(1);
-                }
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0
-                    || libc::getppid() != parent
-                {
-                    fail(2);
-                }
-                if libc::dup2(fd_in, 0) < 0
-                    || libc::dup2(fd_out, 1) < 0
-                    || libc::dup2(fd_err, 2) < 0
-                {
-                    fail(3);
-                }
-                // Wait for the go byte (or EOF if scalprof gave up on us).
-                let mut b = 0u8;
-                loop {
-                    let r = libc::read(go_fd, (&mut b as *mut u8).cast(), 1);
-                    if r == 1 {
-                        break;
-                    }
-                    if r == 0 || *libc::__errno_location() != libc::EINTR {
-                        libc::_exit(126);
-                    }
-                }
-                libc::execve(path.as_ptr(), argv_ptrs.as_ptr(), envp_ptrs.as_ptr());
-                fail(4);
-            }
+            // SAFETY: this is the child just forked.
+            unsafe { exec_when_told(&fds, parent, &image) }
         }
         drop(go_r);
         drop(err_w);

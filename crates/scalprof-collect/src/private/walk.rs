@@ -224,93 +224,196 @@ impl Policy {
 /// private policy, each folder is checked before anything is created in it: a refused
 /// path leaves nothing behind.
 pub(super) fn walk(path: &Path, policy: Policy, want: Want) -> Result<Reached, WalkError> {
-    let io_at = |shown: &Path| {
-        let shown = shown.to_path_buf();
-        move |source| WalkError::Io {
-            path: shown.clone(),
-            source,
+    let mut walker = Walker::start(path, policy, want)?;
+    while let Some(name) = walker.queue.pop_front() {
+        match walker.step(&name)? {
+            Step::On => {}
+            Step::Name(name) => {
+                return Ok(Reached::Name {
+                    dir: walker.cur,
+                    name,
+                })
+            }
+            Step::Proc(file) => return Ok(Reached::Proc(file)),
         }
-    };
-    let root = || open_at(None, c"/", libc::O_PATH | libc::O_DIRECTORY, 0);
-    let mut shown = PathBuf::new();
-    let mut cur = if path.is_absolute() {
-        shown.push("/");
-        root()
-    } else {
-        shown.push(".");
-        open_at(None, c".", libc::O_PATH | libc::O_DIRECTORY, 0)
     }
-    .map_err(io_at(&shown))?;
-    let start = fstat(&cur).map_err(io_at(&shown))?;
-    let mut queue = components(path);
-    if let Some(why) = policy.dir(&shown, &start, queue.is_empty() && want == Want::Dir) {
-        return Err(WalkError::Refused(why));
+    match want {
+        Want::Dir => Ok(Reached::Dir),
+        // A path with no last name ("/", ".", "a/.."): a folder, not a file.
+        Want::Parent => Err(WalkError::Io {
+            path: path.to_path_buf(),
+            source: io::Error::from_raw_os_error(libc::EISDIR),
+        }),
     }
-    let mut links = 0;
-    while let Some(name) = queue.pop_front() {
-        let last = queue.is_empty();
-        let here = shown.join(&name);
-        let c = cstr(&name).map_err(io_at(&here))?;
-        let st = match stat_at(&cur, &c) {
+}
+
+/// The error of a step that failed at `shown`.
+fn io_at(shown: &Path) -> impl FnOnce(io::Error) -> WalkError {
+    let shown = shown.to_path_buf();
+    move |source| WalkError::Io {
+        path: shown,
+        source,
+    }
+}
+
+/// The root folder, opened for walking from.
+fn open_root() -> io::Result<OwnedFd> {
+    open_at(None, c"/", libc::O_PATH | libc::O_DIRECTORY, 0)
+}
+
+/// A walk under way: the folder reached, opened, and the names left to walk from it.
+struct Walker {
+    policy: Policy,
+    want: Want,
+    cur: OwnedFd,
+    /// `cur`'s path as messages show it.
+    shown: PathBuf,
+    queue: VecDeque<OsString>,
+    /// Links followed so far.
+    links: u32,
+}
+
+/// What one step of a walk came to.
+enum Step {
+    /// Walk on: into a folder, or along a link.
+    On,
+    /// The last name, in the folder reached ([`Want::Parent`]).
+    Name(CString),
+    /// The last name is one of /proc's links, opened.
+    Proc(File),
+}
+
+impl Walker {
+    /// Opens where `path` starts (the root, or the working directory) and checks it.
+    fn start(path: &Path, policy: Policy, want: Want) -> Result<Walker, WalkError> {
+        let mut shown = PathBuf::new();
+        let cur = if path.is_absolute() {
+            shown.push("/");
+            open_root()
+        } else {
+            shown.push(".");
+            open_at(None, c".", libc::O_PATH | libc::O_DIRECTORY, 0)
+        }
+        .map_err(io_at(&shown))?;
+        let start = fstat(&cur).map_err(io_at(&shown))?;
+        let queue = components(path);
+        if let Some(why) = policy.dir(&shown, &start, queue.is_empty() && want == Want::Dir) {
+            return Err(WalkError::Refused(why));
+        }
+        Ok(Walker {
+            policy,
+            want,
+            cur,
+            shown,
+            queue,
+            links: 0,
+        })
+    }
+
+    /// Walks one name from the folder reached: into a folder, along a link, or to the end.
+    fn step(&mut self, name: &OsStr) -> Result<Step, WalkError> {
+        let last = self.queue.is_empty();
+        let here = self.shown.join(name);
+        let c = cstr(name).map_err(io_at(&here))?;
+        let Some(st) = self.stat_or_make(&c, &here, last)? else {
+            return Ok(Step::Name(c));
+        };
+        if kind(&st) == libc::S_IFLNK {
+            return self.follow(&c, &here, &st, last);
+        }
+        if last && self.want == Want::Parent {
+            return Ok(Step::Name(c));
+        }
+        self.enter(&c, here, &st, last)?;
+        Ok(Step::On)
+    }
+
+    /// The name's own metadata. A missing name is made a folder on a [`Want::Dir`] walk;
+    /// the missing last name of a [`Want::Parent`] walk is `None`.
+    fn stat_or_make(
+        &self,
+        c: &CStr,
+        here: &Path,
+        last: bool,
+    ) -> Result<Option<libc::stat>, WalkError> {
+        match stat_at(&self.cur, c) {
             Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-                if want == Want::Parent && last {
-                    return Ok(Reached::Name { dir: cur, name: c });
+                if self.want == Want::Parent && last {
+                    return Ok(None);
                 }
-                if want == Want::Dir {
+                if self.want == Want::Dir {
                     // SAFETY: c is NUL-terminated; cur is an open directory descriptor.
-                    let r = unsafe { libc::mkdirat(cur.as_raw_fd(), c.as_ptr(), 0o700) };
+                    let r = unsafe { libc::mkdirat(self.cur.as_raw_fd(), c.as_ptr(), 0o700) };
                     let e = io::Error::last_os_error();
                     if r != 0 && e.raw_os_error() != Some(libc::EEXIST) {
                         return Err(WalkError::Io {
-                            path: here,
+                            path: here.to_path_buf(),
                             source: e,
                         });
                     }
                 }
-                stat_at(&cur, &c).map_err(io_at(&here))?
+                stat_at(&self.cur, c).map(Some).map_err(io_at(here))
             }
-            other => other.map_err(io_at(&here))?,
-        };
-        if kind(&st) == libc::S_IFLNK {
-            if let Some(why) = policy.link(&here, &st, last) {
-                return Err(WalkError::Refused(why));
-            }
-            if last && want == Want::Parent && on_procfs(&cur) {
-                // The kernel's own links: what they lead to has no path to walk.
-                return open_at(Some(&cur), &c, libc::O_WRONLY | libc::O_NONBLOCK, 0)
-                    .map(|fd| Reached::Proc(File::from(fd)))
-                    .map_err(io_at(&here));
-            }
-            links += 1;
-            if links > MAX_LINKS {
-                return Err(WalkError::Io {
-                    path: here,
-                    source: io::Error::from_raw_os_error(libc::ELOOP),
-                });
-            }
-            let target = read_link_at(&cur, &c).map_err(io_at(&here))?;
-            let target = Path::new(&target);
-            if target.is_absolute() {
-                cur = root().map_err(io_at(&here))?;
-                shown = PathBuf::from("/");
-            }
-            for part in components(target).into_iter().rev() {
-                queue.push_front(part);
-            }
-            continue;
+            other => other.map(Some).map_err(io_at(here)),
         }
-        if last && want == Want::Parent {
-            return Ok(Reached::Name { dir: cur, name: c });
+    }
+
+    /// Follows the link at `here` if the policy allows it: the names of its target are
+    /// walked next (from the root for an absolute one). One of /proc's links at the end of
+    /// a [`Want::Parent`] walk is opened instead.
+    fn follow(
+        &mut self,
+        c: &CStr,
+        here: &Path,
+        st: &libc::stat,
+        last: bool,
+    ) -> Result<Step, WalkError> {
+        if let Some(why) = self.policy.link(here, st, last) {
+            return Err(WalkError::Refused(why));
         }
-        if kind(&st) != libc::S_IFDIR {
+        if last && self.want == Want::Parent && on_procfs(&self.cur) {
+            // The kernel's own links: what they lead to has no path to walk.
+            return open_at(Some(&self.cur), c, libc::O_WRONLY | libc::O_NONBLOCK, 0)
+                .map(|fd| Step::Proc(File::from(fd)))
+                .map_err(io_at(here));
+        }
+        self.links += 1;
+        if self.links > MAX_LINKS {
+            return Err(WalkError::Io {
+                path: here.to_path_buf(),
+                source: io::Error::from_raw_os_error(libc::ELOOP),
+            });
+        }
+        let target = read_link_at(&self.cur, c).map_err(io_at(here))?;
+        let target = Path::new(&target);
+        if target.is_absolute() {
+            self.cur = open_root().map_err(io_at(here))?;
+            self.shown = PathBuf::from("/");
+        }
+        for part in components(target).into_iter().rev() {
+            self.queue.push_front(part);
+        }
+        Ok(Step::On)
+    }
+
+    /// Makes the folder `here` the one reached: opened without following a link, the
+    /// same folder that was looked at, and allowed by the policy.
+    fn enter(
+        &mut self,
+        c: &CStr,
+        here: PathBuf,
+        st: &libc::stat,
+        last: bool,
+    ) -> Result<(), WalkError> {
+        if kind(st) != libc::S_IFDIR {
             return Err(WalkError::Io {
                 path: here,
                 source: io::Error::from_raw_os_error(libc::ENOTDIR),
             });
         }
         let next = open_at(
-            Some(&cur),
-            &c,
+            Some(&self.cur),
+            c,
             libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW,
             0,
         )
@@ -322,18 +425,14 @@ pub(super) fn walk(path: &Path, policy: Policy, want: Want) -> Result<Reached, W
                 here.display()
             )));
         }
-        if let Some(why) = policy.dir(&here, &opened, last && want == Want::Dir) {
+        if let Some(why) = self
+            .policy
+            .dir(&here, &opened, last && self.want == Want::Dir)
+        {
             return Err(WalkError::Refused(why));
         }
-        cur = next;
-        shown = here;
-    }
-    match want {
-        Want::Dir => Ok(Reached::Dir),
-        // A path with no last name ("/", ".", "a/.."): a folder, not a file.
-        Want::Parent => Err(WalkError::Io {
-            path: path.to_path_buf(),
-            source: io::Error::from_raw_os_error(libc::EISDIR),
-        }),
+        self.cur = next;
+        self.shown = here;
+        Ok(())
     }
 }

@@ -273,63 +273,21 @@ fn replace(
     old: Option<&libc::stat>,
     bytes: &[u8],
 ) -> io::Result<()> {
-    use std::io::Write;
     let mode = old.map_or(0o666 & !umask(), |st| st.st_mode & 0o777);
-    let fill = |f: &mut File| -> io::Result<()> {
-        // SAFETY: fchmod and fchown on a descriptor we own, with integer arguments.
-        unsafe {
-            if libc::fchmod(f.as_raw_fd(), mode) != 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // Another user's file, replaced by root, stays theirs. Without the right to
-            // give it away the replacement is ours, as any editor's save makes it.
-            if let Some(st) = old.filter(|st| st.st_uid != euid()) {
-                libc::fchown(f.as_raw_fd(), st.st_uid, st.st_gid);
-            }
-        }
-        f.write_all(bytes)?;
-        f.sync_data()
-    };
+    let fill = |f: &mut File| fill_file(f, mode, old, bytes);
     // The unnamed file is never seen by anyone, and vanishes with us if we are killed
     // while writing it; it gets a name (a temporary one, then the target's) only once
     // complete. Filesystems without O_TMPFILE get a named temporary file instead.
     let temp = temp_name();
     match walk::open_at(Some(dir), c".", libc::O_TMPFILE | libc::O_WRONLY, 0o600) {
-        Ok(fd) => {
-            let mut f = File::from(fd);
-            fill(&mut f)?;
-            let proc_path = CString::new(format!("/proc/self/fd/{}", f.as_raw_fd()))
-                .expect("no NUL in a number");
-            // SAFETY: both paths are NUL-terminated; dir is an open directory descriptor.
-            let r = unsafe {
-                libc::linkat(
-                    libc::AT_FDCWD,
-                    proc_path.as_ptr(),
-                    dir.as_raw_fd(),
-                    temp.as_ptr(),
-                    libc::AT_SYMLINK_FOLLOW,
-                )
-            };
-            if r != 0 {
-                return Err(io::Error::last_os_error());
-            }
-        }
+        Ok(fd) => link_unnamed(dir, fd, &temp, fill)?,
         Err(e)
             if matches!(
                 e.raw_os_error(),
                 Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL)
             ) =>
         {
-            let fd = walk::open_at(
-                Some(dir),
-                &temp,
-                libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_NOFOLLOW,
-                0o600,
-            )?;
-            if let Err(e) = fill(&mut File::from(fd)) {
-                unlink_at(dir, &temp);
-                return Err(e);
-            }
+            write_named(dir, &temp, fill)?
         }
         // A folder we may not create files in, holding a file we may write: written in
         // place, as it cannot be replaced.
@@ -339,6 +297,81 @@ fn replace(
         }
         Err(e) => return Err(e),
     }
+    rename_over(dir, &temp, name)
+}
+
+/// Gives a new file its mode and, replacing another user's file, that user as owner;
+/// then its bytes, synced.
+fn fill_file(
+    f: &mut File,
+    mode: libc::mode_t,
+    old: Option<&libc::stat>,
+    bytes: &[u8],
+) -> io::Result<()> {
+    use std::io::Write;
+    // SAFETY: fchmod and fchown on a descriptor we own, with integer arguments.
+    unsafe {
+        if libc::fchmod(f.as_raw_fd(), mode) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // Another user's file, replaced by root, stays theirs. Without the right to
+        // give it away the replacement is ours, as any editor's save makes it.
+        if let Some(st) = old.filter(|st| st.st_uid != euid()) {
+            libc::fchown(f.as_raw_fd(), st.st_uid, st.st_gid);
+        }
+    }
+    f.write_all(bytes)?;
+    f.sync_data()
+}
+
+/// Fills the unnamed file `fd` of `dir`, then links it there as `temp`.
+fn link_unnamed(
+    dir: &OwnedFd,
+    fd: OwnedFd,
+    temp: &std::ffi::CStr,
+    fill: impl FnOnce(&mut File) -> io::Result<()>,
+) -> io::Result<()> {
+    let mut f = File::from(fd);
+    fill(&mut f)?;
+    let proc_path =
+        CString::new(format!("/proc/self/fd/{}", f.as_raw_fd())).expect("no NUL in a number");
+    // SAFETY: both paths are NUL-terminated; dir is an open directory descriptor.
+    let r = unsafe {
+        libc::linkat(
+            libc::AT_FDCWD,
+            proc_path.as_ptr(),
+            dir.as_raw_fd(),
+            temp.as_ptr(),
+            libc::AT_SYMLINK_FOLLOW,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Creates `temp` in `dir` and fills it; a file that could not be filled is removed.
+fn write_named(
+    dir: &OwnedFd,
+    temp: &std::ffi::CStr,
+    fill: impl FnOnce(&mut File) -> io::Result<()>,
+) -> io::Result<()> {
+    let fd = walk::open_at(
+        Some(dir),
+        temp,
+        libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_NOFOLLOW,
+        0o600,
+    )?;
+    if let Err(e) = fill(&mut File::from(fd)) {
+        unlink_at(dir, temp);
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// Renames `temp` over `name` in `dir`; `temp` is removed if that fails.
+fn rename_over(dir: &OwnedFd, temp: &std::ffi::CStr, name: &std::ffi::CStr) -> io::Result<()> {
     // SAFETY: both names are NUL-terminated; dir is an open directory descriptor.
     let r = unsafe {
         libc::renameat(
@@ -350,7 +383,7 @@ fn replace(
     };
     if r != 0 {
         let e = io::Error::last_os_error();
-        unlink_at(dir, &temp);
+        unlink_at(dir, temp);
         return Err(e);
     }
     Ok(())

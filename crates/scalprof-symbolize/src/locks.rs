@@ -4,25 +4,32 @@
 //! kinds, what counts as lock machinery) is `scalprof_model::vocabulary`'s.
 //!
 //! One source of rows per file: `kernel` (contention tracepoints), `user` (futex waits),
-//! `syscall` (blocking calls), `runqueue` (waiting for a CPU).
+//! `syscall` (blocking calls), `runqueue` (waiting for a CPU). What they share lies below
+//! them: `rows` (a row's sums), `holders` (who held what was waited for), `stacks` (the
+//! copied user stacks) and `calls` (system calls by number).
 
 use std::collections::HashMap;
 
 use scalprof_model::locks::sort_rows;
-use scalprof_model::locks::{LockProfile, LockRow, RawLocks, StackSnapshot};
+use scalprof_model::locks::{LockProfile, LockRow, RawLocks};
 
-use crate::profile::{BlameWindow, Blamed, BlamedLock, Symbols, UserSpace};
+use crate::profile::{BlameWindow, Blamed, Symbols};
 
+mod calls;
+mod holders;
 mod kernel;
+mod rows;
 mod runqueue;
+mod stacks;
 mod syscall;
 mod user;
+use calls::is_sleep_call;
+pub use holders::{BlameKey, HolderSamples};
 use kernel::add_kernel_rows;
 use runqueue::add_runqueue_row;
+pub(crate) use stacks::is_runtime_library;
 use syscall::add_syscall_rows;
-use syscall::attached_process;
 use user::add_user_rows;
-pub(crate) use user::is_runtime_library;
 
 /// Names and aggregates one execution's lock data.
 pub fn lock_profile(raw: &RawLocks, symbols: &mut Symbols, on_cpu: &HolderSamples) -> LockProfile {
@@ -42,20 +49,6 @@ pub fn lock_profile(raw: &RawLocks, symbols: &mut Symbols, on_cpu: &HolderSample
         tracer: raw.tracer,
         attached: raw.attached_comms.clone(),
     }
-}
-
-/// Per user lock (tgid, futex address, `None`) or system-call wait (tgid, first argument,
-/// `Some(call)`): what its holders were sampled doing during its waits, function →
-/// (samples, weight) (the profile's [`crate::profile::Blamed`], by lock).
-pub type HolderSamples = HashMap<BlameKey, BlamedLock>;
-
-/// A lock or a wait the profile's samples are blamed for.
-pub type BlameKey = (u32, u64, Option<u32>);
-
-/// Sleeps (nanosleep, clock_nanosleep): a thread that sleeps in a retry loop waits for
-/// whatever the others are doing; what they ran meanwhile is blamed.
-fn is_sleep_call(op: u32) -> bool {
-    matches!(op, 35 | 230)
 }
 
 /// The waits whose waker was seen, for the profile to blame its samples on
@@ -117,131 +110,12 @@ fn name_futex_links(rows: &mut [LockRow]) {
     }
 }
 
-/// Holder stacks a row keeps for its flame graph: the heaviest.
-const HOLDER_STACKS: usize = 40;
-
-/// A row's holders from its sampled holders: functions by weight (state on-CPU), each
-/// with its heaviest stack, and the heaviest stacks for the holders' flame graph.
-fn on_cpu_holders(row: &mut LockRow, sampled: BlamedLock) {
-    use scalprof_model::locks::top_callers;
-    use scalprof_model::locks::HolderState;
-    let weights: HashMap<String, u64> = sampled
-        .functions
-        .into_iter()
-        .map(|(f, v)| (f, v.1))
-        .collect();
-    let total: u64 = weights.values().sum();
-    row.holders = top_callers(weights, total);
-    let mut stacks: Vec<(String, (String, u64, u64))> = sampled.stacks.into_iter().collect();
-    stacks.sort_by(|a, b| b.1 .2.cmp(&a.1 .2).then_with(|| a.0.cmp(&b.0)));
-    for h in &mut row.holders {
-        h.state = Some(HolderState::OnCpu);
-        h.stack = stacks
-            .iter()
-            .find(|(_, (f, _, _))| *f == h.function)
-            .map(|(s, _)| s.clone());
-    }
-    row.holder_stacks = stacks
-        .into_iter()
-        .take(HOLDER_STACKS)
-        .map(
-            |(stack, (_, samples, weight))| scalprof_model::profile::FoldedStack {
-                stack,
-                samples,
-                weight,
-            },
-        )
-        .collect();
-}
-
-/// Adds one lock's sampled holders into a row's.
-fn add_sampled(to: &mut BlamedLock, from: &BlamedLock) {
-    for (f, &(n, w)) in &from.functions {
-        let e = to.functions.entry(f.clone()).or_default();
-        e.0 += n;
-        e.1 += w;
-    }
-    for (s, (f, n, w)) in &from.stacks {
-        let e = to
-            .stacks
-            .entry(s.clone())
-            .or_insert_with(|| (f.clone(), 0, 0));
-        e.1 += n;
-        e.2 += w;
-    }
-}
-
-/// The frames of a stack copy outside libc and the loader, innermost first (the first is
-/// the function that waits), and the libc frames above them (they tell the kind of
-/// wait). `None` when the copy's process map was not read.
-fn snapshot_frames(
-    raw: &RawLocks,
-    s: &StackSnapshot,
-    symbols: &mut Symbols,
-    spaces: &mut HashMap<u32, UserSpace>,
-) -> Option<(Vec<String>, Vec<String>)> {
-    let maps = raw.maps.get(&s.tgid)?;
-    let space = spaces
-        .entry(s.tgid)
-        .or_insert_with(|| UserSpace::from_maps(maps, &mut symbols.files));
-    let addrs = space.unwind(s.ip, s.sp, s.bp, &s.stack);
-    let mut libc = Vec::new();
-    let mut own = Vec::new();
-    for (i, &a) in addrs.iter().enumerate() {
-        let lookup = if i == 0 { a } else { a.saturating_sub(1) };
-        let Some((func, path)) = space.symbolize(lookup) else {
-            continue;
-        };
-        if is_runtime_library(&path) {
-            if own.is_empty() && !libc.contains(&func) && libc.len() < 16 {
-                libc.push(func);
-            }
-        } else {
-            own.push(func);
-        }
-    }
-    Some((own, libc))
-}
-
-/// A frame named only by its file and offset (`libsqlite3.so.0.8.6+0xaa1b4`: a stripped
-/// library's internal function).
-fn is_unnamed_frame(f: &str) -> bool {
-    f.contains("+0x")
-}
-
-/// The function that waits, for a wait's name: the innermost frame outside libc; if a
-/// stripped library left it unnamed, with the nearest named function that called it
-/// (`libsqlite3.so.0.8.6+0xaa1b4 under sqlite3_step`).
-fn waiting_function(own: &[String]) -> Option<String> {
-    let first = own.first()?;
-    if !is_unnamed_frame(first) {
-        return Some(first.clone());
-    }
-    Some(match own.iter().find(|f| !is_unnamed_frame(f)) {
-        Some(named) => format!("{first} under {named}"),
-        None => first.clone(),
-    })
-}
-
-/// A name made of an address (`heap 0x…`, `anon 0x…`, `stack 0x…`, `0x…`): no symbol.
-fn is_dynamic_address_name(name: &str) -> bool {
-    ["heap 0x", "anon 0x", "stack 0x", "0x"]
-        .iter()
-        .any(|p| name.starts_with(p))
-}
-
-/// The caller with the most wait.
-fn top_caller(callers: &HashMap<String, u64>) -> Option<&str> {
-    callers
-        .iter()
-        .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
-        .map(|(f, _)| f.as_str())
-}
-
 #[cfg(test)]
 mod tests {
+    use super::rows::top_caller;
+    use super::stacks::waiting_function;
     use super::syscall::{main_waker, stable_fd_name};
-    use super::user::condvar_name;
+    use super::user::{condvar_name, is_dynamic_address_name};
     use super::*;
     use scalprof_model::vocabulary::untraced_kernel_lock;
 

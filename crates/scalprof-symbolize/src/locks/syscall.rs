@@ -1,83 +1,24 @@
 //! Blocking system calls as rows: file locks, sleeps, I/O, polls and other waits, named by
 //! what they wait on (a file, a socket, the disk) and who woke them.
 
-use crate::profile::{Symbols, UserSpace};
-use scalprof_model::locks::top_callers;
-use scalprof_model::locks::{LockKind, Scope};
-use scalprof_model::locks::{LockRow, RawLocks};
+use std::collections::HashMap;
+
+use scalprof_debuginfo::Kallsyms;
+use scalprof_model::locks::is_fd_syscall;
+use scalprof_model::locks::{LockKind, LockRow, RawLocks, Scope, UserLockRaw};
 use scalprof_model::vocabulary::{
     is_disk_wait, is_lock_internal, is_scheduler_frame, untraced_kernel_lock,
 };
-use std::collections::HashMap;
 
-use super::*;
-
-/// What a blocking system call waits for (x86-64 numbers), and its scope.
-pub(super) fn syscall_wait_kind(nr: u32) -> (LockKind, Scope) {
-    match nr {
-        72 => (LockKind::PosixLock, Scope::File),
-        73 => (LockKind::Flock, Scope::File),
-        35 | 230 => (LockKind::Sleep, Scope::User),
-        7 | 23 | 34 | 43 | 232 | 270 | 271 | 281 | 288 | 441 => (LockKind::Idle, Scope::User),
-        0 | 1 | 17 | 18 | 19 | 20 | 44 | 45 | 46 | 47 | 74 | 75 | 285 | 295 | 296 => {
-            (LockKind::Io, Scope::User)
-        }
-        _ => (LockKind::Syscall, Scope::User),
-    }
-}
-
-pub(super) fn syscall_name(nr: u32) -> String {
-    match nr {
-        0 => "read".into(),
-        1 => "write".into(),
-        2 => "open".into(),
-        3 => "close".into(),
-        4 => "stat".into(),
-        5 => "fstat".into(),
-        8 => "lseek".into(),
-        9 => "mmap".into(),
-        11 => "munmap".into(),
-        16 => "ioctl".into(),
-        22 => "pipe".into(),
-        42 => "connect".into(),
-        76 => "truncate".into(),
-        77 => "ftruncate".into(),
-        82 => "rename".into(),
-        83 => "mkdir".into(),
-        87 => "unlink".into(),
-        217 => "getdents64".into(),
-        257 => "openat".into(),
-        262 => "newfstatat".into(),
-        7 => "poll".into(),
-        17 => "pread64".into(),
-        18 => "pwrite64".into(),
-        19 => "readv".into(),
-        20 => "writev".into(),
-        23 => "select".into(),
-        34 => "pause".into(),
-        35 => "nanosleep".into(),
-        43 => "accept".into(),
-        44 => "sendto".into(),
-        45 => "recvfrom".into(),
-        46 => "sendmsg".into(),
-        47 => "recvmsg".into(),
-        72 => "fcntl".into(),
-        73 => "flock".into(),
-        74 => "fsync".into(),
-        75 => "fdatasync".into(),
-        230 => "clock_nanosleep".into(),
-        232 => "epoll_wait".into(),
-        270 => "pselect6".into(),
-        271 => "ppoll".into(),
-        281 => "epoll_pwait".into(),
-        441 => "epoll_pwait2".into(),
-        288 => "accept4".into(),
-        n => format!("syscall {n}"),
-    }
-}
+use super::calls::{is_sleep_call, syscall_name, syscall_wait_kind};
+use super::holders::{blocked_target, holder_of, holder_waits};
+use super::holders::{HolderEvidence, HolderSamples, WaitTarget};
+use super::rows::{top_caller, RowBuilder, RowKey};
+use super::stacks::{snapshot_frames, waiting_function};
+use crate::profile::{Symbols, UserSpace};
 
 /// One system call's waits: (tgid, first argument, call number).
-pub(super) type CallKey = (u32, u64, u32);
+type CallKey = (u32, u64, u32);
 
 /// Rows for the waits in blocking system calls, named from the stacks they blocked in:
 /// a file lock by its file, a sleep by the function that sleeps (`sleep in
@@ -87,254 +28,299 @@ pub(super) type CallKey = (u32, u64, u32);
 pub(super) fn add_syscall_rows(
     raw: &RawLocks,
     symbols: &mut Symbols,
-    on_cpu: &super::HolderSamples,
+    on_cpu: &HolderSamples,
     rows: &mut Vec<LockRow>,
 ) {
-    // The time of the sampled waits whose holder is known (sleeps: the other threads; a
-    // peer's answer: the thread that wrote it), for the share it ran during them; the
-    // answering threads' own waits then (a server's disk); where they answered from.
-    let mut seen: HashMap<CallKey, u64> = HashMap::new();
-    let mut blocked: HashMap<CallKey, HashMap<super::user::WaitTarget, u64>> = HashMap::new();
-    let mut answered: HashMap<CallKey, HashMap<String, u64>> = HashMap::new();
-    let mut spaces: HashMap<u32, UserSpace> = HashMap::new();
-    for s in raw.snapshots.iter().filter(|s| s.syscall && s.wait_ns > 0) {
-        let key = (s.waiter_tgid, s.uaddr, s.op);
-        match s.waker {
-            None if super::is_sleep_call(s.op) => {}
-            None => continue,
-            Some(_) => {
-                if let Some(b) = s.holder_blocked {
-                    *blocked
-                        .entry(key)
-                        .or_default()
-                        .entry((b.syscall, b.op, b.uaddr))
-                        .or_default() += b.ns.min(s.wait_ns);
-                }
-                if let Some(h) = super::user::holder_of(raw, s, symbols, &mut spaces) {
-                    *answered.entry(key).or_default().entry(h).or_default() += s.wait_ns;
+    let waits = SyscallWaits::index(raw, symbols);
+    let mut by_name: HashMap<RowKey, (RowBuilder, HolderEvidence)> = HashMap::new();
+    for w in &raw.syscalls {
+        let key = (w.tgid, w.uaddr, w.op);
+        let call = waits.classify(raw, w);
+        let (b, peers) = by_name
+            .entry((call.name.clone(), call.kind.clone()))
+            .or_insert_with(|| (RowBuilder::new(call.new_row(w)), HolderEvidence::default()));
+        b.add_wait(w.tgid, w.count, w.total_ns, w.max_ns);
+        if b.row.woken_by.is_none() {
+            b.row.woken_by = call.peer.map(str::to_string);
+            b.row.peer_attached = call
+                .peer
+                .is_some_and(|p| raw.attached_comms.iter().any(|c| c == p));
+        }
+        b.add_callers(call.callers);
+        peers.add_running(on_cpu.get(&(w.tgid, w.uaddr, Some(w.op))));
+        peers.seen += waits.seen.get(&key).copied().unwrap_or(0);
+        peers.add_blocked(w.tgid, waits.blocked.get(&key));
+        peers.add_released(waits.answered.get(&key));
+    }
+    for (b, peers) in by_name.into_values() {
+        let mut row = b.finish(raw);
+        name_peers(&mut row, peers);
+        rows.push(row);
+    }
+}
+
+/// A sleep: what the other threads ran while it slept (the holder of what a retry loop
+/// waits for is among them). A wait for a peer: what the answering thread ran meanwhile,
+/// else where it answered from, and its own waits (a server's disk).
+fn name_peers(row: &mut LockRow, mut peers: HolderEvidence) {
+    if peers.seen == 0 {
+        return;
+    }
+    if peers.sampled().0 > 0 {
+        row.holder_running = Some(peers.running_share());
+    }
+    peers.name_holders(row);
+    row.holder_waits = holder_waits(peers.blocked, &HashMap::new(), peers.seen);
+}
+
+/// What the sampled stack copies, kernel stacks and wakeups say of each call's waits.
+#[derive(Default)]
+struct SyscallWaits<'a> {
+    /// The time of the sampled waits whose holder is known (sleeps: the other threads; a
+    /// peer's answer: the thread that wrote it), for the share it ran during them.
+    seen: HashMap<CallKey, u64>,
+    /// The answering threads' own waits meanwhile (a server's disk).
+    blocked: HashMap<CallKey, HashMap<WaitTarget, u64>>,
+    /// Where the answering threads answered from.
+    answered: HashMap<CallKey, HashMap<String, u64>>,
+    /// The user function that made each call.
+    user_callers: HashMap<CallKey, HashMap<String, u64>>,
+    /// Where in the kernel each call blocked.
+    kernel_callers: HashMap<CallKey, HashMap<String, u64>>,
+    /// Sampled wait per call: (on the disk, in all).
+    disk: HashMap<CallKey, (u64, u64)>,
+    /// The kernel lock the tracepoints miss that a call blocked on, its kind and the
+    /// sampled wait on it.
+    locked: HashMap<CallKey, (&'static str, LockKind, u64)>,
+    /// Who took that lock: the first frame past the lock's own functions.
+    lock_callers: HashMap<CallKey, HashMap<String, u64>>,
+    /// Who woke each call's sampled waits, by command name.
+    wakers: HashMap<CallKey, HashMap<&'a str, u64>>,
+}
+
+/// How one call's waits are shown: the row they go to, and what fills it in.
+struct CallRow<'w> {
+    name: String,
+    kind: LockKind,
+    scope: Scope,
+    /// The task that ended most of the waits, for a wait for data or room.
+    peer: Option<&'w str>,
+    /// The user functions that made the call; where none was found, the kernel path it
+    /// blocked in (or who took the kernel lock it blocked on).
+    callers: Option<&'w HashMap<String, u64>>,
+}
+
+impl<'a> SyscallWaits<'a> {
+    /// Reads every call's sampled stacks and wakeups.
+    fn index(raw: &'a RawLocks, symbols: &mut Symbols) -> SyscallWaits<'a> {
+        let mut waits = SyscallWaits::default();
+        let mut spaces: HashMap<u32, UserSpace> = HashMap::new();
+        waits.add_answers(raw, symbols, &mut spaces);
+        waits.add_user_callers(raw, symbols, &mut spaces);
+        waits.add_kernel_stacks(raw, &symbols.kernel);
+        waits.add_wakers(raw);
+        waits
+    }
+
+    /// The sampled waits whose holder is known: their time, the answering threads' own
+    /// waits meanwhile, and where they answered from.
+    fn add_answers(
+        &mut self,
+        raw: &RawLocks,
+        symbols: &mut Symbols,
+        spaces: &mut HashMap<u32, UserSpace>,
+    ) {
+        for s in raw.snapshots.iter().filter(|s| s.syscall && s.wait_ns > 0) {
+            let key = (s.waiter_tgid, s.uaddr, s.op);
+            match s.waker {
+                None if is_sleep_call(s.op) => {}
+                None => continue,
+                Some(_) => {
+                    if let Some(b) = &s.holder_blocked {
+                        let (target, ns) = blocked_target(b, s.wait_ns);
+                        *self
+                            .blocked
+                            .entry(key)
+                            .or_default()
+                            .entry(target)
+                            .or_default() += ns;
+                    }
+                    if let Some(h) = holder_of(raw, s, symbols, spaces) {
+                        *self.answered.entry(key).or_default().entry(h).or_default() += s.wait_ns;
+                    }
                 }
             }
-        }
-        *seen.entry(key).or_default() += s.wait_ns;
-    }
-    #[derive(Default)]
-    struct Peers {
-        running: crate::profile::BlamedLock,
-        seen: u64,
-        blocked: HashMap<(super::user::WaitTarget, u32), u64>,
-        answered: HashMap<String, u64>,
-    }
-    let mut others: HashMap<(String, LockKind), Peers> = HashMap::new();
-    // The user function that made each call, from the sampled stack copies.
-    let mut user_callers: HashMap<CallKey, HashMap<String, u64>> = HashMap::new();
-    for s in raw
-        .snapshots
-        .iter()
-        .filter(|s| s.syscall && s.waker.is_none())
-    {
-        if let Some(c) = snapshot_frames(raw, s, symbols, &mut spaces)
-            .and_then(|(own, _)| waiting_function(&own))
-        {
-            let w = user_callers
-                .entry((s.tgid, s.uaddr, s.op))
-                .or_default()
-                .entry(c)
-                .or_default();
-            *w = w.saturating_add(s.wait_ns.max(1));
+            *self.seen.entry(key).or_default() += s.wait_ns;
         }
     }
-    // Where in the kernel each call blocked, and how much of it was a wait for the disk.
-    let mut kernel_callers: HashMap<CallKey, HashMap<String, u64>> = HashMap::new();
-    // Sampled wait per call: (on the disk, on an untraced kernel lock, in all).
-    let mut disk: HashMap<CallKey, (u64, u64)> = HashMap::new();
-    let mut locked: HashMap<CallKey, (&'static str, LockKind, u64)> = HashMap::new();
-    let mut lock_callers: HashMap<CallKey, HashMap<String, u64>> = HashMap::new();
-    for k in &raw.syscall_stacks {
-        let frames: Vec<&str> = k
-            .stack
+
+    /// The user function that made each call, from the sampled stack copies.
+    fn add_user_callers(
+        &mut self,
+        raw: &RawLocks,
+        symbols: &mut Symbols,
+        spaces: &mut HashMap<u32, UserSpace>,
+    ) {
+        for s in raw
+            .snapshots
             .iter()
-            .filter_map(|&a| symbols.kernel.lookup(a))
-            .collect();
-        let key = (k.tgid, k.uaddr, k.op);
-        let d = disk.entry(key).or_default();
-        d.1 += k.total_ns;
-        if frames.iter().any(|f| is_disk_wait(f)) {
-            d.0 += k.total_ns;
-        }
-        if let Some((i, (name, kind))) = frames
-            .iter()
-            .enumerate()
-            .find_map(|(i, f)| untraced_kernel_lock(f).map(|l| (i, l)))
+            .filter(|s| s.syscall && s.waker.is_none())
         {
-            locked.entry(key).or_insert((name, kind, 0)).2 += k.total_ns;
-            // Who took it: the first frame past the lock's own functions.
-            if let Some(c) = frames[i..]
-                .iter()
-                .find(|f| untraced_kernel_lock(f).is_none() && !is_lock_internal(f))
+            if let Some(c) =
+                snapshot_frames(raw, s, symbols, spaces).and_then(|(own, _)| waiting_function(&own))
             {
-                *lock_callers
+                let w = self
+                    .user_callers
+                    .entry((s.tgid, s.uaddr, s.op))
+                    .or_default()
+                    .entry(c)
+                    .or_default();
+                *w = w.saturating_add(s.wait_ns.max(1));
+            }
+        }
+    }
+
+    /// Where in the kernel each call blocked: how much of it was a wait for the disk or
+    /// on a kernel lock the tracepoints miss, and the first frame outside the scheduler.
+    fn add_kernel_stacks(&mut self, raw: &RawLocks, kallsyms: &Kallsyms) {
+        for k in &raw.syscall_stacks {
+            let frames: Vec<&str> = k.stack.iter().filter_map(|&a| kallsyms.lookup(a)).collect();
+            let key = (k.tgid, k.uaddr, k.op);
+            let d = self.disk.entry(key).or_default();
+            d.1 += k.total_ns;
+            if frames.iter().any(|f| is_disk_wait(f)) {
+                d.0 += k.total_ns;
+            }
+            self.add_untraced_lock(key, &frames, k.total_ns);
+            if let Some(f) = frames.iter().find(|f| !is_scheduler_frame(f)) {
+                *self
+                    .kernel_callers
                     .entry(key)
                     .or_default()
-                    .entry(c.to_string())
+                    .entry(f.to_string())
                     .or_default() += k.total_ns;
             }
         }
-        if let Some(f) = frames.iter().find(|f| !is_scheduler_frame(f)) {
-            *kernel_callers
+    }
+
+    /// A kernel stack's wait on a lock the tracepoints miss, and who took it: the first
+    /// frame past the lock's own functions.
+    fn add_untraced_lock(&mut self, key: CallKey, frames: &[&str], ns: u64) {
+        let Some((i, (name, kind))) = frames
+            .iter()
+            .enumerate()
+            .find_map(|(i, f)| untraced_kernel_lock(f).map(|l| (i, l)))
+        else {
+            return;
+        };
+        self.locked.entry(key).or_insert((name, kind, 0)).2 += ns;
+        if let Some(c) = frames[i..]
+            .iter()
+            .find(|f| untraced_kernel_lock(f).is_none() && !is_lock_internal(f))
+        {
+            *self
+                .lock_callers
                 .entry(key)
                 .or_default()
-                .entry(f.to_string())
-                .or_default() += k.total_ns;
+                .entry(c.to_string())
+                .or_default() += ns;
         }
     }
-    // Who woke each call's sampled waits, by command name.
-    let mut wakers: HashMap<CallKey, HashMap<&str, u64>> = HashMap::new();
-    for k in &raw.wakers {
-        if let Some(comm) = raw.waker_comms.get(&k.waker) {
-            *wakers
-                .entry((k.tgid, k.uaddr, k.op))
-                .or_default()
-                .entry(comm.as_str())
-                .or_default() += k.total_ns;
+
+    /// Who woke each call's sampled waits, by command name.
+    fn add_wakers(&mut self, raw: &'a RawLocks) {
+        for k in &raw.wakers {
+            if let Some(comm) = raw.waker_comms.get(&k.waker) {
+                *self
+                    .wakers
+                    .entry((k.tgid, k.uaddr, k.op))
+                    .or_default()
+                    .entry(comm.as_str())
+                    .or_default() += k.total_ns;
+            }
         }
     }
-    let mut by_name: HashMap<(String, LockKind), (LockRow, HashMap<String, u64>)> = HashMap::new();
-    // Wait per process of each row, to say which attached process did it.
-    let mut procs: HashMap<(String, LockKind), HashMap<u32, u64>> = HashMap::new();
-    for w in &raw.syscalls {
+
+    /// The row one call's waits go to: mostly on the disk, disk I/O; mostly blocked on a
+    /// kernel lock the tracepoints do not see, that lock's row; else the call's own kind.
+    fn classify(&self, raw: &RawLocks, w: &UserLockRaw) -> CallRow<'_> {
         let key = (w.tgid, w.uaddr, w.op);
         let (kind, scope) = syscall_wait_kind(w.op);
-        let sampled = disk.get(&key).map_or(0, |d| d.1);
-        let on_disk = disk.get(&key).is_some_and(|&(d, _)| 2 * d > sampled);
+        let sampled = self.disk.get(&key).map_or(0, |d| d.1);
+        let on_disk = self.disk.get(&key).is_some_and(|&(d, _)| 2 * d > sampled);
         let kind = if on_disk { LockKind::DiskIo } else { kind };
-        // Mostly blocked on a kernel lock the tracepoints do not see: that lock's row.
-        let on_lock = locked
+        let on_lock = self
+            .locked
             .get(&key)
             .filter(|(_, _, ns)| sampled > 0 && 2 * ns > sampled);
         let (kind, scope) = match on_lock {
             Some((_, lock_kind, _)) => (lock_kind.clone(), Scope::Kernel),
             None => (kind, scope),
         };
-        let call = syscall_name(w.op);
-        let path = scalprof_model::locks::is_fd_syscall(w.op)
-            .then(|| raw.fd_paths.get(&(w.tgid, w.uaddr)))
-            .flatten();
-        let callers = user_callers.get(&key);
-        let caller = callers.and_then(top_caller);
-        let what = match (&kind, path) {
-            (LockKind::PosixLock | LockKind::Flock, Some(path)) => path.clone(),
-            (LockKind::PosixLock | LockKind::Flock, None) => format!("{call} fd {}", w.uaddr),
-            (LockKind::Sleep, _) => "sleep".to_string(),
-            (LockKind::DiskIo, Some(path)) => {
-                format!("disk I/O ({call} {})", stable_fd_name(path))
-            }
-            (LockKind::DiskIo, None) => format!("disk I/O ({call})"),
-            (_, Some(path)) => format!("{call} {}", stable_fd_name(path)),
-            (_, None) => call.clone(),
-        };
+        let user_callers = self.user_callers.get(&key);
         // Waiting for data or room: the task that ended most of the waits is the peer (a
         // wakeup from an interrupt names whoever it interrupted, so not for timers or
         // the disk).
         let peer = (kind == LockKind::Io)
-            .then(|| wakers.get(&key).and_then(main_waker))
+            .then(|| self.wakers.get(&key).and_then(main_waker))
             .flatten();
-        // A lock is named by itself (a file lock by its file); a wait by what it waits for
-        // and who waits.
-        let name = match caller {
-            _ if on_lock.is_some() => on_lock.expect("checked").0.to_string(),
-            Some(c) if !matches!(kind, LockKind::PosixLock | LockKind::Flock) => {
-                format!("{what} in {c}")
-            }
-            None if kind == LockKind::Sleep => call,
-            _ => what,
+        let (name, callers) = match on_lock {
+            Some((lock, _, _)) => (lock.to_string(), self.lock_callers.get(&key)),
+            None => (
+                wait_name(raw, w, &kind, user_callers.and_then(top_caller)),
+                user_callers.or_else(|| self.kernel_callers.get(&key)),
+            ),
         };
-        let entry = by_name
-            .entry((name.clone(), kind.clone()))
-            .or_insert_with(|| {
-                (
-                    LockRow {
-                        address: match scope {
-                            Scope::File => format!("fd {}", w.uaddr),
-                            Scope::Kernel => "blocked".into(),
-                            Scope::User => "syscall".into(),
-                        },
-                        ..LockRow::new(scope, name, kind)
-                    },
-                    HashMap::new(),
-                )
-            });
-        entry.0.count += w.count;
-        entry.0.total_wait_ns += w.total_ns;
-        entry.0.max_wait_ns = entry.0.max_wait_ns.max(w.max_ns);
-        if entry.0.woken_by.is_none() {
-            entry.0.woken_by = peer.map(str::to_string);
-            entry.0.peer_attached = peer.is_some_and(|p| raw.attached_comms.iter().any(|c| c == p));
+        CallRow {
+            name,
+            kind,
+            scope,
+            peer,
+            callers,
         }
-        *procs
-            .entry((entry.0.name.clone(), entry.0.lock_type.clone()))
-            .or_default()
-            .entry(w.tgid)
-            .or_default() += w.total_ns;
-        // Callers: the user functions that made the call; where none was found, the
-        // kernel path it blocked in.
-        let found = if on_lock.is_some() {
-            lock_callers.get(&key)
-        } else {
-            callers.or_else(|| kernel_callers.get(&key))
-        };
-        for (f, ns) in found.into_iter().flatten() {
-            *entry.1.entry(f.clone()).or_default() += ns;
-        }
-        let to = others
-            .entry((entry.0.name.clone(), entry.0.lock_type.clone()))
-            .or_default();
-        if let Some(h) = on_cpu.get(&(w.tgid, w.uaddr, Some(w.op))) {
-            super::add_sampled(&mut to.running, h);
-        }
-        to.seen += seen.get(&key).copied().unwrap_or(0);
-        for (&t, &ns) in blocked.get(&key).into_iter().flatten() {
-            *to.blocked.entry((t, w.tgid)).or_default() += ns;
-        }
-        for (f, &ns) in answered.get(&key).into_iter().flatten() {
-            *to.answered.entry(f.clone()).or_default() += ns;
-        }
-    }
-    for (key, (mut row, c)) in by_name {
-        // A sleep: what the other threads ran while it slept (the holder of what a retry
-        // loop waits for is among them). A wait for a peer: what the answering thread ran
-        // meanwhile, else where it answered from, and its own waits (a server's disk).
-        if let Some(p) = others.remove(&key).filter(|p| p.seen > 0) {
-            let samples: u64 = p.running.functions.values().map(|v| v.0).sum();
-            let weight: u64 = p.running.functions.values().map(|v| v.1).sum();
-            if samples > 0 {
-                row.holder_running = Some((weight as f64 / p.seen as f64).min(1.0));
-            }
-            if samples >= super::user::MIN_HOLDER_SAMPLES {
-                super::on_cpu_holders(&mut row, p.running);
-            } else if !p.answered.is_empty() {
-                let total: u64 = p.answered.values().sum();
-                row.holders = super::user::with_state(
-                    top_callers(p.answered, total),
-                    scalprof_model::locks::HolderState::AtRelease,
-                );
-            }
-            row.holder_waits = super::user::holder_waits(Some(p.blocked), &HashMap::new(), p.seen);
-        }
-        let total: u64 = c.values().sum();
-        row.callers = top_callers(c, total);
-        row.process = procs.get(&key).and_then(|p| attached_process(raw, p));
-        rows.push(row);
     }
 }
 
-/// The command name of the process that waited most, when it is an attached one (a server
-/// observed with `--attach`): findings then say whose lock it is.
-pub(super) fn attached_process(raw: &RawLocks, by_tgid: &HashMap<u32, u64>) -> Option<String> {
-    let (tgid, _) = by_tgid
-        .iter()
-        .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))?;
-    let comm = raw.waker_comms.get(tgid)?;
-    raw.attached_comms.contains(comm).then(|| comm.clone())
+impl CallRow<'_> {
+    /// The row, with no waits yet, for `w` and the calls named like it.
+    fn new_row(&self, w: &UserLockRaw) -> LockRow {
+        LockRow {
+            address: match self.scope {
+                Scope::File => format!("fd {}", w.uaddr),
+                Scope::Kernel => "blocked".into(),
+                Scope::User => "syscall".into(),
+            },
+            ..LockRow::new(self.scope, self.name.clone(), self.kind.clone())
+        }
+    }
+}
+
+/// A call's wait by what it waits for and who waits: a file lock by its file (a lock is
+/// named by itself), a sleep by the function that sleeps, other waits by the call, what
+/// its descriptor named and the function that made it.
+fn wait_name(raw: &RawLocks, w: &UserLockRaw, kind: &LockKind, caller: Option<&str>) -> String {
+    let call = syscall_name(w.op);
+    let path = is_fd_syscall(w.op)
+        .then(|| raw.fd_paths.get(&(w.tgid, w.uaddr)))
+        .flatten();
+    let what = match (kind, path) {
+        (LockKind::PosixLock | LockKind::Flock, Some(path)) => path.clone(),
+        (LockKind::PosixLock | LockKind::Flock, None) => format!("{call} fd {}", w.uaddr),
+        (LockKind::Sleep, _) => "sleep".to_string(),
+        (LockKind::DiskIo, Some(path)) => {
+            format!("disk I/O ({call} {})", stable_fd_name(path))
+        }
+        (LockKind::DiskIo, None) => format!("disk I/O ({call})"),
+        (_, Some(path)) => format!("{call} {}", stable_fd_name(path)),
+        (_, None) => call.clone(),
+    };
+    match caller {
+        Some(c) if !matches!(kind, LockKind::PosixLock | LockKind::Flock) => {
+            format!("{what} in {c}")
+        }
+        None if *kind == LockKind::Sleep => call,
+        _ => what,
+    }
 }
 
 /// The waker of most of the wait, when one did more than half of it.

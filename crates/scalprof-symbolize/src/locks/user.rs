@@ -2,23 +2,16 @@
 //! symbols, the kind (mutex, condvar, join…) from the waiter's libc frames, the callers
 //! from its copied user stack.
 
-use crate::profile::{BlamedLock, Symbols, UserSpace};
-use scalprof_model::locks::top_callers;
-use scalprof_model::locks::{HolderState, HolderWait, LockCaller, LockKind, Scope};
-use scalprof_model::locks::{LockRow, ProcMap, RawLocks};
-use scalprof_model::vocabulary::user_wait_kind;
 use std::collections::HashMap;
 
-use super::*;
+use scalprof_model::locks::{LockKind, LockRow, ProcMap, RawLocks, Scope, UserLockRaw};
+use scalprof_model::vocabulary::user_wait_kind;
 
-/// libc / dynamic loader / vDSO frames are the locking machinery of user space.
-pub(crate) fn is_runtime_library(path: &str) -> bool {
-    let file = path.rsplit('/').next().unwrap_or(path);
-    file.starts_with("libc.so")
-        || file.starts_with("libpthread")
-        || file.starts_with("ld-linux")
-        || path.starts_with('[')
-}
+use super::holders::{blocked_target, holder_of, holder_waits};
+use super::holders::{HolderEvidence, HolderSamples, WaitTarget};
+use super::rows::{top_caller, RowBuilder, RowKey};
+use super::stacks::snapshot_frames;
+use crate::profile::{Symbols, UserSpace};
 
 /// Whether `addr` lies in the last 16 KiB of an anonymous mapping: where glibc puts a
 /// thread's descriptor (struct pthread, whose tid field pthread_join waits on) above its stack.
@@ -94,133 +87,217 @@ pub(super) fn condvar_name(name: &str) -> String {
     }
 }
 
-/// What a holder waited on: (a system call, not a futex; the call or futex operation; its
-/// first argument or the futex).
-pub(super) type WaitTarget = (bool, u32, u64);
+/// A futex: (tgid, address).
+type Futex = (u32, u64);
 
-/// Holder samples a lock needs before they name its holders: fewer say little about what
-/// the holders did (a 20 µs wait holds a 1 ms-period sample 2% of the time).
-pub(super) const MIN_HOLDER_SAMPLES: u64 = 3;
-
-pub(super) fn with_state(mut holders: Vec<LockCaller>, state: HolderState) -> Vec<LockCaller> {
-    for h in &mut holders {
-        h.state = Some(state);
-    }
-    holders
+/// A name made of an address (`heap 0x…`, `anon 0x…`, `stack 0x…`, `0x…`): no symbol.
+pub(super) fn is_dynamic_address_name(name: &str) -> bool {
+    ["heap 0x", "anon 0x", "stack 0x", "0x"]
+        .iter()
+        .any(|p| name.starts_with(p))
 }
 
+/// Rows for the futex waits, by (name, kind), summed over the processes of the tree.
 /// Returns (snapshots, snapshots that named a caller).
 pub(super) fn add_user_rows(
     raw: &RawLocks,
     symbols: &mut Symbols,
-    on_cpu: &super::HolderSamples,
+    on_cpu: &HolderSamples,
     rows: &mut Vec<LockRow>,
 ) -> (u64, u64) {
-    let mut spaces: HashMap<u32, UserSpace> = HashMap::new();
-    // Per (tgid, uaddr): caller → wait, and the libc frames seen (to classify the wait).
-    let mut callers: HashMap<(u32, u64), HashMap<String, u64>> = HashMap::new();
-    let mut libc_frames: HashMap<(u32, u64), Vec<String>> = HashMap::new();
-    // Per (tgid, uaddr): the function that released the lock to a waiter → the wait it
-    // ended (from the wakers' copies).
-    let mut holders: HashMap<(u32, u64), HashMap<String, u64>> = HashMap::new();
-    for s in raw
-        .snapshots
-        .iter()
-        .filter(|s| s.waker.is_some() && !s.syscall)
-    {
-        let Some(holder) = holder_of(raw, s, symbols, &mut spaces) else {
-            continue;
-        };
-        let w = holders
-            .entry((s.waiter_tgid, s.uaddr))
-            .or_default()
-            .entry(holder)
-            .or_default();
-        *w = w.saturating_add(s.wait_ns.max(1));
+    let waits = FutexWaits::index(raw, symbols);
+    let mut by_name: HashMap<RowKey, (RowBuilder, HolderEvidence)> = HashMap::new();
+    // The row each futex went to, to name a holder's wait on another lock.
+    let mut row_of: HashMap<Futex, String> = HashMap::new();
+    for u in &raw.user {
+        let futex = (u.tgid, u.uaddr);
+        let maps = raw.maps.get(&u.tgid).map(Vec::as_slice).unwrap_or(&[]);
+        let kind = waits.kind(u, maps);
+        let name = waits.name(u, &kind, maps, symbols);
+        row_of.insert(futex, name.clone());
+        let (b, holders) = by_name
+            .entry((name.clone(), kind.clone()))
+            .or_insert_with(|| {
+                let row = LockRow {
+                    address: format!("{:#x}", u.uaddr),
+                    ..LockRow::new(Scope::User, name, kind)
+                };
+                (RowBuilder::new(row), HolderEvidence::default())
+            });
+        b.add_wait(u.tgid, u.count, u.total_ns, u.max_ns);
+        b.add_callers(waits.callers.get(&futex));
+        holders.seen += waits.windows.get(&futex).copied().unwrap_or(0);
+        holders.add_blocked(u.tgid, waits.blocked.get(&futex));
+        holders.add_running(on_cpu.get(&(u.tgid, u.uaddr, None)));
+        holders.add_released(waits.released.get(&futex));
     }
-    // Per (tgid, uaddr): the time of the waits whose waker was seen, and the parts of it
-    // the wakers spent blocked in waits of their own (by what they waited on).
-    let mut windows: HashMap<(u32, u64), u64> = HashMap::new();
-    let mut blocked: HashMap<(u32, u64), HashMap<WaitTarget, u64>> = HashMap::new();
-    for s in raw
-        .snapshots
-        .iter()
-        .filter(|s| s.waker.is_some() && !s.syscall && s.wait_ns > 0)
-    {
-        *windows.entry((s.waiter_tgid, s.uaddr)).or_default() += s.wait_ns;
-        if let Some(b) = s.holder_blocked {
-            // A holder's wait on this very lock (before it took it) is no link.
-            if !b.syscall && b.uaddr == s.uaddr {
+    for (b, holders) in by_name.into_values() {
+        let mut row = b.finish(raw);
+        name_holders(&mut row, holders, &row_of);
+        rows.push(row);
+    }
+    (waits.copies, waits.resolved)
+}
+
+/// What the holders did while the waiters waited: their share running and their own
+/// waits; who they were, where they were sampled running then, else where they released
+/// the lock.
+fn name_holders(row: &mut LockRow, mut holders: HolderEvidence, row_of: &HashMap<Futex, String>) {
+    if holders.seen > 0 {
+        row.holder_running = holders.running.as_ref().map(|_| holders.running_share());
+        let chained = std::mem::take(&mut holders.blocked);
+        row.holder_waits = holder_waits(chained, row_of, holders.seen);
+    }
+    holders.name_holders(row);
+}
+
+/// What the waiters' and wakers' stack copies say of each futex's waits.
+#[derive(Default)]
+struct FutexWaits {
+    /// The function that released the lock to a waiter → the wait it ended (from the
+    /// wakers' copies).
+    released: HashMap<Futex, HashMap<String, u64>>,
+    /// The time of the waits whose waker was seen.
+    windows: HashMap<Futex, u64>,
+    /// The parts of it the wakers spent blocked in waits of their own, by what they
+    /// waited on.
+    blocked: HashMap<Futex, HashMap<WaitTarget, u64>>,
+    /// Caller → wait (from the waiters' copies).
+    callers: HashMap<Futex, HashMap<String, u64>>,
+    /// The libc frames seen, to classify the wait.
+    libc_frames: HashMap<Futex, Vec<String>>,
+    /// The waiters' stack copies.
+    copies: u64,
+    /// The waiters' stack copies that named a caller.
+    resolved: u64,
+}
+
+impl FutexWaits {
+    /// Reads every futex wait's stack copies.
+    fn index(raw: &RawLocks, symbols: &mut Symbols) -> FutexWaits {
+        let mut waits = FutexWaits::default();
+        let mut spaces: HashMap<u32, UserSpace> = HashMap::new();
+        waits.add_released(raw, symbols, &mut spaces);
+        waits.add_windows(raw);
+        waits.add_waiters(raw, symbols, &mut spaces);
+        waits
+    }
+
+    /// Where the wakers released each lock, by the wait it ended.
+    fn add_released(
+        &mut self,
+        raw: &RawLocks,
+        symbols: &mut Symbols,
+        spaces: &mut HashMap<u32, UserSpace>,
+    ) {
+        for s in raw
+            .snapshots
+            .iter()
+            .filter(|s| s.waker.is_some() && !s.syscall)
+        {
+            let Some(holder) = holder_of(raw, s, symbols, spaces) else {
                 continue;
-            }
-            *blocked
+            };
+            let w = self
+                .released
                 .entry((s.waiter_tgid, s.uaddr))
                 .or_default()
-                .entry((b.syscall, b.op, b.uaddr))
-                .or_default() += b.ns.min(s.wait_ns);
-        }
-    }
-    let mut resolved = 0;
-    for s in raw
-        .snapshots
-        .iter()
-        .filter(|s| !s.syscall && s.waker.is_none())
-    {
-        let Some((own, libc)) = snapshot_frames(raw, s, symbols, &mut spaces) else {
-            continue;
-        };
-        let caller = own.into_iter().next();
-        let seen = libc_frames.entry((s.tgid, s.uaddr)).or_default();
-        for f in libc {
-            if !seen.contains(&f) && seen.len() < 16 {
-                seen.push(f);
-            }
-        }
-        if let Some(c) = caller {
-            resolved += 1;
-            let w = callers
-                .entry((s.tgid, s.uaddr))
-                .or_default()
-                .entry(c)
+                .entry(holder)
                 .or_default();
             *w = w.saturating_add(s.wait_ns.max(1));
         }
     }
-    // Rows by (name, kind), summed over processes of the tree.
-    let mut by_name: HashMap<(String, LockKind), (LockRow, HashMap<String, u64>)> = HashMap::new();
-    let mut held: HashMap<(String, LockKind), HashMap<String, u64>> = HashMap::new();
-    let mut running: HashMap<(String, LockKind), BlamedLock> = HashMap::new();
-    // Per row: the waker-seen wait time, and the holders' own waits in it by target.
-    let mut seen_ns: HashMap<(String, LockKind), u64> = HashMap::new();
-    let mut chained: HashMap<(String, LockKind), HashMap<(WaitTarget, u32), u64>> = HashMap::new();
-    // The row each futex went to, to name a holder's wait on another lock.
-    let mut row_of: HashMap<(u32, u64), String> = HashMap::new();
-    // Wait per process of each row, to say which attached process did it.
-    let mut procs: HashMap<(String, LockKind), HashMap<u32, u64>> = HashMap::new();
-    for u in &raw.user {
-        let maps = raw.maps.get(&u.tgid).map(Vec::as_slice).unwrap_or(&[]);
-        let kind = user_wait_kind(
-            libc_frames
-                .get(&(u.tgid, u.uaddr))
-                .map(Vec::as_slice)
-                .unwrap_or(&[]),
-        );
-        let kind = if kind == LockKind::Futex && matches!(u.op, 6 | 13) {
-            LockKind::PiMutex
-        } else {
-            kind
-        };
-        // No stack copy to tell: a futex at the top of an anonymous mapping is a thread
-        // descriptor's tid, which only pthread_join waits on.
-        let kind = if kind == LockKind::Futex && is_thread_descriptor(u.uaddr, maps) {
-            LockKind::Join
-        } else {
-            kind
-        };
+
+    /// The time of the waits whose waker was seen, and the wakers' own waits in it.
+    fn add_windows(&mut self, raw: &RawLocks) {
+        for s in raw
+            .snapshots
+            .iter()
+            .filter(|s| s.waker.is_some() && !s.syscall && s.wait_ns > 0)
+        {
+            let futex = (s.waiter_tgid, s.uaddr);
+            *self.windows.entry(futex).or_default() += s.wait_ns;
+            let Some(b) = &s.holder_blocked else {
+                continue;
+            };
+            // A holder's wait on this very lock (before it took it) is no link.
+            if !b.syscall && b.uaddr == s.uaddr {
+                continue;
+            }
+            let (target, ns) = blocked_target(b, s.wait_ns);
+            *self
+                .blocked
+                .entry(futex)
+                .or_default()
+                .entry(target)
+                .or_default() += ns;
+        }
+    }
+
+    /// The waiters' callers and libc frames, from their stack copies.
+    fn add_waiters(
+        &mut self,
+        raw: &RawLocks,
+        symbols: &mut Symbols,
+        spaces: &mut HashMap<u32, UserSpace>,
+    ) {
+        for s in raw
+            .snapshots
+            .iter()
+            .filter(|s| !s.syscall && s.waker.is_none())
+        {
+            self.copies += 1;
+            let Some((own, libc)) = snapshot_frames(raw, s, symbols, spaces) else {
+                continue;
+            };
+            let seen = self.libc_frames.entry((s.tgid, s.uaddr)).or_default();
+            for f in libc {
+                if !seen.contains(&f) && seen.len() < 16 {
+                    seen.push(f);
+                }
+            }
+            if let Some(c) = own.into_iter().next() {
+                self.resolved += 1;
+                let w = self
+                    .callers
+                    .entry((s.tgid, s.uaddr))
+                    .or_default()
+                    .entry(c)
+                    .or_default();
+                *w = w.saturating_add(s.wait_ns.max(1));
+            }
+        }
+    }
+
+    /// A futex's kind, from its waiters' libc frames. A futex waited on with the PI
+    /// operations is a PI mutex. With no stack copy to tell, a futex at the top of an
+    /// anonymous mapping is a thread descriptor's tid, which only pthread_join waits on.
+    fn kind(&self, u: &UserLockRaw, maps: &[ProcMap]) -> LockKind {
+        let libc = self
+            .libc_frames
+            .get(&(u.tgid, u.uaddr))
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
+        match user_wait_kind(libc) {
+            LockKind::Futex if matches!(u.op, 6 | 13) => LockKind::PiMutex,
+            LockKind::Futex if is_thread_descriptor(u.uaddr, maps) => LockKind::Join,
+            kind => kind,
+        }
+    }
+
+    /// A futex's row name: its symbol, the condvar it is a signal word of, or for every
+    /// thread's join one name.
+    fn name(
+        &self,
+        u: &UserLockRaw,
+        kind: &LockKind,
+        maps: &[ProcMap],
+        symbols: &mut Symbols,
+    ) -> String {
         // Each thread's join waits on its own descriptor: one row for all of them.
-        let name = if kind == LockKind::Join {
+        let name = if *kind == LockKind::Join {
             "pthread_join".to_string()
-        } else if kind == LockKind::Condvar {
+        } else if *kind == LockKind::Condvar {
             // Waiters sleep on one of the condvar's two signal words: name the condvar.
             condvar_name(&name_user_address(u.uaddr, maps, symbols))
         } else {
@@ -229,175 +306,12 @@ pub(super) fn add_user_rows(
         // A lock in allocated memory has a new address in every run (ASLR, the
         // allocator): name it by the function that takes it, so that repeats and points
         // agree. The address stays in the row.
-        let name = match callers.get(&(u.tgid, u.uaddr)).and_then(top_caller) {
+        match self.callers.get(&(u.tgid, u.uaddr)).and_then(top_caller) {
             Some(caller) if is_dynamic_address_name(&name) => {
                 let place = name.split(' ').next().unwrap_or("heap");
                 format!("{kind}@{caller} ({place})")
             }
             _ => name,
-        };
-        let entry = by_name
-            .entry((name.clone(), kind.clone()))
-            .or_insert_with(|| {
-                (
-                    LockRow {
-                        address: format!("{:#x}", u.uaddr),
-                        ..LockRow::new(Scope::User, name, kind)
-                    },
-                    HashMap::new(),
-                )
-            });
-        entry.0.count += u.count;
-        entry.0.total_wait_ns += u.total_ns;
-        entry.0.max_wait_ns = entry.0.max_wait_ns.max(u.max_ns);
-        *procs
-            .entry((entry.0.name.clone(), entry.0.lock_type.clone()))
-            .or_default()
-            .entry(u.tgid)
-            .or_default() += u.total_ns;
-        if let Some(c) = callers.get(&(u.tgid, u.uaddr)) {
-            for (f, w) in c {
-                *entry.1.entry(f.clone()).or_default() += w;
-            }
-        }
-        let row_key = (entry.0.name.clone(), entry.0.lock_type.clone());
-        row_of.insert((u.tgid, u.uaddr), entry.0.name.clone());
-        if let Some(&w) = windows.get(&(u.tgid, u.uaddr)) {
-            *seen_ns.entry(row_key.clone()).or_default() += w;
-        }
-        if let Some(b) = blocked.get(&(u.tgid, u.uaddr)) {
-            let to = chained.entry(row_key).or_default();
-            for (&target, &ns) in b {
-                *to.entry((target, u.tgid)).or_default() += ns;
-            }
-        }
-        if let Some(h) = on_cpu.get(&(u.tgid, u.uaddr, None)) {
-            add_sampled(
-                running
-                    .entry((entry.0.name.clone(), entry.0.lock_type.clone()))
-                    .or_default(),
-                h,
-            );
-        }
-        if let Some(h) = holders.get(&(u.tgid, u.uaddr)) {
-            let to = held
-                .entry((entry.0.name.clone(), entry.0.lock_type.clone()))
-                .or_default();
-            for (f, w) in h {
-                *to.entry(f.clone()).or_default() += w;
-            }
         }
     }
-    for (key, (mut row, c)) in by_name {
-        if let Some(&seen) = seen_ns.get(&key).filter(|&&n| n > 0) {
-            row.holder_running = running.get(&key).map(|h| {
-                (h.functions.values().map(|v| v.1).sum::<u64>() as f64 / seen as f64).min(1.0)
-            });
-            row.holder_waits = holder_waits(chained.remove(&key), &row_of, seen);
-        }
-        let total: u64 = c.values().sum();
-        row.callers = top_callers(c, total);
-        row.process = procs.get(&key).and_then(|p| attached_process(raw, p));
-        // What the holders did while the waiters waited, where they were sampled
-        // running then; else where they released the lock.
-        let sampled = running
-            .remove(&key)
-            .filter(|h| h.functions.values().map(|v| v.0).sum::<u64>() >= MIN_HOLDER_SAMPLES);
-        if let Some(h) = sampled {
-            on_cpu_holders(&mut row, h);
-        } else if let Some(h) = held.remove(&key) {
-            let total: u64 = h.values().sum();
-            row.holders = with_state(top_callers(h, total), HolderState::AtRelease);
-        }
-        rows.push(row);
-    }
-    let copies = raw
-        .snapshots
-        .iter()
-        .filter(|s| !s.syscall && s.waker.is_none())
-        .count();
-    (copies as u64, resolved)
-}
-
-/// The holders' own waits as shares of the waker-seen wait time, largest first: a system
-/// call by its name, a futex by the row its lock went to.
-pub(super) fn holder_waits(
-    chained: Option<HashMap<(WaitTarget, u32), u64>>,
-    row_of: &HashMap<(u32, u64), String>,
-    seen: u64,
-) -> Vec<HolderWait> {
-    let mut by_name: HashMap<(String, bool), u64> = HashMap::new();
-    for (((syscall, op, uaddr), tgid), ns) in chained.unwrap_or_default() {
-        let name = if syscall {
-            super::syscall::syscall_name(op)
-        } else {
-            // A futex in shared memory has one address in every forked process.
-            row_of
-                .get(&(tgid, uaddr))
-                .or_else(|| row_of.iter().find(|(k, _)| k.1 == uaddr).map(|(_, v)| v))
-                .cloned()
-                .unwrap_or_else(|| format!("futex {uaddr:#x}"))
-        };
-        *by_name.entry((name, !syscall)).or_default() += ns;
-    }
-    let mut v: Vec<HolderWait> = by_name
-        .into_iter()
-        .map(|((wait, lock), ns)| HolderWait {
-            wait,
-            lock,
-            share: (ns as f64 / seen as f64).min(1.0),
-        })
-        .filter(|w| w.share >= 0.01)
-        .collect();
-    v.sort_by(|a, b| {
-        b.share
-            .total_cmp(&a.share)
-            .then_with(|| a.wait.cmp(&b.wait))
-    });
-    v.truncate(3);
-    v
-}
-
-/// The function whose critical section a waker's stack copy ends: the innermost frame
-/// outside libc (the caller of the unlock), or, when that frame's call instruction called
-/// another function of the program, that function, which tail-called the unlock
-/// (`rebuild_index` ending in `jmp pthread_mutex_unlock` leaves only `worker` on the stack).
-pub(super) fn holder_of(
-    raw: &RawLocks,
-    s: &scalprof_model::locks::StackSnapshot,
-    symbols: &mut Symbols,
-    spaces: &mut HashMap<u32, UserSpace>,
-) -> Option<String> {
-    let maps = raw.maps.get(&s.tgid)?;
-    let space = spaces
-        .entry(s.tgid)
-        .or_insert_with(|| UserSpace::from_maps(maps, &mut symbols.files));
-    let addrs = space.unwind(s.ip, s.sp, s.bp, &s.stack);
-    let mut own: Vec<String> = Vec::new();
-    let mut first_own = None;
-    for (i, &a) in addrs.iter().enumerate() {
-        let lookup = if i == 0 { a } else { a.saturating_sub(1) };
-        let Some((func, path)) = space.symbolize(lookup) else {
-            continue;
-        };
-        if is_runtime_library(&path) || scalprof_model::vocabulary::is_lock_wrapper(&func) {
-            continue;
-        }
-        if first_own.is_none() {
-            first_own = Some(i);
-        }
-        own.push(func);
-    }
-    let i = first_own?;
-    if i > 0 {
-        if let Some(callee) = space
-            .called_at(addrs[i])
-            .filter(|c| !scalprof_model::vocabulary::is_lock_wrapper(c))
-        {
-            if Some(&callee) != own.first() {
-                return Some(callee);
-            }
-        }
-    }
-    waiting_function(&own)
 }

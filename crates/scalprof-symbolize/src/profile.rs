@@ -22,7 +22,7 @@ pub use parallel::{
 };
 
 pub use user::UserSpace;
-use user::{file_address, framehop_module, is_anonymous};
+use user::{framehop_module, is_anonymous};
 
 use std::collections::{HashMap, HashSet};
 
@@ -34,16 +34,11 @@ use std::sync::Arc;
 
 use framehop::x86_64::{CacheX86_64, UnwinderX86_64};
 use framehop::Unwinder;
-use linux_perf_event_reader::{
-    Endianness, EventRecord, PerfEventAttr, RawData, RawEventRecord, RecordParseInfo, RecordType,
-};
+use linux_perf_event_reader::{EventRecord, RawData, RawEventRecord, RecordParseInfo, RecordType};
 use scalprof_debuginfo::{ElfInfo, Kallsyms, SymbolCache};
 
 use crate::perf_map::PerfMap;
-use scalprof_model::profile::{THREAD_LOADS, THREAD_LOAD_MIN};
-use scalprof_model::{
-    FoldedStack, HotInstruction, PointProfile, ProfileStats, SerialStats, ThreadLoad,
-};
+use scalprof_model::{FoldedStack, HotInstruction, PointProfile, ProfileStats};
 
 /// perf's callchain context markers are the top 4095 values of u64.
 const PERF_CONTEXT_MAX: u64 = u64::MAX - 4094;

@@ -1,8 +1,14 @@
 //! Several builders over one stream of records, each symbolizing its share of the
 //! samples, merged into the profile one builder makes.
 
-use super::*;
-use linux_perf_event_reader::SampleRecord;
+use std::sync::Arc;
+
+use linux_perf_event_reader::{Endianness, EventRecord, PerfEventAttr, RawData};
+use linux_perf_event_reader::{RecordParseInfo, SampleRecord};
+use scalprof_model::ProfileStats;
+
+use super::{raw_record, Blamed, FastMap, ProfileBuilder, ProfileError, Symbols};
+use super::{PERF_RECORD_SAMPLE, REG_SP};
 
 /// One of several builders over the same records ([`parallel`]): every builder handles
 /// every record that changes what is known of the processes (mappings, names, forks,

@@ -4,7 +4,8 @@
 use linux_perf_event_reader::{CpuMode, SampleRecord};
 use scalprof_debuginfo::Kallsyms;
 
-use super::*;
+use super::user::file_address;
+use super::{ProfileBuilder, Symbols, MIN_CODE_ADDRESS, PERF_CONTEXT_MAX, PERF_CONTEXT_USER};
 
 impl ProfileBuilder {
     pub(super) fn handle_sample(&mut self, s: &SampleRecord<'_>, symbols: &mut Symbols) {
@@ -14,10 +15,47 @@ impl ProfileBuilder {
         };
         self.stats.samples += 1;
         let weight = s.period.unwrap_or(1);
+        // The vectors of frames are the builder's, reused from sample to sample.
+        let (mut kernel, mut frames, mut user_ids) = std::mem::take(&mut self.scratch);
+        let user_chain = self.split_callchain(s, &symbols.kernel, &mut kernel);
+        // User part: unwind the copied stack; else the recorded user callchain.
+        let user_addrs = self.user_addresses(pid, s, user_chain);
+        frames.clear();
+        frames.push(self.comm_id(pid));
+        self.user_frame_ids(pid, &user_addrs, &mut user_ids);
+        frames.extend(&user_ids);
+        frames.extend(kernel.iter().rev());
+        self.stats.frames += (frames.len() - 1) as u64;
+        let leaf_user = user_ids.last().copied().unwrap_or(u32::MAX);
+        if let Some(t) = s.timestamp {
+            self.timeline.push((t, tid, leaf_user));
+            self.thread_pid.insert(tid, pid);
+            self.blame_sample(pid, tid, t, weight, &user_addrs, &frames);
+        }
+        // The tool's own work is its overhead, never the program's cost.
+        if kernel.iter().any(|&id| self.tool_names[id as usize]) {
+            self.stats.overhead_samples += 1;
+            self.stats.overhead_weight = self.stats.overhead_weight.saturating_add(weight);
+        } else {
+            if kernel.is_empty() {
+                if let Some(&ip) = user_addrs.first() {
+                    self.count_hot(pid, ip, weight);
+                }
+            }
+            self.count_stack(&frames, weight);
+        }
+        self.scratch = (kernel, frames, user_ids);
+    }
 
-        // Kernel part: callchain entries up to the user context marker, leaf first. The
-        // vectors of frames are the builder's, reused from sample to sample.
-        let mut kernel = std::mem::take(&mut self.scratch.0);
+    /// Splits a sample's callchain at the user context marker: the kernel frames' name ids
+    /// into `kernel`, leaf first (for a kernel-mode sample without them, its instruction),
+    /// and the user addresses returned, leaf first.
+    fn split_callchain(
+        &mut self,
+        s: &SampleRecord<'_>,
+        kallsyms: &Kallsyms,
+        kernel: &mut Vec<u32>,
+    ) -> Vec<u64> {
         kernel.clear();
         let mut user_chain: Vec<u64> = Vec::new();
         if let Some(chain) = &s.callchain {
@@ -35,40 +73,41 @@ impl ProfileBuilder {
                         user_chain.push(addr);
                     }
                 } else {
-                    kernel.push(self.kernel_frame(addr, &symbols.kernel));
+                    kernel.push(self.kernel_frame(addr, kallsyms));
                 }
             }
         }
         if kernel.is_empty() && s.cpu_mode == CpuMode::Kernel {
             if let Some(ip) = s.ip {
-                kernel.push(self.kernel_frame(ip, &symbols.kernel));
+                kernel.push(self.kernel_frame(ip, kallsyms));
             }
         }
+        user_chain
+    }
 
-        // User part: unwind the copied stack; else the recorded user callchain.
-        let user_addrs = self.user_addresses(pid, s, user_chain);
+    /// The name id of a sample's process: its command, or `pid-N` while it has none.
+    fn comm_id(&mut self, pid: i32) -> u32 {
         let process = self.processes.entry(pid).or_default();
-        let comm_id = match process.comm_id {
-            Some(id) => id,
-            None => {
-                let named = !process.comm.is_empty();
-                let comm = if named {
-                    process.comm.clone()
-                } else {
-                    format!("pid-{pid}")
-                };
-                let id = self.intern(&comm);
-                // A process without a name yet may get one: only a name is kept.
-                if let Some(p) = self.processes.get_mut(&pid).filter(|_| named) {
-                    p.comm_id = Some(id);
-                }
-                id
-            }
+        if let Some(id) = process.comm_id {
+            return id;
+        }
+        let named = !process.comm.is_empty();
+        let comm = if named {
+            process.comm.clone()
+        } else {
+            format!("pid-{pid}")
         };
-        let mut frames = std::mem::take(&mut self.scratch.1);
-        frames.clear();
-        frames.push(comm_id);
-        let mut user_ids = std::mem::take(&mut self.scratch.2);
+        let id = self.intern(&comm);
+        // A process without a name yet may get one: only a name is kept.
+        if let Some(p) = self.processes.get_mut(&pid).filter(|_| named) {
+            p.comm_id = Some(id);
+        }
+        id
+    }
+
+    /// The name ids of a user stack's frames into `user_ids`, outermost first, inlined
+    /// functions included.
+    fn user_frame_ids(&mut self, pid: i32, user_addrs: &[u64], user_ids: &mut Vec<u32>) {
         user_ids.clear();
         for (i, &addr) in user_addrs.iter().enumerate().rev() {
             // Return addresses point after the call: look up the call instruction.
@@ -79,44 +118,30 @@ impl ProfileBuilder {
         if !user_addrs.is_empty() {
             self.stats.user_stacks += 1;
         }
-        frames.extend(&user_ids);
-        frames.extend(kernel.iter().rev());
-        self.stats.frames += (frames.len() - 1) as u64;
-        let leaf_user = user_ids.last().copied().unwrap_or(u32::MAX);
-        if let Some(t) = s.timestamp {
-            self.timeline.push((t, tid, leaf_user));
-            self.thread_pid.insert(tid, pid);
-            self.blame_sample(pid, tid, t, weight, &user_addrs, &frames);
+    }
+
+    /// Counts where a user-mode sample landed, by file and stated address: the
+    /// instructions the sharing analysis decodes.
+    fn count_hot(&mut self, pid: i32, ip: u64, weight: u64) {
+        if let Some(key) = self.processes.get(&pid).and_then(|p| file_address(p, ip)) {
+            let e = self.hot.entry(key).or_insert((0, 0));
+            e.0 += 1;
+            e.1 = e.1.saturating_add(weight);
         }
-        // The tool's own work is its overhead, never the program's cost.
-        if kernel.iter().any(|&id| self.tool_names[id as usize]) {
-            self.stats.overhead_samples += 1;
-            self.stats.overhead_weight = self.stats.overhead_weight.saturating_add(weight);
-            self.scratch = (kernel, frames, user_ids);
-            return;
-        }
-        // Where user-mode samples landed, by file and stated address: the instructions
-        // the sharing analysis decodes.
-        if kernel.is_empty() {
-            if let Some(&ip) = user_addrs.first() {
-                if let Some(key) = self.processes.get(&pid).and_then(|p| file_address(p, ip)) {
-                    let e = self.hot.entry(key).or_insert((0, 0));
-                    e.0 += 1;
-                    e.1 = e.1.saturating_add(weight);
-                }
-            }
-        }
-        // A stack seen before is found by its frames, without a copy of them.
-        match self.stacks.get_mut(frames.as_slice()) {
+    }
+
+    /// Counts a sample's stack: one seen before is found by its frames, without a copy
+    /// of them.
+    fn count_stack(&mut self, frames: &[u32], weight: u64) {
+        match self.stacks.get_mut(frames) {
             Some(e) => {
                 e.0 += 1;
                 e.1 = e.1.saturating_add(weight);
             }
             None => {
-                self.stacks.insert(frames.clone(), (1, weight));
+                self.stacks.insert(frames.to_vec(), (1, weight));
             }
         }
-        self.scratch = (kernel, frames, user_ids);
     }
 
     /// Counts a holder thread's sample for every wait of its waiters it falls in, by the

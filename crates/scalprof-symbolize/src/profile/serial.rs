@@ -1,6 +1,11 @@
 //! How much of the sampled time one thread ran alone, and each thread's share on a CPU.
 
-use super::*;
+use std::collections::HashMap;
+
+use scalprof_model::profile::{THREAD_LOADS, THREAD_LOAD_MIN};
+use scalprof_model::{SerialStats, ThreadLoad};
+
+use super::{ProfileBuilder, MAX_SERIAL_BINS, SERIAL_BIN_NS};
 
 /// A thread that finished with at least this share of a lone thread's samples did the same
 /// work (sampling noise allowed): the lone thread ran late, it did not have more to do.

@@ -9,7 +9,7 @@ use scalprof_debuginfo::{ElfInfo, SymbolCache};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::*;
+use super::{Mapping, Process, ProfileBuilder, MAX_FRAMES, REG_BP, REG_IP, REG_SP};
 
 impl ProfileBuilder {
     /// User frame addresses, leaf first.

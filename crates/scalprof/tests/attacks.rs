@@ -6,9 +6,10 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command as StdCommand, Output};
+use std::process::Command as StdCommand;
 
 mod common;
+use common::cli::{quick_run, scalprof_process, show_json, stderr_of, store_with_a_run, QUICK_RUN};
 use common::scalprof;
 
 const NOBODY: u32 = 65534;
@@ -27,10 +28,6 @@ fn need_root(test: &str) -> bool {
     false
 }
 
-fn stderr_of(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
 fn mode(path: &Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
@@ -47,18 +44,6 @@ fn nobodys_folder(path: &Path) -> PathBuf {
 fn nobodys_link(target: &Path, link: &Path) {
     std::os::unix::fs::symlink(target, link).unwrap();
     std::os::unix::fs::lchown(link, Some(NOBODY), Some(NOBODY)).unwrap();
-}
-
-/// A store with one quick run in it.
-fn store_with_a_run(dir: &Path) -> PathBuf {
-    let db = dir.join("runs.db");
-    let out = scalprof(&db)
-        .args(["run", "-t", "1", "--repeat", "1", "--diagnose", "0", "--"])
-        .args(["sh", "-c", "echo ops=1"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
-    db
 }
 
 /// scalprof with nothing of the test's environment but PATH and `env`.
@@ -250,11 +235,8 @@ mod interruptions {
         std::fs::create_dir(&folder).unwrap();
         let target = folder.join("big.html");
         std::fs::write(&target, "OLD\n").unwrap();
-        let mut cmd = StdCommand::new(assert_cmd::cargo::cargo_bin("scalprof"));
-        cmd.arg("--db")
-            .arg(&db)
-            .args(["report", "1", "-o"])
-            .arg(&target);
+        let mut cmd = scalprof_process(&db);
+        cmd.args(["report", "1", "-o"]).arg(&target);
         // SAFETY: setrlimit is async-signal-safe and touches only the child.
         unsafe {
             cmd.pre_exec(|| {
@@ -339,10 +321,8 @@ mod interruptions {
         let _turn = common::exclusive();
         let tmp = tempfile::tempdir().unwrap();
         let db = tmp.path().join("runs.db");
-        let child = StdCommand::new(assert_cmd::cargo::cargo_bin("scalprof"))
-            .arg("--db")
-            .arg(&db)
-            .args(["run", "-t", "1", "--repeat", "1", "--diagnose", "0", "--"])
+        let child = scalprof_process(&db)
+            .args(QUICK_RUN)
             .args(["sh", "-c", "sleep 1; echo ops=1"])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
@@ -375,11 +355,7 @@ mod interruptions {
         let err = stderr_of(&out);
         assert!(out.status.success(), "{err}");
         assert!(err.contains("was stopped while a repeat ran"), "{err}");
-        let show = scalprof(&db)
-            .args(["show", "1", "--json"])
-            .output()
-            .unwrap();
-        let doc: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+        let doc = show_json(&db, "1");
         // One repeat, or more when other work on the machine disturbed it (a disturbed
         // repeat is measured again): none of them counts the pause.
         let repeats = doc["points"][0]["repeats"].as_array().unwrap();
@@ -428,10 +404,8 @@ mod limits {
         let _turn = common::exclusive();
         let tmp = tempfile::tempdir().unwrap();
         let db = tmp.path().join("runs.db");
-        let child = StdCommand::new(assert_cmd::cargo::cargo_bin("scalprof"))
-            .arg("--db")
-            .arg(&db)
-            .args(["run", "-t", "1", "--repeat", "1", "--diagnose", "0", "--"])
+        let child = scalprof_process(&db)
+            .args(QUICK_RUN)
             .args([
                 "sh",
                 "-c",
@@ -462,11 +436,7 @@ mod limits {
         );
         assert!(err.contains("wrote 143 MiB"), "{err}");
         // The tail, where the ops line is, is kept.
-        let show = scalprof(&db)
-            .args(["show", "1", "--json"])
-            .output()
-            .unwrap();
-        let doc: serde_json::Value = serde_json::from_slice(&show.stdout).unwrap();
+        let doc = show_json(&db, "1");
         assert_eq!(doc["points"][0]["repeats"][0]["ops"], 1);
         let text = std::fs::read(&stdout).unwrap();
         assert!(text.ends_with(b"ops=1\n"));
@@ -481,11 +451,12 @@ mod limits {
         }
         let tmp = tempfile::tempdir().unwrap();
         let fs = Tmpfs::mount(&tmp.path().join("tfs"), 20);
-        let out = scalprof(&fs.0.join("full.db"))
-            .args(["run", "-t", "1", "--repeat", "1", "--diagnose", "0", "--"])
-            .args(["sh", "-c", "head -c 60000000 /dev/zero; echo ops=1"])
-            .output()
-            .unwrap();
+        let out = quick_run(
+            &fs.0.join("full.db"),
+            "head -c 60000000 /dev/zero; echo ops=1",
+        )
+        .output()
+        .unwrap();
         let err = stderr_of(&out);
         assert_eq!(out.status.code(), Some(1), "{err}");
         assert!(err.contains("writing the workload's output to"), "{err}");
@@ -550,8 +521,7 @@ mod limits {
 
     /// scalprof under an address-space limit of `kib` KiB (`ulimit -v kib`).
     fn under_ulimit_v(db: &Path, kib: u64) -> StdCommand {
-        let mut cmd = StdCommand::new(assert_cmd::cargo::cargo_bin("scalprof"));
-        cmd.arg("--db").arg(db);
+        let mut cmd = scalprof_process(db);
         // SAFETY: setrlimit is async-signal-safe and touches only the child.
         unsafe {
             cmd.pre_exec(move || {

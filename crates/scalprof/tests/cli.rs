@@ -10,6 +10,7 @@ use serde_json::Value;
 
 mod common;
 use common::check_shape;
+use common::cli::{quick_run, scalprof_process, show_json, QUICK_RUN};
 use common::scalprof;
 
 fn read_json(path: &Path) -> Value {
@@ -65,13 +66,7 @@ fn run_document_keeps_its_contract() {
         eprintln!("not root: traced repeats not checked (profiling needs privileges)");
     }
     // `show --json` prints the same document the run wrote.
-    let shown = scalprof(&db)
-        .args(["show", "contract", "--json"])
-        .output()
-        .unwrap();
-    assert!(shown.status.success());
-    let shown: Value = serde_json::from_slice(&shown.stdout).unwrap();
-    assert_eq!(shown, doc);
+    assert_eq!(show_json(&db, "contract"), doc);
 }
 
 #[test]
@@ -153,11 +148,7 @@ fn a_failing_workload_is_recorded_and_its_stderr_shown() {
             "threads 2, repeat 1: exited with status 1",
         ))
         .stderr(predicate::str::contains("cannot allocate 2 widgets"));
-    let out = scalprof(&db)
-        .args(["show", "latest", "--json"])
-        .output()
-        .unwrap();
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc = show_json(&db, "latest");
     assert_eq!(doc["status"], "failed");
     assert_eq!(
         doc["points"].as_array().unwrap().len(),
@@ -184,11 +175,7 @@ fn a_failing_workload_is_recorded_and_its_stderr_shown() {
         ])
         .assert()
         .success();
-    let out = scalprof(&db)
-        .args(["show", "latest", "--json"])
-        .output()
-        .unwrap();
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc = show_json(&db, "latest");
     assert_eq!(doc["points"].as_array().unwrap().len(), 3);
     assert!(doc["warnings"]
         .as_array()
@@ -234,11 +221,7 @@ fn a_crash_and_a_timeout_are_recorded() {
         .code(1)
         .stderr(predicate::str::contains("timed out"));
     assert!(t0.elapsed() < Duration::from_secs(10));
-    let out = scalprof(&db)
-        .args(["show", "latest", "--json"])
-        .output()
-        .unwrap();
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc = show_json(&db, "latest");
     assert_eq!(doc["points"][0]["repeats"][0]["timed_out"], true);
 }
 
@@ -252,9 +235,7 @@ fn sigint_during_the_second_point_keeps_the_first() {
         "if [ $1 -ge 2 ]; then touch {}; sleep 30; fi; echo ops=100",
         marker.display()
     );
-    let child = StdCommand::new(assert_cmd::cargo::cargo_bin("scalprof"))
-        .arg("--db")
-        .arg(&db)
+    let child = scalprof_process(&db)
         .args(["run", "-t", "1,2", "--repeat", "3", "--json"])
         .arg(dir.path().join("run.json"))
         .args(["--", "sh", "-c", &script, "sh", "{threads}"])
@@ -285,11 +266,7 @@ fn sigint_during_the_second_point_keeps_the_first() {
         t0.elapsed() < Duration::from_secs(10),
         "the sleeping workload was stopped"
     );
-    let shown = scalprof(&db)
-        .args(["show", "latest", "--json"])
-        .output()
-        .unwrap();
-    let doc: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    let doc = show_json(&db, "latest");
     assert_eq!(doc["status"], "interrupted");
     let points = doc["points"].as_array().unwrap();
     assert_eq!(
@@ -318,9 +295,7 @@ fn killing_scalprof_loses_at_most_the_repeat_in_flight() {
         "if [ $1 -ge 2 ]; then touch {}; exec sleep 37; fi; echo ops=100",
         marker.display()
     );
-    let mut child = StdCommand::new(assert_cmd::cargo::cargo_bin("scalprof"))
-        .arg("--db")
-        .arg(&db)
+    let mut child = scalprof_process(&db)
         .args(["run", "-t", "1,2", "--repeat", "2"])
         .args(["--", "sh", "-c", &script, "sh", "{threads}"])
         .stdout(Stdio::null())
@@ -337,11 +312,7 @@ fn killing_scalprof_loses_at_most_the_repeat_in_flight() {
     }
     child.kill().unwrap(); // SIGKILL: no handler runs
     child.wait().unwrap();
-    let shown = scalprof(&db)
-        .args(["show", "latest", "--json"])
-        .output()
-        .unwrap();
-    let doc: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    let doc = show_json(&db, "latest");
     assert_eq!(
         doc["status"], "interrupted",
         "a run whose recorder died is not 'running'"
@@ -558,18 +529,12 @@ fn which(program: &str) -> Option<std::path::PathBuf> {
 fn two_stores_in_one_folder_keep_their_own_workload_output() {
     let dir = tempfile::tempdir().unwrap();
     for (db, word) in [("a.db", "apple"), ("b.db", "banana")] {
-        scalprof(&dir.path().join(db))
-            .args(["run", "-t", "1", "--repeat", "1", "--diagnose", "0", "--"])
-            .args(["sh", "-c", &format!("echo ops=1 {word}")])
+        quick_run(&dir.path().join(db), &format!("echo ops=1 {word}"))
             .assert()
             .success();
     }
     for (db, word) in [("a.db", "apple"), ("b.db", "banana")] {
-        let out = scalprof(&dir.path().join(db))
-            .args(["show", "1", "--json"])
-            .output()
-            .unwrap();
-        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let doc = show_json(&dir.path().join(db), "1");
         let stdout = doc["points"][0]["repeats"][0]["stdout_path"]
             .as_str()
             .unwrap();
@@ -627,10 +592,8 @@ fn sigterm_exits_143_and_keeps_what_was_measured() {
     let db = dir.path().join("runs.db");
     let marker = dir.path().join("started");
     let script = format!("touch {}; sleep 30; echo ops=1", marker.display());
-    let child = StdCommand::new(assert_cmd::cargo::cargo_bin("scalprof"))
-        .arg("--db")
-        .arg(&db)
-        .args(["run", "-t", "1", "--repeat", "1", "--diagnose", "0", "--"])
+    let child = scalprof_process(&db)
+        .args(QUICK_RUN)
         .args(["sh", "-c", &script])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -726,15 +689,12 @@ fn layout_warns_about_another_architecture_and_names_a_missing_kernel_struct() {
 #[test]
 fn a_daemon_left_running_by_the_workload_is_reported() {
     let dir = tempfile::tempdir().unwrap();
-    let out = scalprof(&dir.path().join("runs.db"))
-        .args(["run", "-t", "1", "--repeat", "1", "--diagnose", "0", "--"])
-        .args([
-            "sh",
-            "-c",
-            "setsid sleep 7.4321 </dev/null >/dev/null 2>&1 & echo ops=1",
-        ])
-        .output()
-        .unwrap();
+    let out = quick_run(
+        &dir.path().join("runs.db"),
+        "setsid sleep 7.4321 </dev/null >/dev/null 2>&1 & echo ops=1",
+    )
+    .output()
+    .unwrap();
     let _ = StdCommand::new("pkill")
         .args(["-f", "sleep 7.4321"])
         .status();
@@ -776,11 +736,7 @@ fn a_full_disk_is_named_and_stored_runs_stay_readable() {
     }
     let _guard = Unmount(mnt.clone());
     let db = mnt.join("runs.db");
-    scalprof(&db)
-        .args(["run", "-t", "1", "--repeat", "1", "--diagnose", "0", "--"])
-        .args(["sh", "-c", "echo ops=1"])
-        .assert()
-        .success();
+    quick_run(&db, "echo ops=1").assert().success();
     let _ = StdCommand::new("dd")
         .args(["if=/dev/zero", "bs=64k"])
         .arg(format!("of={}", mnt.join("fill").display()))
@@ -788,9 +744,7 @@ fn a_full_disk_is_named_and_stored_runs_stay_readable() {
         .status();
     scalprof(&db).arg("runs").assert().success();
     scalprof(&db).args(["show", "1"]).assert().success();
-    scalprof(&db)
-        .args(["run", "-t", "1", "--repeat", "1", "--diagnose", "0", "--"])
-        .args(["sh", "-c", "echo ops=1"])
+    quick_run(&db, "echo ops=1")
         .assert()
         .code(1)
         .stderr(predicate::str::contains("the disk is full"));
@@ -845,11 +799,7 @@ fn json_alone_prints_the_document_as_show_json_does() {
         .unwrap();
     assert!(out.status.success());
     let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let shown = scalprof(&db)
-        .args(["show", "1", "--json"])
-        .output()
-        .unwrap();
-    let again: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    let again = show_json(&db, "1");
     assert_eq!(doc["id"], again["id"]);
     assert_eq!(doc["points"], again["points"]);
 }

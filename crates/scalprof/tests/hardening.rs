@@ -7,9 +7,8 @@ use std::path::Path;
 use std::process::{Command as StdCommand, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
 mod common;
+use common::cli::{scalprof_process, show_json, stderr_of, store_with_a_run, QUICK_RUN};
 use common::scalprof;
 
 const NOBODY: u32 = 65534;
@@ -30,10 +29,6 @@ fn need_root(test: &str) -> bool {
     );
     eprintln!("{test}: skipped, needs root to plant another user's files (chown)");
     false
-}
-
-fn stderr_of(out: &std::process::Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 #[test]
@@ -166,10 +161,8 @@ fn timeout_and_sigterm_reach_a_workload_that_left_the_process_group() {
         stderr_of(&out)
     );
     // SIGTERM to scalprof stops it, and the workload tree with it.
-    let child = StdCommand::new(assert_cmd::cargo::cargo_bin("scalprof"))
-        .arg("--db")
-        .arg(&db)
-        .args(["run", "-t", "1", "--repeat", "1", "--diagnose", "0", "--"])
+    let child = scalprof_process(&db)
+        .args(QUICK_RUN)
         .args(["python3", "-c", script])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -212,10 +205,8 @@ fn a_sigkilled_scalprof_leaves_nothing_of_its_workload_running() {
     // The name comes through the environment, so that only the sleeps' command lines hold
     // it (not scalprof's or the shell's).
     let script = r#"setsid bash -c 'exec -a "$ORPHAN" sleep 60' & exec -a "$ORPHAN" sleep 60"#;
-    let mut child = StdCommand::new(assert_cmd::cargo::cargo_bin("scalprof"))
-        .arg("--db")
-        .arg(&db)
-        .args(["run", "-t", "1", "--repeat", "1", "--diagnose", "0", "--"])
+    let mut child = scalprof_process(&db)
+        .args(QUICK_RUN)
         .args(["bash", "-c", script])
         .env("ORPHAN", &marker)
         .stdout(Stdio::null())
@@ -261,18 +252,6 @@ fn report_to(db: &Path, target: impl AsRef<std::ffi::OsStr>) -> std::process::Ou
         .unwrap()
 }
 
-/// A store with one quick run in it.
-fn store_with_a_run(dir: &Path) -> std::path::PathBuf {
-    let db = dir.join("runs.db");
-    let out = scalprof(&db)
-        .args(["run", "-t", "1", "--repeat", "1", "--diagnose", "0", "--"])
-        .args(["sh", "-c", "echo ops=1"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr_of(&out));
-    db
-}
-
 #[test]
 fn a_closed_pipe_or_a_full_disk_is_an_error_not_a_panic() {
     let tmp = tempfile::tempdir().unwrap();
@@ -289,9 +268,7 @@ fn a_closed_pipe_or_a_full_disk_is_an_error_not_a_panic() {
         &["show", "1", "--json"],
         &["compare", "1", "1"],
     ] {
-        let out = StdCommand::new(assert_cmd::cargo::cargo_bin("scalprof"))
-            .arg("--db")
-            .arg(&db)
+        let out = scalprof_process(&db)
             .args(args)
             .stdout(full())
             .output()
@@ -309,9 +286,7 @@ fn a_closed_pipe_or_a_full_disk_is_an_error_not_a_panic() {
             "blamed on the store: {err}"
         );
         // A reader that goes away after the first line: quiet, exit 0.
-        let mut child = StdCommand::new(assert_cmd::cargo::cargo_bin("scalprof"))
-            .arg("--db")
-            .arg(&db)
+        let mut child = scalprof_process(&db)
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -338,20 +313,18 @@ fn a_file_size_limit_is_an_error_not_a_silent_death() {
     let tmp = tempfile::tempdir().unwrap();
     for limit_kib in [0u64, 150] {
         let db = tmp.path().join(format!("f{limit_kib}.db"));
-        let mut cmd = StdCommand::new(assert_cmd::cargo::cargo_bin("scalprof"));
-        cmd.arg("--db")
-            .arg(&db)
-            .args([
-                "run",
-                "-t",
-                "1,2,3",
-                "--repeat",
-                "1",
-                "--diagnose",
-                "0",
-                "--",
-            ])
-            .args(["sh", "-c", "echo ops=1; head -c 300000 /dev/zero"]);
+        let mut cmd = scalprof_process(&db);
+        cmd.args([
+            "run",
+            "-t",
+            "1,2,3",
+            "--repeat",
+            "1",
+            "--diagnose",
+            "0",
+            "--",
+        ])
+        .args(["sh", "-c", "echo ops=1; head -c 300000 /dev/zero"]);
         // SAFETY: setrlimit is async-signal-safe and touches only the child.
         unsafe {
             cmd.pre_exec(move || {
@@ -470,9 +443,7 @@ buf.write(bytes([0x48, 0x89, 0xf8, 0x48, 0xff, 0xc8, 0x75, 0xfb, 0xc3]))\n\
 addr = ctypes.addressof(ctypes.c_char.from_buffer(buf))\n\
 ctypes.CFUNCTYPE(ctypes.c_long, ctypes.c_long)(addr)(300_000_000)\n\
 print('ops=1')\n";
-    let child = StdCommand::new(assert_cmd::cargo::cargo_bin("scalprof"))
-        .arg("--db")
-        .arg(&db)
+    let child = scalprof_process(&db)
         .args(["run", "-t", "1", "--repeat", "1", "--no-locks", "--"])
         .args(["python3", "-c", script])
         .stdout(Stdio::null())
@@ -499,12 +470,7 @@ print('ops=1')\n";
         }
     }
     assert!(status.success(), "{status:?}");
-    let shown = scalprof(&db)
-        .args(["show", "1", "--json"])
-        .output()
-        .unwrap();
-    let doc: Value = serde_json::from_slice(&shown.stdout).unwrap();
-    assert_eq!(doc["status"], "complete");
+    assert_eq!(show_json(&db, "1")["status"], "complete");
 }
 
 use std::os::unix::fs::FileTypeExt;

@@ -7,6 +7,7 @@ use std::process::{Command as StdCommand, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
+use common::cli::{scalprof_process, QUICK_RUN};
 
 /// Every process's command line, as any user reads it.
 fn command_lines() -> Vec<(String, Vec<u8>)> {
@@ -30,9 +31,7 @@ fn the_keepers_token_is_in_no_command_line() {
     let seen = tmp.path().join("token");
     // The workload writes down the token it carries, then waits while we look.
     let script = r#"printf %s "$SCALPROF_TREE" > "$SEEN.part" && mv "$SEEN.part" "$SEEN"; sleep 3; echo ops=1"#;
-    let mut child = StdCommand::new(assert_cmd::cargo::cargo_bin("scalprof"))
-        .arg("--db")
-        .arg(tmp.path().join("runs.db"))
+    let mut child = scalprof_process(&tmp.path().join("runs.db"))
         .args([
             "run",
             "-t",
@@ -149,10 +148,8 @@ fn a_daemon_that_clears_its_environment_does_not_outlive_its_repeat() {
     let before = workload_cgroups();
     let tmp = tempfile::tempdir().unwrap();
     let tag = format!("{}.{}", 300 + std::process::id() % 600, std::process::id());
-    let out = StdCommand::new(assert_cmd::cargo::cargo_bin("scalprof"))
-        .arg("--db")
-        .arg(tmp.path().join("runs.db"))
-        .args(["run", "-t", "1", "--repeat", "1", "--diagnose", "0", "--"])
+    let out = scalprof_process(&tmp.path().join("runs.db"))
+        .args(QUICK_RUN)
         .args(["python3", "-c", &daemon_script(&tag)])
         .output()
         .unwrap();
@@ -199,10 +196,8 @@ fn a_process_that_keeps_forking_does_not_outlive_a_killed_scalprof() {
          subprocess.Popen([sys.executable, '-c', {hopper:?}], env={{}})\n\
          time.sleep(20)\n"
     );
-    let mut child = StdCommand::new(assert_cmd::cargo::cargo_bin("scalprof"))
-        .arg("--db")
-        .arg(tmp.path().join("runs.db"))
-        .args(["run", "-t", "1", "--repeat", "1", "--diagnose", "0", "--"])
+    let mut child = scalprof_process(&tmp.path().join("runs.db"))
+        .args(QUICK_RUN)
         .args(["python3", "-c", &script])
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -1,6 +1,7 @@
 //! Helpers shared by the test binaries (each uses some of them).
 #![allow(dead_code)]
 
+pub mod cli;
 pub mod corpus;
 
 use std::path::Path;

@@ -76,7 +76,7 @@ pub enum RepeatKind {
 }
 
 /// What the collectors recorded during one repeat.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct Collected {
     pub profile: Option<RawProfile>,
     pub locks: Option<RawLocks>,
@@ -85,41 +85,61 @@ pub struct Collected {
     pub lost: Vec<String>,
 }
 
-/// What the sweep tells its caller as it goes.
-pub trait SweepSink {
-    /// A repeat is about to start; `index` counts within its kind.
-    fn starting(&mut self, value: u64, index: u32, kind: RepeatKind);
-    /// A measured repeat (clean or traced: `repeat.traced`) finished; store it now, with
-    /// what the collectors recorded when traced.
-    /// An error stops the sweep.
-    fn repeat_done(
-        &mut self,
+/// What happens in a sweep, as it happens. The sweep tells its sink each one in turn; the
+/// pipeline records the repeats and forwards every event to its observer.
+#[derive(Debug)]
+pub enum SweepEvent<'a> {
+    /// A repeat is about to start: number `index` (from 0) of the `of` of its kind that
+    /// the point runs (traced repeats beyond `diagnose` run while the verdict is unsettled).
+    Starting {
         value: u64,
-        repeat: &Repeat,
-        collected: Collected,
-    ) -> Result<(), crate::SinkError>;
+        kind: RepeatKind,
+        index: u32,
+        of: u32,
+    },
+    /// A measured repeat (clean or traced: `repeat.traced`) finished, with what the
+    /// collectors recorded when traced: the sink stores it now.
+    RepeatDone {
+        value: u64,
+        repeat: &'a Repeat,
+        collected: Box<Collected>,
+    },
+    /// A warm-up run finished (not stored).
+    WarmupDone { value: u64, repeat: &'a Repeat },
+    /// A repeat that other processes disturbed is measured again.
+    Rerun { value: u64, disturbed: &'a Repeat },
+    /// scalprof was stopped (Ctrl-Z) while a repeat ran: that repeat is not stored and
+    /// runs again. `wall_s` is what it would have been stored with.
+    Suspended { value: u64, wall_s: f64 },
+    /// Profiling could not be set up; the sweep goes on without it.
+    NoProfiling(&'a crate::ProfilingError),
+    /// Lock tracing could not be set up; the sweep goes on without it.
+    NoLockTracing(&'a crate::LockTracerError),
+    /// The workload exited but left processes running (pid, command name).
+    LeftoverProcesses {
+        value: u64,
+        processes: &'a [(i32, String)],
+    },
+    /// A workload output file, `bytes` long, was cut to its first and last
+    /// `kept_bytes` / 2.
+    OutputCapped {
+        path: &'a std::path::Path,
+        bytes: u64,
+        kept_bytes: u64,
+    },
+    /// The ops regex matched `matched`, but what it captured is not a number.
+    OpsNotANumber { value: u64, matched: &'a str },
+}
+
+/// Where a sweep's events go.
+pub trait SweepSink {
+    /// One event of the sweep. An error (a repeat that could not be stored) stops it.
+    fn event(&mut self, event: SweepEvent<'_>) -> Result<(), crate::SinkError>;
     /// `done` traced repeats of the point have finished: whether its verdict needs
     /// another (the repeats disagree). Asked only below the plan's `diagnose_max`.
     fn more_traced(&mut self, _value: u64, _done: u32) -> bool {
         false
     }
-    /// A repeat that other processes disturbed is measured again.
-    fn rerun(&mut self, _value: u64, _disturbed: &Repeat) {}
-    /// scalprof was stopped (Ctrl-Z) while a repeat ran: that repeat is not stored and
-    /// runs again. `wall_s` is what it would have been stored with.
-    fn suspended(&mut self, _value: u64, _wall_s: f64) {}
-    /// A warm-up run finished (not stored).
-    fn warmup_done(&mut self, value: u64, repeat: &Repeat);
-    /// Profiling could not be set up; the sweep goes on without it.
-    fn profiling_unavailable(&mut self, _reason: &crate::ProfilingError) {}
-    /// Lock tracing could not be set up; the sweep goes on without it.
-    fn locks_unavailable(&mut self, _reason: &crate::LockTracerError) {}
-    /// The workload left processes running after it exited (pid, command name).
-    fn leftover_processes(&mut self, _value: u64, _processes: &[(i32, String)]) {}
-    /// A workload output file was cut to its head and tail (`bytes` long before).
-    fn output_capped(&mut self, _path: &std::path::Path, _bytes: u64) {}
-    /// The ops regex matched `matched`, but what it captured is not a number.
-    fn ops_not_a_number(&mut self, _value: u64, _matched: &str) {}
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -403,7 +423,11 @@ fn measure(
                 Stepped::Disturbed(repeat) if reruns < plan.max_reruns => {
                     reruns += 1;
                     again = true;
-                    sink.rerun(value, &repeat);
+                    sink.event(SweepEvent::Rerun {
+                        value,
+                        disturbed: &repeat,
+                    })
+                    .map_err(CollectError::Sink)?;
                 }
                 Stepped::Measured | Stepped::Disturbed(_) => done += 1,
                 Stepped::End(end) => return Ok(Some(end)),
@@ -482,11 +506,13 @@ fn run_collected(
         match exec::run_capped(spec, output_limit, interrupt, &mut attached) {
             // The workload did not start: retry without the collector that failed.
             Err(CollectError::Profiling(reason)) => {
-                sink.profiling_unavailable(&reason);
+                sink.event(SweepEvent::NoProfiling(&reason))
+                    .map_err(CollectError::Sink)?;
                 on.sampling = None;
             }
             Err(CollectError::Locks(reason)) => {
-                sink.locks_unavailable(&reason);
+                sink.event(SweepEvent::NoLockTracing(&reason))
+                    .map_err(CollectError::Sink)?;
                 on.locks = None;
             }
             Err(e) => return Err(e),
@@ -562,18 +588,15 @@ mod tests {
 
     struct Collect(Vec<(u64, Repeat)>, u32);
     impl SweepSink for Collect {
-        fn starting(&mut self, _: u64, _: u32, _: RepeatKind) {}
-        fn repeat_done(
-            &mut self,
-            value: u64,
-            r: &Repeat,
-            _: Collected,
-        ) -> Result<(), crate::SinkError> {
-            self.0.push((value, r.clone()));
+        fn event(&mut self, event: SweepEvent<'_>) -> Result<(), crate::SinkError> {
+            match event {
+                SweepEvent::RepeatDone { value, repeat, .. } => {
+                    self.0.push((value, repeat.clone()))
+                }
+                SweepEvent::WarmupDone { .. } => self.1 += 1,
+                _ => {}
+            }
             Ok(())
-        }
-        fn warmup_done(&mut self, _: u64, _: &Repeat) {
-            self.1 += 1;
         }
     }
 
@@ -689,20 +712,15 @@ mod tests {
         let interrupt = Interrupt::manual();
         struct StopAfter(Collect, Interrupt);
         impl SweepSink for StopAfter {
-            fn starting(&mut self, _: u64, _: u32, _: RepeatKind) {}
-            fn repeat_done(
-                &mut self,
-                value: u64,
-                r: &Repeat,
-                p: Collected,
-            ) -> Result<(), crate::SinkError> {
-                self.0.repeat_done(value, r, p)?;
-                if self.0 .0.len() == 3 {
-                    self.1.trigger();
+            fn event(&mut self, event: SweepEvent<'_>) -> Result<(), crate::SinkError> {
+                if let SweepEvent::RepeatDone { .. } = event {
+                    self.0.event(event)?;
+                    if self.0 .0.len() == 3 {
+                        self.1.trigger();
+                    }
                 }
                 Ok(())
             }
-            fn warmup_done(&mut self, _: u64, _: &Repeat) {}
         }
         let mut sink = StopAfter(Collect(vec![], 0), interrupt.clone());
         assert_eq!(

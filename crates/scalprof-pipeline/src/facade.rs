@@ -21,8 +21,9 @@ pub use scalprof_collect::keeper;
 pub use scalprof_collect::private::{foreign_output, write_user_file};
 /// A sweep list (`1,2,4`, `1-8`), parsed as every command that takes one parses it.
 pub use scalprof_collect::sweep::parse_values as parse_sweep_list;
-/// What one execution is for, and how a sweep ended: what an [`crate::Observer`] is told.
-pub use scalprof_collect::sweep::{RepeatKind, SweepEnd};
+/// What one execution is for, what a sweep says as it goes, and how it ended: what an
+/// [`crate::Observer`] is told.
+pub use scalprof_collect::sweep::{RepeatKind, SweepEnd, SweepEvent};
 /// How a sweep is sampled, traced and attached: parts of [`crate::RunOptions`].
 pub use scalprof_collect::{attach::AttachSpec, locks::LockConfig, perf::SamplingConfig};
 /// The parser children's entry point and switch, and the kernel's symbols and structs.

@@ -36,7 +36,7 @@ use scalprof_model::{PointProfile, RunDocument, RunInputs};
 use scalprof_store::Store;
 
 pub use check::{check, Checked, Refusal};
-pub use sweep::{run, Observer, RunOptions, RunOutcome};
+pub use sweep::{run, Event, Observer, RunOptions, RunOutcome};
 
 /// Everything the run document of a stored run is computed from.
 pub fn load(store: &Store, id: i64) -> Result<RunInputs> {

@@ -2,7 +2,6 @@
 //! to the store before the next starts; at the end, the sharing sites are read from the
 //! binaries while they are still there.
 
-use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -10,9 +9,8 @@ use scalprof_collect::interrupt::Interrupt;
 use scalprof_collect::locks::LockConfig;
 use scalprof_collect::perf::SamplingConfig;
 use scalprof_collect::sweep::{
-    self, Collected, Collectors, RepeatKind, SweepEnd, SweepPlan, SweepSink, SystemCollectors,
+    self, Collected, Collectors, SweepEnd, SweepEvent, SweepPlan, SweepSink, SystemCollectors,
 };
-use scalprof_collect::{LockTracerError, ProfilingError};
 use scalprof_model::{Repeat, RunDocument, RunStatus, Sweep, SweepParameter, ThroughputSource};
 use scalprof_store::{NewRun, Store};
 use scalprof_symbolize::convert::Converted;
@@ -104,39 +102,25 @@ impl Shape {
     }
 }
 
-/// Something that went wrong without stopping the sweep.
+/// What a sweep reports to its observer as it goes: what the sweep itself said, as it
+/// said it, and what the pipeline adds while it records the repeats.
 #[derive(Debug)]
-pub enum Notice<'a> {
+pub enum Event<'a> {
+    /// The run exists in the store and its sweep starts.
+    Started {
+        id: i64,
+        label: &'a str,
+        shape: &'a Shape,
+    },
+    /// An event of the sweep, forwarded once recorded (a repeat's `collected` is then
+    /// stored, and empty here).
+    Sweep(&'a SweepEvent<'a>),
+    /// A repeat's samples are being turned into stacks.
+    Symbolizing { value: u64, samples: u64 },
     /// A repeat's profile could not be read (reported once per sweep).
     ProfileUnusable { value: u64, error: &'a ProfileError },
-    /// Profiling could not be set up; the sweep goes on without profiles.
-    NoProfiling(&'a ProfilingError),
-    /// Lock tracing could not be set up; the sweep goes on without lock tables.
-    NoLockTracing(&'a LockTracerError),
-    /// The workload exited but left processes running (pid, command name).
-    LeftoverProcesses {
-        value: u64,
-        processes: &'a [(i32, String)],
-    },
     /// A collector lost what it recorded of one repeat (`what` says which and why).
     CollectorLost { value: u64, what: &'a str },
-    /// A workload output file was cut to its first and last `kept_bytes` / 2.
-    OutputCapped {
-        path: &'a Path,
-        bytes: u64,
-        kept_bytes: u64,
-    },
-    /// The ops regex matched `matched`, whose capture is not a number.
-    OpsNotANumber { value: u64, matched: &'a str },
-    /// Other processes took more than a tenth of the CPUs from a repeat: it is kept,
-    /// marked, and measured again.
-    Disturbed {
-        value: u64,
-        interference: &'a scalprof_model::Interference,
-    },
-    /// scalprof was stopped (Ctrl-Z) while a repeat ran, which would have counted the
-    /// pause in its `wall_s`: it is dropped and measured again.
-    Suspended { value: u64, wall_s: f64 },
     /// A point's `done` traced repeats leave its verdict unsettled: another one runs.
     Unsettled {
         value: u64,
@@ -145,19 +129,9 @@ pub enum Notice<'a> {
     },
 }
 
-/// What a sweep reports as it goes. Every method has a default that ignores it.
+/// What a sweep reports as it goes; the default ignores it.
 pub trait Observer {
-    /// The run exists in the store and its sweep starts.
-    fn started(&mut self, _id: i64, _label: &str, _shape: &Shape) {}
-    /// A repeat is about to start; `index` counts within its kind, out of `of`.
-    fn starting(&mut self, _value: u64, _kind: RepeatKind, _index: u32, _of: u32) {}
-    /// A repeat's samples are being turned into stacks.
-    fn symbolizing(&mut self, _value: u64, _samples: u64) {}
-    /// A repeat or warm-up finished (successfully or not).
-    fn step_done(&mut self) {}
-    /// A repeat or warm-up failed; its output files are named in `repeat`.
-    fn repeat_failed(&mut self, _value: u64, _repeat: &Repeat, _warmup: bool) {}
-    fn notice(&mut self, _notice: Notice<'_>) {}
+    fn event(&mut self, _event: &Event<'_>) {}
 }
 
 /// An observer that ignores everything.
@@ -193,23 +167,20 @@ pub fn run_with(
     // Traced repeats run only with a profiler or a tracer to attach.
     let tracing = plan.sampling.is_some() || plan.locks.is_some();
     let diagnose = if tracing { opts.diagnose } else { 0 };
-    observer.started(
+    observer.event(&Event::Started {
         id,
-        &checked.label,
-        &Shape {
+        label: &checked.label,
+        shape: &Shape {
             points: plan.values.len(),
             repeat: opts.repeat,
             warmup: opts.warmup,
             traced: diagnose,
         },
-    );
+    });
     let mut sink = StoreSink {
         store,
         id,
         observer,
-        repeat: opts.repeat,
-        diagnose,
-        warmup: opts.warmup,
         symbols: tracing.then(Symbols::load),
         profile_error_shown: false,
         first: plan.values.first().copied(),
@@ -339,9 +310,6 @@ struct StoreSink<'a> {
     store: &'a Store,
     id: i64,
     observer: &'a mut dyn Observer,
-    repeat: u32,
-    diagnose: u32,
-    warmup: u32,
     /// Kernel and ELF symbols, loaded once for the whole sweep.
     symbols: Option<Symbols>,
     profile_error_shown: bool,
@@ -352,6 +320,37 @@ struct StoreSink<'a> {
 }
 
 impl StoreSink<'_> {
+    /// Stores a measured repeat, and, when it succeeded and was traced, what its
+    /// collectors recorded, converted.
+    fn record(
+        &mut self,
+        value: u64,
+        repeat: &Repeat,
+        collected: Collected,
+    ) -> Result<(), scalprof_collect::SinkError> {
+        self.store
+            .add_repeat(self.id, value, repeat)
+            .map_err(Box::new)?;
+        for what in &collected.lost {
+            self.observer.event(&Event::CollectorLost { value, what });
+        }
+        // Only successful repeats count.
+        if !repeat.succeeded() {
+            return Ok(());
+        }
+        if let Some(symbols) = self.symbols.as_mut() {
+            let observer = &mut *self.observer;
+            let converted = scalprof_symbolize::convert::repeat(
+                collected.profile,
+                collected.locks.as_ref(),
+                symbols,
+                &mut |samples| observer.event(&Event::Symbolizing { value, samples }),
+            );
+            self.record_converted(value, repeat.index, converted)?;
+        }
+        Ok(())
+    }
+
     /// Stores what a repeat's collectors recorded, converted; a profile that could not be
     /// read is said once per sweep.
     fn record_converted(
@@ -367,7 +366,7 @@ impl StoreSink<'_> {
                 .map_err(Box::new)?,
             Some(Err(error)) if !self.profile_error_shown => {
                 self.profile_error_shown = true;
-                self.observer.notice(Notice::ProfileUnusable {
+                self.observer.event(&Event::ProfileUnusable {
                     value,
                     error: &error,
                 });
@@ -384,65 +383,24 @@ impl StoreSink<'_> {
 }
 
 impl SweepSink for StoreSink<'_> {
-    fn starting(&mut self, value: u64, index: u32, kind: RepeatKind) {
-        let of = match kind {
-            RepeatKind::Warmup => self.warmup,
-            RepeatKind::Clean => self.repeat,
-            // Traced repeats beyond --diagnose run while the verdict is unsettled.
-            RepeatKind::Traced => self.diagnose.max(index + 1),
+    fn event(&mut self, event: SweepEvent<'_>) -> Result<(), scalprof_collect::SinkError> {
+        let event = match event {
+            SweepEvent::RepeatDone {
+                value,
+                repeat,
+                collected,
+            } => {
+                self.record(value, repeat, *collected)?;
+                SweepEvent::RepeatDone {
+                    value,
+                    repeat,
+                    collected: Box::default(),
+                }
+            }
+            other => other,
         };
-        self.observer.starting(value, kind, index, of);
-    }
-
-    fn repeat_done(
-        &mut self,
-        value: u64,
-        repeat: &Repeat,
-        collected: Collected,
-    ) -> Result<(), scalprof_collect::SinkError> {
-        self.store
-            .add_repeat(self.id, value, repeat)
-            .map_err(Box::new)?;
-        for what in &collected.lost {
-            self.observer.notice(Notice::CollectorLost { value, what });
-        }
-        if !repeat.succeeded() {
-            // Only successful repeats count.
-        } else if let Some(symbols) = self.symbols.as_mut() {
-            let observer = &mut *self.observer;
-            let converted = scalprof_symbolize::convert::repeat(
-                collected.profile,
-                collected.locks.as_ref(),
-                symbols,
-                &mut |samples| observer.symbolizing(value, samples),
-            );
-            self.record_converted(value, repeat.index, converted)?;
-        }
-        if !repeat.succeeded() {
-            self.observer.repeat_failed(value, repeat, false);
-        }
-        self.observer.step_done();
+        self.observer.event(&Event::Sweep(&event));
         Ok(())
-    }
-
-    fn warmup_done(&mut self, value: u64, repeat: &Repeat) {
-        if !repeat.succeeded() {
-            self.observer.repeat_failed(value, repeat, true);
-        }
-        self.observer.step_done();
-    }
-
-    fn profiling_unavailable(&mut self, reason: &ProfilingError) {
-        self.observer.notice(Notice::NoProfiling(reason));
-    }
-
-    fn locks_unavailable(&mut self, reason: &LockTracerError) {
-        self.observer.notice(Notice::NoLockTracing(reason));
-    }
-
-    fn leftover_processes(&mut self, value: u64, processes: &[(i32, String)]) {
-        self.observer
-            .notice(Notice::LeftoverProcesses { value, processes });
     }
 
     fn more_traced(&mut self, value: u64, done: u32) -> bool {
@@ -466,37 +424,11 @@ impl SweepSink for StoreSink<'_> {
         else {
             return false;
         };
-        self.observer.notice(Notice::Unsettled {
+        self.observer.event(&Event::Unsettled {
             value,
             done,
             settling,
         });
         true
-    }
-
-    fn rerun(&mut self, value: u64, disturbed: &Repeat) {
-        if let Some(interference) = &disturbed.interference {
-            self.observer.notice(Notice::Disturbed {
-                value,
-                interference,
-            });
-        }
-    }
-
-    fn suspended(&mut self, value: u64, wall_s: f64) {
-        self.observer.notice(Notice::Suspended { value, wall_s });
-    }
-
-    fn ops_not_a_number(&mut self, value: u64, matched: &str) {
-        self.observer
-            .notice(Notice::OpsNotANumber { value, matched });
-    }
-
-    fn output_capped(&mut self, path: &Path, bytes: u64) {
-        self.observer.notice(Notice::OutputCapped {
-            path,
-            bytes,
-            kept_bytes: sweep::OUTPUT_LIMIT,
-        });
     }
 }

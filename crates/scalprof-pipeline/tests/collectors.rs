@@ -5,12 +5,13 @@ use scalprof_collect::exec::Attach;
 use scalprof_collect::interrupt::Interrupt;
 use scalprof_collect::locks::LockConfig;
 use scalprof_collect::perf::{RawProfile, SamplingConfig};
+use scalprof_collect::sweep::SweepEvent;
 use scalprof_collect::sweep::{Collectors, LockCollector, ProfileCollector};
 use scalprof_collect::{CollectError, LockTracerError, ProfilingError};
 use scalprof_model::locks::{RawLocks, UserLockRaw};
 use scalprof_model::{SweepParameter, ThroughputSource};
-use scalprof_pipeline::sweep::{run_with, Notice, RunOptions, RunOutcome};
-use scalprof_pipeline::Observer;
+use scalprof_pipeline::sweep::{run_with, RunOptions, RunOutcome};
+use scalprof_pipeline::{Event, Observer};
 use scalprof_store::Store;
 
 /// A sampler whose perf_event_open is refused.
@@ -135,11 +136,23 @@ struct Notices {
 }
 
 impl Observer for Notices {
-    fn notice(&mut self, notice: Notice<'_>) {
-        match notice {
-            Notice::NoProfiling(ProfilingError::Open { .. }) => self.no_profiling += 1,
-            Notice::NoLockTracing(LockTracerError::NotBuilt) => self.no_locks += 1,
-            Notice::CollectorLost { value, what } => self.lost.push((value, what.to_string())),
+    fn event(&mut self, event: &Event<'_>) {
+        match event {
+            Event::Sweep(SweepEvent::NoProfiling(ProfilingError::Open { .. })) => {
+                self.no_profiling += 1
+            }
+            Event::Sweep(SweepEvent::NoLockTracing(LockTracerError::NotBuilt)) => {
+                self.no_locks += 1
+            }
+            Event::CollectorLost { value, what } => self.lost.push((*value, what.to_string())),
+            // Progress, not notices.
+            Event::Started { .. }
+            | Event::Symbolizing { .. }
+            | Event::Sweep(
+                SweepEvent::Starting { .. }
+                | SweepEvent::RepeatDone { .. }
+                | SweepEvent::WarmupDone { .. },
+            ) => {}
             other => panic!("unexpected notice {other:?}"),
         }
     }

@@ -8,9 +8,9 @@ use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
 use scalprof_model::{Repeat, RunDocument, SweepParameter};
 use scalprof_pipeline::facade::Interrupt;
-use scalprof_pipeline::facade::{RepeatKind, SweepEnd};
-use scalprof_pipeline::sweep::{Notice, Shape};
-use scalprof_pipeline::{Observer, RunOptions, RunOutcome};
+use scalprof_pipeline::facade::{RepeatKind, SweepEnd, SweepEvent};
+use scalprof_pipeline::sweep::Shape;
+use scalprof_pipeline::{Event, Observer, RunOptions, RunOutcome};
 use scalprof_store::Store;
 
 /// What the terminal adds to a sweep.
@@ -101,6 +101,40 @@ impl Progress {
 }
 
 impl Observer for Progress {
+    fn event(&mut self, event: &Event<'_>) {
+        match event {
+            Event::Started { id, label, shape } => self.started(*id, label, shape),
+            Event::Sweep(e) => self.sweep_event(e),
+            Event::Symbolizing { value, samples } => self.bar.set_message(format!(
+                "{} {value}: symbolizing {samples} samples",
+                self.parameter
+            )),
+            Event::ProfileUnusable { value, error } => self.print(&format!(
+                "scalprof: profile of {} {value} unusable: {error}\n",
+                self.parameter
+            )),
+            Event::CollectorLost { value, what } => self.print(&format!(
+                "scalprof: warning: at {} {value}, {what}\n",
+                self.parameter
+            )),
+            Event::Unsettled {
+                value,
+                done,
+                settling,
+            } => {
+                self.bar.inc_length(1);
+                self.print(&format!(
+                    "scalprof: at {} {value}, {done} traced repeats leave the verdict unsettled: {}; tracing another\n",
+                    self.parameter,
+                    scalprof_report::terminal_safe(&settling.reason)
+                ));
+            }
+        }
+    }
+}
+
+impl Progress {
+    /// The run's first line, and the bar.
     fn started(&mut self, id: i64, label: &str, shape: &Shape) {
         eprintln!(
             "scalprof: run {id} ({}): {} point{} × {} repeat{}{}",
@@ -126,27 +160,109 @@ impl Observer for Progress {
         );
     }
 
-    fn starting(&mut self, value: u64, kind: RepeatKind, index: u32, of: u32) {
-        let what = match kind {
-            RepeatKind::Warmup => "warm-up",
-            RepeatKind::Clean => "repeat",
-            RepeatKind::Traced => "traced repeat",
-        };
-        self.bar.set_message(format!(
-            "{} {value} {what} {}/{of}",
-            self.parameter,
-            index + 1
-        ));
+    /// What the sweep said: the bar's message and position, and what went wrong.
+    fn sweep_event(&mut self, event: &SweepEvent<'_>) {
+        match *event {
+            SweepEvent::Starting {
+                value,
+                kind,
+                index,
+                of,
+            } => {
+                let what = match kind {
+                    RepeatKind::Warmup => "warm-up",
+                    RepeatKind::Clean => "repeat",
+                    RepeatKind::Traced => "traced repeat",
+                };
+                self.bar.set_message(format!(
+                    "{} {value} {what} {}/{of}",
+                    self.parameter,
+                    index + 1
+                ));
+            }
+            SweepEvent::RepeatDone { value, repeat, .. } => self.step_done(value, repeat, false),
+            SweepEvent::WarmupDone { value, repeat } => self.step_done(value, repeat, true),
+            SweepEvent::Rerun { value, disturbed } => {
+                if let Some(interference) = &disturbed.interference {
+                    self.bar.inc_length(1);
+                    self.print(&format!(
+                        "scalprof: at {} {value}, other processes took {:.0}% of the CPUs the workload could use ({}); measuring that repeat again\n",
+                        self.parameter,
+                        interference.share * 100.0,
+                        scalprof_report::foreign_processes(&interference.processes)
+                    ));
+                }
+            }
+            SweepEvent::Suspended { value, wall_s } => {
+                self.bar.inc_length(1);
+                self.print(&format!(
+                    "scalprof: warning: at {} {value}, scalprof was stopped while a repeat ran ({wall_s:.3} s with the pause); that repeat is not kept and runs again\n",
+                    self.parameter
+                ));
+            }
+            _ => {
+                if let Some(msg) = self.sweep_warning(event) {
+                    self.print(&(msg + "\n"));
+                }
+            }
+        }
     }
 
-    fn symbolizing(&mut self, value: u64, samples: u64) {
-        self.bar.set_message(format!(
-            "{} {value}: symbolizing {samples} samples",
-            self.parameter
-        ));
+    /// A warning of the sweep's, which changes nothing on the bar.
+    fn sweep_warning(&self, event: &SweepEvent<'_>) -> Option<String> {
+        Some(match *event {
+            SweepEvent::NoProfiling(reason) => format!(
+                "scalprof: warning: continuing without profiles: {}",
+                with_sources(reason)
+            ),
+            SweepEvent::NoLockTracing(reason) => format!(
+                "scalprof: warning: continuing without lock tracing: {}",
+                with_sources(reason)
+            ),
+            SweepEvent::LeftoverProcesses { value, processes } => {
+                let list: Vec<String> = processes
+                    .iter()
+                    .take(5)
+                    .map(|(pid, comm)| format!("{pid} {comm}"))
+                    .collect();
+                format!(
+                    "scalprof: warning: at {} {value} the workload exited but left {} process{} running ({}{}); scalprof stopped {} (nothing of a workload outlives its repeat)",
+                    self.parameter,
+                    processes.len(),
+                    if processes.len() == 1 { "" } else { "es" },
+                    list.join(", "),
+                    if processes.len() > 5 { ", …" } else { "" },
+                    if processes.len() == 1 { "it" } else { "them" }
+                )
+            }
+            SweepEvent::OutputCapped {
+                path,
+                bytes,
+                kept_bytes,
+            } => format!(
+                "scalprof: warning: the workload wrote {:.0} MiB to {}; kept its first and last {} MiB",
+                bytes as f64 / (1u64 << 20) as f64,
+                path.display(),
+                kept_bytes >> 21
+            ),
+            SweepEvent::OpsNotANumber { value, matched } => format!(
+                "scalprof: warning: at {} {value}, the ops regex matched {matched:?}, but what it captures is not a number: capture the count, e.g. --ops-regex 'ops=(\\d+)'",
+                self.parameter
+            ),
+            SweepEvent::Starting { .. }
+            | SweepEvent::RepeatDone { .. }
+            | SweepEvent::WarmupDone { .. }
+            | SweepEvent::Rerun { .. }
+            | SweepEvent::Suspended { .. } => return None,
+        })
     }
 
-    fn step_done(&mut self) {
+    /// A repeat or warm-up finished: what went wrong if it failed, and a step of the bar
+    /// (with the sweep's estimate after the first).
+    fn step_done(&mut self, value: u64, r: &Repeat, warmup: bool) {
+        if !r.succeeded() {
+            self.repeat_failed(value, r, warmup);
+        }
         self.bar.inc(1);
         // How long the sweep should take: its executions × the first one's time (with its
         // symbolizing), said once, before the wait is long.
@@ -161,6 +277,7 @@ impl Observer for Progress {
         }
     }
 
+    /// What a failed repeat or warm-up said on stderr.
     fn repeat_failed(&mut self, value: u64, r: &Repeat, warmup: bool) {
         let what = if warmup { "warm-up" } else { "repeat" };
         let mut msg = format!(
@@ -181,89 +298,6 @@ impl Observer for Progress {
             }
         }
         self.print(&msg);
-    }
-
-    fn notice(&mut self, notice: Notice<'_>) {
-        let msg = match notice {
-            Notice::ProfileUnusable { value, error } => format!(
-                "scalprof: profile of {} {value} unusable: {error}",
-                self.parameter
-            ),
-            Notice::NoProfiling(reason) => format!(
-                "scalprof: warning: continuing without profiles: {}",
-                with_sources(reason)
-            ),
-            Notice::NoLockTracing(reason) => format!(
-                "scalprof: warning: continuing without lock tracing: {}",
-                with_sources(reason)
-            ),
-            Notice::LeftoverProcesses { value, processes } => {
-                let list: Vec<String> = processes
-                    .iter()
-                    .take(5)
-                    .map(|(pid, comm)| format!("{pid} {comm}"))
-                    .collect();
-                format!(
-                    "scalprof: warning: at {} {value} the workload exited but left {} process{} running ({}{}); scalprof stopped {} (nothing of a workload outlives its repeat)",
-                    self.parameter,
-                    processes.len(),
-                    if processes.len() == 1 { "" } else { "es" },
-                    list.join(", "),
-                    if processes.len() > 5 { ", …" } else { "" },
-                    if processes.len() == 1 { "it" } else { "them" }
-                )
-            }
-            Notice::CollectorLost { value, what } => format!(
-                "scalprof: warning: at {} {value}, {what}",
-                self.parameter
-            ),
-            Notice::OutputCapped {
-                path,
-                bytes,
-                kept_bytes,
-            } => format!(
-                "scalprof: warning: the workload wrote {:.0} MiB to {}; kept its first and last {} MiB",
-                bytes as f64 / (1u64 << 20) as f64,
-                path.display(),
-                kept_bytes >> 21
-            ),
-            Notice::OpsNotANumber { value, matched } => format!(
-                "scalprof: warning: at {} {value}, the ops regex matched {matched:?}, but what it captures is not a number: capture the count, e.g. --ops-regex 'ops=(\\d+)'",
-                self.parameter
-            ),
-            Notice::Disturbed {
-                value,
-                interference,
-            } => {
-                self.bar.inc_length(1);
-                format!(
-                    "scalprof: at {} {value}, other processes took {:.0}% of the CPUs the workload could use ({}); measuring that repeat again",
-                    self.parameter,
-                    interference.share * 100.0,
-                    scalprof_report::foreign_processes(&interference.processes)
-                )
-            }
-            Notice::Suspended { value, wall_s } => {
-                self.bar.inc_length(1);
-                format!(
-                    "scalprof: warning: at {} {value}, scalprof was stopped while a repeat ran ({wall_s:.3} s with the pause); that repeat is not kept and runs again",
-                    self.parameter
-                )
-            }
-            Notice::Unsettled {
-                value,
-                done,
-                settling,
-            } => {
-                self.bar.inc_length(1);
-                format!(
-                    "scalprof: at {} {value}, {done} traced repeats leave the verdict unsettled: {}; tracing another",
-                    self.parameter,
-                    scalprof_report::terminal_safe(&settling.reason)
-                )
-            }
-        };
-        self.print(&(msg + "\n"));
     }
 }
 

@@ -5,7 +5,7 @@ use scalprof_model::Repeat;
 
 use super::{
     match_ops, parameter_env, read_tail, run_collected, substitute, Collectors, Enabled,
-    RepeatKind, SweepEnd, SweepPlan, SweepSink,
+    RepeatKind, SweepEnd, SweepEvent, SweepPlan, SweepSink,
 };
 use crate::counters::EventCounter;
 use crate::exec::{ExecResult, ExecSpec};
@@ -60,7 +60,20 @@ pub(super) fn run_step(
     if interrupt.requested() {
         return Ok(Stepped::End(SweepEnd::Interrupted(interrupt.signal())));
     }
-    sink.starting(value, of, kind);
+    let planned = match kind {
+        RepeatKind::Warmup => plan.warmup,
+        RepeatKind::Clean => plan.repeat,
+        RepeatKind::Traced => plan.diagnose.max(of + 1),
+    };
+    tell(
+        sink,
+        SweepEvent::Starting {
+            value,
+            kind,
+            index: of,
+            of: planned,
+        },
+    )?;
     let warmup = kind == RepeatKind::Warmup;
     let traced = kind == RepeatKind::Traced;
     let spec = exec_spec(plan, step)?;
@@ -87,28 +100,59 @@ pub(super) fn run_step(
         return Ok(Stepped::End(SweepEnd::Interrupted(interrupt.signal())));
     }
     if !r.leftover.is_empty() {
-        sink.leftover_processes(value, &r.leftover);
+        tell(
+            sink,
+            SweepEvent::LeftoverProcesses {
+                value,
+                processes: &r.leftover,
+            },
+        )?;
     }
     // A warm-up is not measured: its pause does not matter.
     if r.suspended && !warmup {
-        sink.suspended(value, r.wall_s);
+        tell(
+            sink,
+            SweepEvent::Suspended {
+                value,
+                wall_s: r.wall_s,
+            },
+        )?;
         return Ok(Stepped::Suspended);
     }
-    let ops = read_ops(plan, &spec, value, sink);
+    let ops = read_ops(plan, &spec, value, sink)?;
     for (path, bytes) in [
         (&spec.stdout, r.stdout_bytes),
         (&spec.stderr, r.stderr_bytes),
     ] {
         if bytes > plan.output_limit {
-            sink.output_capped(path, bytes);
+            tell(
+                sink,
+                SweepEvent::OutputCapped {
+                    path,
+                    bytes,
+                    kept_bytes: plan.output_limit,
+                },
+            )?;
         }
     }
     let repeat = repeat_of(step, &r, ops, counter.take(), &spec, interference);
     if warmup {
-        sink.warmup_done(value, &repeat);
+        tell(
+            sink,
+            SweepEvent::WarmupDone {
+                value,
+                repeat: &repeat,
+            },
+        )?;
     } else {
-        sink.repeat_done(value, &repeat, collected)
-            .map_err(CollectError::Sink)?;
+        tell(
+            sink,
+            SweepEvent::RepeatDone {
+                value,
+                repeat: &repeat,
+                collected: Box::new(collected),
+            },
+        )?;
     }
     Ok(outcome(plan, value, repeat))
 }
@@ -173,14 +217,25 @@ fn read_ops(
     spec: &ExecSpec,
     value: u64,
     sink: &mut dyn SweepSink,
-) -> Option<u64> {
+) -> Result<Option<u64>, CollectError> {
     match match_ops(&read_tail(&spec.stdout, 4 << 20), &plan.ops_regex) {
-        Ok(ops) => ops,
+        Ok(ops) => Ok(ops),
         Err(matched) => {
-            sink.ops_not_a_number(value, &matched);
-            None
+            tell(
+                sink,
+                SweepEvent::OpsNotANumber {
+                    value,
+                    matched: &matched,
+                },
+            )?;
+            Ok(None)
         }
     }
+}
+
+/// Tells the sink an event; its error stops the sweep.
+fn tell(sink: &mut dyn SweepSink, event: SweepEvent<'_>) -> Result<(), CollectError> {
+    sink.event(event).map_err(CollectError::Sink)
 }
 
 /// The repeat as it is stored: what the execution measured, with its ops, counts and

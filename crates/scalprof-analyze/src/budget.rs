@@ -21,6 +21,7 @@
 //! cause it (one thread runs while the other sleeps on the lock it holds), so it only
 //! keeps the share the named causes leave.
 
+use crate::stability::MIN_SHARE;
 use scalprof_model::{Budget, Cause, Finding, FindingKind, Point, WhatIf};
 
 mod series;
@@ -29,8 +30,6 @@ pub use series::{
     serial_series, sharing_series, thread_ns_per_op, Series,
 };
 
-/// A cause below this share of the last point's thread-time is not a finding.
-pub const MIN_SHARE: f64 = 0.05;
 /// Causes listed in a budget are at least this share.
 const LISTED_SHARE: f64 = 0.005;
 

@@ -10,10 +10,11 @@ use scalprof_model::locks::{LockRow, Scope};
 use scalprof_model::suite::{
     SuiteComparison, SuiteDocument, TestComparison, TestResult, SUITE_COMPARE_SCHEMA,
 };
+use scalprof_model::Spread;
 use scalprof_model::{Point, RunDocument};
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
-use crate::summary::{repeat_throughput, spread};
+use crate::summary::repeat_throughput;
 
 mod causes;
 use causes::cause_changes;
@@ -71,7 +72,10 @@ pub fn welch(a: &[f64], b: &[f64]) -> Option<Welch> {
 }
 
 fn metric(name: Metric, a: &[f64], b: &[f64]) -> Option<MetricComparison> {
-    let (sa, sb) = (spread(a.iter().copied())?, spread(b.iter().copied())?);
+    let (sa, sb) = (
+        Spread::of(a.iter().copied())?,
+        Spread::of(b.iter().copied())?,
+    );
     let w = welch(a, b);
     let significant = w.is_some_and(|w| w.p_value < 1.0 - CONFIDENCE);
     let mean_a = a.iter().sum::<f64>() / a.len() as f64;

@@ -12,12 +12,14 @@ use std::collections::{BTreeMap, HashMap};
 
 use scalprof_model::locks::{LockProfile, Scope, CPU_WAIT, CPU_WAIT_OTHER};
 use scalprof_model::stability::Interval;
+use scalprof_model::Spread;
 use scalprof_model::{
     Budget, Cause, FindingKind, ForeignProcess, Interference, Point, PointProfile, PointRepeat,
     Repeat, RepeatTrace, RunDocument, RunInputs, Settling,
 };
 
-use crate::budget::MIN_SHARE;
+/// A cause below this share of the last point's thread-time is not a finding.
+pub const MIN_SHARE: f64 = 0.05;
 
 /// The per-repeat profiles and lock tables worth keeping beside the merged ones: those of
 /// the points after the first with at least two traced repeats.
@@ -250,7 +252,7 @@ pub fn point_interference<'a>(repeats: impl Iterator<Item = &'a Repeat>) -> Opti
     if measured.is_empty() {
         return None;
     }
-    let share = crate::summary::spread(measured.iter().map(|i| i.share)).map_or(0.0, |s| s.median);
+    let share = Spread::of(measured.iter().map(|i| i.share)).map_or(0.0, |s| s.median);
     let mut by_process: Vec<ForeignProcess> = Vec::new();
     for p in measured.iter().flat_map(|i| &i.processes) {
         match by_process
@@ -282,7 +284,7 @@ pub(crate) fn move_interference(causes: &mut Vec<Cause>, p: &Point, cpus: u32) {
         .iter()
         .filter_map(|r| r.interference.as_ref().map(|i| i.share))
         .collect();
-    let Some(s) = crate::summary::spread(shares.into_iter()).map(|s| s.median) else {
+    let Some(s) = Spread::of(shares.into_iter()).map(|s| s.median) else {
         return;
     };
     // `s` is a share of the CPUs the workload could use, min(threads, CPUs); a cause's

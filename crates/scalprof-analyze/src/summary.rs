@@ -200,14 +200,14 @@ fn summarize_point(value: u64, all: Vec<Repeat>, source: ThroughputSource) -> Po
         .into_iter()
         .filter(|r| !outliers.contains(&r.index))
         .collect();
-    let wall = spread(ok.iter().map(|r| r.wall_s));
-    let user = spread(ok.iter().map(|r| r.user_s));
-    let sys = spread(ok.iter().map(|r| r.sys_s));
-    let tput = spread(
+    let wall = Spread::of(ok.iter().map(|r| r.wall_s));
+    let user = Spread::of(ok.iter().map(|r| r.user_s));
+    let sys = Spread::of(ok.iter().map(|r| r.sys_s));
+    let tput = Spread::of(
         ok.iter()
             .filter_map(|r| repeat_throughput(value, r, source)),
     );
-    let traced = spread(
+    let traced = Spread::of(
         scalprof_model::stability::kept(&traced_repeats)
             .into_iter()
             .filter_map(|r| repeat_throughput(value, r, source)),
@@ -259,10 +259,10 @@ fn outlier_repeats(value: u64, ok: &[&Repeat], source: ThroughputSource) -> Vec<
     if x.len() < 3 {
         return Vec::new();
     }
-    let Some(m) = spread(x.iter().map(|(_, v)| *v)).map(|s| s.median) else {
+    let Some(m) = Spread::of(x.iter().map(|(_, v)| *v)).map(|s| s.median) else {
         return Vec::new();
     };
-    let mad = spread(x.iter().map(|(_, v)| (v - m).abs())).map_or(0.0, |s| s.median);
+    let mad = Spread::of(x.iter().map(|(_, v)| (v - m).abs())).map_or(0.0, |s| s.median);
     let out: Vec<u32> = x
         .iter()
         .filter(|(_, v)| {
@@ -285,7 +285,7 @@ fn point_counters(ok: &[&Repeat]) -> Option<scalprof_model::Counters> {
     }
     let med = |v: Vec<u64>| -> Option<u64> {
         (v.len() == ok.len())
-            .then(|| spread(v.iter().map(|&x| x as f64)))
+            .then(|| Spread::of(v.iter().map(|&x| x as f64)))
             .flatten()
             .map(|s| s.median.round() as u64)
     };
@@ -312,26 +312,6 @@ fn point_counters(ok: &[&Repeat]) -> Option<scalprof_model::Counters> {
             _ => None,
         },
         llc_misses: counted(&|c| c.llc_misses),
-    })
-}
-
-/// Median (mean of the middle two for even counts), minimum and maximum.
-pub fn spread(values: impl Iterator<Item = f64>) -> Option<Spread> {
-    let mut v: Vec<f64> = values.filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    let median = if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    };
-    Some(Spread {
-        median,
-        min: v[0],
-        max: v[n - 1],
     })
 }
 
@@ -729,10 +709,10 @@ pub(crate) mod tests {
 
     #[test]
     fn median_of_even_and_odd_counts() {
-        let s = spread([3.0, 1.0, 2.0].into_iter()).unwrap();
+        let s = Spread::of([3.0, 1.0, 2.0].into_iter()).unwrap();
         assert_eq!((s.median, s.min, s.max), (2.0, 1.0, 3.0));
-        let s = spread([4.0, 1.0, 2.0, 3.0].into_iter()).unwrap();
+        let s = Spread::of([4.0, 1.0, 2.0, 3.0].into_iter()).unwrap();
         assert_eq!(s.median, 2.5);
-        assert!(spread(std::iter::empty()).is_none());
+        assert!(Spread::of(std::iter::empty()).is_none());
     }
 }

@@ -20,7 +20,7 @@ use std::time::Duration;
 /// nothing is left between repeats, nor after a library caller that has no keeper.
 pub fn tree() -> Option<&'static Path> {
     static TREE: OnceLock<Option<PathBuf>> = OnceLock::new();
-    TREE.get_or_init(|| path_for(crate::keeper::token()))
+    TREE.get_or_init(|| path_for(crate::token::token()))
         .as_deref()
 }
 

@@ -14,6 +14,9 @@ use crate::interrupt::{kill_group, Interrupt};
 use crate::launch::Suspended;
 use crate::CollectError;
 
+/// How much of each output file a repeat keeps: 64 MiB, head and tail 32 MiB each.
+pub const OUTPUT_LIMIT: u64 = 64 << 20;
+
 #[derive(Clone, Debug)]
 pub struct ExecSpec {
     pub argv: Vec<String>,
@@ -134,7 +137,7 @@ pub fn run_with(
     interrupt: &Interrupt,
     collectors: &mut [&mut dyn Attach],
 ) -> Result<ExecResult, CollectError> {
-    run_capped(spec, crate::sweep::OUTPUT_LIMIT, interrupt, collectors)
+    run_capped(spec, OUTPUT_LIMIT, interrupt, collectors)
 }
 
 /// Like [`run_with`], keeping at most `output_limit` bytes of each output (its first and

@@ -26,8 +26,10 @@
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{ChildStdin, Command, Stdio};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 use std::time::Duration;
+
+pub use crate::token::token;
 
 /// The environment variable that marks the processes of scalprof's workloads: one token
 /// per scalprof process, space-separated when one scalprof runs inside another's workload.
@@ -45,25 +47,6 @@ pub const ENVIRON_LIMIT_BYTES: usize = 6 << 20;
 /// The longest [`TREE_ENV`] entry the keeper looks into: a token is under 30 bytes, so
 /// this is thousands of nested scalprofs.
 const TREE_ENTRY_LIMIT_BYTES: usize = 64 << 10;
-
-/// This process's token: its pid and a random part, so that one token never names two runs.
-pub fn token() -> &'static str {
-    static TOKEN: OnceLock<String> = OnceLock::new();
-    TOKEN.get_or_init(|| {
-        let mut bytes = [0u8; 8];
-        let random = std::fs::File::open("/dev/urandom")
-            .and_then(|mut f| f.read_exact(&mut bytes))
-            .is_ok();
-        let salt = if random {
-            u64::from_ne_bytes(bytes)
-        } else {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64)
-        };
-        format!("{}-{salt:016x}", std::process::id())
-    })
-}
 
 /// The value of [`TREE_ENV`] for a workload started now: the inherited tokens and ours.
 pub fn tree_value() -> String {

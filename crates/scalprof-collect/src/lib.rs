@@ -27,6 +27,7 @@ pub mod locks;
 pub mod perf;
 pub mod private;
 pub mod sweep;
+mod token;
 
 use std::path::PathBuf;
 

@@ -21,8 +21,8 @@ use crate::CollectError;
 mod step;
 use step::{run_step, Step, Stepped, SweepState};
 
-/// Default [`SweepPlan::output_limit`]: 64 MiB per file, head and tail 32 MiB each.
-pub const OUTPUT_LIMIT: u64 = 64 << 20;
+/// Default [`SweepPlan::output_limit`] (defined beside the capped run that applies it).
+pub use crate::exec::OUTPUT_LIMIT;
 
 /// The environment variable that carries a sweep parameter to the workload.
 pub fn parameter_env(parameter: &str) -> String {

@@ -102,7 +102,7 @@ impl ElfInfo {
                 source,
             })?;
             let tables = match crate::sandbox::parser() {
-                Some(exe) => crate::sandbox::parse_elf(exe, &file),
+                Some(exe) => parse_elf(exe, &file),
                 None => read_all(file).and_then(|data| Tables::parse(&data)),
             };
             tables.map_err(|reason| DebugInfoError::Parse {
@@ -504,7 +504,7 @@ impl Dwarf {
             None => crate::open_regular(path)
                 .map_err(|e| format!("cannot read it: {e}"))
                 .and_then(read_all)
-                .and_then(|data| crate::sandbox::load_dwarf(&data))
+                .and_then(|data| load_dwarf(&data))
                 .map(|l| Dwarf::Local(Box::new(l))),
         };
         opened.unwrap_or_else(Dwarf::Failed)
@@ -568,6 +568,39 @@ pub(crate) fn debug_file_under(root: &Path, build_id: &[u8]) -> Option<PathBuf> 
         .join(&hex[..2])
         .join(format!("{}.debug", &hex[2..]));
     p.exists().then_some(p)
+}
+
+/// A file's tables, parsed by a child.
+pub(crate) fn parse_elf(exe: &Path, file: &std::fs::File) -> Result<Tables, String> {
+    let mut parser = crate::sandbox::Parser::spawn(exe, "elf", file).map_err(|e| e.to_string())?;
+    parser.close_input();
+    let mut w = parser.reply()?;
+    w.get_status()?;
+    Tables::decode(&mut w)
+}
+
+/// A DWARF loader over `data`, its compressed sections checked first. The loader opens a
+/// path: the bytes go to a memory file of this process's own (a descriptor handed over by
+/// root cannot be reopened by `nobody`), which no one else can truncate.
+pub(crate) fn load_dwarf(data: &[u8]) -> Result<addr2line::Loader, String> {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    check_compressed_sections(data)?;
+    let mem = memfd().map_err(|e| format!("memfd: {e}"))?;
+    (&mem).write_all(data).map_err(|e| e.to_string())?;
+    // The loader opens and maps the memory file itself.
+    addr2line::Loader::new(format!("/proc/self/fd/{}", mem.as_raw_fd())).map_err(|e| e.to_string())
+}
+
+fn memfd() -> std::io::Result<std::fs::File> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: memfd_create reads a C string; the descriptor it returns is owned here.
+    let fd = unsafe { libc::memfd_create(c"scalprof-dwarf".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor that nothing else owns.
+    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
 }
 
 #[cfg(test)]

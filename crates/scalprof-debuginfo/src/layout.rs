@@ -30,7 +30,7 @@ pub fn read_layout(path: &Path) -> Result<Layout, DebugInfoError> {
         reason,
     };
     match crate::sandbox::parser() {
-        Some(exe) => crate::sandbox::parse_layout(exe, &file).map_err(parse_error),
+        Some(exe) => parse_layout(exe, &file).map_err(parse_error),
         None => crate::elf::read_all(file)
             .and_then(|data| layout_of(&data, Path::new(crate::elf::DEBUG_ROOT)))
             .map_err(parse_error),
@@ -40,6 +40,16 @@ pub fn read_layout(path: &Path) -> Result<Layout, DebugInfoError> {
 /// [`read_layout`], looking for separate debug files under `debug_root` (as symbolization
 /// does, by build id): a stripped binary whose debug package is installed keeps its
 /// symbols, types and fields.
+/// A file's data layout, read by a child.
+pub(crate) fn parse_layout(exe: &Path, file: &std::fs::File) -> Result<Layout, String> {
+    let mut parser =
+        crate::sandbox::Parser::spawn_brokered(exe, "layout", file).map_err(|e| e.to_string())?;
+    parser.close_input();
+    let mut w = parser.reply()?;
+    w.get_status()?;
+    serde_json::from_slice(w.get_bytes()?).map_err(|e| format!("the parser's layout: {e}"))
+}
+
 #[cfg(test)]
 fn read_layout_with_debug_root(path: &Path, debug_root: &Path) -> Result<Layout, DebugInfoError> {
     let data = crate::open_regular(path)

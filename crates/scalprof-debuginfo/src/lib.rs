@@ -7,6 +7,7 @@
 //! - [`kallsyms`]: the running kernel's symbols from `/proc/kallsyms`.
 //! - [`SymbolCache`]: ELF files opened once per path.
 
+pub mod child;
 pub mod elf;
 pub mod kallsyms;
 pub mod kernel_layout;

@@ -258,6 +258,29 @@ pub struct Spread {
     pub max: f64,
 }
 
+impl Spread {
+    /// Median (mean of the middle two for even counts), minimum and maximum of the finite
+    /// values; `None` without one.
+    pub fn of(values: impl Iterator<Item = f64>) -> Option<Spread> {
+        let mut v: Vec<f64> = values.filter(|x| x.is_finite()).collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        };
+        Some(Spread {
+            median,
+            min: v[0],
+            max: v[n - 1],
+        })
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Point {
     /// The sweep parameter's value (thread count).

@@ -10,7 +10,7 @@ use scalprof_model::SweepParameter;
 
 use scalprof_collect::sweep::{default_values, substitute};
 
-use crate::sweep::RunOptions;
+use crate::options::RunOptions;
 
 /// Why a sweep cannot start.
 #[derive(Debug, thiserror::Error)]

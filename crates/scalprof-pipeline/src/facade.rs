@@ -27,7 +27,9 @@ pub use scalprof_collect::sweep::{RepeatKind, SweepEnd, SweepEvent};
 /// How a sweep is sampled, traced and attached: parts of [`crate::RunOptions`].
 pub use scalprof_collect::{attach::AttachSpec, locks::LockConfig, perf::SamplingConfig};
 /// The parser children's entry point and switch, and the kernel's symbols and structs.
-pub use scalprof_debuginfo::{cache_line_size, kernel_layout::kernel_struct, sandbox, Kallsyms};
+pub use scalprof_debuginfo::{
+    cache_line_size, child, kernel_layout::kernel_struct, sandbox, Kallsyms,
+};
 
 /// A binary's data layout, read from its debug information in a parser child, and its
 /// cache lines laid out and judged for `line`-byte lines (`scalprof layout`).

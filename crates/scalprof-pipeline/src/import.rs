@@ -272,10 +272,11 @@ fn parse_in_child(exe: &Path, path: &Path, local_kernel: &str) -> Result<Parsed>
 /// before it reads a byte, it parses the perf.data on descriptor 3 and sends what
 /// [`parse_in_child`] decodes. Never returns.
 pub fn serve_child() -> ! {
+    use scalprof_debuginfo::child;
     use scalprof_debuginfo::sandbox::{self, Wire};
     use std::io::{Read, Write};
     use std::os::fd::FromRawFd;
-    if let Err(e) = sandbox::confine(IMPORT_MEMORY_CAP) {
+    if let Err(e) = child::confine(IMPORT_MEMORY_CAP) {
         let _ = writeln!(std::io::stderr(), "cannot drop privileges: {e}");
         std::process::exit(3);
     }

@@ -26,6 +26,7 @@ pub mod check;
 pub mod corpus;
 pub mod facade;
 pub mod import;
+mod options;
 pub mod suite;
 pub mod sweep;
 

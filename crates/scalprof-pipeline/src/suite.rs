@@ -16,7 +16,8 @@ use scalprof_model::suite::{PointRate, SuiteComparison, SuiteDocument, TestResul
 use scalprof_model::{Finding, RunDocument, RunStatus, ThroughputSource};
 use scalprof_store::Store;
 
-use crate::sweep::{RunOptions, RunOutcome};
+use crate::options::RunOptions;
+use crate::sweep::RunOutcome;
 use crate::LoadedRun;
 
 const SOURCE: &str = include_str!("../../../suite/osbench.c");

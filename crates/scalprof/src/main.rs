@@ -63,7 +63,7 @@ fn main() -> ExitCode {
             scalprof_pipeline::import::serve_child();
         }
         oom::leave_to_std();
-        scalprof_pipeline::facade::sandbox::serve(&job);
+        scalprof_pipeline::facade::child::serve(&job);
     }
     // Everything that parses bytes another user may control runs in such children. The
     // link, not the path it names: a rebuilt or replaced binary keeps its running image.

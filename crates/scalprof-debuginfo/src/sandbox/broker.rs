@@ -10,7 +10,7 @@ use std::path::Path;
 
 /// The descriptor an import child asks its parent for files on: the perf.data names
 /// binaries, debug files and perf maps that only root may be able to open.
-pub(super) const BROKER_FD: i32 = 4;
+pub(crate) const BROKER_FD: i32 = 4;
 
 static BROKER: std::sync::Mutex<Option<std::os::unix::net::UnixStream>> =
     std::sync::Mutex::new(None);
@@ -20,7 +20,7 @@ pub fn use_broker() {
     use_broker_at(BROKER_FD);
 }
 
-pub(super) fn use_broker_at(fd: i32) {
+pub(crate) fn use_broker_at(fd: i32) {
     // SAFETY: the parent put one end of a socket pair on BROKER_FD (see
     // `Parser::spawn_brokered`), and nothing else here owns it.
     let s = unsafe { std::os::unix::net::UnixStream::from_raw_fd(fd) };

@@ -1,0 +1,69 @@
+//! What a sweep is asked to do: the options every command that measures fills in.
+
+use std::time::Duration;
+
+use scalprof_collect::locks::LockConfig;
+use scalprof_collect::perf::SamplingConfig;
+use scalprof_model::{SweepParameter, ThroughputSource};
+
+/// Everything a sweep needs.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    pub command: Vec<String>,
+    /// A scaling sweep (threads) or a complexity sweep (size).
+    pub parameter: SweepParameter,
+    /// The sweep's values; `None`: 1, 2, 4, … up to the CPUs.
+    pub values: Option<Vec<u64>>,
+    /// Clean (untraced) repeats per point.
+    pub repeat: u32,
+    /// Diagnosis repeats per point (profiler and tracers attached); 0 = timing only.
+    pub diagnose: u32,
+    /// While a point's traced repeats disagree on its verdict, more run, up to this many
+    /// in all (a thread sweep's points after the first; at most `diagnose` elsewhere).
+    pub diagnose_max: u32,
+    pub warmup: u32,
+    pub label: Option<String>,
+    pub ops_regex: String,
+    /// Weak or strong scaling when the workload prints no ops; `None` infers it.
+    pub scaling: Option<ThroughputSource>,
+    pub timeout: Option<Duration>,
+    pub keep_going: bool,
+    /// Profile the diagnosis repeats (`None`: no profiles).
+    pub sampling: Option<SamplingConfig>,
+    /// Trace locks in the diagnosis repeats (`None`: no lock tables).
+    pub locks: Option<LockConfig>,
+    /// Running processes observed in the traced repeats (`--attach`, `--attach-name`).
+    pub attach: scalprof_collect::attach::AttachSpec,
+}
+
+impl RunOptions {
+    /// A sweep of `command` over `parameter` with the defaults of `scalprof run`: 3 clean
+    /// repeats and 2 to 6 traced per point, profiled and lock-traced, the sweep's values from
+    /// the CPU count, throughput from an `ops=N` line. Callers change what differs.
+    pub fn new(command: Vec<String>, parameter: SweepParameter) -> Self {
+        RunOptions {
+            command,
+            parameter,
+            values: None,
+            repeat: 3,
+            diagnose: DIAGNOSE,
+            diagnose_max: DIAGNOSE_MAX,
+            warmup: 0,
+            label: None,
+            ops_regex: r"ops=(\d+)".into(),
+            scaling: None,
+            timeout: None,
+            keep_going: false,
+            sampling: Some(SamplingConfig::default()),
+            locks: Some(LockConfig::default()),
+            attach: Default::default(),
+        }
+    }
+}
+
+/// Traced repeats per point by default: two, so that every share has an interval.
+pub const DIAGNOSE: u32 = 2;
+/// At most this many traced repeats per point while the verdict is unsettled: at 6 the
+/// intervals' t factor (80%) is 1.48, against 3.08 at 2, so two causes 1.3 standard
+/// errors apart in 2 repeats stand apart in 6 that scatter alike.
+pub const DIAGNOSE_MAX: u32 = 6;

@@ -91,22 +91,14 @@ fn metrics_table(metrics: &[MetricComparison]) -> Table {
                 format!("{x:.4}")
             }
         };
+        // One side: "median (min–max) n=N".
+        let side = |median: f64, range: [f64; 2], n| {
+            format!("{} ({}–{}) n={n}", f(median), f(range[0]), f(range[1]))
+        };
         t.add_row(vec![
             m.metric.to_string(),
-            format!(
-                "{} ({}–{}) n={}",
-                f(m.a_median),
-                f(m.a_range[0]),
-                f(m.a_range[1]),
-                m.a_n
-            ),
-            format!(
-                "{} ({}–{}) n={}",
-                f(m.b_median),
-                f(m.b_range[0]),
-                f(m.b_range[1]),
-                m.b_n
-            ),
+            side(m.a_median, m.a_range, m.a_n),
+            side(m.b_median, m.b_range, m.b_n),
             m.verdict.clone(),
         ]);
     }

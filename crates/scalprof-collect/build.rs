@@ -13,12 +13,26 @@ fn main() {
 
 #[cfg(feature = "bpf")]
 fn build_bpf() {
+    for (src, skel) in [
+        ("src/bpf/locks.bpf.c", "locks.skel.rs"),
+        ("src/bpf/delay.bpf.c", "delay.skel.rs"),
+    ] {
+        build_one(src, skel);
+    }
+    // The parts locks.bpf.c includes, in order (one compilation unit).
+    for part in ["maps", "kernel_locks", "waits", "runqueue"] {
+        println!("cargo:rerun-if-changed=src/bpf/{part}.bpf.h");
+    }
+}
+
+/// Compiles one BPF program and writes its skeleton to `OUT_DIR/skel`.
+#[cfg(feature = "bpf")]
+fn build_one(src: &str, skel: &str) {
     use std::path::PathBuf;
 
     use libbpf_cargo::SkeletonBuilder;
 
-    let src = "src/bpf/locks.bpf.c";
-    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR")).join("locks.skel.rs");
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR")).join(skel);
     let arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
     let multiarch = match arch.as_str() {
         "x86_64" => "x86_64-linux-gnu",
@@ -41,10 +55,6 @@ fn build_bpf() {
         );
     }
     println!("cargo:rerun-if-changed={src}");
-    // The parts locks.bpf.c includes, in order (one compilation unit).
-    for part in ["maps", "kernel_locks", "waits", "runqueue"] {
-        println!("cargo:rerun-if-changed=src/bpf/{part}.bpf.h");
-    }
 }
 
 /// Without the `bpf` feature there is nothing to build.

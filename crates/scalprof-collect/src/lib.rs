@@ -16,6 +16,7 @@
 pub mod attach;
 pub mod cgroup;
 pub mod counters;
+pub mod delay;
 pub mod exec;
 pub mod host;
 pub mod import;
@@ -67,6 +68,8 @@ pub enum CollectError {
     Profiling(#[from] ProfilingError),
     #[error("lock tracing: {0}")]
     Locks(#[from] LockTracerError),
+    #[error("delay injection: {0}")]
+    Delay(#[from] DelayError),
     #[error("{0}")]
     Attach(String),
     #[error("storing a measurement failed")]
@@ -107,6 +110,19 @@ pub enum LockTracerError {
     Load { message: String, cause: BpfCause },
     #[error("cannot read the BPF ring buffer: {0}")]
     RingBuffer(String),
+}
+
+/// Why the delay injector could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DelayError {
+    #[error("this scalprof was built without BPF support (the `bpf` cargo feature, which needs clang and libelf-dev to build): experiments need it")]
+    NotBuilt,
+    #[error("cannot start the delay injector's thread")]
+    Thread(#[source] std::io::Error),
+    #[error("the BPF delay injector did not start in 30 s")]
+    Timeout,
+    #[error("loading the BPF delay injector failed: {message} ({})", .cause.hint())]
+    Load { message: String, cause: BpfCause },
 }
 
 /// Why BPF programs would not load, as far as scalprof can tell.

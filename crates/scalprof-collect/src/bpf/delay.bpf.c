@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: GPL-2.0
+// scalprof delay injector: lengthens one cause of the workload's process tree by a known
+// time, so that `scalprof verify` can measure how the throughput answers.
+//
+// A system call is lengthened where it returns (raw_syscalls:sys_exit): the calling thread
+// spins for `delay_ns` before it goes back to user space, so a call made while holding a
+// lock holds it that much longer. Spinning, not sleeping: no tracepoint may sleep. The
+// spin takes a CPU, which the prediction accounts for.
+//
+// Enabling a system-call tracepoint sends every system call of every task down the slow
+// path (see locks.bpf.c): the zero-delay level runs with the hook attached too, so that
+// what the experiment compares differs in the delay only.
+
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+typedef __u64 u64;
+typedef __u32 u32;
+typedef __u8 u8;
+
+struct task_struct {
+	int pid;
+	int tgid;
+} __attribute__((preserve_access_index));
+
+struct pt_regs {
+	unsigned long orig_ax;
+} __attribute__((preserve_access_index));
+
+/* The system call to lengthen (x86-64 numbers) and by how much. */
+const volatile u32 target_nr = 0;
+const volatile u64 delay_ns = 0;
+
+/* What was delayed: calls seen and nanoseconds spun, read back after the execution. */
+u64 delayed_calls = 0;
+u64 delayed_ns = 0;
+
+/* The workload's process tree (tgid -> 1): its root from user space, forks followed. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, u32);
+	__type(value, u8);
+} tracked SEC(".maps");
+
+SEC("tp_btf/sched_process_fork")
+int BPF_PROG(delay_fork, struct task_struct *parent, struct task_struct *child)
+{
+	u32 ptgid = BPF_CORE_READ(parent, tgid);
+	u32 ctgid = BPF_CORE_READ(child, tgid);
+	u8 one = 1;
+	if (ptgid != ctgid && bpf_map_lookup_elem(&tracked, &ptgid))
+		bpf_map_update_elem(&tracked, &ctgid, &one, BPF_ANY);
+	return 0;
+}
+
+static long spin_step(u64 index, void *ctx)
+{
+	u64 *until = ctx;
+	return bpf_ktime_get_ns() >= *until ? 1 : 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(delay_sys_exit, struct pt_regs *regs, long ret)
+{
+	u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	if (!bpf_map_lookup_elem(&tracked, &tgid))
+		return 0;
+	if (BPF_CORE_READ(regs, orig_ax) != target_nr)
+		return 0;
+	__sync_fetch_and_add(&delayed_calls, 1);
+	if (!delay_ns)
+		return 0;
+	u64 start = bpf_ktime_get_ns();
+	u64 until = start + delay_ns;
+	/* 2^23 steps of a clock read each: far longer than any delay asked for (capped by
+	 * user space), and bounded for the verifier. */
+	bpf_loop(1 << 23, spin_step, &until, 0);
+	__sync_fetch_and_add(&delayed_ns, bpf_ktime_get_ns() - start);
+	return 0;
+}
+
+char LICENSE[] SEC("license") = "GPL";

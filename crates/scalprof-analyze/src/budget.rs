@@ -580,6 +580,7 @@ mod tests {
             suggestion: String::new(),
             details: Default::default(),
             what_if: None,
+            experiment: None,
         }];
         assert!(points[1].budget.as_ref().unwrap().causes[0].share <= 0.035 + 1e-9);
         score_findings(&mut findings, &points[1], 0);
@@ -604,6 +605,7 @@ mod tests {
             suggestion: String::new(),
             details: Default::default(),
             what_if: None,
+            experiment: None,
         }];
         score_findings(&mut findings, &points[1], 0);
         assert!((findings[0].score - 0.4).abs() < 1e-9);

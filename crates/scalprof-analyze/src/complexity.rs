@@ -238,6 +238,7 @@ pub fn superlinear(report: &ComplexityReport, unit: &str) -> Vec<Finding> {
                     unit: unit.to_string(),
                 }),
                 what_if: None,
+                experiment: None,
             }
         })
         .collect()

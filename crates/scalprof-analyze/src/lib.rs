@@ -5,6 +5,7 @@
 pub mod budget;
 pub mod compare;
 pub mod complexity;
+pub mod experiment;
 pub mod layout;
 pub mod locks;
 pub mod profile;

@@ -212,6 +212,7 @@ fn hotspots(diff: &ScalingDiff, scope: Scope, keep: &dyn Fn(&str) -> bool) -> Ve
                     inclusive_per_op: r.inclusive_per_op.clone(),
                 }),
                 what_if: None,
+                experiment: None,
             }
         })
         .collect()
@@ -306,6 +307,7 @@ pub fn serial_fractions(points: &[(u64, Option<f64>, &PointProfile)]) -> Vec<Fin
                 bin_ms: p.serial.bin_ms,
             }),
             what_if: None,
+            experiment: None,
         });
     }
     out

@@ -218,6 +218,7 @@ impl Target {
                 functions: self.functions,
             }),
             what_if: None,
+            experiment: None,
         })
     }
 

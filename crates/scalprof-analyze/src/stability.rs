@@ -101,6 +101,7 @@ fn variant(inputs: &RunInputs, j: usize) -> Option<(RunInputs, Vec<u64>)> {
         sharing: inputs.sharing.clone(),
         legacy_findings: inputs.legacy_findings.clone(),
         per_repeat: Vec::new(),
+        experiments: Vec::new(),
     };
     Some((inputs, alone))
 }

@@ -147,6 +147,7 @@ pub fn stage_finding(last: &Point, profile: &PointProfile, cpus: u64) -> Option<
             bin_ms: profile.serial.bin_ms,
         }),
         what_if: None,
+        experiment: None,
     })
 }
 

@@ -30,6 +30,7 @@ pub const PERTURBATION_LIMIT: f64 = 0.05;
 pub fn assemble(inputs: &RunInputs) -> RunDocument {
     let mut doc = assemble_merged(inputs);
     crate::stability::add_intervals(&mut doc, inputs, assemble_merged);
+    crate::experiment::attach(&mut doc, &inputs.experiments);
     doc
 }
 
@@ -104,6 +105,7 @@ fn assemble_merged(inputs: &RunInputs) -> RunDocument {
         sampling,
         scaling_diff,
         complexity,
+        experiments: Vec::new(),
     }
 }
 

@@ -242,7 +242,7 @@ pub fn match_ops(stdout: &str, re: &Regex) -> Result<Option<u64>, String> {
 }
 
 /// Reads at most the last 4 MiB of a workload's stdout (where `ops=` lines are).
-fn read_tail(path: &PathBuf, max: u64) -> String {
+pub fn read_tail(path: &PathBuf, max: u64) -> String {
     use std::io::{Read, Seek, SeekFrom};
     let Ok(mut f) = std::fs::File::open(path) else {
         return String::new();

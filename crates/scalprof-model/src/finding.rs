@@ -175,6 +175,9 @@ pub struct Finding {
     /// The speedup at the last point without this cause (set from the budget).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub what_if: Option<WhatIf>,
+    /// The experiment that lengthened this cause: its index in `experiments[]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub experiment: Option<usize>,
 }
 
 /// What each kind of finding carries besides its sentence. The JSON is the same object a

@@ -5,6 +5,7 @@
 //! other tools and by our acceptance tests: add fields freely, never rename or remove one.
 
 pub mod compare;
+pub mod experiment;
 pub mod layout;
 pub mod locks;
 pub mod profile;

@@ -383,6 +383,8 @@ pub struct RunInputs {
     /// Each traced repeat's own profile and lock table, for the points after the first
     /// that have two or more: the budget's intervals are computed from them.
     pub per_repeat: Vec<RepeatTrace>,
+    /// The experiments run on this run's causes (`scalprof verify`).
+    pub experiments: Vec<crate::experiment::Experiment>,
 }
 
 /// What the collectors recorded in one traced repeat, before it was merged with its
@@ -407,6 +409,7 @@ impl RunInputs {
             sharing: None,
             legacy_findings: Vec::new(),
             per_repeat: Vec::new(),
+            experiments: Vec::new(),
         }
     }
 
@@ -446,6 +449,9 @@ pub struct RunDocument {
     /// Power-law fits of a size sweep (`scalprof complexity`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub complexity: Option<ComplexityReport>,
+    /// Causes lengthened by known delays and what the throughput did (`scalprof verify`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub experiments: Vec<crate::experiment::Experiment>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -29,6 +29,7 @@ pub mod import;
 mod options;
 pub mod suite;
 pub mod sweep;
+pub mod verify;
 
 use std::path::{Path, PathBuf};
 
@@ -74,6 +75,7 @@ pub fn load(store: &Store, id: i64) -> Result<RunInputs> {
         sharing: stored.sharing,
         legacy_findings: stored.legacy_findings,
         per_repeat,
+        experiments: stored.experiments,
     })
 }
 

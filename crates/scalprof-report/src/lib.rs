@@ -13,6 +13,7 @@ pub mod pprof;
 pub mod suite;
 
 mod compare;
+mod experiment;
 mod format;
 mod layout;
 mod locks;
@@ -23,6 +24,7 @@ mod tables;
 mod view;
 
 pub use compare::comparison;
+pub use experiment::experiment_line;
 pub use format::si;
 pub use layout::{kernel_struct_text, layout_text};
 pub use locks::{lock_growth, lock_table};

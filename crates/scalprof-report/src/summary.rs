@@ -227,9 +227,27 @@ pub(crate) fn warnings_and_findings(doc: &RunDocument) -> String {
                     w.speedup, w.value, doc.sweep.parameter
                 );
             }
+            if let Some(e) = f.experiment.and_then(|i| doc.experiments.get(i)) {
+                out += &format!(
+                    "         experiment: {}\n",
+                    crate::experiment_line(e, doc.sweep.parameter.as_str())
+                );
+            }
             if !f.suggestion.is_empty() {
                 out += &format!("         what to do: {}\n", one_line(&f.suggestion));
             }
+        }
+    }
+    let unlinked: Vec<_> = (0..doc.experiments.len())
+        .filter(|i| !doc.findings.iter().any(|f| f.experiment == Some(*i)))
+        .collect();
+    if !unlinked.is_empty() {
+        out += "\nexperiments:\n";
+        for i in unlinked {
+            out += &format!(
+                "  {}\n",
+                crate::experiment_line(&doc.experiments[i], doc.sweep.parameter.as_str())
+            );
         }
     }
     out += &format!("\nworkload output: {}\n", doc.output_dir);

@@ -147,6 +147,7 @@ fn inputs() -> scalprof_model::RunInputs {
         sharing: None,
         legacy_findings: Vec::new(),
         per_repeat: Vec::new(),
+        experiments: Vec::new(),
     }
 }
 

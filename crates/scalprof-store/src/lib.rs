@@ -105,6 +105,8 @@ pub struct StoredRun {
     /// Findings stored by scalprof before schema 6 (see `RunInputs::legacy_findings`).
     pub legacy_findings: Vec<Finding>,
     pub sharing: Option<SharingInputs>,
+    /// The experiments run on the run's causes (`scalprof verify`).
+    pub experiments: Vec<scalprof_model::experiment::Experiment>,
 }
 
 /// What a new run starts with.

@@ -435,6 +435,8 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     // 9: when the recorder process started ("BOOT_ID TICKS", see `read::process_start`):
     // a pid alone may name another process by the time the run is read.
     "ALTER TABLE runs ADD COLUMN recorder_start TEXT;",
+    // 10: the experiments run on the run's causes (JSON, [Experiment]; `scalprof verify`).
+    "ALTER TABLE runs ADD COLUMN experiments TEXT;",
 ];
 
 /// The schema version this build writes.

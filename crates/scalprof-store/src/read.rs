@@ -184,6 +184,11 @@ impl Store {
                 .sharing
                 .map(|text| parse(id, "sharing", &text))
                 .transpose()?,
+            experiments: row
+                .experiments
+                .map(|text| parse(id, "experiments", &text))
+                .transpose()?
+                .unwrap_or_default(),
         })
     }
 
@@ -192,7 +197,8 @@ impl Store {
         self.conn
             .query_row(
                 "SELECT label, created, command, status, parameter, sweep_values, host, scaling,
-                        ops_regex, output_dir, recorder_pid, findings, sharing, recorder_start
+                        ops_regex, output_dir, recorder_pid, findings, sharing, recorder_start,
+                        experiments
                  FROM runs WHERE id = ?1",
                 [id],
                 |r| {
@@ -211,6 +217,7 @@ impl Store {
                         findings: r.get(11)?,
                         sharing: r.get(12)?,
                         started: r.get(13)?,
+                        experiments: r.get(14)?,
                     })
                 },
             )
@@ -266,6 +273,7 @@ struct RunRow {
     findings: String,
     sharing: Option<String>,
     started: Option<String>,
+    experiments: Option<String>,
 }
 
 impl RunRow {

@@ -131,6 +131,25 @@ impl Store {
     }
 
     /// Stores the sites and layouts the sharing analysis reads (see `SharingInputs`).
+    /// Keeps `experiments` with the run: each replaces a stored one of the same subject and
+    /// point (the same experiment run again), the others are added.
+    pub fn add_experiments(
+        &self,
+        id: i64,
+        experiments: &[scalprof_model::experiment::Experiment],
+    ) -> Result<(), StoreError> {
+        let mut all = self.load(id)?.experiments;
+        for e in experiments {
+            all.retain(|o| !(o.subject == e.subject && o.point == e.point));
+            all.push(e.clone());
+        }
+        self.conn.execute(
+            "UPDATE runs SET experiments = ?2 WHERE id = ?1",
+            params![id, json(&all)],
+        )?;
+        Ok(())
+    }
+
     pub fn set_sharing(&self, id: i64, sharing: &SharingInputs) -> Result<(), StoreError> {
         self.conn.execute(
             "UPDATE runs SET sharing = ?2 WHERE id = ?1",

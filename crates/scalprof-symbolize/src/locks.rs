@@ -24,6 +24,7 @@ mod stacks;
 mod syscall;
 mod user;
 use calls::is_sleep_call;
+pub use calls::syscall_number;
 pub use holders::{BlameKey, HolderSamples};
 use kernel::add_kernel_rows;
 use runqueue::add_runqueue_row;

@@ -66,6 +66,11 @@ pub enum Command {
         allows; 2 bad usage; 3 any other error (a missing run, an unreadable store)."
     )]
     Compare(CompareArgs),
+    /// Prove a diagnosis by experiment: lengthen each cause (a system call today) by known
+    /// delays at one point of a stored run, interleaved with a zero-delay control, and say
+    /// whether the throughput answers as a bottleneck would (on or off the critical path),
+    /// with the speedup the measured response gives for removing it.
+    Verify(VerifyArgs),
     /// Run a command once and show its lock contention: kernel locks and user-space locks
     /// (futex waits) in one lockstat-style table, with callers.
     Locks(LocksArgs),
@@ -152,6 +157,26 @@ pub struct CompareArgs {
     /// Also write the comparison as a self-contained HTML page.
     #[arg(long, value_name = "FILE", value_parser = parse_output_path)]
     pub report: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct VerifyArgs {
+    /// The run: an id, label, `latest` or `latest~N`.
+    pub run: String,
+    /// A cause to lengthen: a system call (`fdatasync`) or a finding's subject; repeat it
+    /// for several. Default: the run's top 3 findings.
+    #[arg(long = "cause", value_name = "SUBJECT")]
+    pub causes: Vec<String>,
+    /// The sweep point to run at (default: the largest measured).
+    #[arg(long, value_name = "VALUE")]
+    pub point: Option<u64>,
+    /// Rounds of the interleaved levels; each level runs once per round. More rounds
+    /// settle an inconclusive verdict on a noisy machine.
+    #[arg(long, default_value_t = 4, value_name = "N", value_parser = clap::value_parser!(u32).range(2..=50))]
+    pub rounds: u32,
+    /// Print the experiments as JSON (the run document's `experiments[]` entries).
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Debug)]

@@ -219,6 +219,7 @@ impl<'a> LockSeries<'a> {
                 max_wait_ns: last.max_wait_ns,
             }),
             what_if: None,
+            experiment: None,
         }
     }
 

@@ -67,6 +67,11 @@ pub(super) fn syscall_name(nr: u32) -> String {
     }
 }
 
+/// The x86-64 number of a system call scalprof names (the reverse of [`syscall_name`]).
+pub fn syscall_number(name: &str) -> Option<u32> {
+    (0..512).find(|&nr| syscall_name(nr) == name)
+}
+
 /// Sleeps (nanosleep, clock_nanosleep): a thread that sleeps in a retry loop waits for
 /// whatever the others are doing; what they ran meanwhile is blamed.
 pub(super) fn is_sleep_call(op: u32) -> bool {

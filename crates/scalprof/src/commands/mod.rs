@@ -4,11 +4,13 @@ mod compare;
 mod demo;
 mod inspect;
 mod record;
+mod verify;
 
 pub use compare::compare;
 pub use demo::demo;
 pub use inspect::{corpus, export, fit, flame, layout, report, runs, show};
 pub use record::{complexity, import, locks, run, suite};
+pub use verify::verify;
 
 use std::process::ExitCode;
 

@@ -1,0 +1,347 @@
+//! What an experiment proves. A cause is lengthened by known delays (and a zero-delay
+//! control), the executions interleaved; this compares the throughput's answer with what
+//! the cause would give on the critical path, and with what the delay's own CPU would cost
+//! off it.
+//!
+//! The model, per unit of work (an operation): the control takes `t0` of wall time and
+//! `w` of CPU time, and the cause occurs `c` times. Lengthening each occurrence by `D`
+//! injects `x = c·D` per operation.
+//! - On the critical path (a bottleneck: a call under a global lock, a serial phase), the
+//!   whole injection lands on the time per operation: `t = t0 + x`, a slowdown of
+//!   `x / (t0 + x)`.
+//! - Off it, the delay costs only the CPU it spins on: once the workload's CPU demand
+//!   `w + x` per operation exceeds what the machine's CPUs give in `t0`, the time per
+//!   operation becomes `(w + x) / cpus`.
+//!
+//! The measured response is the difference of the mean time per operation between the
+//! longest delay and the control, with Welch's interval ([`crate::compare::welch`]); its
+//! ratio to `x` is the slope (1 on a bottleneck, 0 off the path), which calibrates the
+//! what-if: removing the cause's own time per operation `W` saves `slope·W`.
+
+use scalprof_model::experiment::{CalibratedWhatIf, Experiment, LevelThroughput, Verdict};
+use scalprof_model::RunDocument;
+use statrs::distribution::{ContinuousCDF, StudentsT};
+
+use crate::compare::welch;
+
+/// One execution of the workload in an experiment.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Execution {
+    pub delay_ns: u64,
+    /// Units of work it did (operations, or the run's work measure).
+    pub work: f64,
+    pub wall_s: f64,
+    /// CPU time of the workload's tree (user + system).
+    pub cpu_s: f64,
+    /// Occurrences of the cause the delay primitive counted.
+    pub occurrences: u64,
+}
+
+/// What an experiment was, besides its executions.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Setting {
+    pub subject: String,
+    pub kind: String,
+    pub point: u64,
+    pub primitive: String,
+    /// CPUs the workload may use.
+    pub cpus: u32,
+    /// The cause's own time per operation at the point (its wait in the run's lock table),
+    /// for the calibrated what-if; `None` when the run does not say.
+    pub own_ns_per_op: Option<f64>,
+}
+
+/// A measured slowdown this close to the bottleneck's prediction counts as one: within a
+/// factor of 2 either way (the acceptance of `verify`), wide for a two-CPU machine's noise.
+const WITHIN: f64 = 2.0;
+
+/// Judges an experiment from its executions.
+pub fn judge(setting: &Setting, executions: &[Execution]) -> Experiment {
+    let mut delays: Vec<u64> = executions.iter().map(|e| e.delay_ns).collect();
+    delays.sort_unstable();
+    delays.dedup();
+    let at = |d: u64| -> Vec<&Execution> {
+        executions
+            .iter()
+            .filter(|e| e.delay_ns == d && e.work > 0.0 && e.wall_s > 0.0)
+            .collect()
+    };
+    let throughput = delays.iter().map(|&d| level(d, &at(d))).collect();
+    let mut out = Experiment {
+        subject: setting.subject.clone(),
+        kind: setting.kind.clone(),
+        point: setting.point,
+        primitive: setting.primitive.clone(),
+        delays_ns: delays.clone(),
+        throughput,
+        occurrences_per_op: 0.0,
+        predicted_slowdown: 0.0,
+        burn_slowdown: 0.0,
+        measured_slowdown: [0.0, 0.0],
+        slope: None,
+        verdict: Verdict::Inconclusive,
+        reason: String::new(),
+        calibrated_what_if: None,
+    };
+    let control = at(0);
+    let top = delays.last().copied().unwrap_or(0);
+    if control.len() < 2 || top == 0 || at(top).len() < 2 {
+        out.reason = "fewer than two executions at the control or the longest delay: \
+                      nothing to compare (run more rounds)"
+            .into();
+        return out;
+    }
+    let per_op = |e: &&Execution| e.wall_s / e.work;
+    let t0 = mean(control.iter().map(per_op));
+    let w = mean(control.iter().map(|e| e.cpu_s / e.work));
+    let c = mean(control.iter().map(|e| e.occurrences as f64 / e.work));
+    out.occurrences_per_op = c;
+    if c == 0.0 {
+        out.verdict = Verdict::OffCriticalPath;
+        out.reason = "the cause did not occur at this point: lengthening it changes nothing".into();
+        return out;
+    }
+    let x = c * top as f64 * 1e-9;
+    let response = welch(
+        &control.iter().map(per_op).collect::<Vec<_>>(),
+        &at(top).iter().map(per_op).collect::<Vec<_>>(),
+    );
+    let Some(response) = response else {
+        out.reason = "the executions could not be compared".into();
+        return out;
+    };
+    let slowdown = |dt: f64| dt / (t0 + dt);
+    out.measured_slowdown = response.ci95.map(slowdown);
+    out.predicted_slowdown = slowdown(x);
+    out.burn_slowdown = burn_slowdown(t0, w, x, setting.cpus);
+    out.slope = Some([
+        response.difference / x,
+        response.ci95[0] / x,
+        response.ci95[1] / x,
+    ]);
+    let (verdict, reason) = verdict(&out, slowdown(response.difference));
+    out.verdict = verdict;
+    out.reason = reason;
+    out.calibrated_what_if = what_if(&out, t0, setting.own_ns_per_op);
+    out
+}
+
+/// A level's mean throughput, with Student's t interval over its executions.
+fn level(delay_ns: u64, runs: &[&Execution]) -> LevelThroughput {
+    let x: Vec<f64> = runs.iter().map(|e| e.work / e.wall_s).collect();
+    let m = mean(x.iter().copied());
+    let half = if x.len() >= 2 {
+        let var = x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (x.len() - 1) as f64;
+        let q = StudentsT::new(0.0, 1.0, (x.len() - 1) as f64)
+            .map(|t| t.inverse_cdf(0.975))
+            .unwrap_or(f64::NAN);
+        q * (var / x.len() as f64).sqrt()
+    } else {
+        f64::NAN
+    };
+    LevelThroughput {
+        delay_ns,
+        throughput: m,
+        ci95: [m - half, m + half],
+        executions: x.len() as u32,
+    }
+}
+
+fn mean(x: impl Iterator<Item = f64>) -> f64 {
+    let (sum, n) = x.fold((0.0, 0usize), |(s, n), v| (s + v, n + 1));
+    if n == 0 {
+        0.0
+    } else {
+        sum / n as f64
+    }
+}
+
+/// The slowdown the spin alone causes off the critical path: none while the CPUs have
+/// room for the workload's CPU time and the spin; beyond, the time per operation is the
+/// CPU demand shared by the CPUs.
+fn burn_slowdown(t0: f64, w: f64, x: f64, cpus: u32) -> f64 {
+    let t = (w + x) / f64::from(cpus.max(1));
+    if t > t0 {
+        1.0 - t0 / t
+    } else {
+        0.0
+    }
+}
+
+/// The verdict from the measured slowdown (`mid`, and its interval) against the
+/// bottleneck's prediction and the spin's own cost. The two predictions are told apart at
+/// their geometric mean: on a machine of few busy CPUs the spin alone costs a good part of
+/// what a bottleneck would (half of it on two CPUs), so "slower" is not enough.
+fn verdict(e: &Experiment, mid: f64) -> (Verdict, String) {
+    let [lo, hi] = e.measured_slowdown;
+    let (predicted, burn) = (e.predicted_slowdown, e.burn_slowdown);
+    let between = (burn.max(0.01 * predicted) * predicted).sqrt();
+    let pct = |x: f64| format!("{:.0}%", x * 100.0);
+    let measured = format!("{} ({}–{})", pct(mid), pct(lo), pct(hi));
+    if lo >= predicted / WITHIN && mid <= predicted * WITHIN && mid > between {
+        return (
+            Verdict::OnCriticalPath,
+            format!(
+                "cost {measured}, as a bottleneck would (predicted {}): on the critical path",
+                pct(predicted)
+            ),
+        );
+    }
+    if hi < predicted / (2.0 * WITHIN) || (mid <= between && hi < predicted) {
+        let spin = if burn > 0.005 {
+            format!("; the delay's own CPU: {}", pct(burn))
+        } else {
+            String::new()
+        };
+        return (
+            Verdict::OffCriticalPath,
+            format!(
+                "cost {measured}, where a bottleneck would cost {}{spin}: off the critical path",
+                pct(predicted)
+            ),
+        );
+    }
+    if hi - lo > predicted / WITHIN {
+        return (
+            Verdict::Inconclusive,
+            format!(
+                "cost {measured} against a bottleneck's {}: too noisy to tell; more rounds \
+                 (--rounds) or a quieter machine would settle it",
+                pct(predicted)
+            ),
+        );
+    }
+    (
+        Verdict::Inconclusive,
+        format!(
+            "cost {measured} against a bottleneck's {} and the delay's own CPU {}: on the \
+             path in part (each thread's own, not serialized?)",
+            pct(predicted),
+            pct(burn)
+        ),
+    )
+}
+
+/// The speedup if the cause's own time per operation were gone, as the measured slope
+/// says: only where the experiment found it on the path, and the run says how long it is.
+fn what_if(e: &Experiment, t0: f64, own_ns_per_op: Option<f64>) -> Option<CalibratedWhatIf> {
+    let own = own_ns_per_op? * 1e-9;
+    let slope = e.slope?;
+    if e.verdict != Verdict::OnCriticalPath || own <= 0.0 {
+        return None;
+    }
+    // The saving is at most the whole time per operation's worth; a slope above 1 (noise)
+    // is kept at 1: a cause cannot save more than its own time.
+    let speedup = |k: f64| {
+        let saved = (k.clamp(0.0, 1.0) * own).min(0.95 * t0);
+        t0 / (t0 - saved)
+    };
+    Some(CalibratedWhatIf {
+        speedup: speedup(slope[0]),
+        interval: [speedup(slope[1]), speedup(slope[2])],
+    })
+}
+
+/// Puts the experiments in the document and points each finding at the one that
+/// lengthened its cause: the same subject, or a system call the finding names.
+pub fn attach(doc: &mut RunDocument, experiments: &[Experiment]) {
+    doc.experiments = experiments.to_vec();
+    for f in &mut doc.findings {
+        f.experiment = experiments.iter().position(|e| {
+            e.subject == f.subject || (e.kind == "syscall" && names_call(&f.subject, &e.subject))
+        });
+    }
+}
+
+/// Whether `text` names the system call `call` as a word ("disk I/O (fdatasync …)").
+fn names_call(text: &str, call: &str) -> bool {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .any(|w| w == call)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setting() -> Setting {
+        Setting {
+            subject: "fdatasync".into(),
+            kind: "syscall".into(),
+            point: 2,
+            primitive: "sys_exit spin".into(),
+            cpus: 2,
+            own_ns_per_op: Some(2_000.0),
+        }
+    }
+
+    /// Executions of a workload whose time per operation is `t0` plus `k` of the injected
+    /// time, with a little noise; 1000 operations each, 0.02 calls per operation.
+    fn runs(t0: f64, cpu_per_op: f64, k: f64, delays: &[u64]) -> Vec<Execution> {
+        let mut out = Vec::new();
+        for round in 0..5 {
+            for &d in delays {
+                let noise = 1.0 + 0.01 * ((round * 7 + d as usize % 5) % 3) as f64;
+                let x = 0.02 * d as f64 * 1e-9;
+                out.push(Execution {
+                    delay_ns: d,
+                    work: 1000.0,
+                    wall_s: 1000.0 * (t0 + k * x) * noise,
+                    cpu_s: 1000.0 * (cpu_per_op + x),
+                    occurrences: 20,
+                });
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn a_bottleneck_answers_as_predicted_and_is_on_the_critical_path() {
+        let e = judge(&setting(), &runs(4e-6, 4e-6, 1.0, &[0, 100_000, 200_000]));
+        assert_eq!(e.verdict, Verdict::OnCriticalPath, "{e:?}");
+        // 0.02 × 200 µs = 4 µs on 4 µs: half the throughput.
+        assert!((e.predicted_slowdown - 0.5).abs() < 0.01, "{e:?}");
+        let w = e.calibrated_what_if.expect("a what-if");
+        assert!(w.speedup > 1.8 && w.speedup < 2.2, "{w:?}");
+        assert_eq!(e.throughput.len(), 3);
+        assert!(e.throughput[2].throughput < e.throughput[0].throughput);
+    }
+
+    #[test]
+    fn a_cause_off_the_path_barely_moves_the_throughput() {
+        // Plenty of idle CPU (1 µs of CPU per 4 µs on 2 CPUs): the spin costs nothing.
+        let e = judge(&setting(), &runs(4e-6, 1e-6, 0.02, &[0, 100_000, 200_000]));
+        assert_eq!(e.verdict, Verdict::OffCriticalPath, "{e:?}");
+        assert!(e.calibrated_what_if.is_none());
+    }
+
+    #[test]
+    fn a_slowdown_the_spin_s_cpu_explains_is_not_a_bottleneck() {
+        // CPU-bound on 2 CPUs (8 µs of CPU per 4 µs): each injected µs of spin takes
+        // half a µs from the workers, which the burn model predicts.
+        let e = judge(&setting(), &runs(4e-6, 8e-6, 0.5, &[0, 100_000, 200_000]));
+        assert!(e.burn_slowdown > 0.2, "{e:?}");
+        assert_eq!(e.verdict, Verdict::OffCriticalPath, "{e:?}");
+    }
+
+    #[test]
+    fn a_cause_that_never_occurs_is_off_the_path_and_too_few_runs_say_so() {
+        let mut r = runs(4e-6, 1e-6, 1.0, &[0, 100_000]);
+        for e in &mut r {
+            e.occurrences = 0;
+        }
+        assert_eq!(judge(&setting(), &r).verdict, Verdict::OffCriticalPath);
+        let one = &runs(4e-6, 1e-6, 1.0, &[0, 100_000])[..2];
+        let e = judge(&setting(), one);
+        assert_eq!(e.verdict, Verdict::Inconclusive);
+        assert!(e.reason.contains("fewer than two"), "{}", e.reason);
+    }
+
+    #[test]
+    fn a_finding_points_at_the_experiment_on_the_call_it_names() {
+        assert!(names_call(
+            "disk I/O (fdatasync /tmp/j.dat) in journal_append",
+            "fdatasync"
+        ));
+        assert!(!names_call("disk I/O (fsync) in f", "fdatasync"));
+    }
+}

@@ -1,0 +1,84 @@
+//! Experiments: a cause lengthened by known delays, the throughput measured at each, and
+//! what that proves (`scalprof verify`). Stored with the run; `experiments[]` of the run
+//! document, and `findings[].experiment` points at the one that tested a finding.
+
+use serde::{Deserialize, Serialize};
+
+/// What an experiment found the cause to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Lengthening it slowed the workload as a bottleneck would, within the interval.
+    OnCriticalPath,
+    /// Lengthening it barely moved the throughput (or no more than the CPU the delay took).
+    OffCriticalPath,
+    /// Too noisy, or between the two: the reason says what would settle it.
+    Inconclusive,
+    /// This kind of cause cannot be lengthened (yet): the reason says why.
+    NotLengthened,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::OnCriticalPath => "on_critical_path",
+            Verdict::OffCriticalPath => "off_critical_path",
+            Verdict::Inconclusive => "inconclusive",
+            Verdict::NotLengthened => "not_lengthened",
+        }
+    }
+}
+
+/// The throughput at one delay level.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LevelThroughput {
+    pub delay_ns: u64,
+    /// Mean throughput over the level's executions, in the run's unit.
+    pub throughput: f64,
+    /// Its 95% interval (Student's t over the executions).
+    pub ci95: [f64; 2],
+    pub executions: u32,
+}
+
+/// The speedup the measured response says removing the cause would give.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CalibratedWhatIf {
+    pub speedup: f64,
+    pub interval: [f64; 2],
+}
+
+/// One cause, lengthened at one point.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Experiment {
+    /// The cause as it was named (`--cause`, or a finding's subject).
+    pub subject: String,
+    /// `syscall`, `user_lock`, `kernel_lock`, `function`, …
+    pub kind: String,
+    /// The sweep point it ran at.
+    pub point: u64,
+    /// How the cause was lengthened (empty when it was not).
+    pub primitive: String,
+    /// The delay per occurrence of each level, the control (0) first.
+    pub delays_ns: Vec<u64>,
+    /// The throughput at each level, in `delays_ns`' order.
+    pub throughput: Vec<LevelThroughput>,
+    /// Occurrences of the cause per unit of work, counted at the control level.
+    pub occurrences_per_op: f64,
+    /// The slowdown at the longest delay if the cause were a bottleneck: each occurrence's
+    /// delay added to the time per operation.
+    pub predicted_slowdown: f64,
+    /// The slowdown the spinning delay alone would cause by taking CPU from the workload,
+    /// were the cause off its critical path.
+    pub burn_slowdown: f64,
+    /// The measured slowdown at the longest delay, its 95% interval.
+    pub measured_slowdown: [f64; 2],
+    /// The added time per operation over the injected time per operation (1: a
+    /// bottleneck, 0: off the path), with its interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slope: Option<[f64; 3]>,
+    pub verdict: Verdict,
+    /// Why, in a sentence.
+    pub reason: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibrated_what_if: Option<CalibratedWhatIf>,
+}

@@ -1,0 +1,394 @@
+//! `scalprof verify`: a diagnosis proved by experiment. Each cause is lengthened by known
+//! delays at one point of a stored run, with a zero-delay control, the levels interleaved
+//! round by round; the throughput's answer is judged against what the cause would give on
+//! the critical path ([`scalprof_analyze::experiment`]), and the experiments are stored
+//! with the run.
+//!
+//! Lengthened today: system calls (where they return, [`scalprof_collect::delay`]). A cause
+//! of another kind (a user or kernel lock, a function, false sharing) is said to be not
+//! lengthened, with why; none is guessed at.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use regex::Regex;
+use scalprof_analyze::experiment::{judge, Execution, Setting};
+use scalprof_collect::delay::{DelaySpec, Delayer, MAX_DELAY_NS};
+use scalprof_collect::exec::{self, Attach, ExecSpec};
+use scalprof_collect::interrupt::Interrupt;
+use scalprof_collect::sweep::{match_ops, parameter_env, read_tail, substitute, OUTPUT_LIMIT};
+use scalprof_model::experiment::{Experiment, Verdict};
+use scalprof_model::{FindingKind, Repeat, RunDocument};
+use scalprof_store::Store;
+
+use crate::LoadedRun;
+
+/// What to verify.
+#[derive(Clone, Debug)]
+pub struct VerifyOptions {
+    /// The causes, as named (a system call, a finding's subject); the run's top findings
+    /// (up to [`TOP_FINDINGS`]) when empty.
+    pub causes: Vec<String>,
+    /// The point; the largest measured one when `None`.
+    pub point: Option<u64>,
+    /// Rounds of the interleaved levels (each level runs once per round).
+    pub rounds: u32,
+}
+
+/// How many findings `verify` takes when no cause is named.
+pub const TOP_FINDINGS: usize = 3;
+
+/// The delays, as shares of the control's time per operation that the injection adds if
+/// the cause is a bottleneck: large enough to stand out of a noisy machine's spread, small
+/// enough that the workload still runs as it did.
+const LEVELS: [f64; 2] = [0.25, 0.5];
+
+/// Control executions that measure the cause's frequency before the levels are chosen.
+const CALIBRATION: u32 = 2;
+
+/// Runs the experiments and stores them with the run; `progress` is told each execution.
+pub fn verify(
+    store: &Store,
+    id: i64,
+    opts: &VerifyOptions,
+    interrupt: &Interrupt,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Vec<Experiment>> {
+    let run = LoadedRun::load(store, id)?;
+    let doc = &run.doc;
+    let point = chosen_point(doc, opts.point)?;
+    let causes = if opts.causes.is_empty() {
+        top_causes(doc)
+    } else {
+        opts.causes.clone()
+    };
+    if causes.is_empty() {
+        bail!("run {id} has no finding to verify: name a cause with --cause (a system call such as fdatasync)");
+    }
+    let dir =
+        scalprof_collect::private::private_dir(&PathBuf::from(&doc.output_dir).join("verify"))?;
+    let mut done = Vec::new();
+    for subject in &causes {
+        if interrupt.requested() {
+            break;
+        }
+        let experiment = match lengthenable(doc, subject) {
+            Some(how) => {
+                let regex = &run.inputs.header.ops_regex;
+                let bench = Bench::new(doc, regex, point, dir.clone(), how.nr)?;
+                lengthen(
+                    &bench,
+                    doc,
+                    subject,
+                    &how,
+                    point,
+                    opts.rounds,
+                    interrupt,
+                    progress,
+                )?
+            }
+            None => not_lengthened(doc, subject, point),
+        };
+        done.push(experiment);
+    }
+    store.add_experiments(id, &done)?;
+    Ok(done)
+}
+
+/// The point to run at: the one asked for, if the run measured it, else the largest.
+fn chosen_point(doc: &RunDocument, asked: Option<u64>) -> Result<u64> {
+    let measured: Vec<u64> = doc
+        .points
+        .iter()
+        .filter(|p| p.throughput.is_some())
+        .map(|p| p.value)
+        .collect();
+    match asked {
+        Some(v) if measured.contains(&v) => Ok(v),
+        Some(v) => bail!(
+            "run {} has no measured point {v} (measured: {measured:?})",
+            doc.id
+        ),
+        None => measured
+            .iter()
+            .max()
+            .copied()
+            .with_context(|| format!("run {} has no measured point", doc.id)),
+    }
+}
+
+/// The run's top findings' subjects, the highest score first.
+fn top_causes(doc: &RunDocument) -> Vec<String> {
+    let mut findings: Vec<_> = doc.findings.iter().collect();
+    findings.sort_by(|a, b| b.score.total_cmp(&a.score));
+    findings
+        .into_iter()
+        .take(TOP_FINDINGS)
+        .map(|f| f.subject.clone())
+        .collect()
+}
+
+/// How a cause is lengthened: through a system call, itself or one made under it.
+struct Lengthening {
+    /// The system call's name and x86-64 number.
+    call: String,
+    nr: u32,
+    /// `syscall`, or the lock's kind when the call is made while holding it.
+    kind: String,
+    primitive: String,
+}
+
+/// How to lengthen `subject`: a system call it names (`fdatasync`, or a wait row's "disk
+/// I/O (fdatasync …) in journal_append"), or, for a lock whose holder blocked in a system
+/// call while holding it, that call: lengthening it lengthens the hold.
+fn lengthenable(doc: &RunDocument, subject: &str) -> Option<Lengthening> {
+    let finding = doc.findings.iter().find(|f| f.subject == subject);
+    if let Some(f) = finding.filter(|f| f.kind == FindingKind::LockContention) {
+        let held = f.evidence.split_once("was blocked in ")?.1;
+        let (call, nr) = syscall_of(held.split(')').next().unwrap_or(held))?;
+        return Some(Lengthening {
+            primitive: format!(
+                "{subject}'s hold lengthened through the {call} its holder makes under it \
+                 (BPF spin at sys_exit)"
+            ),
+            kind: "lock".into(),
+            call,
+            nr,
+        });
+    }
+    let (call, nr) = syscall_of(subject)?;
+    Some(Lengthening {
+        primitive: format!("{call} lengthened where it returns (BPF spin at sys_exit)"),
+        kind: "syscall".into(),
+        call,
+        nr,
+    })
+}
+
+/// The system call a text names as a word.
+fn syscall_of(text: &str) -> Option<(String, u32)> {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .find_map(|w| Some((w.to_string(), scalprof_symbolize::locks::syscall_number(w)?)))
+}
+
+/// A cause this scalprof cannot lengthen, said as such.
+fn not_lengthened(doc: &RunDocument, subject: &str, point: u64) -> Experiment {
+    let finding = doc.findings.iter().find(|f| f.subject == subject);
+    let kind = finding.map_or("unknown", |f| f.kind.as_str());
+    let why = match finding.map(|f| f.kind) {
+        Some(FindingKind::LockContention) => {
+            "a lock is lengthened through a system call its holder makes under it, and its \
+             holder made none; lengthening the hold itself needs a probe at its release (a \
+             uprobe on the unlock, or lock:contention_end for a kernel lock), which this \
+             scalprof does not have yet"
+        }
+        Some(FindingKind::BlockedWait) if subject.starts_with("waiting for a CPU") => {
+            "a wait for a CPU has no call to lengthen: it comes from more runnable threads \
+             than CPUs"
+        }
+        Some(FindingKind::FalseSharing) => {
+            "false sharing has no duration to lengthen: pad the fields and compare the runs"
+        }
+        _ => "no system call of that name, and only system calls are lengthened by this scalprof",
+    };
+    Experiment {
+        subject: subject.into(),
+        kind: kind.into(),
+        point,
+        primitive: String::new(),
+        delays_ns: Vec::new(),
+        throughput: Vec::new(),
+        occurrences_per_op: 0.0,
+        predicted_slowdown: 0.0,
+        burn_slowdown: 0.0,
+        measured_slowdown: [0.0, 0.0],
+        slope: None,
+        verdict: Verdict::NotLengthened,
+        reason: why.into(),
+        calibrated_what_if: None,
+    }
+}
+
+/// One execution set-up: the run's command at the point, where its outputs go, how its
+/// work is measured, and the system call to lengthen.
+struct Bench {
+    argv: Vec<String>,
+    env: Vec<(String, String)>,
+    dir: PathBuf,
+    ops_regex: Regex,
+    value: u64,
+    source: scalprof_model::ThroughputSource,
+    syscall_nr: u32,
+    timeout: Option<std::time::Duration>,
+}
+
+impl Bench {
+    fn new(
+        doc: &RunDocument,
+        ops_regex: &str,
+        value: u64,
+        dir: PathBuf,
+        syscall_nr: u32,
+    ) -> Result<Bench> {
+        let parameter = doc.sweep.parameter.as_str();
+        Ok(Bench {
+            argv: substitute(&doc.command, parameter, value),
+            env: vec![(parameter_env(parameter), value.to_string())],
+            dir,
+            ops_regex: Regex::new(ops_regex)
+                .with_context(|| format!("the run's ops regex {ops_regex:?}"))?,
+            value,
+            source: doc.throughput.source,
+            syscall_nr,
+            timeout: None,
+        })
+    }
+
+    /// Runs the workload once with the call lengthened by `delay_ns` (0: counted only).
+    fn execute(&self, delay_ns: u64, tag: &str, interrupt: &Interrupt) -> Result<Execution> {
+        let spec = ExecSpec {
+            argv: self.argv.clone(),
+            env: self.env.clone(),
+            stdout: self.dir.join(format!("{tag}.stdout")),
+            stderr: self.dir.join(format!("{tag}.stderr")),
+            timeout: self.timeout,
+            attached: Vec::new(),
+        };
+        let mut delayer = Delayer::new(DelaySpec {
+            syscall_nr: self.syscall_nr,
+            delay_ns,
+        });
+        let r = exec::run_capped(
+            &spec,
+            OUTPUT_LIMIT,
+            interrupt,
+            &mut [&mut delayer as &mut dyn Attach],
+        )?;
+        if r.exit_code != Some(0) {
+            bail!(
+                "the workload failed during the experiment (exit {:?}, signal {:?}); its output is in {}",
+                r.exit_code,
+                r.signal,
+                spec.stderr.display()
+            );
+        }
+        let ops = match_ops(&read_tail(&spec.stdout, 4 << 20), &self.ops_regex).unwrap_or(None);
+        let repeat = Repeat {
+            index: 0,
+            wall_s: r.wall_s,
+            user_s: r.user_s,
+            sys_s: r.sys_s,
+            ops,
+            exit_code: r.exit_code,
+            signal: r.signal,
+            timed_out: r.timed_out,
+            voluntary_csw: r.voluntary_csw,
+            involuntary_csw: r.involuntary_csw,
+            minor_faults: r.minor_faults,
+            major_faults: r.major_faults,
+            counts: None,
+            stdout_path: None,
+            stderr_path: None,
+            traced: false,
+            interference: None,
+        };
+        let throughput =
+            scalprof_analyze::summary::repeat_throughput(self.value, &repeat, self.source)
+                .context("the execution printed no operation count the run's regex reads")?;
+        Ok(Execution {
+            delay_ns,
+            work: throughput * r.wall_s,
+            wall_s: r.wall_s,
+            cpu_s: r.user_s + r.sys_s,
+            occurrences: delayer.take().map_or(0, |c| c.calls),
+        })
+    }
+}
+
+/// Lengthens one system call: two control executions measure how often it occurs, the
+/// levels are chosen from that, then the rounds run the control and the levels in
+/// rotating order.
+#[allow(clippy::too_many_arguments)]
+fn lengthen(
+    bench: &Bench,
+    doc: &RunDocument,
+    subject: &str,
+    how: &Lengthening,
+    point: u64,
+    rounds: u32,
+    interrupt: &Interrupt,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Experiment> {
+    let call = how.call.as_str();
+    let mut runs = Vec::new();
+    for i in 0..CALIBRATION {
+        progress(&format!("{call}: control {}/{CALIBRATION}", i + 1));
+        runs.push(bench.execute(0, &format!("{call}-control{i}"), interrupt)?);
+    }
+    let delays = levels(&runs);
+    if delays.len() > 1 {
+        for round in 0..rounds {
+            for k in 0..delays.len() {
+                if interrupt.requested() {
+                    break;
+                }
+                let d = delays[(k + round as usize) % delays.len()];
+                progress(&format!(
+                    "{call}: round {}/{rounds}, delay {}",
+                    round + 1,
+                    scalprof_model::units::human_ns(d as f64)
+                ));
+                runs.push(bench.execute(d, &format!("{call}-r{round}-d{d}"), interrupt)?);
+            }
+        }
+    }
+    let setting = Setting {
+        subject: subject.into(),
+        kind: how.kind.clone(),
+        point,
+        primitive: how.primitive.clone(),
+        cpus: doc.host.cpus,
+        own_ns_per_op: own_wait(doc, point, call),
+    };
+    Ok(judge(&setting, &runs))
+}
+
+/// The control followed by the delays that add [`LEVELS`] of the control's time per
+/// operation if the call is a bottleneck; the control alone if the call never occurred.
+fn levels(control: &[Execution]) -> Vec<u64> {
+    let (mut t0, mut c) = (0.0, 0.0);
+    for e in control {
+        t0 += e.wall_s / e.work.max(1e-12);
+        c += e.occurrences as f64 / e.work.max(1e-12);
+    }
+    if c == 0.0 {
+        return vec![0];
+    }
+    let per_call_s = t0 / c;
+    let mut out = vec![0];
+    for share in LEVELS {
+        let d = (share * per_call_s * 1e9).clamp(1_000.0, MAX_DELAY_NS as f64) as u64;
+        if !out.contains(&d) {
+            out.push(d);
+        }
+    }
+    out
+}
+
+/// The call's own wait per operation at the point, from the run's lock table (the rows
+/// that name it), in ns.
+fn own_wait(doc: &RunDocument, point: u64, call: &str) -> Option<f64> {
+    let p = doc.points.iter().find(|p| p.value == point)?;
+    let rows = &p.locks.as_ref()?.rows;
+    let total: f64 = rows
+        .iter()
+        .filter(|r| {
+            r.address == "syscall"
+                && r.name
+                    .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .any(|w| w == call)
+        })
+        .filter_map(|r| r.wait_ns_per_op)
+        .sum();
+    (total > 0.0).then_some(total)
+}

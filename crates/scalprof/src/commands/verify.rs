@@ -1,0 +1,47 @@
+//! `scalprof verify`: a stored run's causes lengthened by known delays, and what the
+//! throughput said.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use scalprof_pipeline::facade::Interrupt;
+use scalprof_pipeline::verify::VerifyOptions;
+
+use super::open_store;
+use crate::cli;
+use crate::out;
+
+/// `scalprof verify RUN`: one experiment per cause, stored with the run.
+pub fn verify(db: &Option<PathBuf>, args: cli::VerifyArgs) -> Result<ExitCode> {
+    let store = open_store(db)?;
+    let id = store.resolve(&args.run)?;
+    let interrupt = Interrupt::install()?;
+    let opts = VerifyOptions {
+        causes: args.causes,
+        point: args.point,
+        rounds: args.rounds,
+    };
+    let experiments = scalprof_pipeline::verify::verify(&store, id, &opts, &interrupt, &mut |m| {
+        eprintln!("scalprof: verify: {}", scalprof_report::terminal_safe(m))
+    })?;
+    if args.json {
+        out::data(&(serde_json::to_string_pretty(&experiments)? + "\n"))?;
+    } else {
+        let doc = scalprof_pipeline::document(&store, id)?;
+        for e in &experiments {
+            outln!(
+                "{}",
+                scalprof_report::terminal_safe(&scalprof_report::experiment_line(
+                    e,
+                    doc.sweep.parameter.as_str()
+                ))
+            );
+        }
+    }
+    eprintln!("scalprof: stored with run {id} (scalprof show {id})");
+    if interrupt.requested() {
+        return Ok(ExitCode::from(130));
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,106 @@
+//! `scalprof verify` on the corpus: causes lengthened by known delays, and the verdicts
+//! the throughput's answer gives (root needed for BPF; CI runs as root).
+
+use std::path::Path;
+
+use scalprof_model::experiment::{Experiment, Verdict};
+
+mod common;
+use common::corpus::{can_profile, json, read_run, sweep_corpus};
+use common::{exclusive, scalprof};
+
+/// `scalprof verify RUN ARGS… --json`: the experiments.
+fn verify(db: &Path, args: &[&str]) -> Vec<Experiment> {
+    let out = scalprof(db)
+        .args(["verify", "1", "--json"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn a_lock_held_across_fdatasync_is_on_the_critical_path() {
+    if !can_profile() {
+        return;
+    }
+    let _turn = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    sweep_corpus(&db, "journal_sync", &dir.path().join("run.json"));
+    // The top findings: journal_lock first.
+    let experiments = verify(&db, &[]);
+    let lock = experiments
+        .iter()
+        .find(|e| e.subject == "journal_lock")
+        .unwrap_or_else(|| panic!("no experiment on journal_lock: {}", json(&experiments)));
+    assert_eq!(lock.verdict, Verdict::OnCriticalPath, "{}", json(lock));
+    assert!(lock.primitive.contains("fdatasync"), "{}", json(lock));
+    // The measured slowdown within 2× of the bottleneck's prediction.
+    let [lo, hi] = lock.measured_slowdown;
+    let mid = (lo + hi) / 2.0;
+    let p = lock.predicted_slowdown;
+    assert!(mid >= p / 2.0 && mid <= 2.0 * p, "{}", json(lock));
+    assert!(
+        lock.throughput.len() == 3 && lock.delays_ns[0] == 0,
+        "{}",
+        json(lock)
+    );
+    let w = lock
+        .calibrated_what_if
+        .as_ref()
+        .expect("a measured what-if");
+    assert!(w.speedup > 1.0, "{}", json(lock));
+    // Stored with the run, and the finding points at it.
+    let show = scalprof(&db)
+        .args(["show", "1", "--json"])
+        .output()
+        .unwrap();
+    let path = dir.path().join("shown.json");
+    std::fs::write(&path, &show.stdout).unwrap();
+    let doc = read_run(&path);
+    let finding = doc
+        .findings
+        .iter()
+        .find(|f| f.subject == "journal_lock")
+        .expect("the journal_lock finding");
+    let linked = finding.experiment.map(|i| &doc.experiments[i]);
+    assert_eq!(linked.map(|e| e.verdict), Some(Verdict::OnCriticalPath));
+    // In the terminal, under the finding.
+    let text = scalprof(&db).args(["show", "1"]).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("experiment: journal_lock at threads 2"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_lock_contended_off_the_workers_path_is_not_on_the_critical_path() {
+    if !can_profile() {
+        return;
+    }
+    let _turn = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    sweep_corpus(&db, "side_lock", &dir.path().join("run.json"));
+    // The housekeepers hold stats_lock across a 2 ms sleep: lengthening the sleep
+    // lengthens the hold, off every worker's path.
+    let experiments = verify(
+        &db,
+        &["--cause", "clock_nanosleep", "--cause", "stats_lock"],
+    );
+    let sleep = &experiments[0];
+    assert_eq!(sleep.subject, "clock_nanosleep");
+    assert!(sleep.occurrences_per_op > 0.0, "{}", json(sleep));
+    assert_ne!(sleep.verdict, Verdict::OnCriticalPath, "{}", json(sleep));
+    // A lock with no finding and no call under it is named as not lengthened, and why.
+    let lock = &experiments[1];
+    assert_eq!(lock.verdict, Verdict::NotLengthened, "{}", json(lock));
+    assert!(!lock.reason.is_empty());
+}

@@ -22,7 +22,7 @@ use scalprof_model::experiment::{CalibratedWhatIf, Experiment, LevelThroughput, 
 use scalprof_model::RunDocument;
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
-use crate::compare::welch;
+use crate::welch::welch;
 
 /// One execution of the workload in an experiment.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -15,6 +15,7 @@ pub mod stability;
 pub mod stage;
 pub mod summary;
 pub mod usl;
+mod welch;
 
 pub use summary::assemble;
 

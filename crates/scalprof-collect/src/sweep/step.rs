@@ -54,26 +54,11 @@ pub(super) fn run_step(
     interrupt: &Interrupt,
     state: &mut SweepState,
 ) -> Result<Stepped, CollectError> {
-    let Step {
-        value, kind, of, ..
-    } = *step;
+    let Step { value, kind, .. } = *step;
     if interrupt.requested() {
         return Ok(Stepped::End(SweepEnd::Interrupted(interrupt.signal())));
     }
-    let planned = match kind {
-        RepeatKind::Warmup => plan.warmup,
-        RepeatKind::Clean => plan.repeat,
-        RepeatKind::Traced => plan.diagnose.max(of + 1),
-    };
-    tell(
-        sink,
-        SweepEvent::Starting {
-            value,
-            kind,
-            index: of,
-            of: planned,
-        },
-    )?;
+    announce(plan, step, sink)?;
     let warmup = kind == RepeatKind::Warmup;
     let traced = kind == RepeatKind::Traced;
     let spec = exec_spec(plan, step)?;
@@ -100,13 +85,8 @@ pub(super) fn run_step(
         return Ok(Stepped::End(SweepEnd::Interrupted(interrupt.signal())));
     }
     if !r.leftover.is_empty() {
-        tell(
-            sink,
-            SweepEvent::LeftoverProcesses {
-                value,
-                processes: &r.leftover,
-            },
-        )?;
+        let processes = &r.leftover;
+        tell(sink, SweepEvent::LeftoverProcesses { value, processes })?;
     }
     // A warm-up is not measured: its pause does not matter.
     if r.suspended && !warmup {
@@ -120,6 +100,50 @@ pub(super) fn run_step(
         return Ok(Stepped::Suspended);
     }
     let ops = read_ops(plan, &spec, value, sink)?;
+    tell_capped(plan, &spec, &r, sink)?;
+    let repeat = repeat_of(step, &r, ops, counter.take(), &spec, interference);
+    let done = if warmup {
+        SweepEvent::WarmupDone {
+            value,
+            repeat: &repeat,
+        }
+    } else {
+        SweepEvent::RepeatDone {
+            value,
+            repeat: &repeat,
+            collected: Box::new(collected),
+        }
+    };
+    tell(sink, done)?;
+    Ok(outcome(plan, value, repeat))
+}
+
+/// Tells the sink a step starts: which of how many of its kind the point plans (traced
+/// repeats beyond `diagnose` run while the verdict is unsettled).
+fn announce(plan: &SweepPlan, step: &Step, sink: &mut dyn SweepSink) -> Result<(), CollectError> {
+    let planned = match step.kind {
+        RepeatKind::Warmup => plan.warmup,
+        RepeatKind::Clean => plan.repeat,
+        RepeatKind::Traced => plan.diagnose.max(step.of + 1),
+    };
+    tell(
+        sink,
+        SweepEvent::Starting {
+            value: step.value,
+            kind: step.kind,
+            index: step.of,
+            of: planned,
+        },
+    )
+}
+
+/// Tells the sink which output files were cut to their head and tail.
+fn tell_capped(
+    plan: &SweepPlan,
+    spec: &ExecSpec,
+    r: &ExecResult,
+    sink: &mut dyn SweepSink,
+) -> Result<(), CollectError> {
     for (path, bytes) in [
         (&spec.stdout, r.stdout_bytes),
         (&spec.stderr, r.stderr_bytes),
@@ -135,26 +159,7 @@ pub(super) fn run_step(
             )?;
         }
     }
-    let repeat = repeat_of(step, &r, ops, counter.take(), &spec, interference);
-    if warmup {
-        tell(
-            sink,
-            SweepEvent::WarmupDone {
-                value,
-                repeat: &repeat,
-            },
-        )?;
-    } else {
-        tell(
-            sink,
-            SweepEvent::RepeatDone {
-                value,
-                repeat: &repeat,
-                collected: Box::new(collected),
-            },
-        )?;
-    }
-    Ok(outcome(plan, value, repeat))
+    Ok(())
 }
 
 /// How to execute a step: its command and environment for the point, its output files

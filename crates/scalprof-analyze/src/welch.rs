@@ -1,0 +1,59 @@
+//! Welch's unequal-variances t-test: the comparison of two runs' repeats and an
+//! experiment's levels both stand on it.
+
+use scalprof_model::compare::Welch;
+use statrs::distribution::{ContinuousCDF, StudentsT};
+
+/// The confidence of every interval and test of a comparison.
+pub const CONFIDENCE: f64 = 0.95;
+
+/// The mean and the sample variance (n − 1).
+pub(crate) fn mean_var(x: &[f64]) -> (f64, f64) {
+    let n = x.len() as f64;
+    let m = x.iter().sum::<f64>() / n;
+    let v = x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (n - 1.0);
+    (m, v)
+}
+
+/// Welch's unequal-variances t-test (B. L. Welch, "The generalization of 'Student's'
+/// problem when several different population variances are involved", Biometrika 34,
+/// 1947), with the Welch–Satterthwaite degrees of freedom. `None` with fewer than two
+/// observations on either side.
+pub fn welch(a: &[f64], b: &[f64]) -> Option<Welch> {
+    if a.len() < 2 || b.len() < 2 {
+        return None;
+    }
+    let (ma, va) = mean_var(a);
+    let (mb, vb) = mean_var(b);
+    let (sa, sb) = (va / a.len() as f64, vb / b.len() as f64);
+    let se = (sa + sb).sqrt();
+    let difference = mb - ma;
+    if se == 0.0 {
+        // Identical, noise-free samples: a difference is either certain or absent.
+        let p = if difference == 0.0 { 1.0 } else { 0.0 };
+        return Some(Welch {
+            difference,
+            ci95: [difference, difference],
+            t: if difference == 0.0 {
+                0.0
+            } else {
+                f64::INFINITY * difference.signum()
+            },
+            dof: (a.len() + b.len() - 2) as f64,
+            p_value: p,
+        });
+    }
+    let dof = (sa + sb).powi(2)
+        / (sa.powi(2) / (a.len() as f64 - 1.0) + sb.powi(2) / (b.len() as f64 - 1.0));
+    let t = difference / se;
+    let dist = StudentsT::new(0.0, 1.0, dof).ok()?;
+    let p_value = 2.0 * (1.0 - dist.cdf(t.abs()));
+    let q = dist.inverse_cdf(0.5 + CONFIDENCE / 2.0);
+    Some(Welch {
+        difference,
+        ci95: [difference - q * se, difference + q * se],
+        t,
+        dof,
+        p_value,
+    })
+}

@@ -3,7 +3,9 @@
 # (nothing attached) against the control level of `scalprof verify` on it (the sys_exit
 # hook attached, no delay), back to back, at one point. A system-call tracepoint sends
 # every system call of every task down the slow path: syscall_loop (pwrite + getppid,
-# nothing else) is the worst case, journal_sync a lock-bound one.
+# nothing else) is the worst case, journal_sync a lock-bound one. A user lock is
+# lengthened by an interposer (LD_PRELOAD): hash_global_mutex, a 100 ns critical section
+# two threads hand to each other, is its worst case.
 # Usage: benches/delay-cost.sh [THREADS]   (root: BPF)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +16,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$bin" corpus --out "$work/corpus" >/dev/null
 printf '%-14s %-10s %14s %14s %8s\n' program call clean control ratio
-for case in "syscall_loop pwrite64" "journal_sync fdatasync"; do
+for case in "syscall_loop pwrite64" "journal_sync fdatasync" "hash_global_mutex table_lock"; do
     set -- $case
     db="$work/$1.db"
     "$bin" --db "$db" run -t "$threads" --repeat 5 --diagnose 0 -- "$work/corpus/$1" '{threads}' >/dev/null 2>&1

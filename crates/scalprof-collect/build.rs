@@ -1,5 +1,7 @@
 //! Compiles the BPF programs (src/bpf/*.bpf.c) with clang and generates their Rust
 //! skeletons (libbpf-cargo). Needs clang and libelf-dev: `apt-get install clang libelf-dev`.
+//! Builds the lock-delay interposer (src/delay/interpose.c) as a shared object with the
+//! system's C compiler: it needs no BPF, so it is built with or without the feature.
 //! Also marks the tests that need root (`privileged`).
 
 #[path = "../../build/privileged.rs"]
@@ -9,6 +11,31 @@ fn main() {
     println!("cargo::rerun-if-changed=../../build/privileged.rs");
     privileged::emit();
     build_bpf();
+    build_interposer();
+}
+
+/// `OUT_DIR/libscalprof-delay.so`, which the crate embeds and `scalprof verify` writes out
+/// and preloads into the workload.
+fn build_interposer() {
+    let src = "src/delay/interpose.c";
+    println!("cargo:rerun-if-changed={src}");
+    let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR"))
+        .join("libscalprof-delay.so");
+    let compiler = cc::Build::new().opt_level(2).get_compiler();
+    let status = compiler
+        .to_command()
+        .args(["-shared", "-fPIC", "-Wall", "-Wextra", "-Werror", "-o"])
+        .arg(&out)
+        .arg(src)
+        .arg("-ldl")
+        .status();
+    match status {
+        Ok(s) if s.success() => {}
+        other => panic!(
+            "building {src} with {:?} failed ({other:?}): scalprof needs a C compiler (apt-get install gcc)",
+            compiler.path()
+        ),
+    }
 }
 
 #[cfg(feature = "bpf")]

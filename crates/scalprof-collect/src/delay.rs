@@ -1,10 +1,14 @@
-//! The delay injector (src/bpf/delay.bpf.c): lengthens one cause of the workload's process
-//! tree by a known time per occurrence, around one execution, and counts the occurrences,
-//! so that an experiment can measure how the throughput answers a longer cause.
+//! The delay injector: lengthens one cause of the workload's process tree by a known time
+//! per occurrence, around one execution, and counts the occurrences, so that an experiment
+//! can measure how the throughput answers a longer cause.
 //!
-//! Like the lock tracer, the BPF object lives on a thread of its own for one execution:
-//! loaded and attached before the workload execs, read and dropped once it has exited.
+//! - A system call, with BPF (src/bpf/delay.bpf.c): like the lock tracer, the BPF object
+//!   lives on a thread of its own for one execution, loaded and attached before the
+//!   workload execs, read and dropped once it has exited.
+//! - A user lock, with an interposer preloaded into the workload (src/delay/interpose.c,
+//!   see there why not a uprobe).
 
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -16,19 +20,41 @@ use crate::{CollectError, DelayError};
 /// far beyond any system call it lengthens.
 pub const MAX_DELAY_NS: u64 = 10_000_000;
 
+/// What to lengthen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DelayTarget {
+    /// A system call (its x86-64 number), lengthened where it returns.
+    Syscall(u32),
+    /// A user lock (pthread mutex, rwlock or spinlock) that is a global of the executable
+    /// `exe`, at its link-time `address`: its hold lengthened at each release.
+    UserLock { exe: PathBuf, address: u64 },
+}
+
+impl DelayTarget {
+    /// The shortest delay the primitive adds faithfully: a BPF spin at a system call's exit
+    /// is timed in microseconds; the interposer's spin reads the vDSO clock, some 20 ns a
+    /// read.
+    pub fn min_delay_ns(&self) -> u64 {
+        match self {
+            DelayTarget::Syscall(_) => 1_000,
+            DelayTarget::UserLock { .. } => 50,
+        }
+    }
+}
+
 /// What to lengthen, and by how much.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DelaySpec {
-    /// The system call (its x86-64 number), lengthened where it returns.
-    pub syscall_nr: u32,
-    /// Nanoseconds added to each call (0: the control, with the hook attached).
+    pub target: DelayTarget,
+    /// Nanoseconds added to each occurrence (0: the control, with the hook attached).
     pub delay_ns: u64,
 }
 
 /// What the injector did in one execution.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DelayCounts {
-    /// Calls of the system call by the workload's tree (delayed or, at 0, only counted).
+    /// Occurrences in the workload's tree (delayed or, at 0, only counted): calls of the
+    /// system call, releases of the lock.
     pub calls: u64,
     /// Nanoseconds spun in all.
     pub spun_ns: u64,
@@ -39,6 +65,8 @@ pub struct Delayer {
     spec: DelaySpec,
     stop: Option<mpsc::Sender<()>>,
     thread: Option<JoinHandle<DelayCounts>>,
+    /// The interposer's shared counters, for a user lock.
+    preloaded: Option<interpose::Counters>,
     counts: Option<DelayCounts>,
 }
 
@@ -51,7 +79,22 @@ impl Delayer {
             },
             stop: None,
             thread: None,
+            preloaded: None,
             counts: None,
+        }
+    }
+
+    /// What the workload's environment needs for this delay, before each execution: for a
+    /// user lock, the interposer, written to `dir` with its counters; nothing for a system
+    /// call.
+    pub fn environment(&mut self, dir: &Path) -> Result<Vec<(String, String)>, DelayError> {
+        match &self.spec.target {
+            DelayTarget::Syscall(_) => Ok(Vec::new()),
+            DelayTarget::UserLock { exe, address } => {
+                let (counters, env) = interpose::prepare(dir, exe, *address, self.spec.delay_ns)?;
+                self.preloaded = Some(counters);
+                Ok(env)
+            }
         }
     }
 
@@ -63,9 +106,15 @@ impl Delayer {
 
 impl Attach for Delayer {
     fn attach(&mut self, pid: i32, attached: &[i32]) -> Result<(), CollectError> {
+        if let DelayTarget::UserLock { .. } = self.spec.target {
+            return match self.preloaded {
+                Some(_) => Ok(()),
+                None => Err(DelayError::NotPrepared.into()),
+            };
+        }
         let (ready_tx, ready_rx) = mpsc::channel();
         let (stop_tx, stop_rx) = mpsc::channel();
-        let spec = self.spec;
+        let spec = self.spec.clone();
         let tgids: Vec<u32> = std::iter::once(pid)
             .chain(attached.iter().copied())
             .map(|p| p as u32)
@@ -89,12 +138,18 @@ impl Attach for Delayer {
     }
 
     fn finish(&mut self) {
+        if let Some(c) = self.preloaded.take() {
+            self.counts = Some(c.read());
+            return;
+        }
         drop(self.stop.take());
         if let Some(t) = self.thread.take() {
             self.counts = t.join().ok();
         }
     }
 }
+
+mod interpose;
 
 #[cfg(feature = "bpf")]
 mod bpf;

@@ -123,6 +123,18 @@ pub enum DelayError {
     Timeout,
     #[error("loading the BPF delay injector failed: {message} ({})", .cause.hint())]
     Load { message: String, cause: BpfCause },
+    #[error("cannot set up the lock-delay interposer in {}", .path.display())]
+    Interposer {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the lock-delay interposer's path {} has a space or a colon, which LD_PRELOAD cannot carry: keep the store (--db) at a path without them", .0.display())]
+    PreloadPath(std::path::PathBuf),
+    #[error(
+        "a user lock's delay was attached before its environment was prepared (a scalprof bug)"
+    )]
+    NotPrepared,
 }
 
 /// Why BPF programs would not load, as far as scalprof can tell.

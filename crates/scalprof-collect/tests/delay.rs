@@ -1,7 +1,7 @@
 //! The BPF delay injector on a real workload (root or CAP_BPF needed; CI runs as root).
 #![cfg(feature = "bpf")]
 
-use scalprof_collect::delay::{DelaySpec, Delayer};
+use scalprof_collect::delay::{DelaySpec, DelayTarget, Delayer};
 use scalprof_collect::exec::{self, Attach, ExecSpec};
 use scalprof_collect::interrupt::Interrupt;
 
@@ -35,7 +35,7 @@ fn dd_with(delay_ns: u64, dir: &std::path::Path) -> (f64, scalprof_collect::dela
         attached: Vec::new(),
     };
     let mut delayer = Delayer::new(DelaySpec {
-        syscall_nr: NR_WRITE,
+        target: DelayTarget::Syscall(NR_WRITE),
         delay_ns,
     });
     let r = exec::run_with(
@@ -67,4 +67,93 @@ fn a_delayed_system_call_is_longer_by_the_delay_and_counted() {
     );
     // 400 × 250 µs = 0.1 s more, give or take the machine.
     assert!(wall1 - wall0 > 0.08, "{wall0} s, then {wall1} s");
+}
+
+/// A program that releases a global mutex 2000 times and a global rwlock 500 times, built
+/// as a position-independent executable (the default): the interposer adds the load bias.
+/// Returns it with the mutex's and the rwlock's link-time addresses.
+fn lock_loop(dir: &std::path::Path) -> (std::path::PathBuf, u64, u64) {
+    let src = dir.join("m.c");
+    std::fs::write(
+        &src,
+        "#include <pthread.h>\n\
+         pthread_mutex_t the_lock = PTHREAD_MUTEX_INITIALIZER;\n\
+         pthread_rwlock_t the_rwlock = PTHREAD_RWLOCK_INITIALIZER;\n\
+         int main(void) {\n\
+           for (int i = 0; i < 2000; i++) { pthread_mutex_lock(&the_lock); \
+           pthread_mutex_unlock(&the_lock); }\n\
+           for (int i = 0; i < 500; i++) { pthread_rwlock_rdlock(&the_rwlock); \
+           pthread_rwlock_unlock(&the_rwlock); }\n\
+           return 0; }\n",
+    )
+    .unwrap();
+    let bin = dir.join("m");
+    let st = std::process::Command::new("cc")
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let nm = std::process::Command::new("nm").arg(&bin).output().unwrap();
+    let nm = String::from_utf8_lossy(&nm.stdout);
+    let address = |name: &str| {
+        let line = nm
+            .lines()
+            .find(|l| l.ends_with(&format!(" {name}")))
+            .unwrap_or_else(|| panic!("{name} in nm"));
+        u64::from_str_radix(line.split(' ').next().unwrap(), 16).unwrap()
+    };
+    (bin.clone(), address("the_lock"), address("the_rwlock"))
+}
+
+/// Runs `sh -c BIN` (the interposer must reach the shell's child, and only it counts) with
+/// the lock at `address` lengthened by `delay_ns`: the wall time and the counts.
+fn run_lengthened(
+    dir: &std::path::Path,
+    bin: &std::path::Path,
+    address: u64,
+    delay_ns: u64,
+) -> (f64, scalprof_collect::delay::DelayCounts) {
+    let mut delayer = Delayer::new(DelaySpec {
+        target: DelayTarget::UserLock {
+            exe: bin.to_path_buf(),
+            address,
+        },
+        delay_ns,
+    });
+    let spec = ExecSpec {
+        argv: vec!["sh".into(), "-c".into(), bin.display().to_string()],
+        env: delayer.environment(dir).unwrap(),
+        stdout: dir.join("out"),
+        stderr: dir.join("err"),
+        timeout: None,
+        attached: Vec::new(),
+    };
+    let r = exec::run_with(
+        &spec,
+        &Interrupt::manual(),
+        &mut [&mut delayer as &mut dyn Attach],
+    )
+    .unwrap();
+    assert_eq!(r.exit_code, Some(0));
+    (r.wall_s, delayer.take().expect("the interposer's counts"))
+}
+
+// No BPF: the interposer needs no privileges.
+#[test]
+fn a_delayed_user_lock_is_held_longer_by_the_delay_at_each_release() {
+    let dir = tempfile::tempdir().unwrap();
+    let (bin, mutex, rwlock) = lock_loop(dir.path());
+    let (wall0, control) = run_lengthened(dir.path(), &bin, mutex, 0);
+    let (wall1, delayed) = run_lengthened(dir.path(), &bin, mutex, 50_000);
+    assert_eq!(control.calls, 2000, "{control:?}");
+    assert_eq!(control.spun_ns, 0, "{control:?}");
+    assert_eq!(delayed.calls, 2000, "{delayed:?}");
+    assert!(delayed.spun_ns >= 2000 * 50_000, "{delayed:?}");
+    // 2000 × 50 µs = 0.1 s more.
+    assert!(wall1 - wall0 > 0.08, "{wall0} s, then {wall1} s");
+    // An rwlock's releases, and none of the mutex's.
+    let (_, rw) = run_lengthened(dir.path(), &bin, rwlock, 0);
+    assert_eq!(rw.calls, 500, "{rw:?}");
 }

@@ -238,6 +238,19 @@ impl ElfInfo {
         &self.unwind
     }
 
+    /// The stated address of a data object (a variable) by name, `name+0xOFF` for a place
+    /// inside it.
+    pub fn object_address(&self, name: &str) -> Option<u64> {
+        let (base, offset) = match name.split_once("+0x") {
+            Some((b, off)) => (b, u64::from_str_radix(off, 16).ok()?),
+            None => (name, 0),
+        };
+        self.objects
+            .iter()
+            .find(|s| s.name == base)
+            .map(|s| s.start + offset)
+    }
+
     /// The address of a function symbol by name (tests and diagnostics).
     pub fn symbol_address(&self, name: &str) -> Option<u64> {
         self.symbols

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use regex::Regex;
 use scalprof_analyze::experiment::{judge, Execution, Setting};
-use scalprof_collect::delay::{DelaySpec, Delayer, MAX_DELAY_NS};
+use scalprof_collect::delay::{DelaySpec, DelayTarget, Delayer, MAX_DELAY_NS};
 use scalprof_collect::exec::{self, Attach, ExecSpec};
 use scalprof_collect::interrupt::Interrupt;
 use scalprof_collect::sweep::{match_ops, parameter_env, read_tail, substitute, OUTPUT_LIMIT};
@@ -67,15 +67,16 @@ pub fn verify(
     }
     let dir =
         scalprof_collect::private::private_dir(&PathBuf::from(&doc.output_dir).join("verify"))?;
+    let exe = Executable::open(doc);
     let mut done = Vec::new();
     for subject in &causes {
         if interrupt.requested() {
             break;
         }
-        let experiment = match lengthenable(doc, subject) {
+        let experiment = match lengthenable(doc, exe.as_ref(), subject) {
             Some(how) => {
                 let regex = &run.inputs.header.ops_regex;
-                let bench = Bench::new(doc, regex, point, dir.clone(), how.nr)?;
+                let bench = Bench::new(doc, regex, point, dir.clone(), how.target.clone())?;
                 lengthen(
                     &bench,
                     doc,
@@ -128,41 +129,82 @@ fn top_causes(doc: &RunDocument) -> Vec<String> {
         .collect()
 }
 
-/// How a cause is lengthened: through a system call, itself or one made under it.
+/// How a cause is lengthened.
 struct Lengthening {
-    /// The system call's name and x86-64 number.
-    call: String,
-    nr: u32,
-    /// `syscall`, or the lock's kind when the call is made while holding it.
+    target: DelayTarget,
+    /// What is lengthened, in a word: the system call, or the lock.
+    what: String,
+    /// `syscall`, or `lock` when a lock's hold is lengthened.
     kind: String,
     primitive: String,
 }
 
-/// How to lengthen `subject`: a system call it names (`fdatasync`, or a wait row's "disk
-/// I/O (fdatasync …) in journal_append"), or, for a lock whose holder blocked in a system
-/// call while holding it, that call: lengthening it lengthens the hold.
-fn lengthenable(doc: &RunDocument, subject: &str) -> Option<Lengthening> {
+/// How to lengthen `subject`:
+/// - a lock of the workload's executable (a global: its address is in the symbol table),
+///   found or named, by holding it longer at each release;
+/// - for a lock that is not a global, the system call its holder blocked in while holding
+///   it (lengthening the call lengthens the hold);
+/// - a system call it names (`fdatasync`, or a wait row's "disk I/O (fdatasync …) in
+///   journal_append").
+fn lengthenable(doc: &RunDocument, exe: Option<&Executable>, subject: &str) -> Option<Lengthening> {
     let finding = doc.findings.iter().find(|f| f.subject == subject);
-    if let Some(f) = finding.filter(|f| f.kind == FindingKind::LockContention) {
+    let is_lock = finding.is_some_and(|f| f.kind == FindingKind::LockContention);
+    if let Some((exe, address)) = exe.and_then(|e| Some((e, e.global(subject)?))) {
+        return Some(Lengthening {
+            target: DelayTarget::UserLock {
+                exe: exe.path.clone(),
+                address,
+            },
+            what: subject.into(),
+            kind: "lock".into(),
+            primitive: format!(
+                "{subject}'s hold lengthened at each release (pthread unlock interposed with \
+                 LD_PRELOAD)"
+            ),
+        });
+    }
+    if let Some(f) = finding.filter(|_| is_lock) {
         let held = f.evidence.split_once("was blocked in ")?.1;
         let (call, nr) = syscall_of(held.split(')').next().unwrap_or(held))?;
         return Some(Lengthening {
+            target: DelayTarget::Syscall(nr),
             primitive: format!(
                 "{subject}'s hold lengthened through the {call} its holder makes under it \
                  (BPF spin at sys_exit)"
             ),
             kind: "lock".into(),
-            call,
-            nr,
+            what: call,
         });
     }
     let (call, nr) = syscall_of(subject)?;
     Some(Lengthening {
+        target: DelayTarget::Syscall(nr),
         primitive: format!("{call} lengthened where it returns (BPF spin at sys_exit)"),
         kind: "syscall".into(),
-        call,
-        nr,
+        what: call,
     })
+}
+
+/// The workload's executable, read for its globals' addresses.
+struct Executable {
+    path: PathBuf,
+    elf: scalprof_debuginfo::ElfInfo,
+}
+
+impl Executable {
+    fn open(doc: &RunDocument) -> Option<Executable> {
+        let argv0 = substitute(&doc.command, doc.sweep.parameter.as_str(), 1).remove(0);
+        let path = scalprof_collect::resolve_program(&argv0).ok()?;
+        Some(Executable {
+            elf: scalprof_debuginfo::ElfInfo::open(&path).ok()?,
+            path,
+        })
+    }
+
+    /// A global's link-time address (the interposer adds the load bias).
+    fn global(&self, name: &str) -> Option<u64> {
+        self.elf.object_address(name)
+    }
 }
 
 /// The system call a text names as a word.
@@ -177,10 +219,10 @@ fn not_lengthened(doc: &RunDocument, subject: &str, point: u64) -> Experiment {
     let kind = finding.map_or("unknown", |f| f.kind.as_str());
     let why = match finding.map(|f| f.kind) {
         Some(FindingKind::LockContention) => {
-            "a lock is lengthened through a system call its holder makes under it, and its \
-             holder made none; lengthening the hold itself needs a probe at its release (a \
-             uprobe on the unlock, or lock:contention_end for a kernel lock), which this \
-             scalprof does not have yet"
+            "a lock is lengthened at its release when it is a global of the workload's \
+             executable (a pthread mutex, rwlock or spinlock), or through a system call its \
+             holder makes under it; this one is neither (a kernel lock needs \
+             lock:contention_end, which this scalprof does not use yet)"
         }
         Some(FindingKind::BlockedWait) if subject.starts_with("waiting for a CPU") => {
             "a wait for a CPU has no call to lengthen: it comes from more runnable threads \
@@ -189,7 +231,10 @@ fn not_lengthened(doc: &RunDocument, subject: &str, point: u64) -> Experiment {
         Some(FindingKind::FalseSharing) => {
             "false sharing has no duration to lengthen: pad the fields and compare the runs"
         }
-        _ => "no system call of that name, and only system calls are lengthened by this scalprof",
+        _ => {
+            "neither a system call nor a global of the workload's executable by that name: \
+             this scalprof lengthens those"
+        }
     };
     Experiment {
         subject: subject.into(),
@@ -218,7 +263,7 @@ struct Bench {
     ops_regex: Regex,
     value: u64,
     source: scalprof_model::ThroughputSource,
-    syscall_nr: u32,
+    target: DelayTarget,
     timeout: Option<std::time::Duration>,
 }
 
@@ -228,7 +273,7 @@ impl Bench {
         ops_regex: &str,
         value: u64,
         dir: PathBuf,
-        syscall_nr: u32,
+        target: DelayTarget,
     ) -> Result<Bench> {
         let parameter = doc.sweep.parameter.as_str();
         Ok(Bench {
@@ -239,25 +284,27 @@ impl Bench {
                 .with_context(|| format!("the run's ops regex {ops_regex:?}"))?,
             value,
             source: doc.throughput.source,
-            syscall_nr,
+            target,
             timeout: None,
         })
     }
 
     /// Runs the workload once with the call lengthened by `delay_ns` (0: counted only).
     fn execute(&self, delay_ns: u64, tag: &str, interrupt: &Interrupt) -> Result<Execution> {
+        let mut delayer = Delayer::new(DelaySpec {
+            target: self.target.clone(),
+            delay_ns,
+        });
+        let mut env = self.env.clone();
+        env.extend(delayer.environment(&self.dir)?);
         let spec = ExecSpec {
             argv: self.argv.clone(),
-            env: self.env.clone(),
+            env,
             stdout: self.dir.join(format!("{tag}.stdout")),
             stderr: self.dir.join(format!("{tag}.stderr")),
             timeout: self.timeout,
             attached: Vec::new(),
         };
-        let mut delayer = Delayer::new(DelaySpec {
-            syscall_nr: self.syscall_nr,
-            delay_ns,
-        });
         let r = exec::run_capped(
             &spec,
             OUTPUT_LIMIT,
@@ -319,13 +366,24 @@ fn lengthen(
     interrupt: &Interrupt,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Experiment> {
-    let call = how.call.as_str();
+    let call = how.what.as_str();
     let mut runs = Vec::new();
     for i in 0..CALIBRATION {
         progress(&format!("{call}: control {}/{CALIBRATION}", i + 1));
         runs.push(bench.execute(0, &format!("{call}-control{i}"), interrupt)?);
     }
-    let delays = levels(&runs);
+    if matches!(how.target, DelayTarget::UserLock { .. }) && runs.iter().all(|e| e.occurrences == 0)
+    {
+        let mut e = not_lengthened(doc, subject, point);
+        e.primitive = how.primitive.clone();
+        e.reason = format!(
+            "{call} was never released through pthread_mutex_unlock, pthread_rwlock_unlock or \
+             pthread_spin_unlock at the address its symbol gives (not a pthread lock, or a \
+             static or setuid program, which ignores LD_PRELOAD): nothing was lengthened"
+        );
+        return Ok(e);
+    }
+    let delays = levels(&runs, how.target.min_delay_ns());
     if delays.len() > 1 {
         for round in 0..rounds {
             for k in 0..delays.len() {
@@ -348,14 +406,15 @@ fn lengthen(
         point,
         primitive: how.primitive.clone(),
         cpus: doc.host.cpus,
-        own_ns_per_op: own_wait(doc, point, call),
+        own_ns_per_op: own_wait(doc, point, how),
     };
     Ok(judge(&setting, &runs))
 }
 
 /// The control followed by the delays that add [`LEVELS`] of the control's time per
-/// operation if the call is a bottleneck; the control alone if the call never occurred.
-fn levels(control: &[Execution]) -> Vec<u64> {
+/// operation if the call is a bottleneck, none shorter than `floor_ns`; the control alone
+/// if the call never occurred.
+fn levels(control: &[Execution], floor_ns: u64) -> Vec<u64> {
     let (mut t0, mut c) = (0.0, 0.0);
     for e in control {
         t0 += e.wall_s / e.work.max(1e-12);
@@ -367,7 +426,7 @@ fn levels(control: &[Execution]) -> Vec<u64> {
     let per_call_s = t0 / c;
     let mut out = vec![0];
     for share in LEVELS {
-        let d = (share * per_call_s * 1e9).clamp(1_000.0, MAX_DELAY_NS as f64) as u64;
+        let d = (share * per_call_s * 1e9).clamp(floor_ns as f64, MAX_DELAY_NS as f64) as u64;
         if !out.contains(&d) {
             out.push(d);
         }
@@ -375,18 +434,22 @@ fn levels(control: &[Execution]) -> Vec<u64> {
     out
 }
 
-/// The call's own wait per operation at the point, from the run's lock table (the rows
-/// that name it), in ns.
-fn own_wait(doc: &RunDocument, point: u64, call: &str) -> Option<f64> {
+/// The cause's own wait per operation at the point, from the run's lock table, in ns: the
+/// lock's rows, or the rows of the system calls that name the call.
+fn own_wait(doc: &RunDocument, point: u64, how: &Lengthening) -> Option<f64> {
     let p = doc.points.iter().find(|p| p.value == point)?;
     let rows = &p.locks.as_ref()?.rows;
+    let what = how.what.as_str();
     let total: f64 = rows
         .iter()
-        .filter(|r| {
-            r.address == "syscall"
-                && r.name
-                    .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                    .any(|w| w == call)
+        .filter(|r| match how.target {
+            DelayTarget::UserLock { .. } => r.name == what,
+            DelayTarget::Syscall(_) => {
+                r.address == "syscall"
+                    && r.name
+                        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                        .any(|w| w == what)
+            }
         })
         .filter_map(|r| r.wait_ns_per_op)
         .sum();

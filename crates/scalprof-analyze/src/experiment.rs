@@ -187,6 +187,20 @@ fn verdict(e: &Experiment, mid: f64) -> (Verdict, String) {
             ),
         );
     }
+    // Beyond what a bottleneck gives: only a cause on the path does that, with a knock-on
+    // cost (a lock held longer is contended more often, and each waiter put to sleep and
+    // woken adds its hand-off to the path).
+    if lo > predicted * WITHIN && lo > burn * WITHIN {
+        return (
+            Verdict::OnCriticalPath,
+            format!(
+                "cost {measured}, more than a bottleneck would (predicted {}): on the critical \
+                 path, with a knock-on cost (longer holds put more waiters to sleep, and each \
+                 wake-up is on the path too)",
+                pct(predicted)
+            ),
+        );
+    }
     if hi < predicted / (2.0 * WITHIN) || (mid <= between && hi < predicted) {
         let spin = if burn > 0.005 {
             format!("; the delay's own CPU: {}", pct(burn))
@@ -304,6 +318,17 @@ mod tests {
         assert!(w.speedup > 1.8 && w.speedup < 2.2, "{w:?}");
         assert_eq!(e.throughput.len(), 3);
         assert!(e.throughput[2].throughput < e.throughput[0].throughput);
+    }
+
+    #[test]
+    fn a_cause_that_costs_more_than_a_bottleneck_is_on_the_path_with_a_knock_on_cost() {
+        // Each injected µs costs 3: a lock whose longer hold makes its hand-offs sleep.
+        let e = judge(&setting(), &runs(4e-6, 4e-6, 3.0, &[0, 20_000, 40_000]));
+        assert_eq!(e.verdict, Verdict::OnCriticalPath, "{e:?}");
+        assert!(e.reason.contains("knock-on"), "{}", e.reason);
+        // The what-if never credits more than the cause's own time.
+        let w = e.calibrated_what_if.expect("a what-if");
+        assert!(w.speedup <= 4e-6 / (4e-6 - 2e-6) + 1e-9, "{w:?}");
     }
 
     #[test]

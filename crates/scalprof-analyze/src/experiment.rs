@@ -49,6 +49,9 @@ pub struct Setting {
     /// The cause's own time per operation at the point (its wait in the run's lock table),
     /// for the calibrated what-if; `None` when the run does not say.
     pub own_ns_per_op: Option<f64>,
+    /// The finding's computed bound on the speedup without the cause (from the budget),
+    /// which a measured what-if never passes; `None` for a cause with no finding.
+    pub bound: Option<f64>,
 }
 
 /// A measured slowdown this close to the bottleneck's prediction counts as one: within a
@@ -122,7 +125,7 @@ pub fn judge(setting: &Setting, executions: &[Execution]) -> Experiment {
     let (verdict, reason) = verdict(&out, slowdown(response.difference));
     out.verdict = verdict;
     out.reason = reason;
-    out.calibrated_what_if = what_if(&out, t0, setting.own_ns_per_op);
+    out.calibrated_what_if = what_if(&out, t0, setting);
     out
 }
 
@@ -238,8 +241,8 @@ fn verdict(e: &Experiment, mid: f64) -> (Verdict, String) {
 
 /// The speedup if the cause's own time per operation were gone, as the measured slope
 /// says: only where the experiment found it on the path, and the run says how long it is.
-fn what_if(e: &Experiment, t0: f64, own_ns_per_op: Option<f64>) -> Option<CalibratedWhatIf> {
-    let own = own_ns_per_op? * 1e-9;
+fn what_if(e: &Experiment, t0: f64, setting: &Setting) -> Option<CalibratedWhatIf> {
+    let own = setting.own_ns_per_op? * 1e-9;
     let slope = e.slope?;
     if e.verdict != Verdict::OnCriticalPath || own <= 0.0 {
         return None;
@@ -248,7 +251,7 @@ fn what_if(e: &Experiment, t0: f64, own_ns_per_op: Option<f64>) -> Option<Calibr
     // is kept at 1: a cause cannot save more than its own time.
     let speedup = |k: f64| {
         let saved = (k.clamp(0.0, 1.0) * own).min(0.95 * t0);
-        t0 / (t0 - saved)
+        (t0 / (t0 - saved)).min(setting.bound.unwrap_or(f64::INFINITY))
     };
     Some(CalibratedWhatIf {
         speedup: speedup(slope[0]),
@@ -285,6 +288,7 @@ mod tests {
             primitive: "sys_exit spin".into(),
             cpus: 2,
             own_ns_per_op: Some(2_000.0),
+            bound: None,
         }
     }
 
@@ -329,6 +333,14 @@ mod tests {
         // The what-if never credits more than the cause's own time.
         let w = e.calibrated_what_if.expect("a what-if");
         assert!(w.speedup <= 4e-6 / (4e-6 - 2e-6) + 1e-9, "{w:?}");
+        // Nor more than the finding's own bound.
+        let bounded = Setting {
+            bound: Some(1.5),
+            ..setting()
+        };
+        let e = judge(&bounded, &runs(4e-6, 4e-6, 3.0, &[0, 20_000, 40_000]));
+        let w = e.calibrated_what_if.expect("a what-if");
+        assert!(w.speedup <= 1.5 && w.interval[1] <= 1.5, "{w:?}");
     }
 
     #[test]

@@ -407,6 +407,12 @@ fn lengthen(
         primitive: how.primitive.clone(),
         cpus: doc.host.cpus,
         own_ns_per_op: own_wait(doc, point, how),
+        bound: doc
+            .findings
+            .iter()
+            .find(|f| f.subject == subject)
+            .and_then(|f| f.what_if.as_ref())
+            .map(|w| w.speedup),
     };
     Ok(judge(&setting, &runs))
 }
@@ -431,6 +437,11 @@ fn levels(control: &[Execution], floor_ns: u64) -> Vec<u64> {
             out.push(d);
         }
     }
+    // Two levels at least, for a slope: when both shares fall under the floor, the floor
+    // and twice it.
+    if out.len() == 2 && out[1] < MAX_DELAY_NS {
+        out.push((2 * out[1]).min(MAX_DELAY_NS));
+    }
     out
 }
 
@@ -454,4 +465,38 @@ fn own_wait(doc: &RunDocument, point: u64, how: &Lengthening) -> Option<f64> {
         .filter_map(|r| r.wait_ns_per_op)
         .sum();
     (total > 0.0).then_some(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn control(wall_s: f64, occurrences: u64) -> Execution {
+        Execution {
+            delay_ns: 0,
+            work: 1e6,
+            wall_s,
+            cpu_s: wall_s,
+            occurrences,
+        }
+    }
+
+    #[test]
+    fn levels_add_a_quarter_and_a_half_of_the_time_per_occurrence() {
+        // 1 s for 1000 calls: 1 ms a call.
+        let l = levels(&[control(1.0, 1000), control(1.0, 1000)], 1_000);
+        assert_eq!(l, vec![0, 250_000, 500_000]);
+    }
+
+    #[test]
+    fn levels_under_the_floor_are_the_floor_and_twice_it() {
+        // 0.1 s for a million releases: 100 ns each, a quarter of it under the floor.
+        let l = levels(&[control(0.1, 1_000_000)], 50);
+        assert_eq!(l, vec![0, 50, 100]);
+        // Shorter still: both shares under the floor.
+        let l = levels(&[control(0.01, 1_000_000)], 50);
+        assert_eq!(l, vec![0, 50, 100]);
+        // A cause that never occurred: the control alone.
+        assert_eq!(levels(&[control(1.0, 0)], 50), vec![0]);
+    }
 }

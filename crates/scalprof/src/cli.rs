@@ -323,6 +323,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE", value_parser = parse_output_path)]
     pub report: Option<PathBuf>,
 
+    /// After the sweep, prove its top findings by experiment, as `scalprof verify` does
+    /// (4 rounds at the largest point); the run document and the report carry them.
+    #[arg(long)]
+    pub verify: bool,
+
     /// Sampling frequency of the profiler (samples per second per CPU). Default 999, lowered
     /// where the points' CPUs × frequency × stack copies would exceed 512 MiB/s (above 64
     /// busy CPUs with 8k copies), and said so. Raise it for short runs.

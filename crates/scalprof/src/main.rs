@@ -145,6 +145,7 @@ fn runs_workloads(command: &Command) -> bool {
             | Command::Suite(_)
             | Command::Complexity(_)
             | Command::Locks(_)
+            | Command::Verify(_)
     )
 }
 

@@ -6,7 +6,7 @@ use std::path::Path;
 use scalprof_model::experiment::{Experiment, Verdict};
 
 mod common;
-use common::corpus::{can_profile, json, read_run, sweep_corpus};
+use common::corpus::{can_profile, corpus, json, read_run, sweep_corpus};
 use common::{exclusive, scalprof};
 
 /// `scalprof verify RUN ARGS… --json`: the experiments.
@@ -32,9 +32,25 @@ fn a_lock_held_across_fdatasync_is_on_the_critical_path() {
     let _turn = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.db");
-    sweep_corpus(&db, "journal_sync", &dir.path().join("run.json"));
-    // The top findings: journal_lock first.
-    let experiments = verify(&db, &[]);
+    // `run --verify`: the sweep, then its top findings proved, journal_lock first; the
+    // document and the report written after the experiments.
+    let (json_path, html) = (dir.path().join("run.json"), dir.path().join("run.html"));
+    scalprof(&db)
+        .args(["run", "-t", "1,2", "--repeat", "3", "--verify", "--json"])
+        .arg(&json_path)
+        .arg("--report")
+        .arg(&html)
+        .arg("--")
+        .arg(corpus().join("journal_sync"))
+        .arg("{threads}")
+        .assert()
+        .success();
+    let experiments = read_run(&json_path).experiments;
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("Experiment: journal_lock at threads 2"),
+        "no experiment line in the report"
+    );
     let lock = experiments
         .iter()
         .find(|e| e.subject == "journal_lock")

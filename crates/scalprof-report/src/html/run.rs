@@ -1,5 +1,6 @@
 //! The HTML report of one run: one function per section, in the page's order.
 
+use scalprof_model::experiment::Experiment;
 use scalprof_model::locks::{LockCaller, LockProfile, LockRow};
 use scalprof_model::{
     ComplexityReport, Finding, FindingDetails, FindingKind, Point, PointProfile, RunDocument,
@@ -149,15 +150,37 @@ fn findings(doc: &RunDocument) -> Html {
     if doc.findings.is_empty() {
         h += "<p>No finding.</p>";
     }
+    let parameter = doc.sweep.parameter.as_str();
     for f in &doc.findings {
-        h += finding(f, doc.sweep.parameter.as_str());
+        let experiment = f.experiment.and_then(|i| doc.experiments.get(i));
+        h += finding(f, experiment, parameter);
+    }
+    // Experiments on causes that are no finding (`verify --cause`).
+    let unlinked: Vec<_> = (0..doc.experiments.len())
+        .filter(|i| !doc.findings.iter().any(|f| f.experiment == Some(*i)))
+        .collect();
+    if !unlinked.is_empty() {
+        h += "<h2>Experiments</h2>";
+        for i in unlinked {
+            html!(
+                h,
+                "<p class=\"experiment\">{}</p>",
+                crate::experiment_line(&doc.experiments[i], parameter)
+            );
+        }
     }
     h
 }
 
-/// One finding: its score, kind and subject, the evidence, the speedup without it, and
-/// what to do.
-fn finding(f: &Finding, parameter: &str) -> Html {
+/// One finding: its score, kind and subject, the evidence, the speedup without it, the
+/// experiment that tested it, and what to do.
+fn finding(f: &Finding, experiment: Option<&Experiment>, parameter: &str) -> Html {
+    let tested = experiment.map_or(Html::new(), |e| {
+        markup!(
+            "<p class=\"experiment\">Experiment: {}</p>",
+            crate::experiment_line(e, parameter)
+        )
+    });
     let what_if = f.what_if.map_or(Html::new(), |w| {
         markup!(
             "<p class=\"what-if\">Without it: up to {:.2}× at {} {} (an upper bound).</p>",
@@ -168,13 +191,14 @@ fn finding(f: &Finding, parameter: &str) -> Html {
     });
     markup!(
         "<div class=\"finding\"><span class=\"score\">{:.0}%</span> <b>{}</b> {} <code>{}</code>\
-         <p>{}</p>{}<p class=\"muted\">What to do: {}</p></div>",
+         <p>{}</p>{}{}<p class=\"muted\">What to do: {}</p></div>",
         f.score * 100.0,
         f.kind.as_str(),
         f.scope.map_or("", |s| s.as_str()),
         &f.subject,
         &f.evidence,
         what_if,
+        tested,
         &f.suggestion
     )
 }

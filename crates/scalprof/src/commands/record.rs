@@ -32,15 +32,48 @@ pub fn run(db: &Option<PathBuf>, args: cli::RunArgs) -> Result<ExitCode> {
     }
     let store = open_store(db)?;
     let interrupt = Interrupt::install()?;
+    // With --verify the document is written once the experiments are in it.
     let show = Show {
         summary: true,
-        json: args.json,
+        json: args.json.clone().filter(|_| !args.verify),
     };
     let outcome = crate::run::run(&store, &opts, &show, &interrupt)?;
+    if args.verify {
+        verify_after(&store, &outcome, &interrupt)?;
+        if let Some(path) = &args.json {
+            crate::run::write_json(path, &scalprof_pipeline::document(&store, outcome.id)?)?;
+        }
+    }
     if let Some(path) = &args.report {
         crate::report::write_report(&store, outcome.id, path)?;
     }
     Ok(exit_code_for(&outcome.doc, &interrupt))
+}
+
+/// `run --verify`: the finished run's top findings, proved as `scalprof verify` would. An
+/// interrupted or failed sweep, or one without findings, is left as it is, and said so.
+fn verify_after(
+    store: &scalprof_store::Store,
+    outcome: &scalprof_pipeline::RunOutcome,
+    interrupt: &Interrupt,
+) -> Result<()> {
+    let id = outcome.id;
+    if interrupt.requested() || outcome.doc.status != scalprof_model::RunStatus::Complete {
+        eprintln!("scalprof: verify: skipped, the sweep did not complete");
+        return Ok(());
+    }
+    if outcome.doc.findings.is_empty() {
+        eprintln!(
+            "scalprof: verify: no finding to prove (scalprof verify {id} --cause NAME tries one)"
+        );
+        return Ok(());
+    }
+    let opts = scalprof_pipeline::verify::VerifyOptions {
+        causes: Vec::new(),
+        point: None,
+        rounds: 4,
+    };
+    super::verify::print_experiments(store, id, &opts, interrupt, false)
 }
 
 /// `scalprof complexity`: an input-size sweep and the functions that grow faster than it.

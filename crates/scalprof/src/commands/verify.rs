@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use scalprof_pipeline::facade::Interrupt;
 use scalprof_pipeline::verify::VerifyOptions;
+use scalprof_store::Store;
 
 use super::open_store;
 use crate::cli;
@@ -22,13 +23,29 @@ pub fn verify(db: &Option<PathBuf>, args: cli::VerifyArgs) -> Result<ExitCode> {
         point: args.point,
         rounds: args.rounds,
     };
-    let experiments = scalprof_pipeline::verify::verify(&store, id, &opts, &interrupt, &mut |m| {
+    print_experiments(&store, id, &opts, &interrupt, args.json)?;
+    if interrupt.requested() {
+        return Ok(ExitCode::from(130));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs the experiments on run `id`, stores them with it, and prints them: one line each,
+/// or `experiments[]` as JSON.
+pub fn print_experiments(
+    store: &Store,
+    id: i64,
+    opts: &VerifyOptions,
+    interrupt: &Interrupt,
+    json: bool,
+) -> Result<()> {
+    let experiments = scalprof_pipeline::verify::verify(store, id, opts, interrupt, &mut |m| {
         eprintln!("scalprof: verify: {}", scalprof_report::terminal_safe(m))
     })?;
-    if args.json {
+    if json {
         out::data(&(serde_json::to_string_pretty(&experiments)? + "\n"))?;
     } else {
-        let doc = scalprof_pipeline::document(&store, id)?;
+        let doc = scalprof_pipeline::document(store, id)?;
         for e in &experiments {
             outln!(
                 "{}",
@@ -40,8 +57,5 @@ pub fn verify(db: &Option<PathBuf>, args: cli::VerifyArgs) -> Result<ExitCode> {
         }
     }
     eprintln!("scalprof: stored with run {id} (scalprof show {id})");
-    if interrupt.requested() {
-        return Ok(ExitCode::from(130));
-    }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }

@@ -35,6 +35,9 @@ pub struct Execution {
     pub cpu_s: f64,
     /// Occurrences of the cause the delay primitive counted.
     pub occurrences: u64,
+    /// CPU time the delay itself burned: all of it for a spin, the tail of a long delay
+    /// that sleeps first.
+    pub spun_s: f64,
 }
 
 /// What an experiment was, besides its executions.
@@ -116,7 +119,9 @@ pub fn judge(setting: &Setting, executions: &[Execution]) -> Experiment {
     let slowdown = |dt: f64| dt / (t0 + dt);
     out.measured_slowdown = response.ci95.map(slowdown);
     out.predicted_slowdown = slowdown(x);
-    out.burn_slowdown = burn_slowdown(t0, w, x, setting.cpus);
+    // What the delay burned, as measured: less than the delay where it slept.
+    let spun = mean(at(top).iter().map(|e| e.spun_s / e.work));
+    out.burn_slowdown = burn_slowdown(t0, w, spun.min(x), setting.cpus);
     out.slope = Some([
         response.difference / x,
         response.ci95[0] / x,
@@ -306,6 +311,7 @@ mod tests {
                     wall_s: 1000.0 * (t0 + k * x) * noise,
                     cpu_s: 1000.0 * (cpu_per_op + x),
                     occurrences: 20,
+                    spun_s: 1000.0 * x,
                 });
             }
         }

@@ -156,4 +156,10 @@ fn a_delayed_user_lock_is_held_longer_by_the_delay_at_each_release() {
     // An rwlock's releases, and none of the mutex's.
     let (_, rw) = run_lengthened(dir.path(), &bin, rwlock, 0);
     assert_eq!(rw.calls, 500, "{rw:?}");
+    // A long delay sleeps first and spins only its tail: 500 × 1 ms more wall time, far
+    // less CPU spun.
+    let (wall2, long) = run_lengthened(dir.path(), &bin, rwlock, 1_000_000);
+    assert_eq!(long.calls, 500, "{long:?}");
+    assert!(wall2 - wall0 > 0.45, "{wall0} s, then {wall2} s");
+    assert!(long.spun_ns < 500 * 600_000, "spun {} ns", long.spun_ns);
 }

@@ -342,12 +342,14 @@ impl Bench {
         let throughput =
             scalprof_analyze::summary::repeat_throughput(self.value, &repeat, self.source)
                 .context("the execution printed no operation count the run's regex reads")?;
+        let counts = delayer.take().unwrap_or_default();
         Ok(Execution {
             delay_ns,
             work: throughput * r.wall_s,
             wall_s: r.wall_s,
             cpu_s: r.user_s + r.sys_s,
-            occurrences: delayer.take().map_or(0, |c| c.calls),
+            occurrences: counts.calls,
+            spun_s: counts.spun_ns as f64 * 1e-9,
         })
     }
 }
@@ -478,6 +480,7 @@ mod tests {
             wall_s,
             cpu_s: wall_s,
             occurrences,
+            spun_s: 0.0,
         }
     }
 

@@ -17,7 +17,8 @@
  *                           address;
  *   SCALPROF_DELAY_NS       nanoseconds to spin at each release (0: count only);
  *   SCALPROF_DELAY_COUNTS   a 16-byte file, mapped shared by the whole process tree:
- *                           releases seen, then nanoseconds spun.
+ *                           releases seen, then nanoseconds spun (a long delay sleeps
+ *                           first: see SLEEP_ABOVE_NS).
  *
  * Each thread counts in its own variables and adds them to the shared ones every
  * FLUSH_EVERY releases, when it exits, and (the thread that exits the process) at exit:
@@ -27,6 +28,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
@@ -73,16 +75,29 @@ static void flush_at_thread_exit(void *unused)
 	flush();
 }
 
-/* The named lock is about to be released: spin for the delay, still holding it. */
+/* A delay this long sleeps first, and spins only its last SPIN_TAIL_NS: a spin takes a
+ * CPU from the workers, which makes a lock off their path look costly on a machine of
+ * few CPUs; a sleep's wake-up is late by tens of µs, which the spun tail absorbs. */
+#define SLEEP_ABOVE_NS 300000u
+#define SPIN_TAIL_NS 150000u
+
+/* The named lock is about to be released: wait for the delay, still holding it. */
 static void lengthen(void)
 {
 	if (!delay_ns)
 		return;
-	uint64_t start = now_ns(), now;
+	uint64_t start = now_ns(), until = start + delay_ns, now;
+	if (delay_ns > SLEEP_ABOVE_NS) {
+		uint64_t wake = until - SPIN_TAIL_NS;
+		struct timespec t = { .tv_sec = wake / 1000000000u, .tv_nsec = wake % 1000000000u };
+		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL) == EINTR)
+			;
+	}
+	uint64_t spin_from = now_ns();
 	do
 		now = now_ns();
-	while (now - start < delay_ns);
-	my_spun += now - start;
+	while (now < until);
+	my_spun += now - spin_from;
 }
 
 /* The named lock was released: count it, outside its critical section (inside, the

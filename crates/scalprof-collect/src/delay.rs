@@ -28,7 +28,25 @@ pub enum DelayTarget {
     /// A user lock (pthread mutex, rwlock or spinlock) that is a global of the executable
     /// `exe`, at its link-time `address`: its hold lengthened at each release.
     UserLock { exe: PathBuf, address: u64 },
+    /// A kernel lock, held longer where a waiter gets it after contention
+    /// (`lock:contention_end`); the delay capped at [`MAX_KERNEL_LOCK_DELAY_NS`].
+    KernelLock(KernelLock),
 }
+
+/// Which kernel lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelLock {
+    /// A lock with a kernel symbol (a static lock), at this address.
+    Address(u64),
+    /// The workload's own `mm->mmap_lock`.
+    MmapLock,
+    /// The workload's own fd table lock, `files->file_lock`.
+    FdTable,
+}
+
+/// The longest delay a kernel lock gets: a spinlock is held with preemption off, and a
+/// spin that long already lengthens any kernel critical section many times over.
+pub const MAX_KERNEL_LOCK_DELAY_NS: u64 = 200_000;
 
 impl DelayTarget {
     /// The shortest delay the primitive adds faithfully: a BPF spin at a system call's exit
@@ -36,8 +54,18 @@ impl DelayTarget {
     /// read.
     pub fn min_delay_ns(&self) -> u64 {
         match self {
-            DelayTarget::Syscall(_) => 1_000,
+            DelayTarget::Syscall(_) | DelayTarget::KernelLock(_) => 1_000,
             DelayTarget::UserLock { .. } => 50,
+        }
+    }
+}
+
+impl DelayTarget {
+    /// The longest delay the primitive adds.
+    pub fn max_delay_ns(&self) -> u64 {
+        match self {
+            DelayTarget::KernelLock(_) => MAX_KERNEL_LOCK_DELAY_NS,
+            _ => MAX_DELAY_NS,
         }
     }
 }
@@ -72,9 +100,10 @@ pub struct Delayer {
 
 impl Delayer {
     pub fn new(spec: DelaySpec) -> Delayer {
+        let cap = spec.target.max_delay_ns();
         Delayer {
             spec: DelaySpec {
-                delay_ns: spec.delay_ns.min(MAX_DELAY_NS),
+                delay_ns: spec.delay_ns.min(cap),
                 ..spec
             },
             stop: None,
@@ -89,7 +118,7 @@ impl Delayer {
     /// call.
     pub fn environment(&mut self, dir: &Path) -> Result<Vec<(String, String)>, DelayError> {
         match &self.spec.target {
-            DelayTarget::Syscall(_) => Ok(Vec::new()),
+            DelayTarget::Syscall(_) | DelayTarget::KernelLock(_) => Ok(Vec::new()),
             DelayTarget::UserLock { exe, address } => {
                 let (counters, env) = interpose::prepare(dir, exe, *address, self.spec.delay_ns)?;
                 self.preloaded = Some(counters);

@@ -1,7 +1,7 @@
 //! The BPF delay injector on a real workload (root or CAP_BPF needed; CI runs as root).
 #![cfg(feature = "bpf")]
 
-use scalprof_collect::delay::{DelaySpec, DelayTarget, Delayer};
+use scalprof_collect::delay::{DelaySpec, DelayTarget, Delayer, KernelLock};
 use scalprof_collect::exec::{self, Attach, ExecSpec};
 use scalprof_collect::interrupt::Interrupt;
 
@@ -162,4 +162,74 @@ fn a_delayed_user_lock_is_held_longer_by_the_delay_at_each_release() {
     assert_eq!(long.calls, 500, "{long:?}");
     assert!(wall2 - wall0 > 0.45, "{wall0} s, then {wall2} s");
     assert!(long.spun_ns < 500 * 600_000, "spun {} ns", long.spun_ns);
+}
+
+/// Two threads mapping and unmapping pages in a loop: they contend their process's
+/// mmap_lock.
+fn mmap_loop(dir: &std::path::Path) -> std::path::PathBuf {
+    let src = dir.join("mm.c");
+    std::fs::write(
+        &src,
+        "#include <pthread.h>\n#include <sys/mman.h>\n\
+         static void *work(void *a) { (void)a; for (int i = 0; i < 20000; i++) { \
+         void *p = mmap(0, 1 << 16, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0); \
+         ((char *)p)[0] = 1; munmap(p, 1 << 16); } return 0; }\n\
+         int main(void) { pthread_t t[2]; for (int i = 0; i < 2; i++) \
+         pthread_create(&t[i], 0, work, 0); for (int i = 0; i < 2; i++) \
+         pthread_join(t[i], 0); return 0; }\n",
+    )
+    .unwrap();
+    let bin = dir.join("mm");
+    let st = std::process::Command::new("cc")
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    bin
+}
+
+#[test]
+fn a_delayed_kernel_lock_is_held_longer_where_a_waiter_gets_it() {
+    if !can_inject() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = mmap_loop(dir.path());
+    let run = |delay_ns| {
+        let mut delayer = Delayer::new(DelaySpec {
+            target: DelayTarget::KernelLock(KernelLock::MmapLock),
+            delay_ns,
+        });
+        let spec = ExecSpec {
+            argv: vec![bin.display().to_string()],
+            env: Vec::new(),
+            stdout: dir.path().join("out"),
+            stderr: dir.path().join("err"),
+            timeout: None,
+            attached: Vec::new(),
+        };
+        let r = exec::run_with(
+            &spec,
+            &Interrupt::manual(),
+            &mut [&mut delayer as &mut dyn Attach],
+        )
+        .unwrap();
+        assert_eq!(r.exit_code, Some(0));
+        (r.wall_s, delayer.take().expect("the injector's counts"))
+    };
+    let (_, control) = run(0);
+    assert!(control.calls > 0, "no contended mmap_lock: {control:?}");
+    assert_eq!(control.spun_ns, 0);
+    // 1 s asked for: capped at 200 µs a contended acquisition.
+    let (_, delayed) = run(1_000_000_000);
+    assert!(delayed.calls > 0, "{delayed:?}");
+    let (lo, hi) = (delayed.calls * 200_000, delayed.calls * 260_000);
+    assert!(
+        (lo..hi).contains(&delayed.spun_ns),
+        "{} contended acquisitions spun {} ns",
+        delayed.calls,
+        delayed.spun_ns
+    );
 }

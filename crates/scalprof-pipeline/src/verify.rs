@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use regex::Regex;
 use scalprof_analyze::experiment::{judge, Execution, Setting};
-use scalprof_collect::delay::{DelaySpec, DelayTarget, Delayer, MAX_DELAY_NS};
+use scalprof_collect::delay::{DelaySpec, DelayTarget, Delayer, KernelLock};
 use scalprof_collect::exec::{self, Attach, ExecSpec};
 use scalprof_collect::interrupt::Interrupt;
 use scalprof_collect::sweep::{match_ops, parameter_env, read_tail, substitute, OUTPUT_LIMIT};
@@ -163,6 +163,17 @@ fn lengthenable(doc: &RunDocument, exe: Option<&Executable>, subject: &str) -> O
             ),
         });
     }
+    if let Some((lock, how)) = kernel_lock(subject) {
+        return Some(Lengthening {
+            target: DelayTarget::KernelLock(lock),
+            what: subject.into(),
+            kind: "kernel_lock".into(),
+            primitive: format!(
+                "{subject}'s hold lengthened where a waiter gets it ({how}; BPF spin at \
+                 lock:contention_end, at most 200 µs)"
+            ),
+        });
+    }
     if let Some(f) = finding.filter(|_| is_lock) {
         let held = f.evidence.split_once("was blocked in ")?.1;
         let (call, nr) = syscall_of(held.split(')').next().unwrap_or(held))?;
@@ -182,6 +193,27 @@ fn lengthenable(doc: &RunDocument, exe: Option<&Executable>, subject: &str) -> O
         primitive: format!("{call} lengthened where it returns (BPF spin at sys_exit)"),
         kind: "syscall".into(),
         what: call,
+    })
+}
+
+/// A kernel lock `subject` names: the workload's own `mmap_lock` or fd table lock, or a
+/// static lock by its kernel symbol; with how it is found.
+fn kernel_lock(subject: &str) -> Option<(KernelLock, &'static str)> {
+    match subject {
+        "mmap_lock" => return Some((KernelLock::MmapLock, "the workload's mm->mmap_lock")),
+        "files_struct.file_lock" => {
+            return Some((KernelLock::FdTable, "the workload's files->file_lock"))
+        }
+        _ => {}
+    }
+    let syms = std::fs::read_to_string("/proc/kallsyms").ok()?;
+    syms.lines().find_map(|l| {
+        let mut f = l.split_whitespace();
+        let (address, kind, name) = (f.next()?, f.next()?, f.next()?);
+        let data = matches!(kind, "d" | "D" | "b" | "B");
+        let address = u64::from_str_radix(address, 16).ok().filter(|a| *a != 0)?;
+        (data && name == subject && f.next().is_none())
+            .then_some((KernelLock::Address(address), "its kernel symbol"))
     })
 }
 
@@ -219,10 +251,11 @@ fn not_lengthened(doc: &RunDocument, subject: &str, point: u64) -> Experiment {
     let kind = finding.map_or("unknown", |f| f.kind.as_str());
     let why = match finding.map(|f| f.kind) {
         Some(FindingKind::LockContention) => {
-            "a lock is lengthened at its release when it is a global of the workload's \
-             executable (a pthread mutex, rwlock or spinlock), or through a system call its \
-             holder makes under it; this one is neither (a kernel lock needs \
-             lock:contention_end, which this scalprof does not use yet)"
+            "a lock is lengthened when it is a global of the workload's executable (a pthread \
+             mutex, rwlock or spinlock), the workload's mmap_lock or fd table lock, a kernel \
+             lock with a symbol, or through a system call its holder makes under it; this \
+             one is none of them (a kernel lock of a file or an object, such as i_rwsem, has \
+             an address no symbol gives)"
         }
         Some(FindingKind::BlockedWait) if subject.starts_with("waiting for a CPU") => {
             "a wait for a CPU has no call to lengthen: it comes from more runnable threads \
@@ -385,23 +418,6 @@ fn lengthen(
         );
         return Ok(e);
     }
-    let delays = levels(&runs, how.target.min_delay_ns());
-    if delays.len() > 1 {
-        for round in 0..rounds {
-            for k in 0..delays.len() {
-                if interrupt.requested() {
-                    break;
-                }
-                let d = delays[(k + round as usize) % delays.len()];
-                progress(&format!(
-                    "{call}: round {}/{rounds}, delay {}",
-                    round + 1,
-                    scalprof_model::units::human_ns(d as f64)
-                ));
-                runs.push(bench.execute(d, &format!("{call}-r{round}-d{d}"), interrupt)?);
-            }
-        }
-    }
     let setting = Setting {
         subject: subject.into(),
         kind: how.kind.clone(),
@@ -416,13 +432,46 @@ fn lengthen(
             .and_then(|f| f.what_if.as_ref())
             .map(|w| w.speedup),
     };
+    let delays = levels(&runs, how.target.min_delay_ns(), how.target.max_delay_ns());
+    if delays.len() > 1 {
+        for round in 0..rounds {
+            for k in 0..delays.len() {
+                if interrupt.requested() {
+                    break;
+                }
+                let d = delays[(k + round as usize) % delays.len()];
+                progress(&format!(
+                    "{call}: round {}/{rounds}, delay {}",
+                    round + 1,
+                    scalprof_model::units::human_ns(d as f64)
+                ));
+                runs.push(bench.execute(d, &format!("{call}-r{round}-d{d}"), interrupt)?);
+            }
+            if round + 1 >= MIN_ROUNDS && settled(&judge(&setting, &runs)) {
+                break;
+            }
+        }
+    }
     Ok(judge(&setting, &runs))
 }
 
+/// Rounds every experiment runs before it may stop early.
+const MIN_ROUNDS: u32 = 2;
+
+/// Whether the verdict is clear enough to stop before `--rounds`: on or off the path,
+/// with the measured slowdown's interval narrower than half the bottleneck's prediction.
+fn settled(e: &Experiment) -> bool {
+    let [lo, hi] = e.measured_slowdown;
+    matches!(
+        e.verdict,
+        Verdict::OnCriticalPath | Verdict::OffCriticalPath
+    ) && hi - lo < e.predicted_slowdown / 2.0
+}
+
 /// The control followed by the delays that add [`LEVELS`] of the control's time per
-/// operation if the call is a bottleneck, none shorter than `floor_ns`; the control alone
-/// if the call never occurred.
-fn levels(control: &[Execution], floor_ns: u64) -> Vec<u64> {
+/// operation if the call is a bottleneck, between `floor_ns` and `cap_ns`; the control
+/// alone if the call never occurred.
+fn levels(control: &[Execution], floor_ns: u64, cap_ns: u64) -> Vec<u64> {
     let (mut t0, mut c) = (0.0, 0.0);
     for e in control {
         t0 += e.wall_s / e.work.max(1e-12);
@@ -434,15 +483,15 @@ fn levels(control: &[Execution], floor_ns: u64) -> Vec<u64> {
     let per_call_s = t0 / c;
     let mut out = vec![0];
     for share in LEVELS {
-        let d = (share * per_call_s * 1e9).clamp(floor_ns as f64, MAX_DELAY_NS as f64) as u64;
+        let d = (share * per_call_s * 1e9).clamp(floor_ns as f64, cap_ns as f64) as u64;
         if !out.contains(&d) {
             out.push(d);
         }
     }
     // Two levels at least, for a slope: when both shares fall under the floor, the floor
     // and twice it.
-    if out.len() == 2 && out[1] < MAX_DELAY_NS {
-        out.push((2 * out[1]).min(MAX_DELAY_NS));
+    if out.len() == 2 && out[1] < cap_ns {
+        out.push((2 * out[1]).min(cap_ns));
     }
     out
 }
@@ -456,7 +505,7 @@ fn own_wait(doc: &RunDocument, point: u64, how: &Lengthening) -> Option<f64> {
     let total: f64 = rows
         .iter()
         .filter(|r| match how.target {
-            DelayTarget::UserLock { .. } => r.name == what,
+            DelayTarget::UserLock { .. } | DelayTarget::KernelLock(_) => r.name == what,
             DelayTarget::Syscall(_) => {
                 r.address == "syscall"
                     && r.name
@@ -487,19 +536,22 @@ mod tests {
     #[test]
     fn levels_add_a_quarter_and_a_half_of_the_time_per_occurrence() {
         // 1 s for 1000 calls: 1 ms a call.
-        let l = levels(&[control(1.0, 1000), control(1.0, 1000)], 1_000);
+        let l = levels(&[control(1.0, 1000), control(1.0, 1000)], 1_000, 10_000_000);
         assert_eq!(l, vec![0, 250_000, 500_000]);
     }
 
     #[test]
     fn levels_under_the_floor_are_the_floor_and_twice_it() {
         // 0.1 s for a million releases: 100 ns each, a quarter of it under the floor.
-        let l = levels(&[control(0.1, 1_000_000)], 50);
+        let l = levels(&[control(0.1, 1_000_000)], 50, 10_000_000);
         assert_eq!(l, vec![0, 50, 100]);
         // Shorter still: both shares under the floor.
-        let l = levels(&[control(0.01, 1_000_000)], 50);
+        let l = levels(&[control(0.01, 1_000_000)], 50, 10_000_000);
         assert_eq!(l, vec![0, 50, 100]);
         // A cause that never occurred: the control alone.
-        assert_eq!(levels(&[control(1.0, 0)], 50), vec![0]);
+        assert_eq!(levels(&[control(1.0, 0)], 50, 10_000_000), vec![0]);
+        // A cap: a kernel lock's 200 µs.
+        let l = levels(&[control(1.0, 100)], 1_000, 200_000);
+        assert_eq!(l, vec![0, 200_000]);
     }
 }

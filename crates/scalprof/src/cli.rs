@@ -170,9 +170,10 @@ pub struct VerifyArgs {
     /// The sweep point to run at (default: the largest measured).
     #[arg(long, value_name = "VALUE")]
     pub point: Option<u64>,
-    /// Rounds of the interleaved levels; each level runs once per round. More rounds
-    /// settle an inconclusive verdict on a noisy machine.
-    #[arg(long, default_value_t = 4, value_name = "N", value_parser = clap::value_parser!(u32).range(2..=50))]
+    /// The most rounds of the interleaved levels; each level runs once per round. An
+    /// experiment stops after 2 once its verdict is clear (on or off the path, with a
+    /// narrow interval); more rounds settle an inconclusive one on a noisy machine.
+    #[arg(long, default_value_t = 6, value_name = "N", value_parser = clap::value_parser!(u32).range(2..=50))]
     pub rounds: u32,
     /// Print the experiments as JSON (the run document's `experiments[]` entries).
     #[arg(long)]
@@ -324,7 +325,7 @@ pub struct RunArgs {
     pub report: Option<PathBuf>,
 
     /// After the sweep, prove its top findings by experiment, as `scalprof verify` does
-    /// (4 rounds at the largest point); the run document and the report carry them.
+    /// (at most 6 rounds at the largest point); the run document and the report carry them.
     #[arg(long)]
     pub verify: bool,
 

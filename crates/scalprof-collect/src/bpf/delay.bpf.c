@@ -7,6 +7,11 @@
 // lock holds it that much longer. Spinning, not sleeping: no tracepoint may sleep. The
 // spin takes a CPU, which the prediction accounts for.
 //
+// A kernel lock is lengthened where a waiter gets it after contention (lock:contention_end,
+// as `perf lock contention -J` does): the new holder spins before it goes on, holding the
+// lock. Only contended acquisitions are lengthened, and user space caps the delay: a
+// spinlock is held with preemption off.
+//
 // Enabling a system-call tracepoint sends every system call of every task down the slow
 // path (see locks.bpf.c): the zero-delay level runs with the hook attached too, so that
 // what the experiment compares differs in the delay only.
@@ -20,17 +25,42 @@ typedef __u64 u64;
 typedef __u32 u32;
 typedef __u8 u8;
 
+struct rw_semaphore {
+	long count;
+} __attribute__((preserve_access_index));
+
+struct mm_struct {
+	struct rw_semaphore mmap_lock;
+} __attribute__((preserve_access_index));
+
+struct spinlock {
+	int rlock;
+} __attribute__((preserve_access_index));
+
+struct files_struct {
+	struct spinlock file_lock;
+} __attribute__((preserve_access_index));
+
 struct task_struct {
 	int pid;
 	int tgid;
+	struct mm_struct *mm;
+	struct files_struct *files;
 } __attribute__((preserve_access_index));
 
 struct pt_regs {
 	unsigned long orig_ax;
 } __attribute__((preserve_access_index));
 
-/* The system call to lengthen (x86-64 numbers) and by how much. */
+/* The system call to lengthen (x86-64 numbers), or the kernel lock, and by how much. */
 const volatile u32 target_nr = 0;
+/* Which kernel lock: the one at target_lock, or the current task's own (its address
+ * differs from process to process). */
+#define LOCK_AT_ADDRESS 1
+#define LOCK_MMAP 2
+#define LOCK_FD_TABLE 3
+const volatile u32 target_lock_kind = 0;
+const volatile u64 target_lock = 0;
 const volatile u64 delay_ns = 0;
 
 /* What was delayed: calls seen and nanoseconds spun, read back after the execution. */
@@ -77,6 +107,40 @@ int BPF_PROG(delay_sys_exit, struct pt_regs *regs, long ret)
 	u64 until = start + delay_ns;
 	/* 2^23 steps of a clock read each: far longer than any delay asked for (capped by
 	 * user space), and bounded for the verifier. */
+	bpf_loop(1 << 23, spin_step, &until, 0);
+	__sync_fetch_and_add(&delayed_ns, bpf_ktime_get_ns() - start);
+	return 0;
+}
+
+/* The address of the kernel lock to lengthen, for the current task. */
+static u64 wanted_lock(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	if (target_lock_kind == LOCK_MMAP) {
+		struct mm_struct *mm = BPF_CORE_READ(task, mm);
+		return mm ? (u64)mm + bpf_core_field_offset(struct mm_struct, mmap_lock) : 0;
+	}
+	if (target_lock_kind == LOCK_FD_TABLE) {
+		struct files_struct *files = BPF_CORE_READ(task, files);
+		return files ? (u64)files + bpf_core_field_offset(struct files_struct, file_lock) : 0;
+	}
+	return target_lock;
+}
+
+SEC("tp_btf/contention_end")
+int BPF_PROG(delay_contention_end, void *lock, int ret)
+{
+	u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	if (ret || !bpf_map_lookup_elem(&tracked, &tgid))
+		return 0;
+	u64 want = wanted_lock();
+	if (!want || (u64)lock != want)
+		return 0;
+	__sync_fetch_and_add(&delayed_calls, 1);
+	if (!delay_ns)
+		return 0;
+	u64 start = bpf_ktime_get_ns();
+	u64 until = start + delay_ns;
 	bpf_loop(1 << 23, spin_step, &until, 0);
 	__sync_fetch_and_add(&delayed_ns, bpf_ktime_get_ns() - start);
 	return 0;

@@ -71,7 +71,7 @@ fn verify_after(
     let opts = scalprof_pipeline::verify::VerifyOptions {
         causes: Vec::new(),
         point: None,
-        rounds: 4,
+        rounds: 6,
     };
     super::verify::print_experiments(store, id, &opts, interrupt, false)
 }

@@ -61,6 +61,10 @@ pub struct Setting {
 /// factor of 2 either way (the acceptance of `verify`), wide for a two-CPU machine's noise.
 const WITHIN: f64 = 2.0;
 
+/// CPUs this busy (the workload's CPU time over the wall time of all the CPUs it may use)
+/// leave a spin no idle CPU to take.
+const SATURATED: f64 = 0.9;
+
 /// Judges an experiment from its executions.
 pub fn judge(setting: &Setting, executions: &[Execution]) -> Experiment {
     let mut delays: Vec<u64> = executions.iter().map(|e| e.delay_ns).collect();
@@ -127,7 +131,23 @@ pub fn judge(setting: &Setting, executions: &[Execution]) -> Experiment {
         response.ci95[0] / x,
         response.ci95[1] / x,
     ]);
-    let (verdict, reason) = verdict(&out, slowdown(response.difference));
+    let (mut verdict, mut reason) = verdict(&out, slowdown(response.difference));
+    // A spin on CPUs the workload already kept busy: its own CPU can cost as much as a
+    // bottleneck would (the spin model is a mean; CFS shares are not), so a cost near the
+    // bottleneck's proves nothing there. A cost beyond twice it still does.
+    let cpus = f64::from(setting.cpus.max(1));
+    let busy = mean(at(top).iter().map(|e| e.cpu_s / (e.wall_s * cpus)));
+    let knock_on = out.measured_slowdown[0] > out.predicted_slowdown * WITHIN;
+    if verdict == Verdict::OnCriticalPath && busy >= SATURATED && spun >= 0.25 * x && !knock_on {
+        verdict = Verdict::Inconclusive;
+        reason = format!(
+            "{}, but the CPUs were {:.0}% busy while the delay spun, so the spin's own CPU \
+             may explain it: a cause the workload sleeps in, or a machine with idle CPUs, \
+             would settle it",
+            reason.replacen(": on the critical path", "", 1),
+            busy * 100.0
+        );
+    }
     out.verdict = verdict;
     out.reason = reason;
     out.calibrated_what_if = what_if(&out, t0, setting);
@@ -364,6 +384,22 @@ mod tests {
         let e = judge(&setting(), &runs(4e-6, 8e-6, 0.5, &[0, 100_000, 200_000]));
         assert!(e.burn_slowdown > 0.2, "{e:?}");
         assert_eq!(e.verdict, Verdict::OffCriticalPath, "{e:?}");
+    }
+
+    #[test]
+    fn a_spin_on_saturated_cpus_near_a_bottleneck_s_cost_is_inconclusive() {
+        // 2 CPUs kept busy (8 µs of CPU per 4 µs), and a response as large as a
+        // bottleneck's: the spin's share of the CPUs may be the whole of it.
+        let mut r = runs(4e-6, 8e-6, 1.0, &[0, 100_000, 200_000]);
+        for e in &mut r {
+            e.cpu_s = e.cpu_s.max(2.0 * e.wall_s);
+        }
+        let e = judge(&setting(), &r);
+        assert_eq!(e.verdict, Verdict::Inconclusive, "{e:?}");
+        assert!(e.reason.contains("busy"), "{}", e.reason);
+        // With idle CPUs the same response is a bottleneck's.
+        let e = judge(&setting(), &runs(4e-6, 1e-6, 1.0, &[0, 100_000, 200_000]));
+        assert_eq!(e.verdict, Verdict::OnCriticalPath, "{e:?}");
     }
 
     #[test]

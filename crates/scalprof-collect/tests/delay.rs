@@ -18,26 +18,23 @@ fn can_inject() -> bool {
     false
 }
 
-/// x86-64's write(2).
-const NR_WRITE: u32 = 1;
-
-/// `dd` copying 400 single bytes (400 reads, 400 writes) with `write` lengthened by
-/// `delay_ns`: its wall time and what the injector counted.
-fn dd_with(delay_ns: u64, dir: &std::path::Path) -> (f64, scalprof_collect::delay::DelayCounts) {
+/// Runs `argv` once with `target` lengthened by `delay_ns` (the delayer's environment
+/// added): its wall time and what the injector counted.
+fn run_delayed(
+    argv: Vec<String>,
+    target: DelayTarget,
+    delay_ns: u64,
+    dir: &std::path::Path,
+) -> (f64, scalprof_collect::delay::DelayCounts) {
+    let mut delayer = Delayer::new(DelaySpec { target, delay_ns });
     let spec = ExecSpec {
-        argv: ["dd", "if=/dev/zero", "of=/dev/null", "bs=1", "count=400"]
-            .map(String::from)
-            .to_vec(),
-        env: Vec::new(),
+        argv,
+        env: delayer.environment(dir).unwrap(),
         stdout: dir.join("out"),
         stderr: dir.join("err"),
         timeout: None,
         attached: Vec::new(),
     };
-    let mut delayer = Delayer::new(DelaySpec {
-        target: DelayTarget::Syscall(NR_WRITE),
-        delay_ns,
-    });
     let r = exec::run_with(
         &spec,
         &Interrupt::manual(),
@@ -46,6 +43,16 @@ fn dd_with(delay_ns: u64, dir: &std::path::Path) -> (f64, scalprof_collect::dela
     .unwrap();
     assert_eq!(r.exit_code, Some(0));
     (r.wall_s, delayer.take().expect("the injector's counts"))
+}
+
+/// x86-64's write(2).
+const NR_WRITE: u32 = 1;
+
+/// `dd` copying 400 single bytes (400 reads, 400 writes) with `write` lengthened by
+/// `delay_ns`: its wall time and what the injector counted.
+fn dd_with(delay_ns: u64, dir: &std::path::Path) -> (f64, scalprof_collect::delay::DelayCounts) {
+    let argv = ["dd", "if=/dev/zero", "of=/dev/null", "bs=1", "count=400"].map(String::from);
+    run_delayed(argv.to_vec(), DelayTarget::Syscall(NR_WRITE), delay_ns, dir)
 }
 
 #[test]
@@ -115,29 +122,9 @@ fn run_lengthened(
     address: u64,
     delay_ns: u64,
 ) -> (f64, scalprof_collect::delay::DelayCounts) {
-    let mut delayer = Delayer::new(DelaySpec {
-        target: DelayTarget::UserLock {
-            exe: bin.to_path_buf(),
-            address,
-        },
-        delay_ns,
-    });
-    let spec = ExecSpec {
-        argv: vec!["sh".into(), "-c".into(), bin.display().to_string()],
-        env: delayer.environment(dir).unwrap(),
-        stdout: dir.join("out"),
-        stderr: dir.join("err"),
-        timeout: None,
-        attached: Vec::new(),
-    };
-    let r = exec::run_with(
-        &spec,
-        &Interrupt::manual(),
-        &mut [&mut delayer as &mut dyn Attach],
-    )
-    .unwrap();
-    assert_eq!(r.exit_code, Some(0));
-    (r.wall_s, delayer.take().expect("the interposer's counts"))
+    let argv = vec!["sh".into(), "-c".into(), bin.display().to_string()];
+    let exe = bin.to_path_buf();
+    run_delayed(argv, DelayTarget::UserLock { exe, address }, delay_ns, dir)
 }
 
 // No BPF: the interposer needs no privileges.
@@ -198,26 +185,9 @@ fn a_delayed_kernel_lock_is_held_longer_where_a_waiter_gets_it() {
     let dir = tempfile::tempdir().unwrap();
     let bin = mmap_loop(dir.path());
     let run = |delay_ns| {
-        let mut delayer = Delayer::new(DelaySpec {
-            target: DelayTarget::KernelLock(KernelLock::MmapLock),
-            delay_ns,
-        });
-        let spec = ExecSpec {
-            argv: vec![bin.display().to_string()],
-            env: Vec::new(),
-            stdout: dir.path().join("out"),
-            stderr: dir.path().join("err"),
-            timeout: None,
-            attached: Vec::new(),
-        };
-        let r = exec::run_with(
-            &spec,
-            &Interrupt::manual(),
-            &mut [&mut delayer as &mut dyn Attach],
-        )
-        .unwrap();
-        assert_eq!(r.exit_code, Some(0));
-        (r.wall_s, delayer.take().expect("the injector's counts"))
+        let argv = vec![bin.display().to_string()];
+        let target = DelayTarget::KernelLock(KernelLock::MmapLock);
+        run_delayed(argv, target, delay_ns, dir.path())
     };
     let (_, control) = run(0);
     assert!(control.calls > 0, "no contended mmap_lock: {control:?}");

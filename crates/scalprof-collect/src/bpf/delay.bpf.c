@@ -92,6 +92,20 @@ static long spin_step(u64 index, void *ctx)
 	return bpf_ktime_get_ns() >= *until ? 1 : 0;
 }
 
+/* One occurrence: counted, then the spin. */
+static __always_inline void lengthen(void)
+{
+	__sync_fetch_and_add(&delayed_calls, 1);
+	if (!delay_ns)
+		return;
+	u64 start = bpf_ktime_get_ns();
+	u64 until = start + delay_ns;
+	/* 2^23 steps of a clock read each: far longer than any delay asked for (capped by
+	 * user space), and bounded for the verifier. */
+	bpf_loop(1 << 23, spin_step, &until, 0);
+	__sync_fetch_and_add(&delayed_ns, bpf_ktime_get_ns() - start);
+}
+
 SEC("tp_btf/sys_exit")
 int BPF_PROG(delay_sys_exit, struct pt_regs *regs, long ret)
 {
@@ -100,15 +114,7 @@ int BPF_PROG(delay_sys_exit, struct pt_regs *regs, long ret)
 		return 0;
 	if (BPF_CORE_READ(regs, orig_ax) != target_nr)
 		return 0;
-	__sync_fetch_and_add(&delayed_calls, 1);
-	if (!delay_ns)
-		return 0;
-	u64 start = bpf_ktime_get_ns();
-	u64 until = start + delay_ns;
-	/* 2^23 steps of a clock read each: far longer than any delay asked for (capped by
-	 * user space), and bounded for the verifier. */
-	bpf_loop(1 << 23, spin_step, &until, 0);
-	__sync_fetch_and_add(&delayed_ns, bpf_ktime_get_ns() - start);
+	lengthen();
 	return 0;
 }
 
@@ -136,13 +142,7 @@ int BPF_PROG(delay_contention_end, void *lock, int ret)
 	u64 want = wanted_lock();
 	if (!want || (u64)lock != want)
 		return 0;
-	__sync_fetch_and_add(&delayed_calls, 1);
-	if (!delay_ns)
-		return 0;
-	u64 start = bpf_ktime_get_ns();
-	u64 until = start + delay_ns;
-	bpf_loop(1 << 23, spin_step, &until, 0);
-	__sync_fetch_and_add(&delayed_ns, bpf_ktime_get_ns() - start);
+	lengthen();
 	return 0;
 }
 

@@ -167,42 +167,21 @@ __attribute__((constructor)) static void init(void)
 	target = bias + (uintptr_t)strtoull(address, NULL, 16);
 }
 
-/* A library constructor that ran before ours may release a lock already. */
-#define REAL(fn, name)                                         \
-	do {                                                   \
-		if (!fn)                                       \
-			fn = dlsym(RTLD_NEXT, name);           \
-	} while (0)
+/* Each release function: the real one looked up (a library constructor that ran before
+ * ours may release a lock already), the named lock held longer, its release counted. */
+#define INTERPOSE(name, type, real)                                  \
+	int name(type *lock)                                          \
+	{                                                             \
+		if (!real)                                            \
+			real = dlsym(RTLD_NEXT, #name);               \
+		if (!target || (uintptr_t)lock != target)             \
+			return real(lock);                            \
+		lengthen();                                           \
+		int r = real(lock);                                   \
+		count();                                              \
+		return r;                                             \
+	}
 
-int pthread_mutex_unlock(pthread_mutex_t *lock)
-{
-	REAL(real_mutex_unlock, "pthread_mutex_unlock");
-	if (!target || (uintptr_t)lock != target)
-		return real_mutex_unlock(lock);
-	lengthen();
-	int r = real_mutex_unlock(lock);
-	count();
-	return r;
-}
-
-int pthread_rwlock_unlock(pthread_rwlock_t *lock)
-{
-	REAL(real_rwlock_unlock, "pthread_rwlock_unlock");
-	if (!target || (uintptr_t)lock != target)
-		return real_rwlock_unlock(lock);
-	lengthen();
-	int r = real_rwlock_unlock(lock);
-	count();
-	return r;
-}
-
-int pthread_spin_unlock(pthread_spinlock_t *lock)
-{
-	REAL(real_spin_unlock, "pthread_spin_unlock");
-	if (!target || (uintptr_t)lock != target)
-		return real_spin_unlock(lock);
-	lengthen();
-	int r = real_spin_unlock(lock);
-	count();
-	return r;
-}
+INTERPOSE(pthread_mutex_unlock, pthread_mutex_t, real_mutex_unlock)
+INTERPOSE(pthread_rwlock_unlock, pthread_rwlock_t, real_rwlock_unlock)
+INTERPOSE(pthread_spin_unlock, pthread_spinlock_t, real_spin_unlock)

@@ -556,14 +556,17 @@ mod tests {
         let killed = kill_carriers(&token);
         let took = t0.elapsed();
         let grew_kib = peak_rss_kib() - rss_before;
-        let first_died = first.wait().unwrap();
-        let last_alive = last.try_wait().unwrap().is_none();
+        // ECHILD: another test of this binary reaped it first (CI saw it once on an AMD
+        // host); a process reaped is a process gone.
+        let gone = |e: std::io::Error| {
+            assert_eq!(e.raw_os_error(), Some(libc::ECHILD), "{e}");
+            true
+        };
+        let first_died = first.wait().map_or_else(gone, |s| !s.success());
+        let last_alive = last.try_wait().map_or_else(|e| !gone(e), |s| s.is_none());
         let _ = last.kill();
         let _ = last.wait();
-        assert!(
-            !first_died.success(),
-            "the token at the start was not found"
-        );
+        assert!(first_died, "the token at the start was not found");
         assert!(last_alive, "the keeper read a GiB of environment");
         assert_eq!(killed, 1);
         assert!(grew_kib < 64 << 10, "the keeper grew by {grew_kib} KiB");

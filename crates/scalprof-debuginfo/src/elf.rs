@@ -9,6 +9,11 @@ use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
 use crate::sandbox::Wire;
 use crate::DebugInfoError;
 
+mod dwarf;
+
+use dwarf::Dwarf;
+pub(crate) use dwarf::{check_compressed_sections, load_dwarf};
+
 /// A function symbol, by stated virtual address (SVMA).
 #[derive(Clone, Debug, PartialEq)]
 struct Symbol {
@@ -462,94 +467,6 @@ pub(crate) fn read_all(file: std::fs::File) -> Result<Vec<u8>, String> {
     Ok(data)
 }
 
-/// A compressed debug section inflates to at most this many bytes...
-const MAX_INFLATED: u64 = 512 << 20;
-/// ...and, above [`INFLATE_FREE`], at most this many times its compressed size (DWARF
-/// compresses 3–10 times; a bomb of zeros, thousands).
-const MAX_RATIO: u64 = 100;
-const INFLATE_FREE: u64 = 16 << 20;
-
-/// Refuses a file whose compressed sections would inflate past the caps, before any is
-/// inflated: a 117 KB binary can hold a `.debug_str` of 3 GiB of zeros.
-pub(crate) fn check_compressed_sections(data: &[u8]) -> Result<(), String> {
-    let obj = object::File::parse(data).map_err(|e| e.to_string())?;
-    let mut total = 0u64;
-    for s in obj.sections() {
-        let Ok(r) = s.compressed_file_range() else {
-            continue;
-        };
-        if r.format == object::CompressionFormat::None {
-            continue;
-        }
-        let name = s.name().unwrap_or("?");
-        let (packed, inflated) = (r.compressed_size, r.uncompressed_size);
-        if inflated > MAX_INFLATED
-            || (inflated > INFLATE_FREE && inflated / packed.max(1) > MAX_RATIO)
-        {
-            return Err(format!(
-                "its compressed section {name} would inflate from {packed} bytes to {inflated} \
-                 (over the cap: {} MiB, or {MAX_RATIO} times): its DWARF is not read",
-                MAX_INFLATED >> 20
-            ));
-        }
-        total = total.saturating_add(inflated);
-    }
-    if total > crate::sandbox::MEMORY_CAP / 2 {
-        return Err(format!(
-            "its compressed sections would inflate to {} MiB: its DWARF is not read",
-            total >> 20
-        ));
-    }
-    Ok(())
-}
-
-/// A file's DWARF: a parser child's, or (without separation) a loader here.
-enum Dwarf {
-    Child(crate::sandbox::DwarfServer),
-    Local(Box<addr2line::Loader>),
-    Failed(String),
-}
-
-impl Dwarf {
-    fn open(path: &Path) -> Dwarf {
-        let opened = match crate::sandbox::parser() {
-            Some(exe) => crate::sandbox::DwarfServer::start(exe, path).map(Dwarf::Child),
-            None => crate::open_regular(path)
-                .map_err(|e| format!("cannot read it: {e}"))
-                .and_then(read_all)
-                .and_then(|data| load_dwarf(&data))
-                .map(|l| Dwarf::Local(Box::new(l))),
-        };
-        opened.unwrap_or_else(Dwarf::Failed)
-    }
-
-    fn frames(&mut self, svma: u64) -> Vec<String> {
-        match self {
-            Dwarf::Child(server) => match server.frames(svma) {
-                Ok(names) => names,
-                Err(why) => {
-                    *self = Dwarf::Failed(why);
-                    Vec::new()
-                }
-            },
-            Dwarf::Local(loader) => {
-                let mut names = Vec::new();
-                if let Ok(mut frames) = loader.find_frames(svma) {
-                    while let Ok(Some(f)) = frames.next() {
-                        if let Some(func) = f.function {
-                            if let Ok(name) = func.demangle() {
-                                names.push(crate::sandbox::cut_name(&name).into_owned());
-                            }
-                        }
-                    }
-                }
-                names
-            }
-            Dwarf::Failed(_) => Vec::new(),
-        }
-    }
-}
-
 /// A symbol-table name as a developer reads it: C++ (`_Z…`) and Rust (`_ZN…17h…E`, `_R…`)
 /// names demangled (Rust without its hash), as perf, samply and inferno show them; other
 /// names unchanged. Done at lookup, not at load: a large C++ binary has 10⁵ symbols and a
@@ -590,30 +507,6 @@ pub(crate) fn parse_elf(exe: &Path, file: &std::fs::File) -> Result<Tables, Stri
     let mut w = parser.reply()?;
     w.get_status()?;
     Tables::decode(&mut w)
-}
-
-/// A DWARF loader over `data`, its compressed sections checked first. The loader opens a
-/// path: the bytes go to a memory file of this process's own (a descriptor handed over by
-/// root cannot be reopened by `nobody`), which no one else can truncate.
-pub(crate) fn load_dwarf(data: &[u8]) -> Result<addr2line::Loader, String> {
-    use std::io::Write;
-    use std::os::fd::AsRawFd;
-    check_compressed_sections(data)?;
-    let mem = memfd().map_err(|e| format!("memfd: {e}"))?;
-    (&mem).write_all(data).map_err(|e| e.to_string())?;
-    // The loader opens and maps the memory file itself.
-    addr2line::Loader::new(format!("/proc/self/fd/{}", mem.as_raw_fd())).map_err(|e| e.to_string())
-}
-
-fn memfd() -> std::io::Result<std::fs::File> {
-    use std::os::fd::FromRawFd;
-    // SAFETY: memfd_create reads a C string; the descriptor it returns is owned here.
-    let fd = unsafe { libc::memfd_create(c"scalprof-dwarf".as_ptr(), libc::MFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: a fresh descriptor that nothing else owns.
-    Ok(unsafe { std::fs::File::from_raw_fd(fd) })
 }
 
 #[cfg(test)]

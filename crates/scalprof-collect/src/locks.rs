@@ -18,12 +18,25 @@ use crate::{CollectError, LockTracerError};
 #[cfg(feature = "bpf")]
 mod bpf;
 
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct LockConfig {
     /// Trace every process, not only the workload's tree (`-a`).
     pub system_wide: bool,
     /// Have the kernel time every run of the tracer's BPF programs (`BPF_ENABLE_STATS`).
     pub bpf_stats: bool,
+    /// Time the user locks' holds with the interposer preloaded into the traced repeats.
+    pub hold_times: bool,
+}
+
+impl Default for LockConfig {
+    /// The workload's tree, no BPF statistics, the holds timed.
+    fn default() -> Self {
+        LockConfig {
+            system_wide: false,
+            bpf_stats: false,
+            hold_times: true,
+        }
+    }
 }
 
 pub use scalprof_model::locks::{

@@ -12,6 +12,7 @@ use scalprof_model::Repeat;
 
 use crate::attach::AttachSpec;
 use crate::counters::EventCounter;
+use crate::delay::HoldTimer;
 use crate::exec::{self, Attach, ExecSpec};
 use crate::interrupt::Interrupt;
 use crate::locks::{LockConfig, LockTracer, RawLocks};
@@ -503,7 +504,13 @@ fn run_collected(
         if let Some(t) = tracer.as_mut() {
             attached.push(t.as_mut());
         }
-        match exec::run_capped(spec, output_limit, interrupt, &mut attached) {
+        let timed = on
+            .locks
+            .as_ref()
+            .filter(|c| traced && c.hold_times)
+            .and_then(|_| hold_timing(spec));
+        let run_spec = timed.as_ref().map_or(spec, |(_, s)| s);
+        match exec::run_capped(run_spec, output_limit, interrupt, &mut attached) {
             // The workload did not start: retry without the collector that failed.
             Err(CollectError::Profiling(reason)) => {
                 sink.event(SweepEvent::NoProfiling(&reason))
@@ -523,15 +530,32 @@ fn run_collected(
                     .into_iter()
                     .chain(tracer.as_ref().and_then(|t| t.lost()))
                     .collect();
+                let mut locks = tracer.as_mut().and_then(|t| t.take());
+                if let (Some(l), Some((timer, _))) = (locks.as_mut(), timed) {
+                    l.holds = timer.read();
+                }
                 let collected = Collected {
                     profile: sampler.as_mut().and_then(|s| s.take()),
-                    locks: tracer.as_mut().and_then(|t| t.take()),
+                    locks,
                     lost,
                 };
                 return Ok((r, collected));
             }
         }
     }
+}
+
+/// A traced repeat's spec with the user locks' hold timing on (the interposer preloaded,
+/// its records next to the repeat's outputs), and the timer to read them; `None` where it
+/// cannot be set up (the output directory's path cannot be preloaded from): the repeat
+/// then runs without it.
+fn hold_timing(spec: &ExecSpec) -> Option<(HoldTimer, ExecSpec)> {
+    let dir = spec.stdout.parent()?;
+    let stem = spec.stdout.file_stem()?.to_str()?;
+    let (timer, env) = HoldTimer::prepare(dir, stem).ok()?;
+    let mut timed = spec.clone();
+    timed.env.extend(env);
+    Some((timer, timed))
 }
 
 #[cfg(test)]

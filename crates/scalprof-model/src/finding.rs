@@ -230,6 +230,10 @@ pub struct LockDetails {
     /// The holders' own waits during the waits, shares of that time: the chain's links.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub holder_waits: Vec<locks::HolderWait>,
+    /// How long the lock was held and how often it was taken, at the last point (user
+    /// locks the interposer timed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<locks::HoldTimes>,
 }
 
 /// `false_sharing` / `true_sharing`: the global, its cache line and the fields on it.
@@ -310,6 +314,7 @@ mod details_tests {
             holders: Vec::new(),
             holder_running: None,
             holder_waits: Vec::new(),
+            hold: None,
         });
         let text = serde_json::to_string(&lock).unwrap();
         // The same bytes as the untyped object (serde_json sorts object keys).

@@ -35,6 +35,83 @@ pub struct UserLockRaw {
     pub max_ns: u64,
 }
 
+/// The holds of one user lock address of one process, timed by the interposer preloaded
+/// into a traced repeat: every acquisition counted, a sample of the holds timed.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct UserHoldRaw {
+    pub uaddr: u64,
+    pub tgid: u32,
+    pub acquisitions: u64,
+    /// The sampled holds, nanoseconds from the acquire's return to the release's call.
+    pub holds_ns: Vec<u64>,
+}
+
+/// How long a lock was held (lockmeter's HOLD columns), from a sample of its holds, and how
+/// often it was taken.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HoldTimes {
+    /// Acquisitions in the traced repeats.
+    pub acquisitions: u64,
+    /// Holds timed.
+    pub sampled: u64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub mean_ns: f64,
+    /// Acquisitions per operation of the point's work (set when the run document is built).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acquisitions_per_op: Option<f64>,
+}
+
+impl HoldTimes {
+    /// The times of `holds_ns` (sorted here), for `acquisitions` acquisitions; `None`
+    /// when no hold was timed.
+    pub fn of(acquisitions: u64, mut holds_ns: Vec<u64>) -> Option<HoldTimes> {
+        if holds_ns.is_empty() {
+            return None;
+        }
+        holds_ns.sort_unstable();
+        let n = holds_ns.len();
+        let at = |q: f64| holds_ns[((n as f64 * q).ceil() as usize).clamp(1, n) - 1];
+        Some(HoldTimes {
+            acquisitions,
+            sampled: n as u64,
+            p50_ns: at(0.5),
+            p99_ns: at(0.99),
+            mean_ns: holds_ns.iter().sum::<u64>() as f64 / n as f64,
+            acquisitions_per_op: None,
+        })
+    }
+
+    /// Two samples of one lock's holds as one (two repeats, two elements of an array):
+    /// acquisitions and samples summed, the times weighed by their samples. The
+    /// percentiles of the union are not those of the parts; for repeats of one workload
+    /// they are close, and the samples themselves are not kept in the document.
+    pub fn merge(a: Option<&HoldTimes>, b: Option<&HoldTimes>) -> Option<HoldTimes> {
+        let (a, b) = match (a, b) {
+            (Some(a), Some(b)) => (a, b),
+            (one, other) => return one.or(other).cloned(),
+        };
+        let n = (a.sampled + b.sampled).max(1) as f64;
+        let weigh = |x: f64, y: f64| (x * a.sampled as f64 + y * b.sampled as f64) / n;
+        Some(HoldTimes {
+            acquisitions: a.acquisitions + b.acquisitions,
+            sampled: a.sampled + b.sampled,
+            p50_ns: weigh(a.p50_ns as f64, b.p50_ns as f64).round() as u64,
+            p99_ns: weigh(a.p99_ns as f64, b.p99_ns as f64).round() as u64,
+            mean_ns: weigh(a.mean_ns, b.mean_ns),
+            acquisitions_per_op: None,
+        })
+    }
+
+    /// The share of the wall time the lock is held, at `wall_ns_per_op` of wall time per
+    /// operation (the inverse of the throughput): its acquisitions per operation times the
+    /// mean hold. Near 1, the lock is the bottleneck: someone holds it all the time.
+    pub fn utilization(&self, wall_ns_per_op: f64) -> Option<f64> {
+        let per_op = self.acquisitions_per_op?;
+        (wall_ns_per_op > 0.0).then(|| per_op * self.mean_ns / wall_ns_per_op)
+    }
+}
+
 /// Sampled waits of one blocking system call (as in `UserLockRaw`) in one kernel stack.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SyscallStackRaw {
@@ -163,6 +240,8 @@ pub struct RawLocks {
     /// kernel stack, the totals the waits those releases ended.
     pub kernel_wakers: Vec<KernelLockRaw>,
     pub user: Vec<UserLockRaw>,
+    /// The user locks' holds, where the interposer timed them.
+    pub holds: Vec<UserHoldRaw>,
     pub snapshots: Vec<StackSnapshot>,
     /// Waits in blocking system calls other than futex: `op` is the system call number,
     /// `uaddr` its first argument (the file descriptor of fd-based calls).
@@ -298,6 +377,9 @@ pub struct LockRow {
     /// graph), from the holder threads' own samples.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub holder_stacks: Vec<crate::profile::FoldedStack>,
+    /// How long the lock was held and how often taken: user locks the interposer timed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<HoldTimes>,
 }
 
 /// A wait of a lock's holders while they held it.
@@ -539,6 +621,7 @@ impl LockRow {
             holder_running: None,
             holder_waits: Vec::new(),
             holder_stacks: Vec::new(),
+            hold: None,
         }
     }
 
@@ -576,6 +659,27 @@ pub struct LockProfile {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn hold_times_are_the_sample_s_percentiles_and_merge_by_their_samples() {
+        let t = HoldTimes::of(1000, (1..=100).rev().collect()).unwrap();
+        assert_eq!((t.acquisitions, t.sampled), (1000, 100));
+        assert_eq!((t.p50_ns, t.p99_ns), (50, 99));
+        assert_eq!(t.mean_ns, 50.5);
+        assert_eq!(HoldTimes::of(3, Vec::new()), None);
+        let u = HoldTimes::of(10, vec![200; 300]).unwrap();
+        let m = HoldTimes::merge(Some(&t), Some(&u)).unwrap();
+        assert_eq!((m.acquisitions, m.sampled), (1010, 400));
+        // Weighed 1:3 by the samples.
+        assert_eq!(m.p50_ns, (50 + 3 * 200) / 4 + 1);
+        assert_eq!(HoldTimes::merge(None, Some(&u)), Some(u.clone()));
+        let busy = HoldTimes {
+            acquisitions_per_op: Some(2.0),
+            ..u
+        };
+        // Taken twice per 400 ns operation for 200 ns: held all the time.
+        assert_eq!(busy.utilization(400.0), Some(1.0));
+    }
+
     use super::*;
 
     #[test]

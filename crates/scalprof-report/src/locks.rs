@@ -41,7 +41,12 @@ pub fn lock_table(parameter: &str, value: u64, l: &LockProfile) -> String {
     // Who held the locks, when the unlocks' stacks were copied (a column only then, so
     // that tables without it read as before).
     let held = rows.iter().any(|r| !r.holders.is_empty());
+    // The hold times, where the interposer timed them (the same rule).
+    let timed = rows.iter().any(|r| r.hold.is_some());
     let mut header = LOCK_COLUMNS.to_vec();
+    if timed {
+        header.extend(["hold p50 (p99)", "taken/op"]);
+    }
     if held {
         header.push("held in");
     }
@@ -58,12 +63,16 @@ pub fn lock_table(parameter: &str, value: u64, l: &LockProfile) -> String {
             r.spin_ns.map_or("—".into(), |v| ns(v as f64)),
             shares(&r.callers),
         ];
+        if timed {
+            cells.extend(hold_cells(r));
+        }
         if held {
             cells.push(shares(&r.holders));
         }
         t.add_row(cells);
     }
-    for i in 3..8 {
+    let holds = if timed { 9..11 } else { 0..0 };
+    for i in (3..8).chain(holds) {
         if let Some(c) = t.column_mut(i) {
             c.set_cell_alignment(CellAlignment::Right);
         }
@@ -71,7 +80,20 @@ pub fn lock_table(parameter: &str, value: u64, l: &LockProfile) -> String {
     out + &t.to_string() + "\n"
 }
 
-/// The lock table's columns, but the holders'.
+/// A row's hold time cells: the median hold with its 99th percentile, and the
+/// acquisitions per operation ("—" where the hold was not timed).
+fn hold_cells(r: &LockRow) -> [String; 2] {
+    let Some(h) = &r.hold else {
+        return ["—".into(), "—".into()];
+    };
+    [
+        format!("{} ({})", ns(h.p50_ns as f64), ns(h.p99_ns as f64)),
+        h.acquisitions_per_op
+            .map_or("—".into(), |n| format!("{n:.3}")),
+    ]
+}
+
+/// The lock table's columns, but the holds' and the holders'.
 const LOCK_COLUMNS: [&str; 9] = [
     "scope",
     "lock",

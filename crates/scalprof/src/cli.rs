@@ -194,6 +194,10 @@ pub struct LocksArgs {
     /// without it, the tracer's cost is the share of samples taken in its own frames.
     #[arg(long)]
     pub bpf_stats: bool,
+    /// Do not time the user locks' holds: the traced repeats then run without scalprof's
+    /// lock interposer preloaded (LD_PRELOAD), and the lock table has no hold column.
+    #[arg(long)]
+    pub no_hold_times: bool,
     /// Also write the run document to this file; `--json` alone (or `-`) prints it instead
     /// of the summary, as `show --json` does.
     #[arg(long, value_name = "PATH", value_parser = parse_output_path, num_args = 0..=1, default_missing_value = "-")]
@@ -370,6 +374,10 @@ pub struct RunArgs {
     /// without it, the tracer's cost is the share of samples taken in its own frames.
     #[arg(long)]
     pub bpf_stats: bool,
+    /// Do not time the user locks' holds: the traced repeats then run without scalprof's
+    /// lock interposer preloaded (LD_PRELOAD), and the lock table has no hold column.
+    #[arg(long)]
+    pub no_hold_times: bool,
 
     /// The workload; `{threads}` in any argument is replaced by the point's thread count,
     /// which is also in the environment as SCALPROF_THREADS.
@@ -462,6 +470,7 @@ impl RunArgs {
                 locks: (!self.no_locks).then_some(scalprof_pipeline::facade::LockConfig {
                     system_wide: self.system_wide,
                     bpf_stats: self.bpf_stats,
+                    hold_times: !self.no_hold_times,
                 }),
                 attach: scalprof_pipeline::facade::AttachSpec {
                     pids: self.attach.clone(),

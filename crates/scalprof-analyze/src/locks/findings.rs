@@ -217,6 +217,7 @@ impl<'a> LockSeries<'a> {
                 holder_waits: last.holder_waits.clone(),
                 count: self.counts,
                 max_wait_ns: last.max_wait_ns,
+                hold: last.hold.clone(),
             }),
             what_if: None,
             experiment: None,
@@ -286,7 +287,7 @@ impl<'a> LockSeries<'a> {
             "contended waits"
         };
         format!(
-            "{}: wait per op {} at {} threads{was}{on_cpu}; {} {waits}, avg {}, max {}{}",
+            "{}: wait per op {} at {} threads{was}{on_cpu}; {} {waits}, avg {}, max {}{}{}",
             last.lock_type,
             fmt_list(&self.wait_per_op),
             self.values.last().expect("point"),
@@ -295,6 +296,7 @@ impl<'a> LockSeries<'a> {
             // The largest wait is at least the average (they come from separate
             // aggregations: a dropped ring record can leave max below avg).
             human_ns((last.max_wait_ns as f64).max(last.avg_wait_ns())),
+            hold_text(last),
             callers_text(last),
         )
     }
@@ -531,6 +533,36 @@ pub(crate) fn budget_detail(r: &LockRow, previous: String) -> String {
         d = format!("{d}; in {process}");
     }
     d
+}
+
+/// "; held 90 ns (p99 310 ns), taken 1× per op": the lock's hold times, where
+/// they were timed.
+pub(crate) fn hold_text(row: &LockRow) -> String {
+    let Some(h) = &row.hold else {
+        return String::new();
+    };
+    let taken = h.acquisitions_per_op.map_or(String::new(), |n| {
+        format!(", taken {}× per op", per_op_count(n))
+    });
+    format!(
+        "; held {} (p99 {}){taken}",
+        human_ns(h.p50_ns as f64),
+        human_ns(h.p99_ns as f64)
+    )
+}
+
+/// A count per operation in a few digits: 2, 0.25, 1.3e-5.
+fn per_op_count(n: f64) -> String {
+    if n >= 10.0 {
+        format!("{n:.0}")
+    } else if n >= 0.01 {
+        format!("{:.3}", n)
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_string()
+    } else {
+        format!("{n:.1e}")
+    }
 }
 
 /// "; held in F (N% of the wait), G (M%)": who made the waiters wait.

@@ -2,8 +2,8 @@
 //! one row, and the elements of one lock array into one cause.
 
 use scalprof_model::locks::{
-    sort_rows, top_callers, HolderState, HolderWait, LockCaller, LockKind, LockProfile, LockRow,
-    Scope, TOP_CALLERS,
+    sort_rows, top_callers, HoldTimes, HolderState, HolderWait, LockCaller, LockKind, LockProfile,
+    LockRow, Scope, TOP_CALLERS,
 };
 use std::collections::HashMap;
 
@@ -56,8 +56,10 @@ pub fn group_objects(rows: &mut Vec<LockRow>) {
         merged.total_wait_ns = 0;
         merged.max_wait_ns = 0;
         merged.spin_ns = None;
+        merged.hold = None;
         for &i in &idx {
             let r = &rows[i];
+            merged.hold = HoldTimes::merge(merged.hold.as_ref(), r.hold.as_ref());
             merged.count += r.count;
             merged.total_wait_ns += r.total_wait_ns;
             merged.max_wait_ns = merged.max_wait_ns.max(r.max_wait_ns);
@@ -107,6 +109,7 @@ pub(crate) fn combine_sides<'a>(rows: impl Iterator<Item = &'a LockRow>) -> Opti
         out.count += r.count;
         out.total_wait_ns += r.total_wait_ns;
         out.max_wait_ns = out.max_wait_ns.max(r.max_wait_ns);
+        out.hold = HoldTimes::merge(out.hold.as_ref(), r.hold.as_ref());
         if let Some(spin) = r.spin_ns {
             *out.spin_ns.get_or_insert(0) += spin;
         }
@@ -143,6 +146,7 @@ impl RowSum {
         row.total_wait_ns = 0;
         row.max_wait_ns = 0;
         row.callers.clear();
+        row.hold = None;
         RowSum {
             row,
             callers: HashMap::new(),
@@ -157,6 +161,7 @@ impl RowSum {
 
     /// Adds one repeat's row, its callers and holders weighed by its wait.
     fn add(&mut self, r: &LockRow) {
+        self.row.hold = HoldTimes::merge(self.row.hold.as_ref(), r.hold.as_ref());
         self.row.count += r.count;
         self.row.total_wait_ns += r.total_wait_ns;
         self.row.max_wait_ns = self.row.max_wait_ns.max(r.max_wait_ns);

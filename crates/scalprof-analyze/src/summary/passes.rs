@@ -170,6 +170,9 @@ pub(super) fn lock_tables(points: &mut [Point], inputs: &RunInputs, source: Thro
             scalprof_model::locks::sort_rows(&mut lp.rows);
             for r in &mut lp.rows {
                 r.wait_ns_per_op = (work > 0.0).then(|| r.total_wait_ns as f64 / work);
+                if let Some(h) = r.hold.as_mut() {
+                    h.acquisitions_per_op = (work > 0.0).then(|| h.acquisitions as f64 / work);
+                }
             }
             p.locks = Some(lp);
         }

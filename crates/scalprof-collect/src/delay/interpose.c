@@ -1,7 +1,7 @@
 /* Lengthens the hold of one user lock: loaded into the workload with LD_PRELOAD by
- * `scalprof verify`, it interposes the release functions of pthread mutexes, rwlocks and
- * spinlocks, and when the lock released is the one named, spins for a known time first,
- * still holding it.
+ * `scalprof verify` (and, to time the holds, by a sweep's traced repeats: holds.c), it
+ * interposes the release functions of pthread mutexes, rwlocks and spinlocks, and when
+ * the lock released is the one named, spins for a known time first, still holding it.
  *
  * Written by hand: no library lengthens one lock by address. A uprobe on
  * pthread_mutex_unlock does the same without touching the workload's environment, but a
@@ -38,6 +38,8 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "holds.h"
 
 static uintptr_t target; /* 0 until this process is the one and the lock is known */
 static uint64_t delay_ns;
@@ -174,6 +176,8 @@ __attribute__((constructor)) static void init(void)
 	{                                                             \
 		if (!real)                                            \
 			real = dlsym(RTLD_NEXT, #name);               \
+		if (hold_timing)                                      \
+			hold_released(lock);                          \
 		if (!target || (uintptr_t)lock != target)             \
 			return real(lock);                            \
 		lengthen();                                           \

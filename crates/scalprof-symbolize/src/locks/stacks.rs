@@ -11,7 +11,10 @@ use crate::profile::{Symbols, UserSpace};
 /// libc / dynamic loader / vDSO frames are the locking machinery of user space.
 pub(crate) fn is_runtime_library(path: &str) -> bool {
     let file = path.rsplit('/').next().unwrap_or(path);
-    file.starts_with("libc.so")
+    // scalprof's own interposer, preloaded to time the holds: a lock function of its own
+    // wraps the C library's.
+    file.starts_with("libscalprof-delay")
+        || file.starts_with("libc.so")
         || file.starts_with("libpthread")
         || file.starts_with("ld-linux")
         || path.starts_with('[')

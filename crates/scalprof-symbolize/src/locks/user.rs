@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use scalprof_model::locks::{LockKind, LockRow, ProcMap, RawLocks, Scope, UserLockRaw};
+use scalprof_model::locks::{HoldTimes, LockKind, LockRow, ProcMap, RawLocks, Scope, UserLockRaw};
 use scalprof_model::vocabulary::user_wait_kind;
 
 use super::holders::{blocked_target, holder_of, holder_waits};
@@ -109,12 +109,14 @@ pub(super) fn add_user_rows(
     let mut by_name: HashMap<RowKey, (RowBuilder, HolderEvidence)> = HashMap::new();
     // The row each futex went to, to name a holder's wait on another lock.
     let mut row_of: HashMap<Futex, String> = HashMap::new();
+    let mut key_of: HashMap<Futex, RowKey> = HashMap::new();
     for u in &raw.user {
         let futex = (u.tgid, u.uaddr);
         let maps = raw.maps.get(&u.tgid).map(Vec::as_slice).unwrap_or(&[]);
         let kind = waits.kind(u, maps);
         let name = waits.name(u, &kind, maps, symbols);
         row_of.insert(futex, name.clone());
+        key_of.insert(futex, (name.clone(), kind.clone()));
         let (b, holders) = by_name
             .entry((name.clone(), kind.clone()))
             .or_insert_with(|| {
@@ -131,12 +133,33 @@ pub(super) fn add_user_rows(
         holders.add_running(on_cpu.get(&(u.tgid, u.uaddr, None)));
         holders.add_released(waits.released.get(&futex));
     }
-    for (b, holders) in by_name.into_values() {
+    let mut holds = holds_by_row(raw, &key_of);
+    for (key, (b, holders)) in by_name {
         let mut row = b.finish(raw);
         name_holders(&mut row, holders, &row_of);
+        row.hold = holds
+            .remove(&key)
+            .and_then(|(acquisitions, ns)| HoldTimes::of(acquisitions, ns));
         rows.push(row);
     }
     (waits.copies, waits.resolved)
+}
+
+/// The timed holds of the locks that were waited for, by the row each went to: the
+/// acquisitions and the sampled holds of the row's locks in every process.
+fn holds_by_row(
+    raw: &RawLocks,
+    key_of: &HashMap<Futex, RowKey>,
+) -> HashMap<RowKey, (u64, Vec<u64>)> {
+    let mut out: HashMap<RowKey, (u64, Vec<u64>)> = HashMap::new();
+    for h in &raw.holds {
+        if let Some(key) = key_of.get(&(h.tgid, h.uaddr)) {
+            let e = out.entry(key.clone()).or_default();
+            e.0 += h.acquisitions;
+            e.1.extend_from_slice(&h.holds_ns);
+        }
+    }
+    out
 }
 
 /// What the holders did while the waiters waited: their share running and their own

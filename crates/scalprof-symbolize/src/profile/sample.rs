@@ -32,8 +32,11 @@ impl ProfileBuilder {
             self.thread_pid.insert(tid, pid);
             self.blame_sample(pid, tid, t, weight, &user_addrs, &frames);
         }
-        // The tool's own work is its overhead, never the program's cost.
-        if kernel.iter().any(|&id| self.tool_names[id as usize]) {
+        // The tool's own work is its overhead, never the program's cost: its BPF programs,
+        // and its interposer timing the holds inside the program's threads.
+        if kernel.iter().any(|&id| self.tool_names[id as usize])
+            || self.in_interposer(pid, &user_addrs)
+        {
             self.stats.overhead_samples += 1;
             self.stats.overhead_weight = self.stats.overhead_weight.saturating_add(weight);
         } else {
@@ -200,6 +203,35 @@ impl ProfileBuilder {
                 .or_insert_with(|| (holder.clone(), 0, 0));
             e.1 += 1;
             e.2 = e.2.saturating_add(weight);
+        }
+    }
+
+    /// Whether a sample's innermost user code is scalprof's interposer (or the clock it
+    /// reads from the vDSO): where its leaf user frame, or the one under a vDSO leaf, lies
+    /// in `libscalprof-delay.so`.
+    fn in_interposer(&self, pid: i32, user_addrs: &[u64]) -> bool {
+        let Some(process) = self.processes.get(&pid) else {
+            return false;
+        };
+        let file = |i: usize| {
+            let lookup = if i == 0 {
+                user_addrs[0]
+            } else {
+                user_addrs[i].saturating_sub(1)
+            };
+            process
+                .mapping(lookup)
+                .map(|m| m.path.rsplit('/').next().unwrap_or(&m.path).to_string())
+        };
+        match user_addrs.len() {
+            0 => false,
+            n => match file(0) {
+                Some(f) if f.starts_with("libscalprof-delay") => true,
+                Some(f) if f == "[vdso]" && n > 1 => {
+                    file(1).is_some_and(|f| f.starts_with("libscalprof-delay"))
+                }
+                _ => false,
+            },
         }
     }
 

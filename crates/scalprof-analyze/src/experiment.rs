@@ -19,6 +19,7 @@
 //! what-if: removing the cause's own time per operation `W` saves `slope·W`.
 
 use scalprof_model::experiment::{CalibratedWhatIf, Experiment, LevelThroughput, Verdict};
+use scalprof_model::locks::HoldTimes;
 use scalprof_model::RunDocument;
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
@@ -55,6 +56,8 @@ pub struct Setting {
     /// The finding's computed bound on the speedup without the cause (from the budget),
     /// which a measured what-if never passes; `None` for a cause with no finding.
     pub bound: Option<f64>,
+    /// A user lock's hold times in the run at the point, where they were timed.
+    pub hold: Option<HoldTimes>,
 }
 
 /// A measured slowdown this close to the bottleneck's prediction counts as one: within a
@@ -92,6 +95,9 @@ pub fn judge(setting: &Setting, executions: &[Execution]) -> Experiment {
         verdict: Verdict::Inconclusive,
         reason: String::new(),
         calibrated_what_if: None,
+        hold: setting.hold.clone(),
+        held_share: None,
+        saturation_slowdown: None,
     };
     let control = at(0);
     let top = delays.last().copied().unwrap_or(0);
@@ -123,6 +129,17 @@ pub fn judge(setting: &Setting, executions: &[Execution]) -> Experiment {
     let slowdown = |dt: f64| dt / (t0 + dt);
     out.measured_slowdown = response.ci95.map(slowdown);
     out.predicted_slowdown = slowdown(x);
+    if let Some(h) = &setting.hold {
+        // The lock's busy time per operation, before and after the delay.
+        let busy = c * h.mean_ns * 1e-9;
+        out.held_share = Some(busy / t0);
+        let lengthened = busy + x;
+        out.saturation_slowdown = Some(if lengthened > t0 {
+            1.0 - t0 / lengthened
+        } else {
+            0.0
+        });
+    }
     // What the delay burned, as measured: less than the delay where it slept.
     let spun = mean(at(top).iter().map(|e| e.spun_s / e.work));
     out.burn_slowdown = burn_slowdown(t0, w, spun.min(x), setting.cpus);
@@ -149,9 +166,30 @@ pub fn judge(setting: &Setting, executions: &[Execution]) -> Experiment {
         );
     }
     out.verdict = verdict;
-    out.reason = reason;
-    out.calibrated_what_if = what_if(&out, t0, setting);
+    out.reason = reason + &held_text(&out);
+    out.calibrated_what_if = what_if(&out, t0, c, setting);
     out
+}
+
+/// "; held 80 ns at the median (p99 331 ns), 93% of the time: lengthened, it saturates
+/// (at least 38%)": what the hold times say, beside the bottleneck's prediction.
+fn held_text(e: &Experiment) -> String {
+    let (Some(h), Some(share)) = (&e.hold, e.held_share) else {
+        return String::new();
+    };
+    let held = format!(
+        "; held {} at the median (p99 {}), {:.0}% of the time",
+        scalprof_model::units::human_ns(h.p50_ns as f64),
+        scalprof_model::units::human_ns(h.p99_ns as f64),
+        share * 100.0
+    );
+    match e.saturation_slowdown {
+        Some(s) if s > 0.0 => format!(
+            "{held}: lengthened, it is held all the time (at least {:.0}% slower)",
+            s * 100.0
+        ),
+        _ => held,
+    }
 }
 
 /// A level's mean throughput, with Student's t interval over its executions.
@@ -266,7 +304,7 @@ fn verdict(e: &Experiment, mid: f64) -> (Verdict, String) {
 
 /// The speedup if the cause's own time per operation were gone, as the measured slope
 /// says: only where the experiment found it on the path, and the run says how long it is.
-fn what_if(e: &Experiment, t0: f64, setting: &Setting) -> Option<CalibratedWhatIf> {
+fn what_if(e: &Experiment, t0: f64, c: f64, setting: &Setting) -> Option<CalibratedWhatIf> {
     let own = setting.own_ns_per_op? * 1e-9;
     let slope = e.slope?;
     if e.verdict != Verdict::OnCriticalPath || own <= 0.0 {
@@ -278,9 +316,21 @@ fn what_if(e: &Experiment, t0: f64, setting: &Setting) -> Option<CalibratedWhatI
         let saved = (k.clamp(0.0, 1.0) * own).min(0.95 * t0);
         (t0 / (t0 - saved)).min(setting.bound.unwrap_or(f64::INFINITY))
     };
+    // Halving the hold saves the slope's share of half the lock's time per operation;
+    // never more than removing the cause's wait would (where the wait undercounts the
+    // lock's cost, the hold's figure is kept to it, not the other way round).
+    let halved_hold = setting.hold.as_ref().map(|h| {
+        let half = c * h.mean_ns * 1e-9 / 2.0;
+        let by = |k: f64| {
+            let saved = (k.clamp(0.0, 1.0) * half).min(0.95 * t0);
+            (t0 / (t0 - saved)).min(speedup(k))
+        };
+        [by(slope[0]), by(slope[1]), by(slope[2])]
+    });
     Some(CalibratedWhatIf {
         speedup: speedup(slope[0]),
         interval: [speedup(slope[1]), speedup(slope[2])],
+        halved_hold,
     })
 }
 
@@ -314,6 +364,7 @@ mod tests {
             cpus: 2,
             own_ns_per_op: Some(2_000.0),
             bound: None,
+            hold: None,
         }
     }
 
@@ -348,6 +399,37 @@ mod tests {
         assert!(w.speedup > 1.8 && w.speedup < 2.2, "{w:?}");
         assert_eq!(e.throughput.len(), 3);
         assert!(e.throughput[2].throughput < e.throughput[0].throughput);
+    }
+
+    #[test]
+    fn a_lock_held_all_the_time_saturates_and_halving_its_hold_is_measured() {
+        // Taken 0.02 times per operation for 200 µs: held 4 µs of every 4 µs operation.
+        let hold = HoldTimes {
+            acquisitions_per_op: Some(0.02),
+            ..HoldTimes::of(1000, vec![200_000; 100]).unwrap()
+        };
+        let locked = Setting {
+            kind: "lock".into(),
+            own_ns_per_op: Some(4_000.0),
+            hold: Some(hold),
+            ..setting()
+        };
+        let e = judge(&locked, &runs(4e-6, 4e-6, 1.0, &[0, 100_000, 200_000]));
+        assert_eq!(e.verdict, Verdict::OnCriticalPath, "{e:?}");
+        assert!((e.held_share.unwrap() - 1.0).abs() < 0.01, "{e:?}");
+        // Held 4 µs + 4 µs injected per 4 µs operation: at least half the throughput.
+        assert!((e.saturation_slowdown.unwrap() - 0.5).abs() < 0.01, "{e:?}");
+        assert!(
+            e.reason.contains("held 200.0 µs at the median"),
+            "{}",
+            e.reason
+        );
+        // Halving a 4 µs hold per 4 µs operation on the path: 2×.
+        let [x, lo, hi] = e.calibrated_what_if.unwrap().halved_hold.unwrap();
+        assert!(x > 1.8 && x < 2.2 && lo <= x && x <= hi, "{x} {lo} {hi}");
+        // Without hold times, no such figures.
+        let e = judge(&setting(), &runs(4e-6, 4e-6, 1.0, &[0, 100_000, 200_000]));
+        assert!(e.held_share.is_none() && e.saturation_slowdown.is_none());
     }
 
     #[test]

@@ -45,6 +45,10 @@ pub struct LevelThroughput {
 pub struct CalibratedWhatIf {
     pub speedup: f64,
     pub interval: [f64; 2],
+    /// For a lock whose holds were timed: the speedup if its hold were halved (the
+    /// measured slope times half the mean hold per operation), with its interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub halved_hold: Option<[f64; 3]>,
 }
 
 /// One cause, lengthened at one point.
@@ -81,4 +85,17 @@ pub struct Experiment {
     pub reason: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calibrated_what_if: Option<CalibratedWhatIf>,
+    /// A lock whose holds the run timed: its hold times at the point.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold: Option<crate::locks::HoldTimes>,
+    /// The share of the control's wall time the lock was held (its releases per operation
+    /// in the control times the run's mean hold, over the time per operation): near 1,
+    /// a bottleneck before any delay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held_share: Option<f64>,
+    /// The slowdown at the longest delay once the lock is held all the time: the time per
+    /// operation is at least its releases per operation times the lengthened hold. A
+    /// lower bound of a bottleneck's (no queueing counted), from the hold times.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saturation_slowdown: Option<f64>,
 }

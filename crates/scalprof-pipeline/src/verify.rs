@@ -18,6 +18,7 @@ use scalprof_collect::exec::{self, Attach, ExecSpec};
 use scalprof_collect::interrupt::Interrupt;
 use scalprof_collect::sweep::{match_ops, parameter_env, read_tail, substitute, OUTPUT_LIMIT};
 use scalprof_model::experiment::{Experiment, Verdict};
+use scalprof_model::locks::HoldTimes;
 use scalprof_model::{FindingKind, Repeat, RunDocument};
 use scalprof_store::Store;
 
@@ -284,6 +285,9 @@ fn not_lengthened(doc: &RunDocument, subject: &str, point: u64) -> Experiment {
         verdict: Verdict::NotLengthened,
         reason: why.into(),
         calibrated_what_if: None,
+        hold: None,
+        held_share: None,
+        saturation_slowdown: None,
     }
 }
 
@@ -425,6 +429,7 @@ fn lengthen(
         primitive: how.primitive.clone(),
         cpus: doc.host.cpus,
         own_ns_per_op: own_wait(doc, point, how),
+        hold: own_hold(doc, point, how),
         bound: doc
             .findings
             .iter()
@@ -494,6 +499,18 @@ fn levels(control: &[Execution], floor_ns: u64, cap_ns: u64) -> Vec<u64> {
         out.push((2 * out[1]).min(cap_ns));
     }
     out
+}
+
+/// A user lock's hold times at the point, where the run timed them.
+fn own_hold(doc: &RunDocument, point: u64, how: &Lengthening) -> Option<HoldTimes> {
+    if !matches!(how.target, DelayTarget::UserLock { .. }) {
+        return None;
+    }
+    let p = doc.points.iter().find(|p| p.value == point)?;
+    let rows = &p.locks.as_ref()?.rows;
+    rows.iter()
+        .find(|r| r.name == how.what && r.hold.is_some())
+        .and_then(|r| r.hold.clone())
 }
 
 /// The cause's own wait per operation at the point, from the run's lock table, in ns: the

@@ -35,6 +35,9 @@ pub fn experiment_line(e: &Experiment, parameter: &str) -> String {
             "; without it: {:.2}× ({:.2}–{:.2}), measured",
             w.speedup, w.interval[0], w.interval[1]
         );
+        if let Some([x, lo, hi]) = w.halved_hold {
+            line += &format!("; its hold halved: {x:.2}× ({lo:.2}–{hi:.2})");
+        }
     }
     line
 }

@@ -5,6 +5,7 @@
 //! - A system call, with BPF (src/bpf/delay.bpf.c): like the lock tracer, the BPF object
 //!   lives on a thread of its own for one execution, loaded and attached before the
 //!   workload execs, read and dropped once it has exited.
+//! - A function of the workload's executable, with a BPF uprobe at its entry.
 //! - A user lock, with an interposer preloaded into the workload (src/delay/interpose.c,
 //!   see there why not a uprobe). The same interposer times the user locks' holds in a
 //!   sweep's traced repeats ([`HoldTimer`], src/delay/holds.c).
@@ -32,6 +33,9 @@ pub enum DelayTarget {
     /// A kernel lock, held longer where a waiter gets it after contention
     /// (`lock:contention_end`); the delay capped at [`MAX_KERNEL_LOCK_DELAY_NS`].
     KernelLock(KernelLock),
+    /// A function of the executable `exe`, at this file `offset`: lengthened at its entry
+    /// by a uprobe.
+    Function { exe: PathBuf, offset: u64 },
 }
 
 /// Which kernel lock.
@@ -55,7 +59,9 @@ impl DelayTarget {
     /// read.
     pub fn min_delay_ns(&self) -> u64 {
         match self {
-            DelayTarget::Syscall(_) | DelayTarget::KernelLock(_) => 1_000,
+            DelayTarget::Syscall(_) | DelayTarget::KernelLock(_) | DelayTarget::Function { .. } => {
+                1_000
+            }
             DelayTarget::UserLock { .. } => 50,
         }
     }
@@ -119,7 +125,9 @@ impl Delayer {
     /// call.
     pub fn environment(&mut self, dir: &Path) -> Result<Vec<(String, String)>, DelayError> {
         match &self.spec.target {
-            DelayTarget::Syscall(_) | DelayTarget::KernelLock(_) => Ok(Vec::new()),
+            DelayTarget::Syscall(_) | DelayTarget::KernelLock(_) | DelayTarget::Function { .. } => {
+                Ok(Vec::new())
+            }
             DelayTarget::UserLock { exe, address } => {
                 let (counters, env) = interpose::prepare(dir, exe, *address, self.spec.delay_ns)?;
                 self.preloaded = Some(counters);

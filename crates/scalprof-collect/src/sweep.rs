@@ -481,6 +481,7 @@ fn run_collected(
     output_limit: u64,
     interrupt: &Interrupt,
     traced: bool,
+    time_holds: bool,
     collectors: &mut dyn Collectors,
     on: &mut Enabled,
     counter: &mut EventCounter,
@@ -507,7 +508,7 @@ fn run_collected(
         let timed = on
             .locks
             .as_ref()
-            .filter(|c| traced && c.hold_times)
+            .filter(|c| time_holds && c.hold_times)
             .and_then(|_| hold_timing(spec));
         let run_spec = timed.as_ref().map_or(spec, |(_, s)| s);
         match exec::run_capped(run_spec, output_limit, interrupt, &mut attached) {

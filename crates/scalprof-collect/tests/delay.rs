@@ -203,3 +203,59 @@ fn a_delayed_kernel_lock_is_held_longer_where_a_waiter_gets_it() {
         delayed.spun_ns
     );
 }
+
+/// A program that calls `step` (a 10 µs spin, kept out of line) 300 times; built here, with
+/// the file offset of `step` for its uprobe.
+fn function_loop(dir: &std::path::Path) -> (std::path::PathBuf, u64) {
+    use object::{Object, ObjectSegment, ObjectSymbol};
+    let src = dir.join("f.c");
+    std::fs::write(
+        &src,
+        "#include <time.h>\n\
+         static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); \
+         return t.tv_sec + t.tv_nsec * 1e-9; }\n\
+         __attribute__((noinline)) void step(void) { double u = now() + 10e-6; \
+         while (now() < u) ; }\n\
+         int main(void) { for (int i = 0; i < 300; i++) step(); return 0; }\n",
+    )
+    .unwrap();
+    let bin = dir.join("f");
+    let st = std::process::Command::new("cc")
+        .args(["-O2", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let data = std::fs::read(&bin).unwrap();
+    let elf = object::File::parse(&*data).unwrap();
+    let svma = elf
+        .symbols()
+        .find(|s| s.name() == Ok("step"))
+        .expect("step in the symbol table")
+        .address();
+    let offset = elf
+        .segments()
+        .find(|s| (s.address()..s.address() + s.size()).contains(&svma))
+        .map(|s| svma - s.address() + s.file_range().0)
+        .expect("a segment holding step");
+    (bin, offset)
+}
+
+#[test]
+fn a_delayed_function_is_longer_by_the_delay_at_each_call() {
+    if !can_inject() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (exe, offset) = function_loop(dir.path());
+    let argv = vec!["sh".into(), "-c".into(), exe.display().to_string()];
+    let target = DelayTarget::Function { exe, offset };
+    let (base, counts) = run_delayed(argv.clone(), target.clone(), 0, dir.path());
+    assert_eq!(counts.calls, 300, "every call counted at zero delay");
+    let (slow, counts) = run_delayed(argv, target, 200_000, dir.path());
+    assert_eq!(counts.calls, 300);
+    // 300 calls × 200 µs: 60 ms more, and spun.
+    assert!(slow - base > 0.05, "{base} s, then {slow} s with the delay");
+    assert!(counts.spun_ns >= 300 * 200_000, "{counts:?}");
+}

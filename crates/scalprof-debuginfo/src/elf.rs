@@ -175,6 +175,15 @@ impl ElfInfo {
             .map(|s| (offset - s.file_offset).wrapping_add(s.svma))
     }
 
+    /// The file offset of a stated address (through the PT_LOAD segment containing it):
+    /// where a uprobe on it is placed.
+    pub fn svma_to_file_offset(&self, svma: u64) -> Option<u64> {
+        self.segments
+            .iter()
+            .find(|s| svma >= s.svma && svma - s.svma < s.file_size.max(1))
+            .map(|s| svma - s.svma + s.file_offset)
+    }
+
     /// The enclosing function symbol of a stated address.
     pub fn symbol(&self, svma: u64) -> Option<&str> {
         let i = self.symbols.partition_point(|s| s.start <= svma);
@@ -256,7 +265,8 @@ impl ElfInfo {
             .map(|s| s.start + offset)
     }
 
-    /// The address of a function symbol by name (tests and diagnostics).
+    /// The address of a function symbol by name (tests, diagnostics, and the function a
+    /// delay lengthens).
     pub fn symbol_address(&self, name: &str) -> Option<u64> {
         self.symbols
             .iter()

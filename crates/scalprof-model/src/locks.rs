@@ -46,6 +46,10 @@ pub struct UserHoldRaw {
     pub holds_ns: Vec<u64>,
 }
 
+fn one() -> u32 {
+    1
+}
+
 /// How long a lock was held (lockmeter's HOLD columns), from a sample of its holds, and how
 /// often it was taken.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -57,6 +61,14 @@ pub struct HoldTimes {
     pub p50_ns: u64,
     pub p99_ns: u64,
     pub mean_ns: f64,
+    /// The longest hold timed: a rare long holder shows here and in the mean, not in
+    /// the percentiles.
+    #[serde(default)]
+    pub max_ns: u64,
+    /// The traced repeats that timed them (the first of each point does not: its waits
+    /// and holders are measured without the interposer).
+    #[serde(default = "one")]
+    pub repeats: u32,
     /// Acquisitions per operation of the point's work (set when the run document is built).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acquisitions_per_op: Option<f64>,
@@ -78,6 +90,8 @@ impl HoldTimes {
             p50_ns: at(0.5),
             p99_ns: at(0.99),
             mean_ns: holds_ns.iter().sum::<u64>() as f64 / n as f64,
+            max_ns: holds_ns[n - 1],
+            repeats: 1,
             acquisitions_per_op: None,
         })
     }
@@ -99,6 +113,8 @@ impl HoldTimes {
             p50_ns: weigh(a.p50_ns as f64, b.p50_ns as f64).round() as u64,
             p99_ns: weigh(a.p99_ns as f64, b.p99_ns as f64).round() as u64,
             mean_ns: weigh(a.mean_ns, b.mean_ns),
+            max_ns: a.max_ns.max(b.max_ns),
+            repeats: a.repeats + b.repeats,
             acquisitions_per_op: None,
         })
     }
@@ -665,6 +681,7 @@ mod tests {
         assert_eq!((t.acquisitions, t.sampled), (1000, 100));
         assert_eq!((t.p50_ns, t.p99_ns), (50, 99));
         assert_eq!(t.mean_ns, 50.5);
+        assert_eq!(t.max_ns, 100);
         assert_eq!(HoldTimes::of(3, Vec::new()), None);
         let u = HoldTimes::of(10, vec![200; 300]).unwrap();
         let m = HoldTimes::merge(Some(&t), Some(&u)).unwrap();

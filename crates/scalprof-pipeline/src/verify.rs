@@ -145,6 +145,7 @@ struct Lengthening {
 ///   found or named, by holding it longer at each release;
 /// - for a lock that is not a global, the system call its holder blocked in while holding
 ///   it (lengthening the call lengthens the hold);
+/// - a function of the workload's executable by its symbol, at its entry;
 /// - a system call it names (`fdatasync`, or a wait row's "disk I/O (fdatasync …) in
 ///   journal_append").
 fn lengthenable(doc: &RunDocument, exe: Option<&Executable>, subject: &str) -> Option<Lengthening> {
@@ -188,12 +189,33 @@ fn lengthenable(doc: &RunDocument, exe: Option<&Executable>, subject: &str) -> O
             what: call,
         });
     }
+    if let Some(how) = exe.and_then(|e| function(e, subject)) {
+        return Some(how);
+    }
     let (call, nr) = syscall_of(subject)?;
     Some(Lengthening {
         target: DelayTarget::Syscall(nr),
         primitive: format!("{call} lengthened where it returns (BPF spin at sys_exit)"),
         kind: "syscall".into(),
         what: call,
+    })
+}
+
+/// A function of the workload's executable by its symbol, lengthened at its entry.
+fn function(exe: &Executable, subject: &str) -> Option<Lengthening> {
+    let svma = exe.elf.symbol_address(subject)?;
+    let offset = exe.elf.svma_to_file_offset(svma)?;
+    Some(Lengthening {
+        target: DelayTarget::Function {
+            exe: exe.path.clone(),
+            offset,
+        },
+        what: subject.into(),
+        kind: "function".into(),
+        primitive: format!(
+            "{subject} lengthened at its entry (BPF uprobe: every call traps into the kernel, \
+             the control's too)"
+        ),
     })
 }
 
@@ -266,8 +288,8 @@ fn not_lengthened(doc: &RunDocument, subject: &str, point: u64) -> Experiment {
             "false sharing has no duration to lengthen: pad the fields and compare the runs"
         }
         _ => {
-            "neither a system call nor a global of the workload's executable by that name: \
-             this scalprof lengthens those"
+            "neither a system call nor a global or a function of the workload's executable \
+             by that name: this scalprof lengthens those"
         }
     };
     Experiment {
@@ -422,6 +444,9 @@ fn lengthen(
         );
         return Ok(e);
     }
+    if let Some(e) = too_hot_to_probe(doc, subject, point, how, &runs) {
+        return Ok(e);
+    }
     let setting = Setting {
         subject: subject.into(),
         kind: how.kind.clone(),
@@ -458,6 +483,44 @@ fn lengthen(
         }
     }
     Ok(judge(&setting, &runs))
+}
+
+/// A function whose uprobe alone (the control) cut the throughput to less than this share
+/// of the run's clean one is not lengthened: what the experiment would measure is the
+/// traps, not the function.
+const PROBE_COST_LIMIT: f64 = 1.0 / 3.0;
+
+/// A function called so often that its uprobe's traps dominate the control, said as such:
+/// how much of the throughput they took, and how often it is called.
+fn too_hot_to_probe(
+    doc: &RunDocument,
+    subject: &str,
+    point: u64,
+    how: &Lengthening,
+    control: &[Execution],
+) -> Option<Experiment> {
+    if !matches!(how.target, DelayTarget::Function { .. }) {
+        return None;
+    }
+    let clean = doc.points.iter().find(|p| p.value == point)?.throughput?;
+    let (work, wall, calls) = control.iter().fold((0.0, 0.0, 0u64), |(w, t, c), e| {
+        (w + e.work, t + e.wall_s, c + e.occurrences)
+    });
+    let probed = work / wall.max(1e-9);
+    if probed >= clean * PROBE_COST_LIMIT {
+        return None;
+    }
+    let mut e = not_lengthened(doc, subject, point);
+    e.primitive = how.primitive.clone();
+    e.occurrences_per_op = calls as f64 / work.max(1e-12);
+    e.reason = format!(
+        "{subject} is called {:.1} times per operation, and the uprobe's trap at each call \
+         alone cut the throughput to {:.0}% of the run's: lengthening it would measure the \
+         traps; a function called less often (its caller) can be lengthened instead",
+        e.occurrences_per_op,
+        probed / clean * 100.0
+    );
+    Some(e)
 }
 
 /// Rounds every experiment runs before it may stop early.
@@ -523,6 +586,7 @@ fn own_wait(doc: &RunDocument, point: u64, how: &Lengthening) -> Option<f64> {
         .iter()
         .filter(|r| match how.target {
             DelayTarget::UserLock { .. } | DelayTarget::KernelLock(_) => r.name == what,
+            DelayTarget::Function { .. } => false,
             DelayTarget::Syscall(_) => {
                 r.address == "syscall"
                     && r.name

@@ -535,7 +535,7 @@ pub(crate) fn budget_detail(r: &LockRow, previous: String) -> String {
     d
 }
 
-/// "; held 90 ns (p99 310 ns), taken 1× per op": the lock's hold times, where
+/// "; held 90 ns (p99 310 ns, longest 2.1 µs), taken 1× per op": the lock's hold times, where
 /// they were timed.
 pub(crate) fn hold_text(row: &LockRow) -> String {
     let Some(h) = &row.hold else {
@@ -545,9 +545,10 @@ pub(crate) fn hold_text(row: &LockRow) -> String {
         format!(", taken {}× per op", per_op_count(n))
     });
     format!(
-        "; held {} (p99 {}){taken}",
+        "; held {} (p99 {}, longest {}){taken}",
         human_ns(h.p50_ns as f64),
-        human_ns(h.p99_ns as f64)
+        human_ns(h.p99_ns as f64),
+        human_ns(h.max_ns as f64)
     )
 }
 

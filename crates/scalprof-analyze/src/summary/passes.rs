@@ -170,8 +170,11 @@ pub(super) fn lock_tables(points: &mut [Point], inputs: &RunInputs, source: Thro
             scalprof_model::locks::sort_rows(&mut lp.rows);
             for r in &mut lp.rows {
                 r.wait_ns_per_op = (work > 0.0).then(|| r.total_wait_ns as f64 / work);
+                // The holds were timed in some of the traced repeats: their share of the
+                // work (the repeats of a point do the same work).
                 if let Some(h) = r.hold.as_mut() {
-                    h.acquisitions_per_op = (work > 0.0).then(|| h.acquisitions as f64 / work);
+                    let timed = work * f64::from(h.repeats) / f64::from(lp.repeats.max(1));
+                    h.acquisitions_per_op = (timed > 0.0).then(|| h.acquisitions as f64 / timed);
                 }
             }
             p.locks = Some(lp);

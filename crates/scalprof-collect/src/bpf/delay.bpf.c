@@ -12,6 +12,11 @@
 // lock. Only contended acquisitions are lengthened, and user space caps the delay: a
 // spinlock is held with preemption off.
 //
+// A function of the workload is lengthened at its entry (a uprobe, attached by user space
+// to the executable's file offset): the calling thread spins before the function runs.
+// Every call traps into the kernel, delayed or not, so the control level carries the trap's
+// cost too.
+//
 // Enabling a system-call tracepoint sends every system call of every task down the slow
 // path (see locks.bpf.c): the zero-delay level runs with the hook attached too, so that
 // what the experiment compares differs in the delay only.
@@ -141,6 +146,16 @@ int BPF_PROG(delay_contention_end, void *lock, int ret)
 		return 0;
 	u64 want = wanted_lock();
 	if (!want || (u64)lock != want)
+		return 0;
+	lengthen();
+	return 0;
+}
+
+SEC("uprobe")
+int delay_function(void *ctx)
+{
+	u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	if (!bpf_map_lookup_elem(&tracked, &tgid))
 		return 0;
 	lengthen();
 	return 0;

@@ -38,7 +38,9 @@ pub(super) fn inject(
     stop: mpsc::Receiver<()>,
 ) -> DelayCounts {
     let mut object = MaybeUninit::uninit();
-    let skel = match load_and_attach(&mut object, tgids, &spec) {
+    // The uprobe's link: attached by hand (a SEC("uprobe") has no target to attach
+    // itself to), kept until the execution is over.
+    let (skel, _link) = match load_and_attach(&mut object, tgids, &spec) {
         Ok(s) => s,
         Err(e) => {
             let denied = e.kind() == libbpf_rs::ErrorKind::PermissionDenied;
@@ -65,7 +67,7 @@ fn load_and_attach<'obj>(
     object: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
     tgids: &[u32],
     spec: &DelaySpec,
-) -> Result<DelaySkel<'obj>, libbpf_rs::Error> {
+) -> Result<(DelaySkel<'obj>, Option<libbpf_rs::Link>), libbpf_rs::Error> {
     let mut open = DelaySkelBuilder::default().open(object)?;
     if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
         // A user lock never comes here: the interposer lengthens it.
@@ -78,14 +80,18 @@ fn load_and_attach<'obj>(
                     KernelLock::FdTable => (LOCK_FD_TABLE, 0),
                 }
             }
-            DelayTarget::UserLock { .. } => {}
+            DelayTarget::UserLock { .. } | DelayTarget::Function { .. } => {}
         }
         ro.delay_ns = spec.delay_ns;
     }
     // Only the hook this target needs: a system-call tracepoint costs every system call.
     let syscall = matches!(spec.target, DelayTarget::Syscall(_));
+    let kernel_lock = matches!(spec.target, DelayTarget::KernelLock(_));
     open.progs.delay_sys_exit.set_autoload(syscall);
-    open.progs.delay_contention_end.set_autoload(!syscall);
+    open.progs.delay_contention_end.set_autoload(kernel_lock);
+    open.progs
+        .delay_function
+        .set_autoload(matches!(spec.target, DelayTarget::Function { .. }));
     let mut skel = open.load()?;
     for tgid in tgids {
         skel.maps
@@ -93,5 +99,15 @@ fn load_and_attach<'obj>(
             .update(&tgid.to_ne_bytes(), &[1u8], MapFlags::ANY)?;
     }
     skel.attach()?;
-    Ok(skel)
+    let link = match &spec.target {
+        // Every process that maps the executable (-1): the tree map picks the workload's.
+        DelayTarget::Function { exe, offset } => Some(skel.progs.delay_function.attach_uprobe(
+            false,
+            -1,
+            exe,
+            *offset as usize,
+        )?),
+        _ => None,
+    };
+    Ok((skel, link))
 }

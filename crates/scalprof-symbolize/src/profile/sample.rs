@@ -27,16 +27,18 @@ impl ProfileBuilder {
         frames.extend(kernel.iter().rev());
         self.stats.frames += (frames.len() - 1) as u64;
         let leaf_user = user_ids.last().copied().unwrap_or(u32::MAX);
+        // The tool's own work is its overhead, never the program's cost: its BPF programs,
+        // and its interposer timing the holds inside the program's threads (nor what a
+        // holder did: it would make short critical sections look longer).
+        let interposer = self.in_interposer(pid, &user_addrs);
         if let Some(t) = s.timestamp {
             self.timeline.push((t, tid, leaf_user));
             self.thread_pid.insert(tid, pid);
-            self.blame_sample(pid, tid, t, weight, &user_addrs, &frames);
+            if !interposer {
+                self.blame_sample(pid, tid, t, weight, &user_addrs, &frames);
+            }
         }
-        // The tool's own work is its overhead, never the program's cost: its BPF programs,
-        // and its interposer timing the holds inside the program's threads.
-        if kernel.iter().any(|&id| self.tool_names[id as usize])
-            || self.in_interposer(pid, &user_addrs)
-        {
+        if interposer || kernel.iter().any(|&id| self.tool_names[id as usize]) {
             self.stats.overhead_samples += 1;
             self.stats.overhead_weight = self.stats.overhead_weight.saturating_add(weight);
         } else {

@@ -52,7 +52,7 @@ fn build_bpf() {
         build_one(src, skel);
     }
     // The parts locks.bpf.c includes, in order (one compilation unit).
-    for part in ["maps", "kernel_locks", "waits", "runqueue"] {
+    for part in ["maps", "kernel_locks", "waits", "runqueue", "mmap_holds"] {
         println!("cargo:rerun-if-changed=src/bpf/{part}.bpf.h");
     }
 }

@@ -493,11 +493,13 @@ fn run_collected(
             .as_ref()
             .filter(|_| traced)
             .map(|c| collectors.sampler(c));
-        let mut tracer = on
-            .locks
-            .as_ref()
-            .filter(|_| traced)
-            .map(|c| collectors.lock_tracer(c));
+        // The kernel's hold events too are left out where the holds are not timed.
+        let mut tracer = on.locks.as_ref().filter(|_| traced).map(|c| {
+            collectors.lock_tracer(&LockConfig {
+                hold_times: c.hold_times && time_holds,
+                ..c.clone()
+            })
+        });
         let mut attached: Vec<&mut dyn Attach> = vec![&mut *counter];
         if let Some(s) = sampler.as_mut() {
             attached.push(s.as_mut());

@@ -5,6 +5,22 @@ use scalprof_collect::delay::{DelaySpec, DelayTarget, Delayer, KernelLock};
 use scalprof_collect::exec::{self, Attach, ExecSpec};
 use scalprof_collect::interrupt::Interrupt;
 
+/// Builds the C program `source` as `dir/name` (with `-pthread`; position-independent,
+/// the default) and returns its path.
+fn compile(dir: &std::path::Path, name: &str, source: &str) -> std::path::PathBuf {
+    let src = dir.join(format!("{name}.c"));
+    std::fs::write(&src, source).unwrap();
+    let bin = dir.join(name);
+    let st = std::process::Command::new("cc")
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(st.success(), "cc {}", src.display());
+    bin
+}
+
 fn can_inject() -> bool {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
@@ -80,9 +96,9 @@ fn a_delayed_system_call_is_longer_by_the_delay_and_counted() {
 /// as a position-independent executable (the default): the interposer adds the load bias.
 /// Returns it with the mutex's and the rwlock's link-time addresses.
 fn lock_loop(dir: &std::path::Path) -> (std::path::PathBuf, u64, u64) {
-    let src = dir.join("m.c");
-    std::fs::write(
-        &src,
+    let bin = compile(
+        dir,
+        "m",
         "#include <pthread.h>\n\
          pthread_mutex_t the_lock = PTHREAD_MUTEX_INITIALIZER;\n\
          pthread_rwlock_t the_rwlock = PTHREAD_RWLOCK_INITIALIZER;\n\
@@ -92,16 +108,7 @@ fn lock_loop(dir: &std::path::Path) -> (std::path::PathBuf, u64, u64) {
            for (int i = 0; i < 500; i++) { pthread_rwlock_rdlock(&the_rwlock); \
            pthread_rwlock_unlock(&the_rwlock); }\n\
            return 0; }\n",
-    )
-    .unwrap();
-    let bin = dir.join("m");
-    let st = std::process::Command::new("cc")
-        .args(["-O2", "-pthread", "-o"])
-        .arg(&bin)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(st.success());
+    );
     let nm = std::process::Command::new("nm").arg(&bin).output().unwrap();
     let nm = String::from_utf8_lossy(&nm.stdout);
     let address = |name: &str| {
@@ -154,9 +161,9 @@ fn a_delayed_user_lock_is_held_longer_by_the_delay_at_each_release() {
 /// Two threads mapping and unmapping pages in a loop: they contend their process's
 /// mmap_lock.
 fn mmap_loop(dir: &std::path::Path) -> std::path::PathBuf {
-    let src = dir.join("mm.c");
-    std::fs::write(
-        &src,
+    compile(
+        dir,
+        "mm",
         "#include <pthread.h>\n#include <sys/mman.h>\n\
          static void *work(void *a) { (void)a; for (int i = 0; i < 20000; i++) { \
          void *p = mmap(0, 1 << 16, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0); \
@@ -165,16 +172,6 @@ fn mmap_loop(dir: &std::path::Path) -> std::path::PathBuf {
          pthread_create(&t[i], 0, work, 0); for (int i = 0; i < 2; i++) \
          pthread_join(t[i], 0); return 0; }\n",
     )
-    .unwrap();
-    let bin = dir.join("mm");
-    let st = std::process::Command::new("cc")
-        .args(["-O2", "-pthread", "-o"])
-        .arg(&bin)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(st.success());
-    bin
 }
 
 #[test]
@@ -208,25 +205,16 @@ fn a_delayed_kernel_lock_is_held_longer_where_a_waiter_gets_it() {
 /// the file offset of `step` for its uprobe.
 fn function_loop(dir: &std::path::Path) -> (std::path::PathBuf, u64) {
     use object::{Object, ObjectSegment, ObjectSymbol};
-    let src = dir.join("f.c");
-    std::fs::write(
-        &src,
+    let bin = compile(
+        dir,
+        "f",
         "#include <time.h>\n\
          static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); \
          return t.tv_sec + t.tv_nsec * 1e-9; }\n\
          __attribute__((noinline)) void step(void) { double u = now() + 10e-6; \
          while (now() < u) ; }\n\
          int main(void) { for (int i = 0; i < 300; i++) step(); return 0; }\n",
-    )
-    .unwrap();
-    let bin = dir.join("f");
-    let st = std::process::Command::new("cc")
-        .args(["-O2", "-o"])
-        .arg(&bin)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(st.success());
+    );
     let data = std::fs::read(&bin).unwrap();
     let elf = object::File::parse(&*data).unwrap();
     let svma = elf

@@ -106,4 +106,19 @@ fn kernel_contention_of_mmap_churn_is_aggregated_with_stacks() {
     let total: u64 = raw.kernel.iter().map(|k| k.count).sum();
     assert!(total > 100, "kernel contentions: {}", raw.kernel.len());
     assert!(raw.kernel.iter().any(|k| !k.stack.is_empty()));
+    // Every mmap_lock hold timed (the default times holds): 2 threads × 20000 mmaps and
+    // munmaps at least, in one process, the writes among them; each hold counted once
+    // in its buckets.
+    if std::path::Path::new("/sys/kernel/tracing/events/mmap_lock").exists() {
+        let holds: u64 = raw.kernel_holds.iter().map(|h| h.count).sum();
+        assert!(holds >= 80_000, "mmap_lock holds: {:?}", raw.kernel_holds);
+        assert!(raw
+            .kernel_holds
+            .iter()
+            .any(|h| h.write && h.count >= 40_000));
+        for h in &raw.kernel_holds {
+            assert_eq!(h.buckets.iter().sum::<u64>(), h.count, "{h:?}");
+            assert!(h.max_ns > 0 && h.total_ns >= h.max_ns, "{h:?}");
+        }
+    }
 }

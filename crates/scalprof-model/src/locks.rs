@@ -50,6 +50,20 @@ fn one() -> u32 {
     1
 }
 
+/// The mmap_lock holds of one process, one side, timed at the kernel's mmap_lock events:
+/// every hold, in power-of-two buckets of nanoseconds (bucket `i` holds `[2^i, 2^(i+1))`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct KernelHoldRaw {
+    pub tgid: u32,
+    /// The `mm_struct` whose lock it is.
+    pub mm: u64,
+    pub write: bool,
+    pub count: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
+    pub buckets: Vec<u64>,
+}
+
 /// How long a lock was held (lockmeter's HOLD columns), from a sample of its holds, and how
 /// often it was taken.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -91,6 +105,42 @@ impl HoldTimes {
             p99_ns: at(0.99),
             mean_ns: holds_ns.iter().sum::<u64>() as f64 / n as f64,
             max_ns: holds_ns[n - 1],
+            repeats: 1,
+            acquisitions_per_op: None,
+        })
+    }
+
+    /// The times of holds counted in power-of-two buckets (every hold timed): the
+    /// percentiles are the geometric middles of their buckets, kept within the longest.
+    pub fn of_buckets(
+        count: u64,
+        total_ns: u64,
+        max_ns: u64,
+        buckets: &[u64],
+    ) -> Option<HoldTimes> {
+        let n: u64 = buckets.iter().sum();
+        if n == 0 {
+            return None;
+        }
+        let at = |q: f64| {
+            let rank = ((n as f64 * q).ceil() as u64).clamp(1, n);
+            let mut seen = 0;
+            let i = buckets
+                .iter()
+                .position(|&b| {
+                    seen += b;
+                    seen >= rank
+                })
+                .unwrap_or(buckets.len() - 1);
+            ((2f64.powi(i as i32) * std::f64::consts::SQRT_2) as u64).min(max_ns.max(1))
+        };
+        Some(HoldTimes {
+            acquisitions: count,
+            sampled: n,
+            p50_ns: at(0.5),
+            p99_ns: at(0.99),
+            mean_ns: total_ns as f64 / count.max(1) as f64,
+            max_ns,
             repeats: 1,
             acquisitions_per_op: None,
         })
@@ -258,6 +308,8 @@ pub struct RawLocks {
     pub user: Vec<UserLockRaw>,
     /// The user locks' holds, where the interposer timed them.
     pub holds: Vec<UserHoldRaw>,
+    /// The mmap_lock's holds, where the kernel's events timed them.
+    pub kernel_holds: Vec<KernelHoldRaw>,
     pub snapshots: Vec<StackSnapshot>,
     /// Waits in blocking system calls other than futex: `op` is the system call number,
     /// `uaddr` its first argument (the file descriptor of fd-based calls).
@@ -675,6 +727,20 @@ pub struct LockProfile {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn hold_times_from_buckets_are_their_middles_within_the_longest() {
+        // 90 holds in [64, 128) ns, 10 in [4096, 8192): p50 in the first, p99 in the last.
+        let mut buckets = vec![0; 40];
+        buckets[6] = 90;
+        buckets[12] = 10;
+        let t = HoldTimes::of_buckets(100, 100 * 500, 5000, &buckets).unwrap();
+        assert_eq!((t.acquisitions, t.sampled), (100, 100));
+        assert_eq!(t.p50_ns, 90); // 64·√2
+        assert_eq!(t.p99_ns, 5000); // 4096·√2 = 5792, but none was longer than 5000
+        assert_eq!(t.mean_ns, 500.0);
+        assert_eq!(HoldTimes::of_buckets(0, 0, 0, &[0; 40]), None);
+    }
+
     #[test]
     fn hold_times_are_the_sample_s_percentiles_and_merge_by_their_samples() {
         let t = HoldTimes::of(1000, (1..=100).rev().collect()).unwrap();

@@ -2,6 +2,7 @@
 
 use scalprof_model::experiment::{Experiment, Verdict};
 use scalprof_model::units::human_ns;
+use scalprof_model::RunDocument;
 
 use crate::safe::one_line;
 
@@ -40,4 +41,14 @@ pub fn experiment_line(e: &Experiment, parameter: &str) -> String {
         }
     }
     line
+}
+
+/// The experiments no finding points at (causes named with `verify --cause`), in order:
+/// the summary and the HTML report list them after the findings.
+pub(crate) fn unlinked(doc: &RunDocument) -> impl Iterator<Item = &Experiment> {
+    doc.experiments
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !doc.findings.iter().any(|f| f.experiment == Some(*i)))
+        .map(|(_, e)| e)
 }

@@ -238,15 +238,13 @@ pub(crate) fn warnings_and_findings(doc: &RunDocument) -> String {
             }
         }
     }
-    let unlinked: Vec<_> = (0..doc.experiments.len())
-        .filter(|i| !doc.findings.iter().any(|f| f.experiment == Some(*i)))
-        .collect();
+    let unlinked: Vec<_> = crate::experiment::unlinked(doc).collect();
     if !unlinked.is_empty() {
         out += "\nexperiments:\n";
-        for i in unlinked {
+        for e in unlinked {
             out += &format!(
                 "  {}\n",
-                crate::experiment_line(&doc.experiments[i], doc.sweep.parameter.as_str())
+                crate::experiment_line(e, doc.sweep.parameter.as_str())
             );
         }
     }

@@ -32,6 +32,8 @@ struct task_struct {
 	int tgid;
 } __attribute__((preserve_access_index));
 
+struct mm_struct;
+
 struct pt_regs {
 	unsigned long bp;
 	unsigned long di;
@@ -85,6 +87,7 @@ const volatile u32 kstack_every = 64;
 #include "kernel_locks.bpf.h"
 #include "waits.bpf.h"
 #include "runqueue.bpf.h"
+#include "mmap_holds.bpf.h"
 
 SEC("tp_btf/sched_switch")
 int BPF_PROG(on_switch, _Bool preempt, struct task_struct *prev, struct task_struct *next,

@@ -33,7 +33,9 @@ use read::MapReader;
 mod skel {
     include!(concat!(env!("OUT_DIR"), "/locks.skel.rs"));
 }
-use skel::types::{comm, kkey, rq_key, skey, snapshot, stat, ukey, wait_end, wkey};
+use skel::types::{
+    comm, kkey, mmap_hold_key, mmap_hold_stat, rq_key, skey, snapshot, stat, ukey, wait_end, wkey,
+};
 use skel::{LocksSkel, LocksSkelBuilder};
 
 /// A map key or value type of the skeleton, generated from the program's BTF.
@@ -60,6 +62,10 @@ unsafe impl Plain for wkey {}
 unsafe impl Plain for comm {}
 // SAFETY: rq_key is repr(C) { u32, u32 }.
 unsafe impl Plain for rq_key {}
+// SAFETY: mmap_hold_key is repr(C) { u32, u32, u64 }.
+unsafe impl Plain for mmap_hold_key {}
+// SAFETY: mmap_hold_stat is repr(C) { 3 × u64, [u64; 40] }.
+unsafe impl Plain for mmap_hold_stat {}
 // SAFETY: an integer.
 unsafe impl Plain for u32 {}
 
@@ -270,6 +276,11 @@ fn load_and_attach<'obj>(
         ro.system_wide = u8::from(config.system_wide);
         ro.observer_tgid = std::process::id();
     }
+    // The mmap_lock's holds, timed where the sweep times holds and the kernel has the
+    // events (5.10 and later).
+    let holds = config.hold_times && mmap_lock_events();
+    open.progs.on_mmap_acquired.set_autoload(holds);
+    open.progs.on_mmap_released.set_autoload(holds);
     let mut skel = open.load()?;
     for tgid in tgids {
         skel.maps
@@ -278,6 +289,17 @@ fn load_and_attach<'obj>(
     }
     skel.attach()?;
     Ok(skel)
+}
+
+/// Whether the kernel has the mmap_lock tracepoints (tracefs at either of its mounts).
+fn mmap_lock_events() -> bool {
+    ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+        .iter()
+        .any(|t| {
+            std::path::Path::new(t)
+                .join("events/mmap_lock/mmap_lock_released")
+                .exists()
+        })
 }
 
 /// How much larger than their 16-CPU sizes the maps are made: a power of two (the ring

@@ -156,16 +156,14 @@ fn findings(doc: &RunDocument) -> Html {
         h += finding(f, experiment, parameter);
     }
     // Experiments on causes that are no finding (`verify --cause`).
-    let unlinked: Vec<_> = (0..doc.experiments.len())
-        .filter(|i| !doc.findings.iter().any(|f| f.experiment == Some(*i)))
-        .collect();
+    let unlinked: Vec<&Experiment> = crate::experiment::unlinked(doc).collect();
     if !unlinked.is_empty() {
         h += "<h2>Experiments</h2>";
-        for i in unlinked {
+        for e in unlinked {
             html!(
                 h,
                 "<p class=\"experiment\">{}</p>",
-                crate::experiment_line(&doc.experiments[i], parameter)
+                crate::experiment_line(e, parameter)
             );
         }
     }

@@ -5,7 +5,9 @@ use std::collections::HashMap;
 
 use scalprof_debuginfo::Kallsyms;
 use scalprof_model::locks::top_callers;
-use scalprof_model::locks::{HolderState, KernelLockRaw, LockKind, LockRow, RawLocks, Scope};
+use scalprof_model::locks::{
+    HoldTimes, HolderState, KernelLockRaw, LockKind, LockRow, RawLocks, Scope, Side,
+};
 use scalprof_model::vocabulary::{
     conventional_name, is_lock_internal, is_scheduler_frame, kernel_lock_type,
 };
@@ -35,6 +37,7 @@ pub(super) fn add_kernel_rows(raw: &RawLocks, kallsyms: &Kallsyms, rows: &mut Ve
         b.add_caller(&caller, k.total_ns);
     }
     let mut held = released_by(raw, kallsyms, &row_of);
+    let first = rows.len();
     for (key, b) in by_name {
         let mut row = b.finish(raw);
         if let Some(h) = held.remove(&key) {
@@ -43,6 +46,37 @@ pub(super) fn add_kernel_rows(raw: &RawLocks, kallsyms: &Kallsyms, rows: &mut Ve
         }
         rows.push(row);
     }
+    // The holds go to one row of the lock, the same in every repeat (they merge by row):
+    // the write side where it was waited for.
+    let mmap_lock = rows[first..]
+        .iter_mut()
+        .filter(|r| r.name == "mmap_lock")
+        .max_by_key(|r| {
+            (
+                r.lock_type == LockKind::Rwsem(Some(Side::Write)),
+                r.total_wait_ns,
+            )
+        });
+    if let Some(row) = mmap_lock {
+        row.hold = mmap_lock_holds(raw);
+    }
+}
+
+/// The traced processes' mmap_lock holds, where the kernel's events timed them: both
+/// sides summed (a reader waits behind writers, a writer behind readers and writers).
+fn mmap_lock_holds(raw: &RawLocks) -> Option<HoldTimes> {
+    let mut buckets: Vec<u64> = Vec::new();
+    let (mut count, mut total, mut max) = (0, 0, 0);
+    for h in &raw.kernel_holds {
+        buckets.resize(buckets.len().max(h.buckets.len()), 0);
+        for (sum, b) in buckets.iter_mut().zip(&h.buckets) {
+            *sum += b;
+        }
+        count += h.count;
+        total += h.total_ns;
+        max = max.max(h.max_ns);
+    }
+    HoldTimes::of_buckets(count, total, max, &buckets)
 }
 
 /// A contended kernel lock's name, type and caller: its symbol when it is a global, else

@@ -4,9 +4,14 @@
 use std::collections::HashMap;
 
 use libbpf_rs::{MapCore, MapFlags};
-use scalprof_model::locks::{RunQueueBehind, RunQueueRaw, SyscallStackRaw, WakerRaw};
+use scalprof_model::locks::{
+    KernelHoldRaw, RunQueueBehind, RunQueueRaw, SyscallStackRaw, WakerRaw,
+};
 
-use super::skel::types::{comm, kkey, rq_behind, rq_key, skey, stack_depth, stat, ukey, wkey};
+use super::skel::types::{
+    comm, kkey, mmap_hold_key, mmap_hold_stat, rq_behind, rq_key, skey, stack_depth, stat, ukey,
+    wkey,
+};
 use super::skel::LocksMaps;
 use super::{decode, Plain};
 use crate::locks::{
@@ -42,6 +47,7 @@ impl<'a, 'obj> MapReader<'a, 'obj> {
             wakers: self.wakers(),
             waker_comms: self.waker_comms(),
             runqueue: self.runqueue(),
+            kernel_holds: self.mmap_holds(),
             ..Default::default()
         };
         out.failures = self.failures();
@@ -145,6 +151,23 @@ impl<'a, 'obj> MapReader<'a, 'obj> {
                 count: v.count,
                 total_ns: v.total_ns,
                 max_ns: v.max_ns,
+            })
+            .collect()
+    }
+
+    /// How long the traced processes held their mmap_lock, per process and side.
+    fn mmap_holds(&mut self) -> Vec<KernelHoldRaw> {
+        entries(&self.maps.mmap_holds, &mut self.undecoded)
+            .into_iter()
+            .map(|(k, v): (mmap_hold_key, mmap_hold_stat)| KernelHoldRaw {
+                tgid: k.tgid,
+                // The lock the contention tracepoints report: the mm's mmap_lock.
+                mm: k.mm,
+                write: k.write != 0,
+                count: v.count,
+                total_ns: v.total_ns,
+                max_ns: v.max_ns,
+                buckets: v.buckets.to_vec(),
             })
             .collect()
     }

@@ -251,7 +251,7 @@ __attribute__((destructor)) static void write_all(void)
 __attribute__((constructor)) static void start(void)
 {
 	dir = getenv("SCALPROF_HOLDS_DIR");
-	if (!dir || !*dir || pthread_key_create(&exit_key, at_thread_exit) != 0)
+	if (!dir || !*dir || !first_copy() || pthread_key_create(&exit_key, at_thread_exit) != 0)
 		return;
 	if (pthread_atfork(NULL, NULL, after_fork) != 0)
 		return;

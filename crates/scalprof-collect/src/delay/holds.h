@@ -1,4 +1,4 @@
-/* What interpose.c's release functions call of holds.c: the end of a hold. */
+/* What interpose.c and holds.c share: the end of a hold, and which copy acts. */
 #pragma once
 
 #define HIDDEN __attribute__((visibility("hidden")))
@@ -7,3 +7,5 @@
 HIDDEN extern int hold_timing;
 HIDDEN void hold_acquired(const volatile void *lock);
 HIDDEN void hold_released(const volatile void *lock);
+/* Whether this copy of the interposer is the one the program's calls reach (interpose.c). */
+HIDDEN int first_copy(void);

@@ -141,11 +141,25 @@ static int is_the_executable(const char *want)
 	return *end == '\0' && st.st_dev == dev && st.st_ino == ino;
 }
 
+/* Whether this copy of the interposer is the one the program's calls reach: a tree can
+ * preload two (a sweep's traced repeat times holds with its own copy while the workload's
+ * environment already preloads one), and only the first in the search order may act, or
+ * a lock would be lengthened twice. The others pass every call on. */
+int first_copy(void)
+{
+	Dl_info mine, theirs;
+	void *reached = dlsym(RTLD_DEFAULT, "pthread_mutex_unlock");
+	return dladdr((void *)first_copy, &mine) && reached && dladdr(reached, &theirs) &&
+	       mine.dli_fbase == theirs.dli_fbase;
+}
+
 __attribute__((constructor)) static void init(void)
 {
 	real_mutex_unlock = dlsym(RTLD_NEXT, "pthread_mutex_unlock");
 	real_rwlock_unlock = dlsym(RTLD_NEXT, "pthread_rwlock_unlock");
 	real_spin_unlock = dlsym(RTLD_NEXT, "pthread_spin_unlock");
+	if (!first_copy())
+		return;
 	const char *address = getenv("SCALPROF_DELAY_ADDRESS");
 	const char *ns = getenv("SCALPROF_DELAY_NS");
 	const char *path = getenv("SCALPROF_DELAY_COUNTS");

@@ -5,7 +5,9 @@
 # every system call of every task down the slow path: syscall_loop (pwrite + getppid,
 # nothing else) is the worst case, journal_sync a lock-bound one. A user lock is
 # lengthened by an interposer (LD_PRELOAD): hash_global_mutex, a 100 ns critical section
-# two threads hand to each other, is its worst case.
+# two threads hand to each other, is its worst case. A kernel lock is lengthened at
+# lock:contention_end (mmap_churn's mmap_lock), a function by a uprobe at its entry
+# (index_rebuild's rebuild_index, called once in 2000 operations).
 # Usage: benches/delay-cost.sh [THREADS]   (root: BPF)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +18,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$bin" corpus --out "$work/corpus" >/dev/null
 printf '%-14s %-10s %14s %14s %8s\n' program call clean control ratio
-for case in "syscall_loop pwrite64" "journal_sync fdatasync" "hash_global_mutex table_lock"; do
+for case in "syscall_loop pwrite64" "journal_sync fdatasync" "hash_global_mutex table_lock" \
+    "mmap_churn mmap_lock" "index_rebuild rebuild_index"; do
     set -- $case
     db="$work/$1.db"
     "$bin" --db "$db" run -t "$threads" --repeat 5 --diagnose 0 -- "$work/corpus/$1" '{threads}' >/dev/null 2>&1

@@ -126,12 +126,23 @@ pub fn judge(setting: &Setting, executions: &[Execution]) -> Experiment {
         out.reason = "the executions could not be compared".into();
         return out;
     };
-    let slowdown = |dt: f64| dt / (t0 + dt);
+    // The slowdown of a change `dt` of the time per operation; a change that would leave
+    // less than half of it (an interval's far end, on noisy runs) reads as -100%: past
+    // -t0 the ratio turns positive again, and an interval then ran high to low.
+    let slowdown = |dt: f64| {
+        if t0 + dt <= t0 / 2.0 {
+            -1.0
+        } else {
+            dt / (t0 + dt)
+        }
+    };
     out.measured_slowdown = response.ci95.map(slowdown);
     out.predicted_slowdown = slowdown(x);
     if let Some(h) = &setting.hold {
         // The lock's busy time per operation, before and after the delay.
-        let busy = c * h.mean_ns * 1e-9;
+        // A lock is held at most all the time; the holds were timed in the traced
+        // repeats, slower than the control, so the ratio can pass 1.
+        let busy = (c * h.mean_ns * 1e-9).min(t0);
         out.held_share = Some(busy / t0);
         let lengthened = busy + x;
         out.saturation_slowdown = Some(if lengthened > t0 {
@@ -312,9 +323,11 @@ fn what_if(e: &Experiment, t0: f64, c: f64, setting: &Setting) -> Option<Calibra
     }
     // The saving is at most the whole time per operation's worth; a slope above 1 (noise)
     // is kept at 1: a cause cannot save more than its own time.
+    // A bound under 1 bounds nothing (a finding's what-if is a speedup).
+    let bound = setting.bound.filter(|b| *b >= 1.0).unwrap_or(f64::INFINITY);
     let speedup = |k: f64| {
         let saved = (k.clamp(0.0, 1.0) * own).min(0.95 * t0);
-        (t0 / (t0 - saved)).min(setting.bound.unwrap_or(f64::INFINITY))
+        (t0 / (t0 - saved)).min(bound)
     };
     // Halving the hold saves the slope's share of half the lock's time per operation;
     // never more than removing the cause's wait would (where the wait undercounts the
@@ -449,6 +462,20 @@ mod tests {
         let e = judge(&bounded, &runs(4e-6, 4e-6, 3.0, &[0, 20_000, 40_000]));
         let w = e.calibrated_what_if.expect("a what-if");
         assert!(w.speedup <= 1.5 && w.interval[1] <= 1.5, "{w:?}");
+    }
+
+    #[test]
+    fn a_noisy_interval_reads_low_to_high_and_is_not_settled_on_the_path() {
+        // Alternate executions twice and half as long: an interval far wider than t0.
+        let mut runs = runs(4e-6, 4e-6, 1.0, &[0, 100_000, 200_000]);
+        for (i, e) in runs.iter_mut().enumerate() {
+            e.wall_s *= if i % 2 == 0 { 2.5 } else { 0.4 };
+        }
+        let e = judge(&setting(), &runs);
+        let [lo, hi] = e.measured_slowdown;
+        assert!(lo <= hi, "{lo} {hi}");
+        assert!(lo >= -1.0);
+        assert_ne!(e.verdict, Verdict::OnCriticalPath, "{e:?}");
     }
 
     #[test]

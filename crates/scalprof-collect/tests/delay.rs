@@ -5,21 +5,8 @@ use scalprof_collect::delay::{DelaySpec, DelayTarget, Delayer, KernelLock};
 use scalprof_collect::exec::{self, Attach, ExecSpec};
 use scalprof_collect::interrupt::Interrupt;
 
-/// Builds the C program `source` as `dir/name` (with `-pthread`; position-independent,
-/// the default) and returns its path.
-fn compile(dir: &std::path::Path, name: &str, source: &str) -> std::path::PathBuf {
-    let src = dir.join(format!("{name}.c"));
-    std::fs::write(&src, source).unwrap();
-    let bin = dir.join(name);
-    let st = std::process::Command::new("cc")
-        .args(["-O2", "-pthread", "-o"])
-        .arg(&bin)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(st.success(), "cc {}", src.display());
-    bin
-}
+mod common;
+use common::{compile, exclusive};
 
 fn can_inject() -> bool {
     // SAFETY: geteuid has no preconditions.
@@ -76,6 +63,7 @@ fn a_delayed_system_call_is_longer_by_the_delay_and_counted() {
     if !can_inject() {
         return;
     }
+    let _turn = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let (wall0, control) = dd_with(0, dir.path());
     let (wall1, delayed) = dd_with(250_000, dir.path());
@@ -137,6 +125,7 @@ fn run_lengthened(
 // No BPF: the interposer needs no privileges.
 #[test]
 fn a_delayed_user_lock_is_held_longer_by_the_delay_at_each_release() {
+    let _turn = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let (bin, mutex, rwlock) = lock_loop(dir.path());
     let (wall0, control) = run_lengthened(dir.path(), &bin, mutex, 0);
@@ -179,6 +168,7 @@ fn a_delayed_kernel_lock_is_held_longer_where_a_waiter_gets_it() {
     if !can_inject() {
         return;
     }
+    let _turn = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let bin = mmap_loop(dir.path());
     let run = |delay_ns| {
@@ -235,6 +225,7 @@ fn a_delayed_function_is_longer_by_the_delay_at_each_call() {
     if !can_inject() {
         return;
     }
+    let _turn = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let (exe, offset) = function_loop(dir.path());
     let argv = vec!["sh".into(), "-c".into(), exe.display().to_string()];

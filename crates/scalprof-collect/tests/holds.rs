@@ -6,6 +6,8 @@ use scalprof_collect::exec::{self, ExecSpec};
 use scalprof_collect::interrupt::Interrupt;
 use scalprof_model::locks::{HoldTimes, UserHoldRaw};
 
+mod common;
+
 /// A program that holds `held` 100 times for 200 µs each (spinning), holds `waited` 5
 /// times across a 20 ms condition wait that times out, and forks a child that takes
 /// `held` 7 times; it prints the two locks' addresses.
@@ -48,24 +50,10 @@ int main(void) {
 }
 "#;
 
-fn build(dir: &std::path::Path) -> std::path::PathBuf {
-    let src = dir.join("holds.c");
-    std::fs::write(&src, PROGRAM).unwrap();
-    let bin = dir.join("holds");
-    let st = std::process::Command::new("cc")
-        .args(["-O2", "-pthread", "-o"])
-        .arg(&bin)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(st.success());
-    bin
-}
-
 #[test]
 fn holds_are_timed_per_lock_and_process_without_the_condition_waits() {
     let dir = tempfile::tempdir().unwrap();
-    let bin = build(dir.path());
+    let bin = common::compile(dir.path(), "holds", PROGRAM);
     let (timer, env) = HoldTimer::prepare(dir.path(), "p2-r1-traced").unwrap();
     let spec = ExecSpec {
         argv: vec![bin.display().to_string()],

@@ -66,8 +66,8 @@ pub enum Command {
         allows; 2 bad usage; 3 any other error (a missing run, an unreadable store)."
     )]
     Compare(CompareArgs),
-    /// Prove a diagnosis by experiment: lengthen each cause (a system call today) by known
-    /// delays at one point of a stored run, interleaved with a zero-delay control, and say
+    /// Prove a diagnosis by experiment: lengthen each cause (a system call, a user or kernel
+    /// lock, a function) by known delays at one point of a stored run, interleaved with a zero-delay control, and say
     /// whether the throughput answers as a bottleneck would (on or off the critical path),
     /// with the speedup the measured response gives for removing it.
     Verify(VerifyArgs),
@@ -163,8 +163,9 @@ pub struct CompareArgs {
 pub struct VerifyArgs {
     /// The run: an id, label, `latest` or `latest~N`.
     pub run: String,
-    /// A cause to lengthen: a system call (`fdatasync`) or a finding's subject; repeat it
-    /// for several. Default: the run's top 3 findings.
+    /// A cause to lengthen: a system call (`fdatasync`), a lock (`table_lock`,
+    /// `mmap_lock`), a function of the program (`rebuild_index`) or a finding's subject;
+    /// repeat it for several. Default: the run's top 3 findings.
     #[arg(long = "cause", value_name = "SUBJECT")]
     pub causes: Vec<String>,
     /// The sweep point to run at (default: the largest measured).
@@ -195,7 +196,7 @@ pub struct LocksArgs {
     #[arg(long)]
     pub bpf_stats: bool,
     /// Do not time the user locks' holds: the traced repeats then run without scalprof's
-    /// lock interposer preloaded (LD_PRELOAD), and the lock table has no hold column.
+    /// lock interposer preloaded (LD_PRELOAD), and the lock table has no hold columns.
     #[arg(long)]
     pub no_hold_times: bool,
     /// Also write the run document to this file; `--json` alone (or `-`) prints it instead
@@ -375,7 +376,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub bpf_stats: bool,
     /// Do not time the user locks' holds: the traced repeats then run without scalprof's
-    /// lock interposer preloaded (LD_PRELOAD), and the lock table has no hold column.
+    /// lock interposer preloaded (LD_PRELOAD), and the lock table has no hold columns.
     #[arg(long)]
     pub no_hold_times: bool,
 

@@ -1,0 +1,198 @@
+//! Which delay lengthens a cause: a global lock of the workload's executable, a kernel
+//! lock, a function, a system call (or the one a lock's holder blocks in), and what a
+//! cause none of them reaches says instead.
+
+use std::path::PathBuf;
+
+use scalprof_collect::delay::{DelayTarget, KernelLock};
+use scalprof_collect::sweep::substitute;
+use scalprof_model::experiment::{Experiment, Verdict};
+use scalprof_model::{FindingKind, RunDocument};
+
+/// How a cause is lengthened.
+pub(super) struct Lengthening {
+    pub(super) target: DelayTarget,
+    /// What is lengthened, in a word: the system call, or the lock.
+    pub(super) what: String,
+    /// `syscall`, `lock` (a lock's hold, directly or through its holder's call),
+    /// `kernel_lock` or `function`.
+    pub(super) kind: String,
+    pub(super) primitive: String,
+}
+
+/// How to lengthen `subject`:
+/// - a lock of the workload's executable (a global: its address is in the symbol table),
+///   found or named, by holding it longer at each release;
+/// - for a lock that is not a global, the system call its holder blocked in while holding
+///   it (lengthening the call lengthens the hold);
+/// - a function of the workload's executable by its symbol, at its entry;
+/// - a system call it names (`fdatasync`, or a wait row's "disk I/O (fdatasync …) in
+///   journal_append").
+pub(super) fn lengthenable(
+    doc: &RunDocument,
+    exe: Option<&Executable>,
+    subject: &str,
+) -> Option<Lengthening> {
+    let finding = doc.findings.iter().find(|f| f.subject == subject);
+    let is_lock = finding.is_some_and(|f| f.kind == FindingKind::LockContention);
+    if let Some((exe, address)) = exe.and_then(|e| Some((e, e.global(subject)?))) {
+        return Some(Lengthening {
+            target: DelayTarget::UserLock {
+                exe: exe.path.clone(),
+                address,
+            },
+            what: subject.into(),
+            kind: "lock".into(),
+            primitive: format!(
+                "{subject}'s hold lengthened at each release (pthread unlock interposed with \
+                 LD_PRELOAD)"
+            ),
+        });
+    }
+    if let Some((lock, how)) = kernel_lock(subject) {
+        return Some(Lengthening {
+            target: DelayTarget::KernelLock(lock),
+            what: subject.into(),
+            kind: "kernel_lock".into(),
+            primitive: format!(
+                "{subject}'s hold lengthened where a waiter gets it ({how}; BPF spin at \
+                 lock:contention_end, at most 200 µs)"
+            ),
+        });
+    }
+    if let Some(f) = finding.filter(|_| is_lock) {
+        let held = f.evidence.split_once("was blocked in ")?.1;
+        let (call, nr) = syscall_of(held.split(')').next().unwrap_or(held))?;
+        return Some(Lengthening {
+            target: DelayTarget::Syscall(nr),
+            primitive: format!(
+                "{subject}'s hold lengthened through the {call} its holder makes under it \
+                 (BPF spin at sys_exit)"
+            ),
+            kind: "lock".into(),
+            what: call,
+        });
+    }
+    if let Some(how) = exe.and_then(|e| function(e, subject)) {
+        return Some(how);
+    }
+    let (call, nr) = syscall_of(subject)?;
+    Some(Lengthening {
+        target: DelayTarget::Syscall(nr),
+        primitive: format!("{call} lengthened where it returns (BPF spin at sys_exit)"),
+        kind: "syscall".into(),
+        what: call,
+    })
+}
+
+/// A function of the workload's executable by its symbol, lengthened at its entry.
+fn function(exe: &Executable, subject: &str) -> Option<Lengthening> {
+    let svma = exe.elf.symbol_address(subject)?;
+    let offset = exe.elf.svma_to_file_offset(svma)?;
+    Some(Lengthening {
+        target: DelayTarget::Function {
+            exe: exe.path.clone(),
+            offset,
+        },
+        what: subject.into(),
+        kind: "function".into(),
+        primitive: format!(
+            "{subject} lengthened at its entry (BPF uprobe: every call traps into the kernel, \
+             the control's too)"
+        ),
+    })
+}
+
+/// A kernel lock `subject` names: the workload's own `mmap_lock` or fd table lock, or a
+/// static lock by its kernel symbol; with how it is found.
+fn kernel_lock(subject: &str) -> Option<(KernelLock, &'static str)> {
+    match subject {
+        "mmap_lock" => return Some((KernelLock::MmapLock, "the workload's mm->mmap_lock")),
+        "files_struct.file_lock" => {
+            return Some((KernelLock::FdTable, "the workload's files->file_lock"))
+        }
+        _ => {}
+    }
+    let syms = std::fs::read_to_string("/proc/kallsyms").ok()?;
+    syms.lines().find_map(|l| {
+        let mut f = l.split_whitespace();
+        let (address, kind, name) = (f.next()?, f.next()?, f.next()?);
+        let data = matches!(kind, "d" | "D" | "b" | "B");
+        let address = u64::from_str_radix(address, 16).ok().filter(|a| *a != 0)?;
+        (data && name == subject && f.next().is_none())
+            .then_some((KernelLock::Address(address), "its kernel symbol"))
+    })
+}
+
+/// The workload's executable, read for its globals' addresses.
+pub(super) struct Executable {
+    path: PathBuf,
+    elf: scalprof_debuginfo::ElfInfo,
+}
+
+impl Executable {
+    pub(super) fn open(doc: &RunDocument) -> Option<Executable> {
+        let argv0 = substitute(&doc.command, doc.sweep.parameter.as_str(), 1).remove(0);
+        let path = scalprof_collect::resolve_program(&argv0).ok()?;
+        Some(Executable {
+            elf: scalprof_debuginfo::ElfInfo::open(&path).ok()?,
+            path,
+        })
+    }
+
+    /// A global's link-time address (the interposer adds the load bias).
+    fn global(&self, name: &str) -> Option<u64> {
+        self.elf.object_address(name)
+    }
+}
+
+/// The system call a text names as a word.
+fn syscall_of(text: &str) -> Option<(String, u32)> {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .find_map(|w| Some((w.to_string(), scalprof_symbolize::locks::syscall_number(w)?)))
+}
+
+/// A cause this scalprof cannot lengthen, said as such.
+pub(super) fn not_lengthened(doc: &RunDocument, subject: &str, point: u64) -> Experiment {
+    let finding = doc.findings.iter().find(|f| f.subject == subject);
+    let kind = finding.map_or("unknown", |f| f.kind.as_str());
+    let why = match finding.map(|f| f.kind) {
+        Some(FindingKind::LockContention) => {
+            "a lock is lengthened when it is a global of the workload's executable (a pthread \
+             mutex, rwlock or spinlock), the workload's mmap_lock or fd table lock, a kernel \
+             lock with a symbol, or through a system call its holder makes under it; this \
+             one is none of them (a kernel lock of a file or an object, such as i_rwsem, has \
+             an address no symbol gives)"
+        }
+        Some(FindingKind::BlockedWait) if subject.starts_with("waiting for a CPU") => {
+            "a wait for a CPU has no call to lengthen: it comes from more runnable threads \
+             than CPUs"
+        }
+        Some(FindingKind::FalseSharing) => {
+            "false sharing has no duration to lengthen: pad the fields and compare the runs"
+        }
+        _ => {
+            "neither a system call nor a global or a function of the workload's executable \
+             by that name: this scalprof lengthens those"
+        }
+    };
+    Experiment {
+        subject: subject.into(),
+        kind: kind.into(),
+        point,
+        primitive: String::new(),
+        delays_ns: Vec::new(),
+        throughput: Vec::new(),
+        occurrences_per_op: 0.0,
+        predicted_slowdown: 0.0,
+        burn_slowdown: 0.0,
+        measured_slowdown: [0.0, 0.0],
+        slope: None,
+        verdict: Verdict::NotLengthened,
+        reason: why.into(),
+        calibrated_what_if: None,
+        hold: None,
+        held_share: None,
+        saturation_slowdown: None,
+    }
+}

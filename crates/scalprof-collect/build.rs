@@ -52,7 +52,14 @@ fn build_bpf() {
         build_one(src, skel);
     }
     // The parts locks.bpf.c includes, in order (one compilation unit).
-    for part in ["maps", "kernel_locks", "waits", "runqueue", "mmap_holds"] {
+    for part in [
+        "maps",
+        "kernel_locks",
+        "waits",
+        "runqueue",
+        "mmap_holds",
+        "go_waits",
+    ] {
         println!("cargo:rerun-if-changed=src/bpf/{part}.bpf.h");
     }
 }

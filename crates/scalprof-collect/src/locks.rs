@@ -26,7 +26,50 @@ pub struct LockConfig {
     pub bpf_stats: bool,
     /// Time the user locks' holds with the interposer preloaded into the traced repeats.
     pub hold_times: bool,
+    /// Entry probes on the Go runtime of the workload's Go executables: where goroutines
+    /// park on and are woken from sync's semaphores. Empty: none (not a Go program).
+    pub go_probes: Vec<GoProbe>,
 }
+
+/// One uprobe on a Go executable's runtime, at a function's entry (file offset).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GoProbe {
+    pub exe: std::path::PathBuf,
+    pub offset: u64,
+    pub role: GoProbeRole,
+}
+
+/// What a Go runtime probe sees.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GoProbeRole {
+    /// A sync acquire's slow path parks the goroutine: the wrapper that sync calls, with
+    /// the kind of primitive it serves (the cookie of `enum go_sema_kind`).
+    Acquire(u32),
+    /// `runtime.semrelease1`: a goroutine releases a semaphore (and readies a waiter).
+    Release,
+    /// `runtime.ready`: a goroutine is made runnable again.
+    Ready,
+    /// `runtime.execute`: a goroutine runs again.
+    Execute,
+}
+
+/// The Go runtime's functions the probes go on, by symbol: the acquire wrappers (their
+/// name in sync before Go 1.24 and in internal/sync after), with the cookie of the kind
+/// each serves, the release and the wakeup.
+pub const GO_PROBE_SYMBOLS: &[(&str, GoProbeRole)] = &[
+    ("sync.runtime_SemacquireMutex", GoProbeRole::Acquire(1)),
+    (
+        "internal/sync.runtime_SemacquireMutex",
+        GoProbeRole::Acquire(1),
+    ),
+    ("sync.runtime_SemacquireRWMutexR", GoProbeRole::Acquire(2)),
+    ("sync.runtime_SemacquireRWMutex", GoProbeRole::Acquire(3)),
+    ("sync.runtime_SemacquireWaitGroup", GoProbeRole::Acquire(4)),
+    ("sync.runtime_Semacquire", GoProbeRole::Acquire(5)),
+    ("runtime.semrelease1", GoProbeRole::Release),
+    ("runtime.ready", GoProbeRole::Ready),
+    ("runtime.execute", GoProbeRole::Execute),
+];
 
 impl Default for LockConfig {
     /// The workload's tree, no BPF statistics, the holds timed.
@@ -35,12 +78,14 @@ impl Default for LockConfig {
             system_wide: false,
             bpf_stats: false,
             hold_times: true,
+            go_probes: Vec::new(),
         }
     }
 }
 
 pub use scalprof_model::locks::{
-    KernelLockRaw, LockFailures, ProcMap, RawLocks, StackSnapshot, TracerCost, UserLockRaw,
+    GoWaitRaw, KernelLockRaw, LockFailures, ProcMap, RawLocks, StackSnapshot, TracerCost,
+    UserLockRaw,
 };
 
 pub struct LockTracer {

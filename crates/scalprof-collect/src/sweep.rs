@@ -63,6 +63,9 @@ pub struct SweepPlan {
     pub locks: Option<LockConfig>,
     /// Running processes the traced repeats observe alongside the command (a server).
     pub attach: AttachSpec,
+    /// Set in the traced repeats' environment only: what makes a runtime's frames visible
+    /// to the profiler (a JVM's perf map and frame pointers).
+    pub traced_env: Vec<(String, String)>,
 }
 
 /// What one execution of the workload is for.
@@ -652,6 +655,7 @@ mod tests {
             sampling: None,
             locks: None,
             attach: AttachSpec::default(),
+            traced_env: Vec::new(),
         }
     }
 

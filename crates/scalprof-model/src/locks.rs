@@ -37,6 +37,52 @@ pub struct UserLockRaw {
     pub max_ns: u64,
 }
 
+/// Which Go runtime semaphore a goroutine parked on: the wrapper of the runtime's
+/// acquire that sync called (the cookie of the probe that saw it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum GoSema {
+    /// `sync.Mutex`, also the writers' inner Mutex of a `sync.RWMutex`.
+    Mutex,
+    /// A reader of a `sync.RWMutex` waits for a writer.
+    RwMutexRead,
+    /// A writer of a `sync.RWMutex` waits for the readers.
+    RwMutexWrite,
+    /// `sync.WaitGroup.Wait`.
+    WaitGroup,
+    /// Another runtime semaphore.
+    Other,
+}
+
+impl GoSema {
+    /// The probe cookie of each kind (`enum go_sema_kind` of the BPF program).
+    pub fn from_cookie(c: u32) -> GoSema {
+        match c {
+            1 => GoSema::Mutex,
+            2 => GoSema::RwMutexRead,
+            3 => GoSema::RwMutexWrite,
+            4 => GoSema::WaitGroup,
+            _ => GoSema::Other,
+        }
+    }
+}
+
+/// Goroutines of a Go program parked on one semaphore of one process, with one user stack
+/// (for a wait, the parked goroutine's; for a release, the releasing goroutine's).
+#[derive(Clone, Debug, PartialEq)]
+pub struct GoWaitRaw {
+    /// The semaphore's address (inside the Mutex, RWMutex or WaitGroup).
+    pub addr: u64,
+    pub tgid: u32,
+    pub kind: GoSema,
+    /// User return addresses, innermost first (a frame-pointer walk from the probe: the
+    /// runtime's wrapper, then the caller of the sync method's slow path). Empty when the
+    /// stack was not taken.
+    pub stack: Vec<u64>,
+    pub count: u64,
+    pub total_ns: u64,
+    pub max_ns: u64,
+}
+
 /// Sampled waits of one blocking system call (as in `UserLockRaw`) in one kernel stack.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SyscallStackRaw {
@@ -123,6 +169,8 @@ pub struct StackSnapshot {
     pub sp: u64,
     pub bp: u64,
     pub stack: Vec<u8>,
+    /// The copied thread's name (`comm`): a runtime's service threads are told by it.
+    pub comm: String,
 }
 
 /// A holder's own wait during its waiter's: how long the two overlapped, and what the
@@ -165,6 +213,10 @@ pub struct RawLocks {
     /// kernel stack, the totals the waits those releases ended.
     pub kernel_wakers: Vec<KernelLockRaw>,
     pub user: Vec<UserLockRaw>,
+    /// Goroutines parked on the Go runtime's semaphores (sync.Mutex and its kin).
+    pub go_waits: Vec<GoWaitRaw>,
+    /// Who released them: the same waits, by the releasing goroutine's stack.
+    pub go_wakers: Vec<GoWaitRaw>,
     /// The user locks' holds, where the interposer timed them.
     pub holds: Vec<UserHoldRaw>,
     /// The mmap_lock's holds, where the kernel's events timed them.
@@ -399,6 +451,17 @@ pub enum LockKind {
     Semaphore,
     /// A futex wait no libc frame explains.
     Futex,
+    /// Go's `sync.Mutex`: parked goroutines.
+    GoMutex,
+    /// Go's `sync.RWMutex`, by the side that waited.
+    GoRwMutex(Option<Side>),
+    /// Go's `sync.WaitGroup.Wait`: waiting for other goroutines, not contention.
+    GoWaitGroup,
+    /// A Java object's monitor (`synchronized`), contended: the JVM's ObjectMonitor.
+    JavaMonitor,
+    /// A Java thread parked by `LockSupport.park` (java.util.concurrent's locks and
+    /// queues): a handoff, like a condition variable.
+    JavaPark,
     /// fcntl(F_SETLKW): a POSIX record lock on a file.
     PosixLock,
     /// flock(LOCK_EX/LOCK_SH) on a file.
@@ -423,7 +486,12 @@ impl LockKind {
     pub fn is_lock(&self) -> bool {
         !matches!(
             self,
-            LockKind::Condvar | LockKind::Join | LockKind::Barrier | LockKind::Semaphore
+            LockKind::Condvar
+                | LockKind::Join
+                | LockKind::Barrier
+                | LockKind::Semaphore
+                | LockKind::GoWaitGroup
+                | LockKind::JavaPark
         ) && !self.is_blocked_wait()
             && *self != LockKind::Idle
     }
@@ -465,6 +533,11 @@ impl std::fmt::Display for LockKind {
             LockKind::Barrier => f.write_str("barrier"),
             LockKind::Semaphore => f.write_str("semaphore"),
             LockKind::Futex => f.write_str("futex"),
+            LockKind::GoMutex => f.write_str("sync.Mutex"),
+            LockKind::GoRwMutex(s) => sided(f, "sync.RWMutex", s),
+            LockKind::GoWaitGroup => f.write_str("sync.WaitGroup"),
+            LockKind::JavaMonitor => f.write_str("monitor"),
+            LockKind::JavaPark => f.write_str("park"),
             LockKind::PosixLock => f.write_str("posix-lock"),
             LockKind::Flock => f.write_str("flock"),
             LockKind::Sleep => f.write_str("sleep"),
@@ -489,6 +562,7 @@ impl From<&str> for LockKind {
             ("rwlock", s) => LockKind::Rwlock(s),
             ("rwsem", s) => LockKind::Rwsem(s),
             ("percpu-rwsem", s) => LockKind::PercpuRwsem(s),
+            ("sync.RWMutex", s) => LockKind::GoRwMutex(s),
             (_, Some(_)) => LockKind::Other(text.to_string()),
             ("spinlock", None) => LockKind::Spinlock,
             ("mutex", None) => LockKind::Mutex,
@@ -500,6 +574,10 @@ impl From<&str> for LockKind {
             ("barrier", None) => LockKind::Barrier,
             ("semaphore", None) => LockKind::Semaphore,
             ("futex", None) => LockKind::Futex,
+            ("sync.Mutex", None) => LockKind::GoMutex,
+            ("sync.WaitGroup", None) => LockKind::GoWaitGroup,
+            ("monitor", None) => LockKind::JavaMonitor,
+            ("park", None) => LockKind::JavaPark,
             ("posix-lock", None) => LockKind::PosixLock,
             ("flock", None) => LockKind::Flock,
             ("sleep", None) => LockKind::Sleep,

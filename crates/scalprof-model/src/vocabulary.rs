@@ -209,8 +209,9 @@ pub fn in_futex_syscall(stack: &str) -> bool {
 }
 
 /// libc's lock and unlock paths (the atomic exchange on the lock word, the futex call
-/// around it), once glibc's internal prefixes are off (`__GI___lll_lock_wait`): time spent
-/// there is the user locks', not the caller's work. `futex_` is libc's own futex wrappers
+/// around it), once glibc's internal prefixes are off (`__GI___lll_lock_wait`), and the
+/// runtimes' own (Go's sync slow paths, HotSpot's monitors): time spent there is the user
+/// locks', not the caller's work. `futex_` is libc's own futex wrappers
 /// (user frames; the kernel's end in `_[k]`).
 pub const USER_LOCK_CODE: &[Pat] = &[
     Prefix("pthread_mutex_"),
@@ -220,6 +221,18 @@ pub const USER_LOCK_CODE: &[Pat] = &[
     Prefix("pthread_spin_"),
     Prefix("lll_"),
     Prefix("futex_"),
+    // Go's sync slow paths and the runtime's spin in them.
+    Prefix("sync.(*Mutex)."),
+    Prefix("sync.(*RWMutex)."),
+    Prefix("internal/sync.(*Mutex)."),
+    Prefix("runtime.procyield"),
+    // HotSpot's monitors (`synchronized`): spinning, entering, parking.
+    Prefix("ObjectMonitor::"),
+    Prefix("ObjectSynchronizer::"),
+    Prefix("SharedRuntime::complete_monitor"),
+    Prefix("os::PlatformEvent::"),
+    Prefix("Parker::"),
+    Prefix("SpinPause"),
 ];
 
 pub fn is_user_lock_code(f: &str) -> bool {
@@ -443,10 +456,25 @@ pub fn conventional_name(frames: &[&str], flags: u32) -> Option<&'static str> {
         .map(|(name, _, _)| *name)
 }
 
-/// A user futex wait's kind, by the libc functions on the waiting stack: the first row
-/// with a frame that contains one of its names (a join before a condvar, …).
-fn user_wait_rows() -> [(&'static [&'static str], LockKind); 6] {
+/// A user futex wait's kind, by the libc functions on the waiting stack (and the JVM's,
+/// whose monitors and parks wait on a condvar of their own): the first row with a frame
+/// that contains one of its names (a monitor before a condvar, a join before a condvar, …).
+fn user_wait_rows() -> [(&'static [&'static str], LockKind); 9] {
     [
+        // A JVM's main thread waits for the other non-daemon threads to end: a join.
+        (
+            &["Threads::destroy_vm", "jni_DestroyJavaVM"],
+            LockKind::Join,
+        ),
+        (
+            &[
+                "ObjectMonitor::enter",
+                "ObjectMonitor::EnterI",
+                "ObjectSynchronizer::enter",
+            ],
+            LockKind::JavaMonitor,
+        ),
+        (&["Parker::park"], LockKind::JavaPark),
         (&["pthread_join", "clockjoin", "timedjoin"], LockKind::Join),
         (&["pthread_cond"], LockKind::Condvar),
         (&["pthread_barrier"], LockKind::Barrier),
@@ -460,6 +488,36 @@ fn user_wait_rows() -> [(&'static [&'static str], LockKind); 6] {
             LockKind::Mutex,
         ),
     ]
+}
+
+/// The names (`comm`, 15 bytes) of the HotSpot JVM's own threads: JIT compilers, garbage
+/// collectors, the VM thread and its periodic tasks. Their waits are the JVM idling, not
+/// the program's.
+pub const JVM_SERVICE_THREADS: &[&str] = &[
+    "VM Thread",
+    "VM Periodic Tas",
+    "GC Thread#",
+    "G1 ",
+    "C1 CompilerThre",
+    "C2 CompilerThre",
+    "Sweeper thread",
+    "Common-Cleaner",
+    "Signal Dispatch",
+    "Finalizer",
+    "Reference Handl",
+    "Service Thread",
+    "Monitor Deflati",
+    "Notification Th",
+    "Attach Listener",
+    "Cleaner-",
+    "ZWorker",
+    "ZDirector",
+    "Shenandoah",
+];
+
+/// Whether a thread of this name is one of a runtime's service threads (the JVM's).
+pub fn is_runtime_service_thread(comm: &str) -> bool {
+    JVM_SERVICE_THREADS.iter().any(|p| comm.starts_with(p))
 }
 
 /// What kind of wait a futex is, from the libc functions on the waiting stack.

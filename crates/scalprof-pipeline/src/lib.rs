@@ -27,6 +27,7 @@ pub mod corpus;
 pub mod facade;
 pub mod import;
 mod options;
+pub mod runtimes;
 pub mod suite;
 pub mod sweep;
 pub mod verify;

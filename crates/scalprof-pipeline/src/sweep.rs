@@ -182,8 +182,19 @@ fn create_run(
             c.use_pmu = host_pmu;
             c
         }),
-        locks: opts.locks.clone().filter(|_| tracing),
+        locks: opts.locks.clone().filter(|_| tracing).map(|mut c| {
+            if let Some(&first) = checked.values.first() {
+                c.go_probes =
+                    crate::runtimes::go_probes(&opts.command, opts.parameter.as_str(), first);
+            }
+            c
+        }),
         attach: opts.attach.clone(),
+        traced_env: if tracing {
+            crate::runtimes::traced_env(&opts.command, opts.parameter.as_str(), &checked.values)
+        } else {
+            Vec::new()
+        },
     };
     Ok((id, plan))
 }

@@ -16,6 +16,7 @@ use scalprof_model::locks::{LockProfile, LockRow, RawLocks};
 use crate::profile::{BlameWindow, Blamed, Symbols};
 
 mod calls;
+mod go;
 mod holders;
 mod kernel;
 mod rows;
@@ -37,7 +38,9 @@ pub fn lock_profile(raw: &RawLocks, symbols: &mut Symbols, on_cpu: &HolderSample
     let mut rows: Vec<LockRow> = Vec::new();
     add_kernel_rows(raw, &symbols.kernel, &mut rows);
     let (snapshots, resolved) = add_user_rows(raw, symbols, on_cpu, &mut rows);
+    go::add_go_rows(raw, symbols, &mut rows);
     add_syscall_rows(raw, symbols, on_cpu, &mut rows);
+    go::mark_runtime_idle(&mut rows);
     name_futex_links(&mut rows);
     add_runqueue_row(raw, &mut rows);
     sort_rows(&mut rows);

@@ -21,8 +21,8 @@ pub use parallel::{
     parallel, parallel_workers, Part, RecordIndex, Share, PARALLEL_CHUNK, PARALLEL_MIN_SAMPLES,
 };
 
-pub use user::UserSpace;
 use user::{framehop_module, is_anonymous};
+pub use user::{UserSpace, JIT_PATH};
 
 use std::collections::{HashMap, HashSet};
 

@@ -472,6 +472,7 @@ impl RunArgs {
                     system_wide: self.system_wide,
                     bpf_stats: self.bpf_stats,
                     hold_times: !self.no_hold_times,
+                    ..Default::default()
                 }),
                 attach: scalprof_pipeline::facade::AttachSpec {
                     pids: self.attach.clone(),

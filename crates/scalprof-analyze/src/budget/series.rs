@@ -102,7 +102,7 @@ pub fn lock_series(
 fn is_budget_lock(r: &LockRow) -> bool {
     !(matches!(
         r.lock_type,
-        LockKind::Join | LockKind::Barrier | LockKind::Idle
+        LockKind::Join | LockKind::Barrier | LockKind::Idle | LockKind::GoWaitGroup
     ) || r.attributed_to.is_some()
         || r.peer_attached
         || r.count < crate::locks::LOCK_MIN_WAITS)

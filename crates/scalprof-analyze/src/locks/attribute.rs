@@ -184,6 +184,10 @@ pub fn takes_futex_cpu(r: &LockRow) -> bool {
                 | LockKind::Condvar
                 | LockKind::Semaphore
                 | LockKind::Futex
+                | LockKind::GoMutex
+                | LockKind::GoRwMutex(_)
+                | LockKind::JavaMonitor
+                | LockKind::JavaPark
                 | LockKind::Other(_)
         )
 }

@@ -1,7 +1,9 @@
 //! Lock findings: the locks whose waits and on-CPU time grew over the sweep, with their
 //! evidence, callers and a suggestion that fits the lock.
 
-use scalprof_model::locks::{LockCaller, LockKind, LockProfile, LockRow, Scope, CPU_WAIT_OTHER};
+use scalprof_model::locks::{
+    LockCaller, LockKind, LockProfile, LockRow, Scope, Side, CPU_WAIT_OTHER,
+};
 use scalprof_model::units::human_ns;
 use scalprof_model::vocabulary::Pat::{self, Exact, Prefix};
 use scalprof_model::{Finding, FindingDetails, FindingKind, LockDetails, Point};
@@ -100,7 +102,7 @@ fn growth_rows(
 fn is_programs_cause(row: &LockRow) -> bool {
     !(matches!(
         row.lock_type,
-        LockKind::Join | LockKind::Barrier | LockKind::Idle
+        LockKind::Join | LockKind::Barrier | LockKind::Idle | LockKind::GoWaitGroup
     )
         // A wait for an attached server's answer is the server's time, which its own
         // rows break down.
@@ -396,6 +398,12 @@ impl LockMatch {
 /// variable, one object).
 const INTERPRETER_LOCK: Pat = Prefix("_PyRuntime");
 
+/// CPython's GIL: sharding it is not an option.
+const GIL_ADVICE: &str = "this is CPython's GIL: Python threads run Python code one at a time. \
+     Use processes (multiprocessing, concurrent.futures.ProcessPoolExecutor), a free-threaded \
+     CPython (3.13t), or move the hot loop into code that releases the GIL (NumPy, a C \
+     extension)";
+
 /// What to try against each kind of wait, as perf keeps its `lock_type_table[]`: the
 /// first row that matches the lock advises, `{name}` standing for the lock's name.
 const ADVICE: &[(LockMatch, &str)] = &[
@@ -434,10 +442,33 @@ const ADVICE: &[(LockMatch, &str)] = &[
     // Sharding CPython's global interpreter lock is not an option.
     (
         LockMatch::ScopeNamed(Scope::User, INTERPRETER_LOCK),
-        "this is CPython's GIL: Python threads run Python code one at a time. Use processes \
-         (multiprocessing, concurrent.futures.ProcessPoolExecutor), a free-threaded CPython \
-         (3.13t), or move the hot loop into code that releases the GIL (NumPy, a C \
-         extension)",
+        GIL_ADVICE,
+    ),
+    (LockMatch::ScopeNamed(Scope::User, Exact("GIL")), GIL_ADVICE),
+    (
+        LockMatch::Kinds(&[
+            LockKind::GoMutex,
+            LockKind::GoRwMutex(None),
+            LockKind::GoRwMutex(Some(Side::Read)),
+            LockKind::GoRwMutex(Some(Side::Write)),
+        ]),
+        "goroutines take turns on {name}: shard it (one sync.Mutex per shard, chosen by key \
+         or by goroutine), hold it for less (compute outside, lock only to publish), use \
+         sync/atomic for counters, or give each goroutine its own data and merge at the end \
+         (a channel of results); a read-mostly map can be a sync.Map or an atomic.Pointer \
+         swapped on update",
+    ),
+    (
+        LockMatch::Kinds(&[LockKind::JavaMonitor]),
+        "threads queue on the monitor that {name} enters (`synchronized`): shorten the \
+         synchronized block (compute outside, publish inside), stripe the lock (an array \
+         of locks chosen by key), or replace it: a LongAdder or AtomicLong for counters, a \
+         ConcurrentHashMap for a map",
+    ),
+    (
+        LockMatch::Kinds(&[LockKind::JavaPark]),
+        "threads park in {name} (a java.util.concurrent lock or queue): hold the lock for \
+         less, stripe it, or hand work over in batches (drainTo, larger tasks)",
     ),
     (
         LockMatch::InScope(Scope::User),
@@ -615,7 +646,7 @@ fn share_of(list: &[LockCaller], function: &str) -> f64 {
 /// CPython's global interpreter lock, which lives in `_PyRuntime` (its mutex and condition
 /// variable, one object): a lock with advice of its own.
 fn is_interpreter_lock(scope: Scope, name: &str) -> bool {
-    scope == Scope::User && INTERPRETER_LOCK.matches(name)
+    scope == Scope::User && (INTERPRETER_LOCK.matches(name) || name == "GIL")
 }
 
 #[cfg(test)]

@@ -35,7 +35,9 @@ struct task_struct {
 struct mm_struct;
 
 struct pt_regs {
+	unsigned long r14;
 	unsigned long bp;
+	unsigned long ax;
 	unsigned long di;
 	unsigned long si;
 	unsigned long orig_ax;
@@ -88,6 +90,7 @@ const volatile u32 kstack_every = 64;
 #include "waits.bpf.h"
 #include "runqueue.bpf.h"
 #include "mmap_holds.bpf.h"
+#include "go_waits.bpf.h"
 
 SEC("tp_btf/sched_switch")
 int BPF_PROG(on_switch, _Bool preempt, struct task_struct *prev, struct task_struct *next,

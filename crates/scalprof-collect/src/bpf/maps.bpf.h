@@ -276,6 +276,7 @@ struct snapshot {
 	u32 holder_blocked_kind;
 	u32 waiter_tgid; /* the waiter's process (a waker may be another: shared memory) */
 	u32 pad;
+	char comm[16]; /* the copied thread's name (a runtime names its service threads) */
 	u8 stack[USER_STACK_COPY];
 };
 

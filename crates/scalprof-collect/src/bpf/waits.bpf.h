@@ -39,6 +39,8 @@ static __always_inline void snapshot_head(struct snapshot *snap, struct ustart *
 	snap->holder_blocked_uaddr = 0;
 	snap->holder_blocked_op = 0;
 	snap->holder_blocked_kind = 0;
+	/* The current task's: the blocking waiter's, or the waker's for a waker's copy. */
+	bpf_get_current_comm(snap->comm, sizeof(snap->comm));
 }
 
 /* Copies the blocking task's user stack into the ring buffer (it is current). */

@@ -34,7 +34,8 @@ mod skel {
     include!(concat!(env!("OUT_DIR"), "/locks.skel.rs"));
 }
 use skel::types::{
-    comm, kkey, mmap_hold_key, mmap_hold_stat, rq_key, skey, snapshot, stat, ukey, wait_end, wkey,
+    comm, go_key, kkey, mmap_hold_key, mmap_hold_stat, rq_key, skey, snapshot, stat, ukey,
+    wait_end, wkey,
 };
 use skel::{LocksSkel, LocksSkelBuilder};
 
@@ -52,7 +53,8 @@ unsafe impl Plain for ukey {}
 unsafe impl Plain for stat {}
 // SAFETY: skey is repr(C) { u64, u32, u32, i32, u32 }.
 unsafe impl Plain for skey {}
-// SAFETY: snapshot is repr(C) { 2 × u32, 5 × u64, 4 × u32, 2 × u64, 4 × u32, [u8; 4096] }.
+// SAFETY: snapshot is repr(C) { 2 × u32, 5 × u64, 4 × u32, 2 × u64, 4 × u32, [i8; 16],
+// [u8; 4096] }.
 unsafe impl Plain for snapshot {}
 // SAFETY: wait_end is repr(C) { u32, u32, u64, u64 }.
 unsafe impl Plain for wait_end {}
@@ -66,6 +68,8 @@ unsafe impl Plain for rq_key {}
 unsafe impl Plain for mmap_hold_key {}
 // SAFETY: mmap_hold_stat is repr(C) { 3 × u64, [u64; 40] }.
 unsafe impl Plain for mmap_hold_stat {}
+// SAFETY: go_key is repr(C) { u64, u32, u32, i32, u32 }.
+unsafe impl Plain for go_key {}
 // SAFETY: an integer.
 unsafe impl Plain for u32 {}
 
@@ -130,6 +134,8 @@ fn comms_of(tgids: &[u32]) -> Vec<String> {
 struct Tracer<'obj> {
     skel: LocksSkel<'obj>,
     stats: Option<BpfStats>,
+    /// The Go runtime probes, attached for as long as the tracer lives.
+    _go_links: Vec<libbpf_rs::Link>,
 }
 
 impl<'obj> Tracer<'obj> {
@@ -145,7 +151,7 @@ impl<'obj> Tracer<'obj> {
         let loaded = load_and_attach(object, tgids, config);
         libbpf_rs::set_print(previous);
         let log = std::mem::take(&mut *LIBBPF_LOG.lock().unwrap_or_else(|e| e.into_inner()));
-        let skel = loaded.map_err(|e| load_error(&e, &log))?;
+        let (skel, go_links) = loaded.map_err(|e| load_error(&e, &log))?;
         // BPF run-time statistics for as long as this fd is open: the tracer's own cost,
         // exactly. Opt-in: timing every program run adds two clock reads to each, which
         // cost 10% of CPU time on a program with millions of lock contentions. By default
@@ -155,7 +161,11 @@ impl<'obj> Tracer<'obj> {
         } else {
             None
         };
-        Ok(Tracer { skel, stats })
+        Ok(Tracer {
+            skel,
+            stats,
+            _go_links: go_links,
+        })
     }
 
     /// What the programs cost so far, if the kernel timed them.
@@ -171,6 +181,10 @@ impl<'obj> Tracer<'obj> {
             progs.on_switch.as_fd(),
             progs.on_wakeup.as_fd(),
             progs.on_wakeup_new.as_fd(),
+            progs.go_acquire.as_fd(),
+            progs.go_release.as_fd(),
+            progs.go_ready.as_fd(),
+            progs.go_execute.as_fd(),
         ])
     }
 }
@@ -241,12 +255,12 @@ fn keep_libbpf_log(_level: libbpf_rs::PrintLevel, msg: String) {
 }
 
 /// Opens the programs, sizes their maps for this machine, loads them, marks the processes
-/// traced and attaches the programs.
+/// traced and attaches the programs, the Go runtime's probes too.
 fn load_and_attach<'obj>(
     object: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
     tgids: &[u32],
     config: &LockConfig,
-) -> Result<LocksSkel<'obj>, libbpf_rs::Error> {
+) -> Result<(LocksSkel<'obj>, Vec<libbpf_rs::Link>), libbpf_rs::Error> {
     let mut open = LocksSkelBuilder::default().open(object)?;
     // Sized for this machine: the aggregation maps and the ring buffer of stack copies
     // grow with the CPUs (the waits of more threads at once), the failure counters say
@@ -266,6 +280,9 @@ fn load_and_attach<'obj>(
             &mut m.rq_slices,
             &mut m.stacks,
             &mut m.snapshots,
+            &mut m.go_parked,
+            &mut m.go_waits,
+            &mut m.go_wakers,
         ] {
             let entries = map.max_entries();
             map.set_max_entries(entries * scale)?;
@@ -288,7 +305,38 @@ fn load_and_attach<'obj>(
             .update(&tgid.to_ne_bytes(), &[1u8], MapFlags::ANY)?;
     }
     skel.attach()?;
-    Ok(skel)
+    let links = attach_go_probes(&skel, &config.go_probes)?;
+    Ok((skel, links))
+}
+
+/// The Go runtime probes, on every process that maps the executable (-1): the `tracked`
+/// map picks the workload's.
+fn attach_go_probes(
+    skel: &LocksSkel<'_>,
+    probes: &[crate::locks::GoProbe],
+) -> Result<Vec<libbpf_rs::Link>, libbpf_rs::Error> {
+    use crate::locks::GoProbeRole;
+    let progs = &skel.progs;
+    probes
+        .iter()
+        .map(|p| {
+            let (prog, cookie) = match p.role {
+                GoProbeRole::Acquire(kind) => (&progs.go_acquire, u64::from(kind)),
+                GoProbeRole::Release => (&progs.go_release, 0),
+                GoProbeRole::Ready => (&progs.go_ready, 0),
+                GoProbeRole::Execute => (&progs.go_execute, 0),
+            };
+            prog.attach_uprobe_with_opts(
+                -1,
+                &p.exe,
+                p.offset as usize,
+                libbpf_rs::UprobeOpts {
+                    cookie,
+                    ..Default::default()
+                },
+            )
+        })
+        .collect()
 }
 
 /// Whether the kernel has the mmap_lock tracepoints (tracefs at either of its mounts).

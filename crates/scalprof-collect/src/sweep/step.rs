@@ -178,7 +178,14 @@ fn exec_spec(plan: &SweepPlan, step: &Step) -> Result<ExecSpec, CollectError> {
     };
     Ok(ExecSpec {
         argv: substitute(&plan.command, &plan.parameter, value),
-        env: vec![(parameter_env(&plan.parameter), value.to_string())],
+        env: std::iter::once((parameter_env(&plan.parameter), value.to_string()))
+            .chain(
+                (kind == RepeatKind::Traced)
+                    .then(|| plan.traced_env.iter().cloned())
+                    .into_iter()
+                    .flatten(),
+            )
+            .collect(),
         stdout: plan.output_dir.join(format!("{stem}.stdout")),
         stderr: plan.output_dir.join(format!("{stem}.stderr")),
         timeout: plan.timeout,

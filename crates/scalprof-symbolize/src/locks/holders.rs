@@ -10,7 +10,9 @@ use scalprof_model::profile::FoldedStack;
 use scalprof_model::vocabulary::is_lock_wrapper;
 
 use super::calls::syscall_name;
-use super::stacks::{is_runtime_library, lookup_address, unwind_copy, waiting_function};
+use super::stacks::{
+    is_jit_stub, is_runtime_library, is_vm_library, lookup_address, unwind_copy, waiting_function,
+};
 use crate::profile::{BlamedLock, Symbols, UserSpace};
 
 /// Per user lock (tgid, futex address, `None`) or system-call wait (tgid, first argument,
@@ -165,13 +167,17 @@ pub(super) fn holder_of(
         let Some((func, path)) = space.symbolize(lookup_address(i, a)) else {
             continue;
         };
-        if is_runtime_library(&path) || is_lock_wrapper(&func) {
+        if is_runtime_library(&path)
+            || is_vm_library(&path)
+            || is_jit_stub(&path, &func)
+            || is_lock_wrapper(&func)
+        {
             continue;
         }
         if first_own.is_none() {
             first_own = Some(i);
         }
-        own.push(func);
+        own.push(super::user::java_method(&func).to_string());
     }
     let i = first_own?;
     if i > 0 {
@@ -187,11 +193,14 @@ pub(super) fn holder_of(
 /// A row's holders from its sampled holders: functions by weight (state on-CPU), each
 /// with its heaviest stack, and the heaviest stacks for the holders' flame graph.
 fn on_cpu_holders(row: &mut LockRow, sampled: BlamedLock) {
-    let weights: HashMap<String, u64> = sampled
-        .functions
-        .into_iter()
-        .map(|(f, v)| (f, v.1))
-        .collect();
+    // A Java method as Java names it (the perf map's `void Counter.add(long)` is
+    // `Counter.add`), as the waiters' callers are.
+    let mut weights: HashMap<String, u64> = HashMap::new();
+    for (f, v) in &sampled.functions {
+        *weights
+            .entry(super::user::java_method(f).to_string())
+            .or_default() += v.1;
+    }
     let total: u64 = weights.values().sum();
     row.holders = top_callers(weights, total);
     let mut stacks: Vec<(String, (String, u64, u64))> = sampled.stacks.into_iter().collect();
@@ -200,7 +209,7 @@ fn on_cpu_holders(row: &mut LockRow, sampled: BlamedLock) {
         h.state = Some(HolderState::OnCpu);
         h.stack = stacks
             .iter()
-            .find(|(_, (f, _, _))| *f == h.function)
+            .find(|(_, (f, _, _))| super::user::java_method(f) == h.function)
             .map(|(s, _)| s.clone());
     }
     row.holder_stacks = stacks

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use scalprof_model::locks::{RawLocks, StackSnapshot};
 
-use crate::profile::{Symbols, UserSpace};
+use crate::profile::{Symbols, UserSpace, JIT_PATH};
 
 /// libc / dynamic loader / vDSO frames are the locking machinery of user space.
 pub(crate) fn is_runtime_library(path: &str) -> bool {
@@ -20,6 +20,39 @@ pub(crate) fn is_runtime_library(path: &str) -> bool {
         || path.starts_with('[')
 }
 
+/// A language VM's own library (HotSpot's libjvm): its frames are the VM's locking
+/// machinery (a monitor's enter, a park); the program's frames are the JIT code above.
+pub(super) fn is_vm_library(path: &str) -> bool {
+    path.rsplit('/').next().unwrap_or(path) == "libjvm.so"
+}
+
+/// Code a JIT runtime generated that is not a method of the program: HotSpot's
+/// interpreter, stubs and adapters (`_complete_monitor_locking_Java`, `StubRoutines (1)`,
+/// `I2C/C2I adapters`), named in its perf map. Java methods read `void Counter.add(long)`.
+pub(super) fn is_jit_stub(path: &str, func: &str) -> bool {
+    const STUBS: &[&str] = &[
+        "Interpreter",
+        "StubRoutines",
+        "Stub",
+        "RuntimeStub",
+        "I2C/C2I",
+        "vtable",
+        "itable",
+        "MethodHandlesAdapterBlob",
+        "BufferBlob",
+        "SafepointBlob",
+        "DeoptimizationBlob",
+        "UncommonTrapBlob",
+        "ExceptionBlob",
+        "native nmethod",
+        "_",
+    ];
+    path == JIT_PATH
+        && (STUBS.iter().any(|p| func.starts_with(p))
+            || func.ends_with(" stub")
+            || func.contains("Runtime1"))
+}
+
 /// A stack copy's return addresses, innermost first, and its process's address space to
 /// name them (built once per process). `None` when the copy's process map was not read.
 pub(super) fn unwind_copy<'a>(
@@ -31,7 +64,7 @@ pub(super) fn unwind_copy<'a>(
     let maps = raw.maps.get(&s.tgid)?;
     let space = spaces
         .entry(s.tgid)
-        .or_insert_with(|| UserSpace::from_maps(maps, &mut symbols.files));
+        .or_insert_with(|| UserSpace::from_maps(maps, &mut symbols.files).with_jit(s.tgid));
     let addrs = space.unwind(s.ip, s.sp, s.bp, &s.stack);
     Some((space, addrs))
 }
@@ -58,17 +91,29 @@ pub(super) fn snapshot_frames(
     let (space, addrs) = unwind_copy(raw, s, symbols, spaces)?;
     let mut libc = Vec::new();
     let mut own = Vec::new();
+    // The outermost VM frame below the program's: the waiter where no JIT frame is named
+    // (a JVM without a perf map, its own threads).
+    let mut vm = None;
     for (i, &a) in addrs.iter().enumerate() {
         let Some((func, path)) = space.symbolize(lookup_address(i, a)) else {
             continue;
         };
-        if is_runtime_library(&path) {
+        let in_vm = is_vm_library(&path) || is_jit_stub(&path, &func);
+        if is_runtime_library(&path) || in_vm {
+            if own.is_empty() && in_vm {
+                vm = Some(func.clone());
+            }
             if own.is_empty() && !libc.contains(&func) && libc.len() < 16 {
                 libc.push(func);
             }
+        } else if path == JIT_PATH {
+            own.push(super::user::java_method(&func).to_string());
         } else {
             own.push(func);
         }
+    }
+    if own.is_empty() {
+        own.extend(vm);
     }
     Some((own, libc))
 }

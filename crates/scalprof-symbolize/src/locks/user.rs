@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use scalprof_model::locks::{HoldTimes, LockKind, LockRow, ProcMap, RawLocks, Scope, UserLockRaw};
-use scalprof_model::vocabulary::user_wait_kind;
+use scalprof_model::vocabulary::{is_runtime_service_thread, user_wait_kind};
 
 use super::holders::{blocked_target, holder_of, holder_waits};
 use super::holders::{HolderEvidence, HolderSamples, WaitTarget};
@@ -87,6 +87,31 @@ pub(super) fn condvar_name(name: &str) -> String {
     }
 }
 
+/// The row of a runtime's service threads' waits, and whom they are left to (listed,
+/// never a cause).
+pub const RUNTIME_SERVICE_THREADS: &str = "JVM service threads";
+pub const RUNTIME_SERVICE_IDLE: &str =
+    "the JVM's own threads (JIT compilers, garbage collectors, the VM thread) idling";
+
+/// CPython's global interpreter lock, by the name its users know.
+pub const GIL: &str = "GIL";
+
+/// The functions CPython waits for its GIL in: `take_gil`, and where the compiler
+/// inlined it, its condvar and mutex macros' functions or the `PyEval_` entry points.
+const GIL_FUNCTIONS: &[&str] = &["take_gil", "drop_gil", "PyCOND_", "PyMUTEX_", "PyEval_"];
+
+/// A JIT perf map's Java method (`void SyncCounter.add(long)`) as Java code names it
+/// (`SyncCounter.add`): no return type, no parameters. Other names are left as they are.
+pub(super) fn java_method(name: &str) -> &str {
+    let Some((head, _)) = name.split_once('(') else {
+        return name;
+    };
+    match head.rsplit_once(' ') {
+        Some((_, method)) if method.contains('.') => method,
+        _ => name,
+    }
+}
+
 /// A futex: (tgid, address).
 type Futex = (u32, u64);
 
@@ -115,6 +140,7 @@ pub(super) fn add_user_rows(
         let maps = raw.maps.get(&u.tgid).map(Vec::as_slice).unwrap_or(&[]);
         let kind = waits.kind(u, maps);
         let name = waits.name(u, &kind, maps, symbols);
+        let service = name == RUNTIME_SERVICE_THREADS;
         row_of.insert(futex, name.clone());
         key_of.insert(futex, (name.clone(), kind.clone()));
         let (b, holders) = by_name
@@ -127,6 +153,9 @@ pub(super) fn add_user_rows(
                 (RowBuilder::new(row), HolderEvidence::default())
             });
         b.add_wait(u.tgid, u.count, u.total_ns, u.max_ns);
+        if service {
+            b.row.attributed_to = Some(RUNTIME_SERVICE_IDLE.into());
+        }
         b.add_callers(waits.callers.get(&futex));
         holders.seen += waits.windows.get(&futex).copied().unwrap_or(0);
         holders.add_blocked(u.tgid, waits.blocked.get(&futex));
@@ -189,6 +218,8 @@ struct FutexWaits {
     callers: HashMap<Futex, HashMap<String, u64>>,
     /// The libc frames seen, to classify the wait.
     libc_frames: HashMap<Futex, Vec<String>>,
+    /// Of the waiters' copies, how many were of a runtime's service thread, and in all.
+    service: HashMap<Futex, (u64, u64)>,
     /// The waiters' stack copies.
     copies: u64,
     /// The waiters' stack copies that named a caller.
@@ -270,6 +301,9 @@ impl FutexWaits {
             .filter(|s| !s.syscall && s.waker.is_none())
         {
             self.copies += 1;
+            let seen = self.service.entry((s.tgid, s.uaddr)).or_default();
+            seen.0 += u64::from(is_runtime_service_thread(&s.comm));
+            seen.1 += 1;
             let Some((own, libc)) = snapshot_frames(raw, s, symbols, spaces) else {
                 continue;
             };
@@ -292,6 +326,22 @@ impl FutexWaits {
         }
     }
 
+    /// Whether a futex's waiters wait in CPython's GIL code ([`GIL_FUNCTIONS`]).
+    fn waits_for_gil(&self, u: &UserLockRaw) -> bool {
+        self.callers.get(&(u.tgid, u.uaddr)).is_some_and(|c| {
+            c.keys()
+                .any(|f| GIL_FUNCTIONS.iter().any(|g| f.contains(g)))
+        })
+    }
+
+    /// Whether every waiter's copy of a futex was a runtime's service thread's (the JVM's
+    /// compilers, collectors and VM thread, told by name).
+    fn is_service(&self, u: &UserLockRaw) -> bool {
+        self.service
+            .get(&(u.tgid, u.uaddr))
+            .is_some_and(|&(service, all)| all > 0 && service == all)
+    }
+
     /// A futex's kind, from its waiters' libc frames. A futex waited on with the PI
     /// operations is a PI mutex. With no stack copy to tell, a futex at the top of an
     /// anonymous mapping is a thread descriptor's tid, which only pthread_join waits on.
@@ -301,6 +351,16 @@ impl FutexWaits {
             .get(&(u.tgid, u.uaddr))
             .map(Vec::as_slice)
             .unwrap_or(&[]);
+        // The JVM launcher's main thread waiting (Thread.join is Object.wait) while the
+        // program's threads run: the harness's structure, as a C main's pthread_join.
+        let launcher = self
+            .callers
+            .get(&(u.tgid, u.uaddr))
+            .and_then(top_caller)
+            .is_some_and(|c| c == "JavaMain");
+        if launcher {
+            return LockKind::Join;
+        }
         match user_wait_kind(libc) {
             LockKind::Futex if matches!(u.op, 6 | 13) => LockKind::PiMutex,
             LockKind::Futex if is_thread_descriptor(u.uaddr, maps) => LockKind::Join,
@@ -317,6 +377,11 @@ impl FutexWaits {
         maps: &[ProcMap],
         symbols: &mut Symbols,
     ) -> String {
+        // A runtime's service threads wait on locks and condvars of their own, idly: one
+        // row for all of them, which is no cause.
+        if self.is_service(u) {
+            return RUNTIME_SERVICE_THREADS.to_string();
+        }
         // Each thread's join waits on its own descriptor: one row for all of them.
         let name = if *kind == LockKind::Join {
             "pthread_join".to_string()
@@ -326,10 +391,19 @@ impl FutexWaits {
         } else {
             name_user_address(u.uaddr, maps, symbols)
         };
+        // CPython's GIL: a mutex and a condvar inside `_PyRuntime` that take_gil waits on.
+        if name.starts_with("_PyRuntime") && self.waits_for_gil(u) {
+            return GIL.to_string();
+        }
         // A lock in allocated memory has a new address in every run (ASLR, the
         // allocator): name it by the function that takes it, so that repeats and points
         // agree. The address stays in the row.
         match self.callers.get(&(u.tgid, u.uaddr)).and_then(top_caller) {
+            // A Java thread parks on a condvar of its own: the monitor or park is named by
+            // the Java method that waited, as its users know it (`SyncCounter.add`).
+            Some(caller) if matches!(kind, LockKind::JavaMonitor | LockKind::JavaPark) => {
+                format!("{kind}@{}", java_method(caller))
+            }
             Some(caller) if is_dynamic_address_name(&name) => {
                 let place = name.split(' ').next().unwrap_or("heap");
                 format!("{kind}@{caller} ({place})")

@@ -181,11 +181,17 @@ pub(crate) fn unwind(
     }
 }
 
+/// The "file" [`UserSpace::symbolize`] names for JIT code: no path, and not a `[special]`
+/// mapping (which count as the C library's machinery).
+pub const JIT_PATH: &str = "jit";
+
 /// A process's executable mappings from /proc/PID/maps, ready to unwind and symbolize
 /// stacks copied from it (the lock tracer's futex-wait snapshots).
 pub struct UserSpace {
     process: Process,
     cache: CacheX86_64,
+    /// The process's JIT perf map (`/tmp/perf-PID.map`), for code in anonymous memory.
+    jit: Option<crate::perf_map::PerfMap>,
 }
 
 impl UserSpace {
@@ -211,7 +217,18 @@ impl UserSpace {
         UserSpace {
             process,
             cache: CacheX86_64::new(),
+            jit: None,
         }
+    }
+
+    /// Names JIT code through process `tgid`'s perf map, when it wrote one that root or
+    /// scalprof's own user owns (the workload runs as that user): a JVM's compiled Java
+    /// methods, Node's functions.
+    pub fn with_jit(mut self, tgid: u32) -> UserSpace {
+        // SAFETY: geteuid has no preconditions.
+        let me = unsafe { libc::geteuid() };
+        self.jit = crate::perf_map::PerfMap::load(&crate::perf_map::path_of(tgid as i32), &[me]);
+        self
     }
 
     /// Return addresses of a copied stack, leaf first.
@@ -223,7 +240,18 @@ impl UserSpace {
     /// without symbols (a stripped binary), `file+0xoffset`: the same in every run,
     /// whatever the load address.
     pub fn symbolize(&self, addr: u64) -> Option<(String, String)> {
-        let m = self.process.mapping(addr)?;
+        let jit = || {
+            let name = self.jit.as_ref()?.lookup(addr)?;
+            Some((name.to_string(), JIT_PATH.to_string()))
+        };
+        let Some(m) = self.process.mapping(addr) else {
+            return jit();
+        };
+        if !m.path.starts_with('/') {
+            if let Some(named) = jit() {
+                return Some(named);
+            }
+        }
         let offset = (addr - m.start).checked_add(m.pgoff)?;
         let named = m.elf.as_ref().and_then(|elf| {
             let svma = elf.file_offset_to_svma(offset)?;
@@ -240,6 +268,23 @@ impl UserSpace {
             None => return None,
         };
         Some((name, m.path.to_string()))
+    }
+
+    /// Every function name at an address, innermost first: the inlined ones (DWARF), then
+    /// the enclosing one; an unnamed address as in [`UserSpace::symbolize`].
+    pub fn symbolize_inlined(&self, addr: u64) -> Vec<String> {
+        let named = self.process.mapping(addr).and_then(|m| {
+            let elf = m.elf.as_ref()?;
+            let svma = elf.file_offset_to_svma((addr - m.start).checked_add(m.pgoff)?)?;
+            Some(elf.frames(svma))
+        });
+        match named {
+            Some(names) if !names.is_empty() => names,
+            _ => self
+                .symbolize(addr)
+                .map(|(n, _)| vec![n])
+                .unwrap_or_default(),
+        }
     }
 
     /// The function a return address's call instruction called, when that is a direct

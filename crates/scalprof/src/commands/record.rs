@@ -119,6 +119,7 @@ pub fn locks(db: &Option<PathBuf>, args: cli::LocksArgs) -> Result<ExitCode> {
             system_wide: args.system_wide,
             bpf_stats: args.bpf_stats,
             hold_times: !args.no_hold_times,
+            ..Default::default()
         }),
         ..RunOptions::new(args.command, scalprof_model::SweepParameter::Threads)
     };

@@ -79,6 +79,15 @@ fn parse_record(d: &[u8]) -> Option<Record> {
             sp: s.sp,
             bp: s.bp,
             stack: s.stack.get(..s.len as usize)?.to_vec(),
+            comm: {
+                let bytes: Vec<u8> = s
+                    .comm
+                    .iter()
+                    .map(|&b| b as u8)
+                    .take_while(|&b| b != 0)
+                    .collect();
+                String::from_utf8_lossy(&bytes).into_owned()
+            },
         },
     })
 }

@@ -5,12 +5,12 @@ use std::collections::HashMap;
 
 use libbpf_rs::{MapCore, MapFlags};
 use scalprof_model::locks::{
-    KernelHoldRaw, RunQueueBehind, RunQueueRaw, SyscallStackRaw, WakerRaw,
+    GoSema, GoWaitRaw, KernelHoldRaw, RunQueueBehind, RunQueueRaw, SyscallStackRaw, WakerRaw,
 };
 
 use super::skel::types::{
-    comm, kkey, mmap_hold_key, mmap_hold_stat, rq_behind, rq_key, skey, stack_depth, stat, ukey,
-    wkey,
+    comm, go_key, kkey, mmap_hold_key, mmap_hold_stat, rq_behind, rq_key, skey, stack_depth, stat,
+    ukey, wkey,
 };
 use super::skel::LocksMaps;
 use super::{decode, Plain};
@@ -48,6 +48,8 @@ impl<'a, 'obj> MapReader<'a, 'obj> {
             waker_comms: self.waker_comms(),
             runqueue: self.runqueue(),
             kernel_holds: self.mmap_holds(),
+            go_waits: self.go_rows(&maps.go_waits),
+            go_wakers: self.go_rows(&maps.go_wakers),
             ..Default::default()
         };
         out.failures = self.failures();
@@ -83,6 +85,23 @@ impl<'a, 'obj> MapReader<'a, 'obj> {
                 uaddr: k.uaddr,
                 tgid: k.tgid,
                 op: k.op,
+                count: v.count,
+                total_ns: v.total_ns,
+                max_ns: v.max_ns,
+            })
+            .collect()
+    }
+
+    /// The goroutines' waits on the Go runtime's semaphores, by parked (or releasing)
+    /// user stack.
+    fn go_rows(&mut self, map: &dyn MapCore) -> Vec<GoWaitRaw> {
+        entries(map, &mut self.undecoded)
+            .into_iter()
+            .map(|(k, v): (go_key, stat)| GoWaitRaw {
+                addr: k.addr,
+                tgid: k.tgid,
+                kind: GoSema::from_cookie(k.kind),
+                stack: self.stack(k.stack_id),
                 count: v.count,
                 total_ns: v.total_ns,
                 max_ns: v.max_ns,

@@ -1,0 +1,32 @@
+// Threads call one synchronized static method (the pathology): they take turns on the class's monitor.
+public class SyncCounter {
+    static long total;
+    static long state = 1;
+
+    static synchronized void add(long x) {
+        total += x;
+        state = state * 6364136223846793005L + x;
+    }
+
+    public static void main(String[] args) throws Exception {
+        int threads = Integer.parseInt(args[0]);
+        double scale = 1;
+        String s = System.getenv("CORPUS_SCALE");
+        if (s != null) scale = Double.parseDouble(s);
+        final long n = (long) (20_000_000 * scale);
+        Thread[] ts = new Thread[threads];
+        for (int t = 0; t < threads; t++) {
+            final long seed = t + 1;
+            ts[t] = new Thread(() -> {
+                long x = seed;
+                for (long i = 0; i < n; i++) {
+                    x ^= x << 13; x ^= x >>> 7; x ^= x << 17;
+                    add(x);
+                }
+            }, "worker-" + t);
+            ts[t].start();
+        }
+        for (Thread t : ts) t.join();
+        System.out.println("ops=" + n * threads + " total=" + total);
+    }
+}

@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Part of locks.bpf.c (one compilation unit, included in order): goroutines of Go programs
+ * parked on a sync primitive's semaphore, seen by uprobes on the Go runtime.
+ *
+ * A goroutine that waits for a sync.Mutex parks; the OS thread that ran it goes on to run
+ * other goroutines, or idles in the scheduler's futex. The futex tracer sees only the
+ * idle thread. Here the wait is the goroutine's: from the entry of the runtime's
+ * semaphore acquire (`sync.runtime_SemacquireMutex` and its kin, whose first argument is
+ * the semaphore inside the Mutex) to `runtime.ready` of the same goroutine (the g, which
+ * the register ABI keeps in r14), which the releasing goroutine's Unlock calls through
+ * `runtime.semrelease1`. Entry probes only: a return probe would break Go's moving stacks.
+ * User stacks are the kernel's frame-pointer walk (Go keeps frame pointers on amd64). */
+
+/* Which acquire: the attach cookie of each probe. */
+enum go_sema_kind {
+	GO_MUTEX = 1,      /* sync.Mutex (and the writer side's inner Mutex of a RWMutex) */
+	GO_RWMUTEX_R = 2,  /* a reader waits for a writer of a sync.RWMutex */
+	GO_RWMUTEX_W = 3,  /* a writer waits for the readers of a sync.RWMutex */
+	GO_WAITGROUP = 4,  /* sync.WaitGroup.Wait */
+	GO_SEMA = 5,       /* another runtime semaphore (sync.Cond's, a poller's) */
+};
+
+struct go_gkey {
+	u64 g;
+	u32 tgid;
+	u32 pad;
+};
+
+struct go_park {
+	u64 ts;
+	u64 addr;
+	s32 stack_id;
+	u32 kind;
+	s32 waker_stack; /* the releasing goroutine's stack, once readied */
+	u32 readied;
+};
+
+/* Goroutines parked now, by (g, process). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct go_gkey);
+	__type(value, struct go_park);
+} go_parked SEC(".maps");
+
+/* The semaphore each thread is releasing (semrelease1's entry), whose ready follows. */
+struct go_release {
+	u64 addr;
+	s32 stack_id;
+	u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, u32);
+	__type(value, struct go_release);
+} go_releasing SEC(".maps");
+
+struct go_key {
+	u64 addr;
+	u32 tgid;
+	u32 kind;
+	s32 stack_id; /* the parked goroutine's user stack; for go_wakers, the releaser's */
+	u32 pad;
+};
+
+/* The goroutine waits per (semaphore, process, kind, parked stack). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct go_key);
+	__type(value, struct stat);
+} go_waits SEC(".maps");
+
+/* Who released them: per (semaphore, process, kind, releaser's stack), the waits ended. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct go_key);
+	__type(value, struct stat);
+} go_wakers SEC(".maps");
+
+enum go_sema_kind go_sema_kind_type = 0;
+
+SEC("uprobe")
+int go_acquire(struct pt_regs *ctx)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	u32 tgid = id >> 32;
+	if (!is_tracked(tgid))
+		return 0;
+	struct go_gkey key = { .g = BPF_CORE_READ(ctx, r14), .tgid = tgid };
+	struct go_park park = {
+		.ts = bpf_ktime_get_ns(),
+		.addr = BPF_CORE_READ(ctx, ax),
+		.stack_id = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK),
+		.kind = (u32)bpf_get_attach_cookie(ctx),
+		.waker_stack = -1,
+	};
+	if (park.stack_id < 0)
+		__sync_fetch_and_add(&fail_stack, 1);
+	if (bpf_map_update_elem(&go_parked, &key, &park, BPF_ANY))
+		__sync_fetch_and_add(&fail_agg_map, 1);
+	return 0;
+}
+
+SEC("uprobe")
+int go_release(struct pt_regs *ctx)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	if (!is_tracked(id >> 32))
+		return 0;
+	u32 tid = (u32)id;
+	struct go_release r = {
+		.addr = BPF_CORE_READ(ctx, ax),
+		.stack_id = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK),
+	};
+	bpf_map_update_elem(&go_releasing, &tid, &r, BPF_ANY);
+	return 0;
+}
+
+/* runtime.ready(gp, …): gp is runnable again. Notes who released it, if it was parked on
+ * a semaphore and the releaser is this thread. */
+SEC("uprobe")
+int go_ready(struct pt_regs *ctx)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	u32 tgid = id >> 32;
+	if (!is_tracked(tgid))
+		return 0;
+	struct go_gkey key = { .g = BPF_CORE_READ(ctx, ax), .tgid = tgid };
+	struct go_park *park = bpf_map_lookup_elem(&go_parked, &key);
+	if (!park)
+		return 0;
+	u32 tid = (u32)id;
+	struct go_release *r = bpf_map_lookup_elem(&go_releasing, &tid);
+	park->waker_stack = r && r->addr == park->addr ? r->stack_id : -1;
+	park->readied = 1;
+	return 0;
+}
+
+/* runtime.execute(gp, …): gp runs again. Ends its wait, if it was parked on a semaphore
+ * and readied since (a park whose acquire did not block is never readied). */
+SEC("uprobe")
+int go_execute(struct pt_regs *ctx)
+{
+	u64 id = bpf_get_current_pid_tgid();
+	u32 tgid = id >> 32;
+	if (!is_tracked(tgid))
+		return 0;
+	struct go_gkey key = { .g = BPF_CORE_READ(ctx, ax), .tgid = tgid };
+	struct go_park *park = bpf_map_lookup_elem(&go_parked, &key);
+	if (!park || !park->readied)
+		return 0;
+	u64 wait = bpf_ktime_get_ns() - park->ts;
+	struct go_key k = {
+		.addr = park->addr, .tgid = tgid, .kind = park->kind, .stack_id = park->stack_id,
+	};
+	account(&go_waits, &k, wait);
+	k.stack_id = park->waker_stack;
+	account(&go_wakers, &k, wait);
+	bpf_map_delete_elem(&go_parked, &key);
+	return 0;
+}

@@ -1,0 +1,120 @@
+//! The language runtime of the workload's executable, and what scalprof does about it
+//! before the sweep: the Go runtime's probes that let the lock tracer see goroutines.
+
+use std::path::{Path, PathBuf};
+
+use scalprof_collect::locks::{GoProbe, GO_PROBE_SYMBOLS};
+use scalprof_collect::sweep::substitute;
+use scalprof_debuginfo::ElfInfo;
+
+/// The command's executable, its first word at the first sweep value found as the sweep
+/// finds it (through `PATH`), symbolic links resolved.
+fn executable(command: &[String], parameter: &str, values: &[u64]) -> Option<PathBuf> {
+    let argv0 = substitute(command, parameter, *values.first()?)
+        .into_iter()
+        .next()?;
+    let path = scalprof_collect::resolve_program(&argv0).ok()?;
+    Some(std::fs::canonicalize(&path).unwrap_or(path))
+}
+
+/// Whether an executable is a HotSpot JVM's launcher (`java`): its JDK's `libjvm.so`
+/// lies beside it.
+pub fn is_jvm_launcher(exe: &Path) -> bool {
+    let Some(home) = exe.parent().and_then(Path::parent) else {
+        return false;
+    };
+    exe.file_name().is_some_and(|n| n == "java")
+        && [
+            "lib/server/libjvm.so",
+            "lib/client/libjvm.so",
+            "jre/lib/amd64/server/libjvm.so",
+        ]
+        .iter()
+        .any(|l| home.join(l).exists())
+}
+
+/// The traced repeats' extra environment: for a JVM, the flags that make its Java frames
+/// visible, added to the user's own `JAVA_TOOL_OPTIONS`: frame pointers in compiled code
+/// (`-XX:+PreserveFramePointer`, a few percent of speed, in the traced repeats only) and a
+/// perf map of the compiled methods written at exit (`-XX:+DumpPerfMapAtExit`, which
+/// costs nothing while the program runs). The clean repeats run as the user wrote them.
+pub fn traced_env(command: &[String], parameter: &str, values: &[u64]) -> Vec<(String, String)> {
+    match executable(command, parameter, values) {
+        Some(exe) if is_jvm_launcher(&exe) => vec![("JAVA_TOOL_OPTIONS".into(), jvm_options())],
+        _ => Vec::new(),
+    }
+}
+
+/// The JVM flags of the traced repeats (see [`traced_env`]), after the user's own.
+pub fn jvm_options() -> String {
+    const FLAGS: &str =
+        "-XX:+UnlockDiagnosticVMOptions -XX:+PreserveFramePointer -XX:+DumpPerfMapAtExit";
+    match std::env::var("JAVA_TOOL_OPTIONS") {
+        Ok(own) if !own.trim().is_empty() => format!("{own} {FLAGS}"),
+        _ => FLAGS.to_string(),
+    }
+}
+
+/// The Go runtime probes for the command's executable, when it is a Go program whose
+/// symbols are there (`go build -ldflags=-s` strips them: then none). The command's first
+/// word at the first sweep value, found as the sweep finds it.
+pub fn go_probes(command: &[String], parameter: &str, first: u64) -> Vec<GoProbe> {
+    let Some(argv0) = substitute(command, parameter, first).into_iter().next() else {
+        return Vec::new();
+    };
+    let Ok(path) = scalprof_collect::resolve_program(&argv0) else {
+        return Vec::new();
+    };
+    let Ok(elf) = ElfInfo::open(&path) else {
+        return Vec::new();
+    };
+    go_probes_of(&path, &elf)
+}
+
+/// The probes of one Go executable: each runtime function it has, at its file offset.
+/// None unless the wakeup and at least one acquire are there (an older or newer runtime
+/// whose names moved gets no half-measure).
+pub fn go_probes_of(path: &Path, elf: &ElfInfo) -> Vec<GoProbe> {
+    let probes: Vec<GoProbe> = GO_PROBE_SYMBOLS
+        .iter()
+        .filter_map(|&(name, role)| {
+            let svma = probe_point(elf, elf.symbol_address(name)?);
+            Some(GoProbe {
+                exe: path.to_path_buf(),
+                offset: elf.svma_to_file_offset(svma)?,
+                role,
+            })
+        })
+        .collect();
+    use scalprof_collect::locks::GoProbeRole;
+    let has = |r: fn(&GoProbeRole) -> bool| probes.iter().any(|p| r(&p.role));
+    if has(|r| matches!(r, GoProbeRole::Ready))
+        && has(|r| matches!(r, GoProbeRole::Execute))
+        && has(|r| matches!(r, GoProbeRole::Acquire(_)))
+    {
+        probes
+    } else {
+        Vec::new()
+    }
+}
+
+/// Where on a Go function to put its probe: past the stack check that opens it (`cmp
+/// 0x10(%r14),%rsp`) on the conditional jump that follows it, when it is there. The
+/// kernel emulates a jump, but must single-step a compare out of line (a second trap):
+/// here that halved a probe's cost. The registers are those of the entry.
+fn probe_point(elf: &ElfInfo, entry: u64) -> u64 {
+    const STACK_CHECK: [u8; 4] = [0x49, 0x3b, 0x66, 0x10];
+    let Some((range, text)) = elf.unwind_sections().text.as_ref() else {
+        return entry;
+    };
+    let Some(at) = entry.checked_sub(range.start).map(|o| o as usize) else {
+        return entry;
+    };
+    let code = text.get(at..at + 6).unwrap_or(&[]);
+    let jump = matches!(code.get(4), Some(0x76)) || code.get(4..6) == Some(&[0x0f, 0x86][..]);
+    if code.get(..4) == Some(&STACK_CHECK[..]) && jump {
+        entry + 4
+    } else {
+        entry
+    }
+}

@@ -1,0 +1,245 @@
+//! Goroutines parked on Go's sync primitives as rows: the primitive named by the variable
+//! that holds it (`main.mu`) or, in allocated memory, by its kind and the function that
+//! takes it; the kind from the runtime wrapper the probe saw and the sync frames; the
+//! callers from the parked goroutine's stack, the holders from the releasing one's.
+
+use std::collections::HashMap;
+
+use scalprof_model::locks::{top_callers, Scope, Side};
+use scalprof_model::locks::{GoSema, GoWaitRaw, HolderState, LockKind, LockRow, RawLocks};
+
+use super::holders::with_state;
+use super::rows::{RowBuilder, RowKey};
+use super::stacks::lookup_address;
+use super::user::{is_dynamic_address_name, name_user_address};
+use crate::profile::{Symbols, UserSpace};
+
+/// Frames of the Go runtime and of sync itself: the machinery, not who waits.
+pub(crate) fn is_go_machinery(function: &str) -> bool {
+    [
+        "runtime.",
+        "sync.",
+        "internal/sync.",
+        "sync/atomic.",
+        "internal/runtime/",
+    ]
+    .iter()
+    .any(|p| function.starts_with(p))
+}
+
+/// A parked goroutine's stack as frames, innermost first, the inlined ones too (Go inlines
+/// `Lock` and often the function that calls it).
+fn frames(space: &UserSpace, stack: &[u64]) -> Vec<String> {
+    stack
+        .iter()
+        .enumerate()
+        .flat_map(|(i, &a)| space.symbolize_inlined(lookup_address(i, a)))
+        .collect()
+}
+
+/// The primitive's kind: the wrapper's, unless the frames show the Mutex is a RWMutex's
+/// writer side (its `Lock` takes the inner Mutex first).
+fn kind_of(sema: GoSema, frames: &[String]) -> LockKind {
+    let rw = frames.iter().any(|f| f.contains("sync.(*RWMutex)"));
+    match sema {
+        GoSema::Mutex if rw => LockKind::GoRwMutex(Some(Side::Write)),
+        GoSema::Mutex => LockKind::GoMutex,
+        GoSema::RwMutexRead => LockKind::GoRwMutex(Some(Side::Read)),
+        GoSema::RwMutexWrite => LockKind::GoRwMutex(Some(Side::Write)),
+        GoSema::WaitGroup => LockKind::GoWaitGroup,
+        GoSema::Other => LockKind::Semaphore,
+    }
+}
+
+/// Where the semaphore lies inside its primitive: `sema` follows `state` in a Mutex; a
+/// RWMutex's writer and reader semaphores follow its inner Mutex; a WaitGroup's follows
+/// its 64-bit state.
+fn sema_offset(sema: GoSema) -> u64 {
+    match sema {
+        GoSema::Mutex => 4,
+        GoSema::RwMutexWrite | GoSema::WaitGroup => 8,
+        GoSema::RwMutexRead => 12,
+        GoSema::Other => 0,
+    }
+}
+
+/// The innermost frame outside the runtime and sync: the function that locked.
+fn caller(frames: &[String]) -> Option<&str> {
+    frames
+        .iter()
+        .map(String::as_str)
+        .find(|f| !is_go_machinery(f))
+}
+
+/// The rows of the goroutines' waits, by (name, kind), summed over the tree's processes.
+pub(super) fn add_go_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRow>) {
+    if raw.go_waits.is_empty() {
+        return;
+    }
+    let mut spaces: HashMap<u32, UserSpace> = HashMap::new();
+    for w in raw.go_waits.iter().chain(&raw.go_wakers) {
+        if let (false, Some(maps)) = (spaces.contains_key(&w.tgid), raw.maps.get(&w.tgid)) {
+            spaces.insert(w.tgid, UserSpace::from_maps(maps, &mut symbols.files));
+        }
+    }
+    let frames_of = |w: &GoWaitRaw| {
+        spaces
+            .get(&w.tgid)
+            .map(|sp| frames(sp, &w.stack))
+            .unwrap_or_default()
+    };
+    // What released each semaphore (by process and address): the releasing function.
+    let mut released: HashMap<(u32, u64), HashMap<String, u64>> = HashMap::new();
+    for w in &raw.go_wakers {
+        let f = frames_of(w);
+        if let Some(c) = caller(&f) {
+            *released
+                .entry((w.tgid, w.addr))
+                .or_default()
+                .entry(c.to_string())
+                .or_default() += w.total_ns.max(1);
+        }
+    }
+    let mut by_name: HashMap<RowKey, (RowBuilder, HashMap<String, u64>)> = HashMap::new();
+    for w in &raw.go_waits {
+        let maps = raw.maps.get(&w.tgid).map(Vec::as_slice).unwrap_or(&[]);
+        let f = frames_of(w);
+        let kind = kind_of(w.kind, &f);
+        let base = w.addr.saturating_sub(sema_offset(w.kind));
+        let mut name = name_user_address(base, maps, symbols);
+        let who = caller(&f).map(str::to_string);
+        if is_dynamic_address_name(&name) {
+            let place = name.split(' ').next().unwrap_or("heap").to_string();
+            name = match &who {
+                Some(c) => format!("{kind}@{c} ({place})"),
+                None => format!("{kind} ({place})"),
+            };
+        }
+        let (b, holders) = by_name
+            .entry((name.clone(), kind.clone()))
+            .or_insert_with(|| {
+                let row = LockRow {
+                    address: format!("{base:#x}"),
+                    ..LockRow::new(Scope::User, name, kind)
+                };
+                (RowBuilder::new(row), HashMap::new())
+            });
+        b.add_wait(w.tgid, w.count, w.total_ns, w.max_ns);
+        if let Some(c) = &who {
+            b.add_caller(c, w.total_ns.max(1));
+        }
+        for (h, ns) in released.remove(&(w.tgid, w.addr)).into_iter().flatten() {
+            *holders.entry(h).or_default() += ns;
+        }
+    }
+    for (_, (b, holders)) in by_name {
+        let mut row = b.finish(raw);
+        let total: u64 = holders.values().sum();
+        row.holders = with_state(top_callers(holders, total), HolderState::AtRelease);
+        rows.push(row);
+    }
+}
+
+/// What the Go runtime's own threads wait for, as the futex tracer sees them: an idle
+/// thread (an M with no goroutine to run) parked on its note, sysmon's and the idle
+/// threads' sleeps. Their callers are all the runtime's, and the futex is a thread's
+/// (`runtime.m0+…`, one in allocated memory): not the program's waits. The goroutines'
+/// waits are the program's; a futex on a named runtime lock (`runtime.sched`) is the
+/// runtime's own contention and stays a cause.
+pub(super) fn mark_runtime_idle(rows: &mut [LockRow]) {
+    for r in rows.iter_mut().filter(|r| {
+        r.scope == Scope::User
+            && r.attributed_to.is_none()
+            && !r.callers.is_empty()
+            && r.callers.iter().all(|c| is_go_machinery(&c.function))
+    }) {
+        let thread_note = r.name.starts_with("runtime.m0")
+            || r.name.starts_with("futex@")
+            || is_dynamic_address_name(&r.name);
+        r.attributed_to = match r.lock_type {
+            LockKind::Sleep => Some(GO_IDLE_SLEEP.into()),
+            LockKind::Futex if thread_note => Some(GO_IDLE_THREADS.into()),
+            _ => None,
+        };
+    }
+}
+
+/// Whom the Go runtime's idle waits are left to (listed, never a cause).
+pub const GO_IDLE_THREADS: &str = "the Go scheduler's idle threads (no goroutine to run)";
+pub const GO_IDLE_SLEEP: &str = "the Go runtime's own threads (sysmon, spinning threads)";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn a_goroutine_waits_in_the_first_function_outside_the_runtime_and_sync() {
+        let f = names(&[
+            "internal/sync.runtime_SemacquireMutex",
+            "internal/sync.(*Mutex).lockSlow",
+            "main.worker",
+            "runtime.goexit",
+        ]);
+        assert_eq!(caller(&f), Some("main.worker"));
+        assert_eq!(caller(&names(&["runtime.goexit"])), None);
+    }
+
+    fn row(name: &str, kind: LockKind, caller: &str) -> LockRow {
+        LockRow {
+            callers: vec![scalprof_model::locks::LockCaller::new(caller, 1.0)],
+            ..LockRow::new(Scope::User, name, kind)
+        }
+    }
+
+    #[test]
+    fn the_runtimes_idle_threads_are_not_the_programs_waits() {
+        let mut rows = vec![
+            row("runtime.m0+0x158", LockKind::Futex, "runtime.futex"),
+            row(
+                "futex@runtime.futex (anon)",
+                LockKind::Futex,
+                "runtime.futex",
+            ),
+            row("sleep in runtime.usleep", LockKind::Sleep, "runtime.usleep"),
+            row("runtime.sched", LockKind::Futex, "runtime.futex"),
+            row("main.mu", LockKind::GoMutex, "main.worker"),
+            row("table_lock", LockKind::Mutex, "worker"),
+        ];
+        mark_runtime_idle(&mut rows);
+        let left: Vec<&str> = rows
+            .iter()
+            .filter(|r| r.attributed_to.is_none())
+            .map(|r| r.name.as_str())
+            .collect();
+        assert_eq!(left, ["runtime.sched", "main.mu", "table_lock"]);
+        assert_eq!(rows[2].attributed_to.as_deref(), Some(GO_IDLE_SLEEP));
+    }
+
+    #[test]
+    fn a_rwmutex_writer_waits_on_its_inner_mutex_and_is_told_by_its_frames() {
+        let f = names(&[
+            "sync.runtime_SemacquireMutex",
+            "sync.(*RWMutex).Lock",
+            "main.put",
+        ]);
+        assert_eq!(
+            kind_of(GoSema::Mutex, &f),
+            LockKind::GoRwMutex(Some(Side::Write))
+        );
+        assert_eq!(kind_of(GoSema::Mutex, &f[..1]), LockKind::GoMutex);
+        assert_eq!(
+            kind_of(GoSema::RwMutexRead, &[]).to_string(),
+            "sync.RWMutex:R"
+        );
+        assert!(!LockKind::GoWaitGroup.is_lock());
+        assert_eq!(LockKind::from("sync.Mutex"), LockKind::GoMutex);
+        assert_eq!(
+            LockKind::from("sync.RWMutex:W"),
+            LockKind::GoRwMutex(Some(Side::Write))
+        );
+    }
+}

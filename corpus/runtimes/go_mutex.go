@@ -1,11 +1,14 @@
 // One sync.Mutex around one map: goroutines take turns (the pathology).
 // go_mutex THREADS: GOMAXPROCS=THREADS goroutines each do a fixed share of work.
+// MUTEX_PROFILE=FILE writes Go's own mutex profile (every contention) there, to check
+// scalprof's verdict against.
 package main
 
 import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 )
@@ -36,6 +39,10 @@ func worker(id int, n int, wg *sync.WaitGroup) {
 func main() {
 	threads, _ := strconv.Atoi(os.Args[1])
 	runtime.GOMAXPROCS(threads)
+	profile := os.Getenv("MUTEX_PROFILE")
+	if profile != "" {
+		runtime.SetMutexProfileFraction(1)
+	}
 	n := int(6_000_000 * scale())
 	var wg sync.WaitGroup
 	for t := 0; t < threads; t++ {
@@ -43,5 +50,11 @@ func main() {
 		go worker(t, n, &wg)
 	}
 	wg.Wait()
+	if profile != "" {
+		if f, err := os.Create(profile); err == nil {
+			pprof.Lookup("mutex").WriteTo(f, 1)
+			f.Close()
+		}
+	}
 	fmt.Printf("ops=%d\n", n*threads)
 }

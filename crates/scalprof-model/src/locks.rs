@@ -74,9 +74,12 @@ pub struct GoWaitRaw {
     pub addr: u64,
     pub tgid: u32,
     pub kind: GoSema,
+    /// Whether this entry is a sample with a stack; the others are the semaphore's exact
+    /// totals (every wait), the samples a part of them again.
+    pub sampled: bool,
     /// User return addresses, innermost first (a frame-pointer walk from the probe: the
-    /// runtime's wrapper, then the caller of the sync method's slow path). Empty when the
-    /// stack was not taken.
+    /// runtime's wrapper, then the caller of the sync method's slow path). Empty for the
+    /// totals, and where the stack could not be read.
     pub stack: Vec<u64>,
     pub count: u64,
     pub total_ns: u64,
@@ -660,6 +663,32 @@ pub struct LockProfile {
     /// profile, their CPU time is not in the command's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attached: Vec<String>,
+    /// The language runtimes of the traced processes, from what they mapped: a Go
+    /// program, a HotSpot JVM, CPython, Node. Their waits are read as those runtimes' users
+    /// know them (goroutines, monitors, the GIL).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runtimes: Vec<RuntimeSeen>,
+}
+
+/// A language runtime and the process (command name) that ran it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct RuntimeSeen {
+    /// `go`, `hotspot`, `cpython` or `node`.
+    pub runtime: String,
+    pub process: String,
+}
+
+impl RuntimeSeen {
+    /// The runtime as its users call it.
+    pub fn title(&self) -> &str {
+        match self.runtime.as_str() {
+            "go" => "Go",
+            "hotspot" => "HotSpot JVM",
+            "cpython" => "CPython",
+            "node" => "Node.js",
+            other => other,
+        }
+    }
 }
 
 #[cfg(test)]

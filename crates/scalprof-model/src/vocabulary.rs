@@ -520,6 +520,19 @@ pub fn is_runtime_service_thread(comm: &str) -> bool {
     JVM_SERVICE_THREADS.iter().any(|p| comm.starts_with(p))
 }
 
+/// A JIT perf map's Java method (`void SyncCounter.add(long)`, as HotSpot names it) as
+/// Java code names it (`SyncCounter.add`): no return type, no parameters. Other names (C,
+/// C++, Go's `main.(*T).Inc`) are left as they are.
+pub fn java_method(name: &str) -> &str {
+    let Some((head, _)) = name.split_once('(') else {
+        return name;
+    };
+    match head.rsplit_once(' ') {
+        Some((_, method)) if method.contains('.') => method,
+        _ => name,
+    }
+}
+
 /// What kind of wait a futex is, from the libc functions on the waiting stack.
 pub fn user_wait_kind(frames: &[String]) -> LockKind {
     user_wait_rows()
@@ -556,6 +569,22 @@ pub fn is_tool_frame(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn java_methods_lose_their_return_type_and_parameters_and_nothing_else_changes() {
+        assert_eq!(java_method("void SyncCounter.add(long)"), "SyncCounter.add");
+        assert_eq!(
+            java_method("void SyncCounter.lambda$main$0(long, long)"),
+            "SyncCounter.lambda$main$0"
+        );
+        for same in [
+            "main.(*T).Inc",
+            "ObjectMonitor::TrySpin(JavaThread*)",
+            "table_lookup",
+        ] {
+            assert_eq!(java_method(same), same);
+        }
+    }
 
     #[test]
     fn lock_wrappers_are_machinery_not_work() {

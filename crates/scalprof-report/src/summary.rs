@@ -82,12 +82,47 @@ fn header(doc: &RunDocument) -> String {
             "no hardware PMU"
         }
     );
+    out += &runtimes_line(doc);
     out += &format!("throughput: {}\n", throughput_source_line(doc));
     // Warnings that make the rest of the screen moot come first, not at its end.
     for w in doc.warnings.iter().filter(|w| is_headline_warning(w.kind)) {
         out += &format!("  ! {}\n", w.message);
     }
     out
+}
+
+/// "runtime: Go (go_mutex) · …": the language runtimes the traced processes ran, with
+/// what scalprof did for each; empty when none was recognized.
+fn runtimes_line(doc: &RunDocument) -> String {
+    let mut seen: Vec<&scalprof_model::locks::RuntimeSeen> = doc
+        .points
+        .iter()
+        .filter_map(|p| p.locks.as_ref())
+        .flat_map(|l| &l.runtimes)
+        .collect();
+    seen.sort();
+    seen.dedup();
+    if seen.is_empty() {
+        return String::new();
+    }
+    let parts: Vec<String> = seen
+        .iter()
+        .map(|r| {
+            let note = match r.runtime.as_str() {
+                "go" => {
+                    " — goroutines' waits from the runtime's probes; GOMAXPROCS={threads} \
+                     sweeps its threads"
+                }
+                "hotspot" => {
+                    " — traced repeats ran with -XX:+PreserveFramePointer \
+                     -XX:+DumpPerfMapAtExit (JAVA_TOOL_OPTIONS) to name Java frames"
+                }
+                _ => "",
+            };
+            format!("{} ({}){note}", r.title(), one_line(&r.process))
+        })
+        .collect();
+    format!("runtime: {}\n", parts.join(" · "))
 }
 
 /// The verdict of each point past the first, under a heading; empty when none has one.

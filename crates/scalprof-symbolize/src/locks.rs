@@ -21,6 +21,7 @@ mod holders;
 mod kernel;
 mod rows;
 mod runqueue;
+mod runtimes;
 mod stacks;
 mod syscall;
 mod user;
@@ -52,6 +53,7 @@ pub fn lock_profile(raw: &RawLocks, symbols: &mut Symbols, on_cpu: &HolderSample
         repeats: 1,
         tracer: raw.tracer,
         attached: raw.attached_comms.clone(),
+        runtimes: runtimes::runtimes_seen(raw, symbols),
     }
 }
 

@@ -325,9 +325,14 @@ pub fn fold_critical_sections(series: &mut Vec<Series>, points: &[Point]) {
         rows.iter()
             .filter(|r| r.scope == Scope::User && r.lock_type.is_lock())
             .find(|r| {
+                // A JIT-compiled Java method is its profile frame (`void A.f(long)`) and
+                // the lock's caller (`A.f`): its inlined monitor enter (a CAS on the
+                // object's header, the spin) is the monitor's, in its own time.
+                let java = scalprof_model::vocabulary::java_method(function);
                 let main = |v: &[scalprof_model::locks::LockCaller]| {
-                    v.first()
-                        .is_some_and(|c| c.function == function && c.share >= 0.5)
+                    v.first().is_some_and(|c| {
+                        (c.function == function || c.function == java) && c.share >= 0.5
+                    })
                 };
                 main(&r.callers) || main(&r.holders)
             })

@@ -236,6 +236,12 @@ fn add_header(o: &mut LockProfile, p: LockProfile) {
             o.attached.push(a);
         }
     }
+    for r in p.runtimes {
+        if !o.runtimes.contains(&r) {
+            o.runtimes.push(r);
+        }
+    }
+    o.runtimes.sort();
 }
 
 /// Merges the lock profiles of a point's repeats: rows by (scope, name, type).

@@ -65,6 +65,13 @@ struct go_key {
 	u32 pad;
 };
 
+/* The goroutine waits per (semaphore, process, kind) with stack_id -1: exact totals. The
+ * first GO_STACKS_FIRST waits of each semaphore, then one in GO_STACKS_EVERY, carry the
+ * parked and releasing goroutines' stacks (a user stack walk costs more than the trap):
+ * those are also counted per stack in the same maps. */
+#define GO_STACKS_FIRST 32
+#define GO_STACKS_EVERY 16
+
 /* The goroutine waits per (semaphore, process, kind, parked stack). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -83,6 +90,15 @@ struct {
 
 enum go_sema_kind go_sema_kind_type = 0;
 
+/* Whether the next wait on this semaphore carries stacks (see GO_STACKS_FIRST). */
+static __always_inline int go_sampled(u64 addr, u32 tgid, u32 kind)
+{
+	struct go_key k = { .addr = addr, .tgid = tgid, .kind = kind, .stack_id = -1 };
+	struct stat *s = bpf_map_lookup_elem(&go_waits, &k);
+	u64 n = s ? s->count : 0;
+	return n < GO_STACKS_FIRST || n % GO_STACKS_EVERY == 0;
+}
+
 SEC("uprobe")
 int go_acquire(struct pt_regs *ctx)
 {
@@ -94,12 +110,15 @@ int go_acquire(struct pt_regs *ctx)
 	struct go_park park = {
 		.ts = bpf_ktime_get_ns(),
 		.addr = BPF_CORE_READ(ctx, ax),
-		.stack_id = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK),
+		.stack_id = -1,
 		.kind = (u32)bpf_get_attach_cookie(ctx),
 		.waker_stack = -1,
 	};
-	if (park.stack_id < 0)
-		__sync_fetch_and_add(&fail_stack, 1);
+	if (go_sampled(park.addr, tgid, park.kind)) {
+		park.stack_id = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
+		if (park.stack_id < 0)
+			__sync_fetch_and_add(&fail_stack, 1);
+	}
 	if (bpf_map_update_elem(&go_parked, &key, &park, BPF_ANY))
 		__sync_fetch_and_add(&fail_agg_map, 1);
 	return 0;
@@ -112,10 +131,10 @@ int go_release(struct pt_regs *ctx)
 	if (!is_tracked(id >> 32))
 		return 0;
 	u32 tid = (u32)id;
-	struct go_release r = {
-		.addr = BPF_CORE_READ(ctx, ax),
-		.stack_id = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK),
-	};
+	struct go_release r = { .addr = BPF_CORE_READ(ctx, ax), .stack_id = -1 };
+	/* Its stack only where the wait it ends may carry one (a Mutex's, the common case). */
+	if (go_sampled(r.addr, id >> 32, GO_MUTEX))
+		r.stack_id = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
 	bpf_map_update_elem(&go_releasing, &tid, &r, BPF_ANY);
 	return 0;
 }
@@ -154,12 +173,16 @@ int go_execute(struct pt_regs *ctx)
 	if (!park || !park->readied)
 		return 0;
 	u64 wait = bpf_ktime_get_ns() - park->ts;
-	struct go_key k = {
-		.addr = park->addr, .tgid = tgid, .kind = park->kind, .stack_id = park->stack_id,
-	};
+	struct go_key k = { .addr = park->addr, .tgid = tgid, .kind = park->kind, .stack_id = -1 };
 	account(&go_waits, &k, wait);
-	k.stack_id = park->waker_stack;
-	account(&go_wakers, &k, wait);
+	if (park->stack_id >= 0) {
+		k.stack_id = park->stack_id;
+		account(&go_waits, &k, wait);
+	}
+	if (park->waker_stack >= 0) {
+		k.stack_id = park->waker_stack;
+		account(&go_wakers, &k, wait);
+	}
 	bpf_map_delete_elem(&go_parked, &key);
 	return 0;
 }

@@ -71,6 +71,10 @@ fn caller(frames: &[String]) -> Option<&str> {
         .find(|f| !is_go_machinery(f))
 }
 
+/// A semaphore's sampled stacks: the frames of one (its kind), and the functions that
+/// waited by their wait.
+type Sampled = (Vec<String>, HashMap<String, u64>);
+
 /// The rows of the goroutines' waits, by (name, kind), summed over the tree's processes.
 pub(super) fn add_go_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRow>) {
     if raw.go_waits.is_empty() {
@@ -90,7 +94,7 @@ pub(super) fn add_go_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<
     };
     // What released each semaphore (by process and address): the releasing function.
     let mut released: HashMap<(u32, u64), HashMap<String, u64>> = HashMap::new();
-    for w in &raw.go_wakers {
+    for w in raw.go_wakers.iter().filter(|w| w.sampled) {
         let f = frames_of(w);
         if let Some(c) = caller(&f) {
             *released
@@ -100,14 +104,27 @@ pub(super) fn add_go_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<
                 .or_default() += w.total_ns.max(1);
         }
     }
-    let mut by_name: HashMap<RowKey, (RowBuilder, HashMap<String, u64>)> = HashMap::new();
-    for w in &raw.go_waits {
-        let maps = raw.maps.get(&w.tgid).map(Vec::as_slice).unwrap_or(&[]);
+    // The sampled stacks of each semaphore: its kind (a RWMutex's writers wait on an inner
+    // Mutex), the functions that waited, by their wait.
+    let mut sampled: HashMap<(u32, u64), Sampled> = HashMap::new();
+    for w in raw.go_waits.iter().filter(|w| w.sampled) {
         let f = frames_of(w);
+        let e = sampled.entry((w.tgid, w.addr)).or_default();
+        if let Some(c) = caller(&f) {
+            *e.1.entry(c.to_string()).or_default() += w.total_ns.max(1);
+        }
+        if e.0.is_empty() {
+            e.0 = f;
+        }
+    }
+    let mut by_name: HashMap<RowKey, (RowBuilder, HashMap<String, u64>)> = HashMap::new();
+    for w in raw.go_waits.iter().filter(|w| !w.sampled) {
+        let maps = raw.maps.get(&w.tgid).map(Vec::as_slice).unwrap_or(&[]);
+        let (f, callers) = sampled.remove(&(w.tgid, w.addr)).unwrap_or_default();
         let kind = kind_of(w.kind, &f);
         let base = w.addr.saturating_sub(sema_offset(w.kind));
         let mut name = name_user_address(base, maps, symbols);
-        let who = caller(&f).map(str::to_string);
+        let who = super::rows::top_caller(&callers).map(str::to_string);
         if is_dynamic_address_name(&name) {
             let place = name.split(' ').next().unwrap_or("heap").to_string();
             name = match &who {
@@ -125,9 +142,7 @@ pub(super) fn add_go_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<
                 (RowBuilder::new(row), HashMap::new())
             });
         b.add_wait(w.tgid, w.count, w.total_ns, w.max_ns);
-        if let Some(c) = &who {
-            b.add_caller(c, w.total_ns.max(1));
-        }
+        b.add_callers(Some(&callers));
         for (h, ns) in released.remove(&(w.tgid, w.addr)).into_iter().flatten() {
             *holders.entry(h).or_default() += ns;
         }

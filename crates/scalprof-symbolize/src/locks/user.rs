@@ -100,17 +100,7 @@ pub const GIL: &str = "GIL";
 /// inlined it, its condvar and mutex macros' functions or the `PyEval_` entry points.
 const GIL_FUNCTIONS: &[&str] = &["take_gil", "drop_gil", "PyCOND_", "PyMUTEX_", "PyEval_"];
 
-/// A JIT perf map's Java method (`void SyncCounter.add(long)`) as Java code names it
-/// (`SyncCounter.add`): no return type, no parameters. Other names are left as they are.
-pub(super) fn java_method(name: &str) -> &str {
-    let Some((head, _)) = name.split_once('(') else {
-        return name;
-    };
-    match head.rsplit_once(' ') {
-        Some((_, method)) if method.contains('.') => method,
-        _ => name,
-    }
-}
+pub(super) use scalprof_model::vocabulary::java_method;
 
 /// A futex: (tgid, address).
 type Futex = (u32, u64);
@@ -326,12 +316,17 @@ impl FutexWaits {
         }
     }
 
-    /// Whether a futex's waiters wait in CPython's GIL code ([`GIL_FUNCTIONS`]).
-    fn waits_for_gil(&self, u: &UserLockRaw) -> bool {
-        self.callers.get(&(u.tgid, u.uaddr)).is_some_and(|c| {
-            c.keys()
-                .any(|f| GIL_FUNCTIONS.iter().any(|g| f.contains(g)))
-        })
+    /// Whether a futex's waiters wait in CPython's GIL code ([`GIL_FUNCTIONS`]); in a
+    /// stripped interpreter (Debian's), where no caller has a name, whether it is one of
+    /// `_PyRuntime`'s condvars or mutexes at all: the GIL is the one threads contend.
+    fn waits_for_gil(&self, u: &UserLockRaw, kind: &LockKind) -> bool {
+        let Some(callers) = self.callers.get(&(u.tgid, u.uaddr)) else {
+            return false;
+        };
+        let named = |f: &String| GIL_FUNCTIONS.iter().any(|g| f.contains(g));
+        let stripped = |f: &String| f.starts_with('[') && f.contains("]+0x");
+        callers.keys().any(named)
+            || (matches!(kind, LockKind::Condvar | LockKind::Mutex) && callers.keys().all(stripped))
     }
 
     /// Whether every waiter's copy of a futex was a runtime's service thread's (the JVM's
@@ -392,7 +387,7 @@ impl FutexWaits {
             name_user_address(u.uaddr, maps, symbols)
         };
         // CPython's GIL: a mutex and a condvar inside `_PyRuntime` that take_gil waits on.
-        if name.starts_with("_PyRuntime") && self.waits_for_gil(u) {
+        if name.starts_with("_PyRuntime") && self.waits_for_gil(u, kind) {
             return GIL.to_string();
         }
         // A lock in allocated memory has a new address in every run (ASLR, the

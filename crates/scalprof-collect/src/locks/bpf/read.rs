@@ -101,6 +101,7 @@ impl<'a, 'obj> MapReader<'a, 'obj> {
                 addr: k.addr,
                 tgid: k.tgid,
                 kind: GoSema::from_cookie(k.kind),
+                sampled: k.stack_id >= 0,
                 stack: self.stack(k.stack_id),
                 count: v.count,
                 total_ns: v.total_ns,

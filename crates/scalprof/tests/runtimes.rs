@@ -1,0 +1,246 @@
+//! Runtimes as their users know them, on real runtimes (`corpus/runtimes/`): a Go program's
+//! sync.Mutex by its variable, a Java synchronized method by its class, CPython's GIL by
+//! its name; the runtimes' own service threads never a cause; each pathology's fixed twin
+//! without a lock finding. Go, a JDK and Python come from apt in CI (`.ci/run`); elsewhere
+//! a missing one skips its test, and says so.
+
+use std::path::{Path, PathBuf};
+use std::process::Command as StdCommand;
+use std::sync::OnceLock;
+
+use scalprof_model::locks::LockKind;
+use scalprof_model::{FindingDetails, FindingKind, RunDocument};
+
+mod common;
+use common::corpus::{can_profile, json, last_budget, last_point, read_run};
+use common::{exclusive, scalprof};
+
+/// The runtime programs' sources.
+fn sources() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../corpus/runtimes")
+}
+
+/// Whether `tool` runs (`tool version`-like `args`); in CI it must.
+fn have(tool: &str, args: &[&str]) -> bool {
+    let ok = StdCommand::new(tool)
+        .args(args)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have {tool}: .ci/run installs it (golang-go, default-jdk-headless, python3)"
+        );
+        eprintln!("skipped: {tool} is not installed");
+    }
+    ok
+}
+
+/// Where the runtime programs are built, once per test binary.
+fn build_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("runtimes");
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    })
+}
+
+/// Builds a Go program of the corpus (`go build`, its own cache in the build directory).
+fn go_program(name: &str) -> PathBuf {
+    let out = build_dir().join(name);
+    let status = StdCommand::new("go")
+        .args(["build", "-o"])
+        .arg(&out)
+        .arg(sources().join(format!("{name}.go")))
+        .env("GOCACHE", build_dir().join("gocache"))
+        .env("GOPATH", build_dir().join("gopath"))
+        .status()
+        .unwrap();
+    assert!(status.success(), "go build {name} failed");
+    out
+}
+
+/// Compiles the Java programs of the corpus into the build directory (once).
+fn java_classes() -> &'static Path {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| {
+        let status = StdCommand::new("javac")
+            .arg("-d")
+            .arg(build_dir())
+            .arg(sources().join("SyncCounter.java"))
+            .arg(sources().join("AdderCounter.java"))
+            .status()
+            .unwrap();
+        assert!(status.success(), "javac failed");
+    });
+    build_dir()
+}
+
+/// Sweeps `command` at 1 and 2 threads (3 repeats) into a fresh store: its run document.
+fn sweep(command: &[&str]) -> RunDocument {
+    let dir = tempfile::tempdir().unwrap();
+    let json_path = dir.path().join("run.json");
+    scalprof(&dir.path().join("runs.db"))
+        .args(["run", "-t", "1,2", "--repeat", "3", "--json"])
+        .arg(&json_path)
+        .arg("--")
+        .args(command)
+        .assert()
+        .success();
+    read_run(&json_path)
+}
+
+/// The first cause of the last point's budget.
+fn top_cause(doc: &RunDocument) -> String {
+    last_budget(doc)
+        .causes
+        .first()
+        .map_or_else(|| "(none)".into(), |c| c.subject.clone())
+}
+
+/// No lock or wait of the runtime's own threads is a cause of 10% or more, and the
+/// runtime was recognized.
+fn runtime_idles_are_not_causes(doc: &RunDocument, runtime: &str, idle: &[&str]) {
+    let budget = last_budget(doc);
+    for c in &budget.causes {
+        assert!(
+            !(idle.iter().any(|i| c.subject.contains(i)) && c.share >= 0.10),
+            "the runtime's own wait {} is {:.0}% of the budget: {}",
+            c.subject,
+            c.share * 100.0,
+            json(budget)
+        );
+    }
+    let locks = last_point(doc).locks.as_ref().expect("a lock table");
+    assert!(
+        locks.runtimes.iter().any(|r| r.runtime == runtime),
+        "{runtime} not recognized: {}",
+        json(&locks.runtimes)
+    );
+}
+
+/// The findings that blame a lock or a wait.
+fn lock_findings(doc: &RunDocument) -> Vec<&str> {
+    doc.findings
+        .iter()
+        .filter(|f| {
+            matches!(
+                f.kind,
+                FindingKind::LockContention | FindingKind::BlockedWait
+            )
+        })
+        .map(|f| f.subject.as_str())
+        .collect()
+}
+
+#[test]
+fn a_go_mutex_is_named_by_its_variable_and_the_function_that_locks_it() {
+    if !can_profile() || !have("go", &["version"]) {
+        return;
+    }
+    let _turn = exclusive();
+    let doc = sweep(&[go_program("go_mutex").to_str().unwrap(), "{threads}"]);
+    assert_eq!(top_cause(&doc), "main.mu", "{}", json(last_budget(&doc)));
+    let f = doc
+        .findings
+        .iter()
+        .find(|f| f.subject == "main.mu")
+        .expect("main.mu is a finding");
+    let FindingDetails::Lock(lock) = &f.details else {
+        panic!("not a lock's details: {}", json(f));
+    };
+    assert_eq!(lock.lock_type, LockKind::GoMutex, "{}", json(f));
+    assert!(
+        lock.callers.iter().any(|c| c.function == "main.worker"),
+        "{}",
+        json(f)
+    );
+    assert!(f.suggestion.contains("sync.Mutex"), "{}", f.suggestion);
+    runtime_idles_are_not_causes(&doc, "go", &["runtime.", "futex@runtime"]);
+}
+
+#[test]
+fn sharded_go_mutexes_give_no_lock_finding() {
+    if !can_profile() || !have("go", &["version"]) {
+        return;
+    }
+    let _turn = exclusive();
+    let doc = sweep(&[go_program("go_sharded").to_str().unwrap(), "{threads}"]);
+    assert_eq!(
+        lock_findings(&doc),
+        Vec::<&str>::new(),
+        "{}",
+        json(&doc.findings)
+    );
+    runtime_idles_are_not_causes(&doc, "go", &["runtime.", "futex@runtime"]);
+}
+
+#[test]
+fn a_synchronized_java_method_is_named_by_its_class_not_by_the_jvm_s_threads() {
+    if !can_profile() || !have("javac", &["-version"]) {
+        return;
+    }
+    let _turn = exclusive();
+    let classes = java_classes().to_str().unwrap().to_string();
+    let doc = sweep(&["java", "-cp", &classes, "SyncCounter", "{threads}"]);
+    let top = top_cause(&doc);
+    assert!(
+        top.starts_with("monitor@SyncCounter."),
+        "{top}: {}",
+        json(last_budget(&doc))
+    );
+    let f = doc.findings.iter().find(|f| f.subject == top).unwrap();
+    assert!(f.suggestion.contains("LongAdder"), "{}", f.suggestion);
+    runtime_idles_are_not_causes(
+        &doc,
+        "hotspot",
+        &["JVM service threads", "PlatformMonitor", "JavaMain"],
+    );
+}
+
+#[test]
+fn a_longadder_gives_no_lock_finding() {
+    if !can_profile() || !have("javac", &["-version"]) {
+        return;
+    }
+    let _turn = exclusive();
+    let classes = java_classes().to_str().unwrap().to_string();
+    let doc = sweep(&["java", "-cp", &classes, "AdderCounter", "{threads}"]);
+    assert_eq!(
+        lock_findings(&doc),
+        Vec::<&str>::new(),
+        "{}",
+        json(&doc.findings)
+    );
+    runtime_idles_are_not_causes(&doc, "hotspot", &["JVM service threads", "PlatformMonitor"]);
+}
+
+#[test]
+fn python_threads_wait_for_the_gil_and_processes_do_not() {
+    if !can_profile() || !have("python3", &["--version"]) {
+        return;
+    }
+    let _turn = exclusive();
+    let script = |name: &str| sources().join(name).to_str().unwrap().to_string();
+    let threads = sweep(&["python3", &script("py_threads.py"), "{threads}"]);
+    assert_eq!(
+        top_cause(&threads),
+        "GIL",
+        "{}",
+        json(last_budget(&threads))
+    );
+    let gil = threads
+        .findings
+        .iter()
+        .find(|f| f.subject == "GIL")
+        .unwrap();
+    assert!(gil.suggestion.contains("GIL"), "{}", gil.suggestion);
+    let processes = sweep(&["python3", &script("py_processes.py"), "{threads}"]);
+    assert_eq!(
+        lock_findings(&processes),
+        Vec::<&str>::new(),
+        "{}",
+        json(&processes.findings)
+    );
+}

@@ -39,11 +39,13 @@ pub fn function_costs(p: &PointProfile) -> FunctionCosts {
         total += f.weight;
         // The first frame is the process name, not a function.
         let frames: Vec<&str> = folded::frames(&f.stack).collect();
-        if let Some(leaf) = frames.last() {
+        // A runtime's own work (its GC, its JIT compiler) is one function, its name.
+        let work = scalprof_model::vocabulary::runtime_work(&f.stack);
+        if let Some(leaf) = work.or(frames.last().copied()) {
             *self_weight.entry(leaf.to_string()).or_default() += f.weight;
         }
         seen.clear();
-        for fr in frames {
+        for fr in frames.into_iter().chain(work) {
             if seen.insert(fr) {
                 *inclusive_weight.entry(fr.to_string()).or_default() += f.weight;
             }
@@ -188,6 +190,9 @@ fn hotspots(diff: &ScalingDiff, scope: Scope, keep: &dyn Fn(&str) -> bool) -> Ve
                     diff.points[diff.points.len() - 1]
                 ),
                 suggestion: match scope {
+                    _ if scalprof_model::vocabulary::is_runtime_work(&r.function) => {
+                        runtime_work_advice(&r.function)
+                    }
                     Scope::Kernel | Scope::File => {
                         "find which system calls or faults lead to it (scalprof flame) and \
                              reduce them, or partition the kernel object they share (per-thread \
@@ -216,6 +221,22 @@ fn hotspots(diff: &ScalingDiff, scope: Scope, keep: &dyn Fn(&str) -> bool) -> Ve
             }
         })
         .collect()
+}
+
+/// What to try when a runtime's own work grew with the threads.
+fn runtime_work_advice(work: &str) -> &'static str {
+    if work.starts_with("GC") {
+        "the garbage collector does more per operation with more threads: allocate less per \
+         operation (reuse buffers, pools, fewer temporary objects), or give the heap more room \
+         (GOGC or GOMEMLIMIT for Go, -Xmx and the collector's threads for a JVM)"
+    } else if work.starts_with("JIT") {
+        "JIT compilation grew per operation: the run is too short for the compiled code to \
+         pay off; warm up before measuring (longer runs, a warm-up phase) or cap the \
+         compiler's threads"
+    } else {
+        "the JVM stops every thread more often (safepoints: GC, deoptimization, biased-lock \
+         revocation): find which operations ask for them (-Xlog:safepoint) and reduce them"
+    }
 }
 
 /// The processes whose samples have `leaf` (a folded frame, `…_[k]` for the kernel) as

@@ -520,6 +520,64 @@ pub fn is_runtime_service_thread(comm: &str) -> bool {
     JVM_SERVICE_THREADS.iter().any(|p| comm.starts_with(p))
 }
 
+/// The work a language runtime does for itself, by the frames that run it: its garbage
+/// collector, its JIT compiler, its safepoints. Each is one cause of the budget, named as
+/// the runtime's users name it, rather than the collector's or compiler's hundred internal
+/// functions; the first row whose frame is on a stack names it.
+pub const RUNTIME_WORK: &[(&[Pat], &str)] = &[
+    (
+        &[
+            Prefix("runtime.gcBgMarkWorker"),
+            Prefix("runtime.gcAssistAlloc"),
+            Prefix("runtime.bgsweep"),
+            Prefix("runtime.bgscavenge"),
+            Prefix("runtime.gcDrain"),
+            Prefix("runtime.gcMarkTermination"),
+            Prefix("runtime.markroot"),
+        ],
+        "GC (Go runtime)",
+    ),
+    (
+        &[
+            Prefix("WorkerThread::run"),
+            Prefix("GangWorker::loop"),
+            Prefix("ConcurrentGCThread::run"),
+            Prefix("G1ConcurrentRefineThread"),
+            Prefix("G1YoungCollector"),
+            Prefix("G1CollectedHeap::do_collection"),
+            Prefix("VM_G1CollectForAllocation"),
+            Prefix("VM_ParallelGCFailedAllocation"),
+            Prefix("ZDriver"),
+            Prefix("ShenandoahControlThread"),
+        ],
+        "GC (JVM)",
+    ),
+    (
+        &[
+            Prefix("CompileBroker::compiler_thread_loop"),
+            Prefix("CompileBroker::invoke_compiler_on_method"),
+        ],
+        "JIT compilation (JVM)",
+    ),
+    (
+        &[Prefix("SafepointSynchronize::"), Prefix("VMThread::")],
+        "safepoints (JVM)",
+    ),
+];
+
+/// The runtime's own work a folded stack was sampled in ([`RUNTIME_WORK`]), if any.
+pub fn runtime_work(stack: &str) -> Option<&'static str> {
+    RUNTIME_WORK
+        .iter()
+        .find(|(pats, _)| folded::user_frames(stack).any(|f| matches_any(pats, f)))
+        .map(|(_, name)| *name)
+}
+
+/// Whether a subject is one of the runtimes' own work ([`RUNTIME_WORK`]).
+pub fn is_runtime_work(subject: &str) -> bool {
+    RUNTIME_WORK.iter().any(|(_, name)| *name == subject)
+}
+
 /// A JIT perf map's Java method (`void SyncCounter.add(long)`, as HotSpot names it) as
 /// Java code names it (`SyncCounter.add`): no return type, no parameters. Other names (C,
 /// C++, Go's `main.(*T).Inc`) are left as they are.
@@ -569,6 +627,20 @@ pub fn is_tool_frame(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_runtime_s_own_work_is_named_by_the_frames_that_run_it() {
+        assert_eq!(
+            runtime_work("go_mutex;runtime.gcBgMarkWorker;runtime.gcDrain;runtime.scanobject"),
+            Some("GC (Go runtime)")
+        );
+        assert_eq!(
+            runtime_work("java;thread_native_entry(Thread*);CompileBroker::compiler_thread_loop();PhaseIdealLoop::build_loop_tree()"),
+            Some("JIT compilation (JVM)")
+        );
+        assert_eq!(runtime_work("go_mutex;runtime.goexit;main.worker"), None);
+        assert!(is_runtime_work("GC (JVM)"));
+    }
 
     #[test]
     fn java_methods_lose_their_return_type_and_parameters_and_nothing_else_changes() {

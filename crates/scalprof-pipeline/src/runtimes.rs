@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use scalprof_collect::locks::{GoProbe, GO_PROBE_SYMBOLS};
+use scalprof_collect::locks::{GoProbe, ProcMap, GO_PROBE_SYMBOLS};
 use scalprof_collect::sweep::substitute;
 use scalprof_debuginfo::ElfInfo;
 
@@ -116,5 +116,27 @@ fn probe_point(elf: &ElfInfo, entry: u64) -> u64 {
         entry + 4
     } else {
         entry
+    }
+}
+
+/// Removes the perf maps (`/tmp/perf-PID.map`) that the traced repeat's JVMs wrote at exit
+/// because scalprof asked them to ([`traced_env`]), once they have been read: left there,
+/// a later process with the same PID (PIDs are reused) would find a stale map, or fail to
+/// create its own. Only a JVM's (it mapped `libjvm.so`), only a regular file this user
+/// owns.
+pub fn remove_jvm_perf_maps(maps: &std::collections::HashMap<u32, Vec<ProcMap>>) {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    for (tgid, m) in maps {
+        if !m.iter().any(|m| m.path.ends_with("/libjvm.so")) {
+            continue;
+        }
+        let path = PathBuf::from(format!("/tmp/perf-{tgid}.map"));
+        let ours = std::fs::symlink_metadata(&path)
+            .is_ok_and(|md| md.file_type().is_file() && md.uid() == me);
+        if ours {
+            let _ = std::fs::remove_file(&path);
+        }
     }
 }

@@ -119,6 +119,10 @@ pub fn run_with(
         observer,
         symbols: tracing.then(Symbols::load),
         profile_error_shown: false,
+        jvm_perf_maps: plan
+            .traced_env
+            .iter()
+            .any(|(k, _)| k == "JAVA_TOOL_OPTIONS"),
         first: plan.values.first().copied(),
         last: plan.values.last().copied(),
     };
@@ -260,6 +264,9 @@ struct StoreSink<'a> {
     /// Kernel and ELF symbols, loaded once for the whole sweep.
     symbols: Option<Symbols>,
     profile_error_shown: bool,
+    /// The traced repeats asked the JVM for a perf map at exit: once a repeat's samples
+    /// and stacks are named, its JVMs' maps are removed (they are scalprof's doing).
+    jvm_perf_maps: bool,
     /// The sweep's first value: the baseline, never repeated for a verdict.
     first: Option<u64>,
     /// The sweep's last value: where findings are scored.
@@ -294,6 +301,11 @@ impl StoreSink<'_> {
                 &mut |samples| observer.event(&Event::Symbolizing { value, samples }),
             );
             self.record_converted(value, repeat.index, converted)?;
+        }
+        if self.jvm_perf_maps {
+            if let Some(locks) = &collected.locks {
+                crate::runtimes::remove_jvm_perf_maps(&locks.maps);
+            }
         }
         Ok(())
     }

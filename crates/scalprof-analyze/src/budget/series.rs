@@ -214,10 +214,14 @@ fn self_ns(
         .folded
         .iter()
         .filter(|f| {
+            // A runtime's own work is its name's, whatever its leaf (as the diff counts it).
+            let work = scalprof_model::vocabulary::runtime_work(&f.stack);
             let leaf = folded::leaf(&f.stack);
-            let name = match folded::kernel(leaf) {
-                Some(k) if kernel => k,
-                None if !kernel => leaf,
+            let name = match (work, folded::kernel(leaf)) {
+                (Some(w), _) if !kernel => w,
+                (Some(_), _) => return false,
+                (None, Some(k)) if kernel => k,
+                (None, None) if !kernel => leaf,
                 _ => return false,
             };
             name == function && !in_user_lock(&f.stack) && blocking_call_of(&f.stack).is_none()

@@ -168,12 +168,15 @@ pub fn attribute_syscall_cpu(rows: &mut [LockRow], profile: &scalprof_model::Poi
     added
 }
 
-/// The user rows that share the futex call's on-CPU time: the waits made of futexes —
+/// The user rows that share the futex call's on-CPU time (and the runtimes' lock code):
+/// the waits made of futexes —
 /// locks, condition variables, semaphores — but not joins and barriers (the harness's),
 /// nor waits in other system calls (a sleep, a file lock, I/O: a main thread sleeping
 /// while the workers contend must not take the workers' lock code).
 pub fn takes_futex_cpu(r: &LockRow) -> bool {
+    // Waits left to someone else (a runtime's idle service threads) are no lock's.
     r.scope == Scope::User
+        && r.attributed_to.is_none()
         && matches!(
             r.lock_type,
             LockKind::Mutex

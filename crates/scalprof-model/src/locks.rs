@@ -462,8 +462,8 @@ pub enum LockKind {
     GoWaitGroup,
     /// A Java object's monitor (`synchronized`), contended: the JVM's ObjectMonitor.
     JavaMonitor,
-    /// A Java thread parked by `LockSupport.park` (java.util.concurrent's locks and
-    /// queues): a handoff, like a condition variable.
+    /// A Java thread parked by `LockSupport.park`: java.util.concurrent's locks (a
+    /// ReentrantLock's waiters) and queues.
     JavaPark,
     /// fcntl(F_SETLKW): a POSIX record lock on a file.
     PosixLock,
@@ -494,7 +494,6 @@ impl LockKind {
                 | LockKind::Barrier
                 | LockKind::Semaphore
                 | LockKind::GoWaitGroup
-                | LockKind::JavaPark
         ) && !self.is_blocked_wait()
             && *self != LockKind::Idle
     }

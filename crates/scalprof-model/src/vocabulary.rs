@@ -233,6 +233,10 @@ pub const USER_LOCK_CODE: &[Pat] = &[
     Prefix("os::PlatformEvent::"),
     Prefix("Parker::"),
     Prefix("SpinPause"),
+    // The JDK's locks, compiled (`int java.util.concurrent.locks.AbstractQueuedSynchronizer
+    // .acquire(…)` in a perf map) and LockSupport's park.
+    Contains(" java.util.concurrent.locks."),
+    Contains(" jdk.internal.misc.Unsafe.park"),
 ];
 
 pub fn is_user_lock_code(f: &str) -> bool {

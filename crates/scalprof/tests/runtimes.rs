@@ -70,6 +70,7 @@ fn java_classes() -> &'static Path {
             .arg(build_dir())
             .arg(sources().join("SyncCounter.java"))
             .arg(sources().join("AdderCounter.java"))
+            .arg(sources().join("LockCounter.java"))
             .status()
             .unwrap();
         assert!(status.success(), "javac failed");
@@ -197,6 +198,24 @@ fn a_synchronized_java_method_is_named_by_its_class_not_by_the_jvm_s_threads() {
         "hotspot",
         &["JVM service threads", "PlatformMonitor", "JavaMain"],
     );
+}
+
+#[test]
+fn a_reentrant_lock_s_park_is_named_by_the_java_method_that_locks() {
+    if !can_profile() || !have("javac", &["-version"]) {
+        return;
+    }
+    let _turn = exclusive();
+    let classes = java_classes().to_str().unwrap().to_string();
+    let doc = sweep(&["java", "-cp", &classes, "LockCounter", "{threads}"]);
+    let top = top_cause(&doc);
+    // Past LockSupport.park and AbstractQueuedSynchronizer: the program's method.
+    assert!(
+        top.starts_with("park@LockCounter."),
+        "{top}: {}",
+        json(last_budget(&doc))
+    );
+    runtime_idles_are_not_causes(&doc, "hotspot", &["JVM service threads", "PlatformMonitor"]);
 }
 
 #[test]

@@ -307,7 +307,11 @@ impl<'a> LockSeries<'a> {
     /// wait, else against the kind of lock ([`suggestion`]).
     fn advice(&self, rows: &[LockRow]) -> String {
         let (last, name) = (self.last, &self.name);
-        if is_interpreter_lock(self.scope, name) {
+        // A runtime's own lock (CPython's GIL, the Go scheduler's): not the program's to
+        // shard or to hold for less.
+        if is_interpreter_lock(self.scope, name)
+            || (self.scope == Scope::User && GO_RUNTIME_LOCK.matches(name))
+        {
             return suggestion(&last.lock_type, self.scope, name);
         }
         if let Some((h, link, share)) = blocked_holder(last, rows) {
@@ -398,6 +402,10 @@ impl LockMatch {
 /// variable, one object).
 const INTERPRETER_LOCK: Pat = Prefix("_PyRuntime");
 
+/// The Go runtime's own locks (`runtime.sched`, `runtime.mheap_`): not the program's to
+/// shard.
+const GO_RUNTIME_LOCK: Pat = Prefix("runtime.");
+
 /// CPython's GIL: sharding it is not an option.
 const GIL_ADVICE: &str = "this is CPython's GIL: Python threads run Python code one at a time. \
      Use processes (multiprocessing, concurrent.futures.ProcessPoolExecutor), a free-threaded \
@@ -445,6 +453,13 @@ const ADVICE: &[(LockMatch, &str)] = &[
         GIL_ADVICE,
     ),
     (LockMatch::ScopeNamed(Scope::User, Exact("GIL")), GIL_ADVICE),
+    (
+        LockMatch::ScopeNamed(Scope::User, GO_RUNTIME_LOCK),
+        "{name} is a lock of the Go runtime itself (the scheduler's, the heap's): goroutines \
+         start, park and wake very often, or the GC starts and stops its workers. Use fewer, \
+         longer-lived goroutines (a worker pool), hand work over in batches, and allocate \
+         less per operation",
+    ),
     (
         LockMatch::Kinds(&[
             LockKind::GoMutex,

@@ -11,7 +11,8 @@ use scalprof_model::vocabulary::is_lock_wrapper;
 
 use super::calls::syscall_name;
 use super::stacks::{
-    is_jit_stub, is_runtime_library, is_vm_library, lookup_address, unwind_copy, waiting_function,
+    is_jdk_lock_code, is_jit_stub, is_runtime_library, is_vm_library, lookup_address, unwind_copy,
+    waiting_function,
 };
 use crate::profile::{BlamedLock, Symbols, UserSpace};
 
@@ -170,6 +171,7 @@ pub(super) fn holder_of(
         if is_runtime_library(&path)
             || is_vm_library(&path)
             || is_jit_stub(&path, &func)
+            || is_jdk_lock_code(&path, &func)
             || is_lock_wrapper(&func)
         {
             continue;

@@ -53,6 +53,21 @@ pub(super) fn is_jit_stub(path: &str, func: &str) -> bool {
             || func.contains("Runtime1"))
 }
 
+/// The JDK's own locking code, compiled: `LockSupport.park` (`jdk.internal.misc.Unsafe.park`)
+/// and the java.util.concurrent locks and queues above it. A park is named by the program's
+/// method that called them.
+pub(super) fn is_jdk_lock_code(path: &str, func: &str) -> bool {
+    let method = super::user::java_method(func);
+    path == JIT_PATH
+        && [
+            "jdk.internal.",
+            "java.util.concurrent.",
+            "java.lang.invoke.",
+        ]
+        .iter()
+        .any(|p| method.starts_with(p))
+}
+
 /// A stack copy's return addresses, innermost first, and its process's address space to
 /// name them (built once per process). `None` when the copy's process map was not read.
 pub(super) fn unwind_copy<'a>(
@@ -98,7 +113,8 @@ pub(super) fn snapshot_frames(
         let Some((func, path)) = space.symbolize(lookup_address(i, a)) else {
             continue;
         };
-        let in_vm = is_vm_library(&path) || is_jit_stub(&path, &func);
+        let in_vm =
+            is_vm_library(&path) || is_jit_stub(&path, &func) || is_jdk_lock_code(&path, &func);
         if is_runtime_library(&path) || in_vm {
             if own.is_empty() && in_vm {
                 vm = Some(func.clone());

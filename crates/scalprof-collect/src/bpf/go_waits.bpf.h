@@ -139,17 +139,28 @@ int go_release(struct pt_regs *ctx)
 	return 0;
 }
 
+/* The park of the goroutine a probed function takes as its first argument (gp), if that
+ * goroutine of a traced process is parked on a semaphore; `key` is left naming it. */
+static __always_inline struct go_park *parked_goroutine(struct pt_regs *ctx, u64 id,
+							 struct go_gkey *key)
+{
+	u32 tgid = id >> 32;
+	if (!is_tracked(tgid))
+		return NULL;
+	key->g = BPF_CORE_READ(ctx, ax);
+	key->tgid = tgid;
+	key->pad = 0;
+	return bpf_map_lookup_elem(&go_parked, key);
+}
+
 /* runtime.ready(gp, …): gp is runnable again. Notes who released it, if it was parked on
  * a semaphore and the releaser is this thread. */
 SEC("uprobe")
 int go_ready(struct pt_regs *ctx)
 {
 	u64 id = bpf_get_current_pid_tgid();
-	u32 tgid = id >> 32;
-	if (!is_tracked(tgid))
-		return 0;
-	struct go_gkey key = { .g = BPF_CORE_READ(ctx, ax), .tgid = tgid };
-	struct go_park *park = bpf_map_lookup_elem(&go_parked, &key);
+	struct go_gkey key;
+	struct go_park *park = parked_goroutine(ctx, id, &key);
 	if (!park)
 		return 0;
 	u32 tid = (u32)id;
@@ -166,10 +177,8 @@ int go_execute(struct pt_regs *ctx)
 {
 	u64 id = bpf_get_current_pid_tgid();
 	u32 tgid = id >> 32;
-	if (!is_tracked(tgid))
-		return 0;
-	struct go_gkey key = { .g = BPF_CORE_READ(ctx, ax), .tgid = tgid };
-	struct go_park *park = bpf_map_lookup_elem(&go_parked, &key);
+	struct go_gkey key;
+	struct go_park *park = parked_goroutine(ctx, id, &key);
 	if (!park || !park->readied)
 		return 0;
 	u64 wait = bpf_ktime_get_ns() - park->ts;

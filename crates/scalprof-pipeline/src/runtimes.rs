@@ -7,30 +7,46 @@ use scalprof_collect::locks::{GoProbe, ProcMap, GO_PROBE_SYMBOLS};
 use scalprof_collect::sweep::substitute;
 use scalprof_debuginfo::ElfInfo;
 
-/// The command's executable, its first word at the first sweep value found as the sweep
+/// The program a command runs: its first word, or behind `env` (`env GOMAXPROCS=4
+/// ./server`, the usual way to set a runtime's knob per point) the first word that is
+/// neither a variable nor one of env's options (`-u NAME` and `-C DIR` take the next word).
+fn program_word(argv: &[String]) -> Option<&String> {
+    let first = argv.first()?;
+    if Path::new(first).file_name().is_none_or(|n| n != "env") {
+        return Some(first);
+    }
+    let mut words = argv[1..].iter();
+    while let Some(w) = words.next() {
+        if matches!(w.as_str(), "-u" | "-C" | "--unset" | "--chdir") {
+            words.next();
+        } else if !w.starts_with('-') && !w.contains('=') {
+            return Some(w);
+        }
+    }
+    None
+}
+
+/// The command's executable, its program at the first sweep value found as the sweep
 /// finds it (through `PATH`), symbolic links resolved.
 fn executable(command: &[String], parameter: &str, values: &[u64]) -> Option<PathBuf> {
-    let argv0 = substitute(command, parameter, *values.first()?)
-        .into_iter()
-        .next()?;
-    let path = scalprof_collect::resolve_program(&argv0).ok()?;
+    let argv = substitute(command, parameter, *values.first()?);
+    let path = scalprof_collect::resolve_program(program_word(&argv)?).ok()?;
     Some(std::fs::canonicalize(&path).unwrap_or(path))
 }
 
-/// Whether an executable is a HotSpot JVM's launcher (`java`): its JDK's `libjvm.so`
-/// lies beside it.
+/// Whether an executable is one of a HotSpot JDK's launchers (`java`, `javac`, `jshell`…,
+/// each starts a JVM): its JDK's `libjvm.so` lies beside it.
 pub fn is_jvm_launcher(exe: &Path) -> bool {
     let Some(home) = exe.parent().and_then(Path::parent) else {
         return false;
     };
-    exe.file_name().is_some_and(|n| n == "java")
-        && [
-            "lib/server/libjvm.so",
-            "lib/client/libjvm.so",
-            "jre/lib/amd64/server/libjvm.so",
-        ]
-        .iter()
-        .any(|l| home.join(l).exists())
+    [
+        "lib/server/libjvm.so",
+        "lib/client/libjvm.so",
+        "jre/lib/amd64/server/libjvm.so",
+    ]
+    .iter()
+    .any(|l| home.join(l).exists())
 }
 
 /// The traced repeats' extra environment: for a JVM, the flags that make its Java frames
@@ -55,14 +71,10 @@ pub fn jvm_options() -> String {
     }
 }
 
-/// The Go runtime probes for the command's executable, when it is a Go program whose
-/// symbols are there (`go build -ldflags=-s` strips them: then none). The command's first
-/// word at the first sweep value, found as the sweep finds it.
+/// The Go runtime probes for the command's executable (behind `env` too), when it is a Go
+/// program whose symbols are there (`go build -ldflags=-s` strips them: then none).
 pub fn go_probes(command: &[String], parameter: &str, first: u64) -> Vec<GoProbe> {
-    let Some(argv0) = substitute(command, parameter, first).into_iter().next() else {
-        return Vec::new();
-    };
-    let Ok(path) = scalprof_collect::resolve_program(&argv0) else {
+    let Some(path) = executable(command, parameter, &[first]) else {
         return Vec::new();
     };
     let Ok(elf) = ElfInfo::open(&path) else {
@@ -138,5 +150,29 @@ pub fn remove_jvm_perf_maps(maps: &std::collections::HashMap<u32, Vec<ProcMap>>)
         if ours {
             let _ = std::fs::remove_file(&path);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_program_is_found_behind_env_its_options_and_variables() {
+        let words = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let program = |v: &[&str]| program_word(&words(v)).cloned();
+        assert_eq!(
+            program(&["env", "-u", "X", "GOMAXPROCS=4", "./server", "a=b"]).as_deref(),
+            Some("./server")
+        );
+        assert_eq!(
+            program(&["/usr/bin/env", "-i", "A=1", "java"]).as_deref(),
+            Some("java")
+        );
+        assert_eq!(
+            program(&["./server", "GOMAXPROCS=4"]).as_deref(),
+            Some("./server")
+        );
+        assert_eq!(program(&["env", "A=1"]), None);
     }
 }

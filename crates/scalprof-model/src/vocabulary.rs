@@ -42,6 +42,12 @@ pub fn matches_any(table: &[Pat], f: &str) -> bool {
 
 use Pat::{Around, Contains, Exact, Prefix, Suffix};
 
+mod runtimes;
+pub use runtimes::{
+    is_runtime_service_thread, is_runtime_work, java_method, runtime_work, JVM_SERVICE_THREADS,
+    RUNTIME_WORK,
+};
+
 /// contention_begin flags (include/trace/events/lock.h).
 pub const LCB_F_SPIN: u32 = 1 << 0;
 pub const LCB_F_READ: u32 = 1 << 1;
@@ -492,107 +498,6 @@ fn user_wait_rows() -> [(&'static [&'static str], LockKind); 9] {
             LockKind::Mutex,
         ),
     ]
-}
-
-/// The names (`comm`, 15 bytes) of the HotSpot JVM's own threads: JIT compilers, garbage
-/// collectors, the VM thread and its periodic tasks. Their waits are the JVM idling, not
-/// the program's.
-pub const JVM_SERVICE_THREADS: &[&str] = &[
-    "VM Thread",
-    "VM Periodic Tas",
-    "GC Thread#",
-    "G1 ",
-    "C1 CompilerThre",
-    "C2 CompilerThre",
-    "Sweeper thread",
-    "Common-Cleaner",
-    "Signal Dispatch",
-    "Finalizer",
-    "Reference Handl",
-    "Service Thread",
-    "Monitor Deflati",
-    "Notification Th",
-    "Attach Listener",
-    "Cleaner-",
-    "ZWorker",
-    "ZDirector",
-    "Shenandoah",
-];
-
-/// Whether a thread of this name is one of a runtime's service threads (the JVM's).
-pub fn is_runtime_service_thread(comm: &str) -> bool {
-    JVM_SERVICE_THREADS.iter().any(|p| comm.starts_with(p))
-}
-
-/// The work a language runtime does for itself, by the frames that run it: its garbage
-/// collector, its JIT compiler, its safepoints. Each is one cause of the budget, named as
-/// the runtime's users name it, rather than the collector's or compiler's hundred internal
-/// functions; the first row whose frame is on a stack names it.
-pub const RUNTIME_WORK: &[(&[Pat], &str)] = &[
-    (
-        &[
-            Prefix("runtime.gcBgMarkWorker"),
-            Prefix("runtime.gcAssistAlloc"),
-            Prefix("runtime.bgsweep"),
-            Prefix("runtime.bgscavenge"),
-            Prefix("runtime.gcDrain"),
-            Prefix("runtime.gcMarkTermination"),
-            Prefix("runtime.markroot"),
-        ],
-        "GC (Go runtime)",
-    ),
-    (
-        &[
-            Prefix("WorkerThread::run"),
-            Prefix("GangWorker::loop"),
-            Prefix("ConcurrentGCThread::run"),
-            Prefix("G1ConcurrentRefineThread"),
-            Prefix("G1YoungCollector"),
-            Prefix("G1CollectedHeap::do_collection"),
-            Prefix("VM_G1CollectForAllocation"),
-            Prefix("VM_ParallelGCFailedAllocation"),
-            Prefix("ZDriver"),
-            Prefix("ShenandoahControlThread"),
-        ],
-        "GC (JVM)",
-    ),
-    (
-        &[
-            Prefix("CompileBroker::compiler_thread_loop"),
-            Prefix("CompileBroker::invoke_compiler_on_method"),
-        ],
-        "JIT compilation (JVM)",
-    ),
-    (
-        &[Prefix("SafepointSynchronize::"), Prefix("VMThread::")],
-        "safepoints (JVM)",
-    ),
-];
-
-/// The runtime's own work a folded stack was sampled in ([`RUNTIME_WORK`]), if any.
-pub fn runtime_work(stack: &str) -> Option<&'static str> {
-    RUNTIME_WORK
-        .iter()
-        .find(|(pats, _)| folded::user_frames(stack).any(|f| matches_any(pats, f)))
-        .map(|(_, name)| *name)
-}
-
-/// Whether a subject is one of the runtimes' own work ([`RUNTIME_WORK`]).
-pub fn is_runtime_work(subject: &str) -> bool {
-    RUNTIME_WORK.iter().any(|(_, name)| *name == subject)
-}
-
-/// A JIT perf map's Java method (`void SyncCounter.add(long)`, as HotSpot names it) as
-/// Java code names it (`SyncCounter.add`): no return type, no parameters. Other names (C,
-/// C++, Go's `main.(*T).Inc`) are left as they are.
-pub fn java_method(name: &str) -> &str {
-    let Some((head, _)) = name.split_once('(') else {
-        return name;
-    };
-    match head.rsplit_once(' ') {
-        Some((_, method)) if method.contains('.') => method,
-        _ => name,
-    }
 }
 
 /// What kind of wait a futex is, from the libc functions on the waiting stack.

@@ -279,6 +279,7 @@ mod tests {
             throughput: Some(throughput),
             speedup: Some(efficiency * value as f64),
             efficiency: Some(efficiency),
+            wall_speedup: None,
             wall_s: spread(1.0),
             user_s: spread(value as f64),
             sys_s: spread(0.0),

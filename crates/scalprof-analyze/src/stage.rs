@@ -209,6 +209,7 @@ mod tests {
             throughput: None,
             speedup: None,
             efficiency: None,
+            wall_speedup: None,
             wall_s: None,
             user_s: None,
             sys_s: None,

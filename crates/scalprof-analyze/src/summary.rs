@@ -236,6 +236,7 @@ fn summarize_point(value: u64, all: Vec<Repeat>, source: ThroughputSource) -> Po
         throughput: tput.map(|s| s.median),
         speedup: None,
         efficiency: None,
+        wall_speedup: None,
         wall_s: wall,
         user_s: user,
         sys_s: sys,
@@ -553,6 +554,49 @@ pub(crate) mod tests {
         ]);
         let doc = assemble(&RunInputs::timing(h.clone(), perfect));
         assert_eq!(doc.throughput.source, ThroughputSource::Weak);
+        // xz -T{threads} on one file, a busy machine: splitting the input costs CPU
+        // (1.22×) and the wall time grew; fixed work, 0.87×, not a weak "1.74×".
+        let busy = reps(&[
+            (1, 1.655, 1.70),
+            (1, 1.62, 1.69),
+            (1, 1.70, 1.72),
+            (2, 1.901, 2.08),
+            (2, 1.88, 2.00),
+            (2, 1.95, 2.12),
+        ]);
+        let doc = assemble(&RunInputs::timing(h.clone(), busy));
+        assert_eq!(doc.throughput.source, ThroughputSource::Strong);
+        let p = &doc.points[1];
+        assert!((p.speedup.unwrap() - 0.87).abs() < 0.01, "{:?}", p.speedup);
+        assert!((p.speedup.unwrap() - p.wall_speedup.unwrap()).abs() < 1e-9);
+        // Weak only when every pairing of repeats shows the growth: one repeat at 2
+        // threads as cheap as the dearest at 1 leaves it fixed work.
+        let unstable = reps(&[
+            (1, 0.15, 0.15),
+            (1, 0.15, 0.17),
+            (2, 0.20, 0.20),
+            (2, 0.20, 0.20),
+        ]);
+        let doc = assemble(&RunInputs::timing(h.clone(), unstable));
+        assert_eq!(doc.throughput.source, ThroughputSource::Strong);
+        // Weak given, and the wall time grew at every repeat: the speedup above 1 is
+        // said to hold only if each thread adds work, with the fixed-work figure.
+        let mut weak = header(vec![1, 2]);
+        weak.scaling = Some(ThroughputSource::Weak);
+        let grew = reps(&[
+            (1, 1.655, 1.70),
+            (1, 1.66, 1.7),
+            (2, 1.901, 2.08),
+            (2, 1.9, 2.0),
+        ]);
+        let doc = assemble(&RunInputs::timing(weak, grew));
+        let w = doc
+            .warnings
+            .iter()
+            .find(|w| w.kind == WarningKind::FixedWork)
+            .expect("a weak speedup above 1 with a longer wall time is warned about");
+        assert!(w.message.contains("0.87×"), "{}", w.message);
+        assert!(w.message.contains("1.74×"), "{}", w.message);
         // Said explicitly, the user's choice stands (and a flat CPU time is warned about).
         let mut weak = header(vec![1, 2]);
         weak.scaling = Some(ThroughputSource::Weak);

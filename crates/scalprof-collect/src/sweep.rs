@@ -22,8 +22,8 @@ use crate::CollectError;
 mod step;
 use step::{run_step, Step, Stepped, SweepState};
 
-/// Default [`SweepPlan::output_limit`] (defined beside the capped run that applies it).
-pub use crate::exec::OUTPUT_LIMIT;
+/// [`SweepPlan::output`]'s policies (defined beside the capped run that applies them).
+pub use crate::exec::{Keep, OutputPolicy, OUTPUT_LIMIT};
 
 /// The environment variable that carries a sweep parameter to the workload.
 pub fn parameter_env(parameter: &str) -> String {
@@ -54,9 +54,9 @@ pub struct SweepPlan {
     pub output_dir: PathBuf,
     /// Must have one capture group: the operation count.
     pub ops_regex: Regex,
-    /// A repeat's stdout or stderr larger than this keeps only its first and last
-    /// `limit / 2` bytes, cut as it is written (the ops line is read from the tail).
-    pub output_limit: u64,
+    /// What each repeat keeps of its stdout and stderr, as it is written: by default only
+    /// the ops lines and stderr's head and tail ([`OutputPolicy::ops_lines`]).
+    pub output: OutputPolicy,
     /// Profile the diagnosis repeats with the sampler; `None` = off.
     pub sampling: Option<SamplingConfig>,
     /// Trace lock contention in the diagnosis repeats; `None` = off.
@@ -481,7 +481,7 @@ impl Enabled {
 #[allow(clippy::too_many_arguments)]
 fn run_collected(
     spec: &ExecSpec,
-    output_limit: u64,
+    output: &OutputPolicy,
     interrupt: &Interrupt,
     traced: bool,
     time_holds: bool,
@@ -516,7 +516,7 @@ fn run_collected(
             .filter(|c| time_holds && c.hold_times)
             .and_then(|_| hold_timing(spec));
         let run_spec = timed.as_ref().map_or(spec, |(_, s)| s);
-        match exec::run_capped(run_spec, output_limit, interrupt, &mut attached) {
+        match exec::run_capped(run_spec, output, interrupt, &mut attached) {
             // The workload did not start: retry without the collector that failed.
             Err(CollectError::Profiling(reason)) => {
                 sink.event(SweepEvent::NoProfiling(&reason))
@@ -651,7 +651,7 @@ mod tests {
             keep_going,
             output_dir: dir.path().join("out"),
             ops_regex: Regex::new(r"ops=(\d+)").unwrap(),
-            output_limit: OUTPUT_LIMIT,
+            output: OutputPolicy::keep_all(),
             sampling: None,
             locks: None,
             attach: AttachSpec::default(),
@@ -670,7 +670,10 @@ mod tests {
         p.values = vec![1];
         p.repeat = 1;
         p.warmup = 0;
-        p.output_limit = 1000;
+        p.output = OutputPolicy {
+            stdout: Keep::HeadTail(1000),
+            stderr: Keep::HeadTail(1000),
+        };
         let mut sink = Collect(vec![], 0);
         run(&p, &mut sink, &Interrupt::manual()).unwrap();
         let r = &sink.0[0].1;

@@ -309,6 +309,11 @@ pub struct Point {
     pub speedup: Option<f64>,
     /// Speedup divided by the parameter value.
     pub efficiency: Option<f64>,
+    /// The first point's median wall time over this one's, scaled like `speedup`: the
+    /// speedup at fixed work, shown beside one computed on another assumption (weak
+    /// scaling). `None` for a size sweep or where a median is missing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_speedup: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wall_s: Option<Spread>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

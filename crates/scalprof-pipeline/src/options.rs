@@ -28,6 +28,9 @@ pub struct RunOptions {
     pub scaling: Option<ThroughputSource>,
     pub timeout: Option<Duration>,
     pub keep_going: bool,
+    /// Keep every repeat's stdout and stderr (up to 64 MiB each); by default only the ops
+    /// lines and stderr's head and tail are kept.
+    pub keep_output: bool,
     /// Profile the diagnosis repeats (`None`: no profiles).
     pub sampling: Option<SamplingConfig>,
     /// Trace locks in the diagnosis repeats (`None`: no lock tables).
@@ -54,6 +57,7 @@ impl RunOptions {
             scaling: None,
             timeout: None,
             keep_going: false,
+            keep_output: false,
             sampling: Some(SamplingConfig::default()),
             locks: Some(LockConfig::default()),
             attach: Default::default(),

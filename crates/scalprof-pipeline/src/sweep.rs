@@ -181,7 +181,11 @@ fn create_run(
         keep_going: opts.keep_going,
         output_dir,
         ops_regex: checked.ops_regex.clone(),
-        output_limit: sweep::OUTPUT_LIMIT,
+        output: if opts.keep_output {
+            sweep::OutputPolicy::keep_all()
+        } else {
+            sweep::OutputPolicy::ops_lines(&checked.ops_regex)
+        },
         sampling: opts.sampling.clone().filter(|_| tracing).map(|mut c| {
             c.use_pmu = host_pmu;
             c

@@ -16,7 +16,7 @@ use scalprof_analyze::experiment::{judge, Execution, Setting};
 use scalprof_collect::delay::{DelaySpec, DelayTarget, Delayer};
 use scalprof_collect::exec::{self, Attach, ExecSpec};
 use scalprof_collect::interrupt::Interrupt;
-use scalprof_collect::sweep::{match_ops, parameter_env, read_tail, substitute, OUTPUT_LIMIT};
+use scalprof_collect::sweep::{match_ops, parameter_env, read_tail, substitute, OutputPolicy};
 use scalprof_model::experiment::{Experiment, Verdict};
 use scalprof_model::locks::HoldTimes;
 use scalprof_model::{Repeat, RunDocument};
@@ -186,7 +186,7 @@ impl Bench {
         };
         let r = exec::run_capped(
             &spec,
-            OUTPUT_LIMIT,
+            &OutputPolicy::ops_lines(&self.ops_regex),
             interrupt,
             &mut [&mut delayer as &mut dyn Attach],
         )?;

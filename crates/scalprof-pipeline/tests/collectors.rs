@@ -200,6 +200,7 @@ fn options() -> RunOptions {
         scaling: Some(ThroughputSource::Weak),
         timeout: None,
         keep_going: false,
+        keep_output: false,
         sampling: Some(SamplingConfig::default()),
         locks: Some(LockConfig::default()),
         attach: Default::default(),

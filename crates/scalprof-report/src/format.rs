@@ -50,9 +50,31 @@ pub(crate) fn count(n: u64) -> String {
     }
 }
 
+/// A size in bytes as people read it: `812 B`, `4.0 KiB`, `47.3 MiB`, `1.2 GiB`.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut x = n as f64 / 1024.0;
+    let mut unit = 0;
+    while x >= 1024.0 && unit + 1 < UNITS.len() {
+        x /= 1024.0;
+        unit += 1;
+    }
+    format!("{x:.1} {}", UNITS[unit])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sizes_in_bytes() {
+        assert_eq!(bytes(812), "812 B");
+        assert_eq!(bytes(4096), "4.0 KiB");
+        assert_eq!(bytes(49_600_000), "47.3 MiB");
+    }
 
     #[test]
     fn compact_numbers() {
@@ -65,3 +87,4 @@ mod tests {
         assert_eq!(g(1.5e-9), "1.50e-9");
     }
 }
+

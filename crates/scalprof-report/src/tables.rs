@@ -3,7 +3,7 @@
 
 use comfy_table::presets::UTF8_BORDERS_ONLY;
 use comfy_table::{CellAlignment, Table};
-use scalprof_model::{Model, ModelKind, Point, RunDocument, Spread};
+use scalprof_model::{Model, ModelKind, Point, RunDocument, Spread, ThroughputSource};
 
 use crate::format::{count, g, ns, si};
 use crate::view::PointView;
@@ -21,13 +21,20 @@ pub(crate) fn points_table(doc: &RunDocument) -> Table {
         "sys s (min–max)",
         "ok",
     ]);
+    // A speedup from the weak-scaling assumption has the wall time's beside it, so a
+    // wrong assumption cannot hide a slower command.
+    let weak = doc.throughput.source == ThroughputSource::Weak;
     for p in &doc.points {
         let ok = p.repeats.iter().filter(|r| r.succeeded()).count();
         let v = PointView::of(p);
+        let speedup = match p.wall_speedup.filter(|_| weak && p.speedup.is_some()) {
+            Some(w) => format!("{} (wall {w:.2}×)", v.speedup),
+            None => v.speedup,
+        };
         t.add_row(vec![
             p.value.to_string(),
             v.throughput,
-            v.speedup,
+            speedup,
             v.efficiency,
             spread(p.wall_s),
             spread(p.user_s),

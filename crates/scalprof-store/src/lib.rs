@@ -5,11 +5,14 @@
 //! file, and `scalprof show` can read a run while it is still being measured.
 //!
 //! [`Store`]'s methods live by job: `open` (creating, migrating, read-only copies),
-//! `write` (a run as it is measured), `read` (runs back).
+//! `write` (a run as it is measured), `read` (runs back), `remove` (space reclaimed).
 
 mod open;
 mod read;
+mod remove;
 mod write;
+
+pub use remove::folder_bytes;
 
 pub use open::SCHEMA_VERSION;
 
@@ -72,6 +75,12 @@ pub enum StoreError {
     OldReadOnly { path: PathBuf },
     #[error("{path} is a directory: --db names the store's file (e.g. {path}/runs.db)")]
     IsDirectory { path: PathBuf },
+    #[error("cannot remove {path}, the outputs of a deleted run")]
+    RemoveDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("run store query failed")]
     Sql(#[from] rusqlite::Error),
     #[error("run {id} has a malformed {field} column")]

@@ -32,8 +32,11 @@ pub enum Command {
     Run(RunArgs),
     /// Fit the Universal Scalability Law to your own measurements (a two-column CSV).
     Fit(FitArgs),
-    /// List the runs in the store.
-    Runs,
+    /// List the runs in the store (newest last); `runs rm RUN…` deletes runs.
+    Runs(RunsArgs),
+    /// Reclaim the store's space: keep the newest runs, delete the older ones and their
+    /// workload outputs, and compact the store.
+    Gc(GcArgs),
     /// Print a stored run: its summary, or the run document with --json.
     Show(ShowArgs),
     /// Build the pathology corpus and sweep the false-sharing pair (packed vs padded counters).
@@ -77,6 +80,43 @@ pub enum Command {
     /// Analyze a perf.data recorded elsewhere (`perf record -g` or `--call-graph dwarf`):
     /// a one-point run with its flame graph and tables.
     Import(ImportArgs),
+}
+
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct RunsArgs {
+    #[command(subcommand)]
+    pub action: Option<RunsAction>,
+    /// Print the list as JSON (an array of runs: id, label, command, created, status,
+    /// points, planned).
+    #[arg(long)]
+    pub json: bool,
+    /// List only the newest N runs.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum RunsAction {
+    /// Delete runs (ids, labels or latest~N) with their workload outputs.
+    Rm(RunsRmArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct RunsRmArgs {
+    /// The runs: ids, labels (a label names its newest run) or `latest~N`.
+    #[arg(required = true, value_name = "RUN")]
+    pub runs: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct GcArgs {
+    /// How many of the newest runs to keep.
+    #[arg(long, value_name = "N", required = true)]
+    pub keep: usize,
+    /// Say what would be deleted, and delete nothing.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 #[derive(Args, Debug)]
@@ -325,6 +365,11 @@ pub struct RunArgs {
     #[arg(long)]
     pub keep_going: bool,
 
+    /// Keep every repeat's stdout and stderr in the store (up to 64 MiB each). By default
+    /// only the lines the ops regex matches and the first and last 32 KiB of stderr are kept.
+    #[arg(long)]
+    pub keep_output: bool,
+
     /// Write the HTML report of the run to this file at the end.
     #[arg(long, value_name = "FILE", value_parser = parse_output_path)]
     pub report: Option<PathBuf>,
@@ -463,6 +508,7 @@ impl RunArgs {
                 }),
                 timeout: self.timeout,
                 keep_going: self.keep_going,
+                keep_output: self.keep_output,
                 sampling: (!self.no_profile).then(|| scalprof_pipeline::facade::SamplingConfig {
                     frequency: freq,
                     stack_bytes: self.stack_size,

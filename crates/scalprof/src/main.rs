@@ -168,7 +168,8 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Run(args) => commands::run(db, args),
         Command::Fit(args) => commands::fit(args),
-        Command::Runs => commands::runs(db),
+        Command::Runs(args) => commands::runs(db, args),
+        Command::Gc(args) => commands::gc(db, args),
         Command::Show(args) => commands::show(db, args),
         Command::Corpus(args) => commands::corpus(args),
         Command::Demo(args) => commands::demo(db, args),

@@ -404,9 +404,12 @@ mod limits {
         let _turn = common::exclusive();
         let tmp = tempfile::tempdir().unwrap();
         let db = tmp.path().join("runs.db");
+        // All output is kept only on request; by default only the ops lines are.
         let child = scalprof_process(&db)
-            .args(QUICK_RUN)
+            .args(&QUICK_RUN[..QUICK_RUN.len() - 1])
             .args([
+                "--keep-output",
+                "--",
                 "sh",
                 "-c",
                 "head -c 150000000 /dev/zero; sleep 1; echo ops=1",

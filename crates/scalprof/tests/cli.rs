@@ -343,7 +343,7 @@ fn runs_lists_and_show_resolves_labels() {
             ])
             .assert()
             .success()
-            .stdout(predicate::str::contains("weak scaling"));
+            .stdout(predicate::str::contains("fixed work assumed"));
     }
     scalprof(&db)
         .arg("runs")

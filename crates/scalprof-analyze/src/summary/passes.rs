@@ -53,11 +53,23 @@ pub(super) fn speedups(points: &mut [Point], threads: bool) {
         .filter(|_| threads)
         .find_map(|p| p.throughput.map(|x| (p.value as f64, x)))
     {
-        for p in points {
+        for p in points.iter_mut() {
             if let Some(x) = p.throughput {
                 let speedup = x / x0 * v0;
                 p.speedup = Some(speedup);
                 p.efficiency = Some(speedup / p.value as f64);
+            }
+        }
+    }
+    // The same at fixed work, from the wall times alone.
+    if let Some((v0, w0)) = points
+        .iter()
+        .filter(|_| threads)
+        .find_map(|p| p.wall_s.map(|w| (p.value as f64, w.median)))
+    {
+        for p in points {
+            if let Some(w) = p.wall_s.filter(|w| w.median > 0.0) {
+                p.wall_speedup = Some(w0 / w.median * v0);
             }
         }
     }

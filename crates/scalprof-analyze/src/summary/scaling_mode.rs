@@ -23,12 +23,16 @@ pub(super) fn throughput_source(
 }
 
 /// Weak or strong scaling from the CPU time of the clean repeats: a command whose total
-/// work is fixed uses about the same CPU time at every point (plus what contention adds),
-/// one whose threads each add work uses more in proportion to the parameter — diluted by
-/// the start-up every run pays once (an interpreter's 50 ms against 100 ms of work per
-/// thread grows 1.33× from 1 to 2 threads, not 2×). The boundary is `ratio^(1/4)` (1.19×
-/// from 1 to 2 threads), a quarter of the way from fixed to proportional on a log scale:
-/// chosen on zstd -T (fixed work, 1.04×) and Python threads doing a loop each (1.33×).
+/// work is fixed uses about the same CPU time at every point (plus what contention and
+/// splitting the input add), one whose threads each add work uses more in proportion to
+/// the parameter, diluted by the start-up every run pays once (an interpreter's 50 ms
+/// against 100 ms of work per thread grows 1.33× from 1 to 2 threads, not 2×).
+///
+/// Fixed work is the default: wrongly read as weak, a fixed-work command's speedup is
+/// inflated by the thread count and can say "1.74×" while its wall time grew (xz -T2 on a
+/// busy machine: its CPU time grew 1.22× from splitting the input). Weak scaling needs
+/// evidence that holds in every pairing of repeats: the fewest CPU seconds at the last
+/// point over the most at the first, at least `ratio^(1/3)` (1.26× from 1 to 2 threads).
 pub(super) fn infer_scaling(
     header: &RunHeader,
     repeats: &[PointRepeat],
@@ -43,7 +47,16 @@ pub(super) fn infer_scaling(
         v.sort_by(f64::total_cmp);
         (!v.is_empty()).then(|| v[v.len() / 2])
     };
-    let cpu_at = |value: u64| median_at(value, &|r| r.repeat.user_s + r.repeat.sys_s);
+    let cpu = |r: &PointRepeat| r.repeat.user_s + r.repeat.sys_s;
+    let cpu_at = |value: u64| median_at(value, &cpu);
+    // The CPU seconds of one point's clean repeats, fewest or most.
+    let cpu_bound = |value: u64, most: bool| {
+        repeats
+            .iter()
+            .filter(|r| r.value == value && !r.repeat.traced && r.repeat.succeeded())
+            .map(cpu)
+            .reduce(if most { f64::max } else { f64::min })
+    };
     let wall_at = |value: u64| median_at(value, &|r| r.repeat.wall_s);
     let mut values: Vec<u64> = repeats.iter().map(|r| r.value).collect();
     values.sort_unstable();
@@ -54,21 +67,21 @@ pub(super) fn infer_scaling(
         .collect();
     let (Some(&(v0, c0)), Some(&(v1, c1))) = (measured.first(), measured.last()) else {
         return (
-            ThroughputSource::Weak,
-            "weak scaling assumed: no point finished to infer it from (--scaling strong if the total work is fixed)".into(),
+            ThroughputSource::Strong,
+            "fixed work assumed: no point finished to infer the scaling from (--scaling weak if each thread adds work)".into(),
         );
     };
     let ratio = v1 as f64 / v0 as f64;
     if v1 != v0 && c1.max(c0) < 0.01 {
         return (
-            ThroughputSource::Weak,
-            format!("weak scaling assumed: the command used almost no CPU time ({c0:.3} → {c1:.3} s), nothing to infer from (--scaling strong if the total work is fixed)"),
+            ThroughputSource::Strong,
+            format!("fixed work assumed: the command used almost no CPU time ({c0:.3} → {c1:.3} s), nothing to infer the scaling from (--scaling weak if each thread adds work)"),
         );
     }
     if v1 == v0 || c0 <= 0.0 {
         return (
-            ThroughputSource::Weak,
-            format!("weak scaling assumed: one {p} value, nothing to infer from (--scaling strong if the total work is fixed)"),
+            ThroughputSource::Strong,
+            format!("fixed work assumed: one {p} value, nothing to infer the scaling from (--scaling weak if each thread adds work)"),
         );
     }
     let growth = c1 / c0;
@@ -83,15 +96,19 @@ pub(super) fn infer_scaling(
             format!("strong scaling, inferred: the wall time fell {w0:.2} → {w1:.2} s from {v0} to {v1} {p}, so the same work finished sooner (--scaling weak if each thread adds work)"),
         );
     }
-    if growth < ratio.powf(0.25) {
+    let least = match (cpu_bound(v1, false), cpu_bound(v0, true)) {
+        (Some(low), Some(high)) if high > 0.0 => low / high,
+        _ => growth,
+    };
+    if least >= ratio.powf(1.0 / 3.0) {
         (
-            ThroughputSource::Strong,
-            format!("strong scaling, inferred: the CPU time stayed {c0:.2} → {c1:.2} s from {v0} to {v1} {p}, so the total work is fixed (--scaling weak if each thread adds work)"),
+            ThroughputSource::Weak,
+            format!("weak scaling, inferred: the CPU time grew {c0:.2} → {c1:.2} s from {v0} to {v1} {p} ({growth:.1}×, at least {least:.2}× in every repeat), so each thread adds work (--scaling strong if the total work is fixed)"),
         )
     } else {
         (
-            ThroughputSource::Weak,
-            format!("weak scaling, inferred: the CPU time grew {c0:.2} → {c1:.2} s from {v0} to {v1} {p} ({growth:.1}×), so each thread adds work (--scaling strong if the total work is fixed)"),
+            ThroughputSource::Strong,
+            format!("strong scaling, inferred: the CPU time grew only {c0:.2} → {c1:.2} s from {v0} to {v1} {p} ({growth:.2}×), so the total work is taken as fixed (--scaling weak if each thread adds work)"),
         )
     }
 }

@@ -235,13 +235,14 @@ pub(super) fn fixed_work(
     points: &[Point],
     source: ThroughputSource,
 ) -> Option<Warning> {
-    // Only when the user said weak: an inferred choice says its reason in the header.
-    if source != ThroughputSource::Weak
-        || header.scaling.is_none()
-        || header.sweep.parameter != SweepParameter::Threads
-    {
+    if source != ThroughputSource::Weak || header.sweep.parameter != SweepParameter::Threads {
         return None;
     }
+    if let Some(w) = slower_but_faster(header, points) {
+        return Some(w);
+    }
+    // Only when the user said weak: an inferred choice says its reason in the header.
+    header.scaling?;
     let cpu = |p: &Point| Some(p.user_s?.median + p.sys_s?.median);
     let first = points.iter().find(|p| cpu(p).is_some())?;
     let last = points.iter().rev().find(|p| cpu(p).is_some())?;
@@ -257,6 +258,38 @@ pub(super) fn fixed_work(
         message: format!(
             "the workload printed no ops, so weak scaling was assumed (each thread adds work), but its CPU time stayed at {c0:.2} → {c1:.2} s from {} to {} threads: if the command does the same work at every point, rerun with --scaling strong (the speedups above are inflated up to {ratio:.0}×)",
             first.value, last.value
+        ),
+    })
+}
+
+/// A weak-scaling speedup above 1 at a point whose every repeat took longer than every
+/// repeat of the first: right only if each thread really added work; at fixed input the
+/// command got slower. Said with both numbers and how to change the assumption.
+fn slower_but_faster(header: &RunHeader, points: &[Point]) -> Option<Warning> {
+    let first = points.iter().find(|p| p.wall_s.is_some())?;
+    let last = points
+        .iter()
+        .rev()
+        .find(|p| p.speedup.is_some_and(|s| s > 1.0) && p.wall_s.is_some())?;
+    let (w0, w1) = (first.wall_s?, last.wall_s?);
+    if last.value == first.value || w1.min <= w0.max {
+        return None;
+    }
+    let how = if header.scaling.is_some() {
+        "--scaling weak was given"
+    } else {
+        "inferred from the CPU time"
+    };
+    Some(Warning {
+        kind: WarningKind::FixedWork,
+        point: Some(last.value),
+        message: format!(
+            "the speedup {:.2}× at {} threads assumes each thread adds work (weak scaling, {how}), but the wall time grew {:.3} → {:.3} s: if the input is the same at every point, the speedup is {:.2}× — rerun with --scaling strong",
+            last.speedup?,
+            last.value,
+            w0.median,
+            w1.median,
+            last.wall_speedup.unwrap_or(w0.median / w1.median),
         ),
     })
 }

@@ -1,9 +1,9 @@
 //! A workload's stdout or stderr, kept within a size while it is written.
 //!
 //! The workload writes into a pipe; a thread of ours copies it to the output file in the
-//! store's folder, keeping at most `limit` bytes: the first `limit / 2` as they come, the
-//! last `limit / 2` in memory until the end, and between them a line saying how much was
-//! cut. It reads on past the limit, so a workload that writes without end neither fills
+//! store's folder as its [`Keep`] says: at most `limit` bytes (the first `limit / 2` as
+//! they come, the last `limit / 2` in memory until the end, and between them a line
+//! saying how much was cut), or only the last lines a pattern matches (the ops lines). It reads on past the limit, so a workload that writes without end neither fills
 //! the disk nor blocks. A write that fails (a full disk) is kept, and said after the
 //! repeat: the workload goes on writing into the pipe and never sees it.
 
@@ -12,6 +12,23 @@ use std::io::{self, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+use regex::Regex;
+
+/// What an output keeps of what the workload wrote.
+#[derive(Clone, Debug)]
+pub enum Keep {
+    /// At most this many bytes: the first and last halves.
+    HeadTail(u64),
+    /// Only the last [`MATCHED_LINES`] lines the pattern matches, the rest discarded.
+    Matching(Regex),
+}
+
+/// How many matching lines [`Keep::Matching`] keeps: the ops regex reads the last.
+pub const MATCHED_LINES: usize = 64;
+
+/// A line longer than this is matched on its first this many bytes.
+const LONGEST_LINE: usize = 64 << 10;
 
 /// How long a finished repeat's output is read on, at most, when a process it left
 /// running still holds the pipe open (and may write for ever).
@@ -43,7 +60,7 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 
 impl Capture {
     /// Starts copying into `file`; returns the pipe end to give the workload.
-    pub(super) fn start(file: File, limit: u64) -> io::Result<(File, Capture)> {
+    pub(super) fn start(file: File, keep: Keep) -> io::Result<(File, Capture)> {
         let (read, write) = pipe()?;
         // A larger pipe: a writer waits on us less often (the kernel may refuse: fine).
         // SAFETY: fcntl on a descriptor we own, with integer arguments.
@@ -53,7 +70,7 @@ impl Capture {
         let (ended_read, ended) = pipe()?;
         let thread = std::thread::Builder::new()
             .name("scalprof-output".into())
-            .spawn(move || copy(read, ended_read, file, limit))?;
+            .spawn(move || copy(read, ended_read, file, keep))?;
         Ok((File::from(write), Capture { thread, ended }))
     }
 
@@ -148,8 +165,98 @@ impl Kept {
     }
 }
 
-fn copy(read: OwnedFd, ended: OwnedFd, file: File, limit: u64) -> Captured {
-    let mut kept = Kept::new(file, limit);
+/// Where a copied output goes.
+enum Sink {
+    HeadTail(Kept),
+    Matching(Lines),
+}
+
+impl Sink {
+    fn push(&mut self, data: &[u8]) {
+        match self {
+            Sink::HeadTail(k) => k.push(data),
+            Sink::Matching(l) => l.push(data),
+        }
+    }
+
+    fn end(self) -> Captured {
+        match self {
+            Sink::HeadTail(k) => k.end(),
+            Sink::Matching(l) => l.end(),
+        }
+    }
+}
+
+/// The last lines a pattern matches, written at the end; the rest is counted and dropped.
+struct Lines {
+    file: File,
+    re: Regex,
+    bytes: u64,
+    /// The line being read, up to [`LONGEST_LINE`] bytes of it.
+    line: Vec<u8>,
+    matched: std::collections::VecDeque<String>,
+}
+
+impl Lines {
+    fn new(file: File, re: Regex) -> Lines {
+        Lines {
+            file,
+            re,
+            bytes: 0,
+            line: Vec::new(),
+            matched: std::collections::VecDeque::new(),
+        }
+    }
+
+    fn push(&mut self, data: &[u8]) {
+        self.bytes += data.len() as u64;
+        let mut rest = data;
+        while let Some(at) = rest.iter().position(|&b| b == b'\n') {
+            self.add(&rest[..at]);
+            self.line_done();
+            rest = &rest[at + 1..];
+        }
+        self.add(rest);
+    }
+
+    fn add(&mut self, part: &[u8]) {
+        let room = LONGEST_LINE.saturating_sub(self.line.len());
+        self.line.extend_from_slice(&part[..part.len().min(room)]);
+    }
+
+    fn line_done(&mut self) {
+        let text = String::from_utf8_lossy(&self.line);
+        if self.re.is_match(&text) {
+            if self.matched.len() == MATCHED_LINES {
+                self.matched.pop_front();
+            }
+            self.matched.push_back(text.into_owned());
+        }
+        self.line.clear();
+    }
+
+    fn end(mut self) -> Captured {
+        if !self.line.is_empty() {
+            self.line_done();
+        }
+        let mut text = String::new();
+        for l in &self.matched {
+            text += l;
+            text.push('\n');
+        }
+        let error = self.file.write_all(text.as_bytes()).err();
+        Captured {
+            bytes: self.bytes,
+            error,
+        }
+    }
+}
+
+fn copy(read: OwnedFd, ended: OwnedFd, file: File, keep: Keep) -> Captured {
+    let mut kept = match keep {
+        Keep::HeadTail(limit) => Sink::HeadTail(Kept::new(file, limit)),
+        Keep::Matching(re) => Sink::Matching(Lines::new(file, re)),
+    };
     let mut buf = vec![0u8; 64 << 10];
     // Set once the workload was reaped: read what is left, until then at most.
     let mut drain_until: Option<Instant> = None;
@@ -214,6 +321,30 @@ mod tests {
     }
 
     #[test]
+    fn keeps_only_the_last_matching_lines_whatever_the_chunks() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out");
+        let re = Regex::new(r"ops=(\d+)").unwrap();
+        let mut l = Lines::new(File::create(&path).unwrap(), re);
+        let mut written = 0;
+        for i in 0..200 {
+            let chunk = format!("noise {i} {}\nop", "x".repeat(100));
+            l.push(chunk.as_bytes());
+            l.push(format!("s={i}\n").as_bytes());
+            written += chunk.len() + format!("s={i}\n").len();
+        }
+        l.push(b"tail ops=999");
+        let got = l.end();
+        assert_eq!(got.bytes as usize, written + 12);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), MATCHED_LINES);
+        assert_eq!(lines[0], "ops=137");
+        assert_eq!(lines[MATCHED_LINES - 2], "ops=199");
+        assert_eq!(lines[MATCHED_LINES - 1], "tail ops=999");
+    }
+
+    #[test]
     fn keeps_the_head_and_the_tail_in_order_whatever_the_chunks() {
         assert_eq!(kept(8, &[b"ab", b"cdef"]), ("abcdef".into(), 6));
         assert_eq!(kept(8, &[b"abcdefgh"]), ("abcdefgh".into(), 8));
@@ -230,7 +361,8 @@ mod tests {
 
     #[test]
     fn a_full_disk_is_kept_and_the_pipe_still_drained() {
-        let (file, capture) = Capture::start(File::create("/dev/full").unwrap(), 1 << 20).unwrap();
+        let (file, capture) =
+            Capture::start(File::create("/dev/full").unwrap(), Keep::HeadTail(1 << 20)).unwrap();
         let writer = std::thread::spawn(move || {
             let mut file = file;
             // Four times the limit, past any pipe buffer: it must not block.

@@ -8,7 +8,7 @@ use super::{
     RepeatKind, SweepEnd, SweepEvent, SweepPlan, SweepSink,
 };
 use crate::counters::EventCounter;
-use crate::exec::{ExecResult, ExecSpec};
+use crate::exec::{ExecResult, ExecSpec, Keep};
 use crate::interference::Snapshot;
 use crate::interrupt::Interrupt;
 use crate::CollectError;
@@ -67,7 +67,7 @@ pub(super) fn run_step(
     let before = (!warmup).then(Snapshot::take);
     let (r, collected) = run_collected(
         &spec,
-        plan.output_limit,
+        &plan.output,
         interrupt,
         traced,
         // The first traced repeat of a point measures the waits and holders without the
@@ -147,19 +147,23 @@ fn tell_capped(
     r: &ExecResult,
     sink: &mut dyn SweepSink,
 ) -> Result<(), CollectError> {
-    for (path, bytes) in [
-        (&spec.stdout, r.stdout_bytes),
-        (&spec.stderr, r.stderr_bytes),
+    for (path, bytes, keep) in [
+        (&spec.stdout, r.stdout_bytes, &plan.output.stdout),
+        (&spec.stderr, r.stderr_bytes, &plan.output.stderr),
     ] {
-        if bytes > plan.output_limit {
-            tell(
-                sink,
-                SweepEvent::OutputCapped {
-                    path,
-                    bytes,
-                    kept_bytes: plan.output_limit,
-                },
-            )?;
+        // Only a cut that loses what the user asked to keep is told: the default policy
+        // drops stdout's other lines on purpose.
+        if let Keep::HeadTail(limit) = *keep {
+            if bytes > limit && limit >= crate::exec::OUTPUT_LIMIT {
+                tell(
+                    sink,
+                    SweepEvent::OutputCapped {
+                        path,
+                        bytes,
+                        kept_bytes: limit,
+                    },
+                )?;
+            }
         }
     }
     Ok(())

@@ -6,7 +6,6 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use scalprof_pipeline::facade;
-use scalprof_store::Store;
 
 use super::open_store_read_only;
 use crate::cli;
@@ -41,45 +40,6 @@ pub fn fit(args: cli::FitArgs) -> Result<ExitCode> {
                 );
             }
         }
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// `scalprof runs`: the stored runs.
-pub fn runs(db: &Option<PathBuf>) -> Result<ExitCode> {
-    let path = db.clone().unwrap_or_else(scalprof_store::default_path);
-    let store = match Store::open_read_only(&path) {
-        Err(scalprof_store::StoreError::Missing { .. }) => {
-            outln!(
-                "no runs in {} yet: scalprof run -- CMD, or scalprof demo",
-                path.display()
-            );
-            return Ok(ExitCode::SUCCESS);
-        }
-        other => other?,
-    };
-    let rows: Vec<scalprof_report::RunRow> = store
-        .list()?
-        .into_iter()
-        .map(|r| scalprof_report::RunRow {
-            id: r.id,
-            label: r.label,
-            command: scalprof_report::shell_line(&r.command),
-            created: r.created,
-            status: r.status.as_str().to_string(),
-            points: format!("{}/{}", r.points, r.planned),
-        })
-        .collect();
-    if rows.is_empty() {
-        outln!(
-            "no runs in {} yet: scalprof run -- CMD, or scalprof demo",
-            store.path().display()
-        );
-    } else {
-        outln!(
-            "{}",
-            scalprof_report::terminal_safe(&scalprof_report::runs_table(&rows).to_string())
-        );
     }
     Ok(ExitCode::SUCCESS)
 }

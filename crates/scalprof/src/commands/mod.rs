@@ -4,12 +4,14 @@ mod compare;
 mod demo;
 mod inspect;
 mod record;
+mod runs;
 mod verify;
 
 pub use compare::compare;
 pub use demo::demo;
-pub use inspect::{corpus, export, fit, flame, layout, report, runs, show};
+pub use inspect::{corpus, export, fit, flame, layout, report, show};
 pub use record::{complexity, import, locks, run, suite};
+pub use runs::{gc, runs};
 pub use verify::verify;
 
 use std::process::ExitCode;

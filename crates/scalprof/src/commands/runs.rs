@@ -1,0 +1,186 @@
+//! The commands that list and prune the store: `runs`, `runs rm`, `gc`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{bail, Result};
+use scalprof_model::RunStatus;
+use scalprof_store::{RunSummary, Store};
+
+use super::{open_store, Usage};
+use crate::cli;
+use crate::out;
+
+/// `scalprof runs`: the stored runs, newest last (`--limit`: only the newest N), as a
+/// table or JSON; `runs rm` deletes.
+pub fn runs(db: &Option<PathBuf>, args: cli::RunsArgs) -> Result<ExitCode> {
+    if let Some(cli::RunsAction::Rm(rm)) = args.action {
+        return remove(db, &rm.runs);
+    }
+    let path = db.clone().unwrap_or_else(scalprof_store::default_path);
+    let store = match Store::open_read_only(&path) {
+        Err(scalprof_store::StoreError::Missing { .. }) if !args.json => {
+            outln!(
+                "no runs in {} yet: scalprof run -- CMD, or scalprof demo",
+                path.display()
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        Err(scalprof_store::StoreError::Missing { .. }) => {
+            out::data("[]\n")?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        other => other?,
+    };
+    let mut list = store.list()?;
+    if let Some(n) = args.limit {
+        list.drain(..list.len().saturating_sub(n));
+    }
+    if args.json {
+        let rows: Vec<serde_json::Value> = list.iter().map(json_row).collect();
+        out::data(&(serde_json::to_string_pretty(&rows)? + "\n"))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rows: Vec<scalprof_report::RunRow> = list
+        .into_iter()
+        .map(|r| scalprof_report::RunRow {
+            id: r.id,
+            label: r.label,
+            command: scalprof_report::shell_line(&r.command),
+            created: r.created,
+            status: r.status.as_str().to_string(),
+            points: format!("{}/{}", r.points, r.planned),
+        })
+        .collect();
+    if rows.is_empty() {
+        outln!(
+            "no runs in {} yet: scalprof run -- CMD, or scalprof demo",
+            store.path().display()
+        );
+    } else {
+        outln!(
+            "{}",
+            scalprof_report::terminal_safe(&scalprof_report::runs_table(&rows).to_string())
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn json_row(r: &RunSummary) -> serde_json::Value {
+    serde_json::json!({
+        "id": r.id,
+        "label": r.label,
+        "command": r.command,
+        "created": r.created,
+        "status": r.status.as_str(),
+        "points": r.points,
+        "planned": r.planned,
+    })
+}
+
+/// `scalprof runs rm RUN…`: every reference is resolved before anything is deleted, so a
+/// typo deletes nothing; a run still being recorded is refused.
+fn remove(db: &Option<PathBuf>, references: &[String]) -> Result<ExitCode> {
+    let mut store = open_store(db)?;
+    let list = store.list()?;
+    let mut ids = Vec::new();
+    for reference in references {
+        let id = store.resolve(reference)?;
+        if let Some(r) = list.iter().find(|r| r.id == id) {
+            if r.status == RunStatus::Running {
+                bail!(Usage(format!(
+                    "run {id} ({}) is still being recorded: stop it first (Ctrl-C in its terminal), then delete it",
+                    r.label
+                )));
+            }
+        }
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    let mut freed = 0;
+    for &id in &ids {
+        freed += store.delete_run(id)?;
+    }
+    store.compact()?;
+    outln!(
+        "deleted {} run{} ({}): {} of workload output freed",
+        ids.len(),
+        if ids.len() == 1 { "" } else { "s" },
+        ids.iter()
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        scalprof_report::bytes(freed)
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `scalprof gc --keep N`: the newest N runs stay; older ones (not being recorded) and
+/// outputs folders without a run go, then the store is compacted.
+pub fn gc(db: &Option<PathBuf>, args: cli::GcArgs) -> Result<ExitCode> {
+    let mut store = open_store(db)?;
+    let list = store.list()?;
+    let old = &list[..list.len().saturating_sub(args.keep)];
+    let doomed: Vec<&RunSummary> = old
+        .iter()
+        .filter(|r| r.status != RunStatus::Running)
+        .collect();
+    let orphans = store.orphan_output_folders()?;
+    let before = file_bytes(store.path());
+    if args.dry_run {
+        let ids: Vec<String> = doomed.iter().map(|r| r.id.to_string()).collect();
+        let held: u64 = doomed
+            .iter()
+            .map(|r| output_bytes(&store, r.id))
+            .chain(orphans.iter().map(|o| scalprof_store::folder_bytes(o)))
+            .sum();
+        outln!(
+            "would delete {} of {} runs ({}) and {} outputs folder{} without a run: {} of workload output",
+            doomed.len(),
+            list.len(),
+            if ids.is_empty() { "none".into() } else { ids.join(", ") },
+            orphans.len(),
+            if orphans.len() == 1 { "" } else { "s" },
+            scalprof_report::bytes(held)
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut freed = 0;
+    for r in &doomed {
+        freed += store.delete_run(r.id)?;
+    }
+    for o in &orphans {
+        freed += scalprof_store::folder_bytes(o);
+        std::fs::remove_dir_all(o)?;
+    }
+    store.compact()?;
+    let compacted = before.saturating_sub(file_bytes(store.path()));
+    outln!(
+        "kept the newest {} run{}, deleted {} ({} outputs folder{} without a run): {} freed ({} of workload output, {} of the store)",
+        list.len() - doomed.len(),
+        if list.len() - doomed.len() == 1 { "" } else { "s" },
+        doomed.len(),
+        orphans.len(),
+        if orphans.len() == 1 { "" } else { "s" },
+        scalprof_report::bytes(freed + compacted),
+        scalprof_report::bytes(freed),
+        scalprof_report::bytes(compacted)
+    );
+    let running = old.len() - doomed.len();
+    if running > 0 {
+        outln!(
+            "({running} older run{} still being recorded, kept)",
+            if running == 1 { "" } else { "s" }
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn output_bytes(store: &Store, id: i64) -> u64 {
+    scalprof_store::folder_bytes(&scalprof_store::outputs_folder(store.path()).join(id.to_string()))
+}
+
+fn file_bytes(path: &std::path::Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |m| m.len())
+}

@@ -77,6 +77,11 @@ fn assemble_merged(inputs: &RunInputs) -> RunDocument {
         threads,
     ));
     let complexity = passes::complexity_report(header, &points, profiles, &mut findings);
+    if threads && swept_nothing(&warnings, &points) {
+        // sqlite3 without {threads} got "37% serial_fraction … parallelize": a
+        // single-threaded program compared with itself has no scaling cause to name.
+        findings.clear();
+    }
     let sampling = profiles.first().map(|(_, p)| Sampling {
         event: p.event.clone(),
         frequency: p.frequency,
@@ -106,6 +111,28 @@ fn assemble_merged(inputs: &RunInputs) -> RunDocument {
         scaling_diff,
         complexity,
         experiments: Vec::new(),
+    }
+}
+
+/// The command has no `{threads}` and did not use more CPUs at the last point than at
+/// the first (no more than 1.25× the CPU seconds per wall second): it did not read
+/// SCALPROF_THREADS either, and every point ran the same thing.
+fn swept_nothing(warnings: &[scalprof_model::Warning], points: &[Point]) -> bool {
+    if !warnings
+        .iter()
+        .any(|w| w.kind == scalprof_model::WarningKind::NotSwept)
+    {
+        return false;
+    }
+    let busy = |p: &Point| -> Option<f64> {
+        let wall = p.wall_s?.median;
+        let cpu = p.user_s?.median + p.sys_s?.median;
+        (wall > 0.0).then_some(cpu / wall)
+    };
+    let measured: Vec<f64> = points.iter().filter_map(busy).collect();
+    match (measured.first(), measured.last()) {
+        (Some(&first), Some(&last)) => last <= first * 1.25,
+        _ => true,
     }
 }
 
@@ -365,6 +392,23 @@ pub(crate) mod tests {
     fn traced(mut r: PointRepeat) -> PointRepeat {
         r.repeat.traced = true;
         r
+    }
+
+    #[test]
+    fn a_command_without_its_placeholder_swept_nothing_unless_it_used_more_cpus() {
+        // rep() gives each point `value` CPUs' worth of user time: 1 → 2, it did.
+        let reps = vec![rep(1, 0, 1.0, None, 0), rep(2, 0, 1.0, None, 0)];
+        let mut h = header(vec![1, 2]);
+        h.command = vec!["sqlite3".into(), "db".into()];
+        let doc = assemble(&RunInputs::timing(h.clone(), reps));
+        assert!(doc.warnings.iter().any(|w| w.kind == WarningKind::NotSwept));
+        assert!(!swept_nothing(&doc.warnings, &doc.points));
+        // The same CPU time per wall second at both points: it did not read SCALPROF_THREADS.
+        let mut flat = vec![rep(1, 0, 1.0, None, 0), rep(2, 0, 1.0, None, 0)];
+        flat[1].repeat.user_s = 1.0;
+        let doc = assemble(&RunInputs::timing(h, flat));
+        assert!(swept_nothing(&doc.warnings, &doc.points));
+        assert!(doc.findings.is_empty());
     }
 
     #[test]

@@ -1,7 +1,6 @@
 //! The terminal view of a comparison: the verdict, then per point B/A and ministat-style
 //! verdicts per metric, the lock waits and findings that changed.
 
-use comfy_table::presets::UTF8_BORDERS_ONLY;
 use comfy_table::Table;
 use scalprof_model::compare::{Comparison, Metric, MetricComparison, PointComparison};
 
@@ -75,8 +74,7 @@ fn point_section(p: &PointComparison) -> String {
 
 /// Each metric's median and range in A and in B, and the verdict on the difference.
 fn metrics_table(metrics: &[MetricComparison]) -> Table {
-    let mut t = Table::new();
-    t.load_style(UTF8_BORDERS_ONLY);
+    let mut t = crate::width::table();
     t.set_header(vec![
         "metric",
         "A median (min–max)",

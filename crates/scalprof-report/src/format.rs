@@ -87,4 +87,3 @@ mod tests {
         assert_eq!(g(1.5e-9), "1.50e-9");
     }
 }
-

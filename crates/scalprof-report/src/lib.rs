@@ -22,6 +22,8 @@ mod safe;
 mod summary;
 mod tables;
 mod view;
+mod warnings;
+mod width;
 
 pub use compare::comparison;
 pub use experiment::experiment_line;
@@ -34,6 +36,7 @@ pub use summary::{
     foreign_processes, run_model_line, summary, summary_with, verdict_line, WIDE_INTERVAL,
 };
 pub use tables::{complexity_table, counters_line, model_line, what_grew};
+pub use width::{colour, set_terminal_width, terminal_width, wrap_to};
 
 #[cfg(test)]
 mod tests {

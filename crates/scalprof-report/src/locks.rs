@@ -1,8 +1,7 @@
 //! Lock tables for the terminal: one point's table, and the causes' table across the
 //! points (share of the thread-time and time in the lock per operation).
 
-use comfy_table::presets::UTF8_BORDERS_ONLY;
-use comfy_table::{CellAlignment, Table};
+use comfy_table::CellAlignment;
 use scalprof_model::locks::{LockCaller, LockProfile, LockRow};
 use scalprof_model::{Point, RunDocument};
 
@@ -36,8 +35,7 @@ pub fn lock_table(parameter: &str, value: u64, l: &LockProfile) -> String {
     if rows.is_empty() {
         return out + "  no contended locks\n";
     }
-    let mut t = Table::new();
-    t.load_style(UTF8_BORDERS_ONLY);
+    let mut t = crate::width::table();
     // Who held the locks, when the unlocks' stacks were copied (a column only then, so
     // that tables without it read as before).
     let held = rows.iter().any(|r| !r.holders.is_empty());
@@ -168,8 +166,7 @@ pub fn lock_growth(doc: &RunDocument) -> String {
         return String::new();
     }
     let last = points.last().and_then(|p| p.locks.as_ref()).expect("locks");
-    let mut t = Table::new();
-    t.load_style(UTF8_BORDERS_ONLY);
+    let mut t = crate::width::table();
     let mut header = vec!["lock or wait: share of thread-time · time in it per op".to_string()];
     header.extend(points.iter().map(|p| format!("@{}", p.value)));
     t.set_header(header);

@@ -1,8 +1,5 @@
 //! The list of stored runs.
 
-use comfy_table::presets::UTF8_BORDERS_ONLY;
-use comfy_table::Table;
-
 use crate::safe::one_line;
 
 /// One row of `scalprof runs`.
@@ -16,8 +13,7 @@ pub struct RunRow {
 }
 
 pub fn runs_table(rows: &[RunRow]) -> String {
-    let mut t = Table::new();
-    t.load_style(UTF8_BORDERS_ONLY);
+    let mut t = crate::width::table();
     t.set_header(vec![
         "id", "label", "status", "points", "created", "command",
     ]);

@@ -1,7 +1,6 @@
 //! The suite's views: the rates table, the comparison of two suites (terminal), and the
 //! suite's HTML page and its comparison page.
 
-use comfy_table::presets::UTF8_BORDERS_ONLY;
 use comfy_table::{CellAlignment, Table};
 use scalprof_model::compare::MetricComparison;
 use scalprof_model::suite::{SuiteComparison, SuiteDocument, TestComparison, TestResult, TopCause};
@@ -109,8 +108,7 @@ fn cells(r: &TestResult) -> [String; 3] {
 /// The rates table: ops/s per point, per-worker rate and efficiency at the largest point,
 /// the top cause and its share, and the stored run.
 pub fn table(results: &[TestResult]) -> String {
-    let mut t = Table::new();
-    t.load_style(UTF8_BORDERS_ONLY);
+    let mut t = crate::width::table();
     t.set_header(vec![
         "test",
         "mode",
@@ -224,8 +222,7 @@ pub fn comparison(c: &SuiteComparison) -> String {
 
 /// The comparison's table: each test's rows, as [`test_rows`] makes them.
 fn comparison_table(c: &SuiteComparison) -> Table {
-    let mut t = Table::new();
-    t.load_style(UTF8_BORDERS_ONLY);
+    let mut t = crate::width::table();
     t.set_header(vec![
         "test",
         "mode",

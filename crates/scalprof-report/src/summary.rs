@@ -1,7 +1,7 @@
 //! The run summary: the header, the verdict line, the default screen and `-v`'s details,
 //! warnings and findings with what to do.
 
-use scalprof_model::{Point, RunDocument, Settling, ThroughputSource, WarningKind};
+use scalprof_model::{Point, RunDocument, Settling, ThroughputSource};
 
 use crate::format::ns;
 use crate::locks::{lock_growth, lock_table, row_share};
@@ -24,7 +24,8 @@ pub fn summary_with(doc: &RunDocument, all_locks: bool, verbose: bool) -> String
     // what to do. The measurement's own details (time split, counters, profile quality,
     // what grew, each point's lock table) come with `verbose` (`show -v`), or `--locks`.
     let verbose = verbose || all_locks;
-    let mut out = header(doc);
+    let shown = crate::warnings::shown(&doc.warnings, doc.sweep.parameter.as_str(), verbose);
+    let mut out = header(doc, &shown.headline);
     out += &verdicts(doc);
     out.push('\n');
     if doc.points.is_empty() {
@@ -41,10 +42,14 @@ pub fn summary_with(doc: &RunDocument, all_locks: bool, verbose: bool) -> String
     if let Some(c) = &doc.complexity {
         out += &complexity_table(c);
     }
-    out += &warnings_and_findings(doc);
+    out += &warnings_and_findings(doc, &shown);
     if !verbose && !doc.points.is_empty() {
+        let warnings = match shown.hidden {
+            0 => String::new(),
+            n => format!("{n} more warning{}, ", plural(n)),
+        };
         out += &format!(
-            "more: scalprof show {} -v (time split, counters, profile, what grew, lock tables)\n",
+            "more: scalprof show {} -v ({warnings}time split, counters, profile, what grew, lock tables)\n",
             doc.id
         );
     }
@@ -53,7 +58,7 @@ pub fn summary_with(doc: &RunDocument, all_locks: bool, verbose: bool) -> String
 
 /// The run's identity (id, label, status, points and repeats), its command and host, how
 /// its throughput is counted, and the warnings that make the rest of the screen moot.
-fn header(doc: &RunDocument) -> String {
+fn header(doc: &RunDocument, headline: &[String]) -> String {
     let repeats: usize = doc
         .points
         .iter()
@@ -85,8 +90,8 @@ fn header(doc: &RunDocument) -> String {
     out += &runtimes_line(doc);
     out += &format!("throughput: {}\n", throughput_source_line(doc));
     // Warnings that make the rest of the screen moot come first, not at its end.
-    for w in doc.warnings.iter().filter(|w| is_headline_warning(w.kind)) {
-        out += &format!("  ! {}\n", w.message);
+    for w in headline {
+        out += &format!("  ! {w}\n");
     }
     out
 }
@@ -233,17 +238,12 @@ pub(crate) fn details(doc: &RunDocument, all_locks: bool) -> String {
 }
 
 /// Warnings, then the findings with what to do, then where the workload's output is.
-pub(crate) fn warnings_and_findings(doc: &RunDocument) -> String {
+pub(crate) fn warnings_and_findings(doc: &RunDocument, shown: &crate::warnings::Shown) -> String {
     let mut out = String::new();
-    let rest: Vec<_> = doc
-        .warnings
-        .iter()
-        .filter(|w| !is_headline_warning(w.kind))
-        .collect();
-    if !rest.is_empty() {
+    if !shown.rest.is_empty() {
         out += "\nwarnings:\n";
-        for w in rest {
-            out += &format!("  ! {}\n", w.message);
+        for w in &shown.rest {
+            out += &format!("  ! {w}\n");
         }
     }
     if !doc.findings.is_empty() {
@@ -268,7 +268,18 @@ pub(crate) fn warnings_and_findings(doc: &RunDocument) -> String {
                     crate::experiment_line(e, doc.sweep.parameter.as_str())
                 );
             }
-            if !f.suggestion.is_empty() {
+            // Advice is said once: findings about one program's internals often share it.
+            if let Some(first) = doc
+                .findings
+                .iter()
+                .take_while(|g| !std::ptr::eq(*g, f))
+                .find(|g| g.suggestion == f.suggestion && !f.suggestion.is_empty())
+            {
+                out += &format!(
+                    "         what to do: as for {} above\n",
+                    one_line(&first.subject)
+                );
+            } else if !f.suggestion.is_empty() {
                 out += &format!("         what to do: {}\n", one_line(&f.suggestion));
             }
         }
@@ -447,15 +458,6 @@ pub(crate) fn plural(n: usize) -> &'static str {
     } else {
         "s"
     }
-}
-
-/// A sweep that swept nothing, throughput computed on a wrong assumption, or a point
-/// bound by the latency of waking CPUs: said under the header, before any number.
-pub(crate) fn is_headline_warning(kind: WarningKind) -> bool {
-    matches!(
-        kind,
-        WarningKind::NotSwept | WarningKind::FixedWork | WarningKind::IdleWakeups
-    )
 }
 
 pub(crate) fn throughput_source_line(doc: &RunDocument) -> String {

@@ -1,7 +1,6 @@
 //! The summary's tables and lines: points, the model, the time split, the profile and
 //! counters lines, what grew, and the complexity table.
 
-use comfy_table::presets::UTF8_BORDERS_ONLY;
 use comfy_table::{CellAlignment, Table};
 use scalprof_model::{Model, ModelKind, Point, RunDocument, Spread, ThroughputSource};
 
@@ -9,18 +8,21 @@ use crate::format::{count, g, ns, si};
 use crate::view::PointView;
 
 pub(crate) fn points_table(doc: &RunDocument) -> Table {
-    let mut t = Table::new();
-    t.load_style(UTF8_BORDERS_ONLY);
-    t.set_header(vec![
+    let mut t = crate::width::table();
+    // A narrow terminal gets the wall time's spread, not the user and system times'.
+    let narrow = crate::width::terminal_width().is_some_and(|w| w < crate::width::NARROW);
+    let mut header = vec![
         doc.sweep.parameter.as_str(),
         "throughput",
         "speedup",
         "efficiency",
         "wall s (min–max)",
-        "user s (min–max)",
-        "sys s (min–max)",
-        "ok",
-    ]);
+    ];
+    if !narrow {
+        header.extend(["user s (min–max)", "sys s (min–max)"]);
+    }
+    header.push("ok");
+    t.set_header(header);
     // A speedup from the weak-scaling assumption has the wall time's beside it, so a
     // wrong assumption cannot hide a slower command.
     let weak = doc.throughput.source == ThroughputSource::Weak;
@@ -31,16 +33,18 @@ pub(crate) fn points_table(doc: &RunDocument) -> Table {
             Some(w) => format!("{} (wall {w:.2}×)", v.speedup),
             None => v.speedup,
         };
-        t.add_row(vec![
+        let mut row = vec![
             p.value.to_string(),
             v.throughput,
             speedup,
             v.efficiency,
             spread(p.wall_s),
-            spread(p.user_s),
-            spread(p.sys_s),
-            format!("{ok}/{}", p.repeats.len()),
-        ]);
+        ];
+        if !narrow {
+            row.extend([spread(p.user_s), spread(p.sys_s)]);
+        }
+        row.push(format!("{ok}/{}", p.repeats.len()));
+        t.add_row(row);
     }
     for i in 1..8 {
         if let Some(c) = t.column_mut(i) {
@@ -242,8 +246,7 @@ pub fn what_grew(d: &scalprof_model::ScalingDiff) -> String {
         if rows.is_empty() {
             continue;
         }
-        let mut t = Table::new();
-        t.load_style(UTF8_BORDERS_ONLY);
+        let mut t = crate::width::table();
         let mut header = vec![format!("{scope} function (self)")];
         header.extend(d.points.iter().map(|p| format!("{} @{p}", d.unit)));
         header.push("growth".into());
@@ -278,8 +281,7 @@ pub fn what_grew(d: &scalprof_model::ScalingDiff) -> String {
 
 /// Power-law fits of a size sweep: the workload and its steepest functions.
 pub fn complexity_table(c: &scalprof_model::ComplexityReport) -> String {
-    let mut t = Table::new();
-    t.load_style(UTF8_BORDERS_ONLY);
+    let mut t = crate::width::table();
     let (first, last) = (c.sizes[0], c.sizes[c.sizes.len() - 1]);
     t.set_header(vec![
         "function (self)".to_string(),

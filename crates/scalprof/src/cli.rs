@@ -22,8 +22,19 @@ pub struct Cli {
     #[arg(long, global = true, env = "SCALPROF_DB", value_name = "PATH")]
     pub db: Option<PathBuf>,
 
+    /// Colour on a terminal: `auto` (unless NO_COLOR is set), `always` or `never`.
+    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
+    pub color: ColorChoice,
+
     #[command(subcommand)]
     pub command: Command,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
 }
 
 #[derive(Subcommand, Debug)]

@@ -164,6 +164,7 @@ fn keep_the_workloads_tree() {
 }
 
 fn dispatch(cli: Cli) -> Result<ExitCode> {
+    out::set_style(cli.color);
     let db = &cli.db;
     match cli.command {
         Command::Run(args) => commands::run(db, args),

@@ -56,9 +56,49 @@ macro_rules! outln {
     };
 }
 
-/// Writes text for a reader, escaped of control and bidi characters.
+/// How text reaches a terminal: wrapped to its width, in colour or not.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Style {
+    /// The terminal's columns; `None` for a pipe or a file.
+    pub columns: Option<u16>,
+    pub colour: bool,
+}
+
+static STYLE: std::sync::OnceLock<Style> = std::sync::OnceLock::new();
+
+/// Decides the style once, from `--color` (`auto`: colour on a terminal unless `NO_COLOR`
+/// is set and not empty, as <https://no-color.org> asks) and the terminal's width; tables
+/// are fitted to the same width.
+pub fn set_style(color: crate::cli::ColorChoice) {
+    use std::io::IsTerminal;
+    let terminal = std::io::stdout().is_terminal();
+    let columns = terminal
+        .then(|| terminal_size::terminal_size_of(std::io::stdout()))
+        .flatten()
+        .map(|(w, _)| w.0)
+        .filter(|&w| w >= 40);
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    let colour = match color {
+        crate::cli::ColorChoice::Always => true,
+        crate::cli::ColorChoice::Never => false,
+        crate::cli::ColorChoice::Auto => terminal && !no_color,
+    };
+    scalprof_report::set_terminal_width(columns);
+    let _ = STYLE.set(Style { columns, colour });
+}
+
+/// Writes text for a reader, escaped of control and bidi characters, then wrapped and
+/// coloured for the terminal ([`set_style`]).
 pub fn text(s: &str) -> Result<(), WriteError> {
-    write_str(&scalprof_report::terminal_safe(s))
+    let mut safe = scalprof_report::terminal_safe(s);
+    let style = STYLE.get().copied().unwrap_or_default();
+    if let Some(columns) = style.columns {
+        safe = scalprof_report::wrap_to(&safe, usize::from(columns));
+    }
+    if style.colour {
+        safe = scalprof_report::colour(&safe);
+    }
+    write_str(&safe)
 }
 
 /// Writes data meant for another program (JSON, folded stacks) as it is to a pipe or
@@ -66,7 +106,7 @@ pub fn text(s: &str) -> Result<(), WriteError> {
 pub fn data(s: &str) -> Result<(), WriteError> {
     use std::io::IsTerminal;
     if std::io::stdout().is_terminal() {
-        text(s)
+        write_str(&scalprof_report::terminal_safe(s))
     } else {
         write_str(s)
     }

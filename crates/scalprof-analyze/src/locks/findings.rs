@@ -314,6 +314,22 @@ impl<'a> LockSeries<'a> {
         {
             return suggestion(&last.lock_type, self.scope, name);
         }
+        if let Some(avg_ns) = idle_wait(last) {
+            let feeder = last
+                .holders
+                .first()
+                .or(last.callers.first())
+                .map_or(String::new(), |h| format!(" ({} signals it)", h.function));
+            return format!(
+                "{name} is a condition variable its threads sleep on for long stretches (avg \
+                 {}) while its mutex is held only briefly: they wait for work or for a result \
+                 (an idle worker pool), not for each other. Sharding it would not help; look \
+                 at what feeds them{feeder}: a producer or a phase that runs alone (reading \
+                 the input, writing the output) that is slower than the workers, or more \
+                 workers than there is work",
+                human_ns(avg_ns)
+            );
+        }
         if let Some((h, link, share)) = blocked_holder(last, rows) {
             return format!(
                 "{h} holds {name} while it waits for {link} ({:.0}% of the waiters' wait): \
@@ -353,6 +369,22 @@ impl<'a> LockSeries<'a> {
         }
         suggestion(&last.lock_type, self.scope, name)
     }
+}
+
+/// A condition variable its waiters sleep on for a millisecond or more at a time while
+/// its mutex is held for under a hundredth of that: threads waiting for work (xz's worker
+/// pool: 34 waits of 66 ms on average, the mutex held 44 ns), not contention. The average
+/// wait, if so.
+fn idle_wait(row: &LockRow) -> Option<f64> {
+    if row.lock_type != LockKind::Condvar || row.count == 0 {
+        return None;
+    }
+    let avg = row.total_wait_ns as f64 / row.count as f64;
+    let brief = row
+        .hold
+        .as_ref()
+        .is_none_or(|h| (h.p50_ns as f64) * 100.0 < avg);
+    (avg >= 1e6 && brief).then_some(avg)
 }
 
 /// "; callers: F (N%), G (M%)", or nothing when the row has no callers.
@@ -705,6 +737,40 @@ fn a_long_holder_is_a_lock_s_rare_caller_with_most_of_the_wait() {
     assert_eq!(long_holder(&row), None);
     assert!(is_interpreter_lock(Scope::User, "_PyRuntime"));
     assert!(!is_interpreter_lock(Scope::Kernel, "_PyRuntime"));
+}
+
+#[cfg(test)]
+#[test]
+fn a_worker_pool_s_long_sleeps_are_idle_waits_and_a_hand_off_is_not() {
+    // xz -T2's worker pool: 34 waits of 66 ms on average, the mutex held 44 ns.
+    let mut row = LockRow {
+        count: 34,
+        total_wait_ns: 34 * 66_300_000,
+        hold: Some(scalprof_model::locks::HoldTimes {
+            acquisitions: 1276,
+            sampled: 1276,
+            p50_ns: 44,
+            p99_ns: 37_500,
+            mean_ns: 300.0,
+            max_ns: 321_200,
+            repeats: 1,
+            acquisitions_per_op: None,
+        }),
+        ..LockRow::new(
+            Scope::User,
+            "condvar@[liblzma.so.5]+0xc5ad (heap)",
+            LockKind::Condvar,
+        )
+    };
+    assert_eq!(idle_wait(&row), Some(66_300_000.0));
+    // gil_handoff: 10,857 waits of 45 µs — threads taking turns, contention.
+    row.count = 10_857;
+    row.total_wait_ns = 10_857 * 45_100;
+    assert_eq!(idle_wait(&row), None);
+    // A mutex's long waits are contention whatever their length.
+    row.total_wait_ns = 10_857 * 66_300_000;
+    row.lock_type = LockKind::Mutex;
+    assert_eq!(idle_wait(&row), None);
 }
 
 /// What a lock's holders were doing while the waiters waited, measured: running (their

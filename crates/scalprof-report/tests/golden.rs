@@ -235,3 +235,16 @@ fn the_compare_page_overlays_a_and_b_and_leads_with_the_verdict() {
     assert!(html.contains("id=\"compare-plot\""));
     assert!(html.contains("class=\"series-A\"") && html.contains("class=\"series-B\""));
 }
+
+#[test]
+fn two_equal_runs_say_that_no_function_changed_instead_of_drawing_it() {
+    let a = document();
+    let c = scalprof_analyze::compare::compare(&a, &a);
+    let profile = &inputs().profiles[1].1;
+    // The same profile on both sides: nothing changed, and the page says so.
+    assert!(scalprof_analyze::top::changed_functions(profile, 1.0, profile, 1.0).is_empty());
+    let unchanged = scalprof_report::html::DiffFlame::Unchanged;
+    let html = scalprof_report::html::compare_report(&c, &a.label, &a.label, Some(&unchanged));
+    assert!(html.contains("no function changed per operation"), "{html}");
+    assert!(!html.contains("id=\"flame-diff\""));
+}

@@ -14,7 +14,7 @@ use super::{Heading, STYLE};
 use crate::flame::svg_of;
 use crate::format::{ns, si};
 use crate::safe::shell_line;
-use crate::tables::MIN_SHARE_SHOWN;
+use crate::tables::{grown, nothing_grew};
 use crate::view::PointView;
 
 /// The report of one run. `flames`: (point, profile) for the per-point flame graphs;
@@ -202,16 +202,17 @@ fn finding(f: &Finding, experiment: Option<&Experiment>, parameter: &str) -> Htm
     )
 }
 
-/// The functions whose own cost per operation grew, kernel then user, without the noise.
+/// The functions whose own cost per operation grew, kernel then user, without the noise;
+/// or why nothing did.
 fn what_grew(d: &ScalingDiff) -> Html {
     let mut h = Html::new();
     h += "<h2>What grew</h2>";
+    if let Some(why) = nothing_grew(d) {
+        html!(h, "<p class=\"nothing-grew\">Nothing grew: {}.</p>", why);
+        return h;
+    }
     for (scope, rows) in [("kernel", &d.kernel), ("user", &d.user)] {
-        let shown: Vec<_> = rows
-            .iter()
-            .filter(|r| r.share_of_loss >= MIN_SHARE_SHOWN)
-            .take(10)
-            .collect();
+        let shown = grown(rows, 10);
         if shown.is_empty() {
             continue;
         }
@@ -407,4 +408,26 @@ fn cache_line(f: &Finding, d: &SharingDetails) -> Html {
         },
         instructions
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_what_grew_says_nothing_grew() {
+        let d = ScalingDiff {
+            unit: "ns/op".into(),
+            points: vec![1, 2],
+            total_per_op: vec![4.56, 4.53],
+            samples: vec![500, 500],
+            ..Default::default()
+        };
+        let h = what_grew(&d).into_string();
+        assert_eq!(
+            h,
+            "<h2>What grew</h2><p class=\"nothing-grew\">Nothing grew: the sampled cost per op is \
+             flat (4.56 → 4.53 ns/op).</p>"
+        );
+    }
 }

@@ -6,16 +6,18 @@
 //! their own (data: URIs, an opaque origin), so inferno's script runs apart from the page.
 //!
 //! One view per file: `run` (a run's report), `compare` (two runs), `plot` (the SVG plots
-//! both draw), `flames` (flame graphs in their boxes); `markup` is the escaping writer
-//! they share.
+//! both draw), `flames` (flame graphs in their boxes), `functions` (the sortable table
+//! of top functions); `markup` is the escaping writer they share.
 
 mod compare;
 mod flames;
+mod functions;
 pub(crate) mod markup;
 mod plot;
 mod run;
 pub use compare::compare_report;
 pub use flames::{DiffFlame, MAX_HEIGHT_PX};
+pub use functions::{PointFunctions, FUNCTION_ROWS};
 pub(crate) use plot::budget_bars;
 pub use plot::scaling_plot;
 pub use run::run_report;
@@ -40,4 +42,7 @@ td:first-child,th:first-child{text-align:left}.l{text-align:left}\
 details.flame>summary{font-weight:bold;margin:.8em 0 .3em;cursor:pointer}\
 .flame-box{max-height:600px;overflow-y:auto;display:flex;flex-direction:column-reverse;border:1px solid #ddd}\
 iframe.flame{width:100%;border:0;flex:none;display:block}\
+details.functions>summary{font-weight:bold;margin:.8em 0 .3em;cursor:pointer}\
+table.sortable th{cursor:pointer;user-select:none}table.sortable th[data-sort=asc]::after{content:' ▲'}\
+table.sortable th[data-sort=desc]::after{content:' ▼'}\
 code{background:#f4f4f4;padding:0 .2em}";

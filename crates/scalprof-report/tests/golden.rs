@@ -3,6 +3,7 @@
 //! when it is intended, regenerate them with `SCALPROF_BLESS=1 cargo test -p scalprof-report`.
 
 use scalprof_model::locks::{LockKind, Scope};
+use scalprof_report::html::PointFunctions;
 use std::path::Path;
 
 use scalprof_model::locks::{LockCaller, LockProfile, LockRow};
@@ -160,7 +161,35 @@ fn the_html_report_matches_its_golden_file() {
     let inputs = inputs();
     let doc = scalprof_analyze::assemble(&inputs);
     let flames: Vec<(u64, &PointProfile)> = inputs.profiles.iter().map(|(v, p)| (*v, p)).collect();
-    let html = scalprof_report::html::run_report(&doc, &flames, None);
+    let tops: Vec<(u64, scalprof_model::TopFunctions)> = inputs
+        .profiles
+        .iter()
+        .map(|(v, p)| (*v, scalprof_analyze::top::top_functions(p, 10)))
+        .collect();
+    let functions: Vec<PointFunctions<'_>> = tops
+        .iter()
+        .map(|(v, top)| PointFunctions {
+            value: *v,
+            top,
+            ops: Some(1e6 * *v as f64),
+        })
+        .collect();
+    let html = scalprof_report::html::run_report(&doc, &flames, None, &functions);
+    // The largest point's table is open, most self time first, sortable by a click.
+    let table = &html[html
+        .find("<details class=\"functions\" open><summary>threads 2")
+        .unwrap()..];
+    assert!(table.contains("<table class=\"sortable\" id=\"functions-2\">"));
+    assert!(table.contains("<th>self ns/op</th>"));
+    let first_row = &table[table.find("<tbody><tr>").unwrap()..];
+    assert!(
+        first_row.starts_with("<tbody><tr><td class=\"l\">futex_wait</td>"),
+        "{first_row}"
+    );
+    assert!(
+        html.contains("table.sortable th')"),
+        "the sort script is in the page"
+    );
     assert!(
         html.contains("table_lock"),
         "the finding's subject is in the page"

@@ -3,10 +3,10 @@
 use std::path::Path;
 
 use anyhow::Result;
-use scalprof_model::PointProfile;
-use scalprof_pipeline::facade::changed_functions;
+use scalprof_model::{PointProfile, ThroughputSource, TopFunctions};
+use scalprof_pipeline::facade::{changed_functions, top_functions};
 use scalprof_pipeline::LoadedRun;
-use scalprof_report::html::DiffFlame;
+use scalprof_report::html::{DiffFlame, PointFunctions, FUNCTION_ROWS};
 use scalprof_store::Store;
 
 pub fn write_report(store: &Store, id: i64, out: &Path) -> Result<()> {
@@ -25,7 +25,21 @@ pub fn write_report(store: &Store, id: i64, out: &Path) -> Result<()> {
         }
         _ => None,
     };
-    let html = scalprof_report::html::run_report(&run.doc, &flames, diff.as_ref());
+    // Each profiled point's top functions, with its work when the run counts operations.
+    let counts_ops = run.doc.throughput.source == ThroughputSource::Ops;
+    let tops: Vec<(u64, TopFunctions)> = profiles
+        .iter()
+        .map(|(v, p)| (*v, top_functions(p, FUNCTION_ROWS)))
+        .collect();
+    let functions: Vec<PointFunctions<'_>> = tops
+        .iter()
+        .map(|(v, top)| PointFunctions {
+            value: *v,
+            top,
+            ops: counts_ops.then(|| run.work(*v)),
+        })
+        .collect();
+    let html = scalprof_report::html::run_report(&run.doc, &flames, diff.as_ref(), &functions);
     crate::out::file(out, html)?;
     eprintln!("scalprof: wrote {}", out.display());
     Ok(())

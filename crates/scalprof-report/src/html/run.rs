@@ -8,6 +8,7 @@ use scalprof_model::{
 };
 
 use super::flames::{flame_frame, run_flames, DiffFlame};
+use super::functions::{function_tables, PointFunctions};
 use super::markup::{html, markup, Html};
 use super::plot::{budget_bars, model_text, scaling_plot};
 use super::{Heading, STYLE};
@@ -18,11 +19,13 @@ use crate::tables::{grown, nothing_grew};
 use crate::view::PointView;
 
 /// The report of one run. `flames`: (point, profile) for the per-point flame graphs;
-/// `diff`: what changed per operation between the first and the last of them.
+/// `diff`: what changed per operation between the first and the last of them;
+/// `functions`: each profiled point's top functions.
 pub fn run_report(
     doc: &RunDocument,
     flames: &[(u64, &PointProfile)],
     diff: Option<&DiffFlame>,
+    functions: &[PointFunctions<'_>],
 ) -> String {
     let mut h = header(doc);
     h += scaling(doc);
@@ -35,6 +38,7 @@ pub fn run_report(
     if let Some(c) = &doc.complexity {
         h += complexity(c);
     }
+    h += function_tables(doc, functions);
     h += run_flames(doc, flames, diff);
     h += cache_lines(doc);
     h += "</body></html>\n";

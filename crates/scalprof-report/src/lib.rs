@@ -10,6 +10,7 @@
 pub mod flame;
 pub mod html;
 pub mod pprof;
+pub mod speedscope;
 pub mod suite;
 
 mod compare;

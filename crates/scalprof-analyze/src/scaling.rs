@@ -23,39 +23,42 @@ pub const MIN_SAMPLES: u64 = 100;
 /// A point where one thread ran alone for at least this share of the time is reported.
 pub const SERIAL_MIN_SHARE: f64 = 0.10;
 
-/// Per-function self and inclusive weight of one profile.
+/// Per-function self and inclusive cost of one profile, keyed by folded frame (kernel
+/// frames keep their `_[k]` mark): as weight (ns or cycles) and as sample counts (what
+/// sampling noise is judged by).
+#[derive(Default)]
 pub struct FunctionCosts {
     pub self_weight: HashMap<String, u64>,
     pub inclusive_weight: HashMap<String, u64>,
     pub total_weight: u64,
+    pub self_samples: HashMap<String, u64>,
+    pub inclusive_samples: HashMap<String, u64>,
+    pub total_samples: u64,
 }
 
 pub fn function_costs(p: &PointProfile) -> FunctionCosts {
-    let mut self_weight: HashMap<String, u64> = HashMap::new();
-    let mut inclusive_weight: HashMap<String, u64> = HashMap::new();
-    let mut total = 0;
+    let mut c = FunctionCosts::default();
     let mut seen: HashSet<&str> = HashSet::new();
     for f in &p.folded {
-        total += f.weight;
+        c.total_weight += f.weight;
+        c.total_samples += f.samples;
         // The first frame is the process name, not a function.
         let frames: Vec<&str> = folded::frames(&f.stack).collect();
         // A runtime's own work (its GC, its JIT compiler) is one function, its name.
         let work = scalprof_model::vocabulary::runtime_work(&f.stack);
         if let Some(leaf) = work.or(frames.last().copied()) {
-            *self_weight.entry(leaf.to_string()).or_default() += f.weight;
+            *c.self_weight.entry(leaf.to_string()).or_default() += f.weight;
+            *c.self_samples.entry(leaf.to_string()).or_default() += f.samples;
         }
         seen.clear();
         for fr in frames.into_iter().chain(work) {
             if seen.insert(fr) {
-                *inclusive_weight.entry(fr.to_string()).or_default() += f.weight;
+                *c.inclusive_weight.entry(fr.to_string()).or_default() += f.weight;
+                *c.inclusive_samples.entry(fr.to_string()).or_default() += f.samples;
             }
         }
     }
-    FunctionCosts {
-        self_weight,
-        inclusive_weight,
-        total_weight: total,
-    }
+    c
 }
 
 /// `points`: (parameter value, work done by the profiled repeats, profile).

@@ -15,7 +15,8 @@ pub mod units;
 pub mod vocabulary;
 pub use profile::{
     ComplexityReport, FoldedStack, FunctionComplexity, FunctionGrowth, HotInstruction,
-    PointProfile, PowerFit, ProfileStats, ScalingDiff, SerialStats, ThreadLoad, MAX_UNREADABLE,
+    PointProfile, PowerFit, ProfileStats, ScalingDiff, SerialStats, ThreadLoad, TopFunction,
+    TopFunctions, MAX_UNREADABLE,
 };
 
 /// The value of the `schema` field of every run document.

@@ -294,6 +294,31 @@ pub struct FunctionGrowth {
     pub share_of_loss: f64,
 }
 
+/// One function's sampled cost in one profile: in itself (its frame was the leaf) and in
+/// total (its frame anywhere on the stack, counted once per stack).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TopFunction {
+    /// The name without the folded form's `_[k]` mark.
+    pub function: String,
+    /// A kernel function (its folded frames end in `_[k]`).
+    #[serde(rename = "kernel")]
+    pub in_kernel: bool,
+    pub self_samples: u64,
+    pub total_samples: u64,
+    /// Sums of sample periods (ns for cpu-clock, cycles for cycles), as in [`FoldedStack`].
+    pub self_weight: u64,
+    pub total_weight: u64,
+}
+
+/// A profile's functions, most self time first, with the profile's totals that their
+/// shares are of.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TopFunctions {
+    pub samples: u64,
+    pub weight: u64,
+    pub functions: Vec<TopFunction>,
+}
+
 /// "What grew": per-function cost per operation across the sweep.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ScalingDiff {

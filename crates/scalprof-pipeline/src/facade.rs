@@ -8,6 +8,9 @@ use scalprof_model::layout::{LaidOutLine, Layout};
 
 /// Two runs compared point by point, the CI gate on the comparison, and its words.
 pub use scalprof_analyze::compare::{compare as compare_runs, gate, ratio_words, slower_points};
+/// A profile's functions by self time, and those whose self cost per operation changed
+/// between two profiles: the report's function table and its differential flame graph.
+pub use scalprof_analyze::top::{changed_functions, top_functions};
 /// The USL fitted to a two-column CSV (`scalprof fit`).
 pub use scalprof_analyze::{parse_two_column_csv, usl::fit as fit_usl};
 /// The machine: its online CPUs (the default sweep's top).

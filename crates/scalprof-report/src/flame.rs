@@ -66,10 +66,17 @@ pub fn diff_svg(
 ) -> std::io::Result<Vec<u8>> {
     let lines = diff_lines(before, before_work, after, after_work);
     let mut out = Vec::new();
-    let mut opts = options(title, subtitle, "cost per op (scaled)");
+    // No parenthesis in the count's name: inferno's script takes a frame's name from its
+    // tooltip by cutting the last "(…)" off, and one in the count cut the label mid-way
+    // ("worker (1,000,000 cost per op").
+    let mut opts = options(title, subtitle, DIFF_COUNT_NAME);
     flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), &mut out)?;
     Ok(out)
 }
+
+/// What a differential graph's counts are: the larger side's total cost per operation is a
+/// million ([`diff_lines`]).
+pub const DIFF_COUNT_NAME: &str = "ppm of the cost per op";
 
 /// Lines "stack before after" with both counts in the same per-operation unit, scaled so
 /// the larger total is about a million (integers keep inferno's differential parser exact).
@@ -163,6 +170,32 @@ mod tests {
         assert!(svg.contains("work"));
         assert!(!svg.contains("<script>_[k]"), "frame names must be escaped");
         assert!(svg.contains("&lt;script&gt;"));
+    }
+
+    /// What inferno's script shows as a frame's name: its tooltip without the last
+    /// parenthesized group (`replace(/\([^(]*\)$/, "")` in its flamegraph.js).
+    fn shown_name(title: &str) -> &str {
+        match title.rfind('(') {
+            Some(i) if title.ends_with(')') => &title[..i],
+            _ => title,
+        }
+    }
+
+    #[test]
+    fn a_differential_graph_s_labels_are_the_function_names() {
+        let a = prof(&[("p;worker", 1_000_000), ("p;worker;memcpy", 100_000)]);
+        let b = prof(&[("p;worker", 1_000_000), ("p;worker;memcpy", 900_000)]);
+        let svg = String::from_utf8(diff_svg(&a, 1.0, &b, 1.0, "t", None).unwrap()).unwrap();
+        let titles: Vec<&str> = svg
+            .split("<title>")
+            .skip(1)
+            .map(|t| &t[..t.find("</title>").unwrap()])
+            .collect();
+        let worker = titles.iter().find(|t| t.starts_with("worker ")).unwrap();
+        assert!(worker.contains(DIFF_COUNT_NAME), "{worker}");
+        assert_eq!(shown_name(worker), "worker ");
+        let memcpy = titles.iter().find(|t| t.starts_with("memcpy ")).unwrap();
+        assert_eq!(shown_name(memcpy), "memcpy ", "{memcpy}");
     }
 
     #[test]

@@ -10,6 +10,7 @@
 pub mod flame;
 pub mod html;
 pub mod pprof;
+pub mod speedscope;
 pub mod suite;
 
 mod compare;
@@ -101,7 +102,18 @@ mod tests {
             "noise rows are hidden: {text}"
         );
         d.total_per_op = vec![4.56, 4.53];
-        assert!(what_grew(&d).contains("nothing notable"));
+        assert_eq!(
+            what_grew(&d),
+            "\nnothing grew: the sampled cost per op is flat (4.56 → 4.53 ns/op)\n"
+        );
+        // Grown, but spread so thin that no function reaches 1% of the cost per op.
+        d.total_per_op = vec![4.6, 31.2];
+        d.user[0].share_of_loss = 0.004;
+        assert!(
+            what_grew(&d).starts_with("\nnothing grew: no function's growth reaches 1%"),
+            "{}",
+            what_grew(&d)
+        );
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! counters lines, what grew, and the complexity table.
 
 use comfy_table::{CellAlignment, Table};
-use scalprof_model::{Model, ModelKind, Point, RunDocument, Spread, ThroughputSource};
+use scalprof_model::{
+    FunctionGrowth, Model, ModelKind, Point, RunDocument, ScalingDiff, Spread, ThroughputSource,
+};
 
 use crate::format::{count, g, ns, si};
 use crate::view::PointView;
@@ -224,25 +226,40 @@ pub fn counters_line(doc: &RunDocument) -> Option<String> {
 /// What-grew rows below this share of the last point's cost per op are not shown.
 pub(crate) const MIN_SHARE_SHOWN: f64 = 0.01;
 
-/// The "what grew" tables: top functions by growth in self cost per operation.
-pub fn what_grew(d: &scalprof_model::ScalingDiff) -> String {
-    let mut out = String::new();
+/// The "what grew" rows of one scope worth showing, at most `n`: those that explain at
+/// least [`MIN_SHARE_SHOWN`] of the cost at the last point (the others are noise).
+pub(crate) fn grown(rows: &[FunctionGrowth], n: usize) -> Vec<&FunctionGrowth> {
+    rows.iter()
+        .filter(|r| r.share_of_loss >= MIN_SHARE_SHOWN)
+        .take(n)
+        .collect()
+}
+
+/// Why "what grew" has no table, when it has none: the sampled cost per operation is flat
+/// (grew less than 5%), or no function's growth reaches [`MIN_SHARE_SHOWN`] of it.
+pub(crate) fn nothing_grew(d: &ScalingDiff) -> Option<String> {
     let (first, last) = (d.total_per_op[0], d.total_per_op[d.total_per_op.len() - 1]);
+    let totals = format!("{} → {} {}", si(first), si(last), d.unit);
     if last <= first * 1.05 {
-        return format!(
-            "\nwhat grew: nothing notable; the sampled cost per op is flat ({} → {} {})\n",
-            si(first),
-            si(last),
-            d.unit
-        );
+        return Some(format!("the sampled cost per op is flat ({totals})"));
+    }
+    if grown(&d.kernel, 1).is_empty() && grown(&d.user, 1).is_empty() {
+        return Some(format!(
+            "no function's growth reaches {:.0}% of the cost per op ({totals})",
+            MIN_SHARE_SHOWN * 100.0
+        ));
+    }
+    None
+}
+
+/// The "what grew" tables: top functions by growth in self cost per operation.
+pub fn what_grew(d: &ScalingDiff) -> String {
+    let mut out = String::new();
+    if let Some(why) = nothing_grew(d) {
+        return format!("\nnothing grew: {why}\n");
     }
     for (scope, rows) in [("kernel", &d.kernel), ("user", &d.user)] {
-        // Rows that explain less than 1% of the cost at the last point are noise.
-        let rows: Vec<_> = rows
-            .iter()
-            .filter(|r| r.share_of_loss >= MIN_SHARE_SHOWN)
-            .take(8)
-            .collect();
+        let rows = grown(rows, 8);
         if rows.is_empty() {
             continue;
         }

@@ -3,6 +3,7 @@
 //! when it is intended, regenerate them with `SCALPROF_BLESS=1 cargo test -p scalprof-report`.
 
 use scalprof_model::locks::{LockKind, Scope};
+use scalprof_report::html::PointFunctions;
 use std::path::Path;
 
 use scalprof_model::locks::{LockCaller, LockProfile, LockRow};
@@ -160,7 +161,35 @@ fn the_html_report_matches_its_golden_file() {
     let inputs = inputs();
     let doc = scalprof_analyze::assemble(&inputs);
     let flames: Vec<(u64, &PointProfile)> = inputs.profiles.iter().map(|(v, p)| (*v, p)).collect();
-    let html = scalprof_report::html::run_report(&doc, &flames, None);
+    let tops: Vec<(u64, scalprof_model::TopFunctions)> = inputs
+        .profiles
+        .iter()
+        .map(|(v, p)| (*v, scalprof_analyze::top::top_functions(p, 10)))
+        .collect();
+    let functions: Vec<PointFunctions<'_>> = tops
+        .iter()
+        .map(|(v, top)| PointFunctions {
+            value: *v,
+            top,
+            ops: Some(1e6 * *v as f64),
+        })
+        .collect();
+    let html = scalprof_report::html::run_report(&doc, &flames, None, &functions);
+    // The largest point's table is open, most self time first, sortable by a click.
+    let table = &html[html
+        .find("<details class=\"functions\" open><summary>threads 2")
+        .unwrap()..];
+    assert!(table.contains("<table class=\"sortable\" id=\"functions-2\">"));
+    assert!(table.contains("<th>self ns/op</th>"));
+    let first_row = &table[table.find("<tbody><tr>").unwrap()..];
+    assert!(
+        first_row.starts_with("<tbody><tr><td class=\"l\">futex_wait</td>"),
+        "{first_row}"
+    );
+    assert!(
+        html.contains("table.sortable th')"),
+        "the sort script is in the page"
+    );
     assert!(
         html.contains("table_lock"),
         "the finding's subject is in the page"
@@ -234,4 +263,17 @@ fn the_compare_page_overlays_a_and_b_and_leads_with_the_verdict() {
     );
     assert!(html.contains("id=\"compare-plot\""));
     assert!(html.contains("class=\"series-A\"") && html.contains("class=\"series-B\""));
+}
+
+#[test]
+fn two_equal_runs_say_that_no_function_changed_instead_of_drawing_it() {
+    let a = document();
+    let c = scalprof_analyze::compare::compare(&a, &a);
+    let profile = &inputs().profiles[1].1;
+    // The same profile on both sides: nothing changed, and the page says so.
+    assert!(scalprof_analyze::top::changed_functions(profile, 1.0, profile, 1.0).is_empty());
+    let unchanged = scalprof_report::html::DiffFlame::Unchanged;
+    let html = scalprof_report::html::compare_report(&c, &a.label, &a.label, Some(&unchanged));
+    assert!(html.contains("no function changed per operation"), "{html}");
+    assert!(!html.contains("id=\"flame-diff\""));
 }

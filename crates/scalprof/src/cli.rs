@@ -62,7 +62,8 @@ pub enum Command {
     /// flame graph of two points or runs, normalized per operation.
     Flame(FlameArgs),
     /// Export stored profiles for other tools: pprof (gzipped profile.proto, for `go tool
-    /// pprof`, Pyroscope, Parca, Grafana) or folded stacks (inferno, flamegraph.pl, speedscope).
+    /// pprof`, Pyroscope, Parca, Grafana), speedscope's JSON (speedscope.app), or folded
+    /// stacks (inferno, flamegraph.pl).
     Export(ExportArgs),
     /// Profile a command over input sizes and fit each function's cost as a·nᵏ: names the
     /// functions that grow faster than the input (`superlinear_cost`).
@@ -296,6 +297,9 @@ pub enum ExportFormat {
     Pprof,
     /// One line per stack: `process;frame;…;leaf samples` (kernel frames end in `_[k]`).
     Folded,
+    /// speedscope's JSON: open it at https://www.speedscope.app (or a local speedscope)
+    /// for its left-heavy and sandwich views; each point is one profile.
+    Speedscope,
 }
 
 #[derive(Args, Debug)]
@@ -303,15 +307,15 @@ pub struct ExportArgs {
     /// A run id, `latest`, `latest~N`, or a label.
     #[arg(default_value = "latest", value_name = "RUN")]
     pub run: String,
-    /// The sweep point to export, or `all` (pprof only: each sample is labelled with its
-    /// point, e.g. `threads=2`). Default: the last point.
+    /// The sweep point to export, or `all` (pprof: each sample is labelled with its point,
+    /// e.g. `threads=2`; speedscope: one profile per point). Default: the last point.
     #[arg(long, value_name = "N|all")]
     pub point: Option<String>,
     /// The file format.
     #[arg(long, value_enum, default_value_t = ExportFormat::Pprof)]
     pub format: ExportFormat,
     /// Output file, `-` for standard output (default: scalprof-<run>@<point>.pb.gz, or
-    /// .folded).
+    /// .folded, or .speedscope.json).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
 }

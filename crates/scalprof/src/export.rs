@@ -1,4 +1,5 @@
-//! `scalprof export`: stored profiles as pprof or folded stacks, for other tools.
+//! `scalprof export`: stored profiles as pprof, speedscope's JSON or folded stacks, for
+//! other tools.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -26,7 +27,7 @@ pub fn export(store: &Store, args: ExportArgs) -> Result<()> {
             if all {
                 bail!(
                     "folded stacks carry no labels, so points cannot be told apart: \
-                     export one point (--point N), or use --format pprof for all of them"
+                     export one point (--point N), or use --format pprof or speedscope for all of them"
                 );
             }
             let profile = loaded.profile(values[0]).expect("profiled point");
@@ -41,6 +42,15 @@ pub fn export(store: &Store, args: ExportArgs) -> Result<()> {
             pprof_bytes(&loaded, id, &values)?,
             format!("scalprof-{id}@{which}.pb.gz"),
         ),
+        ExportFormat::Speedscope => {
+            let points = export_points(&loaded, &values);
+            let name = format!("scalprof run {id} ({})", loaded.doc.label);
+            let file = scalprof_report::speedscope::file(&points, parameter, &name);
+            (
+                scalprof_report::speedscope::to_json(&file),
+                format!("scalprof-{id}@{which}.speedscope.json"),
+            )
+        }
     };
     let out = args.output.unwrap_or_else(|| PathBuf::from(default_name));
     if out.as_os_str() == "-" {
@@ -56,6 +66,7 @@ pub fn export(store: &Store, args: ExportArgs) -> Result<()> {
         match args.format {
             ExportFormat::Pprof => "pprof profile",
             ExportFormat::Folded => "folded stacks",
+            ExportFormat::Speedscope => "speedscope profile",
         }
     );
     Ok(())
@@ -88,18 +99,24 @@ fn chosen_points(loaded: &LoadedRun, id: i64, point: Option<&str>) -> Result<(Ve
     Ok((values, point == Some("all")))
 }
 
+/// The chosen points' profiles ([`chosen_points`] checked that each has one).
+fn export_points<'a>(loaded: &'a LoadedRun, values: &[u64]) -> Vec<ExportPoint<'a>> {
+    values
+        .iter()
+        .filter_map(|&value| {
+            loaded
+                .profile(value)
+                .map(|profile| ExportPoint { value, profile })
+        })
+        .collect()
+}
+
 /// The points' profiles as one gzipped pprof, with the run and each point's sampling
 /// said in its comments.
 fn pprof_bytes(loaded: &LoadedRun, id: i64, values: &[u64]) -> Result<Vec<u8>> {
     let doc = &loaded.doc;
     let parameter = doc.sweep.parameter.as_str();
-    let points: Vec<ExportPoint<'_>> = values
-        .iter()
-        .map(|&value| ExportPoint {
-            value,
-            profile: loaded.profile(value).expect("profiled point"),
-        })
-        .collect();
+    let points = export_points(loaded, values);
     let mut comments = vec![format!(
         "scalprof run {id} ({}): {}",
         doc.label,

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use scalprof_model::PointProfile;
+use scalprof_pipeline::facade::changed_functions;
 use scalprof_pipeline::LoadedRun;
 use scalprof_store::Store;
 
@@ -100,6 +101,9 @@ pub fn flame(store: &Store, args: FlameArgs) -> Result<()> {
         });
         crate::out::file(&out, svg)?;
         eprintln!("scalprof: wrote {}", out.display());
+        if changed_functions(&a.profile, a.work, &b.profile, b.work).is_empty() {
+            eprintln!("scalprof: no function changed per operation beyond sampling noise");
+        }
         return Ok(());
     }
     let s = select(store, &args.run, args.point)?;

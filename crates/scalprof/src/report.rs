@@ -3,64 +3,85 @@
 use std::path::Path;
 
 use anyhow::Result;
+use scalprof_model::{PointProfile, ThroughputSource, TopFunctions};
+use scalprof_pipeline::facade::{changed_functions, top_functions};
 use scalprof_pipeline::LoadedRun;
+use scalprof_report::html::{DiffFlame, PointFunctions, FUNCTION_ROWS};
 use scalprof_store::Store;
 
 pub fn write_report(store: &Store, id: i64, out: &Path) -> Result<()> {
     let run = LoadedRun::load(store, id)?;
     let profiles = &run.inputs.profiles;
-    let flames: Vec<(u64, &scalprof_model::PointProfile)> =
-        profiles.iter().map(|(v, p)| (*v, p)).collect();
+    let flames: Vec<(u64, &PointProfile)> = profiles.iter().map(|(v, p)| (*v, p)).collect();
     // What changed per operation between the first and the last profiled point.
     let diff = match (profiles.first(), profiles.last()) {
         (Some((va, a)), Some((vb, b))) if va != vb => {
-            let (wa, wb) = (run.work(*va), run.work(*vb));
-            if wa > 0.0 && wb > 0.0 {
-                // Profiles with no samples (a workload too short to sample) have no diff;
-                // the report says so for each point rather than failing.
-                scalprof_report::flame::diff_svg(
-                    a,
-                    wa,
-                    b,
-                    wb,
-                    &format!("{} {va} → {vb}, per operation", run.doc.sweep.parameter),
-                    Some("red: grew per operation, blue: shrank".into()),
-                )
+            let title = format!("{} {va} → {vb}, per operation", run.doc.sweep.parameter);
+            // Profiles with no samples (a workload too short to sample) have no diff;
+            // the report says so for each point rather than failing.
+            what_changed((a, run.work(*va)), (b, run.work(*vb)), &title)
                 .ok()
-            } else {
-                None
-            }
+                .flatten()
         }
         _ => None,
     };
-    let html = scalprof_report::html::run_report(&run.doc, &flames, diff.as_deref());
+    // Each profiled point's top functions, with its work when the run counts operations.
+    let counts_ops = run.doc.throughput.source == ThroughputSource::Ops;
+    let tops: Vec<(u64, TopFunctions)> = profiles
+        .iter()
+        .map(|(v, p)| (*v, top_functions(p, FUNCTION_ROWS)))
+        .collect();
+    let functions: Vec<PointFunctions<'_>> = tops
+        .iter()
+        .map(|(v, top)| PointFunctions {
+            value: *v,
+            top,
+            ops: counts_ops.then(|| run.work(*v)),
+        })
+        .collect();
+    let html = scalprof_report::html::run_report(&run.doc, &flames, diff.as_ref(), &functions);
     crate::out::file(out, html)?;
     eprintln!("scalprof: wrote {}", out.display());
     Ok(())
 }
 
-/// The per-operation differential flame graph of the last point two runs share.
+/// What changed per operation from `a` to `b` (each a profile and the work its repeats
+/// did): their differential flame graph, or that no function changed beyond sampling
+/// noise; `None` when a side did no work to divide by.
+fn what_changed(
+    (a, wa): (&PointProfile, f64),
+    (b, wb): (&PointProfile, f64),
+    title: &str,
+) -> std::io::Result<Option<DiffFlame>> {
+    if wa <= 0.0 || wb <= 0.0 {
+        return Ok(None);
+    }
+    if changed_functions(a, wa, b, wb).is_empty() {
+        return Ok(Some(DiffFlame::Unchanged));
+    }
+    let svg = scalprof_report::flame::diff_svg(
+        a,
+        wa,
+        b,
+        wb,
+        title,
+        Some("red: grew per operation, blue: shrank".into()),
+    )?;
+    Ok(Some(DiffFlame::Changed(svg)))
+}
+
+/// What changed per operation at the last point two runs share.
 pub fn compare_diff(
     a: &LoadedRun,
     b: &LoadedRun,
     c: &scalprof_model::compare::Comparison,
-) -> Result<Option<Vec<u8>>> {
+) -> Result<Option<DiffFlame>> {
     let Some(v) = c.points.last().map(|p| p.value) else {
         return Ok(None);
     };
-    fn profile(run: &LoadedRun, v: u64) -> Option<(&scalprof_model::PointProfile, f64)> {
-        let work = run.work(v);
-        run.profile(v).filter(|_| work > 0.0).map(|p| (p, work))
-    }
-    let (Some((pa, wa)), Some((pb, wb))) = (profile(a, v), profile(b, v)) else {
+    let (Some(pa), Some(pb)) = (a.profile(v), b.profile(v)) else {
         return Ok(None);
     };
-    Ok(Some(scalprof_report::flame::diff_svg(
-        pa,
-        wa,
-        pb,
-        wb,
-        &format!("run {} → run {} at {v}, per operation", a.doc.id, b.doc.id),
-        Some("red: grew per operation, blue: shrank".into()),
-    )?))
+    let title = format!("run {} → run {} at {v}, per operation", a.doc.id, b.doc.id);
+    Ok(what_changed((pa, a.work(v)), (pb, b.work(v)), &title)?)
 }

@@ -583,6 +583,11 @@ fn the_html_report_loads_in_chromium_with_plot_and_flame_graphs() {
         "flame graphs are not frames"
     );
     assert!(!dom_text.contains("<img class=\"flame\""));
+    // Each point's top functions, in a table sorted by a click.
+    assert!(
+        dom_text.contains("<table class=\"sortable\" id=\"functions-2\">"),
+        "no function table"
+    );
     assert!(dom_text.contains("id=\"legend\""), "no legend");
     let stderr = String::from_utf8_lossy(&dom.stderr);
     let console_errors: Vec<&str> = stderr

@@ -2,15 +2,21 @@
 
 use scalprof_model::compare::{CauseChange, Comparison, Metric, PointComparison};
 
+use super::flames::{diff_section, DiffFlame};
 use super::markup::{html, markup, Html};
 use super::plot::compare_plot;
-use super::{flame_frame, STYLE};
+use super::STYLE;
 use crate::format::{ns, si};
 
 /// The comparison page of two runs: the verdict, the A/B plot, each common point's
-/// metrics, causes and lock waits, the findings that came and went, and `diff`, the
-/// differential flame graph (SVG bytes).
-pub fn compare_report(c: &Comparison, a_label: &str, b_label: &str, diff: Option<&[u8]>) -> String {
+/// metrics, causes and lock waits, the findings that came and went, and `diff`, what
+/// changed per operation at the last common point.
+pub fn compare_report(
+    c: &Comparison,
+    a_label: &str,
+    b_label: &str,
+    diff: Option<&DiffFlame>,
+) -> String {
     let mut h = header(c, a_label, b_label);
     h += compare_plot(c);
     for p in &c.points {
@@ -22,12 +28,10 @@ pub fn compare_report(c: &Comparison, a_label: &str, b_label: &str, diff: Option
     for f in &c.findings_disappeared {
         html!(h, "<p>finding gone in B: {}</p>", f);
     }
-    if let Some(svg) = diff {
-        html!(
-            h,
-            "<h2>What changed per operation</h2>{}",
-            flame_frame("flame-diff", "differential flame graph", svg)
-        );
+    if let Some(diff) = diff {
+        h += "<h2>What changed per operation</h2>";
+        let at = c.points.last().map_or(0, |p| p.value);
+        h += diff_section(&markup!("point {}, A → B", at), diff, true);
     }
     h += "</body></html>\n";
     h.into_string()

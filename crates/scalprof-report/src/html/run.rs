@@ -7,21 +7,25 @@ use scalprof_model::{
     ScalingDiff, SharingDetails, Spread,
 };
 
+use super::flames::{flame_frame, run_flames, DiffFlame};
+use super::functions::{function_tables, PointFunctions};
 use super::markup::{html, markup, Html};
 use super::plot::{budget_bars, model_text, scaling_plot};
-use super::{flame_frame, Heading, STYLE};
-use crate::flame::{svg as flame_svg, svg_of};
+use super::{Heading, STYLE};
+use crate::flame::svg_of;
 use crate::format::{ns, si};
 use crate::safe::shell_line;
-use crate::tables::MIN_SHARE_SHOWN;
+use crate::tables::{grown, nothing_grew};
 use crate::view::PointView;
 
 /// The report of one run. `flames`: (point, profile) for the per-point flame graphs;
-/// `diff`: a differential flame graph (SVG bytes) of the first and last points.
+/// `diff`: what changed per operation between the first and the last of them;
+/// `functions`: each profiled point's top functions.
 pub fn run_report(
     doc: &RunDocument,
     flames: &[(u64, &PointProfile)],
-    diff: Option<&[u8]>,
+    diff: Option<&DiffFlame>,
+    functions: &[PointFunctions<'_>],
 ) -> String {
     let mut h = header(doc);
     h += scaling(doc);
@@ -34,7 +38,8 @@ pub fn run_report(
     if let Some(c) = &doc.complexity {
         h += complexity(c);
     }
-    h += flame_graphs(doc, flames, diff);
+    h += function_tables(doc, functions);
+    h += run_flames(doc, flames, diff);
     h += cache_lines(doc);
     h += "</body></html>\n";
     h.into_string()
@@ -201,16 +206,17 @@ fn finding(f: &Finding, experiment: Option<&Experiment>, parameter: &str) -> Htm
     )
 }
 
-/// The functions whose own cost per operation grew, kernel then user, without the noise.
+/// The functions whose own cost per operation grew, kernel then user, without the noise;
+/// or why nothing did.
 fn what_grew(d: &ScalingDiff) -> Html {
     let mut h = Html::new();
     h += "<h2>What grew</h2>";
+    if let Some(why) = nothing_grew(d) {
+        html!(h, "<p class=\"nothing-grew\">Nothing grew: {}.</p>", why);
+        return h;
+    }
     for (scope, rows) in [("kernel", &d.kernel), ("user", &d.user)] {
-        let shown: Vec<_> = rows
-            .iter()
-            .filter(|r| r.share_of_loss >= MIN_SHARE_SHOWN)
-            .take(10)
-            .collect();
+        let shown = grown(rows, 10);
         if shown.is_empty() {
             continue;
         }
@@ -323,8 +329,8 @@ fn holder_flames(parameter: &str, p: &Point) -> Html {
         let title = format!("what {}'s holders ran while the waiters waited", r.name);
         match svg_of(&stacks, &title, None) {
             Ok(svg) => {
-                html!(h, "<h3>{} ({} {})</h3>", &title, parameter, p.value);
-                h += flame_frame(&format!("holders-{i}"), &title, &svg);
+                let summary = markup!("{} ({} {})", &title, parameter, p.value);
+                h += flame_frame(&format!("holders-{i}"), &summary, &title, &svg, false);
             }
             Err(e) => html!(h, "<p class=\"warn\">{}: {}</p>", &title, &e.to_string()),
         }
@@ -355,40 +361,6 @@ fn complexity(c: &ComplexityReport) -> Html {
         );
     }
     h += "</table>";
-    h
-}
-
-/// A flame graph per profiled point, then the differential one of the first and last.
-fn flame_graphs(doc: &RunDocument, flames: &[(u64, &PointProfile)], diff: Option<&[u8]>) -> Html {
-    let mut h = Html::new();
-    h += "<h2>Flame graphs</h2>";
-    if flames.is_empty() {
-        h += "<p>No profiles (recorded with --no-profile).</p>";
-    }
-    for (v, p) in flames {
-        let t = format!("{} {v}", doc.sweep.parameter);
-        match flame_svg(p, &format!("scalprof: run {}, {t}", doc.id), None) {
-            Ok(svg) => {
-                let frame = flame_frame(&format!("flame-{v}"), &format!("flame graph, {t}"), &svg);
-                html!(h, "<h3>{}</h3>{}", &t, frame);
-            }
-            Err(e) => {
-                html!(
-                    h,
-                    "<p class=\"warn\">flame graph of {}: {}</p>",
-                    &t,
-                    &e.to_string()
-                );
-            }
-        }
-    }
-    if let Some(svg) = diff {
-        html!(
-            h,
-            "<h3>What changed per operation, first → last point</h3>{}",
-            flame_frame("flame-diff", "differential flame graph", svg)
-        );
-    }
     h
 }
 
@@ -440,4 +412,26 @@ fn cache_line(f: &Finding, d: &SharingDetails) -> Html {
         },
         instructions
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_what_grew_says_nothing_grew() {
+        let d = ScalingDiff {
+            unit: "ns/op".into(),
+            points: vec![1, 2],
+            total_per_op: vec![4.56, 4.53],
+            samples: vec![500, 500],
+            ..Default::default()
+        };
+        let h = what_grew(&d).into_string();
+        assert_eq!(
+            h,
+            "<h2>What grew</h2><p class=\"nothing-grew\">Nothing grew: the sampled cost per op is \
+             flat (4.56 → 4.53 ns/op).</p>"
+        );
+    }
 }

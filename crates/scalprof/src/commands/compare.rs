@@ -57,7 +57,7 @@ pub fn compare(db: &Option<PathBuf>, args: cli::CompareArgs) -> Result<ExitCode>
     }
     if let Some(path) = &args.report {
         let diff = crate::report::compare_diff(&ra, &rb, &c)?;
-        let html = scalprof_report::html::compare_report(&c, &a.label, &b.label, diff.as_deref());
+        let html = scalprof_report::html::compare_report(&c, &a.label, &b.label, diff.as_ref());
         crate::out::file(path, html)?;
         eprintln!("scalprof: wrote {}", path.display());
     }

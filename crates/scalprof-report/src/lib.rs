@@ -22,6 +22,7 @@ mod runs;
 mod safe;
 mod summary;
 mod tables;
+mod top;
 mod view;
 mod warnings;
 mod width;
@@ -37,6 +38,7 @@ pub use summary::{
     foreign_processes, run_model_line, summary, summary_with, verdict_line, WIDE_INTERVAL,
 };
 pub use tables::{complexity_table, counters_line, model_line, what_grew};
+pub use top::top_table;
 pub use width::{colour, set_terminal_width, terminal_width, wrap_to};
 
 #[cfg(test)]

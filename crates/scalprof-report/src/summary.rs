@@ -28,13 +28,16 @@ pub fn summary_with(doc: &RunDocument, all_locks: bool, verbose: bool) -> String
     let mut out = header(doc, &shown.headline);
     out += &verdicts(doc);
     out.push('\n');
-    if doc.points.is_empty() {
-        out += "no point was measured\n";
-    } else {
-        out += &points_table(doc).to_string();
-        out.push('\n');
+    match doc.points.as_slice() {
+        [] => out += "no point was measured\n",
+        // One point is no sweep: no speedup, efficiency or model to show.
+        [p] => out += &one_point_line(doc.sweep.parameter.as_str(), p),
+        _ => {
+            out += &points_table(doc).to_string();
+            out.push('\n');
+            out += &format!("\nmodel: {}\n", run_model_line(doc));
+        }
     }
-    out += &format!("\nmodel: {}\n", run_model_line(doc));
     if verbose {
         out += &details(doc, all_locks);
     }
@@ -54,6 +57,25 @@ pub fn summary_with(doc: &RunDocument, all_locks: bool, verbose: bool) -> String
         );
     }
     out
+}
+
+/// "threads 1: wall 1.234 s (1.201–1.250) · user 1.100 s · sys 0.020 s · 3/3 repeats".
+fn one_point_line(parameter: &str, p: &Point) -> String {
+    let ok = p.repeats.iter().filter(|r| r.succeeded()).count();
+    let mut parts = vec![format!("{parameter} {}", p.value)];
+    if let Some(w) = p.wall_s {
+        parts.push(format!("wall {} s", crate::tables::spread(Some(w))));
+    }
+    if let (Some(u), Some(s)) = (p.user_s, p.sys_s) {
+        parts.push(format!("user {:.3} s · sys {:.3} s", u.median, s.median));
+    }
+    if let Some(x) = p.throughput {
+        parts.push(format!("throughput {}", crate::format::si(x)));
+    }
+    if !p.repeats.is_empty() {
+        parts.push(format!("{ok}/{} repeats", p.repeats.len()));
+    }
+    format!("{}\n", parts.join(" · "))
 }
 
 /// The run's identity (id, label, status, points and repeats), its command and host, how

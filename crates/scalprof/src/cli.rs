@@ -602,6 +602,13 @@ pub struct ShowArgs {
     /// quality, what grew per operation, each point's lock table.
     #[arg(short = 'v', long)]
     pub verbose: bool,
+    /// Where one point's time went: its N functions with the most self time (default 20),
+    /// with self and total shares, as `perf report --stdio` and `pprof -top` print.
+    #[arg(long, value_name = "N", num_args = 0..=1, default_missing_value = "20")]
+    pub top: Option<usize>,
+    /// The point for --top (default: the largest profiled one).
+    #[arg(long, value_name = "VALUE", requires = "top")]
+    pub point: Option<u64>,
 }
 
 #[derive(Args, Debug)]

@@ -61,7 +61,24 @@ fn a_dwarf_perf_data_imports_with_stacks_reaching_the_thread_function() {
         .arg(&data)
         .assert()
         .success()
-        .stdout(predicate::str::contains("profile: cpu-clock"));
+        // Where the time went, not a sweep table of one point.
+        .stdout(predicate::str::contains("top functions at 1 threads"))
+        .stdout(predicate::str::contains("speedup").not());
+    // The top view names the program's own function, with its share of the samples.
+    let out = Command::cargo_bin("scalprof")
+        .unwrap()
+        .arg("--db")
+        .arg(&db)
+        .args(["show", "latest", "--top", "5"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows: Vec<&str> = text.lines().filter(|l| l.contains('%')).collect();
+    assert!(rows.len() >= 2 && rows.len() <= 6, "{text}");
+    assert!(
+        rows.iter().any(|r| r.contains("worker") || r.contains("spin")),
+        "{text}"
+    );
     let out = Command::cargo_bin("scalprof")
         .unwrap()
         .arg("--db")

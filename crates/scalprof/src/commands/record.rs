@@ -218,12 +218,10 @@ pub fn suite(db: &Option<PathBuf>, args: cli::SuiteArgs) -> Result<ExitCode> {
 pub fn import(db: &Option<PathBuf>, args: cli::ImportArgs) -> Result<ExitCode> {
     let store = open_store(db)?;
     let id = scalprof_pipeline::import::import(&store, &args.file, args.label)?;
-    let doc = scalprof_pipeline::document(&store, id)?;
-    // An imported profile has no sweep to speak of: its details are the point.
-    out!(
-        "{}",
-        scalprof_report::terminal_safe(&scalprof_report::summary_with(&doc, false, true))
-    );
+    let run = scalprof_pipeline::LoadedRun::load(&store, id)?;
+    // An imported profile has no sweep to speak of: where its time went is the point.
+    out!("{}", scalprof_report::summary_with(&run.doc, false, false));
+    out!("\n{}", super::inspect::top_at(&run, None, 20)?);
     eprintln!("scalprof: imported as run {id} (scalprof flame {id})");
     Ok(ExitCode::SUCCESS)
 }

@@ -102,6 +102,7 @@ fn variant(inputs: &RunInputs, j: usize) -> Option<(RunInputs, Vec<u64>)> {
         legacy_findings: inputs.legacy_findings.clone(),
         per_repeat: Vec::new(),
         experiments: Vec::new(),
+        packages: inputs.packages.clone(),
     };
     Some((inputs, alone))
 }

@@ -14,6 +14,7 @@ mod scaling_mode;
 mod warnings;
 use scaling_mode::throughput_source;
 use warnings::profile_warnings;
+pub use warnings::unnamed_binaries;
 
 /// Repeats of one point whose wall times spread more than this fraction of their median
 /// are flagged (the 10%; hyperfine warns on outliers in the same spirit).
@@ -47,7 +48,7 @@ fn assemble_merged(inputs: &RunInputs) -> RunDocument {
     let mut warnings = passes::measurement_warnings(header, &points, source);
     // Profiles: what grew, and the findings the samples support.
     let with_work = passes::attach_profiles(&mut points, profiles, source);
-    warnings.extend(profile_warnings(header, profiles));
+    warnings.extend(profile_warnings(header, profiles, &inputs.packages));
     let scaling_diff = scaling::scaling_diff(&with_work);
     let (mut findings, claimed) =
         passes::profile_findings(inputs, &points, &with_work, scaling_diff.as_ref(), threads);
@@ -681,6 +682,8 @@ pub(crate) mod tests {
             vec![rep(1, 0, 1.0, Some(1), 0), rep(2, 0, 1.0, Some(2), 0)],
         );
         inputs.profiles = vec![(1, profile.clone()), (2, profile)];
+        // The package that installed each, as the host's package manager says.
+        inputs.packages = vec![("libz.so.1.2.13".into(), "zlib1g".into())];
         let doc = assemble(&inputs);
         let w: Vec<&str> = doc
             .warnings
@@ -690,7 +693,12 @@ pub(crate) mod tests {
             .collect();
         assert_eq!(w.len(), 1, "{w:?}");
         assert!(w[0].contains("pigz (in 95% of samples)"), "{}", w[0]);
-        assert!(w[0].contains("apt-get install pigz-dbgsym"), "{}", w[0]);
+        assert!(w[0].contains("apt-get install zlib1g-dbgsym"), "{}", w[0]);
+        assert!(
+            !w[0].contains("pigz-dbgsym"),
+            "a guess from the file name: {}",
+            w[0]
+        );
     }
 
     #[test]

@@ -390,6 +390,10 @@ pub struct RunInputs {
     pub per_repeat: Vec<RepeatTrace>,
     /// The experiments run on this run's causes (`scalprof verify`).
     pub experiments: Vec<crate::experiment::Experiment>,
+    /// The distribution packages of the binaries the profiles could not name (file name,
+    /// package), read on the host that loads the run: the debug-symbol hint names the
+    /// package to install (`sort` is coreutils', not "sort-dbgsym").
+    pub packages: Vec<(String, String)>,
 }
 
 /// What the collectors recorded in one traced repeat, before it was merged with its
@@ -415,6 +419,7 @@ impl RunInputs {
             legacy_findings: Vec::new(),
             per_repeat: Vec::new(),
             experiments: Vec::new(),
+            packages: Vec::new(),
         }
     }
 

@@ -27,6 +27,7 @@ pub mod corpus;
 pub mod facade;
 pub mod import;
 mod options;
+mod packages;
 pub mod runtimes;
 pub mod suite;
 pub mod sweep;
@@ -60,14 +61,19 @@ pub fn load(store: &Store, id: i64) -> Result<RunInputs> {
         .copied()
         .find(|v| stored.repeats.iter().any(|r| r.value == *v));
     let per_repeat = scalprof_analyze::stability::per_repeat(first, &profiles, &locks);
-    let profiles = by_point(profiles.into_iter().map(|(v, _, p)| (v, p)).collect())
-        .into_iter()
-        .filter_map(|(v, list)| scalprof_analyze::profile::merge(list).map(|p| (v, p)))
-        .collect();
+    let profiles: Vec<(u64, scalprof_model::PointProfile)> =
+        by_point(profiles.into_iter().map(|(v, _, p)| (v, p)).collect())
+            .into_iter()
+            .filter_map(|(v, list)| scalprof_analyze::profile::merge(list).map(|p| (v, p)))
+            .collect();
     let locks = by_point(locks.into_iter().map(|(v, _, p)| (v, p)).collect())
         .into_iter()
         .filter_map(|(v, list)| scalprof_analyze::locks::merge(list).map(|p| (v, p)))
         .collect();
+    let packages = profiles
+        .last()
+        .map(|(_, p)| packages::of_unnamed(p))
+        .unwrap_or_default();
     Ok(RunInputs {
         header: stored.header,
         repeats: stored.repeats,
@@ -77,6 +83,7 @@ pub fn load(store: &Store, id: i64) -> Result<RunInputs> {
         legacy_findings: stored.legacy_findings,
         per_repeat,
         experiments: stored.experiments,
+        packages,
     })
 }
 

@@ -149,6 +149,7 @@ fn inputs() -> scalprof_model::RunInputs {
         legacy_findings: Vec::new(),
         per_repeat: Vec::new(),
         experiments: Vec::new(),
+        packages: Vec::new(),
     }
 }
 

@@ -76,7 +76,8 @@ fn a_dwarf_perf_data_imports_with_stacks_reaching_the_thread_function() {
     let rows: Vec<&str> = text.lines().filter(|l| l.contains('%')).collect();
     assert!(rows.len() >= 2 && rows.len() <= 6, "{text}");
     assert!(
-        rows.iter().any(|r| r.contains("worker") || r.contains("spin")),
+        rows.iter()
+            .any(|r| r.contains("worker") || r.contains("spin")),
         "{text}"
     );
     let out = Command::cargo_bin("scalprof")

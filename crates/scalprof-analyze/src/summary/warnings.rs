@@ -24,7 +24,7 @@ pub(super) fn spread_note(p: &Point) -> String {
 
 /// Binaries whose code without a symbol (`[pigz]` frames) is in at least 10% of the
 /// samples, with that share, most first.
-pub(super) fn unnamed_binaries(p: &PointProfile) -> Vec<(String, f64)> {
+pub fn unnamed_binaries(p: &PointProfile) -> Vec<(String, f64)> {
     let total: u64 = p.folded.iter().map(|s| s.samples).sum();
     if total == 0 {
         return Vec::new();
@@ -57,6 +57,7 @@ pub(super) fn unnamed_binaries(p: &PointProfile) -> Vec<(String, f64)> {
 pub(super) fn profile_warnings(
     header: &RunHeader,
     profiles: &[(u64, PointProfile)],
+    packages: &[(String, String)],
 ) -> Vec<Warning> {
     let mut out = Vec::new();
     for (v, p) in profiles {
@@ -73,7 +74,7 @@ pub(super) fn profile_warnings(
             });
         }
     }
-    out.extend(stripped_binaries(profiles));
+    out.extend(stripped_binaries(profiles, packages));
     out
 }
 
@@ -129,7 +130,10 @@ fn profile_problems(p: &PointProfile) -> Vec<String> {
 }
 
 /// Stripped binaries: said once, from the last profile, with what to install.
-fn stripped_binaries(profiles: &[(u64, PointProfile)]) -> Option<Warning> {
+fn stripped_binaries(
+    profiles: &[(u64, PointProfile)],
+    packages: &[(String, String)],
+) -> Option<Warning> {
     let unnamed = profiles
         .last()
         .map(|(_, p)| unnamed_binaries(p))
@@ -137,11 +141,12 @@ fn stripped_binaries(profiles: &[(u64, PointProfile)]) -> Option<Warning> {
     if unnamed.is_empty() {
         return None;
     }
-    // A program's package is usually its name; a library's is not (libz.so is zlib1g's).
+    // The package that installed the binary, where the host knows it (`sort` is
+    // coreutils'; libz.so is zlib1g's): its -dbgsym has the symbols.
     let example = unnamed
         .iter()
-        .find(|(b, _)| !b.contains(".so"))
-        .map(|(b, _)| format!("e.g. `apt-get install {b}-dbgsym`; "))
+        .find_map(|(b, _)| packages.iter().find(|(file, _)| file == b))
+        .map(|(_, package)| format!("e.g. `apt-get install {package}-dbgsym`; "))
         .unwrap_or_default();
     let list: Vec<String> = unnamed
         .iter()

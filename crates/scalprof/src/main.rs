@@ -10,6 +10,7 @@ mod cli;
 mod commands;
 mod export;
 mod flame;
+mod mistakes;
 mod oom;
 mod refusal;
 mod report;
@@ -80,7 +81,18 @@ fn main() -> ExitCode {
     if std::env::var_os("SCALPROF_DB").is_some_and(|v| v.is_empty()) {
         std::env::remove_var("SCALPROF_DB");
     }
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // Usage errors exit 2 (help and version 0), with scalprof's tip where it has one.
+        Err(e) => {
+            let args: Vec<String> = std::env::args_os()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
+            let e = mistakes::with_tip(e, &args);
+            let _ = e.print();
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+        }
+    };
     let db = cli.db.clone();
     if runs_workloads(&cli.command) {
         keep_the_workloads_tree();

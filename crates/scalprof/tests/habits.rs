@@ -1,0 +1,45 @@
+//! The command line as a user of perf and hyperfine expects it: the missing `--` and a
+//! misspelt command said with the fix, `-F`, `--prepare`/`--cleanup`, one exit-status
+//! table, labels from the command, compare's warnings and gate line, completions and man.
+
+use predicates::prelude::*;
+
+mod common;
+use common::scalprof;
+
+#[test]
+fn a_workload_without_the_separator_is_refused_with_the_line_to_type() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    scalprof(&db)
+        .args(["run", "-t", "1", "--repeat", "1", "sleep", "0.1"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "tip: the command goes after --: scalprof --db ",
+        ))
+        .stderr(predicate::str::contains(
+            "runs.db run -t 1 --repeat 1 -- sleep 0.1",
+        ));
+    scalprof(&db)
+        .args(["locks", "-t", "2", "./bench", "{threads}"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "runs.db locks -t 2 -- ./bench {threads}",
+        ));
+    assert!(!db.exists(), "a refused command created the store");
+}
+
+#[test]
+fn a_misspelt_run_suggests_run() {
+    for typed in ["rnu", "rn", "urn"] {
+        scalprof(std::path::Path::new("unused.db"))
+            .arg(typed)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(
+                "a similar subcommand exists: 'run'",
+            ));
+    }
+}

@@ -18,7 +18,8 @@ pub use run::RunArgs;
                   (wall, user and system time of the whole process tree), fits the Universal \
                   Scalability Law and keeps every run in a local store.\n\n\
                   Quick start:  scalprof demo\n\
-                  Your program: scalprof run -t 1,2,4,8 -- ./bench --threads {threads}"
+                  Your program: scalprof run -t 1,2,4,8 -- ./bench --threads {threads}",
+    after_help = EXIT_STATUS
 )]
 pub struct Cli {
     /// Run store (SQLite). Default: $XDG_DATA_HOME/scalprof/runs.db, else ~/.local/share/scalprof/runs.db.
@@ -28,6 +29,16 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
+
+/// What every command's exit status means: one table, for scripts and CI (also in the
+/// README).
+pub const EXIT_STATUS: &str = "\
+Exit status (the same for every command):
+  0    success
+  1    a gate failed: compare --fail-if-slower found B slower than allowed
+  2    an error: bad flags, an unknown run, a command not found, a workload that failed
+       or crashed, missing privileges, an unreadable store
+  130  interrupted by Ctrl-C (128 + the signal: 143 for SIGTERM); what was measured is kept";
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
@@ -66,7 +77,8 @@ pub enum Command {
     /// throughput, wall, user and system time; lock and finding changes.
     #[command(
         after_help = "Exit status: 0 no regression; 1 B is slower than --fail-if-slower \
-        allows; 2 bad usage; 3 any other error (a missing run, an unreadable store)."
+        allows (the gate failed); 2 an error (bad flags, a missing run, an unreadable store); \
+        130 interrupted. Every command uses this table: scalprof --help."
     )]
     Compare(CompareArgs),
     /// Prove a diagnosis by experiment: lengthen each cause (a system call, a user or kernel

@@ -2,7 +2,9 @@
 //!
 //! This binary is glue: clap definitions (`cli`), one function per command (`commands`:
 //! `commands::run` builds the options and calls `run::run`, which records through
-//! `scalprof-pipeline` and prints with `scalprof-report`), and here the exit codes.
+//! `scalprof-pipeline` and prints with `scalprof-report`), and here the exit codes: one
+//! table for every command ([`cli::EXIT_STATUS`]): 0 success, 1 a gate failed, 2 an
+//! error, 128 + the signal when interrupted.
 
 #[macro_use]
 mod out;
@@ -22,7 +24,6 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Parser;
 use cli::{Cli, Command};
-use commands::Usage;
 
 /// A failed allocation is said in one line that names `ulimit -v`, not an abort ([`oom`]).
 #[global_allocator]
@@ -43,7 +44,7 @@ fn quiet_import_panics() {
             .or_else(|| info.payload().downcast_ref::<&str>().copied())
             .unwrap_or("");
         if message.starts_with("failed printing to std") {
-            std::process::exit(1);
+            std::process::exit(2);
         }
         if !scalprof_pipeline::import::PARSING.with(|p| p.get()) {
             default(info);
@@ -97,12 +98,6 @@ fn main() -> ExitCode {
     if runs_workloads(&cli.command) {
         keep_the_workloads_tree();
     }
-    // compare's exit codes are a CI contract: 1 a regression, 2 usage, 3 any other error.
-    let error_code = if matches!(cli.command, Command::Compare(_)) {
-        3
-    } else {
-        1
-    };
     match dispatch(cli).and_then(|code| Ok(out::flush().map(|()| code)?)) {
         Ok(code) => code,
         // The reader went away (`scalprof runs | head -1`): nothing more to say.
@@ -122,10 +117,7 @@ fn main() -> ExitCode {
             if let Some(h) = commands::hint(&e, &db) {
                 eprintln!("scalprof: {h}");
             }
-            if e.chain().any(|c| c.downcast_ref::<Usage>().is_some()) {
-                return ExitCode::from(2);
-            }
-            ExitCode::from(error_code)
+            ExitCode::from(2)
         }
     }
 }

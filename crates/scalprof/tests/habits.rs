@@ -5,6 +5,7 @@
 use predicates::prelude::*;
 
 mod common;
+use common::cli::quick_run;
 use common::scalprof;
 
 #[test]
@@ -42,4 +43,34 @@ fn a_misspelt_run_suggests_run() {
                 "a similar subcommand exists: 'run'",
             ));
     }
+}
+
+#[test]
+fn every_command_shares_one_exit_status_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let help = scalprof(&db).arg("--help").output().unwrap();
+    let text = String::from_utf8_lossy(&help.stdout);
+    assert!(help.status.success());
+    for line in [
+        "Exit status (the same for every command):",
+        "  0    success",
+        "  1    a gate failed",
+        "  2    an error",
+        "  130  interrupted by Ctrl-C",
+    ] {
+        assert!(text.contains(line), "{line}: {text}");
+    }
+    // Bad flags, a workload that failed, an unknown run, compare's errors: all 2.
+    scalprof(&db).args(["run", "--bogus"]).assert().code(2);
+    quick_run(&db, "exit 3").assert().code(2);
+    scalprof(&db).args(["show", "nope"]).assert().code(2);
+    scalprof(&db)
+        .args(["compare", "nope", "latest"])
+        .assert()
+        .code(2);
+    scalprof(&db)
+        .args(["fit", "/nonexistent.csv"])
+        .assert()
+        .code(2);
 }

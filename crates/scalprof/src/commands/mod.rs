@@ -31,14 +31,14 @@ fn open_store_read_only(cli_db: &Option<std::path::PathBuf>) -> Result<Store> {
 }
 
 /// 0 for a complete run with a measurement; 128 + the signal when interrupted (130 for
-/// SIGINT, 143 for SIGTERM); 1 when the workload failed, also when `--keep-going` went on
-/// past failures and no repeat succeeded.
+/// SIGINT, 143 for SIGTERM); 2 (an error, as in [`crate::cli::EXIT_STATUS`]) when the
+/// workload failed, also when `--keep-going` went on past failures and no repeat succeeded.
 fn exit_code_for(doc: &scalprof_model::RunDocument, interrupt: &Interrupt) -> ExitCode {
     match doc.status {
         RunStatus::Interrupted => {
             ExitCode::from(128u8.saturating_add(interrupt.signal().unwrap_or(2) as u8))
         }
-        RunStatus::Failed => ExitCode::from(1),
+        RunStatus::Failed => ExitCode::from(2),
         RunStatus::Complete | RunStatus::Running => {
             let any_ok = doc
                 .points
@@ -47,13 +47,14 @@ fn exit_code_for(doc: &scalprof_model::RunDocument, interrupt: &Interrupt) -> Ex
             if any_ok || doc.points.is_empty() {
                 ExitCode::SUCCESS
             } else {
-                ExitCode::from(1)
+                ExitCode::from(2)
             }
         }
     }
 }
 
-/// Arguments that make no sense together, found after parsing: exit 2, as clap's errors.
+/// Arguments that make no sense together, found after parsing: said as a usage error
+/// (exit 2, as every error).
 #[derive(Debug)]
 pub struct Usage(pub String);
 

@@ -25,7 +25,7 @@ mod view;
 
 pub use compare::comparison;
 pub use experiment::experiment_line;
-pub use format::si;
+pub use format::{decimal, si};
 pub use layout::{kernel_struct_text, layout_text};
 pub use locks::{lock_growth, lock_table};
 pub use runs::{runs_table, RunRow};

@@ -86,8 +86,9 @@ pub enum Command {
     /// whether the throughput answers as a bottleneck would (on or off the critical path),
     /// with the speedup the measured response gives for removing it.
     Verify(VerifyArgs),
-    /// Run a command once and show its lock contention: kernel locks and user-space locks
-    /// (futex waits) in one lockstat-style table, with callers.
+    /// Run a command at each thread count, once clean and then traced (two runs or more, as
+    /// `run` traces), and show the traced runs' lock contention: kernel locks and
+    /// user-space locks (futex waits) in one lockstat-style table, with callers.
     Locks(LocksArgs),
     /// Analyze a perf.data recorded elsewhere (`perf record -g` or `--call-graph dwarf`):
     /// a one-point run with its flame graph and tables.
@@ -108,7 +109,7 @@ pub struct ComplexityArgs {
     #[arg(long, default_value_t = 3, value_name = "N")]
     pub diagnose: u32,
     /// Sampling frequency: higher than for thread sweeps, so small sizes get enough samples.
-    #[arg(long, default_value_t = 4999, value_name = "HZ")]
+    #[arg(short = 'F', long, default_value_t = 4999, value_name = "HZ")]
     pub freq: u64,
     /// A name for the run (default: the program's file name).
     #[arg(long, value_name = "L")]
@@ -202,7 +203,7 @@ pub struct LocksArgs {
     /// in `run`: `2`, `1,2,4`, `1-4`.
     #[arg(short = 't', long = "threads", default_value = "1", value_name = "LIST", value_parser = parse_list)]
     pub threads: String,
-    /// Trace every process on the machine, not only the command's tree.
+    /// Trace the locks of every process on the machine, not only the command's tree.
     #[arg(short = 'a', long = "all-cpus")]
     pub system_wide: bool,
     /// Have the kernel time every run of scalprof's BPF programs (BPF_ENABLE_STATS) and

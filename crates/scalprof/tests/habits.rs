@@ -5,7 +5,7 @@
 use predicates::prelude::*;
 
 mod common;
-use common::cli::quick_run;
+use common::cli::{quick_run, stderr_of};
 use common::scalprof;
 
 #[test]
@@ -73,4 +73,48 @@ fn every_command_shares_one_exit_status_table() {
         .args(["fit", "/nonexistent.csv"])
         .assert()
         .code(2);
+}
+
+#[test]
+fn dash_f_is_the_sampling_frequency() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    for command in [&["run"][..], &["complexity", "--sizes", "1,2,3"]] {
+        scalprof(&db)
+            .args(command)
+            .args(["-F", "often", "--", "true"])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(
+                "invalid value 'often' for '--freq <HZ>'",
+            ));
+    }
+}
+
+#[test]
+fn help_says_what_locks_and_all_cpus_do_and_fit_prints_plain_decimals() {
+    let db = std::path::Path::new("unused.db");
+    scalprof(db)
+        .args(["locks", "--help"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("once clean and then traced"));
+    scalprof(db)
+        .args(["run", "--help"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("Lock tracing only"));
+    let csv = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/specsdm91.csv");
+    let out = scalprof(db).arg("fit").arg(&csv).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert!(text.contains("95% interval"), "{text}");
+    // No exponent anywhere: a digit, an `e`, then a digit or a sign.
+    let bytes = text.as_bytes();
+    let exponent = bytes.windows(3).any(|w| {
+        w[0].is_ascii_digit()
+            && w[1] == b'e'
+            && (w[2].is_ascii_digit() || w[2] == b'-' || w[2] == b'+')
+    });
+    assert!(!exponent, "{text}");
 }

@@ -79,7 +79,7 @@ pub struct RunArgs {
     /// Sampling frequency of the profiler (samples per second per CPU). Default 999, lowered
     /// where the points' CPUs × frequency × stack copies would exceed 512 MiB/s (above 64
     /// busy CPUs with 8k copies), and said so. Raise it for short runs.
-    #[arg(long, value_name = "HZ", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    #[arg(short = 'F', long, value_name = "HZ", value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub freq: Option<u64>,
 
     /// User stack bytes copied per sample for unwinding (like perf's `--call-graph
@@ -97,7 +97,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_locks: bool,
 
-    /// Trace locks of every process on the machine, not only the workload's tree.
+    /// Lock tracing only: trace the locks of every process on the machine, not only the
+    /// workload's tree. Profiling still samples the workload alone (--attach adds processes).
     #[arg(short = 'a', long = "all-cpus")]
     pub system_wide: bool,
 

@@ -19,6 +19,7 @@ use crate::locks::{LockConfig, LockTracer, RawLocks};
 use crate::perf::{RawProfile, Sampler, SamplingConfig};
 use crate::CollectError;
 
+mod hooks;
 mod step;
 use step::{run_step, Step, Stepped, SweepState};
 
@@ -48,6 +49,11 @@ pub struct SweepPlan {
     /// most ([`scalprof_model::stability::MAX_RERUNS`] by default; 0: never).
     pub max_reruns: u32,
     pub warmup: u32,
+    /// A shell command (`sh -c`) run before every execution of the workload, outside its
+    /// timed window (`--prepare`); `{parameter}` is replaced in it as in the command.
+    pub prepare: Option<String>,
+    /// Like `prepare`, run after every execution (`--cleanup`).
+    pub cleanup: Option<String>,
     pub timeout: Option<Duration>,
     pub keep_going: bool,
     /// Where each repeat's stdout/stderr files go.

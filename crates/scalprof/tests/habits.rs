@@ -5,7 +5,7 @@
 use predicates::prelude::*;
 
 mod common;
-use common::cli::{quick_run, stderr_of};
+use common::cli::{quick_run, show_json, stderr_of};
 use common::scalprof;
 
 #[test]
@@ -89,6 +89,69 @@ fn dash_f_is_the_sampling_frequency() {
                 "invalid value 'often' for '--freq <HZ>'",
             ));
     }
+}
+
+#[test]
+fn prepare_and_cleanup_wrap_every_repeat_and_a_failing_prepare_stops_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let log = dir.path().join("log");
+    let l = log.display();
+    scalprof(&db)
+        .args(["run", "-t", "1,2", "--repeat", "2", "--diagnose", "0"])
+        .args(["--prepare", &format!("echo prepare {{threads}} >> {l}")])
+        .args([
+            "--cleanup",
+            &format!("echo cleanup $SCALPROF_THREADS >> {l}"),
+        ])
+        .args(["--", "sh", "-c", &format!("echo run $1 >> {l}; echo ops=1")])
+        .args(["sh", "{threads}"])
+        .assert()
+        .success();
+    // Each execution wrapped, points in order; a repeat that other processes disturbed
+    // is measured again, wrapped as well.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let mut values = Vec::new();
+    for wrapped in lines.chunks(3) {
+        let v = wrapped[0].strip_prefix("prepare ").expect(&text);
+        assert_eq!(
+            wrapped,
+            [
+                format!("prepare {v}"),
+                format!("run {v}"),
+                format!("cleanup {v}")
+            ],
+            "{text}"
+        );
+        values.push(v);
+    }
+    assert!(values.windows(2).all(|w| w[0] <= w[1]), "{text}");
+    for v in ["1", "2"] {
+        assert!(values.iter().filter(|&&x| x == v).count() >= 2, "{text}");
+    }
+    let out = scalprof(&db)
+        .args(["run", "-t", "1,2", "--repeat", "1", "--diagnose", "0"])
+        .args([
+            "--prepare",
+            "[ {threads} -lt 2 ] || { echo no database >&2; exit 3; }",
+        ])
+        .args(["--", "sh", "-c", "echo ops=1"])
+        .output()
+        .unwrap();
+    let err = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("exited with status 3 before threads 2, repeat 1: no database"),
+        "{err}"
+    );
+    let doc = show_json(&db, "latest");
+    assert_eq!(doc["status"], "failed");
+    assert_eq!(
+        doc["points"].as_array().unwrap().len(),
+        1,
+        "point 1 is kept"
+    );
 }
 
 #[test]

@@ -50,7 +50,7 @@ fn substitutes_the_thread_count() {
     assert_eq!(parameter_env("size"), "SCALPROF_SIZE");
 }
 
-struct Collect(Vec<(u64, Repeat)>, u32);
+pub(super) struct Collect(pub(super) Vec<(u64, Repeat)>, pub(super) u32);
 impl SweepSink for Collect {
     fn event(&mut self, event: SweepEvent<'_>) -> Result<(), crate::SinkError> {
         match event {
@@ -62,7 +62,7 @@ impl SweepSink for Collect {
     }
 }
 
-fn plan(dir: &tempfile::TempDir, script: &str, keep_going: bool) -> SweepPlan {
+pub(super) fn plan(dir: &tempfile::TempDir, script: &str, keep_going: bool) -> SweepPlan {
     SweepPlan {
         command: vec![
             "sh".into(),
@@ -79,6 +79,8 @@ fn plan(dir: &tempfile::TempDir, script: &str, keep_going: bool) -> SweepPlan {
         // Exact repeat lists: the tests beside these must not add re-runs.
         max_reruns: 0,
         warmup: 1,
+        prepare: None,
+        cleanup: None,
         timeout: None,
         keep_going,
         output_dir: dir.path().join("out"),
@@ -91,8 +93,18 @@ fn plan(dir: &tempfile::TempDir, script: &str, keep_going: bool) -> SweepPlan {
     }
 }
 
+/// The sweeps of these tests run one at a time: a sweep reaps the zombie children that
+/// appeared while its workload ran (`exec::leftovers`), and in one test process those can
+/// be another test's workload or `--prepare` command, whose own wait then finds nothing
+/// (ECHILD).
+pub(super) fn one_sweep_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[test]
 fn a_flood_of_output_keeps_its_head_and_tail() {
+    let _turn = one_sweep_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let mut p = plan(
         &dir,
@@ -116,6 +128,7 @@ fn a_flood_of_output_keeps_its_head_and_tail() {
 
 #[test]
 fn runs_every_point_and_reads_ops() {
+    let _turn = one_sweep_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let p = plan(
         &dir,
@@ -146,6 +159,7 @@ fn runs_every_point_and_reads_ops() {
 
 #[test]
 fn a_failure_stops_the_sweep_unless_keep_going() {
+    let _turn = one_sweep_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let script = "echo boom >&2; [ $1 -ne 2 ]";
     let mut sink = Collect(vec![], 0);
@@ -170,6 +184,7 @@ fn a_failure_stops_the_sweep_unless_keep_going() {
 
 #[test]
 fn an_interrupt_keeps_finished_repeats() {
+    let _turn = one_sweep_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let p = plan(&dir, "sleep 0.05", false);
     let interrupt = Interrupt::manual();

@@ -37,6 +37,19 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub warmup: u32,
 
+    /// A shell command (`sh -c`) run before every execution of the workload (warm-ups,
+    /// clean and traced repeats), outside the timed window: use it to reset state, e.g.
+    /// `--prepare 'sync; echo 3 > /proc/sys/vm/drop_caches'`. `{threads}` is replaced as
+    /// in the command. If it fails, the sweep stops and says why.
+    #[arg(long, value_name = "CMD")]
+    pub prepare: Option<String>,
+
+    /// A shell command (`sh -c`) run after every execution of the workload, outside the
+    /// timed window (e.g. to drop the tables a repeat created); `{threads}` is replaced.
+    /// If it fails, the sweep stops and says why.
+    #[arg(long, value_name = "CMD")]
+    pub cleanup: Option<String>,
+
     /// A name for the run (default: the program's file name); `show` and `compare` accept it.
     #[arg(long, value_name = "L")]
     pub label: Option<String>,
@@ -198,6 +211,8 @@ impl RunArgs {
                 diagnose: self.diagnose,
                 diagnose_max: self.diagnose_max,
                 warmup: self.warmup,
+                prepare: self.prepare.clone(),
+                cleanup: self.cleanup.clone(),
                 label: self.label.clone(),
                 ops_regex: self.ops_regex.clone(),
                 scaling: self.scaling.map(|s| match s {

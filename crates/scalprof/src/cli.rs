@@ -111,7 +111,7 @@ pub struct ComplexityArgs {
     /// Sampling frequency: higher than for thread sweeps, so small sizes get enough samples.
     #[arg(short = 'F', long, default_value_t = 4999, value_name = "HZ")]
     pub freq: u64,
-    /// A name for the run (default: the program's file name).
+    /// A name for the run (default: the command, shortened as for `run --label`).
     #[arg(long, value_name = "L")]
     pub label: Option<String>,
     /// Also write the run document to this file; `--json` alone (or `-`) prints it instead

@@ -50,7 +50,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "CMD")]
     pub cleanup: Option<String>,
 
-    /// A name for the run (default: the program's file name); `show` and `compare` accept it.
+    /// A name for the run; `show` and `compare` accept it. Default: the command, shortened
+    /// to about 40 characters (`sh -c`'s script; without a leading `env VAR=…` or the
+    /// program's folder).
     #[arg(long, value_name = "L")]
     pub label: Option<String>,
 

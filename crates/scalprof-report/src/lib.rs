@@ -23,7 +23,7 @@ mod summary;
 mod tables;
 mod view;
 
-pub use compare::comparison;
+pub use compare::{comparison, gate_line, signed_pct};
 pub use experiment::experiment_line;
 pub use format::{decimal, si};
 pub use layout::{kernel_struct_text, layout_text};

@@ -155,6 +155,52 @@ fn prepare_and_cleanup_wrap_every_repeat_and_a_failing_prepare_stops_the_run() {
 }
 
 #[test]
+fn runs_are_labelled_by_their_command_and_compare_says_which_it_took() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    for script in ["sleep 0.3; echo ops=1", "echo ops=1", "echo ops=1"] {
+        scalprof(&db)
+            .args(["run", "-t", "1", "--repeat", "3", "--diagnose", "0"])
+            .args(["--", "sh", "-c", script])
+            .assert()
+            .success();
+    }
+    assert_eq!(show_json(&db, "1")["label"], "sleep 0.3; echo ops=1");
+    assert_eq!(show_json(&db, "latest")["label"], "echo ops=1");
+    scalprof(&db)
+        .args(["compare", "echo ops=1", "echo ops=1"])
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "label \"echo ops=1\" matches runs 2, 3; taking the latest, 3: use a run id",
+        ))
+        .stderr(predicate::str::contains(
+            "A and B are the same run (3): nothing can differ; name two runs (e.g. scalprof compare 2 3)",
+        ));
+    // The gate's verdict is the last line: B (no sleep) is far faster than A, and the
+    // other way round far slower.
+    let last_line = |a: &str, b: &str, code: i32| {
+        let out = scalprof(&db)
+            .args(["compare", a, b, "--fail-if-slower", "5"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(code), "{}", stderr_of(&out));
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.lines().last().unwrap().to_string()
+    };
+    assert_eq!(
+        last_line("1", "3", 0),
+        "gate: no point slower than 5% — passed"
+    );
+    let failed = last_line("3", "1", 1);
+    assert!(
+        failed.starts_with("gate: B is slower than 5% at 1 thread (−")
+            && failed.ends_with("— failed"),
+        "{failed}"
+    );
+}
+
+#[test]
 fn help_says_what_locks_and_all_cpus_do_and_fit_prints_plain_decimals() {
     let db = std::path::Path::new("unused.db");
     scalprof(db)

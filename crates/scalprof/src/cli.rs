@@ -93,6 +93,20 @@ pub enum Command {
     /// Analyze a perf.data recorded elsewhere (`perf record -g` or `--call-graph dwarf`):
     /// a one-point run with its flame graph and tables.
     Import(ImportArgs),
+    /// Print a shell completion script: `scalprof completions bash > \
+    /// /etc/bash_completion.d/scalprof` (zsh: a file `_scalprof` in a folder of $fpath;
+    /// fish: ~/.config/fish/completions/scalprof.fish).
+    Completions(CompletionsArgs),
+    /// Print the man page (roff): `scalprof man > /usr/local/share/man/man1/scalprof.1`,
+    /// or read it now with `scalprof man | man -l -`.
+    Man,
+}
+
+#[derive(Args, Debug)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Args, Debug)]

@@ -186,5 +186,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Flame(args) => commands::flame(db, args),
         Command::Suite(args) => commands::suite(db, args),
         Command::Export(args) => commands::export(db, args),
+        Command::Completions(args) => commands::completions(args),
+        Command::Man => commands::man(),
     }
 }

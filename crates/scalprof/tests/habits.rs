@@ -201,6 +201,32 @@ fn runs_are_labelled_by_their_command_and_compare_says_which_it_took() {
 }
 
 #[test]
+fn completions_and_the_man_page_are_printed() {
+    let db = std::path::Path::new("unused.db");
+    for (shell, mark) in [
+        ("bash", "complete -F _scalprof"),
+        ("zsh", "#compdef scalprof"),
+        ("fish", "complete -c scalprof"),
+        ("elvish", "scalprof"),
+        ("powershell", "Register-ArgumentCompleter"),
+    ] {
+        scalprof(db)
+            .args(["completions", shell])
+            .assert()
+            .success()
+            .stdout(predicate::str::contains(mark))
+            .stdout(predicate::str::contains("prepare"));
+    }
+    scalprof(db)
+        .arg("man")
+        .assert()
+        .success()
+        .stdout(predicate::str::starts_with(".ie"))
+        .stdout(predicate::str::contains(".TH scalprof 1"))
+        .stdout(predicate::str::contains(".SH \"EXIT STATUS\""));
+}
+
+#[test]
 fn help_says_what_locks_and_all_cpus_do_and_fit_prints_plain_decimals() {
     let db = std::path::Path::new("unused.db");
     scalprof(db)

@@ -2,12 +2,14 @@
 
 mod compare;
 mod demo;
+mod docs;
 mod inspect;
 mod record;
 mod verify;
 
 pub use compare::compare;
 pub use demo::demo;
+pub use docs::{completions, man};
 pub use inspect::{corpus, export, fit, flame, layout, report, runs, show};
 pub use record::{complexity, import, locks, run, suite};
 pub use verify::verify;

@@ -74,6 +74,26 @@ pub enum CollectError {
     Attach(String),
     #[error("storing a measurement failed")]
     Sink(#[source] SinkError),
+    /// `--prepare` or `--cleanup` failed: the sweep stops rather than measure a state that
+    /// was not set up.
+    #[error(transparent)]
+    Hook(Box<HookFailed>),
+}
+
+/// A `--prepare` or `--cleanup` command that failed, and where.
+#[derive(Debug, thiserror::Error)]
+#[error("{flag} `{command}` {outcome} {when} {step}{said}")]
+pub struct HookFailed {
+    pub flag: &'static str,
+    pub command: String,
+    /// "exited with status 1", "was killed by signal 9".
+    pub outcome: String,
+    /// "before" or "after".
+    pub when: &'static str,
+    /// "threads 2, repeat 1".
+    pub step: String,
+    /// ": its last line of stderr (its stderr: PATH)", or nothing.
+    pub said: String,
 }
 
 /// What a sink reports when it cannot keep a measurement (the store's error, boxed).

@@ -19,6 +19,7 @@ use crate::locks::{LockConfig, LockTracer, RawLocks};
 use crate::perf::{RawProfile, Sampler, SamplingConfig};
 use crate::CollectError;
 
+mod hooks;
 mod step;
 use step::{run_step, Step, Stepped, SweepState};
 
@@ -48,6 +49,11 @@ pub struct SweepPlan {
     /// most ([`scalprof_model::stability::MAX_RERUNS`] by default; 0: never).
     pub max_reruns: u32,
     pub warmup: u32,
+    /// A shell command (`sh -c`) run before every execution of the workload, outside its
+    /// timed window (`--prepare`); `{parameter}` is replaced in it as in the command.
+    pub prepare: Option<String>,
+    /// Like `prepare`, run after every execution (`--cleanup`).
+    pub cleanup: Option<String>,
     pub timeout: Option<Duration>,
     pub keep_going: bool,
     /// Where each repeat's stdout/stderr files go.
@@ -565,202 +571,4 @@ fn hold_timing(spec: &ExecSpec) -> Option<(HoldTimer, ExecSpec)> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn sweep_lists() {
-        assert_eq!(parse_values("1,2,4").unwrap(), vec![1, 2, 4]);
-        assert_eq!(parse_values("1-4,8, 2").unwrap(), vec![1, 2, 3, 4, 8]);
-        assert!(parse_values("0,1").is_err());
-        assert!(parse_values("4-1").is_err());
-        assert!(parse_values("1,,2").is_err());
-        assert!(parse_values("two")
-            .unwrap_err()
-            .to_string()
-            .contains("\"two\""));
-    }
-
-    #[test]
-    fn default_sweep_is_powers_of_two_plus_cpu_count() {
-        assert_eq!(default_values(1), vec![1]);
-        assert_eq!(default_values(2), vec![1, 2]);
-        assert_eq!(default_values(6), vec![1, 2, 4, 6]);
-        assert_eq!(default_values(8), vec![1, 2, 4, 8]);
-    }
-
-    #[test]
-    fn ops_parsing_takes_the_last_match() {
-        let re = Regex::new(r"ops=(\d+)").unwrap();
-        assert_eq!(parse_ops("warmup ops=5\nops=1200\n", &re), Some(1200));
-        assert_eq!(parse_ops("nothing here", &re), None);
-        let re = Regex::new(r"([0-9.]+) ops/s").unwrap();
-        assert_eq!(parse_ops("rate: 12.6 ops/s", &re), Some(13));
-        let re = Regex::new(r"ops=(\w+)").unwrap();
-        assert_eq!(match_ops("ops=abc\n", &re), Err("ops=abc".to_string()));
-        assert_eq!(match_ops("none\n", &re), Ok(None));
-    }
-
-    #[test]
-    fn substitutes_the_thread_count() {
-        let cmd: Vec<String> = ["./b", "-t{threads}", "x"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        assert_eq!(substitute(&cmd, "threads", 8), vec!["./b", "-t8", "x"]);
-        let cmd: Vec<String> = ["./flows", "{size}"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        assert_eq!(substitute(&cmd, "size", 5000), vec!["./flows", "5000"]);
-        assert_eq!(parameter_env("size"), "SCALPROF_SIZE");
-    }
-
-    struct Collect(Vec<(u64, Repeat)>, u32);
-    impl SweepSink for Collect {
-        fn event(&mut self, event: SweepEvent<'_>) -> Result<(), crate::SinkError> {
-            match event {
-                SweepEvent::RepeatDone { value, repeat, .. } => {
-                    self.0.push((value, repeat.clone()))
-                }
-                SweepEvent::WarmupDone { .. } => self.1 += 1,
-                _ => {}
-            }
-            Ok(())
-        }
-    }
-
-    fn plan(dir: &tempfile::TempDir, script: &str, keep_going: bool) -> SweepPlan {
-        SweepPlan {
-            command: vec![
-                "sh".into(),
-                "-c".into(),
-                script.into(),
-                "sh".into(),
-                "{threads}".into(),
-            ],
-            parameter: "threads".into(),
-            values: vec![1, 2, 3],
-            repeat: 2,
-            diagnose: 1,
-            diagnose_max: 1,
-            // Exact repeat lists: the tests beside these must not add re-runs.
-            max_reruns: 0,
-            warmup: 1,
-            timeout: None,
-            keep_going,
-            output_dir: dir.path().join("out"),
-            ops_regex: Regex::new(r"ops=(\d+)").unwrap(),
-            output: OutputPolicy::keep_all(),
-            sampling: None,
-            locks: None,
-            attach: AttachSpec::default(),
-            traced_env: Vec::new(),
-        }
-    }
-
-    #[test]
-    fn a_flood_of_output_keeps_its_head_and_tail() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut p = plan(
-            &dir,
-            "i=0; while [ $i -lt 2000 ]; do echo line$i; i=$((i+1)); done; echo ops=7",
-            false,
-        );
-        p.values = vec![1];
-        p.repeat = 1;
-        p.warmup = 0;
-        p.output = OutputPolicy {
-            stdout: Keep::HeadTail(1000),
-            stderr: Keep::HeadTail(1000),
-        };
-        let mut sink = Collect(vec![], 0);
-        run(&p, &mut sink, &Interrupt::manual()).unwrap();
-        let r = &sink.0[0].1;
-        assert_eq!(r.ops, Some(7), "ops read before the cut");
-        let text = std::fs::read_to_string(r.stdout_path.as_ref().unwrap()).unwrap();
-        assert!(text.starts_with("line0\n"));
-        assert!(text.ends_with("ops=7\n"));
-        assert!(text.contains("bytes cut here"), "{text}");
-        assert!(text.len() < 1200, "{}", text.len());
-    }
-
-    #[test]
-    fn runs_every_point_and_reads_ops() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = plan(
-            &dir,
-            "echo ops=$(( $1 * 10 )); [ \"$SCALPROF_THREADS\" = \"$1\" ]",
-            false,
-        );
-        let mut sink = Collect(vec![], 0);
-        assert_eq!(
-            run(&p, &mut sink, &Interrupt::manual()).unwrap(),
-            SweepEnd::Complete
-        );
-        assert_eq!(sink.1, 3, "one warm-up per point");
-        let got: Vec<(u64, u32, Option<u64>)> =
-            sink.0.iter().map(|(v, r)| (*v, r.index, r.ops)).collect();
-        assert_eq!(
-            got,
-            vec![
-                (1, 0, Some(10)),
-                (1, 1, Some(10)),
-                (2, 0, Some(20)),
-                (2, 1, Some(20)),
-                (3, 0, Some(30)),
-                (3, 1, Some(30))
-            ]
-        );
-        assert!(sink.0.iter().all(|(_, r)| r.succeeded()));
-    }
-
-    #[test]
-    fn a_failure_stops_the_sweep_unless_keep_going() {
-        let dir = tempfile::tempdir().unwrap();
-        let script = "echo boom >&2; [ $1 -ne 2 ]";
-        let mut sink = Collect(vec![], 0);
-        let mut p = plan(&dir, script, false);
-        p.warmup = 0;
-        match run(&p, &mut sink, &Interrupt::manual()).unwrap() {
-            SweepEnd::Failed { value, repeat } => {
-                assert_eq!(value, 2);
-                assert_eq!(repeat.exit_code, Some(1));
-            }
-            other => panic!("{other:?}"),
-        }
-        assert_eq!(sink.0.len(), 3, "point 1 twice, then the failed repeat");
-        let mut sink = Collect(vec![], 0);
-        p.keep_going = true;
-        assert_eq!(
-            run(&p, &mut sink, &Interrupt::manual()).unwrap(),
-            SweepEnd::Complete
-        );
-        assert_eq!(sink.0.len(), 6);
-    }
-
-    #[test]
-    fn an_interrupt_keeps_finished_repeats() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = plan(&dir, "sleep 0.05", false);
-        let interrupt = Interrupt::manual();
-        struct StopAfter(Collect, Interrupt);
-        impl SweepSink for StopAfter {
-            fn event(&mut self, event: SweepEvent<'_>) -> Result<(), crate::SinkError> {
-                if let SweepEvent::RepeatDone { .. } = event {
-                    self.0.event(event)?;
-                    if self.0 .0.len() == 3 {
-                        self.1.trigger();
-                    }
-                }
-                Ok(())
-            }
-        }
-        let mut sink = StopAfter(Collect(vec![], 0), interrupt.clone());
-        assert_eq!(
-            run(&p, &mut sink, &interrupt).unwrap(),
-            SweepEnd::Interrupted(None)
-        );
-        assert_eq!(sink.0 .0.len(), 3);
-    }
-}
+mod tests;

@@ -61,7 +61,8 @@ pub struct Checked {
     /// The sweep's values: the ones asked for, or the default for this machine.
     pub values: Vec<u64>,
     pub ops_regex: Regex,
-    /// The run's label: the one asked for, or the program's file name.
+    /// The run's label: the one asked for, or the command shortened
+    /// ([`crate::label::default_label`]).
     pub label: String,
     /// The processes attached to now (empty without `attach`).
     pub attached: Vec<i32>,
@@ -90,7 +91,7 @@ pub fn check_for(opts: &RunOptions, cpus: u32) -> Result<Checked, Refusal> {
         return Err(Refusal::TooFewSizes);
     }
     let first = substitute(&opts.command, opts.parameter.as_str(), values[0]);
-    let program = scalprof_collect::resolve_program(&first[0]).map_err(Refusal::Program)?;
+    scalprof_collect::resolve_program(&first[0]).map_err(Refusal::Program)?;
     let ops_regex = Regex::new(&opts.ops_regex).map_err(|error| Refusal::OpsRegex {
         regex: opts.ops_regex.clone(),
         error,
@@ -100,12 +101,10 @@ pub fn check_for(opts: &RunOptions, cpus: u32) -> Result<Checked, Refusal> {
             regex: opts.ops_regex.clone(),
         });
     }
-    let label = opts.label.clone().unwrap_or_else(|| {
-        program
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| first[0].clone())
-    });
+    let label = opts
+        .label
+        .clone()
+        .unwrap_or_else(|| crate::label::default_label(&opts.command));
     let attached = attachable(opts)?;
     Ok(Checked {
         values,

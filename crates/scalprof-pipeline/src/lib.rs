@@ -26,6 +26,7 @@ pub mod check;
 pub mod corpus;
 pub mod facade;
 pub mod import;
+pub mod label;
 mod options;
 mod packages;
 pub mod runtimes;

@@ -22,6 +22,10 @@ pub struct RunOptions {
     /// in all (a thread sweep's points after the first; at most `diagnose` elsewhere).
     pub diagnose_max: u32,
     pub warmup: u32,
+    /// A shell command run before every execution of the workload, untimed (`--prepare`).
+    pub prepare: Option<String>,
+    /// A shell command run after every execution of the workload, untimed (`--cleanup`).
+    pub cleanup: Option<String>,
     pub label: Option<String>,
     pub ops_regex: String,
     /// Weak or strong scaling when the workload prints no ops; `None` infers it.
@@ -52,6 +56,8 @@ impl RunOptions {
             diagnose: DIAGNOSE,
             diagnose_max: DIAGNOSE_MAX,
             warmup: 0,
+            prepare: None,
+            cleanup: None,
             label: None,
             ops_regex: r"ops=(\d+)".into(),
             scaling: None,

@@ -11,16 +11,21 @@ use scalprof_debuginfo::ElfInfo;
 /// ./server`, the usual way to set a runtime's knob per point) the first word that is
 /// neither a variable nor one of env's options (`-u NAME` and `-C DIR` take the next word).
 fn program_word(argv: &[String]) -> Option<&String> {
+    argv.get(program_at(argv)?)
+}
+
+/// Where [`program_word`] is in `argv`.
+pub(crate) fn program_at(argv: &[String]) -> Option<usize> {
     let first = argv.first()?;
     if Path::new(first).file_name().is_none_or(|n| n != "env") {
-        return Some(first);
+        return Some(0);
     }
-    let mut words = argv[1..].iter();
-    while let Some(w) = words.next() {
+    let mut words = argv.iter().enumerate().skip(1);
+    while let Some((i, w)) = words.next() {
         if matches!(w.as_str(), "-u" | "-C" | "--unset" | "--chdir") {
             words.next();
         } else if !w.starts_with('-') && !w.contains('=') {
-            return Some(w);
+            return Some(i);
         }
     }
     None

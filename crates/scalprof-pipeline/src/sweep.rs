@@ -177,6 +177,8 @@ fn create_run(
         },
         max_reruns: scalprof_model::stability::MAX_RERUNS,
         warmup: opts.warmup,
+        prepare: opts.prepare.clone(),
+        cleanup: opts.cleanup.clone(),
         timeout: opts.timeout,
         keep_going: opts.keep_going,
         output_dir,

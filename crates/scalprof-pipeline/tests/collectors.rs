@@ -195,6 +195,8 @@ fn options() -> RunOptions {
         diagnose: 1,
         diagnose_max: 1,
         warmup: 0,
+        prepare: None,
+        cleanup: None,
         label: Some("fallback".into()),
         ops_regex: r"ops=(\d+)".into(),
         scaling: Some(ThroughputSource::Weak),

@@ -33,6 +33,50 @@ pub fn comparison(c: &Comparison, a_label: &str, b_label: &str) -> String {
     out
 }
 
+/// The gate's verdict in one line, for the end of a CI log: where B is slower than the
+/// threshold allows and by how much, or that no point is; `None` without a gate.
+pub fn gate_line(c: &Comparison, parameter: &str) -> Option<String> {
+    let g = c.gate.as_ref()?;
+    let at = |value: u64| match (parameter, value) {
+        ("threads", 1) => "1 thread".to_string(),
+        ("threads", n) => format!("{n} threads"),
+        (p, n) => format!("{p} {n}"),
+    };
+    let pct = g.threshold_pct;
+    if g.failed {
+        let points: Vec<String> = c
+            .points
+            .iter()
+            .filter(|p| g.slower_points.contains(&p.value))
+            .map(|p| match &p.throughput_ratio {
+                Some(r) => format!("{} ({})", at(p.value), signed_pct((r.ratio - 1.0) * 100.0)),
+                None => at(p.value),
+            })
+            .collect();
+        return Some(format!(
+            "gate: B is slower than {pct}% at {} — failed",
+            points.join(", ")
+        ));
+    }
+    let untested: Vec<String> = g.untested_points.iter().map(|&v| at(v)).collect();
+    Some(if untested.is_empty() {
+        format!("gate: no point slower than {pct}% — passed")
+    } else if untested.len() == c.points.len() {
+        "gate: no point could be tested (fewer than 2 repeats a side) — passed, untested"
+            .to_string()
+    } else {
+        format!(
+            "gate: no point slower than {pct}% — passed ({} untested: fewer than 2 repeats a side)",
+            untested.join(", ")
+        )
+    })
+}
+
+/// A percentage with its sign, a true minus for a loss: "−12.3%", "+4.0%".
+pub fn signed_pct(pct: f64) -> String {
+    format!("{pct:+.1}%").replace('-', "−")
+}
+
 /// One point compared: the throughput ratio and efficiencies, the metrics' table, then
 /// the lock waits and causes that changed.
 fn point_section(p: &PointComparison) -> String {
@@ -110,5 +154,75 @@ pub(crate) fn explains(share: f64) -> String {
         format!("more than all of it: {:.0}%", share * 100.0)
     } else {
         format!("explains {:.0}%", share * 100.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use scalprof_model::compare::{Comparison, Gate, PointComparison, Ratio};
+
+    use super::gate_line;
+
+    fn compared(ratios: &[(u64, Option<f64>)], gate: Gate) -> Comparison {
+        Comparison {
+            schema: "scalprof.compare/1".into(),
+            a: "1".into(),
+            b: "2".into(),
+            confidence: 0.95,
+            points: ratios
+                .iter()
+                .map(|&(value, ratio)| PointComparison {
+                    value,
+                    throughput_ratio: ratio.map(|ratio| Ratio {
+                        ratio,
+                        ci95: [ratio * 0.9, ratio * 1.1],
+                        ci_family: [ratio * 0.8, ratio * 1.2],
+                    }),
+                    efficiency: None,
+                    metrics: Vec::new(),
+                    locks: Vec::new(),
+                    causes: Vec::new(),
+                })
+                .collect(),
+            findings_appeared: Vec::new(),
+            findings_disappeared: Vec::new(),
+            warnings: Vec::new(),
+            verdict: String::new(),
+            gate: Some(gate),
+        }
+    }
+
+    fn gate(slower: &[u64], untested: &[u64]) -> Gate {
+        Gate {
+            threshold_pct: 5.0,
+            slower_points: slower.to_vec(),
+            untested_points: untested.to_vec(),
+            failed: !slower.is_empty(),
+        }
+    }
+
+    #[test]
+    fn the_gate_line_says_where_b_is_slower_and_the_verdict() {
+        let c = compared(&[(1, Some(0.99)), (2, Some(0.877))], gate(&[2], &[]));
+        assert_eq!(
+            gate_line(&c, "threads").unwrap(),
+            "gate: B is slower than 5% at 2 threads (−12.3%) — failed"
+        );
+        let c = compared(&[(1, Some(0.99)), (2, Some(1.01))], gate(&[], &[]));
+        assert_eq!(
+            gate_line(&c, "threads").unwrap(),
+            "gate: no point slower than 5% — passed"
+        );
+        let c = compared(&[(1, None), (2, Some(1.0))], gate(&[], &[1]));
+        assert!(gate_line(&c, "threads")
+            .unwrap()
+            .ends_with("passed (1 thread untested: fewer than 2 repeats a side)"));
+        let c = compared(&[(5000, None)], gate(&[], &[5000]));
+        assert!(gate_line(&c, "size")
+            .unwrap()
+            .contains("no point could be tested"));
+        let mut c = compared(&[], gate(&[], &[]));
+        c.gate = None;
+        assert_eq!(gate_line(&c, "threads"), None);
     }
 }

@@ -35,6 +35,26 @@ pub(crate) fn g(x: f64) -> String {
     }
 }
 
+/// `x` in plain decimals (never an exponent) to the precision its standard error `se`
+/// supports: two significant digits of the error, as R's `summary()` tables print an
+/// estimate beside its error (`98.95` for an error of 0.58; `0.000123` for 0.000012).
+/// Without a usable error, four significant digits.
+pub fn decimal(x: f64, se: f64) -> String {
+    let digits = |v: f64, significant: i32| {
+        if v.is_finite() && v != 0.0 {
+            (significant - 1 - v.abs().log10().floor() as i32).clamp(0, 12) as usize
+        } else {
+            0
+        }
+    };
+    let decimals = if se.is_finite() && se > 0.0 {
+        digits(se, 2)
+    } else {
+        digits(x, 4)
+    };
+    format!("{x:.decimals$}")
+}
+
 /// A duration in the unit a person reads it in (one formatter for text and HTML, and the
 /// findings' evidence).
 pub(crate) fn ns(v: f64) -> String {
@@ -85,5 +105,18 @@ mod tests {
         assert_eq!(g(0.0277), "0.0277");
         assert_eq!(g(0.000104), "0.000104");
         assert_eq!(g(1.5e-9), "1.50e-9");
+    }
+
+    #[test]
+    fn estimates_print_as_plain_decimals_to_their_error() {
+        assert_eq!(decimal(98.95, 0.5826), "98.95");
+        assert_eq!(decimal(101.28, 0.5826), "101.28");
+        assert_eq!(decimal(0.000_123_4, 0.000_012), "0.000123");
+        assert_eq!(decimal(-0.0031, 0.0042), "-0.0031");
+        assert_eq!(decimal(12345.6, 210.0), "12346");
+        // No usable error: four significant digits, still without an exponent.
+        assert_eq!(decimal(0.000_098_76, 0.0), "0.00009876");
+        assert_eq!(decimal(1.0e7, f64::NAN), "10000000");
+        assert_eq!(decimal(0.0, 0.0), "0");
     }
 }

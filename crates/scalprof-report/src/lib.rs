@@ -27,9 +27,9 @@ mod view;
 mod warnings;
 mod width;
 
-pub use compare::comparison;
+pub use compare::{comparison, gate_line, signed_pct};
 pub use experiment::experiment_line;
-pub use format::{bytes, si};
+pub use format::{bytes, decimal, si};
 pub use layout::{kernel_struct_text, layout_text};
 pub use locks::{lock_growth, lock_table};
 pub use runs::{runs_table, RunRow};

@@ -132,6 +132,23 @@ impl Store {
             .ok_or_else(not_found)
     }
 
+    /// The runs that `reference` could mean, oldest first, when it is a label (of which
+    /// [`Store::resolve`] takes the newest); empty for `latest`, `latest~N` and an id,
+    /// which name one run each.
+    pub fn labelled(&self, reference: &str) -> Result<Vec<i64>, StoreError> {
+        if reference == "latest"
+            || reference.starts_with("latest~")
+            || reference.parse::<i64>().is_ok()
+        {
+            return Ok(Vec::new());
+        }
+        let mut stmt = self
+            .conn
+            .prepare("SELECT id FROM runs WHERE label = ?1 ORDER BY id")?;
+        let ids = stmt.query_map([reference], |r| r.get(0))?;
+        Ok(ids.collect::<Result<_, _>>()?)
+    }
+
     pub fn list(&self) -> Result<Vec<RunSummary>, StoreError> {
         let mut stmt = self.conn.prepare(
             "SELECT r.id, r.label, r.command, r.created, r.status, r.recorder_pid, r.sweep_values,

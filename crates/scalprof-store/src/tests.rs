@@ -79,6 +79,22 @@ fn traced_repeats_round_trip_and_older_stores_read_as_clean() {
 }
 
 #[test]
+fn a_label_of_several_runs_resolves_to_the_newest_and_lists_them_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("runs.db")).unwrap();
+    let a = store.create_run(&new_run("alpha")).unwrap();
+    let b = store.create_run(&new_run("beta")).unwrap();
+    let a2 = store.create_run(&new_run("alpha")).unwrap();
+    assert_eq!(store.resolve("alpha").unwrap(), a2);
+    assert_eq!(store.labelled("alpha").unwrap(), vec![a, a2]);
+    assert_eq!(store.labelled("beta").unwrap(), vec![b]);
+    assert!(store.labelled("gamma").unwrap().is_empty());
+    // `latest…` and ids name one run each.
+    assert!(store.labelled("latest~1").unwrap().is_empty());
+    assert!(store.labelled(&a.to_string()).unwrap().is_empty());
+}
+
+#[test]
 fn repeats_round_trip_and_runs_resolve() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("sub/runs.db")).unwrap();

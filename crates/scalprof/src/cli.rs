@@ -6,6 +6,9 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+mod run;
+pub use run::RunArgs;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "scalprof",
@@ -15,7 +18,8 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
                   (wall, user and system time of the whole process tree), fits the Universal \
                   Scalability Law and keeps every run in a local store.\n\n\
                   Quick start:  scalprof demo\n\
-                  Your program: scalprof run -t 1,2,4,8 -- ./bench --threads {threads}"
+                  Your program: scalprof run -t 1,2,4,8 -- ./bench --threads {threads}",
+    after_help = EXIT_STATUS
 )]
 pub struct Cli {
     /// Run store (SQLite). Default: $XDG_DATA_HOME/scalprof/runs.db, else ~/.local/share/scalprof/runs.db.
@@ -36,6 +40,16 @@ pub enum ColorChoice {
     Always,
     Never,
 }
+
+/// What every command's exit status means: one table, for scripts and CI (also in the
+/// README).
+pub const EXIT_STATUS: &str = "\
+Exit status (the same for every command):
+  0    success
+  1    a gate failed: compare --fail-if-slower found B slower than allowed
+  2    an error: bad flags, an unknown run, a command not found, a workload that failed
+       or crashed, missing privileges, an unreadable store
+  130  interrupted by Ctrl-C (128 + the signal: 143 for SIGTERM); what was measured is kept";
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
@@ -78,7 +92,8 @@ pub enum Command {
     /// throughput, wall, user and system time; lock and finding changes.
     #[command(
         after_help = "Exit status: 0 no regression; 1 B is slower than --fail-if-slower \
-        allows; 2 bad usage; 3 any other error (a missing run, an unreadable store)."
+        allows (the gate failed); 2 an error (bad flags, a missing run, an unreadable store); \
+        130 interrupted. Every command uses this table: scalprof --help."
     )]
     Compare(CompareArgs),
     /// Prove a diagnosis by experiment: lengthen each cause (a system call, a user or kernel
@@ -86,12 +101,27 @@ pub enum Command {
     /// whether the throughput answers as a bottleneck would (on or off the critical path),
     /// with the speedup the measured response gives for removing it.
     Verify(VerifyArgs),
-    /// Run a command once and show its lock contention: kernel locks and user-space locks
-    /// (futex waits) in one lockstat-style table, with callers.
+    /// Run a command at each thread count, once clean and then traced (two runs or more, as
+    /// `run` traces), and show the traced runs' lock contention: kernel locks and
+    /// user-space locks (futex waits) in one lockstat-style table, with callers.
     Locks(LocksArgs),
     /// Analyze a perf.data recorded elsewhere (`perf record -g` or `--call-graph dwarf`):
     /// a one-point run with its flame graph and tables.
     Import(ImportArgs),
+    /// Print a shell completion script: `scalprof completions bash > \
+    /// /etc/bash_completion.d/scalprof` (zsh: a file `_scalprof` in a folder of $fpath;
+    /// fish: ~/.config/fish/completions/scalprof.fish).
+    Completions(CompletionsArgs),
+    /// Print the man page (roff): `scalprof man > /usr/local/share/man/man1/scalprof.1`,
+    /// or read it now with `scalprof man | man -l -`.
+    Man,
+}
+
+#[derive(Args, Debug)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Args, Debug)]
@@ -145,9 +175,9 @@ pub struct ComplexityArgs {
     #[arg(long, default_value_t = 3, value_name = "N")]
     pub diagnose: u32,
     /// Sampling frequency: higher than for thread sweeps, so small sizes get enough samples.
-    #[arg(long, default_value_t = 4999, value_name = "HZ")]
+    #[arg(short = 'F', long, default_value_t = 4999, value_name = "HZ")]
     pub freq: u64,
-    /// A name for the run (default: the program's file name).
+    /// A name for the run (default: the command, shortened as for `run --label`).
     #[arg(long, value_name = "L")]
     pub label: Option<String>,
     /// Also write the run document to this file; `--json` alone (or `-`) prints it instead
@@ -239,7 +269,7 @@ pub struct LocksArgs {
     /// in `run`: `2`, `1,2,4`, `1-4`.
     #[arg(short = 't', long = "threads", default_value = "1", value_name = "LIST", value_parser = parse_list)]
     pub threads: String,
-    /// Trace every process on the machine, not only the command's tree.
+    /// Trace the locks of every process on the machine, not only the command's tree.
     #[arg(short = 'a', long = "all-cpus")]
     pub system_wide: bool,
     /// Have the kernel time every run of scalprof's BPF programs (BPF_ENABLE_STATS) and
@@ -318,264 +348,6 @@ pub struct ExportArgs {
     /// .folded, or .speedscope.json).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
-}
-
-#[derive(Args, Debug)]
-pub struct RunArgs {
-    /// Thread counts: `1,2,4`, a range `1-8`, or both (`1-4,8,16`). Default: powers of two up
-    /// to the online CPU count, plus the count itself.
-    #[arg(short = 't', long = "threads", value_name = "LIST", value_parser = parse_list)]
-    pub threads: Option<String>,
-
-    /// Clean (untraced) runs per point: throughput, speedup, efficiency and the model come
-    /// from these. Use 5 or more on a shared or noisy machine.
-    #[arg(long, default_value_t = 3, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub repeat: u32,
-
-    /// Traced runs per point, after the clean ones: profiles, lock tables and findings come
-    /// from these, and their throughput against the clean runs' is the perturbation tracing
-    /// caused. Each share's interval spans them; 0 measures time only.
-    #[arg(long, default_value_t = scalprof_pipeline::sweep::DIAGNOSE, value_name = "N")]
-    pub diagnose: u32,
-
-    /// While a point's verdict is unsettled (its top two causes' intervals overlap, or at the
-    /// last point a cause's interval straddles the 5% threshold), more traced runs follow,
-    /// up to this many in all; then the point is called unsettled and names its candidates.
-    /// Equal to --diagnose: never more.
-    #[arg(long, default_value_t = scalprof_pipeline::sweep::DIAGNOSE_MAX, value_name = "N")]
-    pub diagnose_max: u32,
-
-    /// Unmeasured runs before each point's repeats: use when the first run warms caches or
-    /// page cache that later runs reuse.
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    pub warmup: u32,
-
-    /// A name for the run (default: the program's file name); `show` and `compare` accept it.
-    #[arg(long, value_name = "L")]
-    pub label: Option<String>,
-
-    /// Also write the run document (scalprof.run/1) to this file; `--json` alone (or `-`)
-    /// prints it instead of the summary, as `show --json` does.
-    #[arg(long, value_name = "PATH", value_parser = parse_output_path, num_args = 0..=1, default_missing_value = "-")]
-    pub json: Option<PathBuf>,
-
-    /// Regex whose first capture group is the operation count the workload prints;
-    /// throughput is ops per second of wall time.
-    #[arg(long, default_value = r"ops=(\d+)", value_name = "REGEX", value_parser = parse_regex)]
-    pub ops_regex: String,
-
-    /// Throughput when the workload prints no ops line: `weak` if each thread does the same
-    /// work (throughput = N / wall), `strong` if the total work is fixed (1 / wall).
-    /// Default: inferred from the CPU time across the points (flat = fixed work), and the
-    /// header says which and why.
-    #[arg(long, value_enum)]
-    pub scaling: Option<Scaling>,
-
-    /// Kill a repeat's process group after this long (e.g. `30s`, `2m`); use for workloads
-    /// that can hang. The repeat is kept, marked timed out.
-    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
-    pub timeout: Option<Duration>,
-
-    /// Continue the sweep after a repeat fails or crashes (it is recorded either way).
-    #[arg(long)]
-    pub keep_going: bool,
-
-    /// Keep every repeat's stdout and stderr in the store (up to 64 MiB each). By default
-    /// only the lines the ops regex matches and the first and last 32 KiB of stderr are kept.
-    #[arg(long)]
-    pub keep_output: bool,
-
-    /// Write the HTML report of the run to this file at the end.
-    #[arg(long, value_name = "FILE", value_parser = parse_output_path)]
-    pub report: Option<PathBuf>,
-
-    /// After the sweep, prove its top findings by experiment, as `scalprof verify` does
-    /// (at most 6 rounds at the largest point); the run document and the report carry them.
-    #[arg(long)]
-    pub verify: bool,
-
-    /// Sampling frequency of the profiler (samples per second per CPU). Default 999, lowered
-    /// where the points' CPUs × frequency × stack copies would exceed 512 MiB/s (above 64
-    /// busy CPUs with 8k copies), and said so. Raise it for short runs.
-    #[arg(long, value_name = "HZ", value_parser = clap::value_parser!(u64).range(1..=100_000))]
-    pub freq: Option<u64>,
-
-    /// User stack bytes copied per sample for unwinding (like perf's `--call-graph
-    /// dwarf,SIZE`): `8k` … `63k`. Raise it when the profile says user stacks could not be
-    /// walked to their root (deep stacks, large stack frames such as an event loop's);
-    /// each sample costs this much memory until the repeat ends.
-    #[arg(long, default_value = "8k", value_name = "BYTES", value_parser = parse_stack_size)]
-    pub stack_size: u32,
-
-    /// Measure time only, without profiling (no stacks, flame graphs or "what grew").
-    #[arg(long)]
-    pub no_profile: bool,
-
-    /// Do not trace lock contention (kernel locks and user futex waits, with BPF).
-    #[arg(long)]
-    pub no_locks: bool,
-
-    /// Trace locks of every process on the machine, not only the workload's tree.
-    #[arg(short = 'a', long = "all-cpus")]
-    pub system_wide: bool,
-
-    /// Also profile and trace these running processes (a server the swept command is a
-    /// client of) in the traced repeats, with their children and the processes they start
-    /// meanwhile: `--attach 1234,5678`. Throughput still comes from the command.
-    #[arg(long, value_name = "PID[,PID…]", value_delimiter = ',')]
-    pub attach: Vec<i32>,
-
-    /// Like --attach, for every process with this command name (`ps -eo comm`), found
-    /// again before each traced repeat: `--attach-name postgres`.
-    #[arg(long, value_name = "COMM")]
-    pub attach_name: Vec<String>,
-
-    /// Have the kernel time every run of scalprof's BPF programs (BPF_ENABLE_STATS) and
-    /// report it as the tracer's cost. Exact, but it adds two clock reads to every run:
-    /// without it, the tracer's cost is the share of samples taken in its own frames.
-    #[arg(long)]
-    pub bpf_stats: bool,
-    /// Do not time the user locks' holds: the traced repeats then run without scalprof's
-    /// lock interposer preloaded (LD_PRELOAD), and the lock table has no hold columns.
-    #[arg(long)]
-    pub no_hold_times: bool,
-
-    /// The workload; `{threads}` in any argument is replaced by the point's thread count,
-    /// which is also in the environment as SCALPROF_THREADS.
-    #[arg(last = true, required = true, value_name = "CMD")]
-    pub command: Vec<String>,
-}
-
-/// The sampler's data rate that the default frequency keeps under: user stack copies of
-/// every busy CPU, per second.
-const SAMPLE_DATA_LIMIT: u64 = 512 << 20;
-
-/// The default sampling frequency.
-const DEFAULT_FREQ: u64 = 999;
-
-/// The sampling frequency for `busy` CPUs copying `stack` bytes per sample: the one asked
-/// for, or the default lowered (to no less than 99 Hz) to keep the data rate under
-/// [`SAMPLE_DATA_LIMIT`]; and what to say about it.
-pub fn sampling_frequency(busy: u64, asked: Option<u64>, stack: u32) -> (u64, Option<String>) {
-    let rate = |freq: u64| busy.max(1) * freq * u64::from(stack);
-    let mib = |bytes: u64| bytes as f64 / f64::from(1 << 20);
-    match asked {
-        Some(freq) if rate(freq) > SAMPLE_DATA_LIMIT => (
-            freq,
-            Some(format!(
-                "{busy} CPUs × {freq} Hz × {} KiB stack copies = {:.0} MiB/s of samples: expect lost samples and a long symbolizing step; lower --freq or --stack-size",
-                stack / 1024,
-                mib(rate(freq))
-            )),
-        ),
-        Some(freq) => (freq, None),
-        None if rate(DEFAULT_FREQ) > SAMPLE_DATA_LIMIT => {
-            let freq = (SAMPLE_DATA_LIMIT / (busy.max(1) * u64::from(stack))).max(99);
-            (
-                freq,
-                Some(format!(
-                    "sampling at {freq} Hz, not {DEFAULT_FREQ}: {busy} CPUs × {} KiB stack copies would be {:.0} MiB/s of samples (--freq sets it)",
-                    stack / 1024,
-                    mib(rate(DEFAULT_FREQ))
-                )),
-            )
-        }
-        None => (DEFAULT_FREQ, None),
-    }
-}
-
-impl RunArgs {
-    /// The sweep these flags ask for: the one place `run`'s flags become options; with
-    /// what to say about the sampling frequency, where it is not the one asked for.
-    pub fn options(&self) -> anyhow::Result<(scalprof_pipeline::RunOptions, Option<String>)> {
-        use scalprof_model::ThroughputSource;
-        let values = self
-            .threads
-            .as_deref()
-            .map(scalprof_pipeline::facade::parse_sweep_list)
-            .transpose()?;
-        // The CPUs busy at the largest point: its threads, at most the CPUs; every CPU
-        // where the whole machine is sampled.
-        let cpus = u64::from(scalprof_pipeline::facade::online_cpus());
-        let widest = values
-            .as_ref()
-            .and_then(|v| v.iter().max().copied())
-            .unwrap_or(cpus);
-        let busy = if self.attach.is_empty() && self.attach_name.is_empty() && !self.system_wide {
-            widest.min(cpus)
-        } else {
-            cpus
-        };
-        let (freq, notice) = sampling_frequency(busy, self.freq, self.stack_size);
-        let notice = notice.filter(|_| !self.no_profile);
-        Ok((
-            scalprof_pipeline::RunOptions {
-                values,
-                repeat: self.repeat,
-                diagnose: self.diagnose,
-                diagnose_max: self.diagnose_max,
-                warmup: self.warmup,
-                label: self.label.clone(),
-                ops_regex: self.ops_regex.clone(),
-                scaling: self.scaling.map(|s| match s {
-                    Scaling::Weak => ThroughputSource::Weak,
-                    Scaling::Strong => ThroughputSource::Strong,
-                }),
-                timeout: self.timeout,
-                keep_going: self.keep_going,
-                keep_output: self.keep_output,
-                sampling: (!self.no_profile).then(|| scalprof_pipeline::facade::SamplingConfig {
-                    frequency: freq,
-                    stack_bytes: self.stack_size,
-                    ..Default::default()
-                }),
-                locks: (!self.no_locks).then_some(scalprof_pipeline::facade::LockConfig {
-                    system_wide: self.system_wide,
-                    bpf_stats: self.bpf_stats,
-                    hold_times: !self.no_hold_times,
-                    ..Default::default()
-                }),
-                attach: scalprof_pipeline::facade::AttachSpec {
-                    pids: self.attach.clone(),
-                    names: self.attach_name.clone(),
-                    started: Vec::new(),
-                }
-                .pinned(),
-                ..scalprof_pipeline::RunOptions::new(
-                    self.command.clone(),
-                    scalprof_model::SweepParameter::Threads,
-                )
-            },
-            notice,
-        ))
-    }
-}
-
-#[cfg(test)]
-#[test]
-fn the_default_frequency_keeps_the_sample_data_rate_bounded() {
-    // Up to 64 busy CPUs, 999 Hz with 8 KiB copies fits.
-    assert_eq!(sampling_frequency(64, None, 8192), (999, None));
-    assert_eq!(sampling_frequency(2, None, 8192), (999, None));
-    // 128 CPUs: half the frequency, said.
-    let (f, said) = sampling_frequency(128, None, 8192);
-    assert_eq!(f, 512);
-    assert!(said.unwrap().contains("sampling at 512 Hz, not 999"));
-    // Larger copies lower it further, never below 99 Hz.
-    assert_eq!(sampling_frequency(256, None, 65536).0, 99);
-    // Asked for: kept, with a warning when it is too much.
-    assert_eq!(sampling_frequency(128, Some(999), 8192).0, 999);
-    assert!(sampling_frequency(128, Some(999), 8192)
-        .1
-        .unwrap()
-        .contains("lower --freq"));
-    assert_eq!(sampling_frequency(4, Some(4999), 8192), (4999, None));
-}
-
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scaling {
-    Weak,
-    Strong,
 }
 
 #[derive(Args, Debug)]

@@ -2,7 +2,9 @@
 //!
 //! This binary is glue: clap definitions (`cli`), one function per command (`commands`:
 //! `commands::run` builds the options and calls `run::run`, which records through
-//! `scalprof-pipeline` and prints with `scalprof-report`), and here the exit codes.
+//! `scalprof-pipeline` and prints with `scalprof-report`), and here the exit codes: one
+//! table for every command ([`cli::EXIT_STATUS`]): 0 success, 1 a gate failed, 2 an
+//! error, 128 + the signal when interrupted.
 
 #[macro_use]
 mod out;
@@ -10,6 +12,7 @@ mod cli;
 mod commands;
 mod export;
 mod flame;
+mod mistakes;
 mod oom;
 mod refusal;
 mod report;
@@ -21,7 +24,6 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Parser;
 use cli::{Cli, Command};
-use commands::Usage;
 
 /// A failed allocation is said in one line that names `ulimit -v`, not an abort ([`oom`]).
 #[global_allocator]
@@ -42,7 +44,7 @@ fn quiet_import_panics() {
             .or_else(|| info.payload().downcast_ref::<&str>().copied())
             .unwrap_or("");
         if message.starts_with("failed printing to std") {
-            std::process::exit(1);
+            std::process::exit(2);
         }
         if !scalprof_pipeline::import::PARSING.with(|p| p.get()) {
             default(info);
@@ -80,17 +82,22 @@ fn main() -> ExitCode {
     if std::env::var_os("SCALPROF_DB").is_some_and(|v| v.is_empty()) {
         std::env::remove_var("SCALPROF_DB");
     }
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // Usage errors exit 2 (help and version 0), with scalprof's tip where it has one.
+        Err(e) => {
+            let args: Vec<String> = std::env::args_os()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect();
+            let e = mistakes::with_tip(e, &args);
+            let _ = e.print();
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+        }
+    };
     let db = cli.db.clone();
     if runs_workloads(&cli.command) {
         keep_the_workloads_tree();
     }
-    // compare's exit codes are a CI contract: 1 a regression, 2 usage, 3 any other error.
-    let error_code = if matches!(cli.command, Command::Compare(_)) {
-        3
-    } else {
-        1
-    };
     match dispatch(cli).and_then(|code| Ok(out::flush().map(|()| code)?)) {
         Ok(code) => code,
         // The reader went away (`scalprof runs | head -1`): nothing more to say.
@@ -110,10 +117,7 @@ fn main() -> ExitCode {
             if let Some(h) = commands::hint(&e, &db) {
                 eprintln!("scalprof: {h}");
             }
-            if e.chain().any(|c| c.downcast_ref::<Usage>().is_some()) {
-                return ExitCode::from(2);
-            }
-            ExitCode::from(error_code)
+            ExitCode::from(2)
         }
     }
 }
@@ -184,5 +188,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Flame(args) => commands::flame(db, args),
         Command::Suite(args) => commands::suite(db, args),
         Command::Export(args) => commands::export(db, args),
+        Command::Completions(args) => commands::completions(args),
+        Command::Man => commands::man(),
     }
 }

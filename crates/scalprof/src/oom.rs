@@ -92,7 +92,7 @@ fn say_and_exit(size_bytes: usize) -> ! {
     // process without running anything of it.
     unsafe {
         libc::write(2, line.bytes.as_ptr().cast(), line.len);
-        libc::_exit(1);
+        libc::_exit(2);
     }
 }
 

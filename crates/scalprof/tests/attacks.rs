@@ -87,7 +87,7 @@ mod planted_paths {
         for folder in [&theirs, &shared] {
             let via = folder.join("out");
             for (args, code) in [
-                (vec!["report", "1", "-o", "{}/report.html"], 1),
+                (vec!["report", "1", "-o", "{}/report.html"], 2),
                 // Checked when parsed, before the sweep.
                 (
                     vec!["run", "-t", "1", "--json", "{}/out.json", "--", "true"],
@@ -157,7 +157,7 @@ mod planted_paths {
                 .output()
                 .unwrap();
             let err = stderr_of(&out);
-            assert_eq!(out.status.code(), Some(1), "{tmpdir:?}: {err}");
+            assert_eq!(out.status.code(), Some(2), "{tmpdir:?}: {err}");
             assert!(err.contains("refusing to use"), "{err}");
             assert!(err.contains(said), "{err}");
             assert!(
@@ -196,7 +196,7 @@ mod planted_paths {
             .output()
             .unwrap();
         let err = stderr_of(&out);
-        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert_eq!(out.status.code(), Some(2), "{err}");
         assert!(err.contains("owned by uid 65534"), "{err}");
         let left: Vec<_> = std::fs::read_dir(&home).unwrap().flatten().collect();
         assert!(left.is_empty(), "left in their home: {left:?}");
@@ -461,7 +461,7 @@ mod limits {
         .output()
         .unwrap();
         let err = stderr_of(&out);
-        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert_eq!(out.status.code(), Some(2), "{err}");
         assert!(err.contains("writing the workload's output to"), "{err}");
         assert!(err.contains("No space left on device"), "{err}");
         assert!(err.contains("the disk is full"), "{err}");
@@ -571,7 +571,7 @@ mod limits {
         ] {
             let out = under_ulimit_v(&db, 200_000).args(args).output().unwrap();
             let err = stderr_of(&out);
-            assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
             assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
             assert!(err.starts_with("scalprof: error: "), "{args:?}: {err}");
             assert!(err.contains("out of memory"), "{args:?}: {err}");

@@ -143,7 +143,7 @@ fn a_failing_workload_is_recorded_and_its_stderr_shown() {
             "{threads}",
         ])
         .assert()
-        .code(1)
+        .code(2)
         .stderr(predicate::str::contains(
             "threads 2, repeat 1: exited with status 1",
         ))
@@ -201,7 +201,7 @@ fn a_crash_and_a_timeout_are_recorded() {
             "kill -SEGV $$",
         ])
         .assert()
-        .code(1)
+        .code(2)
         .stderr(predicate::str::contains("killed by signal 11"));
     let t0 = Instant::now();
     scalprof(&db)
@@ -218,7 +218,7 @@ fn a_crash_and_a_timeout_are_recorded() {
             "20",
         ])
         .assert()
-        .code(1)
+        .code(2)
         .stderr(predicate::str::contains("timed out"));
     assert!(t0.elapsed() < Duration::from_secs(10));
     let doc = show_json(&db, "latest");
@@ -379,7 +379,7 @@ fn runs_lists_and_show_resolves_labels() {
         .args(["export", "latest", "-o"])
         .arg(dir.path().join("x.pb.gz"))
         .assert()
-        .code(1)
+        .code(2)
         .stderr(predicate::str::contains(
             "has no profiles (recorded with --no-profile",
         ));
@@ -628,7 +628,7 @@ fn keep_going_with_nothing_measured_fails_and_compare_names_different_commands()
             "exit 3",
         ])
         .assert()
-        .code(1);
+        .code(2);
     for (label, script) in [("a", "echo ops=100"), ("b", "echo ops=100; true")] {
         scalprof(&db)
             .args([
@@ -655,7 +655,7 @@ fn keep_going_with_nothing_measured_fails_and_compare_names_different_commands()
     scalprof(&db)
         .args(["show", "latest~-1"])
         .assert()
-        .code(1)
+        .code(2)
         .stderr(predicate::str::contains("no run \"latest~-1\""));
 }
 
@@ -678,7 +678,7 @@ fn layout_warns_about_another_architecture_and_names_a_missing_kernel_struct() {
         scalprof(&dir.path().join("runs.db"))
             .args(["layout", "--kernel", "--struct", "no_such_struct"])
             .assert()
-            .code(1)
+            .code(2)
             .stderr(predicate::str::contains(
                 "no struct or union named \"no_such_struct\" in the running kernel",
             ))
@@ -746,7 +746,7 @@ fn a_full_disk_is_named_and_stored_runs_stay_readable() {
     scalprof(&db).args(["show", "1"]).assert().success();
     quick_run(&db, "echo ops=1")
         .assert()
-        .code(1)
+        .code(2)
         .stderr(predicate::str::contains("the disk is full"));
 }
 

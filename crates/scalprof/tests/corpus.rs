@@ -612,7 +612,7 @@ fn an_attached_server_s_lock_is_named_with_its_caller_and_process() {
             "true",
         ])
         .assert()
-        .code(1)
+        .code(2)
         .stderr(predicates::str::contains(
             "--attach-name no_such_server: no running process has that command name",
         ));

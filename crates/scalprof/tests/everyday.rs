@@ -103,7 +103,7 @@ fn runs_are_listed_as_json_and_deleted_with_their_outputs() {
         .args(["runs", "rm", "1", "nosuch"])
         .output()
         .unwrap();
-    assert!(!out.status.success(), "{}", stderr_of(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
     assert!(stderr_of(&out).contains("nosuch"), "{}", stderr_of(&out));
     assert_eq!(list(&[]), vec![1, 2, 3, 4]);
     let out = scalprof(&db).args(["runs", "rm", "1"]).output().unwrap();

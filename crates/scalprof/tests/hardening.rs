@@ -75,7 +75,7 @@ fn another_users_build_directory_is_refused_not_run() {
         .output()
         .unwrap();
     let err = stderr_of(&out);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("owned by uid 65534"), "{err}");
     assert!(!marker.exists(), "a planted binary ran");
 }
@@ -112,7 +112,7 @@ fn the_suite_never_writes_through_a_planted_link() {
             .unwrap()
     };
     let out = suite(&theirs);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
     assert!(stderr_of(&out).contains("SUITE_DIR"), "{}", stderr_of(&out));
     // Even in a directory of ours, a link at a test file's name is not followed.
     let ours = tmp.path().join("ours");
@@ -274,9 +274,8 @@ fn a_closed_pipe_or_a_full_disk_is_an_error_not_a_panic() {
             .output()
             .unwrap();
         let err = stderr_of(&out);
-        // compare's runtime errors exit 3 (1 is its regression verdict).
-        let code = if args[0] == "compare" { 3 } else { 1 };
-        assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
+        // An error exits 2 in every command, compare too (its 1 is the gate's verdict).
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(
             err.contains("writing standard output") && !err.contains("panicked"),
             "{args:?}: {err}"
@@ -300,7 +299,7 @@ fn a_closed_pipe_or_a_full_disk_is_an_error_not_a_panic() {
     // A report written to a full disk names the report, not the store.
     let out = report_to(&db, "/dev/full");
     let err = stderr_of(&out);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("where /dev/full is written"), "{err}");
 }
 
@@ -340,7 +339,7 @@ fn a_file_size_limit_is_an_error_not_a_silent_death() {
         }
         let out = cmd.output().unwrap();
         let err = stderr_of(&out);
-        assert_eq!(out.status.code(), Some(1), "limit {limit_kib} KiB: {err}");
+        assert_eq!(out.status.code(), Some(2), "limit {limit_kib} KiB: {err}");
         assert!(
             err.contains("scalprof: error:"),
             "limit {limit_kib} KiB: {err}"
@@ -375,8 +374,8 @@ fn an_output_file_is_never_written_through_another_users_link() {
     std::fs::write(&theirs, "").unwrap();
     std::os::unix::fs::chown(&theirs, Some(NOBODY), Some(NOBODY)).unwrap();
     for (args, code) in [
-        (&["report", "1", "-o", "{}"][..], 1),
-        (&["export", "1", "--format", "folded", "-o", "{}"], 1),
+        (&["report", "1", "-o", "{}"][..], 2),
+        (&["export", "1", "--format", "folded", "-o", "{}"], 2),
         // Checked when parsed, before the sweep.
         (&["run", "-t", "1", "--json", "{}", "--", "true"], 2),
     ] {
@@ -408,7 +407,7 @@ fn an_output_file_is_never_written_through_another_users_link() {
         .timeout(Duration::from_secs(20))
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr_of(&out));
     assert!(
         stderr_of(&out).contains("no one reads"),
         "{}",
@@ -658,7 +657,7 @@ fn unprivileged_locks_and_attach_fail_before_running_and_say_why() {
         return;
     };
     let err = stderr_of(&out);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("needs root"), "{err}");
     // Every-CPU sampling needs paranoid ≤ 0, not the 1 that per-process profiling needs.
     if scalprof_collect::caps::paranoid().is_some_and(|p| p > 0) {
@@ -680,7 +679,7 @@ fn unprivileged_locks_and_attach_fail_before_running_and_say_why() {
         let _ = sleeper.kill();
         let _ = sleeper.wait();
         let err = stderr_of(&out);
-        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert_eq!(out.status.code(), Some(2), "{err}");
         assert!(err.contains("perf_event_paranoid=0"), "{err}");
     }
 }
@@ -721,7 +720,7 @@ fn a_stopped_sweep_and_a_non_numeric_ops_capture_are_told_as_they_are() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(!text.contains("one repeat per point"), "{text}");
     assert!(!text.contains("0 measured points"), "{text}");
     let out = scalprof(&db)
@@ -758,7 +757,7 @@ fn pipe_mode_perf_data_is_named_as_such() {
         .output()
         .unwrap();
     let err = stderr_of(&out);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
         err.contains("pipe-mode perf.data") && err.contains("perf record -o FILE"),
         "{err}"
@@ -781,7 +780,7 @@ fn a_fifo_given_as_a_file_is_refused_not_waited_on() {
             .output()
             .unwrap();
         let err = stderr_of(&out);
-        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains("not a regular file"), "{args:?}: {err}");
     }
     // A folder given as the store is named as one, not "disk I/O error".

@@ -114,7 +114,7 @@ fn a_corrupt_perf_data_is_a_clear_error() {
         .arg("import")
         .arg(&bad)
         .assert()
-        .code(1)
+        .code(2)
         .stderr(predicate::str::contains(
             "bad.data is not a readable perf.data file",
         ))

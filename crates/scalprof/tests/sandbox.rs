@@ -330,7 +330,7 @@ fn a_compressed_record_bomb_is_refused_before_it_inflates() {
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
         stderr.contains("the compressed records inflate past"),
         "{stderr}"

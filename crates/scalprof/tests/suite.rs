@@ -251,6 +251,13 @@ fn two_suites_are_compared_test_by_test_and_a_suite_is_one_html_page() {
     );
     let text = String::from_utf8(out.get_output().stdout.clone()).unwrap();
     assert!(text.contains("slower in 1"), "{text}");
+    // The gate's verdict is the last line.
+    let last = text.lines().last().unwrap();
+    assert!(
+        last.starts_with("gate: B is slower than 10% in lseek (threads) at 1 workers (−")
+            && last.ends_with("— failed"),
+        "{text}"
+    );
 
     // A suite and a run cannot be compared.
     scalprof(&db)

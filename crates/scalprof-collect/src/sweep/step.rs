@@ -3,6 +3,7 @@
 
 use scalprof_model::Repeat;
 
+use super::hooks::{self, Hook};
 use super::{
     match_ops, parameter_env, read_tail, run_collected, substitute, Collectors, Enabled,
     RepeatKind, SweepEnd, SweepEvent, SweepPlan, SweepSink,
@@ -45,7 +46,8 @@ pub(super) enum Stepped {
     End(SweepEnd),
 }
 
-/// Runs one execution and hands it to the sink.
+/// Runs one execution, between the plan's prepare and cleanup commands, and hands it to
+/// the sink.
 pub(super) fn run_step(
     plan: &SweepPlan,
     step: &Step,
@@ -54,19 +56,42 @@ pub(super) fn run_step(
     interrupt: &Interrupt,
     state: &mut SweepState,
 ) -> Result<Stepped, CollectError> {
-    let Step { value, kind, .. } = *step;
     if interrupt.requested() {
         return Ok(Stepped::End(SweepEnd::Interrupted(interrupt.signal())));
     }
     announce(plan, step, sink)?;
+    let spec = exec_spec(plan, step)?;
+    // Outside the timed window, before and after, whatever the repeat's outcome.
+    hooks::run(plan, Hook::Prepare, step, &spec, interrupt)?;
+    if interrupt.requested() {
+        return Ok(Stepped::End(SweepEnd::Interrupted(interrupt.signal())));
+    }
+    let stepped = execute(plan, step, &spec, collectors, sink, interrupt, state)?;
+    if !interrupt.requested() {
+        hooks::run(plan, Hook::Cleanup, step, &spec, interrupt)?;
+    }
+    Ok(stepped)
+}
+
+/// Executes one step's workload with the collectors that are on, and hands what it
+/// measured to the sink.
+fn execute(
+    plan: &SweepPlan,
+    step: &Step,
+    spec: &ExecSpec,
+    collectors: &mut dyn Collectors,
+    sink: &mut dyn SweepSink,
+    interrupt: &Interrupt,
+    state: &mut SweepState,
+) -> Result<Stepped, CollectError> {
+    let Step { value, kind, .. } = *step;
     let warmup = kind == RepeatKind::Warmup;
     let traced = kind == RepeatKind::Traced;
-    let spec = exec_spec(plan, step)?;
     let mut counter = EventCounter::new(state.count_pmu);
     // Outside the timed window: what other processes used while the workload ran.
     let before = (!warmup).then(Snapshot::take);
     let (r, collected) = run_collected(
-        &spec,
+        spec,
         &plan.output,
         interrupt,
         traced,
@@ -79,7 +104,7 @@ pub(super) fn run_step(
         sink,
     )?;
     let interference =
-        before.map(|before| interference_since(&before, plan, value, &spec, &r, state));
+        before.map(|before| interference_since(&before, plan, value, spec, &r, state));
     if counter.pmu_refused() {
         state.count_pmu = false;
     }
@@ -102,9 +127,9 @@ pub(super) fn run_step(
         )?;
         return Ok(Stepped::Suspended);
     }
-    let ops = read_ops(plan, &spec, value, sink)?;
-    tell_capped(plan, &spec, &r, sink)?;
-    let repeat = repeat_of(step, &r, ops, counter.take(), &spec, interference);
+    let ops = read_ops(plan, spec, value, sink)?;
+    tell_capped(plan, spec, &r, sink)?;
+    let repeat = repeat_of(step, &r, ops, counter.take(), spec, interference);
     let done = if warmup {
         SweepEvent::WarmupDone {
             value,

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use scalprof_pipeline::facade::{compare_runs, gate, ratio_words, slower_points};
+use scalprof_report::signed_pct;
 
 use super::{open_store_read_only, Usage};
 use crate::cli;
@@ -24,6 +25,7 @@ pub fn compare(db: &Option<PathBuf>, args: cli::CompareArgs) -> Result<ExitCode>
     }
     let store = open_store_read_only(db)?;
     let (ia, ib) = (store.resolve(&args.a)?, store.resolve(&args.b)?);
+    warn_of_ambiguity(&store, &args, ia, ib)?;
     let (ra, rb) = (
         scalprof_pipeline::LoadedRun::load(&store, ia)?,
         scalprof_pipeline::LoadedRun::load(&store, ib)?,
@@ -84,11 +86,57 @@ pub fn compare(db: &Option<PathBuf>, args: cli::CompareArgs) -> Result<ExitCode>
                 g.untested_points
             );
         }
+        // The verdict is the log's last line, where a CI reader looks.
+        if let Some(line) = scalprof_report::gate_line(&c, a.sweep.parameter.as_str()) {
+            if !args.json {
+                outln!("{line}");
+            }
+        }
         if g.failed {
             return Ok(ExitCode::from(1));
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Says which run a label was taken to mean where it names several, and when A and B are
+/// one run (nothing can differ). `compare sh sh` once compared the newest `sh` run with
+/// itself without a word.
+fn warn_of_ambiguity(
+    store: &scalprof_store::Store,
+    args: &cli::CompareArgs,
+    ia: i64,
+    ib: i64,
+) -> Result<()> {
+    let mut matches = Vec::new();
+    // The same label twice is said once.
+    let sides = if args.a == args.b {
+        vec![(&args.a, ia)]
+    } else {
+        vec![(&args.a, ia), (&args.b, ib)]
+    };
+    for (reference, id) in sides {
+        let all = store.labelled(reference)?;
+        if all.len() > 1 {
+            let list: Vec<String> = all.iter().map(i64::to_string).collect();
+            eprintln!(
+                "scalprof: warning: label {reference:?} matches runs {}; taking the latest, {id}: use a run id",
+                list.join(", ")
+            );
+        }
+        matches = all;
+    }
+    if ia == ib {
+        // Where the label names several runs, the two newest are the likely pair.
+        let pair = match matches.as_slice() {
+            [.., older, newest] => format!("e.g. scalprof compare {older} {newest}"),
+            _ => "scalprof runs lists them".to_string(),
+        };
+        eprintln!(
+            "scalprof: warning: A and B are the same run ({ia}): nothing can differ; name two runs ({pair})"
+        );
+    }
+    Ok(())
 }
 
 /// `scalprof compare A.json B.json`: two suites, test by test. The runs come from the store
@@ -117,17 +165,33 @@ fn compare_suites(
         eprintln!("scalprof: wrote {}", path.display());
     }
     if let Some(pct) = args.fail_if_slower {
-        let mut slower = false;
+        let mut slower = Vec::new();
         for t in &c.tests {
             for (v, d) in slower_points(&t.comparison, pct) {
                 eprintln!(
                     "scalprof: B is slower in {} ({}) at {v} workers: throughput {d:+.1}% (proven at 95% confidence)",
                     t.name, t.mode
                 );
-                slower = true;
+                slower.push(format!(
+                    "{} ({}) at {v} workers ({})",
+                    t.name,
+                    t.mode,
+                    signed_pct(d)
+                ));
             }
         }
-        if slower {
+        // The verdict is the log's last line, where a CI reader looks.
+        if !args.json {
+            if slower.is_empty() {
+                outln!("gate: no test slower than {pct}% — passed");
+            } else {
+                outln!(
+                    "gate: B is slower than {pct}% in {} — failed",
+                    slower.join(", ")
+                );
+            }
+        }
+        if !slower.is_empty() {
             return Ok(ExitCode::from(1));
         }
     }

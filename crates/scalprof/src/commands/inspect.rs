@@ -32,11 +32,12 @@ pub fn fit(args: cli::FitArgs) -> Result<ExitCode> {
             ("λ", model.lambda_est),
         ] {
             if let Some(e) = est {
+                let d = |x: f64| scalprof_report::decimal(x, e.std_error);
                 outln!(
-                    "  {name}: std. error {:.4e}, 95% interval {:.4e} … {:.4e}",
-                    e.std_error,
-                    e.ci95[0],
-                    e.ci95[1]
+                    "  {name}: std. error {}, 95% interval {} … {}",
+                    d(e.std_error),
+                    d(e.ci95[0]),
+                    d(e.ci95[1])
                 );
             }
         }

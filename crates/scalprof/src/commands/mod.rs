@@ -2,6 +2,7 @@
 
 mod compare;
 mod demo;
+mod docs;
 mod inspect;
 mod record;
 mod runs;
@@ -9,6 +10,7 @@ mod verify;
 
 pub use compare::compare;
 pub use demo::demo;
+pub use docs::{completions, man};
 pub use inspect::{corpus, export, fit, flame, layout, report, show};
 pub use record::{complexity, import, locks, run, suite};
 pub use runs::{gc, runs};
@@ -33,14 +35,14 @@ fn open_store_read_only(cli_db: &Option<std::path::PathBuf>) -> Result<Store> {
 }
 
 /// 0 for a complete run with a measurement; 128 + the signal when interrupted (130 for
-/// SIGINT, 143 for SIGTERM); 1 when the workload failed, also when `--keep-going` went on
-/// past failures and no repeat succeeded.
+/// SIGINT, 143 for SIGTERM); 2 (an error, as in [`crate::cli::EXIT_STATUS`]) when the
+/// workload failed, also when `--keep-going` went on past failures and no repeat succeeded.
 fn exit_code_for(doc: &scalprof_model::RunDocument, interrupt: &Interrupt) -> ExitCode {
     match doc.status {
         RunStatus::Interrupted => {
             ExitCode::from(128u8.saturating_add(interrupt.signal().unwrap_or(2) as u8))
         }
-        RunStatus::Failed => ExitCode::from(1),
+        RunStatus::Failed => ExitCode::from(2),
         RunStatus::Complete | RunStatus::Running => {
             let any_ok = doc
                 .points
@@ -49,13 +51,14 @@ fn exit_code_for(doc: &scalprof_model::RunDocument, interrupt: &Interrupt) -> Ex
             if any_ok || doc.points.is_empty() {
                 ExitCode::SUCCESS
             } else {
-                ExitCode::from(1)
+                ExitCode::from(2)
             }
         }
     }
 }
 
-/// Arguments that make no sense together, found after parsing: exit 2, as clap's errors.
+/// Arguments that make no sense together, found after parsing: said as a usage error
+/// (exit 2, as every error).
 #[derive(Debug)]
 pub struct Usage(pub String);
 

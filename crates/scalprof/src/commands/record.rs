@@ -177,7 +177,7 @@ pub fn locks(db: &Option<PathBuf>, args: cli::LocksArgs) -> Result<ExitCode> {
     );
     if no_lock_data && !interrupt.requested() {
         // The tracer failed to start: the command did not do what was asked.
-        return Ok(ExitCode::from(1));
+        return Ok(ExitCode::from(2));
     }
     Ok(exit_code_for(doc, &interrupt))
 }

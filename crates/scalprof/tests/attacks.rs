@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command as StdCommand;
 
 mod common;
-use common::cli::{quick_run, scalprof_process, show_json, stderr_of, store_with_a_run, QUICK_RUN};
+use common::cli::{scalprof_process, show_json, stderr_of, store_with_a_run, QUICK_RUN};
 use common::scalprof;
 
 const NOBODY: u32 = 65534;
@@ -454,12 +454,13 @@ mod limits {
         }
         let tmp = tempfile::tempdir().unwrap();
         let fs = Tmpfs::mount(&tmp.path().join("tfs"), 20);
-        let out = quick_run(
-            &fs.0.join("full.db"),
-            "head -c 60000000 /dev/zero; echo ops=1",
-        )
-        .output()
-        .unwrap();
+        // Kept output (by default only the ops lines are written).
+        let out = scalprof_process(&fs.0.join("full.db"))
+            .args(&QUICK_RUN[..QUICK_RUN.len() - 1])
+            .args(["--keep-output", "--", "sh", "-c"])
+            .arg("head -c 60000000 /dev/zero; echo ops=1")
+            .output()
+            .unwrap();
         let err = stderr_of(&out);
         assert_eq!(out.status.code(), Some(2), "{err}");
         assert!(err.contains("writing the workload's output to"), "{err}");

@@ -70,14 +70,25 @@ pub fn is_data_primitive(function: &str) -> bool {
     })
 }
 
+/// A Python function as CPython 3.12+ names it for perf (`py::find_dup:/tmp/quad.py`).
+pub fn is_python_frame(frame: &str) -> bool {
+    frame.starts_with("py::")
+}
+
 /// Self cost of each function with the data primitives it called charged to it (the
-/// primitives keep their own self cost too).
+/// primitives keep their own self cost too). Under a Python function, the interpreter's
+/// internals are that function's cost: a quadratic `find_dup` was seven CPython functions
+/// growing as n² (`long_richcompare`, `list_slice`, …) and never itself.
 fn charged_self(p: &PointProfile) -> std::collections::HashMap<String, u64> {
     let mut out: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
     for f in &p.folded {
         // The first frame is the process name.
         let frames: Vec<&str> = folded::frames(&f.stack).collect();
         let Some(leaf) = frames.last() else { continue };
+        if let Some(python) = frames.iter().rev().find(|fr| is_python_frame(fr)) {
+            *out.entry(python.to_string()).or_default() += f.weight;
+            continue;
+        }
         *out.entry(leaf.to_string()).or_default() += f.weight;
         if is_data_primitive(leaf) {
             if let Some(caller) = frames.iter().rev().find(|fr| !is_data_primitive(fr)) {
@@ -337,6 +348,29 @@ mod tests {
             .map(|f| f.subject)
             .collect();
         assert_eq!(named, vec!["dedup".to_string()]);
+        // CPython 3.12+ with its perf trampolines: the interpreter's functions under
+        // find_dup are find_dup's cost, named once, as the Python function.
+        let py: Vec<PointProfile> = sizes
+            .iter()
+            .map(|&n| {
+                let under = "python3;_start;py::main:q.py;_PyEval_EvalFrameDefault;py::find_dup:q.py;_PyEval_EvalFrameDefault";
+                prof(
+                    n,
+                    &[
+                        (format!("{under};long_richcompare").as_str(), 0.01 * nf(n) * nf(n)),
+                        (format!("{under};list_slice;memcpy").as_str(), 0.005 * nf(n) * nf(n)),
+                        ("python3;_start;py::main:q.py;PyList_New", 100.0 * nf(n)),
+                    ],
+                )
+            })
+            .collect();
+        let pts: Vec<(u64, u32, &PointProfile)> =
+            sizes.iter().zip(&py).map(|(&n, p)| (n, 1, p)).collect();
+        let named: Vec<String> = superlinear(&complexity(&pts).unwrap(), "ns")
+            .into_iter()
+            .map(|f| f.subject)
+            .collect();
+        assert_eq!(named, vec!["py::find_dup:q.py".to_string()]);
     }
 
     #[test]

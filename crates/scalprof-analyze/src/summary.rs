@@ -49,6 +49,7 @@ fn assemble_merged(inputs: &RunInputs) -> RunDocument {
     // Profiles: what grew, and the findings the samples support.
     let with_work = passes::attach_profiles(&mut points, profiles, source);
     warnings.extend(profile_warnings(header, profiles, &inputs.packages));
+    warnings.extend(warnings::python_without_names(header, profiles));
     let scaling_diff = scaling::scaling_diff(&with_work);
     let (mut findings, claimed) =
         passes::profile_findings(inputs, &points, &with_work, scaling_diff.as_ref(), threads);

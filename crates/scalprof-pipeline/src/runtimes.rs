@@ -59,10 +59,75 @@ pub fn is_jvm_launcher(exe: &Path) -> bool {
 /// (`-XX:+PreserveFramePointer`, a few percent of speed, in the traced repeats only) and a
 /// perf map of the compiled methods written at exit (`-XX:+DumpPerfMapAtExit`, which
 /// costs nothing while the program runs). The clean repeats run as the user wrote them.
+///
+/// For CPython, `PYTHONPERFSUPPORT=1`: from 3.12 on, each Python function runs through a
+/// small trampoline that CPython names in a perf map (`py::find_dup:quad.py`), so the
+/// profiles and the complexity fits name the program's functions, not the interpreter's
+/// (older versions ignore it).
 pub fn traced_env(command: &[String], parameter: &str, values: &[u64]) -> Vec<(String, String)> {
+    if is_python(command) {
+        return vec![(PYTHON_PERF.into(), "1".into())];
+    }
     match executable(command, parameter, values) {
         Some(exe) if is_jvm_launcher(&exe) => vec![("JAVA_TOOL_OPTIONS".into(), jvm_options())],
         _ => Vec::new(),
+    }
+}
+
+/// The variable that turns on CPython's perf trampolines (3.12+).
+pub const PYTHON_PERF: &str = "PYTHONPERFSUPPORT";
+
+/// Whether the command runs a CPython (`python3`, `python3.12`, `/usr/bin/python`, a
+/// pyenv shim), behind `env` too.
+fn is_python(command: &[String]) -> bool {
+    program_word(command)
+        .and_then(|w| Path::new(w).file_name())
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with("python"))
+}
+
+/// Removes the perf maps that CPython processes wrote because scalprof asked them to
+/// ([`traced_env`]) since `since`: regular files of this user whose process is gone and
+/// whose entries are CPython's trampolines (`py::`). Left there, a later process with the
+/// same PID would find a stale map. A Python still running keeps its map.
+pub fn remove_python_perf_maps(since: std::time::SystemTime) {
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let Ok(entries) = std::fs::read_dir("/tmp") else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("perf-"))
+            .and_then(|n| n.strip_suffix(".map"))
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let path = e.path();
+        let fresh = std::fs::symlink_metadata(&path).is_ok_and(|md| {
+            md.file_type().is_file() && md.uid() == me && md.modified().is_ok_and(|t| t >= since)
+        });
+        if !fresh || Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let mut head = [0u8; 256];
+        let n = std::fs::File::open(&path)
+            .and_then(|mut f| f.read(&mut head))
+            .unwrap_or(0);
+        let first = String::from_utf8_lossy(&head[..n]);
+        let cpython = first
+            .lines()
+            .next()
+            .and_then(|l| l.splitn(3, ' ').nth(2))
+            .is_some_and(|name| name.starts_with("py::"));
+        if cpython {
+            let _ = std::fs::remove_file(&path);
+        }
     }
 }
 

@@ -123,6 +123,11 @@ pub fn run_with(
             .traced_env
             .iter()
             .any(|(k, _)| k == "JAVA_TOOL_OPTIONS"),
+        python_perf_maps: plan
+            .traced_env
+            .iter()
+            .any(|(k, _)| k == crate::runtimes::PYTHON_PERF)
+            .then(std::time::SystemTime::now),
         first: plan.values.first().copied(),
         last: plan.values.last().copied(),
     };
@@ -273,6 +278,8 @@ struct StoreSink<'a> {
     /// The traced repeats asked the JVM for a perf map at exit: once a repeat's samples
     /// and stacks are named, its JVMs' maps are removed (they are scalprof's doing).
     jvm_perf_maps: bool,
+    /// The traced repeats asked CPython for perf maps (since then): removed likewise.
+    python_perf_maps: Option<std::time::SystemTime>,
     /// The sweep's first value: the baseline, never repeated for a verdict.
     first: Option<u64>,
     /// The sweep's last value: where findings are scored.
@@ -312,6 +319,9 @@ impl StoreSink<'_> {
             if let Some(locks) = &collected.locks {
                 crate::runtimes::remove_jvm_perf_maps(&locks.maps);
             }
+        }
+        if let Some(since) = self.python_perf_maps {
+            crate::runtimes::remove_python_perf_maps(since);
         }
         Ok(())
     }

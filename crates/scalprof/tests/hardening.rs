@@ -321,6 +321,8 @@ fn a_file_size_limit_is_an_error_not_a_silent_death() {
             "1",
             "--diagnose",
             "0",
+            // The workload's output is written in full only when kept.
+            "--keep-output",
             "--",
         ])
         .args(["sh", "-c", "echo ops=1; head -c 300000 /dev/zero"]);

@@ -586,3 +586,31 @@ pub(super) fn idle_wakeups(header: &RunHeader, points: &[Point]) -> Vec<Warning>
     }
     out
 }
+
+/// A size sweep of a CPython program whose profiles name only the interpreter's functions
+/// (`_PyEval_EvalFrameDefault`, `long_richcompare`): the complexity fits cannot name the
+/// Python function that grows. CPython 3.12+ names them (scalprof asks it to); say so.
+pub(super) fn python_without_names(
+    header: &RunHeader,
+    profiles: &[(u64, PointProfile)],
+) -> Option<Warning> {
+    if header.sweep.parameter != SweepParameter::Size {
+        return None;
+    }
+    let (_, last) = profiles.last()?;
+    let frames = || last.folded.iter().flat_map(|s| folded::frames(&s.stack));
+    let interpreted = frames().any(|f| f == "_PyEval_EvalFrameDefault");
+    if !interpreted || frames().any(crate::complexity::is_python_frame) {
+        return None;
+    }
+    Some(Warning {
+        kind: WarningKind::ProfileQuality,
+        point: None,
+        message:
+            "profile: CPython's own functions only, not the Python functions that ran on them: \
+                  with CPython 3.12 or later the profiled runs name them (scalprof sets \
+                  PYTHONPERFSUPPORT=1 there; run python3.12 or newer, or `python3 -X perf` \
+                  inside a script)"
+                .into(),
+    })
+}

@@ -19,6 +19,9 @@ pub enum DiffFlame {
     Unchanged,
 }
 
+/// A closed section's script: on opening, its frames load their graphs.
+const LOAD_ON_OPEN: &str = "if(this.open){for(const f of this.querySelectorAll('iframe[data-src]')){f.src=f.dataset.src;f.removeAttribute('data-src')}}";
+
 /// The height an SVG declares on its root element, in px.
 fn svg_height(svg: &[u8]) -> Option<u32> {
     let head = String::from_utf8_lossy(&svg[..svg.len().min(2048)]);
@@ -33,20 +36,34 @@ fn svg_height(svg: &[u8]) -> Option<u32> {
 /// it is; the box around it caps that. `summary` labels the section, `open` opens it.
 pub(crate) fn flame_frame(id: &str, summary: &Html, title: &str, svg: &[u8], open: bool) -> Html {
     let height = svg_height(svg).unwrap_or(MAX_HEIGHT_PX);
-    let mut h = if open {
-        markup!(
-            "<details class=\"flame\" open><summary>{}</summary>",
-            summary
+    // A closed section's frame gets its graph when first opened: laid out at no width,
+    // inferno's script would size the graph negative (Chromium logs an error per graph),
+    // and the page loads only the graphs it shows.
+    let (mut h, source) = if open {
+        (
+            markup!(
+                "<details class=\"flame\" open><summary>{}</summary>",
+                summary
+            ),
+            "src",
         )
     } else {
-        markup!("<details class=\"flame\"><summary>{}</summary>", summary)
+        (
+            markup!(
+                "<details class=\"flame\" ontoggle=\"{}\"><summary>{}</summary>",
+                LOAD_ON_OPEN,
+                summary
+            ),
+            "data-src",
+        )
     };
     html!(
         h,
-        "<div class=\"flame-box\"><iframe class=\"flame\" id=\"{}\" title=\"{}\" height=\"{}\" src=\"data:image/svg+xml;base64,{}\"></iframe></div>",
+        "<div class=\"flame-box\"><iframe class=\"flame\" id=\"{}\" title=\"{}\" height=\"{}\" {}=\"data:image/svg+xml;base64,{}\"></iframe></div>",
         id,
         title,
         height,
+        source,
         base64(svg)
     );
     if height > MAX_HEIGHT_PX {

@@ -196,9 +196,12 @@ mod tests {
         assert!(!short.contains("scroll up"), "{short}");
         let deep = flame_frame("g", &markup!("threads 2"), "t", &svg(1822), false).into_string();
         assert!(
-            deep.starts_with("<details class=\"flame\"><summary>"),
+            deep.starts_with("<details class=\"flame\" ontoggle="),
             "{deep}"
         );
+        // Closed, its graph waits in data-src until the section is opened.
+        assert!(deep.contains(" data-src=\"data:image/svg+xml") && !deep.contains(" src="));
+        assert!(short.contains(" src=\"data:image/svg+xml") && !short.contains("data-src"));
         assert!(deep.contains("height=\"1822\"") && deep.contains("scroll up"));
         // The cap is the box's, in the page's style.
         assert!(super::super::STYLE.contains(&format!(

@@ -13,13 +13,13 @@ pub(crate) fn points_table(doc: &RunDocument) -> Table {
     let mut t = crate::width::table();
     // A narrow terminal gets the wall time's spread, not the user and system times'.
     let narrow = crate::width::terminal_width().is_some_and(|w| w < crate::width::NARROW);
-    let mut header = vec![
-        doc.sweep.parameter.as_str(),
-        "throughput",
-        "speedup",
-        "efficiency",
-        "wall s (min–max)",
-    ];
+    // A size sweep has no speedup or efficiency: each size is its own workload.
+    let threads = doc.sweep.parameter == scalprof_model::SweepParameter::Threads;
+    let mut header = vec![doc.sweep.parameter.as_str(), "throughput"];
+    if threads {
+        header.extend(["speedup", "efficiency"]);
+    }
+    header.push("wall s (min–max)");
     if !narrow {
         header.extend(["user s (min–max)", "sys s (min–max)"]);
     }
@@ -35,13 +35,11 @@ pub(crate) fn points_table(doc: &RunDocument) -> Table {
             Some(w) => format!("{} (wall {w:.2}×)", v.speedup),
             None => v.speedup,
         };
-        let mut row = vec![
-            p.value.to_string(),
-            v.throughput,
-            speedup,
-            v.efficiency,
-            spread(p.wall_s),
-        ];
+        let mut row = vec![p.value.to_string(), v.throughput];
+        if threads {
+            row.extend([speedup, v.efficiency]);
+        }
+        row.push(spread(p.wall_s));
         if !narrow {
             row.extend([spread(p.user_s), spread(p.sys_s)]);
         }

@@ -82,7 +82,17 @@ fn assemble_merged(inputs: &RunInputs) -> RunDocument {
     if threads && swept_nothing(&warnings, &points) {
         // sqlite3 without {threads} got "37% serial_fraction … parallelize": a
         // single-threaded program compared with itself has no scaling cause to name.
-        findings.clear();
+        let withheld = withhold_unswept(&mut findings);
+        if withheld > 0 {
+            warnings.push(scalprof_model::Warning {
+                kind: scalprof_model::WarningKind::FindingsWithheld,
+                point: None,
+                message: format!(
+                    "{withheld} finding{} withheld: the command has no {{threads}} and used no more CPUs at its last point than at its first, so every point ran the same thing (waits between threads are still named)",
+                    if withheld == 1 { "" } else { "s" }
+                ),
+            });
+        }
     }
     let sampling = profiles.first().map(|(_, p)| Sampling {
         event: p.event.clone(),
@@ -117,8 +127,9 @@ fn assemble_merged(inputs: &RunInputs) -> RunDocument {
 }
 
 /// The command has no `{threads}` and did not use more CPUs at the last point than at
-/// the first (no more than 1.25× the CPU seconds per wall second): it did not read
-/// SCALPROF_THREADS either, and every point ran the same thing.
+/// the first (no more than 1.25× the CPU seconds per wall second, a quarter of a CPU
+/// more: a second thread doing any real work adds more): it did not read SCALPROF_THREADS
+/// either, and every point ran the same thing.
 fn swept_nothing(warnings: &[scalprof_model::Warning], points: &[Point]) -> bool {
     if !warnings
         .iter()
@@ -136,6 +147,23 @@ fn swept_nothing(warnings: &[scalprof_model::Warning], points: &[Point]) -> bool
         (Some(&first), Some(&last)) => last <= first * 1.25,
         _ => true,
     }
+}
+
+/// Drops the findings that compare the points' work (a serial phase, a function or a path
+/// that grew, a blocking call): at points that ran the same thing they are noise. Waits
+/// between threads and shared cache lines stay, since a program that reads
+/// SCALPROF_THREADS and serialises on a lock also uses one CPU at every point. How many
+/// were dropped.
+fn withhold_unswept(findings: &mut Vec<scalprof_model::Finding>) -> usize {
+    use scalprof_model::FindingKind;
+    let before = findings.len();
+    findings.retain(|f| {
+        matches!(
+            f.kind,
+            FindingKind::LockContention | FindingKind::FalseSharing | FindingKind::TrueSharing
+        )
+    });
+    before - findings.len()
 }
 
 /// The kernel's name for the command's process: its file name, cut to the 15 bytes a
@@ -410,7 +438,52 @@ pub(crate) mod tests {
         flat[1].repeat.user_s = 1.0;
         let doc = assemble(&RunInputs::timing(h, flat));
         assert!(swept_nothing(&doc.warnings, &doc.points));
-        assert!(doc.findings.is_empty());
+        // Then findings that compare the points' work go, waits between threads stay.
+        let finding = |kind| scalprof_model::Finding {
+            kind,
+            scope: None,
+            subject: "x".into(),
+            score: 0.3,
+            score_interval: None,
+            evidence: String::new(),
+            suggestion: String::new(),
+            details: Default::default(),
+            what_if: None,
+            experiment: None,
+        };
+        let mut findings = vec![
+            finding(scalprof_model::FindingKind::SerialFraction),
+            finding(scalprof_model::FindingKind::LockContention),
+            finding(scalprof_model::FindingKind::UserHotspot),
+        ];
+        assert_eq!(withhold_unswept(&mut findings), 2);
+        assert_eq!(
+            findings[0].kind,
+            scalprof_model::FindingKind::LockContention
+        );
+    }
+
+    #[test]
+    fn a_cpython_size_sweep_without_python_names_says_how_to_get_them() {
+        let mut h = header(vec![1000, 2000]);
+        h.sweep.parameter = scalprof_model::SweepParameter::Size;
+        let profile = |stack: &str| PointProfile {
+            folded: vec![scalprof_model::FoldedStack {
+                stack: stack.into(),
+                samples: 10,
+                weight: 10_000,
+            }],
+            ..Default::default()
+        };
+        let says = |stack: &str| {
+            let p = profile(stack);
+            warnings::python_without_names(&h, &[(1000, p.clone()), (2000, p)]).is_some()
+        };
+        assert!(says("python3;_PyEval_EvalFrameDefault;long_richcompare"));
+        assert!(!says(
+            "python3;py::find_dup:q.py;_PyEval_EvalFrameDefault;long_richcompare"
+        ));
+        assert!(!says("sort;main;sortlines"));
     }
 
     #[test]

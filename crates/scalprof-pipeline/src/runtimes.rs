@@ -86,37 +86,45 @@ fn is_python(command: &[String]) -> bool {
         .is_some_and(|n| n.starts_with("python"))
 }
 
-/// Removes the perf maps that CPython processes wrote because scalprof asked them to
-/// ([`traced_env`]) since `since`: regular files of this user whose process is gone and
-/// whose entries are CPython's trampolines (`py::`). Left there, a later process with the
-/// same PID would find a stale map. A Python still running keeps its map.
-pub fn remove_python_perf_maps(since: std::time::SystemTime) {
+/// The PIDs of the perf maps in `/tmp` now (`perf-PID.map`).
+pub fn perf_map_pids() -> std::collections::HashSet<u32> {
+    std::fs::read_dir("/tmp")
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| perf_map_pid(e.file_name().to_str()?))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn perf_map_pid(name: &str) -> Option<u32> {
+    name.strip_prefix("perf-")?
+        .strip_suffix(".map")?
+        .parse()
+        .ok()
+}
+
+/// Removes the perf maps that a traced repeat's CPython processes wrote because scalprof
+/// asked them to ([`traced_env`]): those that were not there before the repeat (`before`),
+/// regular files of this user whose process is gone and whose entries are CPython's
+/// trampolines (`py::`). Left there, a later process with the same PID would find a stale
+/// map. A Python still running keeps its map, and so does any map older than the repeat.
+pub fn remove_python_perf_maps(before: &std::collections::HashSet<u32>) {
     use std::io::Read;
     use std::os::unix::fs::MetadataExt;
     // SAFETY: geteuid has no preconditions.
     let me = unsafe { libc::geteuid() };
-    let Ok(entries) = std::fs::read_dir("/tmp") else {
-        return;
-    };
-    for e in entries.flatten() {
-        let name = e.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("perf-"))
-            .and_then(|n| n.strip_suffix(".map"))
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let path = e.path();
-        let fresh = std::fs::symlink_metadata(&path).is_ok_and(|md| {
-            md.file_type().is_file() && md.uid() == me && md.modified().is_ok_and(|t| t >= since)
-        });
-        if !fresh || Path::new(&format!("/proc/{pid}")).exists() {
+    for pid in perf_map_pids().difference(before) {
+        let path = PathBuf::from(format!("/tmp/perf-{pid}.map"));
+        let ours = std::fs::symlink_metadata(&path)
+            .is_ok_and(|md| md.file_type().is_file() && md.uid() == me);
+        if !ours || Path::new(&format!("/proc/{pid}")).exists() {
             continue;
         }
+        // Not through a link, never waiting on a FIFO swapped in since.
         let mut head = [0u8; 256];
-        let n = std::fs::File::open(&path)
+        let n = scalprof_debuginfo::open_regular(&path)
             .and_then(|mut f| f.read(&mut head))
             .unwrap_or(0);
         let first = String::from_utf8_lossy(&head[..n]);

@@ -126,8 +126,8 @@ pub fn run_with(
         python_perf_maps: plan
             .traced_env
             .iter()
-            .any(|(k, _)| k == crate::runtimes::PYTHON_PERF)
-            .then(std::time::SystemTime::now),
+            .any(|(k, _)| k == crate::runtimes::PYTHON_PERF),
+        maps_before: Default::default(),
         first: plan.values.first().copied(),
         last: plan.values.last().copied(),
     };
@@ -278,8 +278,10 @@ struct StoreSink<'a> {
     /// The traced repeats asked the JVM for a perf map at exit: once a repeat's samples
     /// and stacks are named, its JVMs' maps are removed (they are scalprof's doing).
     jvm_perf_maps: bool,
-    /// The traced repeats asked CPython for perf maps (since then): removed likewise.
-    python_perf_maps: Option<std::time::SystemTime>,
+    /// The traced repeats asked CPython for perf maps: removed likewise, those that were
+    /// not there when the traced repeat started (`maps_before`).
+    python_perf_maps: bool,
+    maps_before: std::collections::HashSet<u32>,
     /// The sweep's first value: the baseline, never repeated for a verdict.
     first: Option<u64>,
     /// The sweep's last value: where findings are scored.
@@ -320,9 +322,7 @@ impl StoreSink<'_> {
                 crate::runtimes::remove_jvm_perf_maps(&locks.maps);
             }
         }
-        if let Some(since) = self.python_perf_maps {
-            crate::runtimes::remove_python_perf_maps(since);
-        }
+
         Ok(())
     }
 
@@ -359,6 +359,15 @@ impl StoreSink<'_> {
 
 impl SweepSink for StoreSink<'_> {
     fn event(&mut self, event: SweepEvent<'_>) -> Result<(), scalprof_collect::SinkError> {
+        if let SweepEvent::Starting {
+            kind: scalprof_collect::sweep::RepeatKind::Traced,
+            ..
+        } = event
+        {
+            if self.python_perf_maps {
+                self.maps_before = crate::runtimes::perf_map_pids();
+            }
+        }
         let event = match event {
             SweepEvent::RepeatDone {
                 value,
@@ -366,6 +375,10 @@ impl SweepSink for StoreSink<'_> {
                 collected,
             } => {
                 self.record(value, repeat, *collected)?;
+                if self.python_perf_maps && repeat.traced {
+                    // Named (or failed): the maps CPython wrote for it are done with.
+                    crate::runtimes::remove_python_perf_maps(&self.maps_before);
+                }
                 SweepEvent::RepeatDone {
                     value,
                     repeat,

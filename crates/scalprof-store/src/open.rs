@@ -274,7 +274,8 @@ const WRITE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(600);
 const STORE_WHY: &str = "its owner can read every run recorded there (labels, command lines, \
                          outputs' paths) and change them";
 const JOURNAL_WHY: &str = "SQLite would write your runs into this journal file of the store";
-const OUTPUTS_WHY: &str = "it is the store's outputs folder, and what the workloads write \
+pub(crate) const OUTPUTS_WHY: &str =
+    "it is the store's outputs folder, and what the workloads write \
                            would go where its owner chose";
 
 /// Refuses a path that holds no store to read: nothing there, a folder, or the empty file
@@ -298,7 +299,7 @@ fn must_be_a_file(path: &Path) -> Result<(), StoreError> {
     Ok(())
 }
 
-fn euid() -> u32 {
+pub(crate) fn euid() -> u32 {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() }
 }
@@ -326,7 +327,7 @@ fn refuse_what_others_made(path: &Path) -> Result<(), StoreError> {
 }
 
 /// Refuses `path` when it exists and is not ours (see [`refuse_what_others_made`]).
-fn refuse_if_theirs(path: &Path, why: &'static str) -> Result<(), StoreError> {
+pub(crate) fn refuse_if_theirs(path: &Path, why: &'static str) -> Result<(), StoreError> {
     use std::os::unix::fs::MetadataExt;
     let me = euid();
     let Ok(here) = std::fs::symlink_metadata(path) else {

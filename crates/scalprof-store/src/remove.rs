@@ -22,7 +22,7 @@ impl Store {
                 path: self.path.clone(),
             });
         }
-        let folder = outputs_folder(&self.path).join(id.to_string());
+        let folder = self.own_outputs()?.join(id.to_string());
         let bytes = folder_bytes(&folder);
         match std::fs::remove_dir_all(&folder) {
             Ok(()) => Ok(bytes),
@@ -37,9 +37,10 @@ impl Store {
     /// Outputs folders `<store>.d/<id>` whose run is gone (a run deleted by an older
     /// version, or a recorder killed before its run row was written).
     pub fn orphan_output_folders(&self) -> Result<Vec<PathBuf>, StoreError> {
-        let Ok(entries) = std::fs::read_dir(outputs_folder(&self.path)) else {
+        let Ok(entries) = std::fs::read_dir(self.own_outputs()?) else {
             return Ok(Vec::new());
         };
+        let me = crate::open::euid();
         let mut orphans = Vec::new();
         for e in entries.flatten() {
             let Some(id) = e.file_name().to_str().and_then(|n| n.parse::<i64>().ok()) else {
@@ -50,7 +51,10 @@ impl Store {
                     .query_row("SELECT COUNT(*) FROM runs WHERE id = ?1", [id], |r| {
                         r.get(0)
                     })?;
-            if known == 0 && e.file_type().is_ok_and(|t| t.is_dir()) {
+            // Only folders of ours (not a link, not another user's).
+            let ours = std::fs::symlink_metadata(e.path())
+                .is_ok_and(|m| m.is_dir() && std::os::unix::fs::MetadataExt::uid(&m) == me);
+            if known == 0 && ours {
                 orphans.push(e.path());
             }
         }
@@ -58,10 +62,41 @@ impl Store {
         Ok(orphans)
     }
 
-    /// Gives the space of deleted rows back to the file system (SQLite's VACUUM).
+    /// Gives the space of deleted rows back to the file system: SQLite's VACUUM, then a
+    /// checkpoint that empties the write-ahead log the VACUUM went through. VACUUM needs
+    /// about the store's size free: on a full disk it fails, the deletions stand.
     pub fn compact(&self) -> Result<(), StoreError> {
-        self.conn.execute_batch("VACUUM")?;
+        self.conn
+            .execute_batch("VACUUM; PRAGMA wal_checkpoint(TRUNCATE);")?;
         Ok(())
+    }
+
+    /// The store's bytes on disk: the file and its write-ahead log.
+    pub fn bytes_on_disk(&self) -> u64 {
+        let size = |p: &std::path::Path| std::fs::metadata(p).map_or(0, |m| m.len());
+        size(&self.path) + size(&crate::open::wal_path(&self.path))
+    }
+
+    /// `<store>.d`, checked again just before anything in it is removed: a folder of ours,
+    /// not a link another user put there since the store was opened.
+    fn own_outputs(&self) -> Result<PathBuf, StoreError> {
+        let folder = outputs_folder(&self.path);
+        crate::open::refuse_if_theirs(&folder, crate::open::OUTPUTS_WHY)?;
+        if std::fs::symlink_metadata(&folder).is_ok_and(|m| !m.is_dir()) {
+            return Err(StoreError::OutputsNotAFolder { path: folder });
+        }
+        Ok(folder)
+    }
+
+    /// Removes an outputs folder [`orphan_output_folders`](Store::orphan_output_folders)
+    /// found; returns the bytes it held.
+    pub fn remove_orphan(&self, folder: &std::path::Path) -> Result<u64, StoreError> {
+        let bytes = folder_bytes(folder);
+        std::fs::remove_dir_all(folder).map_err(|source| StoreError::RemoveDir {
+            path: folder.to_path_buf(),
+            source,
+        })?;
+        Ok(bytes)
     }
 }
 

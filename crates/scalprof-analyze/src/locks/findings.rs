@@ -314,21 +314,8 @@ impl<'a> LockSeries<'a> {
         {
             return suggestion(&last.lock_type, self.scope, name);
         }
-        if let Some(avg_ns) = idle_wait(last) {
-            let feeder = last
-                .holders
-                .first()
-                .or(last.callers.first())
-                .map_or(String::new(), |h| format!(" ({} signals it)", h.function));
-            return format!(
-                "{name} is a condition variable its threads sleep on for long stretches (avg \
-                 {}) while its mutex is held only briefly: they wait for work or for a result \
-                 (an idle worker pool), not for each other. Sharding it would not help; look \
-                 at what feeds them{feeder}: a producer or a phase that runs alone (reading \
-                 the input, writing the output) that is slower than the workers, or more \
-                 workers than there is work",
-                human_ns(avg_ns)
-            );
+        if let Some(text) = idle_advice(name, last) {
+            return text;
         }
         if let Some((h, link, share)) = blocked_holder(last, rows) {
             return format!(
@@ -369,6 +356,26 @@ impl<'a> LockSeries<'a> {
         }
         suggestion(&last.lock_type, self.scope, name)
     }
+}
+
+/// The advice for an idle wait ([`idle_wait`]): look at what feeds the sleepers.
+fn idle_advice(name: &str, last: &LockRow) -> Option<String> {
+    let avg_ns = idle_wait(last)?;
+    // A condition variable's holders held its mutex to signal it; its callers
+    // are the sleepers themselves.
+    let feeder = last
+        .holders
+        .first()
+        .map_or(String::new(), |h| format!(" ({} signals it)", h.function));
+    Some(format!(
+        "{name} is a condition variable its threads sleep on for long stretches (avg \
+         {}) while its mutex is held only briefly: they wait for work or for a result \
+         (an idle worker pool), not for each other. Sharding it would not help; look \
+         at what feeds them{feeder}: a producer or a phase that runs alone (reading \
+         the input, writing the output) that is slower than the workers, or more \
+         workers than there is work",
+        human_ns(avg_ns)
+    ))
 }
 
 /// A condition variable its waiters sleep on for a millisecond or more at a time while
@@ -763,6 +770,18 @@ fn a_worker_pool_s_long_sleeps_are_idle_waits_and_a_hand_off_is_not() {
         )
     };
     assert_eq!(idle_wait(&row), Some(66_300_000.0));
+    // The advice is about what feeds the pool, never sharding; the sleepers (callers) are
+    // not named as the ones who signal.
+    row.callers = vec![scalprof_model::locks::LockCaller::new("worker_start", 1.0)];
+    let advice = idle_advice("pool_cond", &row).unwrap();
+    assert!(
+        advice.contains("what feeds them:") && !advice.contains("shard "),
+        "{advice}"
+    );
+    assert!(!advice.contains("signals it"), "{advice}");
+    row.holders = vec![scalprof_model::locks::LockCaller::new("lzma_code", 1.0)];
+    let advice = idle_advice("pool_cond", &row).unwrap();
+    assert!(advice.contains("(lzma_code signals it)"), "{advice}");
     // gil_handoff: 10,857 waits of 45 µs — threads taking turns, contention.
     row.count = 10_857;
     row.total_wait_ns = 10_857 * 45_100;

@@ -608,9 +608,9 @@ pub(super) fn python_without_names(
         point: None,
         message:
             "profile: CPython's own functions only, not the Python functions that ran on them: \
-                  with CPython 3.12 or later the profiled runs name them (scalprof sets \
-                  PYTHONPERFSUPPORT=1 there; run python3.12 or newer, or `python3 -X perf` \
-                  inside a script)"
+                  CPython 3.12 or later names them when PYTHONPERFSUPPORT=1 (scalprof sets it in \
+                  the profiled runs of a command whose program is python…; behind a shell or a \
+                  script's #!, export it yourself, or run `python3 -X perf`)"
                 .into(),
     })
 }

@@ -3,8 +3,9 @@
 //! The workload writes into a pipe; a thread of ours copies it to the output file in the
 //! store's folder as its [`Keep`] says: at most `limit` bytes (the first `limit / 2` as
 //! they come, the last `limit / 2` in memory until the end, and between them a line
-//! saying how much was cut), or only the last lines a pattern matches (the ops lines). It reads on past the limit, so a workload that writes without end neither fills
-//! the disk nor blocks. A write that fails (a full disk) is kept, and said after the
+//! saying how much was cut), or only the last lines a pattern matches (the ops lines).
+//! It reads on past the limit, so a workload that writes without end neither fills the
+//! disk nor blocks. A write that fails (a full disk) is kept, and said after the
 //! repeat: the workload goes on writing into the pipe and never sees it.
 
 use std::fs::File;
@@ -27,7 +28,7 @@ pub enum Keep {
 /// How many matching lines [`Keep::Matching`] keeps: the ops regex reads the last.
 pub const MATCHED_LINES: usize = 64;
 
-/// A line longer than this is matched on its first this many bytes.
+/// A line longer than this is matched on its last this many bytes (the last match wins).
 const LONGEST_LINE: usize = 64 << 10;
 
 /// How long a finished repeat's output is read on, at most, when a process it left
@@ -192,7 +193,8 @@ struct Lines {
     file: File,
     re: Regex,
     bytes: u64,
-    /// The line being read, up to [`LONGEST_LINE`] bytes of it.
+    /// The line being read: its last [`LONGEST_LINE`] bytes (up to twice that between
+    /// trims).
     line: Vec<u8>,
     matched: std::collections::VecDeque<String>,
 }
@@ -208,10 +210,12 @@ impl Lines {
         }
     }
 
+    /// A carriage return ends a line too: a progress counter redrawn in place
+    /// (`\rops=1000 … \rops=980000`) is a line per value, the last one kept.
     fn push(&mut self, data: &[u8]) {
         self.bytes += data.len() as u64;
         let mut rest = data;
-        while let Some(at) = rest.iter().position(|&b| b == b'\n') {
+        while let Some(at) = rest.iter().position(|&b| b == b'\n' || b == b'\r') {
             self.add(&rest[..at]);
             self.line_done();
             rest = &rest[at + 1..];
@@ -220,12 +224,15 @@ impl Lines {
     }
 
     fn add(&mut self, part: &[u8]) {
-        let room = LONGEST_LINE.saturating_sub(self.line.len());
-        self.line.extend_from_slice(&part[..part.len().min(room)]);
+        self.line.extend_from_slice(part);
+        if self.line.len() > 2 * LONGEST_LINE {
+            self.line.drain(..self.line.len() - LONGEST_LINE);
+        }
     }
 
     fn line_done(&mut self) {
-        let text = String::from_utf8_lossy(&self.line);
+        let from = self.line.len().saturating_sub(LONGEST_LINE);
+        let text = String::from_utf8_lossy(&self.line[from..]);
         if self.re.is_match(&text) {
             if self.matched.len() == MATCHED_LINES {
                 self.matched.pop_front();
@@ -342,6 +349,28 @@ mod tests {
         assert_eq!(lines[0], "ops=137");
         assert_eq!(lines[MATCHED_LINES - 2], "ops=199");
         assert_eq!(lines[MATCHED_LINES - 1], "tail ops=999");
+    }
+
+    #[test]
+    fn a_line_redrawn_in_place_or_longer_than_kept_gives_its_last_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out");
+        let re = Regex::new(r"ops=(\d+)").unwrap();
+        let mut l = Lines::new(File::create(&path).unwrap(), re);
+        // A progress counter redrawn with \r, 200 KiB before its newline.
+        for i in 0..20_000 {
+            l.push(format!("\rops={i}   ").as_bytes());
+        }
+        l.push(b"\n");
+        // One line far longer than kept, its count at the end.
+        l.push(&vec![b'x'; 3 * LONGEST_LINE]);
+        l.push(b" ops=123456\n");
+        l.end();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[lines.len() - 2], "ops=19999   ", "{}", lines.len());
+        assert!(lines[lines.len() - 1].ends_with("x ops=123456"));
+        assert!(lines[lines.len() - 1].len() <= LONGEST_LINE);
     }
 
     #[test]

@@ -33,6 +33,7 @@ pub fn runs(db: &Option<PathBuf>, args: cli::RunsArgs) -> Result<ExitCode> {
         other => other?,
     };
     let mut list = store.list()?;
+    let stored = list.len();
     if let Some(n) = args.limit {
         list.drain(..list.len().saturating_sub(n));
     }
@@ -52,7 +53,12 @@ pub fn runs(db: &Option<PathBuf>, args: cli::RunsArgs) -> Result<ExitCode> {
             points: format!("{}/{}", r.points, r.planned),
         })
         .collect();
-    if rows.is_empty() {
+    if rows.is_empty() && stored > 0 {
+        outln!(
+            "{stored} runs in {}; --limit 0 lists none",
+            store.path().display()
+        );
+    } else if rows.is_empty() {
         outln!(
             "no runs in {} yet: scalprof run -- CMD, or scalprof demo",
             store.path().display()
@@ -82,10 +88,13 @@ fn json_row(r: &RunSummary) -> serde_json::Value {
 /// typo deletes nothing; a run still being recorded is refused.
 fn remove(db: &Option<PathBuf>, references: &[String]) -> Result<ExitCode> {
     let mut store = open_store(db)?;
-    let list = store.list()?;
     let mut ids = Vec::new();
     for reference in references {
-        let id = store.resolve(reference)?;
+        ids.push(store.resolve(reference)?);
+    }
+    // Read after resolving: a run started since is in the list, and refused if running.
+    let list = store.list()?;
+    for &id in &ids {
         if let Some(r) = list.iter().find(|r| r.id == id) {
             if r.status == RunStatus::Running {
                 bail!(Usage(format!(
@@ -94,15 +103,14 @@ fn remove(db: &Option<PathBuf>, references: &[String]) -> Result<ExitCode> {
                 )));
             }
         }
-        if !ids.contains(&id) {
-            ids.push(id);
-        }
     }
+    ids.sort_unstable();
+    ids.dedup();
     let mut freed = 0;
     for &id in &ids {
         freed += store.delete_run(id)?;
     }
-    store.compact()?;
+    compact(&store);
     outln!(
         "deleted {} run{} ({}): {} of workload output freed",
         ids.len(),
@@ -127,7 +135,7 @@ pub fn gc(db: &Option<PathBuf>, args: cli::GcArgs) -> Result<ExitCode> {
         .filter(|r| r.status != RunStatus::Running)
         .collect();
     let orphans = store.orphan_output_folders()?;
-    let before = file_bytes(store.path());
+    let before = store.bytes_on_disk();
     if args.dry_run {
         let ids: Vec<String> = doomed.iter().map(|r| r.id.to_string()).collect();
         let held: u64 = doomed
@@ -151,11 +159,10 @@ pub fn gc(db: &Option<PathBuf>, args: cli::GcArgs) -> Result<ExitCode> {
         freed += store.delete_run(r.id)?;
     }
     for o in &orphans {
-        freed += scalprof_store::folder_bytes(o);
-        std::fs::remove_dir_all(o)?;
+        freed += store.remove_orphan(o)?;
     }
-    store.compact()?;
-    let compacted = before.saturating_sub(file_bytes(store.path()));
+    compact(&store);
+    let compacted = before.saturating_sub(store.bytes_on_disk());
     outln!(
         "kept the newest {} run{}, deleted {} ({} outputs folder{} without a run): {} freed ({} of workload output, {} of the store)",
         list.len() - doomed.len(),
@@ -181,6 +188,13 @@ fn output_bytes(store: &Store, id: i64) -> u64 {
     scalprof_store::folder_bytes(&scalprof_store::outputs_folder(store.path()).join(id.to_string()))
 }
 
-fn file_bytes(path: &std::path::Path) -> u64 {
-    std::fs::metadata(path).map_or(0, |m| m.len())
+/// Compacts the store after a deletion; a failure (VACUUM needs about the store's size
+/// free, and a full disk is when people prune) is said, and the deletions stand.
+fn compact(store: &Store) {
+    if let Err(e) = store.compact() {
+        eprintln!(
+            "scalprof: warning: the runs are deleted, but the store could not be compacted ({}): its file keeps its size until a later gc",
+            scalprof_report::terminal_safe(&format!("{:#}", anyhow::Error::from(e)))
+        );
+    }
 }

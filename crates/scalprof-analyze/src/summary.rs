@@ -10,11 +10,12 @@ use scalprof_model::{
 use crate::scaling;
 
 mod passes;
+mod profile_warnings;
 mod scaling_mode;
 mod warnings;
+pub use profile_warnings::unnamed_binaries;
+use profile_warnings::{profile_warnings, python_without_names};
 use scaling_mode::throughput_source;
-use warnings::profile_warnings;
-pub use warnings::unnamed_binaries;
 
 /// Repeats of one point whose wall times spread more than this fraction of their median
 /// are flagged (the 10%; hyperfine warns on outliers in the same spirit).
@@ -49,7 +50,7 @@ fn assemble_merged(inputs: &RunInputs) -> RunDocument {
     // Profiles: what grew, and the findings the samples support.
     let with_work = passes::attach_profiles(&mut points, profiles, source);
     warnings.extend(profile_warnings(header, profiles, &inputs.packages));
-    warnings.extend(warnings::python_without_names(header, profiles));
+    warnings.extend(python_without_names(header, profiles));
     let scaling_diff = scaling::scaling_diff(&with_work);
     let (mut findings, claimed) =
         passes::profile_findings(inputs, &points, &with_work, scaling_diff.as_ref(), threads);
@@ -477,7 +478,7 @@ pub(crate) mod tests {
         };
         let says = |stack: &str| {
             let p = profile(stack);
-            warnings::python_without_names(&h, &[(1000, p.clone()), (2000, p)]).is_some()
+            python_without_names(&h, &[(1000, p.clone()), (2000, p)]).is_some()
         };
         assert!(says("python3;_PyEval_EvalFrameDefault;long_richcompare"));
         assert!(!says(

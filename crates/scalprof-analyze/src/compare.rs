@@ -616,6 +616,7 @@ mod tests {
                 cpus: 2,
                 cpu_model: "x".into(),
                 pmu: false,
+                limits: None,
             },
             tests: tests
                 .iter()

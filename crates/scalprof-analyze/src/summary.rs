@@ -401,6 +401,7 @@ pub(crate) mod tests {
                 cpus: 2,
                 cpu_model: "cpu".into(),
                 pmu: false,
+                limits: None,
             },
             scaling: Some(ThroughputSource::Weak),
             ops_regex: r"ops=(\d+)".into(),

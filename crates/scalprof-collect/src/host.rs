@@ -3,13 +3,15 @@
 use scalprof_model::Host;
 
 pub fn probe() -> Host {
+    let cpus = online_cpus();
     Host {
         kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .map(|s| s.trim().to_string())
             .unwrap_or_else(|_| "unknown".into()),
-        cpus: online_cpus(),
+        cpus,
         cpu_model: cpu_model().unwrap_or_else(|| "unknown".into()),
         pmu: has_cycles_pmu(),
+        limits: Some(crate::limits::probe(cpus)),
     }
 }
 

@@ -24,6 +24,7 @@ pub mod interference;
 pub mod interrupt;
 pub mod keeper;
 pub mod launch;
+pub mod limits;
 pub mod locks;
 pub mod perf;
 pub mod private;

@@ -32,8 +32,8 @@ pub use finding::{
 };
 pub use fit::{Estimate, Model, ModelKind};
 pub use run::{
-    Counters, EventCounts, Host, Point, PointRepeat, Repeat, RepeatTrace, RunDocument, RunHeader,
-    RunInputs, RunStatus, Sampling, Spread, Sweep, SweepParameter, ThroughputInfo,
+    Counters, EventCounts, Host, Limits, Point, PointRepeat, Repeat, RepeatTrace, RunDocument,
+    RunHeader, RunInputs, RunStatus, Sampling, Spread, Sweep, SweepParameter, ThroughputInfo,
     ThroughputSource,
 };
 pub use stability::{ForeignProcess, Interference, Interval, Settling};

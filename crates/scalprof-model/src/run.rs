@@ -122,6 +122,39 @@ pub struct Host {
     pub cpu_model: String,
     /// Whether a hardware PMU (cycles) is usable.
     pub pmu: bool,
+    /// The limits in force for the workload: CPU quota, CPU set, affinity, memory
+    /// (absent in runs recorded before they were read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<Limits>,
+}
+
+/// What the machine lets the workload use, as the kernel applies it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Limits {
+    /// The cgroup whose CPU quota applies (v1: the cpu controller's), from its
+    /// hierarchy's root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup_version: Option<u8>,
+    /// The CPU quota in CPUs (quota ÷ period), the tightest along the cgroup's path;
+    /// absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_quota: Option<f64>,
+    /// The effective CPU set (`0-3,8`) and how many CPUs it holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpuset: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpuset_cpus: Option<u32>,
+    /// CPUs in scalprof's affinity mask (the workload inherits it).
+    pub affinity_cpus: u32,
+    pub online_cpus: u32,
+    /// The tightest memory limit along the cgroup's path; absent without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_limit_bytes: Option<u64>,
+    /// min(quota rounded up, CPU set, affinity, online): the CPUs the workload's threads
+    /// can run on at once.
+    pub usable_cpus: u32,
 }
 
 /// One execution of the workload at one sweep point.

@@ -109,6 +109,7 @@ fn header(doc: &RunDocument, headline: &[String]) -> String {
             "no hardware PMU"
         }
     );
+    out += &limits_line(doc);
     out += &runtimes_line(doc);
     out += &format!("throughput: {}\n", throughput_source_line(doc));
     // Warnings that make the rest of the screen moot come first, not at its end.
@@ -116,6 +117,48 @@ fn header(doc: &RunDocument, headline: &[String]) -> String {
         out += &format!("  ! {w}\n");
     }
     out
+}
+
+/// "limits: CPU quota 1.00 CPU (cgroup v1 /ci) · CPU set 0 · usable: 1 of 2 CPUs": said
+/// when the machine's limits narrow what the workload may use; empty otherwise.
+pub(crate) fn limits_line(doc: &RunDocument) -> String {
+    let Some(l) = doc.host.limits.as_ref() else {
+        return String::new();
+    };
+    let mut parts = Vec::new();
+    if let Some(q) = l.cpu_quota {
+        let version = l.cgroup_version.map_or(String::new(), |v| format!("v{v} "));
+        parts.push(format!(
+            "CPU quota {q:.2} CPU{} (cgroup {version}{})",
+            if q == 1.0 { "" } else { "s" },
+            one_line(l.cgroup.as_deref().unwrap_or("?"))
+        ));
+    }
+    if let (Some(set), Some(n)) = (&l.cpuset, l.cpuset_cpus) {
+        if n < l.online_cpus {
+            parts.push(format!("CPU set {}", one_line(set)));
+        }
+    }
+    if l.affinity_cpus < l.online_cpus {
+        parts.push(format!(
+            "affinity {} CPU{}",
+            l.affinity_cpus,
+            plural(l.affinity_cpus as usize)
+        ));
+    }
+    if let Some(b) = l.memory_limit_bytes {
+        parts.push(format!("memory {}", crate::format::bytes(b)));
+    }
+    if parts.is_empty() {
+        return String::new();
+    }
+    if l.usable_cpus < l.online_cpus {
+        parts.push(format!(
+            "usable: {} of {} CPUs",
+            l.usable_cpus, l.online_cpus
+        ));
+    }
+    format!("limits:  {}\n", parts.join(" · "))
 }
 
 /// "runtime: Go (go_mutex) · …": the language runtimes the traced processes ran, with

@@ -114,6 +114,7 @@ fn inputs() -> scalprof_model::RunInputs {
             cpus: 2,
             cpu_model: "Test CPU".into(),
             pmu: false,
+            limits: None,
         },
         scaling: Some(ThroughputSource::Weak),
         ops_regex: r"ops=(\d+)".into(),

@@ -19,6 +19,7 @@ fn new_run(label: &str) -> NewRun {
             cpus: 2,
             cpu_model: "test".into(),
             pmu: false,
+            limits: None,
         },
         scaling: Some(ThroughputSource::Weak),
         ops_regex: r"ops=(\d+)".into(),

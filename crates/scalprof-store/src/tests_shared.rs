@@ -24,6 +24,7 @@ fn new_run() -> NewRun {
             cpus: 2,
             cpu_model: "test".into(),
             pmu: false,
+            limits: None,
         },
         scaling: None,
         ops_regex: r"ops=(\d+)".into(),

@@ -27,7 +27,15 @@ pub fn tree() -> Option<&'static Path> {
 /// The line of `/proc/self/cgroup` for `controller` (`""` for the v2 hierarchy): this
 /// process's cgroup, relative to that hierarchy's root.
 fn own_cgroup(controller: &str) -> Option<String> {
-    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    cgroup_of(
+        &std::fs::read_to_string("/proc/self/cgroup").ok()?,
+        controller,
+    )
+}
+
+/// The path (without its leading `/`) for `controller` (`""`: the v2 hierarchy) in the
+/// text of a `/proc/PID/cgroup`.
+pub(crate) fn cgroup_of(own: &str, controller: &str) -> Option<String> {
     own.lines().find_map(|l| {
         let (_, rest) = l.split_once(':')?;
         let (controllers, path) = rest.split_once(':')?;

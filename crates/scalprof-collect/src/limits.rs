@@ -25,7 +25,7 @@ pub fn probe(online: u32) -> Limits {
 /// /sys/fs/cgroup), for the process whose `/proc/PID/cgroup` is `own`.
 pub fn read(root: &Path, own: &str, online: u32, affinity: u32) -> Limits {
     let v1 = |controller: &str| -> Option<(PathBuf, String)> {
-        let path = line_for(own, controller)?;
+        let path = crate::cgroup::cgroup_of(own, controller)?;
         // `cpu,cpuacct` is mounted once under either name (and the combined one).
         let mount = [controller.to_string(), format!("{controller},cpuacct")]
             .into_iter()
@@ -33,7 +33,7 @@ pub fn read(root: &Path, own: &str, online: u32, affinity: u32) -> Limits {
             .find(|m| m.is_dir())?;
         Some((mount, path))
     };
-    let v2 = line_for(own, "").and_then(|path| {
+    let v2 = crate::cgroup::cgroup_of(own, "").and_then(|path| {
         // Unified at the root, or beside v1 at `unified` (hybrid, usually no controllers).
         [root.to_path_buf(), root.join("unified")]
             .into_iter()
@@ -108,21 +108,6 @@ fn usable(l: &Limits) -> u32 {
         n = n.min(q.ceil() as u32);
     }
     n.max(1)
-}
-
-/// The path (without its leading `/`) of the cgroup in `own` for `controller` (`""`: the
-/// v2 hierarchy).
-fn line_for(own: &str, controller: &str) -> Option<String> {
-    own.lines().find_map(|l| {
-        let (_, rest) = l.split_once(':')?;
-        let (controllers, path) = rest.split_once(':')?;
-        let hit = if controller.is_empty() {
-            controllers.is_empty()
-        } else {
-            controllers.split(',').any(|c| c == controller)
-        };
-        hit.then(|| path.trim_start_matches('/').to_string())
-    })
 }
 
 /// The smallest value `of` gives for the cgroup at `path` under `mount` and each of its

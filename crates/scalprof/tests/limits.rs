@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 mod common;
 use common::cli::{scalprof_process, stderr_of};
+use common::corpus::read_json;
 
 /// A cgroup of the v1 cpu hierarchy, removed when dropped.
 struct CpuGroup(PathBuf);
@@ -70,8 +71,7 @@ fn a_cpu_quota_is_in_the_host_record_and_the_summary() {
         text.contains("limits:  CPU quota 0.50 CPUs (cgroup v1 /"),
         "{text}"
     );
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let doc = read_json(&json);
     let limits = &doc["host"]["limits"];
     assert_eq!(limits["cpu_quota"], 0.5, "{limits}");
     assert_eq!(limits["usable_cpus"], 1, "{limits}");
@@ -98,8 +98,7 @@ fn a_cpu_quota_is_in_the_host_record_and_the_summary() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));
-    let doc: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&plain).unwrap()).unwrap();
+    let doc = read_json(&plain);
     assert!(
         doc["host"]["limits"]["cpu_quota"].is_null(),
         "{}",

@@ -1,6 +1,9 @@
 //! The sweep's tests: lists, substitution, ops, and whole sweeps of `sh -c` scripts.
 
-use super::*;
+use super::{
+    default_values, match_ops, parameter_env, parse_ops, parse_values, run, substitute, AttachSpec,
+    Interrupt, Keep, OutputPolicy, Regex, Repeat, SweepEnd, SweepEvent, SweepPlan, SweepSink,
+};
 
 #[test]
 fn sweep_lists() {

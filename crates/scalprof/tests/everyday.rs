@@ -191,7 +191,7 @@ fn a_fixed_work_tool_s_speedup_is_its_wall_time_s_quiet_or_busy() {
     let mut run = 0;
     for busy in [false, true] {
         let _load = busy.then(Busy::start);
-        for (name, level) in [("xz", "-1"), ("zstd", "-9")] {
+        for (name, level) in [("xz", "-1"), ("zstd", "-19")] {
             let Some(tool) = tool(name) else { continue };
             let out = scalprof(&db)
                 .args(["run", "-t", "1,2", "--repeat", "3", "--diagnose", "0", "--"])

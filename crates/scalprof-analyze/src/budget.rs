@@ -72,6 +72,7 @@ pub fn budgets(
             .clamp(0.0, 1.0 - useful);
         let room = (1.0 - useful - overhead).max(0.0);
         let mut causes = point_causes(series, i, t);
+        crate::throttling::take_from_cpu_wait(&mut causes);
         crate::stability::move_interference(&mut causes, &points[i], cpus);
         fit_to_room(&mut causes, room);
         fold_late_run(&mut causes, series, i);
@@ -210,6 +211,7 @@ pub fn is_budgeted(kind: FindingKind) -> bool {
             | FindingKind::SerialFraction
             | FindingKind::FalseSharing
             | FindingKind::TrueSharing
+            | FindingKind::CpuThrottling
     )
 }
 

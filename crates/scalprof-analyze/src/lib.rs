@@ -14,6 +14,7 @@ pub mod sharing;
 pub mod stability;
 pub mod stage;
 pub mod summary;
+pub mod throttling;
 pub mod top;
 pub mod usl;
 mod welch;

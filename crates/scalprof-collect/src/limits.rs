@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use scalprof_model::Limits;
+use scalprof_model::{Limits, Throttling};
 
 /// Where cgroup hierarchies are mounted.
 const CGROUP_ROOT: &str = "/sys/fs/cgroup";
@@ -26,12 +26,8 @@ pub fn probe(online: u32) -> Limits {
 pub fn read(root: &Path, own: &str, online: u32, affinity: u32) -> Limits {
     let v1 = |controller: &str| -> Option<(PathBuf, String)> {
         let path = crate::cgroup::cgroup_of(own, controller)?;
-        // `cpu,cpuacct` is mounted once under either name (and the combined one).
-        let mount = [controller.to_string(), format!("{controller},cpuacct")]
-            .into_iter()
-            .map(|m| root.join(m))
-            .find(|m| m.is_dir())?;
-        Some((mount, path))
+        let mount = root.join(controller);
+        mount.is_dir().then_some((mount, path))
     };
     let v2 = crate::cgroup::cgroup_of(own, "").and_then(|path| {
         // Unified at the root, or beside v1 at `unified` (hybrid, usually no controllers).
@@ -46,23 +42,10 @@ pub fn read(root: &Path, own: &str, online: u32, affinity: u32) -> Limits {
         ..Limits::default()
     };
     // CPU quota: v1 where its cpu controller is mounted, else v2's cpu.max.
-    if let Some((mount, path)) = v1("cpu") {
-        limits.cgroup = Some(format!("/{path}"));
-        limits.cgroup_version = Some(1);
-        limits.cpu_quota = tightest(&mount, &path, |dir| {
-            let quota: i64 = read_trimmed(&dir.join("cpu.cfs_quota_us"))?.parse().ok()?;
-            let period: i64 = read_trimmed(&dir.join("cpu.cfs_period_us"))?.parse().ok()?;
-            (quota > 0 && period > 0).then(|| quota as f64 / period as f64)
-        });
-    } else if let Some((mount, path)) = &v2 {
-        limits.cgroup = Some(format!("/{path}"));
-        limits.cgroup_version = Some(2);
-        limits.cpu_quota = tightest(mount, path, |dir| {
-            let text = read_trimmed(&dir.join("cpu.max"))?;
-            let (quota, period) = text.split_once(' ')?;
-            let (quota, period): (f64, f64) = (quota.parse().ok()?, period.parse().ok()?);
-            (period > 0.0).then(|| quota / period)
-        });
+    if let Some(cpu) = cpu_hierarchy(root, own) {
+        limits.cgroup = Some(format!("/{}", cpu.path));
+        limits.cgroup_version = Some(cpu.version);
+        limits.cpu_quota = tightest(&cpu.mount, &cpu.path, |dir| cpu.quota(dir));
     }
     // The CPU set: the effective one at the leaf.
     let cpuset = match v1("cpuset") {
@@ -95,6 +78,176 @@ pub fn read(root: &Path, own: &str, online: u32, affinity: u32) -> Limits {
     .map(|b| b as u64);
     limits.usable_cpus = usable(&limits);
     limits
+}
+
+/// Where the workload's CPU quota is set: the v1 cpu controller's hierarchy where it is
+/// mounted, else the unified (v2) one.
+struct CpuHierarchy {
+    mount: PathBuf,
+    /// The cgroup, relative to the mount.
+    path: String,
+    version: u8,
+}
+
+fn cpu_hierarchy(root: &Path, own: &str) -> Option<CpuHierarchy> {
+    if let Some(path) = crate::cgroup::cgroup_of(own, "cpu") {
+        // `cpu,cpuacct` is mounted once under either name.
+        if let Some(mount) = ["cpu", "cpu,cpuacct"]
+            .into_iter()
+            .map(|m| root.join(m))
+            .find(|m| m.is_dir())
+        {
+            return Some(CpuHierarchy {
+                mount,
+                path,
+                version: 1,
+            });
+        }
+    }
+    let path = crate::cgroup::cgroup_of(own, "")?;
+    let mount = [root.to_path_buf(), root.join("unified")]
+        .into_iter()
+        .find(|m| m.join("cgroup.controllers").is_file())?;
+    Some(CpuHierarchy {
+        mount,
+        path,
+        version: 2,
+    })
+}
+
+impl CpuHierarchy {
+    /// The quota set on the cgroup at `dir`, in CPUs; `None` without one.
+    fn quota(&self, dir: &Path) -> Option<f64> {
+        if self.version == 1 {
+            let quota: i64 = read_trimmed(&dir.join("cpu.cfs_quota_us"))?.parse().ok()?;
+            let period: i64 = read_trimmed(&dir.join("cpu.cfs_period_us"))?.parse().ok()?;
+            (quota > 0 && period > 0).then(|| quota as f64 / period as f64)
+        } else {
+            let text = read_trimmed(&dir.join("cpu.max"))?;
+            let (quota, period) = text.split_once(' ')?;
+            let (quota, period): (f64, f64) = (quota.parse().ok()?, period.parse().ok()?);
+            (period > 0.0).then(|| quota / period)
+        }
+    }
+}
+
+/// The cgroups along the workload's path that have a CPU quota, whose `cpu.stat` is read
+/// before and after each repeat: the deltas are how long the quota held it back.
+pub struct QuotaMeter {
+    groups: Vec<QuotaGroup>,
+    version: u8,
+}
+
+struct QuotaGroup {
+    /// From the hierarchy's root, as the user names it (`/ci`).
+    name: String,
+    stat: PathBuf,
+    quota: f64,
+}
+
+/// One reading of a `cpu.stat`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CpuStat {
+    periods: u64,
+    throttled_periods: u64,
+    throttled_ns: u64,
+}
+
+impl QuotaMeter {
+    /// The meter for this process's cgroups; `None` where no quota applies.
+    pub fn probe() -> Option<QuotaMeter> {
+        let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+        QuotaMeter::find(Path::new(CGROUP_ROOT), &own)
+    }
+
+    fn find(root: &Path, own: &str) -> Option<QuotaMeter> {
+        let cpu = cpu_hierarchy(root, own)?;
+        let mut groups = Vec::new();
+        let mut dir = cpu.mount.join(&cpu.path);
+        loop {
+            if let Some(quota) = cpu.quota(&dir) {
+                let name = dir.strip_prefix(&cpu.mount).unwrap_or(&dir);
+                groups.push(QuotaGroup {
+                    name: format!("/{}", name.display()),
+                    stat: dir.join("cpu.stat"),
+                    quota,
+                });
+            }
+            if dir == cpu.mount || !dir.pop() || !dir.starts_with(&cpu.mount) {
+                break;
+            }
+        }
+        (!groups.is_empty()).then_some(QuotaMeter {
+            groups,
+            version: cpu.version,
+        })
+    }
+
+    /// Each group's `cpu.stat` now (`None` where it cannot be read).
+    pub fn read(&self) -> Vec<Option<CpuStat>> {
+        self.groups
+            .iter()
+            .map(|g| {
+                let text = std::fs::read_to_string(&g.stat).ok()?;
+                parse_cpu_stat(&text, self.version)
+            })
+            .collect()
+    }
+
+    /// What the quota denied since `before`: the group that throttled longest.
+    pub fn since(&self, before: &[Option<CpuStat>]) -> Option<Throttling> {
+        self.between(before, &self.read())
+    }
+
+    fn between(&self, before: &[Option<CpuStat>], after: &[Option<CpuStat>]) -> Option<Throttling> {
+        self.groups
+            .iter()
+            .zip(before.iter().zip(after))
+            .filter_map(|(g, pair)| match pair {
+                (Some(a), Some(b)) => Some(Throttling {
+                    cgroup: g.name.clone(),
+                    quota: g.quota,
+                    periods: b.periods.saturating_sub(a.periods),
+                    throttled_periods: b.throttled_periods.saturating_sub(a.throttled_periods),
+                    throttled_s: b.throttled_ns.saturating_sub(a.throttled_ns) as f64 / 1e9,
+                }),
+                _ => None,
+            })
+            // The longest throttled; among equals (none throttled), the tightest quota.
+            .max_by(|a, b| {
+                a.throttled_s
+                    .total_cmp(&b.throttled_s)
+                    .then(b.quota.total_cmp(&a.quota))
+            })
+    }
+}
+
+/// v1: `nr_periods`, `nr_throttled`, `throttled_time` (ns); v2: `throttled_usec`.
+fn parse_cpu_stat(text: &str, version: u8) -> Option<CpuStat> {
+    let mut stat = CpuStat::default();
+    let mut seen = false;
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once(' ') else {
+            continue;
+        };
+        let Ok(value) = value.trim().parse::<u64>() else {
+            continue;
+        };
+        match (key, version) {
+            ("nr_periods", _) => stat.periods = value,
+            ("nr_throttled", _) => stat.throttled_periods = value,
+            ("throttled_time", 1) => {
+                stat.throttled_ns = value;
+                seen = true;
+            }
+            ("throttled_usec", 2) => {
+                stat.throttled_ns = value.saturating_mul(1000);
+                seen = true;
+            }
+            _ => {}
+        }
+    }
+    seen.then_some(stat)
 }
 
 /// min(quota rounded up, CPU set, affinity, online), at least 1: the CPUs the workload's
@@ -220,5 +373,51 @@ mod tests {
         assert_eq!(l.cpuset_cpus, Some(2));
         assert_eq!(l.memory_limit_bytes, None);
         assert_eq!(l.usable_cpus, 1);
+    }
+
+    #[test]
+    fn throttling_is_the_cpu_stat_delta_of_the_group_that_throttled_longest() {
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        write(r, "cpu,cpuacct/cpu.cfs_quota_us", "-1\n");
+        write(r, "cpu,cpuacct/cpu.cfs_period_us", "100000\n");
+        write(r, "cpu,cpuacct/pod/cpu.cfs_quota_us", "200000\n");
+        write(r, "cpu,cpuacct/pod/cpu.cfs_period_us", "100000\n");
+        write(r, "cpu,cpuacct/pod/c1/cpu.cfs_quota_us", "100000\n");
+        write(r, "cpu,cpuacct/pod/c1/cpu.cfs_period_us", "100000\n");
+        let stat = |periods: u64, throttled: u64, ns: u64| {
+            format!("nr_periods {periods}\nnr_throttled {throttled}\nthrottled_time {ns}\nnr_bursts 0\nburst_time 0\n")
+        };
+        write(r, "cpu,cpuacct/pod/cpu.stat", &stat(10, 0, 0));
+        write(r, "cpu,cpuacct/pod/c1/cpu.stat", &stat(10, 2, 50_000_000));
+        let meter = QuotaMeter::find(r, "1:cpu,cpuacct:/pod/c1\n0::/\n").unwrap();
+        let before = meter.read();
+        write(r, "cpu,cpuacct/pod/cpu.stat", &stat(20, 1, 10_000_000));
+        write(r, "cpu,cpuacct/pod/c1/cpu.stat", &stat(20, 9, 600_000_000));
+        let t = meter.since(&before).unwrap();
+        assert_eq!(t.cgroup, "/pod/c1");
+        assert_eq!(t.quota, 1.0);
+        assert_eq!((t.periods, t.throttled_periods), (10, 7));
+        assert!((t.throttled_s - 0.55).abs() < 1e-9, "{t:?}");
+        // No quota on the path: no meter.
+        assert!(QuotaMeter::find(r, "1:cpu,cpuacct:/\n").is_none());
+    }
+
+    #[test]
+    fn v2_cpu_stat_counts_microseconds() {
+        let s = parse_cpu_stat(
+            "usage_usec 9\nnr_periods 4\nnr_throttled 3\nthrottled_usec 1500\n",
+            2,
+        );
+        assert_eq!(
+            s,
+            Some(CpuStat {
+                periods: 4,
+                throttled_periods: 3,
+                throttled_ns: 1_500_000
+            })
+        );
+        // v1's names are not v2's.
+        assert_eq!(parse_cpu_stat("throttled_usec 1500\n", 1), None);
     }
 }

@@ -356,6 +356,7 @@ pub fn run_with(
         },
         count_pmu: true,
         cpus: crate::host::online_cpus(),
+        quota: crate::limits::QuotaMeter::probe(),
     };
     for &value in &plan.values {
         let ended = match warm_up(plan, value, collectors, sink, interrupt, &mut state)? {

@@ -67,6 +67,10 @@ pub enum WarningKind {
     NoisyRepeats,
     /// A point asks for more threads than online CPUs.
     OversubscribedPoint,
+    /// A point asks for more threads than the CPUs a CPU quota, CPU set or affinity
+    /// mask leaves the workload: it measures the limit (the message names it, and the
+    /// point's efficiency against the usable CPUs).
+    BeyondLimits,
     /// Fewer than 3 distinct points: the USL cannot be fitted.
     TooFewPoints,
     /// Some repeats failed, crashed or timed out.
@@ -134,6 +138,9 @@ pub enum FindingKind {
     SerialFraction,
     /// Off-CPU time that is not a lock grows: sleeping, I/O, another blocking call.
     BlockedWait,
+    /// The cgroup's CPU quota ran out: its threads were runnable and held off the CPUs
+    /// (`cpu.stat` throttled time).
+    CpuThrottling,
 }
 
 impl FindingKind {
@@ -147,6 +154,7 @@ impl FindingKind {
             FindingKind::UserHotspot => "user_hotspot",
             FindingKind::SerialFraction => "serial_fraction",
             FindingKind::BlockedWait => "blocked_wait",
+            FindingKind::CpuThrottling => "cpu_throttling",
         }
     }
 }
@@ -191,6 +199,7 @@ pub enum FindingDetails {
     Complexity(ComplexityDetails),
     Hotspot(HotspotDetails),
     Serial(SerialDetails),
+    Throttling(ThrottlingDetails),
     Other(serde_json::Value),
 }
 
@@ -289,6 +298,21 @@ pub struct SerialDetails {
     pub bins: u64,
     pub single_thread_share: f64,
     pub threads: u64,
+}
+
+/// `cpu_throttling`: the quota and what it denied at each point (`None` where it was
+/// not measured).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ThrottlingDetails {
+    pub cgroup: String,
+    /// CPU-seconds the quota denied per second of wall time (`cpu.stat` throttled time).
+    pub denied_cpus: Vec<Option<f64>>,
+    pub points: Vec<u64>,
+    /// In CPUs.
+    pub quota: f64,
+    /// The share of the quota's periods in which it ran out.
+    pub throttled_periods: Vec<Option<f64>>,
 }
 
 #[cfg(test)]

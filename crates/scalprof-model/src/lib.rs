@@ -28,13 +28,13 @@ mod run;
 pub mod stability;
 pub use finding::{
     Budget, Cause, ComplexityDetails, Finding, FindingDetails, FindingKind, HotspotDetails,
-    LockDetails, SerialDetails, SharingDetails, Warning, WarningKind, WhatIf,
+    LockDetails, SerialDetails, SharingDetails, ThrottlingDetails, Warning, WarningKind, WhatIf,
 };
 pub use fit::{Estimate, Model, ModelKind};
 pub use run::{
     Counters, EventCounts, Host, Limits, Point, PointRepeat, Repeat, RepeatTrace, RunDocument,
-    RunHeader, RunInputs, RunStatus, Sampling, Spread, Sweep, SweepParameter, ThroughputInfo,
-    ThroughputSource,
+    RunHeader, RunInputs, RunStatus, Sampling, Spread, Sweep, SweepParameter, Throttling,
+    ThroughputInfo, ThroughputSource,
 };
 pub use stability::{ForeignProcess, Interference, Interval, Settling};
 

@@ -196,6 +196,25 @@ pub struct Repeat {
     /// measured, as in runs recorded before it was).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interference: Option<Interference>,
+    /// How long the CPU quota held the workload back during this repeat (`None`: no
+    /// quota, or not measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throttling: Option<Throttling>,
+}
+
+/// The `cpu.stat` deltas of the workload's cgroup over one repeat: the quota's periods,
+/// those in which it ran out, and the time its run queues were throttled, summed over
+/// the CPUs (CPU-seconds the quota denied). Where several cgroups along the path have a
+/// quota, the one that throttled most.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Throttling {
+    /// The cgroup, from its hierarchy's root.
+    pub cgroup: String,
+    /// Its quota in CPUs.
+    pub quota: f64,
+    pub periods: u64,
+    pub throttled_periods: u64,
+    pub throttled_s: f64,
 }
 
 /// perf events counted over one execution's process tree (inherited by every thread and
@@ -259,6 +278,7 @@ impl Repeat {
             stderr_path: None,
             traced: false,
             interference: None,
+            throttling: None,
         }
     }
 

@@ -68,12 +68,14 @@ pub struct Checked {
     pub attached: Vec<i32>,
 }
 
-/// Checks a sweep's options before a run exists, against this machine's online CPUs.
+/// Checks a sweep's options before a run exists, against the CPUs the workload may use
+/// here: the online ones, less what a CPU quota, CPU set or affinity mask takes away.
 pub fn check(opts: &RunOptions) -> Result<Checked, Refusal> {
-    check_for(opts, scalprof_collect::host::online_cpus())
+    let online = scalprof_collect::host::online_cpus();
+    check_for(opts, scalprof_collect::limits::probe(online).usable_cpus)
 }
 
-/// [`check`] for a machine of `cpus` CPUs (the default sweep goes up to them). In order:
+/// [`check`] for a workload that may use `cpus` CPUs (the default sweep goes up to them). In order:
 /// the sweep has repeats and values, the program can be found, the ops regex compiles
 /// with a capture group, and what is attached to is there and may be observed.
 pub fn check_for(opts: &RunOptions, cpus: u32) -> Result<Checked, Refusal> {

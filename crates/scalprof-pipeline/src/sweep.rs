@@ -98,7 +98,8 @@ pub fn run_with(
     // What the workload leaves running is reparented to scalprof, and reported.
     scalprof_collect::exec::become_subreaper();
     let host = scalprof_collect::host::probe();
-    let checked = crate::check::check_for(opts, host.cpus)?;
+    let usable = host.limits.as_ref().map_or(host.cpus, |l| l.usable_cpus);
+    let checked = crate::check::check_for(opts, usable)?;
     let (id, plan) = create_run(store, opts, &checked, host)?;
     // Traced repeats run only with a profiler or a tracer to attach.
     let tracing = plan.sampling.is_some() || plan.locks.is_some();

@@ -217,6 +217,7 @@ impl Bench {
             stderr_path: None,
             traced: false,
             interference: None,
+            throttling: None,
         };
         let throughput =
             scalprof_analyze::summary::repeat_throughput(self.value, &repeat, self.source)

@@ -31,7 +31,7 @@ pub(crate) fn is_headline_warning(kind: WarningKind) -> bool {
 fn rank(kind: WarningKind) -> u8 {
     match kind {
         WarningKind::NotSwept | WarningKind::FixedWork => 0,
-        WarningKind::FailedRepeats => 1,
+        WarningKind::FailedRepeats | WarningKind::BeyondLimits => 1,
         WarningKind::IdleWakeups => 2,
         WarningKind::Interference => 3,
         WarningKind::NoisyRepeats | WarningKind::OutlierRepeat => 4,

@@ -438,6 +438,8 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     "ALTER TABLE runs ADD COLUMN recorder_start TEXT;",
     // 10: the experiments run on the run's causes (JSON, [Experiment]; `scalprof verify`).
     "ALTER TABLE runs ADD COLUMN experiments TEXT;",
+    // 11: how long the CPU quota held each repeat back (JSON, Throttling).
+    "ALTER TABLE repeats ADD COLUMN throttling TEXT;",
 ];
 
 /// The schema version this build writes.

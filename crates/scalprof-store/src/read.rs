@@ -250,7 +250,7 @@ impl Store {
         let mut stmt = self.conn.prepare(
             "SELECT value, idx, wall_s, user_s, sys_s, ops, exit_code, signal, timed_out,
                     voluntary_csw, involuntary_csw, minor_faults, major_faults, stdout_path, stderr_path,
-                    traced, counts, interference
+                    traced, counts, interference, throttling
              FROM repeats WHERE run_id = ?1 ORDER BY rowid",
         )?;
         let rows = stmt
@@ -259,14 +259,18 @@ impl Store {
                     repeat_of(r)?,
                     r.get::<_, Option<String>>(16)?,
                     r.get::<_, Option<String>>(17)?,
+                    r.get::<_, Option<String>>(18)?,
                 ))
             })?
             .collect::<Result<Vec<_>, _>>()?;
         rows.into_iter()
-            .map(|(mut p, counts, interference)| {
+            .map(|(mut p, counts, interference, throttling)| {
                 p.repeat.counts = counts.map(|t| parse(id, "counts", &t)).transpose()?;
                 p.repeat.interference = interference
                     .map(|t| parse(id, "interference", &t))
+                    .transpose()?;
+                p.repeat.throttling = throttling
+                    .map(|t| parse(id, "throttling", &t))
                     .transpose()?;
                 Ok(p)
             })
@@ -326,6 +330,7 @@ fn repeat_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<PointRepeat> {
         value: r.get::<_, i64>(0)? as u64,
         repeat: Repeat {
             interference: None,
+            throttling: None,
             index: r.get(1)?,
             wall_s: r.get(2)?,
             user_s: r.get(3)?,

@@ -45,9 +45,9 @@ impl Store {
         self.conn.execute(
             "INSERT OR REPLACE INTO repeats (run_id, value, idx, wall_s, user_s, sys_s, ops, exit_code,
                 signal, timed_out, voluntary_csw, involuntary_csw, minor_faults, major_faults,
-                stdout_path, stderr_path, traced, counts, interference)
+                stdout_path, stderr_path, traced, counts, interference, throttling)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,
-                ?19)",
+                ?19, ?20)",
             params![
                 id,
                 value as i64,
@@ -70,6 +70,9 @@ impl Store {
                     .as_ref()
                     .map(|c| serde_json::to_string(c).expect("plain struct")),
                 r.interference
+                    .as_ref()
+                    .map(|c| serde_json::to_string(c).expect("plain struct")),
+                r.throttling
                     .as_ref()
                     .map(|c| serde_json::to_string(c).expect("plain struct")),
             ],

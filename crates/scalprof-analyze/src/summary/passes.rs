@@ -268,6 +268,7 @@ pub(super) fn time_budget(
         series.extend(budget::sharing_series(points, &profs, &work, f));
     }
     budget::fold_critical_sections(&mut series, points);
+    series.extend(crate::throttling::throttle_series(points));
     let observer = budget::observer_wait_ns(points, &work);
     let overhead: Vec<Option<f64>> = budget::overhead_ns(points, &profs, &work)
         .into_iter()
@@ -281,10 +282,37 @@ pub(super) fn time_budget(
     for (p, b) in points.iter_mut().zip(budgets) {
         p.budget = b;
     }
+    findings.extend(crate::throttling::throttling_finding(
+        points,
+        header.host.cpus,
+    ));
+    name_the_cpu_limit(header, findings);
     if let Some(last) = points.last() {
         budget::score_findings(findings, last, header.host.cpus as u64);
     }
     unexplained_warning(header, points)
+}
+
+/// Waiting for a CPU where a CPU set, affinity mask or quota leaves the workload fewer
+/// CPUs than the machine has: the advice says which limit ("give it more CPUs" is then
+/// a change to that limit, not to the machine).
+fn name_the_cpu_limit(header: &RunHeader, findings: &mut [Finding]) {
+    let Some(l) = header.host.limits.as_ref() else {
+        return;
+    };
+    let usable = u64::from(l.usable_cpus);
+    if usable >= u64::from(header.host.cpus) {
+        return;
+    }
+    for f in findings.iter_mut().filter(|f| {
+        f.kind == FindingKind::BlockedWait && f.subject == scalprof_model::locks::CPU_WAIT
+    }) {
+        f.suggestion.push_str(&format!(
+            "; the workload may use {usable} of the {} CPUs here, set by {}",
+            header.host.cpus,
+            super::warnings::limiting(l, usable),
+        ));
+    }
 }
 
 /// A program that scales gets no scaling finding; a kernel hotspot says which processes

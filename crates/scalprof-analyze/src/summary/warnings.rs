@@ -335,20 +335,70 @@ fn failed_repeats(header: &RunHeader, p: &Point) -> Option<Warning> {
     })
 }
 
-/// A thread count above the online CPUs: the point measures time-sharing.
+/// A thread count above the CPUs the workload may use (online, or fewer where a CPU
+/// quota, CPU set or affinity mask says so): the point measures time-sharing, or the
+/// limit; its efficiency is also judged against those CPUs.
 fn oversubscribed_point(header: &RunHeader, p: &Point) -> Option<Warning> {
     let cpus = header.host.cpus as u64;
-    if !(header.sweep.parameter == SweepParameter::Threads && cpus > 0 && p.value > cpus) {
+    if header.sweep.parameter != SweepParameter::Threads || cpus == 0 {
         return None;
     }
-    Some(Warning {
-        kind: WarningKind::OversubscribedPoint,
-        point: Some(p.value),
-        message: format!(
+    let limits = header.host.limits.as_ref();
+    let usable = limits.map_or(cpus, |l| u64::from(l.usable_cpus).clamp(1, cpus));
+    if p.value <= usable {
+        return None;
+    }
+    let (kind, message) = match limits.filter(|_| usable < cpus) {
+        None => (WarningKind::OversubscribedPoint, format!(
             "threads {}: more threads than the {cpus} online CPUs; this point measures time-sharing, not scaling",
             p.value
-        ),
+        )),
+        Some(l) => {
+            let against = p.speedup.map_or(String::new(), |s| {
+                format!(
+                    ": against the usable CPU{} its efficiency is {:.0}% ({:.0}% against its {} threads)",
+                    if usable == 1 { "" } else { "s" },
+                    s / usable as f64 * 100.0,
+                    s / p.value as f64 * 100.0,
+                    p.value
+                )
+            });
+            (WarningKind::BeyondLimits, format!(
+                "threads {}: more threads than the {usable} of {cpus} CPUs the workload may use, set by {}; this point measures the limit, not the program's scaling{against}",
+                p.value,
+                limiting(l, usable)
+            ))
+        }
+    };
+    Some(Warning {
+        kind,
+        point: Some(p.value),
+        message,
     })
+}
+
+/// The limits that leave the workload `usable` CPUs, named: "the CPU quota (1.00 CPU,
+/// cgroup /ci)", "the CPU set 0", "the affinity mask".
+pub(crate) fn limiting(l: &scalprof_model::Limits, usable: u64) -> String {
+    let mut named = Vec::new();
+    if let Some(q) = l.cpu_quota.filter(|q| q.ceil() as u64 == usable) {
+        named.push(format!(
+            "the CPU quota ({q:.2} CPU{}, cgroup {})",
+            if q == 1.0 { "" } else { "s" },
+            l.cgroup.as_deref().unwrap_or("?")
+        ));
+    }
+    if let (Some(set), Some(_)) = (&l.cpuset, l.cpuset_cpus.filter(|&n| u64::from(n) == usable)) {
+        named.push(format!("the CPU set {set}"));
+    }
+    if u64::from(l.affinity_cpus) == usable {
+        named.push("the affinity mask".into());
+    }
+    if named.is_empty() {
+        "the machine's limits".into()
+    } else {
+        named.join(" and ")
+    }
 }
 
 /// Fewer than three measured points of a thread sweep: too few for the USL.
@@ -360,7 +410,28 @@ fn too_few_points(header: &RunHeader, points: &[Point]) -> Option<Warning> {
     if !(measured < 3 && !stopped_empty && header.sweep.parameter == SweepParameter::Threads) {
         return None;
     }
-    let hint = if cpus < 3 {
+    let usable = header
+        .host
+        .limits
+        .as_ref()
+        .map_or(cpus, |l| u64::from(l.usable_cpus).min(cpus));
+    let widest = points.iter().map(|p| p.value).max().unwrap_or(0);
+    let hint = if usable < cpus && usable < 3 {
+        let l = header
+            .host
+            .limits
+            .as_ref()
+            .expect("usable < cpus only with limits");
+        format!(
+            " (the workload may use {usable} of the {cpus} CPUs here, set by {}{})",
+            limiting(l, usable),
+            if widest <= usable {
+                format!(": sweep past it, e.g. -t 1,{cpus}, to measure what the limit costs",)
+            } else {
+                String::new()
+            }
+        )
+    } else if cpus < 3 {
         format!(" (this machine has {cpus} CPUs: more points would oversubscribe it; run the sweep on a larger machine)")
     } else {
         " (sweep at least 3 values, e.g. -t 1,2,4)".to_string()

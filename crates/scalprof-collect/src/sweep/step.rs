@@ -12,6 +12,7 @@ use crate::counters::EventCounter;
 use crate::exec::{ExecResult, ExecSpec, Keep};
 use crate::interference::Snapshot;
 use crate::interrupt::Interrupt;
+use crate::limits::QuotaMeter;
 use crate::CollectError;
 
 /// What carries over from one execution of the sweep to the next.
@@ -22,6 +23,8 @@ pub(super) struct SweepState {
     pub(super) count_pmu: bool,
     /// Online CPUs: what interference is judged against.
     pub(super) cpus: u32,
+    /// The cgroups whose CPU quota applies to the workload (`None`: no quota).
+    pub(super) quota: Option<QuotaMeter>,
 }
 
 /// One execution of the workload: which point, what for, its index in the point's index
@@ -90,6 +93,11 @@ fn execute(
     let mut counter = EventCounter::new(state.count_pmu);
     // Outside the timed window: what other processes used while the workload ran.
     let before = (!warmup).then(Snapshot::take);
+    let quota_before = state
+        .quota
+        .as_ref()
+        .filter(|_| !warmup)
+        .map(QuotaMeter::read);
     let (r, collected) = run_collected(
         spec,
         &plan.output,
@@ -105,6 +113,11 @@ fn execute(
     )?;
     let interference =
         before.map(|before| interference_since(&before, plan, value, spec, &r, state));
+    let throttling = state
+        .quota
+        .as_ref()
+        .zip(quota_before)
+        .and_then(|(meter, before)| meter.since(&before));
     if counter.pmu_refused() {
         state.count_pmu = false;
     }
@@ -129,7 +142,8 @@ fn execute(
     }
     let ops = read_ops(plan, spec, value, sink)?;
     tell_capped(plan, spec, &r, sink)?;
-    let repeat = repeat_of(step, &r, ops, counter.take(), spec, interference);
+    let mut repeat = repeat_of(step, &r, ops, counter.take(), spec, interference);
+    repeat.throttling = throttling;
     let done = if warmup {
         SweepEvent::WarmupDone {
             value,
@@ -310,6 +324,7 @@ fn repeat_of(
         stderr_path: Some(spec.stderr.display().to_string()),
         traced: step.kind == RepeatKind::Traced,
         interference,
+        throttling: None,
     }
 }
 

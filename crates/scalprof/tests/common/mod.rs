@@ -169,6 +169,7 @@ pub fn check_findings(doc: &Value) {
                 "user_hotspot",
                 "serial_fraction",
                 "blocked_wait",
+                "cpu_throttling",
             ]
             .contains(&kind),
             "$.findings[{i}]: unknown kind {kind}"

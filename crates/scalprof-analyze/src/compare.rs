@@ -617,6 +617,7 @@ mod tests {
                 cpu_model: "x".into(),
                 pmu: false,
                 limits: None,
+                topology: None,
             },
             tests: tests
                 .iter()

@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use scalprof_model::locks::{LockProfile, Scope, CPU_WAIT, CPU_WAIT_OTHER};
+use scalprof_model::locks::{LockProfile, Scope, CPU_STEAL, CPU_WAIT, CPU_WAIT_OTHER};
 use scalprof_model::stability::Interval;
 use scalprof_model::Spread;
 use scalprof_model::{
@@ -268,6 +268,7 @@ pub fn point_interference<'a>(repeats: impl Iterator<Item = &'a Repeat>) -> Opti
     by_process.sort_by(|a, b| b.cpu_s.total_cmp(&a.cpu_s));
     by_process.truncate(5);
     Some(Interference {
+        steal_s: Spread::of(measured.iter().map(|i| i.steal_s)).map_or(0.0, |s| s.median),
         share,
         processes: by_process,
         disturbed: measured.iter().filter(|i| i.is_disturbed()).count() as u32,
@@ -298,7 +299,12 @@ pub(crate) fn move_interference(causes: &mut Vec<Cause>, p: &Point, cpus: u32) {
         threads
     };
     let s = s * usable / threads;
-    let already: f64 = causes.iter().filter(|c| c.foreign).map(|c| c.share).sum();
+    let behind_others = |c: &Cause| c.foreign && c.subject == CPU_WAIT_OTHER;
+    let already: f64 = causes
+        .iter()
+        .filter(|c| behind_others(c))
+        .map(|c| c.share)
+        .sum();
     let Some(own) = causes
         .iter_mut()
         .find(|c| c.scope == Some(Scope::Kernel) && c.subject == CPU_WAIT)
@@ -310,7 +316,7 @@ pub(crate) fn move_interference(causes: &mut Vec<Cause>, p: &Point, cpus: u32) {
         return;
     }
     own.share -= moved;
-    match causes.iter_mut().find(|c| c.foreign) {
+    match causes.iter_mut().find(|c| behind_others(c)) {
         Some(f) => f.share += moved,
         None => causes.push(Cause {
             late_share: 0.0,
@@ -325,9 +331,11 @@ pub(crate) fn move_interference(causes: &mut Vec<Cause>, p: &Point, cpus: u32) {
     }
 }
 
-/// Whether a budget cause is the time the workload waited behind other processes.
+/// Whether a budget cause is another's: the time the workload waited behind other
+/// processes, or the CPU time other virtual machines took (steal).
 pub fn is_foreign(scope: Option<Scope>, subject: &str) -> bool {
-    scope == Some(Scope::Kernel) && subject == CPU_WAIT_OTHER
+    (scope == Some(Scope::Kernel) && subject == CPU_WAIT_OTHER)
+        || (scope.is_none() && subject == CPU_STEAL)
 }
 
 #[cfg(test)]

@@ -402,6 +402,7 @@ pub(crate) mod tests {
                 cpu_model: "cpu".into(),
                 pmu: false,
                 limits: None,
+                topology: None,
             },
             scaling: Some(ThroughputSource::Weak),
             ops_regex: r"ops=(\d+)".into(),

@@ -12,6 +12,7 @@ pub fn probe() -> Host {
         cpu_model: cpu_model().unwrap_or_else(|| "unknown".into()),
         pmu: has_cycles_pmu(),
         limits: Some(crate::limits::probe(cpus)),
+        topology: Some(crate::topology::probe()),
     }
 }
 

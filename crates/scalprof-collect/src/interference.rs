@@ -22,6 +22,8 @@ pub struct Snapshot {
     /// When it was read: the CPU time between two snapshots is judged against the time
     /// between them (the repeat's wall time, plus starting and reaping it).
     at: std::time::Instant,
+    /// Clock ticks the hypervisor gave other virtual machines, all CPUs together.
+    steal: u64,
 }
 
 impl Snapshot {
@@ -32,6 +34,10 @@ impl Snapshot {
 
     fn take_in(proc: &Path) -> Snapshot {
         let at = std::time::Instant::now();
+        let steal = std::fs::read_to_string(proc.join("stat"))
+            .ok()
+            .and_then(|t| steal_ticks(&t))
+            .unwrap_or(0);
         let mut cpu = HashMap::new();
         for (pid, path) in crate::processes(proc) {
             let Ok(stat) = std::fs::read_to_string(path.join("stat")) else {
@@ -41,7 +47,7 @@ impl Snapshot {
                 cpu.insert(pid, entry);
             }
         }
-        Snapshot { cpu, at }
+        Snapshot { cpu, at, steal }
     }
 
     /// What the processes of `before` that still run used since then, less those in
@@ -92,6 +98,7 @@ impl Snapshot {
             share: Interference::share_of(foreign_cpu_s, window_s, cpus, demand),
             processes: used,
             disturbed: 0,
+            steal_s: self.steal.saturating_sub(before.steal) as f64 / tick,
         }
     }
 }
@@ -117,6 +124,13 @@ fn parse_stat(stat: &str) -> Option<(String, u64)> {
     let utime: u64 = fields.get(11)?.parse().ok()?;
     let stime: u64 = fields.get(12)?.parse().ok()?;
     Some((comm, utime + stime))
+}
+
+/// The steal column of `/proc/stat`'s first line (`cpu user nice system idle iowait irq
+/// softirq steal …`): ticks of all CPUs together.
+fn steal_ticks(stat: &str) -> Option<u64> {
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    line.split_whitespace().nth(8)?.parse().ok()
 }
 
 fn ticks_per_second() -> f64 {
@@ -151,6 +165,14 @@ mod tests {
             .unwrap();
         }
         dir
+    }
+
+    #[test]
+    fn steal_is_the_eighth_column_of_all_cpus() {
+        let stat = "cpu  4225785 2749 1431951 3257226 63219 0 17936 262469 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n";
+        assert_eq!(steal_ticks(stat), Some(262_469));
+        // A kernel too old to count it.
+        assert_eq!(steal_ticks("cpu  1 2 3 4\n"), None);
     }
 
     #[test]

@@ -30,6 +30,7 @@ pub mod perf;
 pub mod private;
 pub mod sweep;
 mod token;
+pub mod topology;
 
 use std::path::PathBuf;
 

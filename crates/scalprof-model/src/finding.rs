@@ -65,7 +65,8 @@ pub struct WhatIf {
 pub enum WarningKind {
     /// Repeats of one point spread more than 10% in wall time.
     NoisyRepeats,
-    /// A point asks for more threads than online CPUs.
+    /// A point asks for more threads than online CPUs, or than physical cores where
+    /// SMT siblings share them.
     OversubscribedPoint,
     /// A point asks for more threads than the CPUs a CPU quota, CPU set or affinity
     /// mask leaves the workload: it measures the limit (the message names it, and the

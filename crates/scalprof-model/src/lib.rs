@@ -34,7 +34,7 @@ pub use fit::{Estimate, Model, ModelKind};
 pub use run::{
     Counters, EventCounts, Host, Limits, Point, PointRepeat, Repeat, RepeatTrace, RunDocument,
     RunHeader, RunInputs, RunStatus, Sampling, Spread, Sweep, SweepParameter, Throttling,
-    ThroughputInfo, ThroughputSource,
+    ThroughputInfo, ThroughputSource, Topology,
 };
 pub use stability::{ForeignProcess, Interference, Interval, Settling};
 

@@ -126,6 +126,32 @@ pub struct Host {
     /// (absent in runs recorded before they were read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<Limits>,
+    /// Cores, SMT, frequency scaling and the hypervisor (absent in runs recorded before
+    /// they were read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<Topology>,
+}
+
+/// How the online CPUs are built: SMT siblings share a core (two threads on one core are
+/// not two CPUs), the frequency may follow the load, and a virtual machine's CPUs may be
+/// taken by other tenants (steal, measured per repeat in [`Interference::steal_s`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Topology {
+    /// Physical cores among the online CPUs.
+    pub cores: u32,
+    /// The most hardware threads one core runs (1: no SMT).
+    pub threads_per_core: u32,
+    /// The CPU frequency driver's governor (`performance`, `powersave`, `schedutil`);
+    /// absent where the kernel exposes no frequency scaling (most VMs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub governor: Option<String>,
+    /// The frequency range in MHz (cpuinfo_min_freq, cpuinfo_max_freq).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_mhz: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_mhz: Option<u32>,
+    /// Whether the CPUs are virtual (the `hypervisor` CPU flag).
+    pub virtual_machine: bool,
 }
 
 /// What the machine lets the workload use, as the kernel applies it.

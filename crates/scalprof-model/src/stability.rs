@@ -97,6 +97,14 @@ pub struct Interference {
     /// [`DISTURBED_SHARE`]; up to [`MAX_RERUNS`] of them were measured again.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub disturbed: u32,
+    /// CPU-seconds the hypervisor gave to other virtual machines during the repeat, summed
+    /// over the online CPUs (`/proc/stat` steal); 0 on bare metal.
+    #[serde(default, skip_serializing_if = "is_no_time")]
+    pub steal_s: f64,
+}
+
+fn is_no_time(s: &f64) -> bool {
+    *s == 0.0
 }
 
 fn is_zero(n: &u32) -> bool {

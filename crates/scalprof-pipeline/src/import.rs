@@ -65,6 +65,7 @@ pub fn import(store: &Store, path: &Path, label: Option<String>) -> Result<i64> 
             cpu_model: info.cpu_desc.clone().unwrap_or_else(|| "unknown".into()),
             pmu: info.event.contains("cycles") || info.event.contains("instructions"),
             limits: None,
+            topology: None,
         },
         scaling: Some(ThroughputSource::Strong),
         ops_regex: String::new(),

@@ -99,15 +99,17 @@ fn header(doc: &RunDocument, headline: &[String]) -> String {
     );
     out += &format!("command: {}\n", one_line(&shell_line(&doc.command)));
     out += &format!(
-        "host:    Linux {}, {} CPUs, {}, {}\n",
+        "host:    Linux {}, {} CPUs{}, {}, {}{}\n",
         doc.host.kernel,
         doc.host.cpus,
+        cores(doc),
         doc.host.cpu_model,
         if doc.host.pmu {
             "hardware PMU"
         } else {
             "no hardware PMU"
-        }
+        },
+        machine(doc)
     );
     out += &limits_line(doc);
     out += &runtimes_line(doc);
@@ -115,6 +117,34 @@ fn header(doc: &RunDocument, headline: &[String]) -> String {
     // Warnings that make the rest of the screen moot come first, not at its end.
     for w in headline {
         out += &format!("  ! {w}\n");
+    }
+    out
+}
+
+/// " (4 cores, SMT 2)" where cores run several threads; empty otherwise.
+fn cores(doc: &RunDocument) -> String {
+    match doc.host.topology.as_ref() {
+        Some(t) if t.threads_per_core > 1 => {
+            format!(" ({} cores, SMT {})", t.cores, t.threads_per_core)
+        }
+        _ => String::new(),
+    }
+}
+
+/// ", virtual machine, governor powersave 800–3500 MHz": what may move the numbers.
+fn machine(doc: &RunDocument) -> String {
+    let Some(t) = doc.host.topology.as_ref() else {
+        return String::new();
+    };
+    let mut out = String::new();
+    if t.virtual_machine {
+        out += ", virtual machine";
+    }
+    if let Some(g) = &t.governor {
+        out += &format!(", governor {}", one_line(g));
+        if let (Some(lo), Some(hi)) = (t.min_mhz, t.max_mhz) {
+            out += &format!(" {lo}–{hi} MHz");
+        }
     }
     out
 }
@@ -390,7 +420,9 @@ pub fn verdict_line(
         .filter(|c| c.share >= MIN_SHARE_SHOWN)
         .take(3)
     {
-        let name = if c.foreign {
+        let name = if c.foreign && c.subject == scalprof_model::locks::CPU_STEAL {
+            "other VMs (steal)".to_string()
+        } else if c.foreign {
             "other processes (interference)".to_string()
         } else {
             one_line(&c.subject)

@@ -115,6 +115,7 @@ fn inputs() -> scalprof_model::RunInputs {
             cpu_model: "Test CPU".into(),
             pmu: false,
             limits: None,
+            topology: None,
         },
         scaling: Some(ThroughputSource::Weak),
         ops_regex: r"ops=(\d+)".into(),

@@ -20,6 +20,7 @@ fn new_run(label: &str) -> NewRun {
             cpu_model: "test".into(),
             pmu: false,
             limits: None,
+            topology: None,
         },
         scaling: Some(ThroughputSource::Weak),
         ops_regex: r"ops=(\d+)".into(),

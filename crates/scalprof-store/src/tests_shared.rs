@@ -25,6 +25,7 @@ fn new_run() -> NewRun {
             cpu_model: "test".into(),
             pmu: false,
             limits: None,
+            topology: None,
         },
         scaling: None,
         ops_regex: r"ops=(\d+)".into(),

@@ -269,6 +269,7 @@ pub(super) fn time_budget(
     }
     budget::fold_critical_sections(&mut series, points);
     series.extend(crate::throttling::throttle_series(points));
+    series.extend(crate::steal::steal_series(points, header.host.cpus));
     let observer = budget::observer_wait_ns(points, &work);
     let overhead: Vec<Option<f64>> = budget::overhead_ns(points, &profs, &work)
         .into_iter()

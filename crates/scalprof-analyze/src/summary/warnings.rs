@@ -234,41 +234,66 @@ fn perturbed_diagnosis(header: &RunHeader, p: &Point) -> Option<Warning> {
 /// Other processes took CPU time from the point's repeats: who, and how many repeats
 /// were disturbed (and measured again).
 fn interference(header: &RunHeader, p: &Point) -> Option<Warning> {
-    let i = p
-        .interference
-        .as_ref()
-        .filter(|i| i.is_disturbed() || i.disturbed > 0)?;
-    let who = if i.processes.is_empty() {
-        "processes that started and ended within the repeats".to_string()
+    let i = p.interference.as_ref()?;
+    let others = i.is_disturbed() || i.disturbed > 0;
+    // On a virtual machine: the share of all CPUs' time other tenants took.
+    let wall = p.wall_s.map_or(0.0, |w| w.median);
+    let steal = if wall > 0.0 {
+        i.steal_s / (wall * f64::from(header.host.cpus.max(1)))
     } else {
-        i.processes
-            .iter()
-            .map(|f| format!("{} {:.2} s, pid {}", f.comm, f.cpu_s, f.pid))
-            .collect::<Vec<_>>()
-            .join("; ")
+        0.0
     };
-    let disturbed = if i.disturbed > 0 {
-        format!(
-            "; {} of {} repeats were disturbed beyond {:.0}% (up to {} per point are measured again)",
-            i.disturbed,
-            p.repeats.len() + p.traced_repeats.len(),
-            scalprof_model::stability::DISTURBED_SHARE * 100.0,
-            scalprof_model::stability::MAX_RERUNS
-        )
-    } else {
-        String::new()
-    };
+    let stolen = steal >= STEAL_SHARE;
+    if !others && !stolen {
+        return None;
+    }
+    let mut said = Vec::new();
+    if others {
+        let who = if i.processes.is_empty() {
+            "processes that started and ended within the repeats".to_string()
+        } else {
+            i.processes
+                .iter()
+                .map(|f| format!("{} {:.2} s, pid {}", f.comm, f.cpu_s, f.pid))
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        let disturbed = if i.disturbed > 0 {
+            format!(
+                "; {} of {} repeats were disturbed beyond {:.0}% (up to {} per point are measured again)",
+                i.disturbed,
+                p.repeats.len() + p.traced_repeats.len(),
+                scalprof_model::stability::DISTURBED_SHARE * 100.0,
+                scalprof_model::stability::MAX_RERUNS
+            )
+        } else {
+            String::new()
+        };
+        said.push(format!(
+            "other processes took {:.0}% of the CPUs the workload could use ({who}){disturbed}",
+            i.share * 100.0,
+        ));
+    }
+    if stolen {
+        said.push(format!(
+            "other virtual machines took {:.0}% of the CPUs' time (steal, /proc/stat): the hypervisor ran them on the CPUs this machine's threads seemed to run on",
+            steal * 100.0
+        ));
+    }
     Some(Warning {
         kind: WarningKind::Interference,
         point: Some(p.value),
         message: format!(
-            "{} {}: other processes took {:.0}% of the CPUs the workload could use ({who}){disturbed}; measure on a quiet machine",
+            "{} {}: {}; measure on a quiet machine",
             header.sweep.parameter,
             p.value,
-            i.share * 100.0,
+            said.join("; and ")
         ),
     })
 }
+
+/// Steal above this share of the CPUs' time is said: the noise of a shared runner.
+const STEAL_SHARE: f64 = 0.03;
 
 /// Repeats left out of the point's throughput for lying far from the others.
 fn outlier_repeats(header: &RunHeader, p: &Point) -> Option<Warning> {
@@ -346,7 +371,7 @@ fn oversubscribed_point(header: &RunHeader, p: &Point) -> Option<Warning> {
     let limits = header.host.limits.as_ref();
     let usable = limits.map_or(cpus, |l| u64::from(l.usable_cpus).clamp(1, cpus));
     if p.value <= usable {
-        return None;
+        return shared_cores(header, p);
     }
     let (kind, message) = match limits.filter(|_| usable < cpus) {
         None => (WarningKind::OversubscribedPoint, format!(
@@ -374,6 +399,26 @@ fn oversubscribed_point(header: &RunHeader, p: &Point) -> Option<Warning> {
         kind,
         point: Some(p.value),
         message,
+    })
+}
+
+/// A thread count above the physical cores where a core runs several threads (SMT): from
+/// there on, threads share cores, and two threads on one core are not two CPUs.
+fn shared_cores(header: &RunHeader, p: &Point) -> Option<Warning> {
+    let t = header.host.topology.as_ref()?;
+    let cores = u64::from(t.cores);
+    if t.threads_per_core < 2 || cores == 0 || p.value <= cores {
+        return None;
+    }
+    Some(Warning {
+        kind: WarningKind::OversubscribedPoint,
+        point: Some(p.value),
+        message: format!(
+            "threads {}: more threads than the {cores} cores ({} hardware threads each, SMT): from {} threads on, threads share cores, which run two threads at well under twice one's speed; expect the efficiency to fall there whatever the program does",
+            p.value,
+            t.threads_per_core,
+            cores + 1
+        ),
     })
 }
 
@@ -510,4 +555,90 @@ pub(super) fn idle_wakeups(header: &RunHeader, points: &[Point]) -> Vec<Warning>
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use scalprof_model::{Limits, PointRepeat, Repeat, RunInputs, Topology, WarningKind};
+
+    /// A weak-scaling sweep on 8 CPUs that scales linearly, with the host's facts set.
+    fn warnings_of(
+        limits: Option<Limits>,
+        topology: Option<Topology>,
+    ) -> Vec<(WarningKind, String)> {
+        let mut header = crate::summary::tests::header(vec![1, 2, 4, 8]);
+        header.host.cpus = 8;
+        header.host.limits = limits;
+        header.host.topology = topology;
+        let repeats = [1u64, 2, 4, 8]
+            .iter()
+            .flat_map(|&value| {
+                (0..3).map(move |i| PointRepeat {
+                    value,
+                    repeat: Repeat {
+                        user_s: value as f64,
+                        ops: Some(1000 * value),
+                        ..Repeat::ok(i, 1.0)
+                    },
+                })
+            })
+            .collect();
+        crate::assemble(&RunInputs::timing(header, repeats))
+            .warnings
+            .into_iter()
+            .map(|w| (w.kind, w.message))
+            .collect()
+    }
+
+    #[test]
+    fn points_past_the_cores_or_the_limits_say_which() {
+        let smt = Topology {
+            cores: 4,
+            threads_per_core: 2,
+            ..Topology::default()
+        };
+        let w = warnings_of(None, Some(smt.clone()));
+        let past: Vec<&String> = w
+            .iter()
+            .filter(|(k, _)| *k == WarningKind::OversubscribedPoint)
+            .map(|(_, m)| m)
+            .collect();
+        assert_eq!(past.len(), 1, "{w:?}");
+        assert!(
+            past[0].starts_with("threads 8: more threads than the 4 cores"),
+            "{w:?}"
+        );
+        // A CPU set of 2: the points past it name it, with their efficiency against 2.
+        let set = Limits {
+            cpuset: Some("0-1".into()),
+            cpuset_cpus: Some(2),
+            affinity_cpus: 8,
+            online_cpus: 8,
+            usable_cpus: 2,
+            ..Limits::default()
+        };
+        let w = warnings_of(Some(set), Some(smt));
+        let beyond: Vec<&String> = w
+            .iter()
+            .filter(|(k, _)| *k == WarningKind::BeyondLimits)
+            .map(|(_, m)| m)
+            .collect();
+        assert_eq!(beyond.len(), 2, "{w:?}");
+        assert!(beyond[0].contains("set by the CPU set 0-1"), "{w:?}");
+        assert!(
+            beyond[1].contains(
+                "against the usable CPUs its efficiency is 400% (100% against its 8 threads)"
+            ),
+            "{w:?}"
+        );
+        // No limits, no SMT: nothing said.
+        let w = warnings_of(None, None);
+        assert!(
+            !w.iter().any(|(k, _)| matches!(
+                k,
+                WarningKind::BeyondLimits | WarningKind::OversubscribedPoint
+            )),
+            "{w:?}"
+        );
+    }
 }

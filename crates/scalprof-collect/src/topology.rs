@@ -1,0 +1,106 @@
+//! How the online CPUs are built, from sysfs: which share a core (SMT), the frequency
+//! driver's governor and range, and whether they are virtual. Written by hand: a few
+//! files under /sys/devices/system/cpu and the flags line of /proc/cpuinfo.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use scalprof_model::Topology;
+
+/// The topology of this machine's online CPUs.
+pub fn probe() -> Topology {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    read(Path::new("/sys/devices/system/cpu"), &cpuinfo)
+}
+
+/// The topology from a tree like /sys/devices/system/cpu and the text of /proc/cpuinfo.
+pub fn read(sys: &Path, cpuinfo: &str) -> Topology {
+    let online = std::fs::read_to_string(sys.join("online"))
+        .ok()
+        .and_then(|l| cpu_list(l.trim()))
+        .unwrap_or_default();
+    // A core is the set of CPUs that share it; online CPUs only.
+    let mut cores: BTreeSet<Vec<u32>> = BTreeSet::new();
+    for &cpu in &online {
+        let topology = sys.join(format!("cpu{cpu}/topology"));
+        let siblings = ["core_cpus_list", "thread_siblings_list"]
+            .iter()
+            .find_map(|f| std::fs::read_to_string(topology.join(f)).ok())
+            .and_then(|l| cpu_list(l.trim()))
+            .unwrap_or_else(|| vec![cpu]);
+        cores.insert(
+            siblings
+                .into_iter()
+                .filter(|c| online.contains(c))
+                .collect(),
+        );
+    }
+    let freq = |file: &str| -> Option<String> {
+        let text = std::fs::read_to_string(sys.join("cpu0/cpufreq").join(file)).ok()?;
+        Some(text.trim().to_string()).filter(|t| !t.is_empty())
+    };
+    let mhz = |file: &str| freq(file)?.parse::<u32>().ok().map(|khz| khz / 1000);
+    Topology {
+        cores: cores.len().max(1) as u32,
+        threads_per_core: cores.iter().map(|c| c.len()).max().unwrap_or(1).max(1) as u32,
+        governor: freq("scaling_governor"),
+        min_mhz: mhz("cpuinfo_min_freq"),
+        max_mhz: mhz("cpuinfo_max_freq"),
+        virtual_machine: cpuinfo
+            .lines()
+            .find(|l| l.starts_with("flags"))
+            .is_some_and(|l| l.split_whitespace().any(|f| f == "hypervisor")),
+    }
+}
+
+/// The CPUs of a kernel CPU list (`0-3,8`).
+fn cpu_list(list: &str) -> Option<Vec<u32>> {
+    let mut out = Vec::new();
+    for part in list.split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((a, b)) => out.extend(a.parse::<u32>().ok()?..=b.parse::<u32>().ok()?),
+            None => out.push(part.parse().ok()?),
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(root: &Path, file: &str, text: &str) {
+        let path = root.join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    #[test]
+    fn smt_siblings_are_one_core_and_offline_cpus_are_left_out() {
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        // 4 online CPUs on 2 cores (0,2 and 1,3); CPU 5 is offline.
+        write(r, "online", "0-3\n");
+        for (cpu, siblings) in [(0, "0,2"), (1, "1,3"), (2, "0,2"), (3, "1,3")] {
+            write(r, &format!("cpu{cpu}/topology/core_cpus_list"), siblings);
+        }
+        write(r, "cpu0/cpufreq/scaling_governor", "powersave\n");
+        write(r, "cpu0/cpufreq/cpuinfo_min_freq", "800000\n");
+        write(r, "cpu0/cpufreq/cpuinfo_max_freq", "3500000\n");
+        let t = read(r, "flags\t\t: fpu vme de\n");
+        assert_eq!((t.cores, t.threads_per_core), (2, 2));
+        assert_eq!(t.governor.as_deref(), Some("powersave"));
+        assert_eq!((t.min_mhz, t.max_mhz), (Some(800), Some(3500)));
+        assert!(!t.virtual_machine);
+        // A VM without cpufreq and one thread per core.
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        write(r, "online", "0-1\n");
+        write(r, "cpu0/topology/thread_siblings_list", "0\n");
+        write(r, "cpu1/topology/thread_siblings_list", "1\n");
+        let t = read(r, "flags\t\t: fpu hypervisor lahf_lm\n");
+        assert_eq!((t.cores, t.threads_per_core), (2, 1));
+        assert_eq!(t.governor, None);
+        assert!(t.virtual_machine);
+    }
+}

@@ -203,6 +203,12 @@ pub fn run_capped(
     // there too (see [`crate::cgroup`]). Only as a subreaper (the CLI, one workload at a
     // time): what is left in the cgroup after the workload is then this workload's.
     let contained = is_subreaper() && crate::cgroup::add(pid);
+    // Then into the cgroups the user gave (`run --cgroup`), whose limits it runs under.
+    if !crate::given_cgroups::join(pid) {
+        child.abort();
+        clean_up(&[], contained);
+        return Err(CollectError::GivenCgroup);
+    }
     let child = attach_all(child, &spec.attached, collectors)?;
     interrupt.set_child(pid);
     let ended = resume_and_wait(child, spec.timeout, interrupt, collectors)?;

@@ -18,6 +18,7 @@ pub mod cgroup;
 pub mod counters;
 pub mod delay;
 pub mod exec;
+pub mod given_cgroups;
 pub mod host;
 pub mod import;
 pub mod interference;
@@ -36,6 +37,9 @@ use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CollectError {
+    /// The workload could not be moved into a cgroup given with `--cgroup`.
+    #[error("the workload could not join the cgroup given with --cgroup (is it writable, and on v2, are its controllers enabled by its parent?)")]
+    GivenCgroup,
     #[error("command not found: {0}")]
     CommandNotFound(String),
     #[error("{path} is not executable (chmod +x {path}, or check the path)")]

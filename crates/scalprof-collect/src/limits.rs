@@ -17,7 +17,9 @@ const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 
 /// The limits on this process (and so on the workloads it starts).
 pub fn probe(online: u32) -> Limits {
-    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let own = crate::given_cgroups::workload_cgroups(
+        &std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default(),
+    );
     read(Path::new(CGROUP_ROOT), &own, online, affinity_cpus())
 }
 
@@ -157,6 +159,7 @@ impl QuotaMeter {
     /// The meter for this process's cgroups; `None` where no quota applies.
     pub fn probe() -> Option<QuotaMeter> {
         let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+        let own = crate::given_cgroups::workload_cgroups(&own);
         QuotaMeter::find(Path::new(CGROUP_ROOT), &own)
     }
 

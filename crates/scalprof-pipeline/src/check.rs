@@ -19,6 +19,9 @@ pub enum Refusal {
     NoRepeats,
     #[error("the sweep has no values")]
     NoValues,
+    /// A cgroup given for the workload cannot be used.
+    #[error(transparent)]
+    Cgroup(scalprof_collect::given_cgroups::CgroupError),
     /// An input-size sweep needs three sizes to fit an exponent.
     #[error("an input-size sweep needs at least three sizes to fit an exponent")]
     TooFewSizes,
@@ -68,9 +71,18 @@ pub struct Checked {
     pub attached: Vec<i32>,
 }
 
+/// Puts the workloads in the cgroups given for them (before their limits are read).
+pub fn place_workloads(opts: &RunOptions) -> Result<(), Refusal> {
+    if opts.cgroups.is_empty() {
+        return Ok(());
+    }
+    scalprof_collect::given_cgroups::place_workloads_in(&opts.cgroups).map_err(Refusal::Cgroup)
+}
+
 /// Checks a sweep's options before a run exists, against the CPUs the workload may use
 /// here: the online ones, less what a CPU quota, CPU set or affinity mask takes away.
 pub fn check(opts: &RunOptions) -> Result<Checked, Refusal> {
+    place_workloads(opts)?;
     let online = scalprof_collect::host::online_cpus();
     check_for(opts, scalprof_collect::limits::probe(online).usable_cpus)
 }

@@ -41,6 +41,8 @@ pub struct RunOptions {
     pub locks: Option<LockConfig>,
     /// Running processes observed in the traced repeats (`--attach`, `--attach-name`).
     pub attach: scalprof_collect::attach::AttachSpec,
+    /// Cgroups the workload runs in (`--cgroup`), whose limits apply to it.
+    pub cgroups: Vec<std::path::PathBuf>,
 }
 
 impl RunOptions {
@@ -67,6 +69,7 @@ impl RunOptions {
             sampling: Some(SamplingConfig::default()),
             locks: Some(LockConfig::default()),
             attach: Default::default(),
+            cgroups: Vec::new(),
         }
     }
 }

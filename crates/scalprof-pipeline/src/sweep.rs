@@ -97,6 +97,7 @@ pub fn run_with(
 ) -> Result<RunOutcome> {
     // What the workload leaves running is reparented to scalprof, and reported.
     scalprof_collect::exec::become_subreaper();
+    crate::check::place_workloads(opts)?;
     let host = scalprof_collect::host::probe();
     let usable = host.limits.as_ref().map_or(host.cpus, |l| l.usable_cpus);
     let checked = crate::check::check_for(opts, usable)?;

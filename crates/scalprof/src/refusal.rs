@@ -11,6 +11,7 @@ pub fn worded(refusal: Refusal) -> anyhow::Error {
     match refusal {
         Refusal::NoRepeats => anyhow::anyhow!("--repeat must be at least 1"),
         Refusal::NoValues => anyhow::anyhow!("the sweep has no values"),
+        Refusal::Cgroup(e) => e.into(),
         Refusal::TooFewSizes => anyhow::anyhow!(
             "--sizes needs at least three sizes to fit an exponent (e.g. 5000,10000,20000,40000)"
         ),

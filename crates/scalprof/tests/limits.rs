@@ -287,3 +287,58 @@ fn a_one_cpu_set_leaves_one_usable_cpu_and_the_default_sweep_stops_there() {
     );
     drop(group);
 }
+
+#[test]
+fn cgroup_runs_the_workload_under_a_given_group_s_limits() {
+    let _guard = exclusive();
+    let name = format!("scalprof-given-test-{}", std::process::id());
+    let Some(group) = CpuGroup::make(&name, 150_000) else {
+        skipped("/sys/fs/cgroup/cpu");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("run.json");
+    // The workload prints the cgroup it ran in.
+    let out = scalprof_process(&dir.path().join("runs.db"))
+        .args([
+            "run",
+            "-t",
+            "1",
+            "--repeat",
+            "1",
+            "--diagnose",
+            "0",
+            "--keep-output",
+            "--cgroup",
+        ])
+        .arg(&group.0)
+        .arg("--json")
+        .arg(&json)
+        .args(["--", "sh", "-c", "cat /proc/self/cgroup; echo ops=1"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let doc = read_json(&json);
+    assert_eq!(doc["host"]["limits"]["cpu_quota"], 1.5, "{}", doc["host"]);
+    assert_eq!(
+        doc["host"]["limits"]["usable_cpus"],
+        2.min(doc["host"]["cpus"].as_u64().unwrap())
+    );
+    let stdout = doc["points"][0]["repeats"][0]["stdout_path"]
+        .as_str()
+        .unwrap();
+    let seen = std::fs::read_to_string(stdout).unwrap();
+    assert!(seen.contains(&format!("/{name}\n")), "{seen}");
+    // A path that is no cgroup: a usage error that says so.
+    let out = scalprof_process(&dir.path().join("runs.db"))
+        .args(["run", "-t", "1", "--cgroup", "/tmp", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr_of(&out).contains("--cgroup /tmp: not a cgroup"),
+        "{}",
+        stderr_of(&out)
+    );
+    drop(group);
+}

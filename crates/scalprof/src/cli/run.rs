@@ -133,6 +133,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "COMM")]
     pub attach_name: Vec<String>,
 
+    /// Run the workload in this cgroup (a directory under /sys/fs/cgroup, v1 or v2; once
+    /// per hierarchy), to measure it under that cgroup's limits: `--cgroup
+    /// /sys/fs/cgroup/cpu/quota4` after `echo 400000 > …/cpu.cfs_quota_us`. The limits and
+    /// the throttling are then the given cgroup's.
+    #[arg(long, value_name = "PATH")]
+    pub cgroup: Vec<std::path::PathBuf>,
+
     /// Have the kernel time every run of scalprof's BPF programs (BPF_ENABLE_STATS) and
     /// report it as the tracer's cost. Exact, but it adds two clock reads to every run:
     /// without it, the tracer's cost is the share of samples taken in its own frames.
@@ -246,6 +253,7 @@ impl RunArgs {
                     started: Vec::new(),
                 }
                 .pinned(),
+                cgroups: self.cgroup.clone(),
                 ..scalprof_pipeline::RunOptions::new(
                     self.command.clone(),
                     scalprof_model::SweepParameter::Threads,

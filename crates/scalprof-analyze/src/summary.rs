@@ -124,6 +124,7 @@ fn assemble_merged(inputs: &RunInputs) -> RunDocument {
         scaling_diff,
         complexity,
         experiments: Vec::new(),
+        commit: header.commit.clone(),
     }
 }
 
@@ -407,6 +408,7 @@ pub(crate) mod tests {
             scaling: Some(ThroughputSource::Weak),
             ops_regex: r"ops=(\d+)".into(),
             output_dir: "/tmp".into(),
+            commit: None,
         }
     }
 

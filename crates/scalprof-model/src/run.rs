@@ -439,6 +439,8 @@ pub struct RunHeader {
     pub ops_regex: String,
     /// Where the workload's stdout/stderr files are kept.
     pub output_dir: String,
+    /// The commit of the code measured, when known.
+    pub commit: Option<String>,
 }
 
 /// One stored repeat together with the sweep point it belongs to.
@@ -541,6 +543,10 @@ pub struct RunDocument {
     /// Causes lengthened by known delays and what the throughput did (`scalprof verify`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub experiments: Vec<crate::experiment::Experiment>,
+    /// The commit of the code measured (`run --commit`, else the workload's git checkout
+    /// or the CI's variables); absent when unknown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -43,6 +43,9 @@ pub struct RunOptions {
     pub attach: scalprof_collect::attach::AttachSpec,
     /// Cgroups the workload runs in (`--cgroup`), whose limits apply to it.
     pub cgroups: Vec<std::path::PathBuf>,
+    /// The commit of the code measured (`--commit`); `None`: found from the workload's
+    /// git checkout or the CI's variables when the run is created.
+    pub commit: Option<String>,
 }
 
 impl RunOptions {
@@ -70,6 +73,7 @@ impl RunOptions {
             locks: Some(LockConfig::default()),
             attach: Default::default(),
             cgroups: Vec::new(),
+            commit: None,
         }
     }
 }

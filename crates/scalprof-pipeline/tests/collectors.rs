@@ -206,6 +206,8 @@ fn options() -> RunOptions {
         sampling: Some(SamplingConfig::default()),
         locks: Some(LockConfig::default()),
         attach: Default::default(),
+        cgroups: Vec::new(),
+        commit: None,
     }
 }
 

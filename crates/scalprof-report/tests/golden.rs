@@ -120,6 +120,7 @@ fn inputs() -> scalprof_model::RunInputs {
         scaling: Some(ThroughputSource::Weak),
         ops_regex: r"ops=(\d+)".into(),
         output_dir: "/tmp/runs.db.d/7".into(),
+        commit: None,
     };
     let mut repeats = Vec::new();
     for (value, walls, traced_wall) in [

@@ -320,6 +320,7 @@ impl RunRow {
             },
             ops_regex: self.ops_regex.clone(),
             output_dir: self.output_dir.clone(),
+            commit: None,
         })
     }
 }

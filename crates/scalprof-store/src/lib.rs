@@ -89,7 +89,7 @@ pub enum StoreError {
     Sql(#[from] rusqlite::Error),
     #[error("run store query failed (PostgreSQL)")]
     Postgres(#[from] postgres::Error),
-    #[error("cannot connect to the run store {url}: is the PostgreSQL server running there, and are the URL's user, host, port and database right?")]
+    #[error("cannot connect to the run store {url} (is its PostgreSQL server up, and are the URL's user, host, port and database right?)")]
     Connect {
         /// The URL, its password hidden.
         url: String,

@@ -18,8 +18,8 @@
 //! - **No TLS** (`NoTls`): point it at a server on a network you trust, or a Unix socket
 //!   (`postgres://user@%2Frun%2Fpostgresql/db`).
 //! - **Privileges:** the first writer needs CREATE on the database's schema; afterwards
-//!   SELECT, INSERT, UPDATE, DELETE on the four tables and `scalprof_schema`, and USAGE on
-//!   the `runs` id sequence. Readers need SELECT.
+//!   SELECT, INSERT, UPDATE, DELETE on the four tables and `scalprof_schema` (an identity
+//!   column needs no grant on its sequence). Readers need SELECT.
 
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
@@ -76,9 +76,12 @@ pub fn redact(url: &str) -> String {
 }
 
 fn config(url: &str) -> Result<postgres::Config, StoreError> {
-    let mut config: postgres::Config = url.parse().map_err(|e| StoreError::BadUrl {
-        url: redact(url),
-        reason: format!("{e}"),
+    let mut config: postgres::Config = url.parse().map_err(|e: postgres::Error| {
+        let detail = std::error::Error::source(&e).map(|s| format!(": {s}"));
+        StoreError::BadUrl {
+            url: redact(url),
+            reason: format!("{e}{}", detail.unwrap_or_default()),
+        }
     })?;
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(CONNECT_PATIENCE);

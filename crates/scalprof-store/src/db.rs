@@ -13,7 +13,34 @@ use crate::StoreError;
 pub(crate) enum Db {
     Sqlite(rusqlite::Connection),
     /// `postgres::Client` wants `&mut` for every query; a store is used from one thread.
-    Postgres(RefCell<postgres::Client>),
+    /// Boxed: the client with its runtime is three times an SQLite connection's size.
+    Postgres(Box<RefCell<PgConn>>),
+}
+
+/// A PostgreSQL connection and the statements it has prepared: a statement is parsed by
+/// the server once per connection, and each later use is one round trip instead of two.
+pub(crate) struct PgConn {
+    client: postgres::Client,
+    prepared: std::collections::HashMap<String, postgres::Statement>,
+}
+
+impl PgConn {
+    pub(crate) fn new(client: postgres::Client) -> PgConn {
+        PgConn {
+            client,
+            prepared: std::collections::HashMap::new(),
+        }
+    }
+
+    /// The prepared form of `sql` (in SQLite's dialect).
+    fn statement(&mut self, sql: &str) -> Result<postgres::Statement, StoreError> {
+        if let Some(s) = self.prepared.get(sql) {
+            return Ok(s.clone());
+        }
+        let s = self.client.prepare(&postgres_sql(sql))?;
+        self.prepared.insert(sql.to_string(), s.clone());
+        Ok(s)
+    }
 }
 
 /// A statement's parameter, typed so that PostgreSQL accepts it for the column's type
@@ -189,9 +216,11 @@ impl Db {
                 let mut stmt = conn.prepare_cached(sql)?;
                 Ok(stmt.execute(rusqlite::params_from_iter(params))? as u64)
             }
-            Db::Postgres(client) => Ok(client
-                .borrow_mut()
-                .execute(postgres_sql(sql).as_str(), &pg_params(params))?),
+            Db::Postgres(conn) => {
+                let conn = &mut *conn.borrow_mut();
+                let statement = conn.statement(sql)?;
+                Ok(conn.client.execute(&statement, &pg_params(params))?)
+            }
         }
     }
 
@@ -206,12 +235,15 @@ impl Db {
                 })?;
                 Ok(rows.map(|r| r.map(Row)).collect::<Result<_, _>>()?)
             }
-            Db::Postgres(client) => client
-                .borrow_mut()
-                .query(postgres_sql(sql).as_str(), &pg_params(params))?
-                .iter()
-                .map(pg_row)
-                .collect(),
+            Db::Postgres(conn) => {
+                let conn = &mut *conn.borrow_mut();
+                let statement = conn.statement(sql)?;
+                conn.client
+                    .query(&statement, &pg_params(params))?
+                    .iter()
+                    .map(pg_row)
+                    .collect()
+            }
         }
     }
 
@@ -224,7 +256,7 @@ impl Db {
     pub(crate) fn batch(&self, sql: &str) -> Result<(), StoreError> {
         match self {
             Db::Sqlite(conn) => Ok(conn.execute_batch(sql)?),
-            Db::Postgres(client) => Ok(client.borrow_mut().batch_execute(sql)?),
+            Db::Postgres(conn) => Ok(conn.borrow_mut().client.batch_execute(sql)?),
         }
     }
 

@@ -24,7 +24,7 @@
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 
-use crate::db::Db;
+use crate::db::{Db, PgConn};
 use crate::open::{MIGRATIONS, SCHEMA_VERSION};
 use crate::{Store, StoreError};
 
@@ -127,7 +127,7 @@ pub(crate) fn open(url: &str, read_only: bool) -> Result<Store, StoreError> {
         client.batch_execute("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")?;
     }
     Ok(Store {
-        db: Db::Postgres(RefCell::new(client)),
+        db: Db::Postgres(Box::new(RefCell::new(PgConn::new(client)))),
         path,
         _copy: None,
     })

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use super::open::MIGRATIONS;
 use super::test_server::PgServer;
 use super::tests::{new_run, repeat};
-use super::*;
+use super::{outputs_folder, pg, RunStatus, Store, StoreError, SCHEMA_VERSION};
 use scalprof_model::locks::{LockKind, LockProfile, Scope};
 use scalprof_model::{FoldedStack, PointProfile};
 

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use predicates::prelude::*;
+use predicates::str::contains;
 use serde_json::Value;
 
 mod common;
@@ -73,7 +73,7 @@ fn every_store_command_works_on_postgres_with_the_same_run_document() {
         .arg("runs")
         .assert()
         .success()
-        .stdout(predicate::str::contains("echo ops=2"));
+        .stdout(contains("echo ops=2"));
 
     // The run document is the one an SQLite store gives for the same run.
     let doc = show_json(db, "1");
@@ -111,7 +111,7 @@ fn every_store_command_works_on_postgres_with_the_same_run_document() {
         .args(["runs", "rm", "1"])
         .assert()
         .success()
-        .stdout(predicate::str::contains("deleted 1 run (1)"));
+        .stdout(contains("deleted 1 run (1)"));
     assert!(!Path::new(output_dir).exists(), "its outputs were kept");
     with_data(scalprof(db))
         .args(["gc", "--keep", "0"])
@@ -121,7 +121,7 @@ fn every_store_command_works_on_postgres_with_the_same_run_document() {
         .args(["runs", "--json"])
         .assert()
         .success()
-        .stdout(predicate::str::contains("[]"));
+        .stdout(contains("[]"));
 }
 
 #[test]

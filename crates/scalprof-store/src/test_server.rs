@@ -126,6 +126,13 @@ impl PgServer {
         format!("postgres://{ROLE}@127.0.0.1:{}/{db}", self.port)
     }
 
+    /// The URL of database `db` through the server's Unix socket (its directory, with
+    /// `/` written `%2F`, as the host).
+    pub fn socket_url(&self, db: &str) -> String {
+        let dir = self.dir.path().display().to_string().replace('/', "%2F");
+        format!("postgres://{ROLE}@{dir}:{}/{db}", self.port)
+    }
+
     pub fn port(&self) -> u16 {
         self.port
     }

@@ -82,7 +82,7 @@ fn write_everything(store: &Store) -> i64 {
 
 #[test]
 fn a_run_reads_back_the_same_from_postgres_as_from_sqlite() {
-    let Some((_server, url)) = database("round_trip") else {
+    let Some((server, url)) = database("round_trip") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -106,6 +106,10 @@ fn a_run_reads_back_the_same_from_postgres_as_from_sqlite() {
     assert_eq!(pg.load_locks(b).unwrap(), lite.load_locks(a).unwrap());
     assert_eq!(pg.list().unwrap(), lite.list().unwrap());
     assert_eq!(pg.path(), Path::new(&url));
+    // The same database through the server's Unix socket.
+    let db = url.rsplit('/').next().unwrap();
+    let by_socket = Store::open_read_only(Path::new(&server.socket_url(db))).unwrap();
+    assert_eq!(by_socket.load(b).unwrap(), from_pg);
 }
 
 #[test]
@@ -178,7 +182,7 @@ fn runs_are_listed_and_resolved_and_a_cut_off_recorder_reads_as_interrupted() {
 }
 
 #[test]
-fn four_writers_at_once_lose_no_run_and_no_repeat() {
+fn four_writers_on_four_hosts_at_once_lose_no_run_and_no_repeat() {
     let Some((_server, url)) = database("writers") else {
         return;
     };
@@ -190,7 +194,10 @@ fn four_writers_at_once_lose_no_run_and_no_repeat() {
                 let store = Store::open(Path::new(&url)).unwrap();
                 let mut ids = Vec::new();
                 for n in 0..5 {
-                    let id = store.create_run(&new_run(&format!("w{w}-{n}"))).unwrap();
+                    // Each writer is another host.
+                    let mut run = new_run(&format!("w{w}-{n}"));
+                    run.host.cpu_model = format!("host {w}");
+                    let id = store.create_run(&run).unwrap();
                     for value in [1, 2] {
                         for i in 0..3 {
                             store
@@ -217,7 +224,10 @@ fn four_writers_at_once_lose_no_run_and_no_repeat() {
     assert_eq!(list.len(), 20);
     for r in &list {
         assert_eq!((r.status, r.points), (RunStatus::Complete, 2), "{r:?}");
-        assert_eq!(store.load(r.id).unwrap().repeats.len(), 6, "{r:?}");
+        let run = store.load(r.id).unwrap();
+        assert_eq!(run.repeats.len(), 6, "{r:?}");
+        let writer = &r.label[1..2];
+        assert_eq!(run.header.host.cpu_model, format!("host {writer}"));
     }
     let mut labels: Vec<String> = list.into_iter().map(|r| r.label).collect();
     labels.sort();

@@ -1,13 +1,17 @@
-//! The run store: SQLite, one file, versioned schema.
+//! The run store: SQLite, one file, versioned schema; or, for a team, the same tables in
+//! a PostgreSQL database (`--db postgres://…`, see [`pg`]).
 //!
-//! Every repeat is its own transaction, committed the moment the sweep reports it, in
-//! WAL mode: killing scalprof loses at most the repeat in flight and never corrupts the
-//! file, and `scalprof show` can read a run while it is still being measured.
+//! Every repeat is its own transaction, committed the moment the sweep reports it (SQLite
+//! in WAL mode): killing scalprof loses at most the repeat in flight and never corrupts the
+//! store, and `scalprof show` can read a run while it is still being measured.
 //!
 //! [`Store`]'s methods live by job: `open` (creating, migrating, read-only copies),
-//! `write` (a run as it is measured), `read` (runs back), `remove` (space reclaimed).
+//! `write` (a run as it is measured), `read` (runs back), `remove` (space reclaimed). They
+//! run their statements through `db`, which speaks to either backend.
 
+mod db;
 mod open;
+pub mod pg;
 mod read;
 mod remove;
 mod write;
@@ -18,10 +22,10 @@ pub use open::SCHEMA_VERSION;
 
 use std::path::PathBuf;
 
-use rusqlite::Connection;
 use scalprof_model::layout::SharingInputs;
 use scalprof_model::{Finding, Host, PointRepeat, RunHeader, RunStatus, Sweep, ThroughputSource};
 
+/// Why the store could not do what was asked, said so that the user can fix it.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("cannot open the run store {path}")]
@@ -83,6 +87,26 @@ pub enum StoreError {
     },
     #[error("run store query failed")]
     Sql(#[from] rusqlite::Error),
+    #[error("run store query failed (PostgreSQL)")]
+    Postgres(#[from] postgres::Error),
+    #[error("cannot connect to the run store {url} (is its PostgreSQL server up, and are the URL's user, host, port and database right?)")]
+    Connect {
+        /// The URL, its password hidden.
+        url: String,
+        #[source]
+        source: postgres::Error,
+    },
+    #[error("--db {url} is not a PostgreSQL URL scalprof can use ({reason}): write postgres://USER@HOST:PORT/DATABASE")]
+    BadUrl {
+        /// The URL, its password hidden.
+        url: String,
+        reason: String,
+    },
+    #[error("run store column {column} is not {expected}")]
+    Column {
+        column: usize,
+        expected: &'static str,
+    },
     #[error("run {id} has a malformed {field} column")]
     Corrupt {
         id: i64,
@@ -131,8 +155,10 @@ pub struct NewRun {
     pub ops_regex: String,
 }
 
+/// A run store, SQLite or PostgreSQL: one API for both.
 pub struct Store {
-    conn: Connection,
+    db: db::Db,
+    /// The SQLite file, or the PostgreSQL URL with its password hidden.
     path: PathBuf,
     /// A private copy of a store and its write-ahead log that could not be read in place
     /// (see [`Store::open_read_only`]); removed when the store is dropped.
@@ -152,8 +178,12 @@ fn parse<T: serde::de::DeserializeOwned>(
 }
 
 /// The folder of a store's workload outputs, beside it: `<dir>/runs.db.d/`. Two stores in
-/// one folder number their runs alike, so the folder must belong to one store.
+/// one folder number their runs alike, so the folder must belong to one store. For a
+/// PostgreSQL store, a folder of this machine's per database (see [`pg`]).
 pub fn outputs_folder(db: &std::path::Path) -> PathBuf {
+    if pg::is_url(db) {
+        return pg::outputs_folder(&db.to_string_lossy());
+    }
     let mut name = db
         .file_name()
         .map(|n| n.to_os_string())
@@ -164,15 +194,23 @@ pub fn outputs_folder(db: &std::path::Path) -> PathBuf {
 
 /// `$XDG_DATA_HOME/scalprof/runs.db`, else `~/.local/share/scalprof/runs.db`.
 pub fn default_path() -> PathBuf {
-    let base = std::env::var_os("XDG_DATA_HOME")
+    data_dir().join("scalprof").join("runs.db")
+}
+
+/// `$XDG_DATA_HOME`, else `~/.local/share`.
+fn data_dir() -> PathBuf {
+    std::env::var_os("XDG_DATA_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/share")))
-        .unwrap_or_else(|| PathBuf::from("."));
-    base.join("scalprof").join("runs.db")
+        .unwrap_or_else(|| PathBuf::from("."))
 }
 
 #[cfg(test)]
+pub(crate) mod test_server;
+#[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_pg;
 #[cfg(test)]
 mod tests_shared;

@@ -4,14 +4,19 @@
 use rusqlite::{Connection, OptionalExtension};
 use std::path::{Path, PathBuf};
 
-use crate::{outputs_folder, Store, StoreError};
+use crate::db::Db;
+use crate::{outputs_folder, pg, Store, StoreError};
 
 impl Store {
     /// Opens (creating if needed) the store at `path` and applies pending migrations.
     /// A new store and its folder are the owner's only (0600/0700): profiles reveal
-    /// command lines, paths and symbols.
+    /// command lines, paths and symbols. A `postgres://` or `postgresql://` URL opens
+    /// (and on first use creates) the store in that database instead (see [`pg`]).
     pub fn open(path: &Path) -> Result<Store, StoreError> {
         use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+        if pg::is_url(path) {
+            return pg::open(&path.to_string_lossy(), false);
+        }
         if path.is_dir() {
             return Err(StoreError::IsDirectory {
                 path: path.to_path_buf(),
@@ -43,7 +48,7 @@ impl Store {
                 .mode(0o600)
                 .open(path);
         }
-        let conn = Connection::open(path).map_err(open_err)?;
+        let mut conn = Connection::open(path).map_err(open_err)?;
         conn.busy_timeout(OPEN_PATIENCE).map_err(open_err)?;
         // Another program's database is left as it was: refused before the switch to WAL,
         // which stays in the file. (The migration checks again, in its transaction.)
@@ -70,21 +75,14 @@ impl Store {
             .map_err(open_err)?;
         conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(open_err)?;
-        let mut store = Store {
-            conn,
+        migrate(&mut conn, path)?;
+        // Measured data waits out a long lock rather than being lost (see WRITE_PATIENCE).
+        conn.busy_timeout(WRITE_PATIENCE).map_err(open_err)?;
+        Ok(Store {
+            db: Db::Sqlite(conn),
             path: path.to_path_buf(),
             _copy: None,
-        };
-        store.migrate()?;
-        // Measured data waits out a long lock rather than being lost (see WRITE_PATIENCE).
-        store
-            .conn
-            .busy_timeout(WRITE_PATIENCE)
-            .map_err(|source| StoreError::Open {
-                path: path.to_path_buf(),
-                source,
-            })?;
-        Ok(store)
+        })
     }
 
     /// The folder for run `id`'s workload outputs, `<store>.d/<id>` (not yet made), after
@@ -93,6 +91,17 @@ impl Store {
     pub fn run_output_dir(&self, id: i64) -> Result<PathBuf, StoreError> {
         use std::os::unix::fs::DirBuilderExt;
         let folder = outputs_folder(&self.path);
+        if let Some(parent) = folder.parent().filter(|_| self.db.is_postgres()) {
+            // `<data dir>/scalprof/outputs`, which a PostgreSQL store's first run makes.
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(parent)
+                .map_err(|source| StoreError::CreateDir {
+                    path: parent.to_path_buf(),
+                    source,
+                })?;
+        }
         match std::fs::DirBuilder::new().mode(0o700).create(&folder) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
@@ -112,9 +121,13 @@ impl Store {
 
     /// Opens an existing store for reading only: `runs`, `show`, `report`, `compare` and
     /// `flame` work on a full disk and for a user who may read the store but not write its
-    /// folder. A store at an older schema is migrated first if it can be written.
+    /// folder. A store at an older schema is migrated first if it can be written. On
+    /// PostgreSQL the session is read-only.
     pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
         use rusqlite::OpenFlags;
+        if pg::is_url(path) {
+            return pg::open(&path.to_string_lossy(), true);
+        }
         let open_err = |source| StoreError::Open {
             path: path.to_path_buf(),
             source,
@@ -178,7 +191,7 @@ impl Store {
             return Store::open(path);
         }
         Ok(Store {
-            conn,
+            db: Db::Sqlite(conn),
             path: path.to_path_buf(),
             _copy: None,
         })
@@ -217,49 +230,57 @@ impl Store {
             });
         }
         Ok(Store {
-            conn,
+            db: Db::Sqlite(conn),
             path: path.to_path_buf(),
             _copy: Some(dir),
         })
     }
 
+    /// The store's file, or its PostgreSQL URL with the password hidden.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// Applies pending migrations in one write transaction, reading the version inside
-    /// it: two scalprofs creating or upgrading one store at once take turns, and the second
-    /// finds the work done.
-    fn migrate(&mut self) -> Result<(), StoreError> {
-        let tx = self
-            .conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
-        let current: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
-        if current > SCHEMA_VERSION {
-            return Err(StoreError::TooNew {
-                path: self.path.clone(),
-                found: current,
-                known: SCHEMA_VERSION,
+    /// The SQLite connection of a store the tests made.
+    #[cfg(test)]
+    pub(crate) fn conn(&self) -> &Connection {
+        match &self.db {
+            Db::Sqlite(conn) => conn,
+            Db::Postgres(_) => panic!("an SQLite store was expected"),
+        }
+    }
+}
+
+/// Applies pending migrations in one write transaction, reading the version inside it:
+/// two scalprofs creating or upgrading one store at once take turns, and the second finds
+/// the work done.
+fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    let current: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    if current > SCHEMA_VERSION {
+        return Err(StoreError::TooNew {
+            path: path.to_path_buf(),
+            found: current,
+            known: SCHEMA_VERSION,
+        });
+    }
+    if current == 0 {
+        // A database that is not empty and not ours: do not add tables to it.
+        if is_foreign(&tx)? {
+            return Err(StoreError::NotAStore {
+                path: path.to_path_buf(),
             });
         }
-        if current == 0 {
-            // A database that is not empty and not ours: do not add tables to it.
-            if is_foreign(&tx)? {
-                return Err(StoreError::NotAStore {
-                    path: self.path.clone(),
-                });
-            }
-        }
-        if current == SCHEMA_VERSION {
-            return Ok(());
-        }
-        for sql in MIGRATIONS.iter().skip(current as usize) {
-            tx.execute_batch(sql)?;
-        }
-        tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
-        tx.commit()?;
-        Ok(())
     }
+    if current == SCHEMA_VERSION {
+        return Ok(());
+    }
+    for sql in MIGRATIONS.iter().skip(current as usize) {
+        tx.execute_batch(sql)?;
+    }
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+    tx.commit()?;
+    Ok(())
 }
 
 /// How long opening a store waits for another scalprof creating or upgrading it.
@@ -365,7 +386,8 @@ fn is_foreign(conn: &Connection) -> rusqlite::Result<bool> {
     )
 }
 
-/// Migrations, in order; `PRAGMA user_version` is the number applied.
+/// Migrations, in order; `PRAGMA user_version` is the number applied (on PostgreSQL the
+/// row of `scalprof_schema`, each statement translated by [`pg::ddl`]).
 pub(crate) const MIGRATIONS: &[&str] = &[
     // 1: runs and their repeats.
     "CREATE TABLE runs (

@@ -1,33 +1,29 @@
 //! Reading runs back: by id, label or `latest~N`, the list, and a whole run with its
 //! profiles and lock tables.
 
-use rusqlite::OptionalExtension;
+use std::collections::HashSet;
+
 use scalprof_model::locks::LockProfile;
 use scalprof_model::{
     FoldedStack, PointProfile, PointRepeat, Repeat, RunHeader, RunStatus, Sweep, SweepParameter,
     ThroughputSource,
 };
 
+use crate::db::Row;
 use crate::{parse, RunSummary, Store, StoreError, StoredRun};
 
 impl Store {
     /// Every stored lock table of a run, one per repeat, as (point value, repeat index,
     /// table).
     pub fn load_locks(&self, id: i64) -> Result<Vec<(u64, u32, LockProfile)>, StoreError> {
-        let mut stmt = self.conn.prepare(
+        let rows = self.db.query(
             "SELECT value, idx, profile FROM locks WHERE run_id = ?1 ORDER BY value, idx",
+            &[id.into()],
         )?;
-        let rows = stmt.query_map([id], |r| {
-            Ok((
-                r.get::<_, i64>(0)? as u64,
-                r.get::<_, u32>(1)?,
-                r.get::<_, String>(2)?,
-            ))
-        })?;
         let mut out = Vec::new();
-        for row in rows {
-            let (v, idx, text) = row?;
-            out.push((v, idx, parse(id, "lock table", &text)?));
+        for r in rows {
+            let text = r.text(2)?;
+            out.push((r.i64(0)? as u64, r.u32(1)?, parse(id, "lock table", &text)?));
         }
         Ok(out)
     }
@@ -35,26 +31,15 @@ impl Store {
     /// Every stored profile of a run, one per repeat, as (point value, repeat index,
     /// profile).
     pub fn load_profiles(&self, id: i64) -> Result<Vec<(u64, u32, PointProfile)>, StoreError> {
-        let mut stmt = self.conn.prepare(
+        let rows = self.db.query(
             "SELECT value, event, frequency, stats, serial, folded, hot, idx FROM profiles
              WHERE run_id = ?1 ORDER BY value, idx",
+            &[id.into()],
         )?;
-        let rows = stmt.query_map([id], |r| {
-            Ok((
-                r.get::<_, i64>(0)? as u64,
-                r.get::<_, String>(1)?,
-                r.get::<_, i64>(2)? as u64,
-                r.get::<_, String>(3)?,
-                r.get::<_, String>(4)?,
-                r.get::<_, String>(5)?,
-                r.get::<_, String>(6)?,
-                r.get::<_, u32>(7)?,
-            ))
-        })?;
         let mut out = Vec::new();
-        for row in rows {
-            let (value, event, frequency, stats, serial, folded, hot, idx) = row?;
-            let folded = folded
+        for r in rows {
+            let folded = r
+                .text(5)?
                 .lines()
                 .filter_map(|l| {
                     let mut it = l.splitn(3, ' ');
@@ -66,15 +51,15 @@ impl Store {
                 })
                 .collect();
             out.push((
-                value,
-                idx,
+                r.i64(0)? as u64,
+                r.u32(7)?,
                 PointProfile {
-                    event,
-                    frequency,
-                    stats: parse(id, "profile stats", &stats)?,
-                    serial: parse(id, "profile serial", &serial)?,
+                    event: r.text(1)?,
+                    frequency: r.i64(2)? as u64,
+                    stats: parse(id, "profile stats", &r.text(3)?)?,
+                    serial: parse(id, "profile serial", &r.text(4)?)?,
                     repeats: 1,
-                    hot: parse(id, "profile hot instructions", &hot)?,
+                    hot: parse(id, "profile hot instructions", &r.text(6)?)?,
                     folded,
                 },
             ));
@@ -88,16 +73,17 @@ impl Store {
             reference: reference.to_string(),
             path: self.path.clone(),
         };
+        let first_id = |sql: &str, param: crate::db::Param| -> Result<Option<i64>, StoreError> {
+            self.db
+                .query_opt(sql, &[param])?
+                .map(|r| r.i64(0))
+                .transpose()
+        };
         let latest = |back: i64| -> Result<i64, StoreError> {
-            let id: Option<i64> = self
-                .conn
-                .query_row(
-                    "SELECT id FROM runs ORDER BY id DESC LIMIT 1 OFFSET ?1",
-                    [back],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            match id {
+            match first_id(
+                "SELECT id FROM runs ORDER BY id DESC LIMIT 1 OFFSET ?1",
+                back.into(),
+            )? {
                 Some(id) => Ok(id),
                 None if back == 0 => Err(StoreError::Empty {
                     path: self.path.clone(),
@@ -116,20 +102,13 @@ impl Store {
                 .and_then(|n| latest(i64::from(n)));
         }
         if let Ok(id) = reference.parse::<i64>() {
-            let found: Option<i64> = self
-                .conn
-                .query_row("SELECT id FROM runs WHERE id = ?1", [id], |r| r.get(0))
-                .optional()?;
-            return found.ok_or_else(not_found);
+            return first_id("SELECT id FROM runs WHERE id = ?1", id.into())?.ok_or_else(not_found);
         }
-        self.conn
-            .query_row(
-                "SELECT id FROM runs WHERE label = ?1 ORDER BY id DESC LIMIT 1",
-                [reference],
-                |r| r.get(0),
-            )
-            .optional()?
-            .ok_or_else(not_found)
+        first_id(
+            "SELECT id FROM runs WHERE label = ?1 ORDER BY id DESC LIMIT 1",
+            reference.into(),
+        )?
+        .ok_or_else(not_found)
     }
 
     /// The runs that `reference` could mean, oldest first, when it is a label (of which
@@ -142,47 +121,44 @@ impl Store {
         {
             return Ok(Vec::new());
         }
-        let mut stmt = self
-            .conn
-            .prepare("SELECT id FROM runs WHERE label = ?1 ORDER BY id")?;
-        let ids = stmt.query_map([reference], |r| r.get(0))?;
-        Ok(ids.collect::<Result<_, _>>()?)
+        self.db
+            .query(
+                "SELECT id FROM runs WHERE label = ?1 ORDER BY id",
+                &[reference.into()],
+            )?
+            .iter()
+            .map(|r| r.i64(0))
+            .collect()
     }
 
+    /// Every stored run, oldest first.
     pub fn list(&self) -> Result<Vec<RunSummary>, StoreError> {
-        let mut stmt = self.conn.prepare(
+        let rows = self.db.query(
             "SELECT r.id, r.label, r.command, r.created, r.status, r.recorder_pid, r.sweep_values,
                     (SELECT COUNT(DISTINCT value) FROM repeats WHERE run_id = r.id),
                     r.recorder_start
              FROM runs r ORDER BY r.id",
+            &[],
         )?;
-        let rows = stmt.query_map([], |r| {
-            Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, String>(3)?,
-                r.get::<_, String>(4)?,
-                r.get::<_, Option<i64>>(5)?,
-                r.get::<_, String>(6)?,
-                r.get::<_, i64>(7)?,
-                r.get::<_, Option<String>>(8)?,
-            ))
-        })?;
+        let live = self.live()?;
         let mut out = Vec::new();
-        for row in rows {
-            let (id, label, command, created, status, pid, values, points, started) = row?;
+        for r in rows {
+            let id = r.i64(0)?;
             // One damaged run is listed as damaged; it does not hide the others.
-            let values: Vec<u64> = parse(id, "sweep_values", &values).unwrap_or_default();
-            let command =
-                parse(id, "command", &command).unwrap_or_else(|e| vec![format!("(damaged: {e})")]);
+            let values: Vec<u64> = parse(id, "sweep_values", &r.text(6)?).unwrap_or_default();
+            let command = parse(id, "command", &r.text(2)?)
+                .unwrap_or_else(|e| vec![format!("(damaged: {e})")]);
+            let recorder = Recorder {
+                pid: r.opt_i64(5)?,
+                started: r.opt_text(8)?,
+            };
             out.push(RunSummary {
                 id,
-                label,
+                label: r.text(1)?,
                 command,
-                created,
-                status: effective_status(&status, pid, started.as_deref()),
-                points: points as u64,
+                created: r.text(3)?,
+                status: recorder.status(id, &r.text(4)?, live.as_ref()),
+                points: r.i64(7)? as u64,
                 planned: values.len() as u64,
             });
         }
@@ -193,8 +169,9 @@ impl Store {
     /// kept as findings or the sharing analysis needs.
     pub fn load(&self, id: i64) -> Result<StoredRun, StoreError> {
         let row = self.run_row(id)?;
+        let live = self.live()?;
         Ok(StoredRun {
-            header: row.header(id)?,
+            header: row.header(id, live.as_ref())?,
             repeats: self.repeats(id)?,
             legacy_findings: parse(id, "findings", &row.findings)?,
             sharing: row
@@ -209,72 +186,98 @@ impl Store {
         })
     }
 
+    /// On PostgreSQL, the runs whose recorder is connected now (on any host); on SQLite
+    /// `None`: a recorder is a process of this machine's (see [`effective_status`]).
+    fn live(&self) -> Result<Option<HashSet<i64>>, StoreError> {
+        if !self.db.is_postgres() {
+            return Ok(None);
+        }
+        self.live_recorders().map(Some)
+    }
+
     /// The run's row in `runs`, as stored.
     fn run_row(&self, id: i64) -> Result<RunRow, StoreError> {
-        self.conn
-            .query_row(
+        let r = self
+            .db
+            .query_opt(
                 "SELECT label, created, command, status, parameter, sweep_values, host, scaling,
                         ops_regex, output_dir, recorder_pid, findings, sharing, recorder_start,
                         experiments
                  FROM runs WHERE id = ?1",
-                [id],
-                |r| {
-                    Ok(RunRow {
-                        label: r.get(0)?,
-                        created: r.get(1)?,
-                        command: r.get(2)?,
-                        status: r.get(3)?,
-                        parameter: r.get(4)?,
-                        values: r.get(5)?,
-                        host: r.get(6)?,
-                        scaling: r.get(7)?,
-                        ops_regex: r.get(8)?,
-                        output_dir: r.get(9)?,
-                        pid: r.get(10)?,
-                        findings: r.get(11)?,
-                        sharing: r.get(12)?,
-                        started: r.get(13)?,
-                        experiments: r.get(14)?,
-                    })
-                },
-            )
-            .optional()?
+                &[id.into()],
+            )?
             .ok_or_else(|| StoreError::NoSuchRun {
                 reference: id.to_string(),
                 path: self.path.clone(),
-            })
+            })?;
+        Ok(RunRow {
+            label: r.text(0)?,
+            created: r.text(1)?,
+            command: r.text(2)?,
+            status: r.text(3)?,
+            parameter: r.text(4)?,
+            values: r.text(5)?,
+            host: r.text(6)?,
+            scaling: r.text(7)?,
+            ops_regex: r.text(8)?,
+            output_dir: r.text(9)?,
+            recorder: Recorder {
+                pid: r.opt_i64(10)?,
+                started: r.opt_text(13)?,
+            },
+            findings: r.text(11)?,
+            sharing: r.opt_text(12)?,
+            experiments: r.opt_text(14)?,
+        })
     }
 
     /// The run's stored repeats, in the order they ran.
     fn repeats(&self, id: i64) -> Result<Vec<PointRepeat>, StoreError> {
-        let mut stmt = self.conn.prepare(
+        let rows = self.db.query(
             "SELECT value, idx, wall_s, user_s, sys_s, ops, exit_code, signal, timed_out,
                     voluntary_csw, involuntary_csw, minor_faults, major_faults, stdout_path, stderr_path,
                     traced, counts, interference, throttling
              FROM repeats WHERE run_id = ?1 ORDER BY rowid",
+            &[id.into()],
         )?;
-        let rows = stmt
-            .query_map([id], |r| {
-                Ok((
-                    repeat_of(r)?,
-                    r.get::<_, Option<String>>(16)?,
-                    r.get::<_, Option<String>>(17)?,
-                    r.get::<_, Option<String>>(18)?,
-                ))
-            })?
-            .collect::<Result<Vec<_>, _>>()?;
-        rows.into_iter()
-            .map(|(mut p, counts, interference, throttling)| {
-                p.repeat.counts = counts.map(|t| parse(id, "counts", &t)).transpose()?;
-                p.repeat.interference = interference
+        rows.iter()
+            .map(|r| {
+                let mut p = repeat_of(r)?;
+                p.repeat.counts = r
+                    .opt_text(16)?
+                    .map(|t| parse(id, "counts", &t))
+                    .transpose()?;
+                p.repeat.interference = r
+                    .opt_text(17)?
                     .map(|t| parse(id, "interference", &t))
                     .transpose()?;
-                p.repeat.throttling = throttling
+                p.repeat.throttling = r
+                    .opt_text(18)?
                     .map(|t| parse(id, "throttling", &t))
                     .transpose()?;
                 Ok(p)
             })
             .collect()
+    }
+}
+
+/// Who recorded a run, as stored: the process and when it started.
+struct Recorder {
+    pid: Option<i64>,
+    started: Option<String>,
+}
+
+impl Recorder {
+    /// The run's status as it stands: a `running` run whose recorder is gone was cut off.
+    /// `live`: the runs whose recorder holds its PostgreSQL lock, where there is one.
+    fn status(&self, id: i64, stored: &str, live: Option<&HashSet<i64>>) -> RunStatus {
+        match live {
+            Some(live) => match RunStatus::parse(stored).unwrap_or(RunStatus::Interrupted) {
+                RunStatus::Running if !live.contains(&id) => RunStatus::Interrupted,
+                s => s,
+            },
+            None => effective_status(stored, self.pid, self.started.as_deref()),
+        }
     }
 }
 
@@ -290,22 +293,21 @@ struct RunRow {
     scaling: String,
     ops_regex: String,
     output_dir: String,
-    pid: Option<i64>,
+    recorder: Recorder,
     findings: String,
     sharing: Option<String>,
-    started: Option<String>,
     experiments: Option<String>,
 }
 
 impl RunRow {
     /// The run's header, its JSON columns parsed.
-    fn header(&self, id: i64) -> Result<RunHeader, StoreError> {
+    fn header(&self, id: i64, live: Option<&HashSet<i64>>) -> Result<RunHeader, StoreError> {
         Ok(RunHeader {
             id: id.to_string(),
             label: self.label.clone(),
             created: self.created.clone(),
             command: parse(id, "command", &self.command)?,
-            status: effective_status(&self.status, self.pid, self.started.as_deref()),
+            status: self.recorder.status(id, &self.status, live),
             sweep: Sweep {
                 // Runs are only ever stored with `threads` or `size`.
                 parameter: SweepParameter::parse(&self.parameter)
@@ -326,27 +328,27 @@ impl RunRow {
 }
 
 /// A repeat from the first 16 columns of a `repeats` row (its JSON columns left out).
-fn repeat_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<PointRepeat> {
+fn repeat_of(r: &Row) -> Result<PointRepeat, StoreError> {
     Ok(PointRepeat {
-        value: r.get::<_, i64>(0)? as u64,
+        value: r.i64(0)? as u64,
         repeat: Repeat {
             interference: None,
             throttling: None,
-            index: r.get(1)?,
-            wall_s: r.get(2)?,
-            user_s: r.get(3)?,
-            sys_s: r.get(4)?,
-            ops: r.get::<_, Option<i64>>(5)?.map(|o| o as u64),
-            exit_code: r.get(6)?,
-            signal: r.get(7)?,
-            timed_out: r.get(8)?,
-            voluntary_csw: r.get::<_, i64>(9)? as u64,
-            involuntary_csw: r.get::<_, i64>(10)? as u64,
-            minor_faults: r.get::<_, i64>(11)? as u64,
-            major_faults: r.get::<_, i64>(12)? as u64,
-            stdout_path: r.get(13)?,
-            stderr_path: r.get(14)?,
-            traced: r.get(15)?,
+            index: r.u32(1)?,
+            wall_s: r.f64(2)?,
+            user_s: r.f64(3)?,
+            sys_s: r.f64(4)?,
+            ops: r.opt_i64(5)?.map(|o| o as u64),
+            exit_code: r.opt_i32(6)?,
+            signal: r.opt_i32(7)?,
+            timed_out: r.bool(8)?,
+            voluntary_csw: r.i64(9)? as u64,
+            involuntary_csw: r.i64(10)? as u64,
+            minor_faults: r.i64(11)? as u64,
+            major_faults: r.i64(12)? as u64,
+            stdout_path: r.opt_text(13)?,
+            stderr_path: r.opt_text(14)?,
+            traced: r.bool(15)?,
             counts: None,
         },
     })

@@ -1,5 +1,5 @@
 //! Reclaiming the store's space: a run and its workload outputs removed, and the file
-//! compacted after.
+//! compacted after (on PostgreSQL, the space of deleted rows made reusable).
 
 use std::path::PathBuf;
 
@@ -7,15 +7,19 @@ use crate::{outputs_folder, Store, StoreError};
 
 impl Store {
     /// Removes run `id` (its repeats, profiles and lock tables, in one transaction) and its
-    /// outputs folder `<store>.d/<id>`; returns the bytes the folder held. Only the folder
+    /// outputs folder `<store>.d/<id>` (on PostgreSQL, this machine's folder of the run,
+    /// if it ran here); returns the bytes the folder held. Only the folder
     /// scalprof made for the run is removed, never the path a damaged row names.
     pub fn delete_run(&mut self, id: i64) -> Result<u64, StoreError> {
-        let tx = self.conn.transaction()?;
-        for table in ["repeats", "profiles", "locks"] {
-            tx.execute(&format!("DELETE FROM {table} WHERE run_id = ?1"), [id])?;
-        }
-        let n = tx.execute("DELETE FROM runs WHERE id = ?1", [id])?;
-        tx.commit()?;
+        let n = self.db.transaction(|db| {
+            for table in ["repeats", "profiles", "locks"] {
+                db.execute(
+                    &format!("DELETE FROM {table} WHERE run_id = ?1"),
+                    &[id.into()],
+                )?;
+            }
+            db.execute("DELETE FROM runs WHERE id = ?1", &[id.into()])
+        })?;
         if n == 0 {
             return Err(StoreError::NoSuchRun {
                 reference: id.to_string(),
@@ -46,11 +50,10 @@ impl Store {
             let Some(id) = e.file_name().to_str().and_then(|n| n.parse::<i64>().ok()) else {
                 continue;
             };
-            let known: i64 =
-                self.conn
-                    .query_row("SELECT COUNT(*) FROM runs WHERE id = ?1", [id], |r| {
-                        r.get(0)
-                    })?;
+            let known = self
+                .db
+                .query_opt("SELECT COUNT(*) FROM runs WHERE id = ?1", &[id.into()])?
+                .map_or(Ok(0), |r| r.i64(0))?;
             // Only folders of ours (not a link, not another user's).
             let ours = std::fs::symlink_metadata(e.path())
                 .is_ok_and(|m| m.is_dir() && std::os::unix::fs::MetadataExt::uid(&m) == me);
@@ -65,14 +68,34 @@ impl Store {
     /// Gives the space of deleted rows back to the file system: SQLite's VACUUM, then a
     /// checkpoint that empties the write-ahead log the VACUUM went through. VACUUM needs
     /// about the store's size free: on a full disk it fails, the deletions stand.
+    /// On PostgreSQL a plain VACUUM of the store's tables: the space becomes reusable by
+    /// new rows (the files keep their size; VACUUM FULL would lock the team's runs out).
     pub fn compact(&self) -> Result<(), StoreError> {
-        self.conn
-            .execute_batch("VACUUM; PRAGMA wal_checkpoint(TRUNCATE);")?;
-        Ok(())
+        self.db.batch(if self.db.is_postgres() {
+            "VACUUM runs, repeats, profiles, locks"
+        } else {
+            "VACUUM; PRAGMA wal_checkpoint(TRUNCATE);"
+        })
     }
 
-    /// The store's bytes on disk: the file and its write-ahead log.
+    /// The store's bytes on disk: the file and its write-ahead log; on PostgreSQL its
+    /// tables with their indexes (0 when the server does not say).
     pub fn bytes_on_disk(&self) -> u64 {
+        if self.db.is_postgres() {
+            return self
+                .db
+                .query_opt(
+                    "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0)::bigint
+                     FROM pg_class c
+                     WHERE c.oid IN (to_regclass('runs'), to_regclass('repeats'),
+                                     to_regclass('profiles'), to_regclass('locks'))",
+                    &[],
+                )
+                .ok()
+                .flatten()
+                .and_then(|r| r.i64(0).ok())
+                .map_or(0, |b| b.max(0) as u64);
+        }
         let size = |p: &std::path::Path| std::fs::metadata(p).map_or(0, |m| m.len());
         size(&self.path) + size(&crate::open::wal_path(&self.path))
     }

@@ -5,7 +5,7 @@ use scalprof_model::locks::{LockKind, LockProfile, Scope};
 use scalprof_model::{FoldedStack, PointProfile, Repeat};
 use std::path::Path;
 
-fn new_run(label: &str) -> NewRun {
+pub(crate) fn new_run(label: &str) -> NewRun {
     NewRun {
         label: label.into(),
         created: "2026-11-21T00:00:00Z".into(),
@@ -27,7 +27,7 @@ fn new_run(label: &str) -> NewRun {
     }
 }
 
-fn repeat(index: u32, wall: f64) -> Repeat {
+pub(crate) fn repeat(index: u32, wall: f64) -> Repeat {
     Repeat {
         user_s: 0.5,
         sys_s: 0.1,
@@ -168,7 +168,7 @@ fn reopening_keeps_data_and_refuses_newer_schemas() {
     };
     let s = Store::open(&path).unwrap();
     assert_eq!(s.load(id).unwrap().repeats.len(), 1);
-    s.conn
+    s.conn()
         .pragma_update(None, "user_version", SCHEMA_VERSION + 1)
         .unwrap();
     drop(s);
@@ -377,7 +377,7 @@ fn runs_committed_only_to_the_log_are_read_from_a_read_only_folder() {
         store.create_run(&new_run("first")).unwrap();
         // Checkpointed into the main file.
         store
-            .conn
+            .conn()
             .execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
             .unwrap();
         store.create_run(&new_run("second")).unwrap();
@@ -413,7 +413,7 @@ fn two_openers_of_a_new_store_take_turns_in_the_migration() {
             o.join().unwrap().unwrap();
         }
         let store = Store::open(&path).unwrap();
-        assert_eq!(user_version(&store.conn).unwrap(), SCHEMA_VERSION);
+        assert_eq!(user_version(store.conn()).unwrap(), SCHEMA_VERSION);
     }
 }
 
@@ -449,7 +449,7 @@ fn a_damaged_run_does_not_hide_the_others_and_an_empty_file_is_an_empty_store() 
     store.create_run(&new_run("a")).unwrap();
     let b = store.create_run(&new_run("b")).unwrap();
     store
-        .conn
+        .conn()
         .execute("UPDATE runs SET command = 'not json' WHERE id = ?1", [b])
         .unwrap();
     let runs = store.list().unwrap();

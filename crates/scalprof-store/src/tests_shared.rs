@@ -196,7 +196,7 @@ fn a_run_whose_recorder_pid_was_taken_by_another_process_is_interrupted() {
         .spawn()
         .unwrap();
     store
-        .conn
+        .conn()
         .execute(
             "UPDATE runs SET recorder_pid = ?2 WHERE id = ?1",
             rusqlite::params![id, other.id()],

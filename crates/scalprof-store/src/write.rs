@@ -1,83 +1,108 @@
 //! Writing a run as it is measured: the run, each repeat as it finishes, its profile,
 //! lock table and sharing sites, and the run's status.
 
-use rusqlite::params;
 use scalprof_model::layout::SharingInputs;
 use scalprof_model::locks::LockProfile;
 use scalprof_model::{PointProfile, Repeat, RunStatus, ThroughputSource};
 use std::path::Path;
 
+use crate::db::Param;
 use crate::{json, NewRun, Store, StoreError};
 
 impl Store {
-    /// Creates a run in state `running`, recorded by this process.
+    /// Creates a run in state `running`, recorded by this process. Its id comes from the
+    /// database: recorders writing to one store at once each get their own.
     pub fn create_run(&self, run: &NewRun) -> Result<i64, StoreError> {
-        self.conn.execute(
+        let row = self.db.query_opt(
             "INSERT INTO runs (label, created, command, status, parameter, sweep_values, host,
                                scaling, ops_regex, output_dir, recorder_pid, recorder_start)
-             VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?7, ?8, '', ?9, ?10)",
-            params![
-                run.label,
-                run.created,
-                json(&run.command),
-                run.sweep.parameter.as_str(),
-                json(&run.sweep.values),
-                json(&run.host),
-                run.scaling.map_or("auto", ThroughputSource::as_str),
-                run.ops_regex,
-                std::process::id(),
-                crate::read::process_start(std::process::id() as i32),
+             VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?7, ?8, '', ?9, ?10)
+             RETURNING id",
+            &[
+                run.label.as_str().into(),
+                run.created.as_str().into(),
+                json(&run.command).into(),
+                run.sweep.parameter.as_str().into(),
+                json(&run.sweep.values).into(),
+                json(&run.host).into(),
+                run.scaling.map_or("auto", ThroughputSource::as_str).into(),
+                run.ops_regex.as_str().into(),
+                std::process::id().into(),
+                crate::read::process_start(std::process::id() as i32).into(),
             ],
         )?;
-        Ok(self.conn.last_insert_rowid())
+        let id = row
+            .ok_or(StoreError::Column {
+                column: 0,
+                expected: "the new run's id",
+            })?
+            .i64(0)?;
+        if self.db.is_postgres() {
+            self.hold_recorder_lock(id)?;
+        }
+        Ok(id)
     }
 
+    /// Records where run `id`'s workload outputs are (see [`Store::run_output_dir`]).
     pub fn set_output_dir(&self, id: i64, dir: &Path) -> Result<(), StoreError> {
-        self.conn.execute(
+        self.db.execute(
             "UPDATE runs SET output_dir = ?2 WHERE id = ?1",
-            params![id, dir.display().to_string()],
+            &[id.into(), dir.display().to_string().into()],
         )?;
         Ok(())
     }
 
     /// Commits one finished repeat (its own transaction).
     pub fn add_repeat(&self, id: i64, value: u64, r: &Repeat) -> Result<(), StoreError> {
-        self.conn.execute(
-            "INSERT OR REPLACE INTO repeats (run_id, value, idx, wall_s, user_s, sys_s, ops, exit_code,
-                signal, timed_out, voluntary_csw, involuntary_csw, minor_faults, major_faults,
-                stdout_path, stderr_path, traced, counts, interference, throttling)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18,
-                ?19, ?20)",
-            params![
-                id,
-                value as i64,
-                r.index,
-                r.wall_s,
-                r.user_s,
-                r.sys_s,
-                r.ops.map(|o| o as i64),
-                r.exit_code,
-                r.signal,
-                r.timed_out,
-                r.voluntary_csw as i64,
-                r.involuntary_csw as i64,
-                r.minor_faults as i64,
-                r.major_faults as i64,
-                r.stdout_path,
-                r.stderr_path,
-                r.traced,
-                r.counts
-                    .as_ref()
-                    .map(|c| serde_json::to_string(c).expect("plain struct")),
-                r.interference
-                    .as_ref()
-                    .map(|c| serde_json::to_string(c).expect("plain struct")),
-                r.throttling
-                    .as_ref()
-                    .map(|c| serde_json::to_string(c).expect("plain struct")),
+        let json_of = |v: Option<String>| Param::Text(v);
+        self.db.upsert(
+            "repeats",
+            &[
+                "run_id",
+                "value",
+                "idx",
+                "wall_s",
+                "user_s",
+                "sys_s",
+                "ops",
+                "exit_code",
+                "signal",
+                "timed_out",
+                "voluntary_csw",
+                "involuntary_csw",
+                "minor_faults",
+                "major_faults",
+                "stdout_path",
+                "stderr_path",
+                "traced",
+                "counts",
+                "interference",
+                "throttling",
             ],
-        )?;
-        Ok(())
+            3,
+            &[
+                id.into(),
+                (value as i64).into(),
+                r.index.into(),
+                r.wall_s.into(),
+                r.user_s.into(),
+                r.sys_s.into(),
+                r.ops.map(|o| o as i64).into(),
+                r.exit_code.into(),
+                r.signal.into(),
+                r.timed_out.into(),
+                (r.voluntary_csw as i64).into(),
+                (r.involuntary_csw as i64).into(),
+                (r.minor_faults as i64).into(),
+                (r.major_faults as i64).into(),
+                r.stdout_path.clone().into(),
+                r.stderr_path.clone().into(),
+                r.traced.into(),
+                json_of(r.counts.as_ref().map(json)),
+                json_of(r.interference.as_ref().map(json)),
+                json_of(r.throttling.as_ref().map(json)),
+            ],
+        )
     }
 
     /// Commits one repeat's profile (with its folded stacks).
@@ -92,22 +117,32 @@ impl Store {
         for f in &p.folded {
             folded.push_str(&format!("{} {} {}\n", f.samples, f.weight, f.stack));
         }
-        self.conn.execute(
-            "INSERT OR REPLACE INTO profiles (run_id, value, idx, event, frequency, stats, serial, folded, hot)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            params![
-                id,
-                value as i64,
-                index,
-                p.event,
-                p.frequency as i64,
-                json(&p.stats),
-                json(&p.serial),
-                folded,
-                json(&p.hot)
+        self.db.upsert(
+            "profiles",
+            &[
+                "run_id",
+                "value",
+                "idx",
+                "event",
+                "frequency",
+                "stats",
+                "serial",
+                "folded",
+                "hot",
             ],
-        )?;
-        Ok(())
+            3,
+            &[
+                id.into(),
+                (value as i64).into(),
+                index.into(),
+                p.event.as_str().into(),
+                (p.frequency as i64).into(),
+                json(&p.stats).into(),
+                json(&p.serial).into(),
+                folded.into(),
+                json(&p.hot).into(),
+            ],
+        )
     }
 
     /// Commits one repeat's lock table.
@@ -118,22 +153,32 @@ impl Store {
         index: u32,
         p: &LockProfile,
     ) -> Result<(), StoreError> {
-        self.conn.execute(
-            "INSERT OR REPLACE INTO locks (run_id, value, idx, profile) VALUES (?1, ?2, ?3, ?4)",
-            params![id, value as i64, index, json(p)],
-        )?;
-        Ok(())
+        self.db.upsert(
+            "locks",
+            &["run_id", "value", "idx", "profile"],
+            3,
+            &[
+                id.into(),
+                (value as i64).into(),
+                index.into(),
+                json(p).into(),
+            ],
+        )
     }
 
+    /// Sets the run's status; on PostgreSQL a run no longer `running` gives up its
+    /// recorder's lock.
     pub fn set_status(&self, id: i64, status: RunStatus) -> Result<(), StoreError> {
-        self.conn.execute(
+        self.db.execute(
             "UPDATE runs SET status = ?2 WHERE id = ?1",
-            params![id, status.as_str()],
+            &[id.into(), status.as_str().into()],
         )?;
+        if self.db.is_postgres() && status != RunStatus::Running {
+            self.release_recorder_lock(id)?;
+        }
         Ok(())
     }
 
-    /// Stores the sites and layouts the sharing analysis reads (see `SharingInputs`).
     /// Keeps `experiments` with the run: each replaces a stored one of the same subject and
     /// point (the same experiment run again), the others are added.
     pub fn add_experiments(
@@ -146,17 +191,18 @@ impl Store {
             all.retain(|o| !(o.subject == e.subject && o.point == e.point));
             all.push(e.clone());
         }
-        self.conn.execute(
+        self.db.execute(
             "UPDATE runs SET experiments = ?2 WHERE id = ?1",
-            params![id, json(&all)],
+            &[id.into(), json(&all).into()],
         )?;
         Ok(())
     }
 
+    /// Stores the sites and layouts the sharing analysis reads (see `SharingInputs`).
     pub fn set_sharing(&self, id: i64, sharing: &SharingInputs) -> Result<(), StoreError> {
-        self.conn.execute(
+        self.db.execute(
             "UPDATE runs SET sharing = ?2 WHERE id = ?1",
-            params![id, json(sharing)],
+            &[id.into(), json(sharing).into()],
         )?;
         Ok(())
     }

@@ -22,8 +22,10 @@ pub use run::RunArgs;
     after_help = EXIT_STATUS
 )]
 pub struct Cli {
-    /// Run store (SQLite). Default: $XDG_DATA_HOME/scalprof/runs.db, else ~/.local/share/scalprof/runs.db.
-    #[arg(long, global = true, env = "SCALPROF_DB", value_name = "PATH")]
+    /// Run store: an SQLite file, or a team's PostgreSQL database as a URL
+    /// (postgres://USER@HOST:PORT/DATABASE; its tables are made on first use). Default:
+    /// $XDG_DATA_HOME/scalprof/runs.db, else ~/.local/share/scalprof/runs.db.
+    #[arg(long, global = true, env = "SCALPROF_DB", value_name = "PATH|URL")]
     pub db: Option<PathBuf>,
 
     /// Colour on a terminal: `auto` (unless NO_COLOR is set), `always` or `never`.

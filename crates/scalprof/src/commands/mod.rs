@@ -103,6 +103,10 @@ pub fn hint(e: &anyhow::Error, db: &Option<std::path::PathBuf>) -> Option<String
 fn store_disk_full(db: &Option<std::path::PathBuf>) -> bool {
     use std::os::unix::ffi::OsStrExt;
     let path = db.clone().unwrap_or_else(scalprof_store::default_path);
+    if scalprof_store::pg::is_url(&path) {
+        // The server's disk: its own error says so.
+        return false;
+    }
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())

@@ -40,6 +40,7 @@ fn new_run() -> NewRun {
             cpu_model: "bench".into(),
             pmu: false,
             limits: None,
+            topology: None,
         },
         scaling: Some(ThroughputSource::Weak),
         ops_regex: r"ops=(\d+)".into(),

@@ -69,6 +69,7 @@ pub fn import(store: &Store, path: &Path, label: Option<String>) -> Result<i64> 
         },
         scaling: Some(ThroughputSource::Strong),
         ops_regex: String::new(),
+        commit: None,
     })?;
     store.set_output_dir(id, path)?;
     store.add_repeat(

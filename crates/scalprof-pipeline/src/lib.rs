@@ -23,6 +23,7 @@
 //! ripgrep's `grep` facade does), listed under [`facade`].
 
 pub mod check;
+pub mod commit;
 pub mod corpus;
 pub mod facade;
 pub mod import;

@@ -165,6 +165,11 @@ fn create_run(
         host,
         scaling: opts.scaling,
         ops_regex: opts.ops_regex.clone(),
+        commit: crate::commit::commit_of(
+            opts.commit.as_deref(),
+            &opts.command,
+            &std::env::current_dir().unwrap_or_default(),
+        ),
     })?;
     // Checked to be ours and made owner-only, not through another user's link.
     let output_dir = store.run_output_dir(id)?;

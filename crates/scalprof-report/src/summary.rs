@@ -78,6 +78,15 @@ fn one_point_line(parameter: &str, p: &Point) -> String {
     format!("{}\n", parts.join(" · "))
 }
 
+/// A commit as people write it: the first 12 hex digits of an object id, else as given.
+pub fn short_commit(c: &str) -> &str {
+    if c.len() >= 40 && c.bytes().all(|b| b.is_ascii_hexdigit()) {
+        &c[..12]
+    } else {
+        c
+    }
+}
+
 /// The run's identity (id, label, status, points and repeats), its command and host, how
 /// its throughput is counted, and the warnings that make the rest of the screen moot.
 fn header(doc: &RunDocument, headline: &[String]) -> String {
@@ -88,14 +97,18 @@ fn header(doc: &RunDocument, headline: &[String]) -> String {
         .max()
         .unwrap_or(0);
     let mut out = format!(
-        "run {} · {} · {} · {} point{} × {} repeat{}\n",
+        "run {} · {} · {} · {} point{} × {} repeat{}{}\n",
         doc.id,
         one_line(&doc.label),
         doc.status.as_str(),
         doc.points.len(),
         plural(doc.points.len()),
         repeats,
-        plural(repeats)
+        plural(repeats),
+        doc.commit.as_deref().map_or(String::new(), |c| format!(
+            " · commit {}",
+            one_line(short_commit(c))
+        ))
     );
     out += &format!("command: {}\n", one_line(&shell_line(&doc.command)));
     out += &format!(

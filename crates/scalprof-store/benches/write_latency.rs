@@ -44,6 +44,7 @@ fn new_run() -> NewRun {
         },
         scaling: Some(ThroughputSource::Weak),
         ops_regex: r"ops=(\d+)".into(),
+        commit: None,
     }
 }
 

@@ -153,6 +153,8 @@ pub struct NewRun {
     /// `None`: infer weak or strong scaling when the run is analyzed.
     pub scaling: Option<ThroughputSource>,
     pub ops_regex: String,
+    /// The commit of the code measured, when known.
+    pub commit: Option<String>,
 }
 
 /// A run store, SQLite or PostgreSQL: one API for both.

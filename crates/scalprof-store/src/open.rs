@@ -462,6 +462,8 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     "ALTER TABLE runs ADD COLUMN experiments TEXT;",
     // 11: how long the CPU quota held each repeat back (JSON, Throttling).
     "ALTER TABLE repeats ADD COLUMN throttling TEXT;",
+    // 12: the commit of the code measured (`run --commit`), for the history over commits.
+    "ALTER TABLE runs ADD COLUMN commit_sha TEXT;",
 ];
 
 /// The schema version this build writes.

@@ -67,7 +67,8 @@ impl Store {
         Ok(out)
     }
 
-    /// Resolves `latest`, `latest~N`, a numeric id or a label (its newest run).
+    /// Resolves `latest`, `latest~N`, a numeric id, a label (its newest run) or `LABEL~N`
+    /// (its Nth-last: `LABEL~0` is the newest).
     pub fn resolve(&self, reference: &str) -> Result<i64, StoreError> {
         let not_found = || StoreError::NoSuchRun {
             reference: reference.to_string(),
@@ -104,11 +105,24 @@ impl Store {
         if let Ok(id) = reference.parse::<i64>() {
             return first_id("SELECT id FROM runs WHERE id = ?1", id.into())?.ok_or_else(not_found);
         }
-        first_id(
+        if let Some(id) = first_id(
             "SELECT id FROM runs WHERE label = ?1 ORDER BY id DESC LIMIT 1",
             reference.into(),
-        )?
-        .ok_or_else(not_found)
+        )? {
+            return Ok(id);
+        }
+        // `LABEL~N`: the Nth-last run of a label (a label that itself ends in `~N` is
+        // found above first).
+        let (label, back) = reference.rsplit_once('~').ok_or_else(not_found)?;
+        let back: u32 = back.parse().map_err(|_| not_found())?;
+        self.db
+            .query_opt(
+                "SELECT id FROM runs WHERE label = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2",
+                &[label.into(), i64::from(back).into()],
+            )?
+            .map(|r| r.i64(0))
+            .transpose()?
+            .ok_or_else(not_found)
     }
 
     /// The runs that `reference` could mean, oldest first, when it is a label (of which
@@ -202,7 +216,7 @@ impl Store {
             .query_opt(
                 "SELECT label, created, command, status, parameter, sweep_values, host, scaling,
                         ops_regex, output_dir, recorder_pid, findings, sharing, recorder_start,
-                        experiments
+                        experiments, commit_sha
                  FROM runs WHERE id = ?1",
                 &[id.into()],
             )?
@@ -228,6 +242,7 @@ impl Store {
             findings: r.text(11)?,
             sharing: r.opt_text(12)?,
             experiments: r.opt_text(14)?,
+            commit: r.opt_text(15)?,
         })
     }
 
@@ -297,6 +312,7 @@ struct RunRow {
     findings: String,
     sharing: Option<String>,
     experiments: Option<String>,
+    commit: Option<String>,
 }
 
 impl RunRow {
@@ -322,7 +338,7 @@ impl RunRow {
             },
             ops_regex: self.ops_regex.clone(),
             output_dir: self.output_dir.clone(),
-            commit: None,
+            commit: self.commit.clone(),
         })
     }
 }

@@ -24,6 +24,7 @@ pub(crate) fn new_run(label: &str) -> NewRun {
         },
         scaling: Some(ThroughputSource::Weak),
         ops_regex: r"ops=(\d+)".into(),
+        commit: None,
     }
 }
 
@@ -94,6 +95,13 @@ fn a_label_of_several_runs_resolves_to_the_newest_and_lists_them_all() {
     // `latest…` and ids name one run each.
     assert!(store.labelled("latest~1").unwrap().is_empty());
     assert!(store.labelled(&a.to_string()).unwrap().is_empty());
+    // `LABEL~N`: the Nth-last run of the label; a label ending in `~N` is itself first.
+    assert_eq!(store.resolve("alpha~0").unwrap(), a2);
+    assert_eq!(store.resolve("alpha~1").unwrap(), a);
+    assert!(store.resolve("alpha~2").is_err());
+    assert!(store.resolve("beta~x").is_err());
+    let odd = store.create_run(&new_run("alpha~1")).unwrap();
+    assert_eq!(store.resolve("alpha~1").unwrap(), odd);
 }
 
 #[test]

@@ -29,6 +29,7 @@ fn new_run() -> NewRun {
         },
         scaling: None,
         ops_regex: r"ops=(\d+)".into(),
+        commit: None,
     }
 }
 

@@ -15,8 +15,9 @@ impl Store {
     pub fn create_run(&self, run: &NewRun) -> Result<i64, StoreError> {
         let row = self.db.query_opt(
             "INSERT INTO runs (label, created, command, status, parameter, sweep_values, host,
-                               scaling, ops_regex, output_dir, recorder_pid, recorder_start)
-             VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?7, ?8, '', ?9, ?10)
+                               scaling, ops_regex, output_dir, recorder_pid, recorder_start,
+                               commit_sha)
+             VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?7, ?8, '', ?9, ?10, ?11)
              RETURNING id",
             &[
                 run.label.as_str().into(),
@@ -29,6 +30,7 @@ impl Store {
                 run.ops_regex.as_str().into(),
                 std::process::id().into(),
                 crate::read::process_start(std::process::id() as i32).into(),
+                run.commit.clone().into(),
             ],
         )?;
         let id = row

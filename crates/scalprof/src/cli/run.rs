@@ -133,6 +133,11 @@ pub struct RunArgs {
     #[arg(long, value_name = "COMM")]
     pub attach_name: Vec<String>,
 
+    /// The commit of the code measured, for `scalprof history`; by default HEAD of the git
+    /// checkout the workload runs from, else $GITHUB_SHA or $CI_COMMIT_SHA.
+    #[arg(long, value_name = "SHA")]
+    pub commit: Option<String>,
+
     /// Run the workload in this cgroup (a directory under /sys/fs/cgroup, v1 or v2; once
     /// per hierarchy), to measure it under that cgroup's limits: `--cgroup
     /// /sys/fs/cgroup/cpu/quota4` after `echo 400000 > …/cpu.cfs_quota_us`. The limits and
@@ -254,6 +259,7 @@ impl RunArgs {
                 }
                 .pinned(),
                 cgroups: self.cgroup.clone(),
+                commit: self.commit.clone(),
                 ..scalprof_pipeline::RunOptions::new(
                     self.command.clone(),
                     scalprof_model::SweepParameter::Threads,

@@ -6,6 +6,7 @@ pub mod budget;
 pub mod compare;
 pub mod complexity;
 pub mod experiment;
+pub mod history;
 pub mod layout;
 pub mod locks;
 pub mod profile;

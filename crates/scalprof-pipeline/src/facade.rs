@@ -8,6 +8,7 @@ use scalprof_model::layout::{LaidOutLine, Layout};
 
 /// Two runs compared point by point, the CI gate on the comparison, and its words.
 pub use scalprof_analyze::compare::{compare as compare_runs, gate, ratio_words, slower_points};
+pub use scalprof_analyze::history::history;
 /// A profile's functions by self time, and those whose self cost per operation changed
 /// between two profiles: the report's function table and its differential flame graph.
 pub use scalprof_analyze::top::{changed_functions, top_functions};

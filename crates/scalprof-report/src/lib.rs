@@ -7,6 +7,7 @@
 //! `format` (number formats) and `view` (what text and HTML both show of a point) serve
 //! them all.
 
+pub mod ci;
 pub mod flame;
 pub mod html;
 pub mod pprof;
@@ -16,6 +17,7 @@ pub mod suite;
 mod compare;
 mod experiment;
 mod format;
+mod history;
 mod layout;
 mod locks;
 mod runs;
@@ -30,6 +32,7 @@ mod width;
 pub use compare::{comparison, gate_line, signed_pct};
 pub use experiment::experiment_line;
 pub use format::{bytes, decimal, si};
+pub use history::{history_html, history_text, sparkline};
 pub use layout::{kernel_struct_text, layout_text};
 pub use locks::{lock_growth, lock_table};
 pub use runs::{runs_table, RunRow};

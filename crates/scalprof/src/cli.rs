@@ -98,6 +98,13 @@ pub enum Command {
         130 interrupted. Every command uses this table: scalprof --help."
     )]
     Compare(CompareArgs),
+    /// One label's runs over commits: throughput and efficiency at the largest common
+    /// point, the top cause of each, and the change points (commits where they shifted
+    /// beyond the runs' own noise) with the cause that appeared, grew or vanished there.
+    #[command(
+        after_help = "Exit status: 0 no regression; 1 with --fail-on-regression, the last change         point lowered throughput or efficiency; 2 an error. Every command uses this table:         scalprof --help."
+    )]
+    History(HistoryArgs),
     /// Prove a diagnosis by experiment: lengthen each cause (a system call, a user or kernel
     /// lock, a function) by known delays at one point of a stored run, interleaved with a zero-delay control, and say
     /// whether the throughput answers as a bottleneck would (on or off the critical path),
@@ -239,6 +246,33 @@ pub struct CompareArgs {
     #[arg(long, value_name = "FILE")]
     pub flame: Option<PathBuf>,
     /// Also write the comparison as a self-contained HTML page.
+    #[arg(long, value_name = "FILE", value_parser = parse_output_path)]
+    pub report: Option<PathBuf>,
+    /// Also write a JUnit XML file: one test case per point, a failure for each point
+    /// the gate finds slower. (With $GITHUB_STEP_SUMMARY set, a markdown summary with
+    /// the cause is appended to it.)
+    #[arg(long, value_name = "FILE", value_parser = parse_output_path)]
+    pub junit: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct HistoryArgs {
+    /// The label whose runs to read (`scalprof runs` lists labels).
+    pub label: String,
+    /// Only the newest N runs.
+    #[arg(long, value_name = "N")]
+    pub last: Option<usize>,
+    /// Print the history as JSON (runs, change_points[]).
+    #[arg(long)]
+    pub json: bool,
+    /// Exit 1 if the last change point lowered throughput or efficiency (a regression
+    /// not undone since): a CI gate over the series.
+    #[arg(long)]
+    pub fail_on_regression: bool,
+    /// Also write a JUnit XML file: one test case per metric, a failure for a regression.
+    #[arg(long, value_name = "FILE", value_parser = parse_output_path)]
+    pub junit: Option<PathBuf>,
+    /// Also write the history as a self-contained HTML page with its plots.
     #[arg(long, value_name = "FILE", value_parser = parse_output_path)]
     pub report: Option<PathBuf>,
 }

@@ -182,6 +182,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Report(args) => commands::report(db, args),
         Command::Complexity(args) => commands::complexity(db, args),
         Command::Compare(args) => commands::compare(db, args),
+        Command::History(args) => commands::history(db, args),
         Command::Verify(args) => commands::verify(db, args),
         Command::Locks(args) => commands::locks(db, args),
         Command::Import(args) => commands::import(db, args),

@@ -63,6 +63,14 @@ pub fn compare(db: &Option<PathBuf>, args: cli::CompareArgs) -> Result<ExitCode>
         crate::out::file(path, html)?;
         eprintln!("scalprof: wrote {}", path.display());
     }
+    let parameter = a.sweep.parameter.as_str();
+    if let Some(path) = &args.junit {
+        out::file(path, scalprof_report::ci::comparison_junit(&c, parameter))?;
+        eprintln!("scalprof: wrote {}", path.display());
+    }
+    super::history::step_summary(&scalprof_report::ci::comparison_markdown(
+        &c, &a.label, &b.label, parameter,
+    ))?;
     if let Some(g) = &c.gate {
         for p in c
             .points

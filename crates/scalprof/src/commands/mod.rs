@@ -3,6 +3,7 @@
 mod compare;
 mod demo;
 mod docs;
+mod history;
 mod inspect;
 mod record;
 mod runs;
@@ -11,6 +12,7 @@ mod verify;
 pub use compare::compare;
 pub use demo::demo;
 pub use docs::{completions, man};
+pub use history::history;
 pub use inspect::{corpus, export, fit, flame, layout, report, show};
 pub use record::{complexity, import, locks, run, suite};
 pub use runs::{gc, runs};

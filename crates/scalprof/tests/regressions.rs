@@ -1,0 +1,138 @@
+//! Regressions over commits, for real: six runs of one label, the last three of a
+//! program that takes a global lock where the first three shard it. `history` must put
+//! the change point at the fourth commit and name the lock; the gate must pass A/A and
+//! fail the regression, with a JUnit failure and a GitHub step summary that name it.
+
+use std::path::Path;
+
+mod common;
+use common::corpus::{can_profile, corpus};
+use common::{exclusive, scalprof};
+
+fn commit(i: usize) -> String {
+    format!("{:040x}", 0xabc0 + i)
+}
+
+fn record(db: &Path, program: &str, i: usize) {
+    scalprof(db)
+        .args([
+            "run", "-t", "1,2", "--repeat", "3", "--label", "kv", "--commit",
+        ])
+        .arg(commit(i))
+        .arg("--")
+        .arg(corpus().join(program))
+        .arg("{threads}")
+        .assert()
+        .success();
+}
+
+#[test]
+fn history_finds_the_commit_that_took_a_global_lock_and_the_gate_fails_it() {
+    if !can_profile() {
+        return;
+    }
+    let _guard = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    for i in 1..=6 {
+        let program = if i <= 3 {
+            "hash_sharded"
+        } else {
+            "hash_global_mutex"
+        };
+        record(&db, program, i);
+    }
+    // The history: one change point per metric, both at run 4, naming the lock.
+    let out = scalprof(&db)
+        .args(["history", "kv", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let h: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cps = h["change_points"].as_array().unwrap();
+    assert!(!cps.is_empty(), "{h:#}");
+    for c in cps {
+        assert_eq!(c["run"], "4", "{h:#}");
+        assert_eq!(c["commit"], commit(4), "{h:#}");
+        assert!(c["change"].as_f64().unwrap() < -0.3, "{c}");
+        let causes = c["causes"].to_string();
+        assert!(causes.contains("table_lock"), "{c}");
+    }
+    assert!(cps.iter().any(|c| c["metric"] == "throughput"), "{h:#}");
+    // As a gate over the series: exit 1, a JUnit failure and a summary naming the lock.
+    let junit = dir.path().join("history.xml");
+    let summary = dir.path().join("summary.md");
+    let out = scalprof(&db)
+        .args(["history", "kv", "--fail-on-regression", "--junit"])
+        .arg(&junit)
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("◀ change"), "{text}");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains("failures=\"") && xml.contains("<failure"),
+        "{xml}"
+    );
+    assert!(xml.contains("table_lock"), "{xml}");
+    // A/A: two runs of one commit pass the gate.
+    let aa = dir.path().join("aa.xml");
+    let out = scalprof(&db)
+        .args([
+            "compare",
+            "kv~5",
+            "kv~4",
+            "--fail-if-slower",
+            "10",
+            "--junit",
+        ])
+        .arg(&aa)
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(!std::fs::read_to_string(&aa).unwrap().contains("<failure"));
+    // The regression fails it, and the summary names the lock.
+    let reg = dir.path().join("reg.xml");
+    let out = scalprof(&db)
+        .args([
+            "compare",
+            "kv~3",
+            "kv~2",
+            "--fail-if-slower",
+            "10",
+            "--junit",
+        ])
+        .arg(&reg)
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let xml = std::fs::read_to_string(&reg).unwrap();
+    assert!(
+        xml.contains("<failure") && xml.contains("table_lock"),
+        "{xml}"
+    );
+    let md = std::fs::read_to_string(&summary).unwrap();
+    assert!(md.contains("❌ regression"), "{md}");
+    assert!(md.contains("✅ no regression"), "{md}");
+    let cause = md.split("**Cause**").last().unwrap();
+    assert!(cause.contains("table_lock"), "{md}");
+}

@@ -56,7 +56,7 @@ Exit status (the same for every command):
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run a command over a sweep of thread counts, measure every point and fit the USL.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Fit the Universal Scalability Law to your own measurements (a two-column CSV).
     Fit(FitArgs),
     /// List the runs in the store (newest last); `runs rm RUN…` deletes runs.

@@ -171,7 +171,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
     out::set_style(cli.color);
     let db = &cli.db;
     match cli.command {
-        Command::Run(args) => commands::run(db, args),
+        Command::Run(args) => commands::run(db, *args),
         Command::Fit(args) => commands::fit(args),
         Command::Runs(args) => commands::runs(db, args),
         Command::Gc(args) => commands::gc(db, args),

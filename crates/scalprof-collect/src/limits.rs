@@ -289,17 +289,7 @@ fn read_trimmed(path: &Path) -> Option<String> {
 
 /// CPUs in a kernel CPU list (`0-3,8,10-11`).
 pub fn cpu_list_len(list: &str) -> Option<u32> {
-    let mut n = 0;
-    for part in list.split(',').filter(|p| !p.is_empty()) {
-        n += match part.split_once('-') {
-            Some((a, b)) => b.parse::<u32>().ok()?.checked_sub(a.parse::<u32>().ok()?)? + 1,
-            None => {
-                part.parse::<u32>().ok()?;
-                1
-            }
-        };
-    }
-    Some(n)
+    crate::topology::cpu_list(list).map(|cpus| cpus.len() as u32)
 }
 
 /// CPUs in this process's affinity mask.

@@ -53,12 +53,18 @@ pub fn read(sys: &Path, cpuinfo: &str) -> Topology {
     }
 }
 
-/// The CPUs of a kernel CPU list (`0-3,8`).
-fn cpu_list(list: &str) -> Option<Vec<u32>> {
+/// The CPUs of a kernel CPU list (`0-3,8`); `None` for a malformed one (`3-1`, `x`).
+pub(crate) fn cpu_list(list: &str) -> Option<Vec<u32>> {
     let mut out = Vec::new();
     for part in list.split(',').filter(|p| !p.is_empty()) {
         match part.split_once('-') {
-            Some((a, b)) => out.extend(a.parse::<u32>().ok()?..=b.parse::<u32>().ok()?),
+            Some((a, b)) => {
+                let (a, b) = (a.parse::<u32>().ok()?, b.parse::<u32>().ok()?);
+                if b < a {
+                    return None;
+                }
+                out.extend(a..=b);
+            }
             None => out.push(part.parse().ok()?),
         }
     }

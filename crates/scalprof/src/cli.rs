@@ -102,7 +102,9 @@ pub enum Command {
     /// point, the top cause of each, and the change points (commits where they shifted
     /// beyond the runs' own noise) with the cause that appeared, grew or vanished there.
     #[command(
-        after_help = "Exit status: 0 no regression; 1 with --fail-on-regression, the last change         point lowered throughput or efficiency; 2 an error. Every command uses this table:         scalprof --help."
+        after_help = "Exit status: 0 no regression; 1 with --fail-on-regression, the last change \
+        point lowered throughput or efficiency; 2 an error. Every command uses this table: \
+        scalprof --help."
     )]
     History(HistoryArgs),
     /// Prove a diagnosis by experiment: lengthen each cause (a system call, a user or kernel

@@ -26,6 +26,23 @@ fn record(db: &Path, program: &str, i: usize) {
         .success();
 }
 
+/// `compare A B --fail-if-slower 10 --junit FILE` with the step summary at `summary`: its
+/// exit status and the JUnit file.
+fn gate(db: &Path, runs: [&str; 2], junit: &Path, summary: &Path) -> (Option<i32>, String) {
+    let out = scalprof(db)
+        .arg("compare")
+        .args(runs)
+        .args(["--fail-if-slower", "10", "--junit"])
+        .arg(junit)
+        .env("GITHUB_STEP_SUMMARY", summary)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        std::fs::read_to_string(junit).unwrap_or_default(),
+    )
+}
+
 #[test]
 fn history_finds_the_commit_that_took_a_global_lock_and_the_gate_fails_it() {
     if !can_profile() {
@@ -83,49 +100,12 @@ fn history_finds_the_commit_that_took_a_global_lock_and_the_gate_fails_it() {
     );
     assert!(xml.contains("table_lock"), "{xml}");
     // A/A: two runs of one commit pass the gate.
-    let aa = dir.path().join("aa.xml");
-    let out = scalprof(&db)
-        .args([
-            "compare",
-            "kv~5",
-            "kv~4",
-            "--fail-if-slower",
-            "10",
-            "--junit",
-        ])
-        .arg(&aa)
-        .env("GITHUB_STEP_SUMMARY", &summary)
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    assert!(!std::fs::read_to_string(&aa).unwrap().contains("<failure"));
+    let (code, xml) = gate(&db, ["kv~5", "kv~4"], &dir.path().join("aa.xml"), &summary);
+    assert_eq!(code, Some(0), "{xml}");
+    assert!(!xml.contains("<failure"), "{xml}");
     // The regression fails it, and the summary names the lock.
-    let reg = dir.path().join("reg.xml");
-    let out = scalprof(&db)
-        .args([
-            "compare",
-            "kv~3",
-            "kv~2",
-            "--fail-if-slower",
-            "10",
-            "--junit",
-        ])
-        .arg(&reg)
-        .env("GITHUB_STEP_SUMMARY", &summary)
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    let xml = std::fs::read_to_string(&reg).unwrap();
+    let (code, xml) = gate(&db, ["kv~3", "kv~2"], &dir.path().join("reg.xml"), &summary);
+    assert_eq!(code, Some(1), "{xml}");
     assert!(
         xml.contains("<failure") && xml.contains("table_lock"),
         "{xml}"

@@ -14,7 +14,6 @@ pub mod scaling;
 pub mod sharing;
 pub mod stability;
 pub mod stage;
-pub mod steal;
 pub mod summary;
 pub mod throttling;
 pub mod top;

@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use scalprof_model::locks::{LockProfile, Scope, CPU_STEAL, CPU_WAIT, CPU_WAIT_OTHER};
+use scalprof_model::locks::{LockProfile, Scope, CPU_WAIT, CPU_WAIT_OTHER};
 use scalprof_model::stability::Interval;
 use scalprof_model::Spread;
 use scalprof_model::{
@@ -331,11 +331,9 @@ pub(crate) fn move_interference(causes: &mut Vec<Cause>, p: &Point, cpus: u32) {
     }
 }
 
-/// Whether a budget cause is another's: the time the workload waited behind other
-/// processes, or the CPU time other virtual machines took (steal).
+/// Whether a budget cause is the time the workload waited behind other processes.
 pub fn is_foreign(scope: Option<Scope>, subject: &str) -> bool {
-    (scope == Some(Scope::Kernel) && subject == CPU_WAIT_OTHER)
-        || (scope.is_none() && subject == CPU_STEAL)
+    scope == Some(Scope::Kernel) && subject == CPU_WAIT_OTHER
 }
 
 #[cfg(test)]

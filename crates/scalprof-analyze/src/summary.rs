@@ -9,6 +9,7 @@ use scalprof_model::{
 
 use crate::scaling;
 
+mod machine_warnings;
 mod passes;
 mod profile_warnings;
 mod scaling_mode;

@@ -274,27 +274,4 @@ mod tests {
         let quiet = [point(1, 1000.0, Some(0.0)), point(2, 2000.0, Some(0.0))];
         assert!(throttle_series(&quiet).is_none());
     }
-
-    #[test]
-    fn steal_on_the_cpus_a_point_used_is_a_foreign_cause() {
-        use scalprof_model::Interference;
-        // 2 of 2 CPUs at 2 threads: 0.2 CPU-s stolen per second is 10% of the threads'
-        // time; at 1 thread, half the machine's steal fell on its CPU.
-        let mut points = vec![point(1, 1000.0, None), point(2, 1600.0, None)];
-        for (p, steal) in points.iter_mut().zip([0.0, 0.2]) {
-            for r in &mut p.repeats {
-                r.interference = Some(Interference {
-                    steal_s: steal,
-                    ..Interference::default()
-                });
-            }
-        }
-        let s = crate::steal::steal_series(&points, 2).unwrap();
-        let budgets = crate::budget::budgets(&points, &[None, None], &[s], 2);
-        let b = budgets[1].clone().unwrap();
-        assert_eq!(b.causes.len(), 1, "{b:?}");
-        assert!(b.causes[0].foreign, "{b:?}");
-        assert_eq!(b.causes[0].subject, scalprof_model::locks::CPU_STEAL);
-        assert!((b.causes[0].share - 0.10).abs() < 1e-9, "{b:?}");
-    }
 }

@@ -127,9 +127,6 @@ pub struct RunQueueRaw {
 pub const CPU_WAIT: &str = "waiting for a CPU";
 pub const CPU_WAIT_OTHER: &str = "waiting for a CPU behind other processes";
 pub const CPU_WAIT_OBSERVER: &str = "waiting for a CPU behind scalprof";
-/// CPU time the hypervisor gave other virtual machines while the workload ran (steal):
-/// a foreign cause, like waiting behind other processes.
-pub const CPU_STEAL: &str = "CPUs taken by other virtual machines (steal)";
 /// Wakeups onto an idle CPU: the part of the waits they ended spent waking the CPU.
 pub const IDLE_WAKEUP: &str = "waking an idle CPU";
 

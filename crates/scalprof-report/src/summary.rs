@@ -433,9 +433,7 @@ pub fn verdict_line(
         .filter(|c| c.share >= MIN_SHARE_SHOWN)
         .take(3)
     {
-        let name = if c.foreign && c.subject == scalprof_model::locks::CPU_STEAL {
-            "other VMs (steal)".to_string()
-        } else if c.foreign {
+        let name = if c.foreign {
             "other processes (interference)".to_string()
         } else {
             one_line(&c.subject)

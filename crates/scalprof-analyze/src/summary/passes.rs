@@ -269,7 +269,6 @@ pub(super) fn time_budget(
     }
     budget::fold_critical_sections(&mut series, points);
     series.extend(crate::throttling::throttle_series(points));
-    series.extend(crate::steal::steal_series(points, header.host.cpus));
     let observer = budget::observer_wait_ns(points, &work);
     let overhead: Vec<Option<f64>> = budget::overhead_ns(points, &profs, &work)
         .into_iter()
@@ -311,7 +310,7 @@ fn name_the_cpu_limit(header: &RunHeader, findings: &mut [Finding]) {
         f.suggestion.push_str(&format!(
             "; the workload may use {usable} of the {} CPUs here, set by {}",
             header.host.cpus,
-            super::warnings::limiting(l, usable),
+            super::machine_warnings::limiting(l, usable),
         ));
     }
 }

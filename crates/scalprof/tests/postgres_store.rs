@@ -36,7 +36,15 @@ fn every_store_command_works_on_postgres_with_the_same_run_document() {
     by_env
         .env("SCALPROF_DB", &url)
         .args(["run", "-t", "1-3", "--repeat", "1", "--diagnose", "0", "--"])
-        .args(["sh", "-c", "echo ops=2"]);
+        // 20 ms of sleep and ops per thread: a 2-ms echo's start-up noise at one repeat
+        // a point sometimes left the USL nothing to fit (the model null).
+        .args([
+            "sh",
+            "-c",
+            "sleep 0.02; echo ops=$((2 * $1))",
+            "sh",
+            "{threads}",
+        ]);
     let out = with_data(by_env).output().unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));
 
@@ -54,7 +62,7 @@ fn every_store_command_works_on_postgres_with_the_same_run_document() {
         .arg("runs")
         .assert()
         .success()
-        .stdout(contains("echo ops=2"));
+        .stdout(contains("sleep 0.02"));
 
     // The run document keeps its contract, and says what an SQLite store's says of the
     // same run (its optional parts, such as interference, depend on the machine's noise).

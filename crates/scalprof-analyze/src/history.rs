@@ -214,11 +214,7 @@ fn segment(runs: &[Vec<f64>], offset: usize, rng: &mut SplitMix, out: &mut Vec<(
 /// on the logarithms of the runs' medians (each side has two runs or more).
 fn shift(before: &[Vec<f64>], after: &[Vec<f64>], p_value: f64) -> Option<Split> {
     let logs = |side: &[Vec<f64>]| -> Vec<f64> {
-        if side.len() >= 2 {
-            side.iter().filter_map(|r| median(r)).map(f64::ln).collect()
-        } else {
-            side.iter().flatten().map(|x| x.ln()).collect()
-        }
+        side.iter().filter_map(|r| median(r)).map(f64::ln).collect()
     };
     let (a, b) = (logs(before), logs(after));
     if a.iter().chain(&b).any(|x| !x.is_finite()) {

@@ -171,6 +171,16 @@ fn create_run(
             &std::env::current_dir().unwrap_or_default(),
         ),
     })?;
+    // `verify` runs this command again only under this user's seal (seal.rs); a run
+    // without one is shown and confirmed first, so a failure here costs a question later.
+    let sealed = crate::seal::Sealed {
+        command: &opts.command,
+        parameter: opts.parameter,
+        ops_regex: &opts.ops_regex,
+    };
+    if let Ok(seal) = crate::seal::seal(sealed) {
+        store.set_seal(id, &seal)?;
+    }
     // Checked to be ours and made owner-only, not through another user's link.
     let output_dir = store.run_output_dir(id)?;
     store.set_output_dir(id, &output_dir)?;

@@ -37,6 +37,20 @@ pub struct VerifyOptions {
     pub point: Option<u64>,
     /// Rounds of the interleaved levels (each level runs once per round).
     pub rounds: u32,
+    /// The command to execute, given again by the user; `None`: the stored one, which runs
+    /// only under this user's seal ([`crate::seal`]) or once `approve` says yes.
+    pub command: Option<Vec<String>>,
+}
+
+/// A stored command that this user did not record (or that was changed since), shown
+/// before anything runs so that the user can say whether to run it.
+#[derive(Clone, Debug)]
+pub struct Approval {
+    pub run: i64,
+    pub command: Vec<String>,
+    pub causes: Vec<String>,
+    /// Why it is not known to be this user's.
+    pub why: String,
 }
 
 /// How many findings `verify` takes when no cause is named.
@@ -50,13 +64,16 @@ const LEVELS: [f64; 2] = [0.25, 0.5];
 /// Control executions that measure the cause's frequency before the levels are chosen.
 const CALIBRATION: u32 = 2;
 
-/// Runs the experiments and stores them with the run; `progress` is told each execution.
+/// Runs the experiments and stores them with the run; `progress` is told each execution
+/// and, first, the command; `approve` is asked before a stored command that is not this
+/// user's own runs (what a teammate wrote to a shared store is data, never code).
 pub fn verify(
     store: &Store,
     id: i64,
     opts: &VerifyOptions,
     interrupt: &Interrupt,
     progress: &mut dyn FnMut(&str),
+    approve: &mut dyn FnMut(&Approval) -> Result<bool>,
 ) -> Result<Vec<Experiment>> {
     let run = LoadedRun::load(store, id)?;
     let doc = &run.doc;
@@ -69,9 +86,12 @@ pub fn verify(
     if causes.is_empty() {
         bail!("run {id} has no finding to verify: name a cause with --cause (a system call such as fdatasync)");
     }
-    let dir =
-        scalprof_collect::private::private_dir(&PathBuf::from(&doc.output_dir).join("verify"))?;
-    let exe = Executable::open(doc);
+    let command = command_to_run(store, id, &run, opts, &causes, approve)?;
+    progress(&format!("the command: {}", shown(&command)));
+    // The store's own folder for the run, never the stored `output_dir` (a teammate's
+    // text): root makes no folder where a shared store says.
+    let dir = scalprof_collect::private::private_dir(&store.run_output_dir(id)?.join("verify"))?;
+    let exe = Executable::open(&command, doc);
     let mut done = Vec::new();
     for subject in &causes {
         if interrupt.requested() {
@@ -80,7 +100,8 @@ pub fn verify(
         let experiment = match lengthenable(doc, exe.as_ref(), subject) {
             Some(how) => {
                 let regex = &run.inputs.header.ops_regex;
-                let bench = Bench::new(doc, regex, point, dir.clone(), how.target.clone())?;
+                let bench =
+                    Bench::new(doc, &command, regex, point, dir.clone(), how.target.clone())?;
                 lengthen(
                     &bench,
                     doc,
@@ -98,6 +119,61 @@ pub fn verify(
     }
     store.add_experiments(id, &done)?;
     Ok(done)
+}
+
+/// The command the experiments execute: the user's, or the stored one when this user's
+/// seal holds on it or `approve` says yes after seeing it.
+fn command_to_run(
+    store: &Store,
+    id: i64,
+    run: &LoadedRun,
+    opts: &VerifyOptions,
+    causes: &[String],
+    approve: &mut dyn FnMut(&Approval) -> Result<bool>,
+) -> Result<Vec<String>> {
+    if let Some(given) = &opts.command {
+        return Ok(given.clone());
+    }
+    let header = &run.inputs.header;
+    match crate::seal::provenance(header.into(), store.seal(id)?.as_deref()) {
+        crate::seal::Provenance::Ours => Ok(header.command.clone()),
+        crate::seal::Provenance::Foreign(why) => {
+            let ask = Approval {
+                run: id,
+                command: header.command.clone(),
+                causes: causes.to_vec(),
+                why,
+            };
+            if approve(&ask)? {
+                Ok(header.command.clone())
+            } else {
+                bail!(
+                    "run {id}'s stored command was not run: {}; it is `{}`. To run it, give \
+                     the command again after `--` (scalprof verify {id} -- COMMAND…), or \
+                     confirm it on a terminal",
+                    ask.why,
+                    shown(&ask.command)
+                )
+            }
+        }
+    }
+}
+
+/// A command as a shell would read it back, each word quoted where it needs to be.
+pub fn shown(argv: &[String]) -> String {
+    argv.iter()
+        .map(|w| {
+            if !w.is_empty()
+                && w.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%{}".contains(c))
+            {
+                w.clone()
+            } else {
+                format!("'{}'", w.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The point to run at: the one asked for, if the run measured it, else the largest.
@@ -149,6 +225,7 @@ struct Bench {
 impl Bench {
     fn new(
         doc: &RunDocument,
+        command: &[String],
         ops_regex: &str,
         value: u64,
         dir: PathBuf,
@@ -156,7 +233,7 @@ impl Bench {
     ) -> Result<Bench> {
         let parameter = doc.sweep.parameter.as_str();
         Ok(Bench {
-            argv: substitute(&doc.command, parameter, value),
+            argv: substitute(command, parameter, value),
             env: vec![(parameter_env(parameter), value.to_string())],
             dir,
             ops_regex: Regex::new(ops_regex)

@@ -464,6 +464,9 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     "ALTER TABLE repeats ADD COLUMN throttling TEXT;",
     // 12: the commit of the code measured (`run --commit`), for the history over commits.
     "ALTER TABLE runs ADD COLUMN commit_sha TEXT;",
+    // 13: the recorder's seal over the command `verify` would run again (hex HMAC-SHA256,
+    // scalprof-pipeline's seal.rs): a command a teammate rewrote no longer matches it.
+    "ALTER TABLE runs ADD COLUMN seal TEXT;",
 ];
 
 /// The schema version this build writes.

@@ -209,6 +209,19 @@ impl Store {
         self.live_recorders().map(Some)
     }
 
+    /// The seal its recorder put on run `id`, as stored (unchecked: whoever can write the
+    /// store can write it; scalprof-pipeline's seal.rs checks it with the reader's key).
+    pub fn seal(&self, id: i64) -> Result<Option<String>, StoreError> {
+        let row = self
+            .db
+            .query_opt("SELECT seal FROM runs WHERE id = ?1", &[id.into()])?
+            .ok_or_else(|| StoreError::NoSuchRun {
+                reference: id.to_string(),
+                path: self.path.clone(),
+            })?;
+        row.opt_text(0)
+    }
+
     /// The run's row in `runs`, as stored.
     fn run_row(&self, id: i64) -> Result<RunRow, StoreError> {
         let r = self

@@ -45,6 +45,15 @@ impl Store {
         Ok(id)
     }
 
+    /// Records the recorder's seal of run `id` (see [`Store::seal`]).
+    pub fn set_seal(&self, id: i64, seal: &str) -> Result<(), StoreError> {
+        self.db.execute(
+            "UPDATE runs SET seal = ?2 WHERE id = ?1",
+            &[id.into(), seal.into()],
+        )?;
+        Ok(())
+    }
+
     /// Records where run `id`'s workload outputs are (see [`Store::run_output_dir`]).
     pub fn set_output_dir(&self, id: i64, dir: &Path) -> Result<(), StoreError> {
         self.db.execute(

@@ -299,6 +299,11 @@ pub struct VerifyArgs {
     /// Print the experiments as JSON (the run document's `experiments[]` entries).
     #[arg(long)]
     pub json: bool,
+    /// The command to execute, given again (`{threads}` substituted as in `run`). Without
+    /// it the stored command runs when this user recorded it on this host; a run from a
+    /// shared store or another user is shown first and asked about.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
 }
 
 #[derive(Args, Debug)]

@@ -583,3 +583,8 @@ mod limits {
         }
     }
 }
+
+/// The fourth review's defects: what a teammate wrote to a shared store, or another user
+/// planted in a shared place, is data, never code.
+#[path = "attacks/teammates.rs"]
+mod teammates;

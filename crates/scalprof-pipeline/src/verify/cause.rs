@@ -131,8 +131,10 @@ pub(super) struct Executable {
 }
 
 impl Executable {
-    pub(super) fn open(doc: &RunDocument) -> Option<Executable> {
-        let argv0 = substitute(&doc.command, doc.sweep.parameter.as_str(), 1).remove(0);
+    pub(super) fn open(command: &[String], doc: &RunDocument) -> Option<Executable> {
+        let argv0 = substitute(command, doc.sweep.parameter.as_str(), 1)
+            .into_iter()
+            .next()?;
         let path = scalprof_collect::resolve_program(&argv0).ok()?;
         Some(Executable {
             elf: scalprof_debuginfo::ElfInfo::open(&path).ok()?,

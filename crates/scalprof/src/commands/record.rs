@@ -72,6 +72,8 @@ fn verify_after(
         causes: Vec::new(),
         point: None,
         rounds: 6,
+        // The command this process just ran, not what the store now says.
+        command: Some(outcome.doc.command.clone()),
     };
     super::verify::print_experiments(store, id, &opts, interrupt, false)
 }

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use scalprof_pipeline::facade::Interrupt;
-use scalprof_pipeline::verify::VerifyOptions;
+use scalprof_pipeline::verify::{Approval, VerifyOptions};
 use scalprof_store::Store;
 
 use super::open_store;
@@ -22,6 +22,7 @@ pub fn verify(db: &Option<PathBuf>, args: cli::VerifyArgs) -> Result<ExitCode> {
         causes: args.causes,
         point: args.point,
         rounds: args.rounds,
+        command: (!args.command.is_empty()).then_some(args.command),
     };
     print_experiments(&store, id, &opts, &interrupt, args.json)?;
     if interrupt.requested() {
@@ -39,9 +40,14 @@ pub fn print_experiments(
     interrupt: &Interrupt,
     json: bool,
 ) -> Result<()> {
-    let experiments = scalprof_pipeline::verify::verify(store, id, opts, interrupt, &mut |m| {
-        eprintln!("scalprof: verify: {}", scalprof_report::terminal_safe(m))
-    })?;
+    let experiments = scalprof_pipeline::verify::verify(
+        store,
+        id,
+        opts,
+        interrupt,
+        &mut |m| eprintln!("scalprof: verify: {}", scalprof_report::terminal_safe(m)),
+        &mut ask,
+    )?;
     if json {
         out::data(&(serde_json::to_string_pretty(&experiments)? + "\n"))?;
     } else {
@@ -58,4 +64,40 @@ pub fn print_experiments(
     }
     eprintln!("scalprof: stored with run {id} (scalprof show {id})");
     Ok(())
+}
+
+/// Asks on the terminal whether to run a stored command this user did not record; says no
+/// where there is no terminal to ask on (the error then says how to give the command).
+fn ask(a: &Approval) -> Result<bool> {
+    use std::io::{BufRead, IsTerminal, Write};
+    if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
+        return Ok(false);
+    }
+    let safe = scalprof_report::terminal_safe;
+    let mut err = std::io::stderr().lock();
+    writeln!(
+        err,
+        "scalprof: verify: run {} is not known to be yours: {}.",
+        a.run,
+        safe(&a.why)
+    )?;
+    writeln!(
+        err,
+        "scalprof: verify: it would run, as uid {}, several times:\n    {}",
+        // SAFETY: getuid has no preconditions and cannot fail.
+        unsafe { libc::getuid() },
+        safe(&scalprof_pipeline::verify::shown(&a.command))
+    )?;
+    if !a.causes.is_empty() {
+        writeln!(
+            err,
+            "scalprof: verify: lengthening: {}",
+            safe(&a.causes.join(", "))
+        )?;
+    }
+    write!(err, "Run it? [y/N] ")?;
+    err.flush()?;
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line)?;
+    Ok(matches!(line.trim(), "y" | "Y" | "yes" | "Yes"))
 }

@@ -70,6 +70,9 @@ fn resolve(root: &Path, dir: &Path) -> Result<Given, CgroupError> {
     if !real.join("cgroup.procs").is_file() {
         return Err(fail("not a cgroup: it has no cgroup.procs"));
     }
+    if let Some(why) = not_ours(&root, &real).or_else(|| frozen(&root, &real)) {
+        return Err(fail(&why));
+    }
     let mut parts = rest.components();
     let text = |p: &Path| p.to_string_lossy().into_owned();
     // v2 at the root, or beside v1 at `unified`; else the v1 hierarchy named by its mount.
@@ -93,6 +96,53 @@ fn resolve(root: &Path, dir: &Path) -> Result<Given, CgroupError> {
         },
         path: text(parts.as_path()),
     })
+}
+
+/// Why the cgroup at `real` (under `root`) is not one only we and root control: it, or a
+/// cgroup above it, belongs to another user, who could freeze the workload or change its
+/// limits in the middle of the sweep.
+fn not_ours(root: &Path, real: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    real.ancestors()
+        .take_while(|d| d.starts_with(root) && *d != root)
+        .find_map(|d| {
+            let uid = std::fs::symlink_metadata(d).ok()?.uid();
+            (uid != me && uid != 0).then(|| {
+                format!(
+                    "{} belongs to another user (uid {uid}), who could freeze the workload \
+                     or change its limits during the sweep; use a cgroup of your own \
+                     (mkdir under {})",
+                    d.display(),
+                    root.display()
+                )
+            })
+        })
+}
+
+/// Why the cgroup at `real` cannot run a workload now: it (or one above it) is frozen
+/// (v1 `freezer.state`, v2 `cgroup.events`' `frozen 1`), where a workload would wait
+/// past any timeout.
+fn frozen(root: &Path, real: &Path) -> Option<String> {
+    let read = |p: &Path| {
+        crate::private::read_shared(p, 4096)
+            .ok()
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+    };
+    real.ancestors()
+        .take_while(|d| d.starts_with(root) && *d != root)
+        .find_map(|d| {
+            let v1 = read(&d.join("freezer.state")).is_some_and(|s| s.trim() != "THAWED");
+            let v2 = read(&d.join("cgroup.events"))
+                .is_some_and(|s| s.lines().any(|l| l.trim() == "frozen 1"));
+            (v1 || v2).then(|| {
+                format!(
+                    "{} is frozen: a workload there would never run (thaw it first)",
+                    d.display()
+                )
+            })
+        })
 }
 
 /// `/proc/self/cgroup`'s text as the workload will have it: each given cgroup in place of
@@ -167,5 +217,29 @@ mod tests {
         assert!(e.to_string().contains("not under"), "{e}");
         let e = resolve(r, &r.join("missing")).unwrap_err();
         assert!(e.to_string().contains("mkdir"), "{e}");
+        // Frozen, itself or from above: refused, not waited on.
+        std::fs::write(
+            r.join("cpu,cpuacct/what-if/cgroup.events"),
+            "populated 0\nfrozen 1\n",
+        )
+        .unwrap();
+        let e = resolve(r, &r.join("cpu,cpuacct/what-if")).unwrap_err();
+        assert!(e.to_string().contains("is frozen"), "{e}");
+    }
+
+    #[test]
+    fn another_user_s_cgroup_is_refused() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("another_user_s_cgroup_is_refused: skipped, chown needs root");
+            return;
+        }
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        std::fs::create_dir_all(r.join("cpu/theirs/mine")).unwrap();
+        std::fs::write(r.join("cpu/theirs/mine/cgroup.procs"), "").unwrap();
+        std::os::unix::fs::chown(r.join("cpu/theirs"), Some(65534), Some(65534)).unwrap();
+        let e = resolve(r, &r.join("cpu/theirs/mine")).unwrap_err();
+        assert!(e.to_string().contains("uid 65534"), "{e}");
     }
 }

@@ -253,6 +253,91 @@ fn write_in_place(mut f: File, bytes: &[u8]) -> io::Result<()> {
     f.flush()
 }
 
+/// Reads a small file from a place another user may control (a checkout's `.git/HEAD`,
+/// a cgroup's files): never through a link in its last component, never blocking on a
+/// FIFO (opened O_NONBLOCK, and only a regular file is read), and never more than `cap`
+/// bytes (a link to /dev/zero, or a huge file, is refused rather than read whole).
+pub fn read_shared(path: &Path, cap: usize) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    let m = f.metadata()?;
+    if !m.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{} is not a regular file: not read", path.display()),
+        ));
+    }
+    let mut bytes = Vec::new();
+    f.take(cap as u64 + 1).read_to_end(&mut bytes)?;
+    if bytes.len() > cap {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{} is larger than {cap} bytes: not read", path.display()),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Appends `bytes` to a file the environment names for output (a CI's step summary),
+/// creating it when missing. The path is walked as [`write_user_file`] walks it (another
+/// user's link refused); only a regular file is appended to (a FIFO or a device is
+/// refused, never waited on or read), and what it held before is never read whole nor
+/// rewritten: it stays as it was, whatever its bytes. A newline is put first when the
+/// file does not end with one.
+pub fn append_user_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::FileExt;
+    let refuse = |why: String| {
+        io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("{why}: refusing to write through it"),
+        )
+    };
+    let (dir, name) = match walk::walk(path, Policy::Output, Want::Parent) {
+        Ok(Reached::Name { dir, name }) => (dir, name),
+        Ok(Reached::Proc(_)) => {
+            return Err(refuse(format!("{} is not a regular file", path.display())))
+        }
+        Ok(Reached::Dir) => unreachable!("a walk for a file's folder"),
+        Err(WalkError::Refused(why)) => return Err(refuse(why)),
+        Err(WalkError::Io { source, .. }) => return Err(source),
+    };
+    let folder = walk::fstat(&dir)?;
+    if let Ok(st) = walk::stat_at(&dir, &name) {
+        if let Some(why) = foreign_stat(&st, &folder) {
+            return Err(refuse(why));
+        }
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return Err(refuse(format!("{} is not a regular file", path.display())));
+        }
+    }
+    let fd = walk::open_at(
+        Some(&dir),
+        &name,
+        libc::O_RDWR | libc::O_APPEND | libc::O_CREAT | libc::O_NOFOLLOW | libc::O_NONBLOCK,
+        0o666 & !umask(),
+    )?;
+    let mut f = File::from(fd);
+    let m = f.metadata()?;
+    if !m.is_file() {
+        return Err(refuse(format!("{} is not a regular file", path.display())));
+    }
+    let mut text = Vec::with_capacity(bytes.len() + 1);
+    if m.len() > 0 {
+        let mut last = [0u8; 1];
+        f.read_exact_at(&mut last, m.len() - 1)?;
+        if last[0] != b'\n' {
+            text.push(b'\n');
+        }
+    }
+    text.extend_from_slice(bytes);
+    f.write_all(&text)?;
+    f.flush()
+}
+
 /// This process's umask, from /proc (reading it with umask(2) would change it, for a
 /// moment, for every thread).
 fn umask() -> u32 {

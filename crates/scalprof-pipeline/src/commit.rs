@@ -8,6 +8,20 @@
 
 use std::path::{Path, PathBuf};
 
+/// The most a checkout's HEAD, ref or `.git` file may hold to be read.
+const SMALL: usize = 4096;
+
+/// The most `packed-refs` may hold to be read (a repository with many tags).
+const PACKED: usize = 16 << 20;
+
+/// A file of the checkout, as text: read without blocking on a FIFO, following no link
+/// in its last component, and never past `cap` bytes (the checkout may be another
+/// user's, and what they put there is data to validate, not a file to trust).
+fn read(path: &Path, cap: usize) -> Option<String> {
+    let bytes = scalprof_collect::private::read_shared(path, cap).ok()?;
+    String::from_utf8(bytes).ok()
+}
+
 /// The commit for a run of `command` started in `cwd`: `given`, the checkout's HEAD, or
 /// the CI's variable; `None` when none is known.
 pub fn commit_of(given: Option<&str>, command: &[String], cwd: &Path) -> Option<String> {
@@ -36,16 +50,16 @@ fn checkout_head(dir: &Path) -> Option<String> {
     let git = dir
         .ancestors()
         .map(|d| d.join(".git"))
-        .find(|g| g.exists())?;
+        .find(|g| g.symlink_metadata().is_ok())?;
     // A worktree or submodule: `.git` is a file naming the real directory.
-    let git = if git.is_file() {
-        let text = std::fs::read_to_string(&git).ok()?;
+    let git = if git.symlink_metadata().ok()?.is_file() {
+        let text = read(&git, SMALL)?;
         let target = text.trim().strip_prefix("gitdir:")?.trim();
         git.parent()?.join(target)
     } else {
         git
     };
-    let head = std::fs::read_to_string(git.join("HEAD")).ok()?;
+    let head = read(&git.join("HEAD"), SMALL)?;
     let head = head.trim();
     let Some(name) = head.strip_prefix("ref:") else {
         return is_object_id(head).then(|| head.to_string());
@@ -56,13 +70,11 @@ fn checkout_head(dir: &Path) -> Option<String> {
         return None;
     }
     // A worktree keeps its refs in the main repository (`commondir`).
-    let common = std::fs::read_to_string(git.join("commondir"))
-        .ok()
+    let common = read(&git.join("commondir"), SMALL)
         .map(|c| git.join(c.trim()))
         .unwrap_or_else(|| git.clone());
     [&git, &common].iter().find_map(|g| {
-        std::fs::read_to_string(g.join(name))
-            .ok()
+        read(&g.join(name), SMALL)
             .map(|t| t.trim().to_string())
             .filter(|t| is_object_id(t))
             .or_else(|| packed(g, name))
@@ -71,8 +83,7 @@ fn checkout_head(dir: &Path) -> Option<String> {
 
 /// `name` in `packed-refs`.
 fn packed(git: &Path, name: &str) -> Option<String> {
-    std::fs::read_to_string(git.join("packed-refs"))
-        .ok()?
+    read(&git.join("packed-refs"), PACKED)?
         .lines()
         .filter_map(|l| l.split_once(' '))
         .find(|(_, r)| *r == name)

@@ -22,7 +22,7 @@ pub use scalprof_collect::interrupt::Interrupt;
 pub use scalprof_collect::keeper;
 /// The output-file guard: files the user named are written without following another
 /// user's link, and such a path is refused when parsed.
-pub use scalprof_collect::private::{foreign_output, write_user_file};
+pub use scalprof_collect::private::{append_user_file, foreign_output, write_user_file};
 /// A sweep list (`1,2,4`, `1-8`), parsed as every command that takes one parses it.
 pub use scalprof_collect::sweep::parse_values as parse_sweep_list;
 /// What one execution is for, what a sweep says as it goes, and how it ended: what an

@@ -71,12 +71,13 @@ pub fn step_summary(markdown: &str) -> Result<()> {
         return Ok(());
     };
     let path = PathBuf::from(path);
-    let mut text = std::fs::read_to_string(&path).unwrap_or_default();
-    if !text.is_empty() && !text.ends_with('\n') {
-        text.push('\n');
-    }
-    text.push_str(markdown);
+    let mut text = markdown.to_string();
     text.push('\n');
-    out::file(&path, text)?;
+    scalprof_pipeline::facade::append_user_file(&path, text.as_bytes()).map_err(|source| {
+        out::WriteError {
+            target: path.display().to_string(),
+            source,
+        }
+    })?;
     Ok(())
 }

@@ -68,3 +68,178 @@ fn verify_never_runs_a_command_a_teammate_rewrote() {
         .unwrap();
     assert!(out.status.success(), "{}", stderr_of(&out));
 }
+
+/// A store in `dir` with two quick runs, for `compare 1 2`.
+fn store_with_two_runs(dir: &Path) -> PathBuf {
+    let db = store_with_a_run(dir);
+    let out = scalprof(&db)
+        .args(QUICK_RUN)
+        .args(["sh", "-c", "echo ops=1"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    db
+}
+
+/// `compare 1 2` as a gate, with the step summary at `summary`, killed after 20 s.
+fn gate_into(db: &Path, summary: &Path) -> std::process::Output {
+    let mut c = scalprof_process(db);
+    c.args(["compare", "1", "2", "--fail-if-slower", "1000"])
+        .env("GITHUB_STEP_SUMMARY", summary);
+    let mut t = StdCommand::new("timeout");
+    t.args(["-s", "KILL", "20"])
+        .arg(c.get_program())
+        .args(c.get_args());
+    for (k, v) in c.get_envs() {
+        if let Some(v) = v {
+            t.env(k, v);
+        }
+    }
+    t.output().unwrap()
+}
+
+/// Rows 9 and 13: $GITHUB_STEP_SUMMARY naming a FIFO hung the gate, naming /dev/zero
+/// exhausted memory (it was read whole first), and a summary holding a byte that is not
+/// UTF-8 was replaced, earlier steps' text lost. Now only a regular file is appended to,
+/// and what it held stays as it was.
+#[test]
+fn the_step_summary_is_appended_to_never_read_or_waited_on() {
+    if !need_root("the_step_summary_is_appended_to_never_read_or_waited_on") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let db = store_with_two_runs(tmp.path());
+    let fifo = tmp.path().join("fifo");
+    assert!(StdCommand::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let zero = tmp.path().join("zero");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    for planted in [&fifo, &zero] {
+        let out = gate_into(&db, planted);
+        let err = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(2), "{}: {err}", planted.display());
+        assert!(err.contains("not a regular file"), "{err}");
+    }
+    // Earlier steps' bytes, one of them not UTF-8, are kept as they were.
+    let summary = tmp.path().join("summary.md");
+    let earlier = b"## build\n\xff ok".to_vec();
+    std::fs::write(&summary, &earlier).unwrap();
+    let out = gate_into(&db, &summary);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let now = std::fs::read(&summary).unwrap();
+    assert!(
+        now.starts_with(&earlier),
+        "the earlier steps' text was changed"
+    );
+    assert!(now.len() > earlier.len() + 10, "nothing appended");
+    assert_eq!(now[earlier.len()], b'\n', "a newline before the new text");
+}
+
+/// Row 8: another user's `.git/HEAD` FIFO above the working folder hung `run` for 600 s,
+/// deaf to SIGTERM; a HEAD linked to /dev/zero was read without bound. Now neither is
+/// read, and the run records no commit.
+#[test]
+fn a_planted_git_head_never_hangs_a_run() {
+    if !need_root("a_planted_git_head_never_hangs_a_run") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let shared = nobodys_folder(&tmp.path().join("shared"));
+    let git = shared.join(".git");
+    std::fs::create_dir(&git).unwrap();
+    let work = shared.join("work");
+    std::fs::create_dir(&work).unwrap();
+    let db = tmp.path().join("runs.db");
+    for plant in ["fifo", "zero"] {
+        let head = git.join("HEAD");
+        let _ = std::fs::remove_file(&head);
+        if plant == "fifo" {
+            assert!(StdCommand::new("mkfifo")
+                .arg(&head)
+                .status()
+                .unwrap()
+                .success());
+        } else {
+            std::os::unix::fs::symlink("/dev/zero", &head).unwrap();
+        }
+        std::os::unix::fs::lchown(&head, Some(NOBODY), Some(NOBODY)).unwrap();
+        let started = std::time::Instant::now();
+        let out = StdCommand::new("timeout")
+            .args(["-s", "KILL", "30"])
+            .arg(assert_cmd::cargo::cargo_bin("scalprof"))
+            .arg("--db")
+            .arg(&db)
+            .args(QUICK_RUN)
+            .args(["sh", "-c", "echo ops=1"])
+            .current_dir(&work)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{plant}: {}", stderr_of(&out));
+        assert!(
+            started.elapsed().as_secs() < 20,
+            "{plant}: took {:?}",
+            started.elapsed()
+        );
+    }
+    let doc = show_json(&db, "latest");
+    assert!(
+        doc.get("commit").is_none_or(|c| c.is_null()),
+        "{}",
+        doc["commit"]
+    );
+}
+
+/// Row 10: another user's frozen freezer cgroup given to `--cgroup` hung the sweep past
+/// `--timeout` and SIGTERM. Now a frozen cgroup, or another user's, is refused up front.
+#[test]
+fn a_frozen_or_foreign_cgroup_is_refused_before_the_sweep() {
+    if !need_root("a_frozen_or_foreign_cgroup_is_refused_before_the_sweep") {
+        return;
+    }
+    let freezer = Path::new("/sys/fs/cgroup/freezer");
+    if !freezer.join("cgroup.procs").exists() {
+        eprintln!("a_frozen_or_foreign_cgroup_is_refused_before_the_sweep: skipped, no v1 freezer");
+        return;
+    }
+    let cg = freezer.join(format!("scalprof-test-frozen-{}", std::process::id()));
+    std::fs::create_dir(&cg).unwrap();
+    let run = |cg: &Path| {
+        let tmp = tempfile::tempdir().unwrap();
+        StdCommand::new("timeout")
+            .args(["-s", "KILL", "30"])
+            .arg(assert_cmd::cargo::cargo_bin("scalprof"))
+            .arg("--db")
+            .arg(tmp.path().join("runs.db"))
+            .args([
+                "run",
+                "-t",
+                "1",
+                "--repeat",
+                "1",
+                "--diagnose",
+                "0",
+                "--timeout",
+                "3s",
+            ])
+            .arg("--cgroup")
+            .arg(cg)
+            .args(["--", "sh", "-c", "echo ops=1"])
+            .output()
+            .unwrap()
+    };
+    std::fs::write(cg.join("freezer.state"), "FROZEN").unwrap();
+    let frozen = run(&cg);
+    std::fs::write(cg.join("freezer.state"), "THAWED").unwrap();
+    std::os::unix::fs::chown(&cg, Some(NOBODY), Some(NOBODY)).unwrap();
+    let foreign = run(&cg);
+    let _ = std::fs::remove_dir(&cg);
+    let err = stderr_of(&frozen);
+    assert_eq!(frozen.status.code(), Some(2), "{err}");
+    assert!(err.contains("is frozen"), "{err}");
+    let err = stderr_of(&foreign);
+    assert_eq!(foreign.status.code(), Some(2), "{err}");
+    assert!(err.contains("another user (uid 65534)"), "{err}");
+}

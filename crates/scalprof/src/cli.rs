@@ -541,11 +541,18 @@ fn parse_list(s: &str) -> Result<String, String> {
         .map_err(|e| e.to_string())
 }
 
-/// A percentage threshold: a finite number, 0 or more (`nan` would never fire).
+/// A slowdown threshold in percent, `5` or `5%`: a finite number from 0 to below 100
+/// (`nan` would never fire, and B cannot be 100% or more slower than A: such a gate could
+/// never fail).
 fn parse_percent(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(p) if p.is_finite() && p >= 0.0 => Ok(p),
-        _ => Err("must be a percentage, 0 or more (e.g. 5)".into()),
+    let number = s.trim().strip_suffix('%').unwrap_or(s.trim()).trim_end();
+    match number.parse::<f64>() {
+        Ok(p) if p.is_finite() && (0.0..100.0).contains(&p) => Ok(p),
+        Ok(p) if p.is_finite() && p >= 100.0 => Err(format!(
+            "{p}% slower would mean a throughput of zero or less, so the gate could never \
+             fail: give a percentage below 100 (e.g. 5 or 5%)"
+        )),
+        _ => Err("must be a percentage from 0 to below 100 (e.g. 5 or 5%)".into()),
     }
 }
 
@@ -576,4 +583,22 @@ fn parse_stack_size(s: &str) -> Result<u32, String> {
         ));
     }
     Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_percent;
+
+    #[test]
+    fn a_percentage_is_taken_as_people_type_it() {
+        assert_eq!(parse_percent("5"), Ok(5.0));
+        assert_eq!(parse_percent("5%"), Ok(5.0));
+        assert_eq!(parse_percent("2.5 %"), Ok(2.5));
+        assert_eq!(parse_percent("0"), Ok(0.0));
+        for bad in ["-1", "nan", "inf", "%", "five"] {
+            assert!(parse_percent(bad).is_err(), "{bad}");
+        }
+        let e = parse_percent("150%").unwrap_err();
+        assert!(e.contains("could never fail"), "{e}");
+    }
 }

@@ -13,7 +13,8 @@ use crate::out;
 
 /// `scalprof compare A B`: two runs (or two suite documents) side by side.
 pub fn compare(db: &Option<PathBuf>, args: cli::CompareArgs) -> Result<ExitCode> {
-    match (scalprof_pipeline::suite::read_document(&args.a)?, scalprof_pipeline::suite::read_document(&args.b)?) {
+    let (a_doc, b_doc) = (suite_file(db, &args.a)?, suite_file(db, &args.b)?);
+    match (a_doc, b_doc) {
         (Some(a), Some(b)) => return compare_suites(db, &args, &a, &b),
         (None, None) => {}
         (Some(_), None) | (None, Some(_)) => {
@@ -110,6 +111,30 @@ pub fn compare(db: &Option<PathBuf>, args: cli::CompareArgs) -> Result<ExitCode>
 /// Says which run a label was taken to mean where it names several, and when A and B are
 /// one run (nothing can differ). `compare sh sh` once compared the newest `sh` run with
 /// itself without a word.
+/// `arg` as a suite document, or `None` for a run. A run the store names wins over a file
+/// of the same name in the working folder (another user may have planted `1` and `2` in
+/// a shared one): that file is read only when written as a path (`./1`), and the user is
+/// told which was taken.
+fn suite_file(
+    db: &Option<PathBuf>,
+    arg: &str,
+) -> Result<Option<scalprof_model::suite::SuiteDocument>> {
+    let as_path = arg.contains('/');
+    if !as_path && std::path::Path::new(arg).exists() {
+        let run = open_store_read_only(db)
+            .ok()
+            .and_then(|s| s.resolve(arg).ok());
+        if let Some(id) = run {
+            eprintln!(
+                "scalprof: note: {arg:?} is run {id} in the store, and also a file in this \
+                 folder: comparing the run (write ./{arg} for the file)"
+            );
+            return Ok(None);
+        }
+    }
+    scalprof_pipeline::suite::read_document(arg)
+}
+
 fn warn_of_ambiguity(
     store: &scalprof_store::Store,
     args: &cli::CompareArgs,

@@ -84,7 +84,7 @@ fn store_with_two_runs(dir: &Path) -> PathBuf {
 /// `compare 1 2` as a gate, with the step summary at `summary`, killed after 20 s.
 fn gate_into(db: &Path, summary: &Path) -> std::process::Output {
     let mut c = scalprof_process(db);
-    c.args(["compare", "1", "2", "--fail-if-slower", "1000"])
+    c.args(["compare", "1", "2", "--fail-if-slower", "99%"])
         .env("GITHUB_STEP_SUMMARY", summary);
     let mut t = StdCommand::new("timeout");
     t.args(["-s", "KILL", "20"])
@@ -242,4 +242,39 @@ fn a_frozen_or_foreign_cgroup_is_refused_before_the_sweep() {
     let err = stderr_of(&foreign);
     assert_eq!(foreign.status.code(), Some(2), "{err}");
     assert!(err.contains("another user (uid 65534)"), "{err}");
+}
+
+/// Row 7: files named `1` and `2` planted in a shared working folder were compared
+/// instead of runs 1 and 2, and their author chose the gate's result. Now the runs win,
+/// and the user is told; `./1` names the file.
+#[test]
+fn compare_prefers_the_runs_to_files_of_the_same_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = store_with_two_runs(tmp.path());
+    let work = tmp.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    for name in ["1", "2"] {
+        std::fs::write(work.join(name), "{\"schema\": \"planted\"}").unwrap();
+    }
+    let out = scalprof_process(&db)
+        .args(["compare", "1", "2", "--json"])
+        .current_dir(&work)
+        .output()
+        .unwrap();
+    let err = stderr_of(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("comparing the run"), "{err}");
+    let c: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(c.get("points").is_some(), "not a comparison of runs: {c}");
+    // Written as a path, the file is read (and is no suite document).
+    let out = scalprof_process(&db)
+        .args(["compare", "./1", "./2"])
+        .current_dir(&work)
+        .output()
+        .unwrap();
+    assert!(
+        stderr_of(&out).contains("not a suite document"),
+        "{}",
+        stderr_of(&out)
+    );
 }

@@ -18,6 +18,25 @@ pub fn human_ns(v: f64) -> String {
     }
 }
 
+/// A command line as a shell would take it back: an argument with a space or a shell
+/// character is single-quoted (`sh -c 'echo ops=1'`), so that it can be copied and rerun.
+/// (Written here: the rule is four lines, and quoting for display only.)
+pub fn shell_line(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| {
+            let plain = !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "_@%+=:,./{}-".contains(c));
+            if plain {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 #[cfg(test)]
 #[test]
 fn durations_read_in_their_unit() {

@@ -87,7 +87,10 @@ pub fn verify(
         bail!("run {id} has no finding to verify: name a cause with --cause (a system call such as fdatasync)");
     }
     let command = command_to_run(store, id, &run, opts, &causes, approve)?;
-    progress(&format!("the command: {}", shown(&command)));
+    progress(&format!(
+        "the command: {}",
+        scalprof_model::units::shell_line(&command)
+    ));
     // The store's own folder for the run, never the stored `output_dir` (a teammate's
     // text): root makes no folder where a shared store says.
     let dir = scalprof_collect::private::private_dir(&store.run_output_dir(id)?.join("verify"))?;
@@ -152,28 +155,11 @@ fn command_to_run(
                      the command again after `--` (scalprof verify {id} -- COMMAND…), or \
                      confirm it on a terminal",
                     ask.why,
-                    shown(&ask.command)
+                    scalprof_model::units::shell_line(&ask.command)
                 )
             }
         }
     }
-}
-
-/// A command as a shell would read it back, each word quoted where it needs to be.
-pub fn shown(argv: &[String]) -> String {
-    argv.iter()
-        .map(|w| {
-            if !w.is_empty()
-                && w.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%{}".contains(c))
-            {
-                w.clone()
-            } else {
-                format!("'{}'", w.replace('\'', "'\\''"))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 /// The point to run at: the one asked for, if the run measured it, else the largest.

@@ -40,9 +40,15 @@ pub fn comparison_causes(c: &Comparison) -> Vec<String> {
     out
 }
 
-/// Markdown cells hold no `|` nor a line break.
+/// Markdown cells hold no `|` nor a line break, and no HTML: a label's `<!--` would hide
+/// the rest of the summary on GitHub's page, so `<`, `>` and `&` are entities; control
+/// characters (an ESC in a commit) are shown as in a terminal.
 fn cell(s: &str) -> String {
-    crate::one_line(s).replace('|', "\\|")
+    crate::terminal_line(s)
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('|', "\\|")
 }
 
 /// The step summary of a comparison: the gate's outcome as the headline, a table of the

@@ -20,8 +20,10 @@ pub fn folded_lines(p: &PointProfile) -> Vec<String> {
 
 fn options(title: &str, subtitle: Option<String>, count_name: &str) -> Options<'static> {
     let mut o = Options::default();
-    o.title = title.to_string();
-    o.subtitle = subtitle;
+    // XML forbids most control characters, even escaped: a frame, a label or a title
+    // from the store shows them in caret notation instead.
+    o.title = crate::terminal_line(title);
+    o.subtitle = subtitle.map(|s| crate::terminal_line(&s));
     o.colors = Palette::Multi(MultiPalette::Perl);
     o.count_name = count_name.to_string();
     // Same input, same SVG: no random colors.
@@ -32,7 +34,11 @@ fn options(title: &str, subtitle: Option<String>, count_name: &str) -> Options<'
 
 /// An SVG flame graph of one profile.
 pub fn svg(p: &PointProfile, title: &str, subtitle: Option<String>) -> std::io::Result<Vec<u8>> {
-    let lines = folded_lines(p);
+    // Folded text keeps the frames as they are; in XML a control character is shown.
+    let lines: Vec<String> = folded_lines(p)
+        .iter()
+        .map(|l| crate::terminal_line(l))
+        .collect();
     let mut out = Vec::new();
     let mut opts = options(title, subtitle, "samples");
     flamegraph::from_lines(&mut opts, lines.iter().map(String::as_str), &mut out)?;
@@ -45,7 +51,10 @@ pub fn svg_of(
     title: &str,
     subtitle: Option<String>,
 ) -> std::io::Result<Vec<u8>> {
-    let mut lines: Vec<String> = stacks.iter().map(|(s, n)| format!("{s} {n}")).collect();
+    let mut lines: Vec<String> = stacks
+        .iter()
+        .map(|(s, n)| format!("{} {n}", crate::terminal_line(s)))
+        .collect();
     lines.sort();
     let mut out = Vec::new();
     let mut opts = options(title, subtitle, "samples");
@@ -127,7 +136,7 @@ pub fn diff_lines(
         .map(|k| {
             let x = (a.get(k).copied().unwrap_or(0.0) * scale).round() as u64;
             let y = (b.get(k).copied().unwrap_or(0.0) * scale).round() as u64;
-            format!("{k} {x} {y}")
+            format!("{} {x} {y}", crate::terminal_line(k))
         })
         .collect()
 }
@@ -206,6 +215,22 @@ mod tests {
         assert_eq!(
             lines,
             ["counters_packed;start_thread;worker 1000000 142857"]
+        );
+    }
+
+    #[test]
+    fn control_characters_in_frames_and_titles_keep_the_svg_well_formed() {
+        let p = prof(&[("main;evil\u{1b}[31m;\u{0}x", 3000), ("main;ok", 1000)]);
+        let svg =
+            String::from_utf8(svg(&p, "t\u{1b}itle", Some("s\u{7}".into())).unwrap()).unwrap();
+        assert!(
+            !svg.chars()
+                .any(|c| (c as u32) < 0x20 && !matches!(c, '\t' | '\n' | '\r')),
+            "a control character XML forbids"
+        );
+        assert!(
+            svg.contains("evil^[[31m"),
+            "the frame is shown in caret notation"
         );
     }
 }

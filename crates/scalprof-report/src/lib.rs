@@ -36,7 +36,7 @@ pub use history::{history_html, history_text, sparkline};
 pub use layout::{kernel_struct_text, layout_text};
 pub use locks::{lock_growth, lock_table};
 pub use runs::{runs_table, RunRow};
-pub use safe::{one_line, shell_line, terminal_safe};
+pub use safe::{one_line, shell_line, terminal_line, terminal_safe};
 pub use summary::{
     foreign_processes, run_model_line, summary, summary_with, verdict_line, WIDE_INTERVAL,
 };

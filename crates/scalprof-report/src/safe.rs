@@ -27,28 +27,19 @@ pub fn terminal_safe(text: &str) -> String {
     out
 }
 
+/// A value shown on one line of a terminal, a flame graph or a step summary: a label, a
+/// commit, another process's name, a frame. Line breaks as `\n`, other controls as
+/// [`terminal_safe`] shows them, so that it cannot start a line of its own (a forged
+/// `scalprof:` line) nor carry a character XML forbids.
+pub fn terminal_line(text: &str) -> String {
+    terminal_safe(&one_line(text))
+}
+
 pub(crate) fn is_bidi_control(c: char) -> bool {
     matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
-/// A command line as a shell would take it back: an argument with a space or a shell
-/// character is single-quoted (`sh -c 'echo ops=1'`), so that it can be copied and rerun.
-/// (Written here: the rule is four lines, and quoting for display only.)
-pub fn shell_line(argv: &[String]) -> String {
-    argv.iter()
-        .map(|a| {
-            let plain = !a.is_empty()
-                && a.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "_@%+=:,./{}-".contains(c));
-            if plain {
-                a.clone()
-            } else {
-                format!("'{}'", a.replace('\'', "'\\''"))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
+pub use scalprof_model::units::shell_line;
 
 /// A value from the workload or the user (a label, an argument, a symbol) put on one line
 /// of a report: a newline in it would start a line of its own, so it is shown as `\n`.

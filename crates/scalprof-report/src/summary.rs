@@ -351,7 +351,8 @@ pub(crate) fn warnings_and_findings(doc: &RunDocument, shown: &crate::warnings::
     if !shown.rest.is_empty() {
         out += "\nwarnings:\n";
         for w in &shown.rest {
-            out += &format!("  ! {w}\n");
+            // One line each: another process's name is part of some (a forged `!` line).
+            out += &format!("  ! {}\n", one_line(w));
         }
     }
     if !doc.findings.is_empty() {

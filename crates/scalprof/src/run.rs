@@ -138,7 +138,7 @@ impl Progress {
     fn started(&mut self, id: i64, label: &str, shape: &Shape) {
         eprintln!(
             "scalprof: run {id} ({}): {} point{} × {} repeat{}{}",
-            scalprof_report::terminal_safe(label),
+            scalprof_report::terminal_line(label),
             shape.points,
             if shape.points == 1 { "" } else { "s" },
             shape.repeat,

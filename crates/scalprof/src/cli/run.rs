@@ -135,7 +135,7 @@ pub struct RunArgs {
 
     /// The commit of the code measured, for `scalprof history`; by default HEAD of the git
     /// checkout the workload runs from, else $GITHUB_SHA or $CI_COMMIT_SHA.
-    #[arg(long, value_name = "SHA")]
+    #[arg(long, value_name = "SHA", value_parser = parse_commit)]
     pub commit: Option<String>,
 
     /// Run the workload in this cgroup (a directory under /sys/fs/cgroup, v1 or v2; once
@@ -295,4 +295,19 @@ fn the_default_frequency_keeps_the_sample_data_rate_bounded() {
 pub enum Scaling {
     Weak,
     Strong,
+}
+
+/// A commit as git names one: a hash, a tag or a branch (`v1.2`, `release/3`, `HEAD~2`),
+/// at most 200 characters, none of them a space or a control character (it is shown in
+/// logs, step summaries and JUnit files).
+fn parse_commit(s: &str) -> Result<String, String> {
+    let ok = !s.is_empty()
+        && s.len() <= 200
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._/+-~^@{}:".contains(c));
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err("must be a commit hash, tag or branch name: letters, digits and ._/+-~^@{}: only, at most 200 characters".into())
+    }
 }

@@ -201,14 +201,16 @@ fn compare_suites(
         let mut slower = Vec::new();
         for t in &c.tests {
             for (v, d) in slower_points(&t.comparison, pct) {
+                // A suite document is a file from anywhere: its names are shown, not obeyed.
+                let (name, mode) = (
+                    scalprof_report::terminal_line(&t.name),
+                    scalprof_report::terminal_line(&t.mode),
+                );
                 eprintln!(
-                    "scalprof: B is slower in {} ({}) at {v} workers: throughput {d:+.1}% (proven at 95% confidence)",
-                    t.name, t.mode
+                    "scalprof: B is slower in {name} ({mode}) at {v} workers: throughput {d:+.1}% (proven at 95% confidence)",
                 );
                 slower.push(format!(
-                    "{} ({}) at {v} workers ({})",
-                    t.name,
-                    t.mode,
+                    "{name} ({mode}) at {v} workers ({})",
                     signed_pct(d)
                 ));
             }

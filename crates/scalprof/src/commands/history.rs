@@ -55,9 +55,10 @@ pub fn history(db: &Option<PathBuf>, args: cli::HistoryArgs) -> Result<ExitCode>
             c.metric,
             -c.change * 100.0,
             c.run,
-            c.commit
-                .as_deref()
-                .map_or(String::new(), |s| format!(" (commit {s})"))
+            c.commit.as_deref().map_or(String::new(), |s| format!(
+                " (commit {})",
+                scalprof_report::terminal_line(s)
+            ))
         );
         return Ok(ExitCode::from(1));
     }

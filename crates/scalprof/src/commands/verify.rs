@@ -86,7 +86,7 @@ fn ask(a: &Approval) -> Result<bool> {
         "scalprof: verify: it would run, as uid {}, several times:\n    {}",
         // SAFETY: getuid has no preconditions and cannot fail.
         unsafe { libc::getuid() },
-        safe(&scalprof_pipeline::verify::shown(&a.command))
+        safe(&scalprof_report::shell_line(&a.command))
     )?;
     if !a.causes.is_empty() {
         writeln!(

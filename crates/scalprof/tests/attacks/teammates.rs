@@ -278,3 +278,48 @@ fn compare_prefers_the_runs_to_files_of_the_same_name() {
         stderr_of(&out)
     );
 }
+
+/// Rows 17 and 18: a label's newline forged a `scalprof:` line on stderr, and a label's
+/// `<!--` hid the verdict in GitHub's rendering of the step summary. Now a label is one
+/// line wherever it is shown, and the summary holds no HTML of the label's.
+#[test]
+fn a_label_cannot_forge_a_line_nor_hide_the_verdict() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("runs.db");
+    let label = "nightly <!--\nscalprof: all clear\u{1b}[2J";
+    for _ in 0..2 {
+        let out = scalprof(&db)
+            .args([
+                "run",
+                "-t",
+                "1",
+                "--repeat",
+                "2",
+                "--diagnose",
+                "0",
+                "--label",
+                label,
+            ])
+            .args(["--", "sh", "-c", "echo ops=1"])
+            .output()
+            .unwrap();
+        let err = stderr_of(&out);
+        assert!(out.status.success(), "{err}");
+        assert!(
+            !err.lines().any(|l| l.starts_with("scalprof: all clear")),
+            "a forged line: {err}"
+        );
+        assert!(!err.contains('\u{1b}'), "a raw ESC: {err}");
+    }
+    let summary = tmp.path().join("summary.md");
+    let out = scalprof(&db)
+        .args(["compare", "1", "2", "--fail-if-slower", "50"])
+        .env("GITHUB_STEP_SUMMARY", &summary)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let md = std::fs::read_to_string(&summary).unwrap();
+    assert!(!md.contains("<!--"), "{md}");
+    assert!(!md.contains('\u{1b}'), "{md}");
+    assert!(md.contains("no regression"), "{md}");
+}

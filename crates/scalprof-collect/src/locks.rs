@@ -207,7 +207,7 @@ pub fn spread_over_stacks(
             out.push(t.clone());
             continue;
         }
-        let longest = mine
+        let mut longest = mine
             .iter()
             .enumerate()
             .max_by_key(|(_, s)| s.max_ns)
@@ -224,11 +224,17 @@ pub fn spread_over_stacks(
                 )
             };
             let (count, total_ns) = (count.min(count_left), total_ns.min(ns_left));
-            count_left -= count;
-            ns_left -= total_ns;
-            if count == 0 && total_ns == 0 {
+            // A stack whose share rounds to no wait gets none, and its time stays with
+            // the rest (the last stack always gets at least one wait): a row of no wait
+            // and some time would break max ≥ total / count wherever rows are summed.
+            if count == 0 {
+                if i == longest {
+                    longest = mine.len() - 1;
+                }
                 continue;
             }
+            count_left -= count;
+            ns_left -= total_ns;
             out.push(KernelLockRaw {
                 lock: t.lock,
                 tgid: t.tgid,
@@ -383,6 +389,34 @@ mod tests {
             assert!(k.max_ns >= k.total_ns / k.count.max(1), "{k:?}");
         }
         assert_eq!(out.iter().map(|k| k.max_ns).max(), Some(20_000));
+    }
+
+    #[test]
+    fn a_lock_of_fewer_waits_than_stacks_keeps_its_numbers_in_agreement() {
+        // One wait of 21.5 µs, sampled on two stacks (as a kernel rwsem was in CI): no
+        // stack may get time without a wait, and the lock's maximum stays with one.
+        let totals = [raw(1, &[], 1, 21_553, 21_553)];
+        let sampled = [
+            raw(1, &[0xa], 1, 415, 415),
+            raw(1, &[0xb], 1, 21_138, 21_138),
+        ];
+        let out = spread_over_stacks(&totals, &sampled);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(
+            (out[0].count, out[0].total_ns, out[0].max_ns),
+            (1, 21_553, 21_553)
+        );
+        // The heavier stack first, rounding to no wait: the other keeps all.
+        let sampled = [
+            raw(1, &[0xb], 1, 21_138, 21_138),
+            raw(1, &[0xa], 1, 415, 415),
+        ];
+        let out = spread_over_stacks(&totals, &sampled);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(
+            (out[0].count, out[0].total_ns, out[0].max_ns),
+            (1, 21_553, 21_553)
+        );
     }
 
     #[test]

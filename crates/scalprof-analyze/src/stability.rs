@@ -270,6 +270,7 @@ pub fn point_interference<'a>(repeats: impl Iterator<Item = &'a Repeat>) -> Opti
     Some(Interference {
         steal_s: Spread::of(measured.iter().map(|i| i.steal_s)).map_or(0.0, |s| s.median),
         share,
+        peak: measured.iter().map(|i| i.share).fold(0.0, f64::max),
         processes: by_process,
         disturbed: measured.iter().filter(|i| i.is_disturbed()).count() as u32,
     })
@@ -281,13 +282,12 @@ pub fn point_interference<'a>(repeats: impl Iterator<Item = &'a Repeat>) -> Opti
 /// thread woken while its sibling and a foreign process held the two CPUs is counted as
 /// waiting behind its sibling). That part of the workload's own CPU wait is moved to the
 /// foreign cause: interference, not the program's.
+///
+/// `s` is the share over the traced repeats the lock tables were summed from (the kept
+/// ones), weighed by their wall time, as their waits are: a burst of another process in
+/// one of three repeats is a third of its share there, where a median would make it none.
 pub(crate) fn move_interference(causes: &mut Vec<Cause>, p: &Point, cpus: u32) {
-    let shares: Vec<f64> = p
-        .traced_repeats
-        .iter()
-        .filter_map(|r| r.interference.as_ref().map(|i| i.share))
-        .collect();
-    let Some(s) = Spread::of(shares.into_iter()).map(|s| s.median) else {
+    let Some(s) = traced_share(&p.traced_repeats) else {
         return;
     };
     // `s` is a share of the CPUs the workload could use, min(threads, CPUs); a cause's
@@ -329,6 +329,20 @@ pub(crate) fn move_interference(causes: &mut Vec<Cause>, p: &Point, cpus: u32) {
             detail: "cpu-wait".into(),
         }),
     }
+}
+
+/// The share of the CPUs the workload could use that other processes took over the kept
+/// traced repeats, weighed by each repeat's wall time; `None` where none was measured.
+fn traced_share(traced: &[Repeat]) -> Option<f64> {
+    let measured: Vec<(f64, f64)> = scalprof_model::stability::kept(traced)
+        .into_iter()
+        .filter_map(|r| Some((r.interference.as_ref()?.share, r.wall_s.max(0.0))))
+        .collect();
+    let wall: f64 = measured.iter().map(|(_, w)| w).sum();
+    if measured.is_empty() || wall <= 0.0 {
+        return None;
+    }
+    Some(measured.iter().map(|(s, w)| s * w).sum::<f64>() / wall)
 }
 
 /// Whether a budget cause is the time the workload waited behind other processes.
@@ -532,5 +546,92 @@ mod tests {
             .map(|r| (r.value, r.index, r.profile.is_some(), r.locks.is_some()))
             .collect();
         assert_eq!(got, [(2, 3, true, false), (2, 4, true, true)]);
+    }
+
+    fn traced(index: u32, share: f64) -> Repeat {
+        Repeat {
+            index,
+            wall_s: 1.0,
+            user_s: 2.0,
+            sys_s: 0.0,
+            ops: Some(1000),
+            exit_code: Some(0),
+            signal: None,
+            timed_out: false,
+            voluntary_csw: 0,
+            involuntary_csw: 0,
+            minor_faults: 0,
+            major_faults: 0,
+            counts: None,
+            stdout_path: None,
+            stderr_path: None,
+            traced: true,
+            interference: Some(Interference {
+                share,
+                ..Default::default()
+            }),
+            throttling: None,
+        }
+    }
+
+    #[test]
+    fn a_burst_in_one_traced_repeat_is_interference_not_the_program_s_cpu_wait() {
+        // 2 threads on 2 CPUs; another process took 9% of the usable CPUs in one of three
+        // traced repeats (under the 10% bar that measures a repeat again; a median of
+        // none): the program's own CPU wait, 3% of its threads' time, was that burst's.
+        let mut point = scalprof_analyze_point(2);
+        point.traced_repeats = vec![traced(0, 0.0), traced(1, 0.09), traced(2, 0.0)];
+        let mut causes = budget(&[]).causes;
+        causes.push(Cause {
+            late_share: 0.0,
+            kind: FindingKind::BlockedWait,
+            scope: Some(Scope::Kernel),
+            subject: CPU_WAIT.into(),
+            share: 0.03,
+            share_interval: None,
+            foreign: false,
+            detail: "cpu-wait".into(),
+        });
+        move_interference(&mut causes, &point, 2);
+        let own = causes.iter().find(|c| c.subject == CPU_WAIT).unwrap();
+        let other = causes.iter().find(|c| c.subject == CPU_WAIT_OTHER).unwrap();
+        assert!(own.share < 0.001, "{causes:?}");
+        assert!(
+            (other.share - 0.03).abs() < 1e-9 && other.foreign,
+            "{causes:?}"
+        );
+        // The point's interference says the burst, not a median of none.
+        let i = point_interference(point.traced_repeats.iter()).unwrap();
+        assert_eq!(i.share, 0.0);
+        assert!((i.peak - 0.09).abs() < 1e-12);
+        // A burst past the bar: that repeat is left out of the lock tables (it was
+        // measured again), and of the share moved with them.
+        point.traced_repeats = vec![traced(0, 0.0), traced(1, 0.3), traced(2, 0.0)];
+        assert_eq!(traced_share(&point.traced_repeats), Some(0.0));
+    }
+
+    fn scalprof_analyze_point(value: u64) -> Point {
+        Point {
+            outliers: Vec::new(),
+            perturbation_interval: None,
+            settling: None,
+            interference: None,
+            value,
+            repeats: Vec::new(),
+            traced_repeats: Vec::new(),
+            perturbation: None,
+            throughput: Some(1.0),
+            speedup: None,
+            efficiency: None,
+            wall_speedup: None,
+            wall_s: None,
+            user_s: None,
+            sys_s: None,
+            throughput_spread: None,
+            profile: None,
+            locks: None,
+            budget: None,
+            counters: None,
+        }
     }
 }

@@ -4,8 +4,10 @@
 //! processes do not exist before it starts, and scalprof's own time is its overhead, so
 //! what grew in between is the other processes'.
 //!
-//! A process that started and ended inside the repeat is not seen; the kernel's threads
-//! (kworkers, ksoftirqd) are, like any other process.
+//! A process that started during the repeat and still runs after it counts all its time
+//! (a package manager's `mandb` started mid-sweep), unless it descends from scalprof
+//! (its parsers, or the workload's orphans, whose subreaper scalprof is). One that
+//! started and ended inside the repeat is not seen. The kernel's threads are left out.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -17,8 +19,8 @@ const NAMED: usize = 5;
 
 /// Every process's command name and CPU time at one moment.
 pub struct Snapshot {
-    /// pid → (comm, user + system clock ticks).
-    cpu: HashMap<i32, (String, u64)>,
+    /// pid → what `/proc/PID/stat` said of it.
+    cpu: HashMap<i32, Stat>,
     /// When it was read: the CPU time between two snapshots is judged against the time
     /// between them (the repeat's wall time, plus starting and reaping it).
     at: std::time::Instant,
@@ -77,12 +79,16 @@ impl Snapshot {
         let mut used: Vec<ForeignProcess> = self
             .cpu
             .iter()
-            .filter(|(pid, _)| !exclude.contains(pid))
-            .filter_map(|(&pid, (comm, now))| {
-                let (_, then) = before.cpu.get(&pid)?;
-                let ticks = now.checked_sub(*then).filter(|&t| t > 0)?;
+            .filter(|(pid, _)| !self.descends_from(**pid, exclude))
+            .filter_map(|(&pid, now)| {
+                // Running before, or started since (all its time is then the window's).
+                let then = match before.cpu.get(&pid) {
+                    Some(then) if then.start == now.start => then.ticks,
+                    _ => 0,
+                };
+                let ticks = now.ticks.checked_sub(then).filter(|&t| t > 0)?;
                 Some(ForeignProcess {
-                    comm: comm.clone(),
+                    comm: now.comm.clone(),
                     pid,
                     cpu_s: ticks as f64 / tick,
                 })
@@ -95,6 +101,8 @@ impl Snapshot {
         used.sort_by(|a, b| b.cpu_s.total_cmp(&a.cpu_s).then(a.pid.cmp(&b.pid)));
         used.truncate(NAMED);
         Interference {
+            // A point's figure (the largest of its repeats' shares): none for one repeat.
+            peak: 0.0,
             share: Interference::share_of(foreign_cpu_s, window_s, cpus, demand),
             processes: used,
             disturbed: 0,
@@ -103,27 +111,62 @@ impl Snapshot {
     }
 }
 
-/// `pid (comm) state ppid … flags … utime stime …` → (comm, utime + stime), `None` for a
+impl Snapshot {
+    /// Whether `pid` is one of `roots` or descends from one, by the parents this
+    /// snapshot read (a chain is followed at most 64 deep).
+    fn descends_from(&self, pid: i32, roots: &[i32]) -> bool {
+        let mut at = pid;
+        for _ in 0..64 {
+            if roots.contains(&at) {
+                return true;
+            }
+            match self.cpu.get(&at) {
+                Some(s) if s.ppid > 0 && s.ppid != at => at = s.ppid,
+                _ => return false,
+            }
+        }
+        false
+    }
+}
+
+/// One process as `/proc/PID/stat` tells it.
+#[derive(Clone, Debug, PartialEq)]
+struct Stat {
+    comm: String,
+    ppid: i32,
+    /// When it started, in clock ticks after boot: a reused pid is another process.
+    start: u64,
+    /// User + system clock ticks.
+    ticks: u64,
+}
+
+/// `pid (comm) state ppid … flags … utime stime … starttime` as a [`Stat`], `None` for a
 /// kernel thread. The name may hold spaces and parentheses: it ends at the last `)`.
 ///
 /// Kernel threads are left out: most of their time during a repeat is the workload's own
 /// work done for it (journal commits in jbd2, writeback and softirqs), not interference.
-fn parse_stat(stat: &str) -> Option<(String, u64)> {
+fn parse_stat(stat: &str) -> Option<Stat> {
     /// `PF_KTHREAD` in `include/linux/sched.h`.
     const PF_KTHREAD: u64 = 0x0020_0000;
     let open = stat.find('(')?;
     let close = stat.rfind(')')?;
     let comm = stat.get(open + 1..close)?.to_string();
     // After the name: state(0) ppid(1) pgrp session tty tpgid flags(6) minflt cminflt
-    // majflt cmajflt utime(11) stime(12).
-    let fields: Vec<&str> = stat.get(close + 1..)?.split_whitespace().take(13).collect();
+    // majflt cmajflt utime(11) stime(12) cutime cstime priority nice num_threads
+    // itrealvalue starttime(19).
+    let fields: Vec<&str> = stat.get(close + 1..)?.split_whitespace().take(20).collect();
     let flags: u64 = fields.get(6)?.parse().ok()?;
     if flags & PF_KTHREAD != 0 {
         return None;
     }
     let utime: u64 = fields.get(11)?.parse().ok()?;
     let stime: u64 = fields.get(12)?.parse().ok()?;
-    Some((comm, utime + stime))
+    Some(Stat {
+        comm,
+        ppid: fields.get(1)?.parse().ok()?,
+        start: fields.get(19).and_then(|f| f.parse().ok()).unwrap_or(0),
+        ticks: utime + stime,
+    })
 }
 
 /// The steal column of `/proc/stat`'s first line (`cpu user nice system idle iowait irq
@@ -149,8 +192,15 @@ mod tests {
 
     /// A `/proc` with the given processes; a name starting with `k:` is a kernel thread.
     fn fake_proc(procs: &[(i32, &str, u64)]) -> tempfile::TempDir {
+        let with_parent: Vec<(i32, &str, u64, i32)> =
+            procs.iter().map(|&(p, c, t)| (p, c, t, 1)).collect();
+        fake_proc_of(&with_parent)
+    }
+
+    /// [`fake_proc`] with each process's parent.
+    fn fake_proc_of(procs: &[(i32, &str, u64, i32)]) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
-        for &(pid, comm, ticks) in procs {
+        for &(pid, comm, ticks, ppid) in procs {
             let p = dir.path().join(pid.to_string());
             std::fs::create_dir(&p).unwrap();
             let flags = if comm.starts_with("k:") {
@@ -160,7 +210,9 @@ mod tests {
             };
             std::fs::write(
                 p.join("stat"),
-                format!("{pid} ({comm}) R 1 1 1 0 -1 {flags} 0 0 0 0 {ticks} 0 0 0 20 0 1 0"),
+                format!(
+                    "{pid} ({comm}) R {ppid} 1 1 0 -1 {flags} 0 0 0 0 {ticks} 0 0 0 20 0 1 0 7"
+                ),
             )
             .unwrap();
         }
@@ -194,8 +246,6 @@ mod tests {
                 (12, "scalprof", t(0.5)),
                 // A kernel thread doing the workload's journal commits: not foreign.
                 (14, "k:jbd2/sda1-8", t(0.8)),
-                // Started during the repeat: not seen.
-                (13, "new", t(0.3)),
             ])
             .path(),
         );
@@ -212,5 +262,28 @@ mod tests {
         assert!(i.is_disturbed());
         // With one thread, the spinner had the CPU the workload left idle.
         assert_eq!(after.over(&before, &[12], 1.0, 2, 1.0).share, 0.0);
+    }
+
+    #[test]
+    fn a_process_started_during_the_repeat_counts_unless_it_is_scalprof_s() {
+        let tick = ticks_per_second();
+        let t = |s: f64| (s * tick) as u64;
+        let before = Snapshot::take_in(fake_proc_of(&[(12, "scalprof", 0, 1)]).path());
+        let after = Snapshot::take_in(
+            fake_proc_of(&[
+                (12, "scalprof", t(0.1), 1),
+                // A package manager's job, started mid-repeat: a burst of 0.4 s.
+                (20, "mandb", t(0.4), 1),
+                // scalprof's parser child, and the workload's orphan and its child.
+                (21, "scalprof", t(0.2), 12),
+                (22, "daemon", t(0.3), 12),
+                (23, "worker", t(0.3), 22),
+            ])
+            .path(),
+        );
+        let i = after.over(&before, &[12], 1.0, 2, 2.0);
+        assert_eq!(i.processes.len(), 1, "{i:?}");
+        assert_eq!(i.processes[0].comm, "mandb");
+        assert!((i.share - 0.2).abs() < 0.02, "{i:?}");
     }
 }

@@ -89,7 +89,12 @@ pub struct ForeignProcess {
 /// CPUs the workload left idle could absorb, over `min(threads, cpus) × wall`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Interference {
+    /// For a point: the median over its repeats.
     pub share: f64,
+    /// For a point: the largest share one repeat saw (a burst in one repeat of five has a
+    /// median of none); absent for one repeat, and where no repeat saw any.
+    #[serde(default, skip_serializing_if = "is_no_time")]
+    pub peak: f64,
     /// The heaviest foreign processes, heaviest first (at most 5).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub processes: Vec<ForeignProcess>,

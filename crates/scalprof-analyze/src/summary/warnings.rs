@@ -270,9 +270,21 @@ fn interference(header: &RunHeader, p: &Point) -> Option<Warning> {
         } else {
             String::new()
         };
+        // A burst in some repeats has a median of none: its peak is said, never "0%"
+        // beside the seconds it took.
+        let took = if i.peak > i.share && i.share < 0.005 {
+            format!("up to {:.0}% in one repeat", i.peak * 100.0)
+        } else if i.peak > i.share {
+            format!(
+                "{:.0}% (up to {:.0}% in one repeat)",
+                i.share * 100.0,
+                i.peak * 100.0
+            )
+        } else {
+            format!("{:.0}%", i.share * 100.0)
+        };
         said.push(format!(
-            "other processes took {:.0}% of the CPUs the workload could use ({who}){disturbed}",
-            i.share * 100.0,
+            "other processes took {took} of the CPUs the workload could use ({who}){disturbed}",
         ));
     }
     if stolen {

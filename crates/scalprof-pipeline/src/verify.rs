@@ -100,7 +100,8 @@ pub fn verify(
         if interrupt.requested() {
             break;
         }
-        let experiment = match lengthenable(doc, exe.as_ref(), subject) {
+        let named = !opts.causes.is_empty();
+        let experiment = match lengthenable(doc, exe.as_ref(), subject, named) {
             Some(how) => {
                 let regex = &run.inputs.header.ops_regex;
                 let bench =

@@ -28,10 +28,16 @@ pub(super) struct Lengthening {
 /// - a function of the workload's executable by its symbol, at its entry;
 /// - a system call it names (`fdatasync`, or a wait row's "disk I/O (fdatasync …) in
 ///   journal_append").
+///
+/// A kernel lock found by its symbol is a global one: lengthening it delays every process
+/// that takes it after the workload waited. It is lengthened only when the user named it
+/// (`named`), never because a stored finding (which whoever writes the store can forge)
+/// says so.
 pub(super) fn lengthenable(
     doc: &RunDocument,
     exe: Option<&Executable>,
     subject: &str,
+    named: bool,
 ) -> Option<Lengthening> {
     let finding = doc.findings.iter().find(|f| f.subject == subject);
     let is_lock = finding.is_some_and(|f| f.kind == FindingKind::LockContention);
@@ -49,7 +55,9 @@ pub(super) fn lengthenable(
             ),
         });
     }
-    if let Some((lock, how)) = kernel_lock(subject) {
+    if let Some((lock, how)) =
+        kernel_lock(subject).filter(|(lock, _)| named || !matches!(lock, KernelLock::Address(_)))
+    {
         return Some(Lengthening {
             target: DelayTarget::KernelLock(lock),
             what: subject.into(),
@@ -158,7 +166,13 @@ fn syscall_of(text: &str) -> Option<(String, u32)> {
 pub(super) fn not_lengthened(doc: &RunDocument, subject: &str, point: u64) -> Experiment {
     let finding = doc.findings.iter().find(|f| f.subject == subject);
     let kind = finding.map_or("unknown", |f| f.kind.as_str());
+    let global = matches!(kernel_lock(subject), Some((KernelLock::Address(_), _)));
     let why = match finding.map(|f| f.kind) {
+        _ if global => {
+            "a global kernel lock is lengthened only when named with --cause: the delay holds \
+             it longer for every process that takes it after the workload waited, so a \
+             stored finding alone does not choose it"
+        }
         Some(FindingKind::LockContention) => {
             "a lock is lengthened when it is a global of the workload's executable (a pthread \
              mutex, rwlock or spinlock), the workload's mmap_lock or fd table lock, a kernel \

@@ -480,6 +480,15 @@ pub fn run_model_line(doc: &RunDocument) -> String {
             doc.sweep.parameter
         );
     }
+    if doc.model.is_none()
+        && doc.sweep.parameter == scalprof_model::SweepParameter::Threads
+        && measured.len() > 2
+    {
+        return format!(
+            "none: no USL or Amdahl curve fits the {} measured points (the fit did not converge); the table above is the measurement",
+            measured.len()
+        );
+    }
     model_line(doc.model.as_ref(), doc.sweep.parameter.as_str())
 }
 

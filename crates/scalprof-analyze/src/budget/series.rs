@@ -386,22 +386,32 @@ pub fn sharing_series(
     // Samples skid past the locked instruction onto the ones after it (cpu-clock has no
     // precise attribution): the whole self growth of the functions it is in is the line's,
     // when larger than what landed on the instruction itself.
-    let function_growth = match &finding.details {
-        scalprof_model::FindingDetails::Sharing(d) if !d.functions.is_empty() => {
-            let at = |i: usize| -> Option<f64> {
-                d.functions
-                    .iter()
-                    .map(|f| self_ns(profiles, work, &scale, i, f, false))
-                    .sum()
-            };
-            at(last).zip(at(0)).map_or(0.0, |(b, a)| b - a)
-        }
-        _ => 0.0,
+    let functions: &[String] = match &finding.details {
+        scalprof_model::FindingDetails::Sharing(d) => &d.functions,
+        _ => &[],
     };
-    let growth_ns = sampled_growth.max(function_growth);
+    let at = |i: usize| -> Option<f64> {
+        functions
+            .iter()
+            .map(|f| self_ns(profiles, work, &scale, i, f, false))
+            .sum()
+    };
+    // The functions' growth since the first point, at point `i`.
+    let function_growth = |i: usize| -> Option<f64> {
+        if functions.is_empty() {
+            return None;
+        }
+        at(i).zip(at(0)).map(|(b, a)| (b - a).max(0.0))
+    };
     let mut per_op = vec![None; points.len()];
     per_op[0] = Some(0.0);
-    per_op[last] = Some(growth_ns);
+    // Between the first and the last point the line's transfers cost what the functions
+    // that write it grew by there: the line is shared at 4 and 8 threads as at 16, and
+    // its cost is a cause at each point, not only where the finding was measured.
+    for (i, slot) in per_op.iter_mut().enumerate().take(last).skip(1) {
+        *slot = function_growth(i);
+    }
+    per_op[last] = Some(sampled_growth.max(function_growth(last).unwrap_or(0.0)));
     Some(Series {
         kind: finding.kind,
         scope: finding.scope,

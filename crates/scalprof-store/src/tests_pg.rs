@@ -906,3 +906,57 @@ fn tls_by_sslmode_and_passwords_from_the_url_or_a_private_password_file() {
         said(&e)
     );
 }
+
+#[test]
+fn a_team_records_with_the_documented_roles_and_grants() {
+    let Some((server, url)) = database("team") else {
+        return;
+    };
+    let db = url.rsplit('/').next().unwrap().to_string();
+    let (owner, ann) = (format!("{db}_owner"), format!("{db}_ann"));
+    let mut admin = pg_client(&url);
+    // docs/team-store.md, "Roles and grants".
+    admin
+        .batch_execute(&format!(
+            "CREATE ROLE {owner} NOLOGIN;
+             CREATE SCHEMA scalprof AUTHORIZATION {owner};
+             CREATE ROLE {ann} LOGIN;
+             GRANT USAGE ON SCHEMA scalprof TO {ann};"
+        ))
+        .unwrap();
+    let as_owner = format!("{url}?options=-c%20role%3D{owner}%20-c%20search_path%3Dscalprof");
+    drop(Store::open(Path::new(&as_owner)).unwrap());
+    let owners: Vec<String> = admin
+        .query(
+            "SELECT DISTINCT tableowner::text FROM pg_tables WHERE schemaname = 'scalprof'",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(owners, vec![owner.clone()]);
+    admin
+        .batch_execute(&format!(
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON scalprof.runs, scalprof.repeats,
+                   scalprof.profiles, scalprof.locks TO {ann};
+             GRANT SELECT ON scalprof.scalprof_schema, scalprof.store_identity TO {ann};"
+        ))
+        .unwrap();
+    let member = format!(
+        "postgres://{ann}@127.0.0.1:{}/{db}?options=-c%20search_path%3Dscalprof",
+        server.port()
+    );
+    // Without naming the owner role, its tables are not trusted.
+    assert!(matches!(
+        Store::open(Path::new(&member)),
+        Err(StoreError::Untrusted { .. })
+    ));
+    let mut store = pg::open_trusting(&member, false, Some(&owner)).unwrap();
+    let id = write_everything(&store);
+    assert_eq!(store.list().unwrap().len(), 1);
+    assert_eq!(store.load(id).unwrap().header.status, RunStatus::Complete);
+    store.compact().unwrap();
+    store.delete_run(id).unwrap();
+    assert!(store.list().unwrap().is_empty());
+}

@@ -81,6 +81,36 @@ pub(crate) fn connection(
     url: &str,
     shown: &str,
 ) -> Result<(postgres::Config, postgres_native_tls::MakeTlsConnector), StoreError> {
+    let (config, mode, parsed) = settings(url, shown)?;
+    let tls = tls::connector(mode, &parsed, shown)?;
+    Ok((config, tls))
+}
+
+/// What to say before connecting to `url`, if anything: that its password would go to a
+/// server over TCP whose certificate is not checked (`sslmode` below `verify-ca`), where
+/// whoever answers on that address may ask for it in clear text and get it.
+pub fn password_warning(url: &str) -> Option<String> {
+    let shown = redact(url);
+    let (config, mode, _) = settings(url, &shown).ok()?;
+    let tcp = config
+        .get_hosts()
+        .iter()
+        .any(|h| matches!(h, postgres::config::Host::Tcp(_)));
+    (config.get_password().is_some() && tcp && !mode.verifies()).then(|| {
+        format!(
+            "the team store's password goes to {shown} without a check of the server's \
+             certificate (sslmode={}): a program answering on that address would get it; \
+             add sslmode=verify-full&sslrootcert=FILE (see docs/team-store.md)",
+            mode.name()
+        )
+    })
+}
+
+/// The client's settings for `url` (the password found), the TLS mode, and the URL read.
+fn settings<'a>(
+    url: &'a str,
+    shown: &str,
+) -> Result<(postgres::Config, tls::SslMode, url::PgUrl<'a>), StoreError> {
     let bad = |reason: String| StoreError::BadUrl {
         url: shown.to_string(),
         reason,
@@ -111,7 +141,7 @@ pub(crate) fn connection(
     if let Some(p) = password::password_for(&parsed, shown, &config)? {
         config.password(p);
     }
-    Ok((config, tls::connector(mode, &parsed, shown)?))
+    Ok((config, mode, parsed))
 }
 
 /// Opens the store in the database at `url`, creating or migrating its tables unless

@@ -241,6 +241,10 @@ fn the_password_reaches_neither_the_command_line_nor_the_workload() {
             "{how}: {said}"
         );
         assert_no_password(&said, &format!("{how}: stderr"));
+        assert!(
+            said.contains("without a check of the server's certificate (sslmode=require)"),
+            "{how}: {said}"
+        );
         // The workload's environment: no password, no store URL, and SCALPROF_TREE a
         // token (PID-RANDOM) only.
         let env = std::fs::read_to_string(&dump).unwrap();
@@ -274,4 +278,18 @@ fn the_password_reaches_neither_the_command_line_nor_the_workload() {
     let runs: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(runs.as_array().map(Vec::len), Some(3));
     assert_no_password(&String::from_utf8_lossy(&out.stdout), "runs --json");
+    // With the server's certificate verified, nothing to warn about.
+    let verified = format!(
+        "postgres://{}@localhost:{}/{db}?sslmode=verify-full&sslrootcert={}",
+        test_server::ROLE,
+        server.port(),
+        server.certificate().display()
+    );
+    let out = scalprof(Path::new(&verified))
+        .env("PGPASSWORD", test_server::PASSWORD)
+        .arg("runs")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert!(!stderr_of(&out).contains("warning"), "{}", stderr_of(&out));
 }

@@ -65,6 +65,17 @@ impl SslMode {
         }
     }
 
+    /// The mode as `sslmode=` writes it.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            SslMode::Disable => "disable",
+            SslMode::Prefer => "prefer",
+            SslMode::Require => "require",
+            SslMode::VerifyCa => "verify-ca",
+            SslMode::VerifyFull => "verify-full",
+        }
+    }
+
     pub(crate) fn verifies(self) -> bool {
         matches!(self, SslMode::VerifyCa | SslMode::VerifyFull)
     }
@@ -100,7 +111,7 @@ pub(crate) fn connector(
                 fail(format!(
                     "sslmode={} needs the server's root certificate, and {} cannot be read ({e}): \
                      pass sslrootcert=FILE in the URL (or sslrootcert=system for the system's roots)",
-                    if mode == SslMode::VerifyCa { "verify-ca" } else { "verify-full" },
+                    mode.name(),
                     path.display()
                 ))
             })?;

@@ -18,6 +18,7 @@ pub fn runs(db: &Option<PathBuf>, args: cli::RunsArgs) -> Result<ExitCode> {
         return remove(db, &rm.runs);
     }
     let path = db.clone().unwrap_or_else(scalprof_store::default_path);
+    super::warn_before_connecting(&path);
     let store = match Store::open_read_only(&path) {
         Err(scalprof_store::StoreError::Missing { .. }) if !args.json => {
             outln!(

@@ -55,7 +55,8 @@ struct ExecImage {
 
 impl ExecImage {
     /// The program, its arguments, and scalprof's environment with `extra_env` set (in
-    /// place of any variable of the same name).
+    /// place of any variable of the same name), less the variables scalprof withholds
+    /// ([`crate::exec::WITHHELD_ENV`]).
     fn new(
         program: &Path,
         argv: &[String],
@@ -71,6 +72,9 @@ impl ExecImage {
                 !extra_env
                     .iter()
                     .any(|(e, _)| k.to_str() == Some(e.as_str()))
+                    && !crate::exec::WITHHELD_ENV
+                        .iter()
+                        .any(|w| k.to_str() == Some(w))
             })
             .filter_map(|(k, v)| {
                 let mut kv = k.into_string().ok()?;

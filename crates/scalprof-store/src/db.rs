@@ -22,13 +22,16 @@ pub(crate) enum Db {
 pub(crate) struct PgConn {
     client: postgres::Client,
     prepared: std::collections::HashMap<String, postgres::Statement>,
+    /// The server process of this connection (`pg_backend_pid()`): a run's recorder.
+    backend: i32,
 }
 
 impl PgConn {
-    pub(crate) fn new(client: postgres::Client) -> PgConn {
+    pub(crate) fn new(client: postgres::Client, backend: i32) -> PgConn {
         PgConn {
             client,
             prepared: std::collections::HashMap::new(),
+            backend,
         }
     }
 
@@ -294,6 +297,14 @@ impl Db {
 
     pub(crate) fn is_postgres(&self) -> bool {
         matches!(self, Db::Postgres(_))
+    }
+
+    /// On PostgreSQL, this connection's server process (`pg_backend_pid()`).
+    pub(crate) fn backend(&self) -> Option<i32> {
+        match self {
+            Db::Sqlite(_) => None,
+            Db::Postgres(conn) => Some(conn.borrow().backend),
+        }
     }
 }
 

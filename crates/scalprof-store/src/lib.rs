@@ -96,6 +96,23 @@ pub enum StoreError {
         #[source]
         source: postgres::Error,
     },
+    #[error("refusing the team store {url}, before reading or writing a row: {found}")]
+    Untrusted {
+        /// The URL, its password hidden.
+        url: String,
+        /// What was found, and how to fix each.
+        found: String,
+    },
+    #[error("the team store {url} has no schema to live in: none of the connection's search_path exists; create one (CREATE SCHEMA) or name one with options=-c%20search_path%3DSCHEMA in the URL")]
+    NoSchema { url: String },
+    #[error("cannot set up TLS for the team store {url}: {reason}")]
+    Tls { url: String, reason: String },
+    #[error("cannot find the password for the team store {url}: {reason}")]
+    Password { url: String, reason: String },
+    #[error("the team store {path} has no UUID yet, which names its outputs folder: open it once for writing (scalprof run, or runs rm) with this version")]
+    NoIdentity { path: PathBuf },
+    #[error("the store's identity (table store_identity) is not a UUID: someone changed it; restore it or delete its row, and a new one is made")]
+    BadIdentity,
     #[error("--db {url} is not a PostgreSQL URL scalprof can use ({reason}): write postgres://USER@HOST:PORT/DATABASE")]
     BadUrl {
         /// The URL, its password hidden.
@@ -162,6 +179,9 @@ pub struct Store {
     db: db::Db,
     /// The SQLite file, or the PostgreSQL URL with its password hidden.
     path: PathBuf,
+    /// The folder of the store's workload outputs on this machine (see
+    /// [`Store::outputs_folder`]); `None` for a PostgreSQL store without a UUID yet.
+    outputs: Option<PathBuf>,
     /// A private copy of a store and its write-ahead log that could not be read in place
     /// (see [`Store::open_read_only`]); removed when the store is dropped.
     _copy: Option<tempfile::TempDir>,
@@ -179,13 +199,11 @@ fn parse<T: serde::de::DeserializeOwned>(
     serde_json::from_str(text).map_err(|source| StoreError::Corrupt { id, field, source })
 }
 
-/// The folder of a store's workload outputs, beside it: `<dir>/runs.db.d/`. Two stores in
-/// one folder number their runs alike, so the folder must belong to one store. For a
-/// PostgreSQL store, a folder of this machine's per database (see [`pg`]).
+/// The folder of an SQLite store's workload outputs, beside it: `<dir>/runs.db.d/`. Two
+/// stores in one folder number their runs alike, so the folder must belong to one store.
+/// A PostgreSQL store's folder is named after its UUID: [`Store::outputs_folder`].
 pub fn outputs_folder(db: &std::path::Path) -> PathBuf {
-    if pg::is_url(db) {
-        return pg::outputs_folder(&db.to_string_lossy());
-    }
+    debug_assert!(!pg::is_url(db), "a team store's folder comes from its UUID");
     let mut name = db
         .file_name()
         .map(|n| n.to_os_string())

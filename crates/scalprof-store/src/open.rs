@@ -81,7 +81,18 @@ impl Store {
         Ok(Store {
             db: Db::Sqlite(conn),
             path: path.to_path_buf(),
+            outputs: Some(outputs_folder(path)),
             _copy: None,
+        })
+    }
+
+    /// The folder of this store's workload outputs on this machine: `<store>.d` beside an
+    /// SQLite store, `<data dir>/scalprof/outputs/<store uuid>` for a PostgreSQL one (see
+    /// [`crate::pg`]). An error for a PostgreSQL store opened read-only before it had a
+    /// UUID (any write gives it one).
+    pub fn outputs_folder(&self) -> Result<PathBuf, StoreError> {
+        self.outputs.clone().ok_or_else(|| StoreError::NoIdentity {
+            path: self.path.clone(),
         })
     }
 
@@ -90,7 +101,7 @@ impl Store {
     /// ours and not a link another user made: what goes in it is written as us.
     pub fn run_output_dir(&self, id: i64) -> Result<PathBuf, StoreError> {
         use std::os::unix::fs::DirBuilderExt;
-        let folder = outputs_folder(&self.path);
+        let folder = self.outputs_folder()?;
         if let Some(parent) = folder.parent().filter(|_| self.db.is_postgres()) {
             // `<data dir>/scalprof/outputs`, which a PostgreSQL store's first run makes.
             std::fs::DirBuilder::new()
@@ -193,6 +204,7 @@ impl Store {
         Ok(Store {
             db: Db::Sqlite(conn),
             path: path.to_path_buf(),
+            outputs: Some(outputs_folder(path)),
             _copy: None,
         })
     }
@@ -232,6 +244,7 @@ impl Store {
         Ok(Store {
             db: Db::Sqlite(conn),
             path: path.to_path_buf(),
+            outputs: Some(outputs_folder(path)),
             _copy: Some(dir),
         })
     }
@@ -278,6 +291,7 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
     for sql in MIGRATIONS.iter().skip(current as usize) {
         tx.execute_batch(sql)?;
     }
+    tx.execute(ENSURE_IDENTITY_SQLITE, [new_uuid()])?;
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
     tx.commit()?;
     Ok(())
@@ -467,7 +481,67 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     // 13: the recorder's seal over the command `verify` would run again (hex HMAC-SHA256,
     // scalprof-pipeline's seal.rs): a command a teammate rewrote no longer matches it.
     "ALTER TABLE runs ADD COLUMN seal TEXT;",
+    // 14: the store's identity, a UUID given when the store is created or first opened for
+    // writing (`ENSURE_IDENTITY_*`): a team store's workload outputs go to a folder named
+    // after it, never shared with another store. And a PostgreSQL run's recorder backend
+    // (`pg_backend_pid()`), whose lock alone marks the run as being recorded.
+    "CREATE TABLE store_identity (
+        uuid       TEXT NOT NULL
+    );
+    ALTER TABLE runs ADD COLUMN recorder_backend INTEGER;",
 ];
+
+/// Gives a store its UUID (`?1`/`$1`) unless it has one: run in the migrating transaction.
+const ENSURE_IDENTITY_SQLITE: &str =
+    "INSERT INTO store_identity (uuid) SELECT ?1 WHERE NOT EXISTS (SELECT 1 FROM store_identity)";
+
+/// [`ENSURE_IDENTITY_SQLITE`] in PostgreSQL's dialect.
+pub(crate) const ENSURE_IDENTITY_PG: &str =
+    "INSERT INTO store_identity (uuid) SELECT $1 WHERE NOT EXISTS (SELECT 1 FROM store_identity)";
+
+/// A new random UUID (version 4, RFC 9562 section 5.4), from the kernel's random source;
+/// without it (no /dev/urandom), from the time and this process's id, which still differ
+/// between any two stores made on one machine.
+pub(crate) fn new_uuid() -> String {
+    use std::io::Read;
+    let mut b = [0u8; 16];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .is_err()
+    {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        b[..12].copy_from_slice(&now.to_le_bytes()[..12]);
+        b[12..].copy_from_slice(&std::process::id().to_le_bytes());
+    }
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+/// `uuid` if it has a UUID's form (hex digits and dashes, 36 characters): it names a
+/// folder, so nothing else (`..`, a `/`) may pass.
+pub(crate) fn checked_uuid(uuid: String) -> Result<String, StoreError> {
+    let ok = uuid.len() == 36
+        && uuid.char_indices().all(|(i, c)| match i {
+            8 | 13 | 18 | 23 => c == '-',
+            _ => c.is_ascii_hexdigit(),
+        });
+    if ok {
+        Ok(uuid.to_ascii_lowercase())
+    } else {
+        Err(StoreError::BadIdentity)
+    }
+}
 
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;

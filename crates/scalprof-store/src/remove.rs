@@ -3,12 +3,12 @@
 
 use std::path::PathBuf;
 
-use crate::{outputs_folder, Store, StoreError};
+use crate::{Store, StoreError};
 
 impl Store {
     /// Removes run `id` (its repeats, profiles and lock tables, in one transaction) and its
-    /// outputs folder `<store>.d/<id>` (on PostgreSQL, this machine's folder of the run,
-    /// if it ran here); returns the bytes the folder held. Only the folder
+    /// outputs folder `<store>.d/<id>` (on PostgreSQL, this machine's folder of the run in
+    /// this store's folder, if it ran here); returns the bytes the folder held. Only the folder
     /// scalprof made for the run is removed, never the path a damaged row names.
     pub fn delete_run(&mut self, id: i64) -> Result<u64, StoreError> {
         let n = self.db.transaction(|db| {
@@ -103,7 +103,7 @@ impl Store {
     /// `<store>.d`, checked again just before anything in it is removed: a folder of ours,
     /// not a link another user put there since the store was opened.
     fn own_outputs(&self) -> Result<PathBuf, StoreError> {
-        let folder = outputs_folder(&self.path);
+        let folder = self.outputs_folder()?;
         crate::open::refuse_if_theirs(&folder, crate::open::OUTPUTS_WHY)?;
         if std::fs::symlink_metadata(&folder).is_ok_and(|m| !m.is_dir()) {
             return Err(StoreError::OutputsNotAFolder { path: folder });

@@ -22,8 +22,13 @@ pub struct PgServer {
     user: Option<String>,
 }
 
-/// The role the tests connect as (`initdb -U`), trusted without a password.
+/// The role the tests connect as (`initdb -U`), trusted without a password (except over
+/// TCP on a [`PgServer::start_secure`] server).
 pub const ROLE: &str = "scalprof";
+
+/// [`ROLE`]'s password on a [`PgServer::start_secure`] server: with each of the characters
+/// a URL must escape.
+pub const PASSWORD: &str = "t0p:s/e?c@r&et%";
 
 impl PgServer {
     /// The server this test binary's tests share while any of them runs, started if
@@ -42,6 +47,62 @@ impl PgServer {
     /// Starts a server of its own. `durable`: with `fsync` on, as a real server runs (for
     /// timings); the tests turn it off.
     pub fn start(test: &str, durable: bool) -> Option<PgServer> {
+        PgServer::start_with(test, durable, false)
+    }
+
+    /// Starts a server as a team would run one: TLS on (`ssl = on`, a self-signed
+    /// certificate for `localhost`, [`PgServer::certificate`]), and over TCP a password
+    /// needed ([`PASSWORD`], SCRAM); its Unix socket still trusts every local user.
+    pub fn start_secure(test: &str) -> Option<PgServer> {
+        let server = PgServer::start_with(test, false, true)?;
+        let status = Command::new(server.bin.join("psql"))
+            .args(["-h", &server.dir.path().display().to_string()])
+            .args(["-p", &server.port.to_string(), "-U", ROLE, "-d", "postgres"])
+            .args(["-v", "ON_ERROR_STOP=1", "-qc"])
+            .arg(format!("ALTER ROLE {ROLE} PASSWORD '{PASSWORD}'"))
+            .status()
+            .expect("psql runs");
+        assert!(status.success(), "{test}: cannot set the role's password");
+        Some(server)
+    }
+
+    /// The certificate (PEM) a [`PgServer::start_secure`] server presents, also its own
+    /// root: what `sslrootcert=` names to verify it.
+    pub fn certificate(&self) -> PathBuf {
+        self.dir.path().join("data/server.crt")
+    }
+
+    /// A URL of database `db` on this server with `params` (`key=value&…`), through TCP
+    /// on `host`.
+    pub fn url_with(&self, host: &str, db: &str, params: &str) -> String {
+        format!("postgres://{ROLE}@{host}:{}/{db}?{params}", self.port)
+    }
+
+    /// Runs SQL on database `db` through the server's Unix socket, as [`ROLE`].
+    pub fn psql(&self, db: &str, sql: &str) {
+        let out = Command::new(self.bin.join("psql"))
+            .args(["-h", &self.dir.path().display().to_string()])
+            .args(["-p", &self.port.to_string(), "-U", ROLE, "-d", db])
+            .args(["-v", "ON_ERROR_STOP=1", "-qc", sql])
+            .output()
+            .expect("psql runs");
+        assert!(
+            out.status.success(),
+            "{sql}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// A new, empty database, made through the Unix socket (a secure server's TCP port
+    /// wants a password); its name.
+    pub fn create_database(&self, name: &str) -> String {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let db = format!("{name}_{}", NEXT.fetch_add(1, Ordering::Relaxed));
+        self.psql("postgres", &format!("CREATE DATABASE {db}"));
+        db
+    }
+
+    fn start_with(test: &str, durable: bool, secure: bool) -> Option<PgServer> {
         let Some(bin) = bin_dir() else {
             assert!(
                 std::env::var_os("CI").is_none(),
@@ -68,13 +129,18 @@ impl PgServer {
             user,
         };
         let data = server.data();
+        let host_auth = if secure {
+            "--auth-host=scram-sha-256"
+        } else {
+            "--auth-host=trust"
+        };
         server.run(
             "initdb",
             &[
                 "-D",
                 &data,
-                "-A",
-                "trust",
+                "--auth-local=trust",
+                host_auth,
                 "-U",
                 ROLE,
                 "-E",
@@ -82,15 +148,40 @@ impl PgServer {
                 "--no-sync",
             ],
         );
+        if secure {
+            // A self-signed certificate for localhost, made by the server's user (its key
+            // must be that user's, mode 0600).
+            server.run(
+                "openssl",
+                &[
+                    "req",
+                    "-x509",
+                    "-newkey",
+                    "rsa:2048",
+                    "-nodes",
+                    "-days",
+                    "2",
+                    "-subj",
+                    "/CN=localhost",
+                    "-keyout",
+                    "data/server.key",
+                    "-out",
+                    "data/server.crt",
+                ],
+            );
+        }
         // A port free now may be taken before the server binds it: try a few.
         for _ in 0..5 {
             server.port = free_port();
-            let options = format!(
+            let mut options = format!(
                 "-p {} -k {} -h 127.0.0.1 -c fsync={} -c max_connections=60",
                 server.port,
                 server.dir.path().display(),
                 if durable { "on" } else { "off" }
             );
+            if secure {
+                options.push_str(" -c ssl=on");
+            }
             let log = server.dir.path().join("log").display().to_string();
             if server.try_run(
                 "pg_ctl",
@@ -142,7 +233,11 @@ impl PgServer {
     }
 
     fn command(&self, program: &str, args: &[&str]) -> Command {
-        let program = self.bin.join(program);
+        let program = if program == "openssl" {
+            PathBuf::from(program)
+        } else {
+            self.bin.join(program)
+        };
         let mut c = match &self.user {
             Some(user) => {
                 let mut c = Command::new("runuser");

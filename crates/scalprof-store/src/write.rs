@@ -16,8 +16,8 @@ impl Store {
         let row = self.db.query_opt(
             "INSERT INTO runs (label, created, command, status, parameter, sweep_values, host,
                                scaling, ops_regex, output_dir, recorder_pid, recorder_start,
-                               commit_sha)
-             VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?7, ?8, '', ?9, ?10, ?11)
+                               commit_sha, recorder_backend)
+             VALUES (?1, ?2, ?3, 'running', ?4, ?5, ?6, ?7, ?8, '', ?9, ?10, ?11, ?12)
              RETURNING id",
             &[
                 run.label.as_str().into(),
@@ -31,6 +31,7 @@ impl Store {
                 std::process::id().into(),
                 crate::read::process_start(std::process::id() as i32).into(),
                 run.commit.clone().into(),
+                self.db.backend().into(),
             ],
         )?;
         let id = row

@@ -10,6 +10,7 @@
 mod out;
 mod cli;
 mod commands;
+mod db_password;
 mod export;
 mod flame;
 mod mistakes;
@@ -76,13 +77,18 @@ fn main() -> ExitCode {
     {
         scalprof_pipeline::facade::keeper::serve();
     }
+    // Before anything else can start a thread or a child: the store's password out of the
+    // command line (a re-execution) and out of the environment children inherit.
+    db_password::hide();
     catch_file_size_limit();
     quiet_import_panics();
     // An empty SCALPROF_DB means unset (as an empty XDG_DATA_HOME does), not `--db ""`.
     if std::env::var_os("SCALPROF_DB").is_some_and(|v| v.is_empty()) {
         std::env::remove_var("SCALPROF_DB");
     }
-    let cli = match Cli::try_parse() {
+    let parsed = Cli::try_parse();
+    db_password::forget_db_variable();
+    let cli = match parsed {
         Ok(cli) => cli,
         // Usage errors exit 2 (help and version 0), with scalprof's tip where it has one.
         Err(e) => {

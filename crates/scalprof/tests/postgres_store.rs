@@ -86,8 +86,12 @@ fn every_store_command_works_on_postgres_with_the_same_run_document() {
     ] {
         assert_eq!(doc[key], lite_doc[key], "{key}");
     }
-    let repeats = |d: &Value| d["points"][0]["repeats"].as_array().map(Vec::len);
-    assert_eq!(repeats(&doc), repeats(&lite_doc));
+    // One repeat each, or two where other processes (the tests beside this one) took
+    // enough of a repeat's CPUs that it was measured again.
+    let repeats = |d: &Value| d["points"][0]["repeats"].as_array().map_or(0, Vec::len);
+    for n in [repeats(&doc), repeats(&lite_doc)] {
+        assert!((1..=2).contains(&n), "{n} repeats");
+    }
     // The workload's outputs stayed on this machine, in the data directory.
     let output_dir = doc["output_dir"].as_str().unwrap();
     assert!(
@@ -130,9 +134,166 @@ fn an_unreachable_server_is_named_without_its_password() {
     let out = scalprof(db).arg("runs").output().unwrap();
     let said = stderr_of(&out);
     assert_eq!(out.status.code(), Some(2), "{said}");
+    // The password was moved out of the URL (and the command line) before it was used.
+    assert!(said.contains("postgres://ann@127.0.0.1:9/runs"), "{said}");
     assert!(
-        said.contains("postgres://ann:***@127.0.0.1:9/runs"),
+        said.contains("the password in --db is visible to other users in ps"),
         "{said}"
     );
     assert!(!said.contains("s3cret"), "{said}");
+}
+
+/// `s` with every byte but letters and digits percent-encoded.
+fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Fails if `text` holds the password, or a recognisable piece of it, raw or encoded.
+fn assert_no_password(text: &str, what: &str) {
+    let encoded = percent_encode(test_server::PASSWORD);
+    for piece in [
+        test_server::PASSWORD,
+        "s/e?c",
+        "t0p",
+        "r&et",
+        encoded.as_str(),
+    ] {
+        assert!(!text.contains(piece), "{what} holds {piece:?}:\n{text}");
+    }
+}
+
+#[test]
+fn the_password_reaches_neither_the_command_line_nor_the_workload() {
+    let Some(server) = test_server::PgServer::start_secure("password_hidden") else {
+        return;
+    };
+    let db = server.create_database("hidden");
+    let scratch = tempfile::tempdir().unwrap();
+    let (dump, mark) = (scratch.path().join("env"), scratch.path().join("started"));
+    // The workload prints its environment, then waits while the test looks at scalprof.
+    let script = r#"env > "$DUMP"; touch "$MARK"; sleep 2; echo ops=1"#;
+    let by_url = format!(
+        "postgres://{}:{}@127.0.0.1:{}/{db}?sslmode=require",
+        test_server::ROLE,
+        percent_encode(test_server::PASSWORD),
+        server.port()
+    );
+    let bare = format!(
+        "postgres://{}@127.0.0.1:{}/{db}?sslmode=require",
+        test_server::ROLE,
+        server.port()
+    );
+    // With the password in --db; in SCALPROF_DB; in PGPASSWORD.
+    for (how, db_arg, env) in [
+        ("--db", Some(by_url.as_str()), vec![]),
+        ("SCALPROF_DB", None, vec![("SCALPROF_DB", by_url.as_str())]),
+        (
+            "PGPASSWORD",
+            Some(bare.as_str()),
+            vec![("PGPASSWORD", test_server::PASSWORD)],
+        ),
+    ] {
+        let _ = std::fs::remove_file(&mark);
+        let mut c = std::process::Command::new(assert_cmd::cargo::cargo_bin("scalprof"));
+        if let Some(url) = db_arg {
+            c.arg("--db").arg(url);
+        }
+        c.args(common::cli::QUICK_RUN)
+            .args(["sh", "-c", script])
+            .env_remove("SCALPROF_DB")
+            .env_remove("PGPASSWORD")
+            .envs(env)
+            .env("DUMP", &dump)
+            .env("MARK", &mark)
+            .env("XDG_DATA_HOME", scratch.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let child = c.spawn().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !mark.exists() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{how}: the workload never started"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        // What every user sees of the running scalprof.
+        let cmdline = std::fs::read(format!("/proc/{}/cmdline", child.id())).unwrap();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        assert_eq!(
+            cmdline.contains("127.0.0.1"),
+            db_arg.is_some(),
+            "{how}: {cmdline}"
+        );
+        assert_no_password(&cmdline, &format!("{how}: /proc/PID/cmdline"));
+        let ps = std::process::Command::new("ps")
+            .args(["-ww", "-o", "args=", "-p", &child.id().to_string()])
+            .output()
+            .unwrap();
+        assert_no_password(&String::from_utf8_lossy(&ps.stdout), &format!("{how}: ps"));
+        let out = child.wait_with_output().unwrap();
+        let said = stderr_of(&out);
+        assert!(out.status.success(), "{how}: {said}");
+        assert_eq!(
+            said.contains("the password in --db is visible to other users in ps"),
+            how == "--db",
+            "{how}: {said}"
+        );
+        assert_no_password(&said, &format!("{how}: stderr"));
+        assert!(
+            said.contains("without a check of the server's certificate (sslmode=require)"),
+            "{how}: {said}"
+        );
+        // The workload's environment: no password, no store URL, and SCALPROF_TREE a
+        // token (PID-RANDOM) only.
+        let env = std::fs::read_to_string(&dump).unwrap();
+        assert_no_password(&env, &format!("{how}: the workload's environment"));
+        for name in ["SCALPROF_DB=", "PGPASSWORD=", "SCALPROF_DB_PASSWORD="] {
+            assert!(
+                !env.lines().any(|l| l.starts_with(name)),
+                "{how}: {name} reached the workload"
+            );
+        }
+        let tree = env
+            .lines()
+            .find_map(|l| l.strip_prefix("SCALPROF_TREE="))
+            .expect("the keeper's token");
+        assert!(
+            tree.split(' ')
+                .all(|t| t
+                    .split_once('-')
+                    .is_some_and(|(pid, hex)| pid.parse::<u32>().is_ok()
+                        && hex.len() == 16
+                        && hex.bytes().all(|b| b.is_ascii_hexdigit()))),
+            "{how}: SCALPROF_TREE={tree}"
+        );
+    }
+    // Three runs in the store, shown without a password.
+    let out = scalprof(Path::new(&by_url))
+        .args(["runs", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let runs: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(runs.as_array().map(Vec::len), Some(3));
+    assert_no_password(&String::from_utf8_lossy(&out.stdout), "runs --json");
+    // With the server's certificate verified, nothing to warn about.
+    let verified = format!(
+        "postgres://{}@localhost:{}/{db}?sslmode=verify-full&sslrootcert={}",
+        test_server::ROLE,
+        server.port(),
+        server.certificate().display()
+    );
+    let out = scalprof(Path::new(&verified))
+        .env("PGPASSWORD", test_server::PASSWORD)
+        .arg("runs")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert!(!stderr_of(&out).contains("warning"), "{}", stderr_of(&out));
 }

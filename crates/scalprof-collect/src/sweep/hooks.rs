@@ -68,7 +68,11 @@ pub(super) fn run(
             path: stderr_path.clone(),
             source,
         })?;
-    let status = Command::new("sh")
+    let mut sh = Command::new("sh");
+    for name in crate::exec::WITHHELD_ENV {
+        sh.env_remove(name);
+    }
+    let status = sh
         .arg("-c")
         .arg(&script)
         .env(parameter_env(&plan.parameter), step.value.to_string())

@@ -27,13 +27,27 @@ use scalprof_store::Store;
 
 fn open_store(cli_db: &Option<std::path::PathBuf>) -> Result<Store> {
     let path = cli_db.clone().unwrap_or_else(scalprof_store::default_path);
+    warn_before_connecting(&path);
     Ok(Store::open(&path)?)
 }
 
 /// For the commands that only read the store.
 fn open_store_read_only(cli_db: &Option<std::path::PathBuf>) -> Result<Store> {
     let path = cli_db.clone().unwrap_or_else(scalprof_store::default_path);
+    warn_before_connecting(&path);
     Ok(Store::open_read_only(&path)?)
+}
+
+/// Says once, before a team store's password goes to a server whose certificate is not
+/// checked, that it does ([`scalprof_store::pg::password_warning`]).
+fn warn_before_connecting(path: &std::path::Path) {
+    static SAID: std::sync::Once = std::sync::Once::new();
+    if !scalprof_store::pg::is_url(path) {
+        return;
+    }
+    if let Some(w) = scalprof_store::pg::password_warning(&path.to_string_lossy()) {
+        SAID.call_once(|| eprintln!("scalprof: warning: {}", scalprof_report::terminal_safe(&w)));
+    }
 }
 
 /// 0 for a complete run with a measurement; 128 + the signal when interrupted (130 for

@@ -18,6 +18,7 @@ pub fn runs(db: &Option<PathBuf>, args: cli::RunsArgs) -> Result<ExitCode> {
         return remove(db, &rm.runs);
     }
     let path = db.clone().unwrap_or_else(scalprof_store::default_path);
+    super::warn_before_connecting(&path);
     let store = match Store::open_read_only(&path) {
         Err(scalprof_store::StoreError::Missing { .. }) if !args.json => {
             outln!(
@@ -184,8 +185,12 @@ pub fn gc(db: &Option<PathBuf>, args: cli::GcArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The bytes of run `id`'s outputs on this machine (0 where the store has no outputs
+/// folder here yet).
 fn output_bytes(store: &Store, id: i64) -> u64 {
-    scalprof_store::folder_bytes(&scalprof_store::outputs_folder(store.path()).join(id.to_string()))
+    store.outputs_folder().map_or(0, |folder| {
+        scalprof_store::folder_bytes(&folder.join(id.to_string()))
+    })
 }
 
 /// Compacts the store after a deletion; a failure (VACUUM needs about the store's size

@@ -364,6 +364,12 @@ pub struct LockRow {
     /// How long the lock was held and how often taken: user locks the interposer timed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hold: Option<HoldTimes>,
+    /// The threads that waited, by where each began: the outermost function of the
+    /// program in the waiters' sampled stacks (a worker's loop, a reporter's `main`, a
+    /// housekeeper), with shares of the sampled wait. Told against the profile, it says
+    /// whether the waiters do the workload's work at all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiter_roots: Vec<LockCaller>,
 }
 
 /// A wait of a lock's holders while they held it.
@@ -452,6 +458,7 @@ impl LockRow {
             holder_waits: Vec::new(),
             holder_stacks: Vec::new(),
             hold: None,
+            waiter_roots: Vec::new(),
         }
     }
 

@@ -51,6 +51,7 @@ pub fn group_objects(rows: &mut Vec<LockRow>) {
         let mut states: Seen = HashMap::new();
         let mut held_stacks: HashMap<String, (u64, u64)> = HashMap::new();
         let mut elements: Vec<(String, f64)> = Vec::new();
+        let mut roots: HashMap<String, f64> = HashMap::new();
         let mut merged = rows[idx[0]].clone();
         merged.count = 0;
         merged.total_wait_ns = 0;
@@ -74,6 +75,9 @@ pub fn group_objects(rows: &mut Vec<LockRow>) {
                 note_state(&mut states, c);
             }
             add_stacks(&mut held_stacks, &r.holder_stacks);
+            for c in &r.waiter_roots {
+                *roots.entry(c.function.clone()).or_default() += c.share * cost(r);
+            }
             let off = object_of(&r.name).map_or("", |(_, o)| o);
             elements.push((format!("+0x{off}"), cost(r) / total));
         }
@@ -89,6 +93,7 @@ pub fn group_objects(rows: &mut Vec<LockRow>) {
         merged.callers = top_callers(callers, weight.max(1));
         merged.holders = ranked_holders(holders, &states);
         merged.holder_stacks = heaviest_stacks(held_stacks);
+        merged.waiter_roots = ranked(roots);
         remove.extend(idx.iter().skip(1).copied());
         let first = idx[0];
         rows[first] = merged;
@@ -136,6 +141,8 @@ struct RowSum {
     running: Option<(f64, f64)>,
     chains: HashMap<(String, bool), f64>,
     chain_weight: Option<f64>,
+    /// Where the waiting threads began, by wait.
+    roots: HashMap<String, f64>,
 }
 
 impl RowSum {
@@ -156,6 +163,7 @@ impl RowSum {
             running: None,
             chains: HashMap::new(),
             chain_weight: None,
+            roots: HashMap::new(),
         }
     }
 
@@ -175,6 +183,9 @@ impl RowSum {
             note_state(&mut self.states, c);
         }
         add_stacks(&mut self.held_stacks, &r.holder_stacks);
+        for c in &r.waiter_roots {
+            *self.roots.entry(c.function.clone()).or_default() += c.share * r.total_wait_ns as f64;
+        }
         let w = r.total_wait_ns.max(1) as f64;
         if let Some(x) = r.holder_running {
             let e = self.running.get_or_insert_default();
@@ -196,6 +207,7 @@ impl RowSum {
         row.holders = ranked_holders(self.holders, &self.states);
         row.holder_running = self.running.map(|(x, w)| x / w);
         row.holder_stacks = heaviest_stacks(self.held_stacks);
+        row.waiter_roots = ranked(self.roots);
         let weight = self.chain_weight.unwrap_or(1.0);
         let mut waits: Vec<HolderWait> = self
             .chains

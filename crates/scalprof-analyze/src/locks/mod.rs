@@ -6,12 +6,13 @@
 //!   to the rows they belong to (`attribute_spin`, `attribute_futex_cpu`).
 //! - Kernel contention on the futex hash-bucket lock is attributed to the user locks.
 //!
-//! One job per file: [`attribute`] (on-CPU time), [`merge`] (repeats, sides, arrays) and
-//! [`findings`].
+//! One job per file: [`attribute`] (on-CPU time), [`merge`] (repeats, sides, arrays),
+//! [`off_path`] (waits of threads that do no work) and [`findings`].
 
 mod attribute;
 mod findings;
 mod merge;
+mod off_path;
 #[cfg(test)]
 mod tests;
 
@@ -21,6 +22,7 @@ pub use attribute::{
 pub(crate) use findings::budget_detail;
 pub use findings::lock_findings;
 pub use merge::{group_objects, merge};
+pub use off_path::{mark_off_path, OFF_PATH};
 
 /// A lock whose wait growth explains at least this share of the lost time is a finding…
 pub const LOCK_MIN_SCORE: f64 = 0.05;

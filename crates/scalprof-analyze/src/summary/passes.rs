@@ -177,6 +177,7 @@ pub(super) fn lock_tables(points: &mut [Point], inputs: &RunInputs, source: Thro
                 locks::attribute_spin(&mut lp.rows, prof);
                 locks::attribute_futex_cpu(&mut lp.rows, prof);
                 locks::attribute_syscall_cpu(&mut lp.rows, prof);
+                locks::mark_off_path(&mut lp.rows, prof);
             }
             locks::group_objects(&mut lp.rows);
             scalprof_model::locks::sort_rows(&mut lp.rows);

@@ -17,6 +17,8 @@ pub(super) struct RowBuilder {
     callers: HashMap<String, u64>,
     /// Process → its wait, to say which attached process did it.
     procs: HashMap<u32, u64>,
+    /// Where the waiting threads began → their sampled wait.
+    roots: HashMap<String, u64>,
 }
 
 impl RowBuilder {
@@ -26,6 +28,7 @@ impl RowBuilder {
             row,
             callers: HashMap::new(),
             procs: HashMap::new(),
+            roots: HashMap::new(),
         }
     }
 
@@ -49,12 +52,21 @@ impl RowBuilder {
         }
     }
 
+    /// Adds sampled waits by the outermost program function of the waiting threads.
+    pub fn add_roots(&mut self, roots: Option<&HashMap<String, u64>>) {
+        for (f, &ns) in roots.into_iter().flatten() {
+            *self.roots.entry(f.clone()).or_default() += ns;
+        }
+    }
+
     /// The row, with its heaviest callers by their shares of the callers' wait and the
     /// attached process that waited most, if one did.
     pub fn finish(self, raw: &RawLocks) -> LockRow {
         let mut row = self.row;
         let total: u64 = self.callers.values().sum();
         row.callers = top_callers(self.callers, total);
+        let rooted: u64 = self.roots.values().sum();
+        row.waiter_roots = top_callers(self.roots, rooted);
         row.process = attached_process(raw, &self.procs);
         row
     }

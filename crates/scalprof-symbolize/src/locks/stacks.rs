@@ -94,16 +94,33 @@ pub(super) fn lookup_address(i: usize, addr: u64) -> u64 {
     }
 }
 
+/// The functions where threads begin: a stack that reaches one was walked to its root,
+/// and its outermost program frame is where the thread began (not a frame where the
+/// walk stopped). A process's first thread begins at `main` (the walk often ends there:
+/// libc's frames below it carry no unwind rows the copy reaches).
+const THREAD_ENTRIES: [&str; 8] = [
+    "main",
+    "start_thread",
+    "clone",
+    "clone3",
+    "__clone",
+    "__libc_start_main",
+    "__libc_start_call_main",
+    "_start",
+];
+
 /// The frames of a stack copy outside libc and the loader, innermost first (the first is
-/// the function that waits), and the libc frames above them (they tell the kind of
-/// wait). `None` when the copy's process map was not read.
-pub(super) fn snapshot_frames(
+/// the function that waits), the libc frames above them (they tell the kind of wait), and
+/// whether the stack was walked to where its thread began. `None` when the copy's process
+/// map was not read.
+pub(super) fn snapshot_frames_rooted(
     raw: &RawLocks,
     s: &StackSnapshot,
     symbols: &mut Symbols,
     spaces: &mut HashMap<u32, UserSpace>,
-) -> Option<(Vec<String>, Vec<String>)> {
+) -> Option<(Vec<String>, Vec<String>, bool)> {
     let (space, addrs) = unwind_copy(raw, s, symbols, spaces)?;
+    let mut outermost: Option<String> = None;
     let mut libc = Vec::new();
     let mut own = Vec::new();
     // The outermost VM frame below the program's: the waiter where no JIT frame is named
@@ -113,6 +130,7 @@ pub(super) fn snapshot_frames(
         let Some((func, path)) = space.symbolize(lookup_address(i, a)) else {
             continue;
         };
+        outermost = Some(func.clone());
         let in_vm =
             is_vm_library(&path) || is_jit_stub(&path, &func) || is_jdk_lock_code(&path, &func);
         if is_runtime_library(&path) || in_vm {
@@ -131,7 +149,8 @@ pub(super) fn snapshot_frames(
     if own.is_empty() {
         own.extend(vm);
     }
-    Some((own, libc))
+    let rooted = outermost.is_some_and(|f| THREAD_ENTRIES.contains(&f.as_str()));
+    Some((own, libc, rooted))
 }
 
 /// A frame named only by its file and offset (`libsqlite3.so.0.8.6+0xaa1b4`: a stripped

@@ -14,7 +14,7 @@ use super::calls::{is_sleep_call, syscall_name, syscall_wait_kind};
 use super::holders::{blocked_target, holder_of, holder_waits};
 use super::holders::{HolderEvidence, HolderSamples, WaitTarget};
 use super::rows::{top_caller, RowBuilder, RowKey};
-use super::stacks::{snapshot_frames, waiting_function};
+use super::stacks::{snapshot_frames_rooted, waiting_function};
 use crate::profile::{Symbols, UserSpace};
 
 /// One system call's waits: (tgid, first argument, call number).
@@ -47,6 +47,7 @@ pub(super) fn add_syscall_rows(
                 .is_some_and(|p| raw.attached_comms.iter().any(|c| c == p));
         }
         b.add_callers(call.callers);
+        b.add_roots(waits.user_roots.get(&key));
         peers.add_running(on_cpu.get(&(w.tgid, w.uaddr, Some(w.op))));
         peers.seen += waits.seen.get(&key).copied().unwrap_or(0);
         peers.add_blocked(w.tgid, waits.blocked.get(&key));
@@ -85,6 +86,8 @@ struct SyscallWaits<'a> {
     answered: HashMap<CallKey, HashMap<String, u64>>,
     /// The user function that made each call.
     user_callers: HashMap<CallKey, HashMap<String, u64>>,
+    /// The outermost program function of each call's waiting threads.
+    user_roots: HashMap<CallKey, HashMap<String, u64>>,
     /// Where in the kernel each call blocked.
     kernel_callers: HashMap<CallKey, HashMap<String, u64>>,
     /// Sampled wait per call: (on the disk, in all).
@@ -166,9 +169,19 @@ impl<'a> SyscallWaits<'a> {
             .iter()
             .filter(|s| s.syscall && s.waker.is_none())
         {
-            if let Some(c) =
-                snapshot_frames(raw, s, symbols, spaces).and_then(|(own, _)| waiting_function(&own))
-            {
+            let frames = snapshot_frames_rooted(raw, s, symbols, spaces);
+            let rooted = frames.as_ref().is_some_and(|f| f.2);
+            let own = frames.map(|(own, _, _)| own);
+            if let Some(root) = own.as_ref().and_then(|o| o.last()).filter(|_| rooted) {
+                let w = self
+                    .user_roots
+                    .entry((s.tgid, s.uaddr, s.op))
+                    .or_default()
+                    .entry(root.clone())
+                    .or_default();
+                *w = w.saturating_add(s.wait_ns.max(1));
+            }
+            if let Some(c) = own.as_deref().and_then(waiting_function) {
                 let w = self
                     .user_callers
                     .entry((s.tgid, s.uaddr, s.op))

@@ -10,7 +10,7 @@ use scalprof_model::vocabulary::{is_runtime_service_thread, user_wait_kind};
 use super::holders::{blocked_target, holder_of, holder_waits};
 use super::holders::{HolderEvidence, HolderSamples, WaitTarget};
 use super::rows::{top_caller, RowBuilder, RowKey};
-use super::stacks::snapshot_frames;
+use super::stacks::snapshot_frames_rooted;
 use crate::profile::{Symbols, UserSpace};
 
 /// Whether `addr` lies in the last 16 KiB of an anonymous mapping: where glibc puts a
@@ -147,6 +147,7 @@ pub(super) fn add_user_rows(
             b.row.attributed_to = Some(RUNTIME_SERVICE_IDLE.into());
         }
         b.add_callers(waits.callers.get(&futex));
+        b.add_roots(waits.roots.get(&futex));
         holders.seen += waits.windows.get(&futex).copied().unwrap_or(0);
         holders.add_blocked(u.tgid, waits.blocked.get(&futex));
         holders.add_running(on_cpu.get(&(u.tgid, u.uaddr, None)));
@@ -206,6 +207,8 @@ struct FutexWaits {
     blocked: HashMap<Futex, HashMap<WaitTarget, u64>>,
     /// Caller → wait (from the waiters' copies).
     callers: HashMap<Futex, HashMap<String, u64>>,
+    /// The outermost program function of each futex's waiting threads → their wait.
+    roots: HashMap<Futex, HashMap<String, u64>>,
     /// The libc frames seen, to classify the wait.
     libc_frames: HashMap<Futex, Vec<String>>,
     /// Of the waiters' copies, how many were of a runtime's service thread, and in all.
@@ -294,7 +297,7 @@ impl FutexWaits {
             let seen = self.service.entry((s.tgid, s.uaddr)).or_default();
             seen.0 += u64::from(is_runtime_service_thread(&s.comm));
             seen.1 += 1;
-            let Some((own, libc)) = snapshot_frames(raw, s, symbols, spaces) else {
+            let Some((own, libc, rooted)) = snapshot_frames_rooted(raw, s, symbols, spaces) else {
                 continue;
             };
             let seen = self.libc_frames.entry((s.tgid, s.uaddr)).or_default();
@@ -302,6 +305,15 @@ impl FutexWaits {
                 if !seen.contains(&f) && seen.len() < 16 {
                     seen.push(f);
                 }
+            }
+            if let Some(root) = own.last().filter(|_| rooted) {
+                let w = self
+                    .roots
+                    .entry((s.tgid, s.uaddr))
+                    .or_default()
+                    .entry(root.clone())
+                    .or_default();
+                *w = w.saturating_add(s.wait_ns.max(1));
             }
             if let Some(c) = own.into_iter().next() {
                 self.resolved += 1;

@@ -15,7 +15,7 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::exec::Attach;
+use crate::exec::{Attach, ExecSpec};
 use crate::{CollectError, DelayError};
 
 /// The longest delay per occurrence an experiment may inject: a spin this long is already
@@ -189,24 +189,39 @@ impl Attach for Delayer {
 
 mod interpose;
 
+pub use interpose::HoldRecords;
+
 /// The hold times of one execution's user locks, timed by the interposer
-/// (src/delay/holds.c) preloaded into the workload's tree.
-pub struct HoldTimer(interpose::HoldFiles);
+/// (src/delay/holds.c) preloaded into the workload's tree, which writes them to memory
+/// that scalprof made: no file of the workload's, so no file-size limit or uid change
+/// stands in the way.
+pub struct HoldTimer(interpose::HoldArea);
 
 impl HoldTimer {
-    /// Readies one execution: the interposer written to `dir`, its records to go to
-    /// `dir/STEM.holds`; returns the environment the workload needs for it.
-    pub fn prepare(
-        dir: &Path,
-        stem: &str,
-    ) -> Result<(HoldTimer, Vec<(String, String)>), DelayError> {
-        let (files, env) = interpose::prepare_holds(dir, stem)?;
-        Ok((HoldTimer(files), env))
+    /// Readies one execution: the interposer and a fresh records area.
+    pub fn prepare() -> Result<HoldTimer, DelayError> {
+        interpose::prepare_holds().map(HoldTimer)
     }
 
-    /// The execution's holds, per process and lock; the records are removed.
-    pub fn read(self) -> Vec<scalprof_model::locks::UserHoldRaw> {
-        self.0.read()
+    /// `spec` with the timing on: the interposer preloaded, and the descriptors of it and
+    /// of the records area inherited by the workload.
+    pub fn timed(&self, spec: &ExecSpec) -> ExecSpec {
+        let given = spec.env.iter().rev().find(|(k, _)| k == "LD_PRELOAD");
+        let theirs = given
+            .map(|(_, v)| v.clone())
+            .or_else(|| std::env::var("LD_PRELOAD").ok());
+        let (env, fds) = self.0.workload(theirs.as_deref());
+        let mut timed = spec.clone();
+        timed.env.retain(|(k, _)| !env.iter().any(|(e, _)| e == k));
+        timed.env.extend(env);
+        timed.inherit.extend(fds);
+        timed
+    }
+
+    /// The execution's holds, per process and lock, with what was lost; `stderr` is the
+    /// execution's (where processes that could not record say so).
+    pub fn read(self, stderr: &Path) -> HoldRecords {
+        self.0.read(stderr)
     }
 }
 

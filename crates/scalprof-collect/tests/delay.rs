@@ -37,6 +37,7 @@ fn run_delayed(
         stderr: dir.join("err"),
         timeout: None,
         attached: Vec::new(),
+        inherit: Vec::new(),
     };
     let r = exec::run_with(
         &spec,

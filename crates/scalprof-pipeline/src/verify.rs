@@ -183,6 +183,7 @@ impl Bench {
             stderr: self.dir.join(format!("{tag}.stderr")),
             timeout: self.timeout,
             attached: Vec::new(),
+            inherit: Vec::new(),
         };
         let r = exec::run_capped(
             &spec,

@@ -2,11 +2,19 @@
 //! crate carries, written next to the experiment's outputs and preloaded into the
 //! workload (`LD_PRELOAD`, inherited by its whole tree), with its counters in a small file
 //! that every process of the tree maps shared.
+//!
+//! The same object times the holds in a sweep's traced repeats (holds.c): there it is
+//! preloaded from a memfd, and its records go to another that scalprof sizes and reads,
+//! both inherited by the workload's tree as descriptors ([`HoldArea`]).
 
 use std::collections::HashMap;
-use std::io::Read;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::ffi::CStr;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use scalprof_model::locks::UserHoldRaw;
 
@@ -89,81 +97,366 @@ fn write_object(dir: &Path) -> Result<String, DelayError> {
     })
 }
 
-/// The hold-time records of one execution: a directory where each process of the tree
-/// writes `holds.PID` (holds.c).
-pub(crate) struct HoldFiles(PathBuf);
+/// The interposer that times holds, once per scalprof process: a sealed memfd that the
+/// workload's tree inherits and preloads as `/proc/self/fd/N`. No path is involved, so a
+/// process that changed its uid (a server dropping to `nobody` before an exec) still
+/// reads it, where a copy in scalprof's own folder (mode 0700) made ld.so answer "cannot
+/// be preloaded".
+static HOLD_OBJECT: Mutex<Option<Arc<OwnedFd>>> = Mutex::new(None);
 
-/// At most this many bytes of records are read from one execution's files: 4 M records,
-/// far more than the sampling writes (a lock taken 10⁸ times gives 4·10⁵ samples).
-const HOLD_BYTES_READ: u64 = 64 << 20;
+fn hold_object() -> Result<Arc<OwnedFd>, DelayError> {
+    let mut object = HOLD_OBJECT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(fd) = object.as_ref() {
+        return Ok(fd.clone());
+    }
+    let what = "interposer";
+    within_file_size_limit(what, OBJECT.len() as u64)?;
+    let memory = |source| DelayError::HoldMemory { what, source };
+    let fd = memfd(c"scalprof-holds.so").map_err(memory)?;
+    let mut file = File::from(fd);
+    file.write_all(OBJECT).map_err(memory)?;
+    seal(
+        &file,
+        libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE | libc::F_SEAL_SEAL,
+    )
+    .map_err(memory)?;
+    let fd = Arc::new(OwnedFd::from(file));
+    *object = Some(fd.clone());
+    Ok(fd)
+}
+
+/// A memfd, close-on-exec (the workload is given it at exec, [`crate::exec::ExecSpec`]'s
+/// `inherit`), not executable where the kernel can say so, at a number above the standard
+/// descriptors (the workload's are put there before its exec).
+fn memfd(name: &CStr) -> io::Result<OwnedFd> {
+    let flags = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
+    // SAFETY: a NUL-terminated name and flags; the result is checked.
+    let mut fd = unsafe { libc::memfd_create(name.as_ptr(), flags | libc::MFD_NOEXEC_SEAL) };
+    if fd < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+        // Before Linux 6.3, which knows no MFD_NOEXEC_SEAL.
+        // SAFETY: as above.
+        fd = unsafe { libc::memfd_create(name.as_ptr(), flags) };
+    }
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: memfd_create returned a fresh descriptor that we now own.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    if fd.as_raw_fd() > 2 {
+        return Ok(fd);
+    }
+    // SAFETY: F_DUPFD_CLOEXEC on a descriptor we own; the result is checked.
+    let high = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 3) };
+    if high < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fcntl returned a fresh descriptor that we now own.
+    Ok(unsafe { OwnedFd::from_raw_fd(high) })
+}
+
+fn seal(file: &File, seals: libc::c_int) -> io::Result<()> {
+    // SAFETY: F_ADD_SEALS on a descriptor we own, with an integer argument.
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, seals) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The soft file-size limit (`ulimit -f`) in bytes, if there is one: it bounds memfds too
+/// (their size is set like a file's), and a write past it raises SIGXFSZ.
+fn file_size_limit() -> Option<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit through the pointer we pass.
+    if unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut limit) } != 0 {
+        return None;
+    }
+    (limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur)
+}
+
+fn within_file_size_limit(what: &'static str, needed_bytes: u64) -> Result<(), DelayError> {
+    match file_size_limit() {
+        Some(limit_bytes) if limit_bytes < needed_bytes => Err(DelayError::FileSizeLimit {
+            what,
+            limit_bytes,
+            needed_bytes,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The records area's layout (holds.c): a header page, then chunks of a page, each a
+/// header record (tgid, records used) and [`CHUNK_RECORDS`] records.
+const HEADER_BYTES: u64 = 4096;
+const CHUNK_BYTES: u64 = 4096;
+const CHUNK_RECORDS: usize = (CHUNK_BYTES / 16 - 1) as usize;
+/// "scphold1" read as a little-endian number: the header's first word.
+const AREA_MAGIC: u64 = 0x3164_6c6f_6870_6373;
+
+/// The records area's size: 4 M records, far more than the sampling writes (a lock taken
+/// 10⁸ times gives 4·10⁵ samples). Pages are allocated as the workload writes them.
+const AREA_BYTES: u64 = 64 << 20;
+
+/// The smallest area worth making, where the file-size limit makes it smaller: 8 chunks,
+/// one of them kept for the acquisitions (holds.c).
+const MIN_AREA_BYTES: u64 = HEADER_BYTES + 8 * CHUNK_BYTES;
 
 /// Holds kept per lock of a process: enough for a p99 of a hundred samples beyond it.
 const HOLDS_KEPT: usize = 100_000;
 
-/// Readies the hold timing of one execution in `dir/stem`: the interposer written to
-/// `dir`, the records' directory made, and the environment that turns the timing on.
-pub(crate) fn prepare_holds(
-    dir: &Path,
-    stem: &str,
-) -> Result<(HoldFiles, Vec<(String, String)>), DelayError> {
-    let preload = write_object(dir)?;
-    let records = dir.join(format!("{stem}.holds"));
-    // Left by an execution cut short: its records are not this one's.
-    let _ = std::fs::remove_dir_all(&records);
-    std::fs::create_dir(&records).map_err(io_error(&records))?;
-    let env = vec![
-        ("LD_PRELOAD".into(), preload),
-        (
-            "SCALPROF_HOLDS_DIR".into(),
-            records.to_string_lossy().into_owned(),
-        ),
-    ];
-    Ok((HoldFiles(records), env))
+/// What the interposer's processes say on stderr when they cannot map the area (holds.c),
+/// and what ld.so says when it cannot load the interposer (its descriptor was closed
+/// before an exec).
+const UNMAPPED_SAID: &str = "scalprof: no hold times from pid ";
+const NOT_PRELOADED_SAID: &str = "from LD_PRELOAD cannot be preloaded";
+
+/// Of a repeat's stderr, at most this much is searched for those lines.
+const STDERR_SEARCHED: u64 = 1 << 20;
+
+/// The hold-time records of one execution: an area in memory (a memfd) that each process
+/// of the workload's tree maps shared, from a descriptor it inherits, and writes to
+/// without a system call (holds.c).
+pub(crate) struct HoldArea {
+    area: Arc<OwnedFd>,
+    object: Arc<OwnedFd>,
+    nonce: u64,
+    bytes: u64,
 }
 
-impl HoldFiles {
-    /// What the processes wrote: per process and lock, the acquisitions and the timed
-    /// holds. The directory goes with it. Records are fixed-size pairs of numbers; a
-    /// file that is not a process's (a name without a PID) or a partial record is skipped.
-    pub(crate) fn read(self) -> Vec<UserHoldRaw> {
-        let mut by_lock: HashMap<(u32, u64), UserHoldRaw> = HashMap::new();
-        let mut budget = HOLD_BYTES_READ;
-        let entries = std::fs::read_dir(&self.0).into_iter().flatten().flatten();
-        for entry in entries {
-            let name = entry.file_name();
-            let Some(tgid) = name
-                .to_str()
-                .and_then(|n| n.strip_prefix("holds."))
-                .and_then(|pid| pid.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            let Ok(file) = std::fs::File::open(entry.path()) else {
-                continue;
-            };
-            let mut bytes = Vec::new();
-            let _ = file.take(budget).read_to_end(&mut bytes);
-            budget -= bytes.len() as u64;
-            for record in bytes.chunks_exact(16) {
-                let word =
-                    |i: usize| u64::from_ne_bytes(record[i..i + 8].try_into().unwrap_or([0; 8]));
-                let (uaddr, value) = (word(0), word(8));
-                let e = by_lock.entry((tgid, uaddr)).or_insert_with(|| UserHoldRaw {
-                    uaddr,
-                    tgid,
-                    ..UserHoldRaw::default()
-                });
-                if value & COUNT_BIT != 0 {
-                    e.acquisitions += value & !COUNT_BIT;
-                } else if e.holds_ns.len() < HOLDS_KEPT {
-                    e.holds_ns.push(value);
-                }
-            }
+/// Readies the hold timing of one execution: the interposer and a fresh records area,
+/// and the environment that turns the timing on.
+pub(crate) fn prepare_holds() -> Result<HoldArea, DelayError> {
+    let object = hold_object()?;
+    let what = "records area";
+    // The area is sized like a file: within the file-size limit, which then says how
+    // many records it holds.
+    let bytes = file_size_limit().map_or(AREA_BYTES, |limit| {
+        (limit / CHUNK_BYTES * CHUNK_BYTES).min(AREA_BYTES)
+    });
+    if bytes < MIN_AREA_BYTES {
+        return Err(DelayError::FileSizeLimit {
+            what,
+            limit_bytes: file_size_limit().unwrap_or(0),
+            needed_bytes: MIN_AREA_BYTES,
+        });
+    }
+    let memory = |source| DelayError::HoldMemory { what, source };
+    let file = File::from(memfd(c"scalprof-holds").map_err(memory)?);
+    file.set_len(bytes).map_err(memory)?;
+    let nonce = nonce();
+    let mut header = [0u8; 16];
+    header[..8].copy_from_slice(&AREA_MAGIC.to_ne_bytes());
+    header[8..].copy_from_slice(&nonce.to_ne_bytes());
+    file.write_all_at(&header, 0).map_err(memory)?;
+    // Its size is scalprof's: a workload that truncated it would fault in its own writes.
+    seal(
+        &file,
+        libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL,
+    )
+    .map_err(memory)?;
+    Ok(HoldArea {
+        area: Arc::new(OwnedFd::from(file)),
+        object,
+        nonce,
+        bytes,
+    })
+}
+
+/// A number the area's header carries and the workload's environment names, so that a
+/// descriptor the workload closed and reused is not taken for the area.
+fn nonce() -> u64 {
+    let mut bytes = [0u8; 8];
+    // SAFETY: getrandom writes at most 8 bytes into the buffer we pass.
+    let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), 8, 0) };
+    if n == 8 {
+        return u64::from_ne_bytes(bytes);
+    }
+    // Without getrandom: the time and pid, distinct enough for a descriptor check.
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    t ^ (u64::from(std::process::id()) << 32)
+}
+
+/// What one execution's interposers recorded, with what they could not.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct HoldRecords {
+    /// Per process and lock, the acquisitions and the timed holds.
+    pub holds: Vec<UserHoldRaw>,
+    /// Timed holds lost because the area was full: the ones kept are the earlier.
+    pub dropped_samples: u64,
+    /// Threads' acquisition counts lost so: `taken/op` is low.
+    pub dropped_counts: u64,
+    /// The process images that mapped the area (a fork or an exec makes one more).
+    pub processes: u64,
+    /// The processes that said they could not (their descriptor was closed before an
+    /// exec), from the lines of the execution's stderr.
+    pub unmapped: u64,
+    /// The area's size, and whether the file-size limit made it smaller.
+    pub area_bytes: u64,
+    pub area_limited: bool,
+    /// The area's header was not as scalprof wrote it (the workload wrote over it): no
+    /// records were read.
+    pub damaged: bool,
+}
+
+impl HoldRecords {
+    /// What the hold times lost, said in a sentence, if anything.
+    pub fn lost(&self) -> Option<String> {
+        let mut said = Vec::new();
+        if self.damaged {
+            said.push(
+                "the hold times' records area was overwritten by the workload: this repeat has no hold times"
+                    .to_string(),
+            );
         }
-        let _ = std::fs::remove_dir_all(&self.0);
-        let mut out: Vec<UserHoldRaw> = by_lock.into_values().collect();
-        out.sort_by_key(|h| (h.tgid, h.uaddr));
+        let (samples, counts) = (self.dropped_samples, self.dropped_counts);
+        if samples + counts > 0 {
+            let what = match (samples, counts) {
+                (s, 0) => format!("{s} timed holds"),
+                (0, c) => format!("{c} threads' acquisition counts (`taken/op` is low)"),
+                (s, c) => format!(
+                    "{s} timed holds and {c} threads' acquisition counts (`taken/op` is low)"
+                ),
+            };
+            let (size, limited) = (self.area_bytes >> 10, self.area_limited);
+            said.push(if limited {
+                format!("the hold times dropped {what}: their records area ({size} KiB, all that the file-size limit `ulimit -f` allows) was full, and the holds kept are the earliest; raise the limit to keep them all")
+            } else {
+                format!("the hold times dropped {what}: their records area ({size} KiB) was full, and the holds kept are the earliest")
+            });
+        }
+        if self.unmapped > 0 {
+            said.push(format!(
+                "{} process{} of the workload timed no holds: {} scalprof's inherited descriptors before an exec (its stderr says which)",
+                self.unmapped,
+                if self.unmapped == 1 { "" } else { "es" },
+                if self.unmapped == 1 { "it closed" } else { "they closed" },
+            ));
+        }
+        (!said.is_empty()).then(|| said.join("; "))
+    }
+}
+
+impl HoldArea {
+    /// The environment that turns the timing on, given the workload's own `LD_PRELOAD`
+    /// (ours goes first), and the descriptors it names, which the workload must inherit.
+    pub(crate) fn workload(
+        &self,
+        theirs: Option<&str>,
+    ) -> (Vec<(String, String)>, Vec<Arc<OwnedFd>>) {
+        let preload = format!("/proc/self/fd/{}", self.object.as_raw_fd());
+        let preload = match theirs {
+            Some(theirs) if !theirs.trim().is_empty() => format!("{preload} {theirs}"),
+            _ => preload,
+        };
+        let env = vec![
+            ("LD_PRELOAD".into(), preload),
+            (
+                "SCALPROF_HOLDS".into(),
+                format!("{}:{:x}", self.area.as_raw_fd(), self.nonce),
+            ),
+        ];
+        (env, vec![self.object.clone(), self.area.clone()])
+    }
+
+    /// What the processes recorded: per process and lock, the acquisitions and the timed
+    /// holds, with what was dropped; `stderr`, the execution's, says which processes
+    /// could not record. The area goes with it.
+    pub(crate) fn read(self, stderr: &Path) -> HoldRecords {
+        let mut out = HoldRecords {
+            area_bytes: self.bytes,
+            area_limited: self.bytes < AREA_BYTES,
+            unmapped: self.unmapped_in(stderr),
+            ..HoldRecords::default()
+        };
+        let Ok(file) = self.area.try_clone().map(File::from) else {
+            return out;
+        };
+        let mut header = [0u8; 48];
+        if file.read_exact_at(&mut header, 0).is_err() {
+            return out;
+        }
+        let word = |b: &[u8], i: usize| {
+            u64::from_ne_bytes(b[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]))
+        };
+        if word(&header, 0) != AREA_MAGIC || word(&header, 1) != self.nonce {
+            out.damaged = true;
+            return out;
+        }
+        let chunks = (self.bytes - HEADER_BYTES) / CHUNK_BYTES;
+        let claimed = word(&header, 2).min(chunks);
+        out.dropped_samples = word(&header, 3);
+        out.dropped_counts = word(&header, 4);
+        out.processes = word(&header, 5);
+        let mut by_lock: HashMap<(u32, u64), UserHoldRaw> = HashMap::new();
+        // A megabyte at a time.
+        let mut block = vec![0u8; (256 * CHUNK_BYTES) as usize];
+        let mut first = 0;
+        while first < claimed {
+            let n = (claimed - first).min(256);
+            let bytes = &mut block[..(n * CHUNK_BYTES) as usize];
+            if file
+                .read_exact_at(bytes, HEADER_BYTES + first * CHUNK_BYTES)
+                .is_err()
+            {
+                break;
+            }
+            for chunk in bytes.chunks_exact(CHUNK_BYTES as usize) {
+                add_chunk(&mut by_lock, chunk);
+            }
+            first += n;
+        }
+        let mut holds: Vec<UserHoldRaw> = by_lock.into_values().collect();
+        holds.sort_by_key(|h| (h.tgid, h.uaddr));
+        out.holds = holds;
         out
+    }
+
+    /// How many processes said on `stderr` that they could not record: the interposer's
+    /// line, or ld.so's when it could not load this interposer.
+    fn unmapped_in(&self, stderr: &Path) -> u64 {
+        let Ok(file) = File::open(stderr) else {
+            return 0;
+        };
+        let mut text = Vec::new();
+        let _ = file.take(STDERR_SEARCHED).read_to_end(&mut text);
+        let object = format!("'/proc/self/fd/{}'", self.object.as_raw_fd());
+        String::from_utf8_lossy(&text)
+            .lines()
+            .filter(|l| {
+                l.starts_with(UNMAPPED_SAID)
+                    || (l.contains(NOT_PRELOADED_SAID) && l.contains(&object))
+            })
+            .count() as u64
+    }
+}
+
+/// Adds one chunk's records: a header record (tgid, records used), then the records
+/// (lock address, value), the value a hold in nanoseconds or, with [`COUNT_BIT`], a
+/// thread's acquisitions.
+fn add_chunk(by_lock: &mut HashMap<(u32, u64), UserHoldRaw>, chunk: &[u8]) {
+    let word = |i: usize| u64::from_ne_bytes(chunk[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
+    let tgid = word(0) as u32;
+    let used = ((word(0) >> 32) as usize).min(CHUNK_RECORDS);
+    for r in 1..=used {
+        let (uaddr, value) = (word(2 * r), word(2 * r + 1));
+        // A record claimed but not written: a process killed in between.
+        if uaddr == 0 {
+            continue;
+        }
+        let e = by_lock.entry((tgid, uaddr)).or_insert_with(|| UserHoldRaw {
+            uaddr,
+            tgid,
+            ..UserHoldRaw::default()
+        });
+        if value & COUNT_BIT != 0 {
+            e.acquisitions += value & !COUNT_BIT;
+        } else if e.holds_ns.len() < HOLDS_KEPT {
+            e.holds_ns.push(value);
+        }
     }
 }
 

@@ -191,14 +191,6 @@ impl Bench {
             interrupt,
             &mut [&mut delayer as &mut dyn Attach],
         )?;
-        if r.exit_code != Some(0) {
-            bail!(
-                "the workload failed during the experiment (exit {:?}, signal {:?}); its output is in {}",
-                r.exit_code,
-                r.signal,
-                spec.stderr.display()
-            );
-        }
         let ops = match_ops(&read_tail(&spec.stdout, 4 << 20), &self.ops_regex).unwrap_or(None);
         let repeat = Repeat {
             index: 0,
@@ -220,6 +212,13 @@ impl Bench {
             interference: None,
             throttling: None,
         };
+        if r.exit_code != Some(0) {
+            bail!(
+                "the workload failed during the experiment ({}); its output is in {}",
+                repeat.outcome(),
+                spec.stderr.display()
+            );
+        }
         let throughput =
             scalprof_analyze::summary::repeat_throughput(self.value, &repeat, self.source)
                 .context("the execution printed no operation count the run's regex reads")?;

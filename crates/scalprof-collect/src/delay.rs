@@ -10,8 +10,9 @@
 //!   see there why not a uprobe). The same interposer times the user locks' holds in a
 //!   sweep's traced repeats ([`HoldTimer`], src/delay/holds.c).
 
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -120,18 +121,22 @@ impl Delayer {
         }
     }
 
-    /// What the workload's environment needs for this delay, before each execution: for a
-    /// user lock, the interposer, written to `dir` with its counters; nothing for a system
-    /// call.
-    pub fn environment(&mut self, dir: &Path) -> Result<Vec<(String, String)>, DelayError> {
+    /// What the workload needs for this delay, before each execution: for a user lock,
+    /// the interposer and its counters (memfds), the environment that names them and the
+    /// descriptors it names, which the workload must inherit ([`ExecSpec`]'s `inherit`);
+    /// nothing for the others.
+    #[allow(clippy::type_complexity)] // the two parts of an ExecSpec, named there
+    pub fn environment(
+        &mut self,
+    ) -> Result<(Vec<(String, String)>, Vec<Arc<OwnedFd>>), DelayError> {
         match &self.spec.target {
             DelayTarget::Syscall(_) | DelayTarget::KernelLock(_) | DelayTarget::Function { .. } => {
-                Ok(Vec::new())
+                Ok((Vec::new(), Vec::new()))
             }
             DelayTarget::UserLock { exe, address } => {
-                let (counters, env) = interpose::prepare(dir, exe, *address, self.spec.delay_ns)?;
+                let (counters, env, fds) = interpose::prepare(exe, *address, self.spec.delay_ns)?;
                 self.preloaded = Some(counters);
-                Ok(env)
+                Ok((env, fds))
             }
         }
     }

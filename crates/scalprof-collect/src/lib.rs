@@ -155,15 +155,13 @@ pub enum DelayError {
         #[source]
         source: std::io::Error,
     },
-    #[error("the lock-delay interposer's path {} has a space or a colon, which LD_PRELOAD cannot carry: keep the store (--db) at a path without them", .0.display())]
-    PreloadPath(std::path::PathBuf),
-    #[error("cannot make the hold times' {what} in memory (memfd)")]
-    HoldMemory {
+    #[error("cannot make the {what} in memory (memfd)")]
+    Memory {
         what: &'static str,
         #[source]
         source: std::io::Error,
     },
-    #[error("the file-size limit (`ulimit -f`: {} KiB) is below the {} KiB the hold times' {what} needs, even in memory: raise it, or pass --no-hold-times", .limit_bytes >> 10, .needed_bytes.div_ceil(1024))]
+    #[error("the file-size limit (`ulimit -f`: {} KiB) is below the {} KiB that the {what} needs, even in memory: raise it", .limit_bytes >> 10, .needed_bytes.div_ceil(1024))]
     FileSizeLimit {
         what: &'static str,
         limit_bytes: u64,

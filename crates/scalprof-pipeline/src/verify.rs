@@ -175,7 +175,8 @@ impl Bench {
             delay_ns,
         });
         let mut env = self.env.clone();
-        env.extend(delayer.environment(&self.dir)?);
+        let (delay_env, inherit) = delayer.environment()?;
+        env.extend(delay_env);
         let spec = ExecSpec {
             argv: self.argv.clone(),
             env,
@@ -183,7 +184,7 @@ impl Bench {
             stderr: self.dir.join(format!("{tag}.stderr")),
             timeout: self.timeout,
             attached: Vec::new(),
-            inherit: Vec::new(),
+            inherit,
         };
         let r = exec::run_capped(
             &spec,

@@ -1,19 +1,18 @@
 //! The user-lock delay: `interpose.c`, built by build.rs into a shared object that this
-//! crate carries, written next to the experiment's outputs and preloaded into the
-//! workload (`LD_PRELOAD`, inherited by its whole tree), with its counters in a small file
-//! that every process of the tree maps shared.
-//!
-//! The same object times the holds in a sweep's traced repeats (holds.c): there it is
-//! preloaded from a memfd, and its records go to another that scalprof sizes and reads,
-//! both inherited by the workload's tree as descriptors ([`HoldArea`]).
+//! crate carries, put in a memfd and preloaded into the workload (`LD_PRELOAD`, inherited
+//! by its whole tree), with its counters in a small memfd that every process of the tree
+//! maps shared. The same object times the holds in a sweep's traced repeats (holds.c),
+//! its records in a larger memfd that scalprof sizes and reads ([`HoldArea`]). The
+//! workload inherits the memfds as descriptors: no path, so no folder's permissions and
+//! no uid change stand in the way, and no file of the workload's grows.
 
 use std::collections::HashMap;
 use std::ffi::CStr;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use scalprof_model::locks::UserHoldRaw;
@@ -24,18 +23,24 @@ use crate::DelayError;
 /// The interposer, as built for this machine.
 static OBJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libscalprof-delay.so"));
 
-/// The interposer's counters of one execution: releases seen, nanoseconds spun.
-pub(super) struct Counters(PathBuf);
+/// The interposer's counters of one execution: releases seen, nanoseconds spun, in a
+/// memfd that every process of the tree maps shared, from a descriptor it inherits.
+pub(super) struct Counters(Arc<OwnedFd>);
 
 impl Counters {
-    /// What the execution's tree counted (zeros if the file is gone).
+    /// What the execution's tree counted (zeros if they cannot be read).
     pub(super) fn read(&self) -> DelayCounts {
-        let bytes = std::fs::read(&self.0).unwrap_or_default();
-        let word = |i: usize| {
-            bytes
-                .get(i * 8..i * 8 + 8)
-                .map_or(0, |b| u64::from_ne_bytes(b.try_into().unwrap_or([0; 8])))
-        };
+        let mut bytes = [0u8; 16];
+        let read = self
+            .0
+            .try_clone()
+            .map(File::from)
+            .and_then(|f| f.read_exact_at(&mut bytes, 0));
+        if read.is_err() {
+            return DelayCounts::default();
+        }
+        let word =
+            |i: usize| u64::from_ne_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
         DelayCounts {
             calls: word(0),
             spun_ns: word(1),
@@ -43,21 +48,28 @@ impl Counters {
     }
 }
 
-/// Writes the interposer and fresh counters to `dir`, and returns them with the
-/// environment that makes the workload lengthen the lock at `address` of `exe` by
-/// `delay_ns` at each release.
+/// Readies the interposer and fresh counters, and returns them with the environment that
+/// makes the workload lengthen the lock at `address` of `exe` by `delay_ns` at each
+/// release, and the descriptors that environment names, which the workload inherits.
+#[allow(clippy::type_complexity)] // the counters, and the two parts of an ExecSpec
 pub(super) fn prepare(
-    dir: &Path,
     exe: &Path,
     address: u64,
     delay_ns: u64,
-) -> Result<(Counters, Vec<(String, String)>), DelayError> {
-    let preload = write_object(dir)?;
-    let counts = dir.join("delay-counts");
-    std::fs::write(&counts, [0u8; 16]).map_err(io_error(&counts))?;
-    let meta = std::fs::metadata(exe).map_err(io_error(exe))?;
+) -> Result<(Counters, Vec<(String, String)>, Vec<Arc<OwnedFd>>), DelayError> {
+    let object = preload_object()?;
+    let what = "lock delay's counters";
+    let memory = |source| DelayError::Memory { what, source };
+    let counts = File::from(memfd(c"scalprof-delay-counts").map_err(memory)?);
+    counts.set_len(16).map_err(memory)?;
+    let counts = Arc::new(OwnedFd::from(counts));
+    let meta = std::fs::metadata(exe).map_err(|source| DelayError::Interposer {
+        path: exe.to_path_buf(),
+        source,
+    })?;
+    let theirs = std::env::var("LD_PRELOAD").ok();
     let env = vec![
-        ("LD_PRELOAD".into(), preload),
+        ("LD_PRELOAD".into(), preload(&object, theirs.as_deref())),
         (
             "SCALPROF_DELAY_EXE".into(),
             format!("{}:{}", meta.dev(), meta.ino()),
@@ -66,53 +78,27 @@ pub(super) fn prepare(
         ("SCALPROF_DELAY_NS".into(), delay_ns.to_string()),
         (
             "SCALPROF_DELAY_COUNTS".into(),
-            counts.to_string_lossy().into_owned(),
+            counts.as_raw_fd().to_string(),
         ),
     ];
-    Ok((Counters(counts), env))
+    Ok((Counters(counts.clone()), env, vec![object, counts]))
 }
 
-fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> DelayError {
-    let path = path.to_path_buf();
-    move |source| DelayError::Interposer { path, source }
-}
+/// The interposer, once per scalprof process: a sealed memfd that the workload's tree
+/// inherits and preloads as `/proc/self/fd/N`. No path is involved, so a process that
+/// changed its uid (a server dropping to `nobody` before an exec) still reads it, where a
+/// copy in scalprof's own folder (mode 0700) made ld.so answer "cannot be preloaded".
+static PRELOAD_OBJECT: Mutex<Option<Arc<OwnedFd>>> = Mutex::new(None);
 
-/// Writes the interposer to `dir` (unless it is there already) and returns the
-/// `LD_PRELOAD` that loads it, before the workload's own preloads.
-fn write_object(dir: &Path) -> Result<String, DelayError> {
-    let object = dir.join("libscalprof-delay.so");
-    let text = object.to_string_lossy();
-    if text.contains([' ', ':']) {
-        return Err(DelayError::PreloadPath(object));
-    }
-    // Rewritten only when it differs: a process of an earlier execution may still map it.
-    if std::fs::read(&object).ok().as_deref() != Some(OBJECT) {
-        std::fs::write(&object, OBJECT).map_err(io_error(&object))?;
-    }
-    std::fs::set_permissions(&object, std::fs::Permissions::from_mode(0o644))
-        .map_err(io_error(&object))?;
-    Ok(match std::env::var("LD_PRELOAD") {
-        Ok(theirs) if !theirs.trim().is_empty() => format!("{text} {theirs}"),
-        _ => text.into_owned(),
-    })
-}
-
-/// The interposer that times holds, once per scalprof process: a sealed memfd that the
-/// workload's tree inherits and preloads as `/proc/self/fd/N`. No path is involved, so a
-/// process that changed its uid (a server dropping to `nobody` before an exec) still
-/// reads it, where a copy in scalprof's own folder (mode 0700) made ld.so answer "cannot
-/// be preloaded".
-static HOLD_OBJECT: Mutex<Option<Arc<OwnedFd>>> = Mutex::new(None);
-
-fn hold_object() -> Result<Arc<OwnedFd>, DelayError> {
-    let mut object = HOLD_OBJECT.lock().unwrap_or_else(|e| e.into_inner());
+fn preload_object() -> Result<Arc<OwnedFd>, DelayError> {
+    let mut object = PRELOAD_OBJECT.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(fd) = object.as_ref() {
         return Ok(fd.clone());
     }
     let what = "interposer";
     within_file_size_limit(what, OBJECT.len() as u64)?;
-    let memory = |source| DelayError::HoldMemory { what, source };
-    let fd = memfd(c"scalprof-holds.so").map_err(memory)?;
+    let memory = |source| DelayError::Memory { what, source };
+    let fd = memfd(c"scalprof-interposer.so").map_err(memory)?;
     let mut file = File::from(fd);
     file.write_all(OBJECT).map_err(memory)?;
     seal(
@@ -123,6 +109,16 @@ fn hold_object() -> Result<Arc<OwnedFd>, DelayError> {
     let fd = Arc::new(OwnedFd::from(file));
     *object = Some(fd.clone());
     Ok(fd)
+}
+
+/// The `LD_PRELOAD` that loads the interposer `object` before the workload's own preloads
+/// (`theirs`).
+fn preload(object: &OwnedFd, theirs: Option<&str>) -> String {
+    let ours = format!("/proc/self/fd/{}", object.as_raw_fd());
+    match theirs {
+        Some(theirs) if !theirs.trim().is_empty() => format!("{ours} {theirs}"),
+        _ => ours,
+    }
 }
 
 /// A memfd, close-on-exec (the workload is given it at exec, [`crate::exec::ExecSpec`]'s
@@ -228,8 +224,8 @@ pub(crate) struct HoldArea {
 /// Readies the hold timing of one execution: the interposer and a fresh records area,
 /// and the environment that turns the timing on.
 pub(crate) fn prepare_holds() -> Result<HoldArea, DelayError> {
-    let object = hold_object()?;
-    let what = "records area";
+    let object = preload_object()?;
+    let what = "hold times' records area";
     // The area is sized like a file: within the file-size limit, which then says how
     // many records it holds.
     let bytes = file_size_limit().map_or(AREA_BYTES, |limit| {
@@ -242,7 +238,7 @@ pub(crate) fn prepare_holds() -> Result<HoldArea, DelayError> {
             needed_bytes: MIN_AREA_BYTES,
         });
     }
-    let memory = |source| DelayError::HoldMemory { what, source };
+    let memory = |source| DelayError::Memory { what, source };
     let file = File::from(memfd(c"scalprof-holds").map_err(memory)?);
     file.set_len(bytes).map_err(memory)?;
     let nonce = nonce();
@@ -347,13 +343,8 @@ impl HoldArea {
         &self,
         theirs: Option<&str>,
     ) -> (Vec<(String, String)>, Vec<Arc<OwnedFd>>) {
-        let preload = format!("/proc/self/fd/{}", self.object.as_raw_fd());
-        let preload = match theirs {
-            Some(theirs) if !theirs.trim().is_empty() => format!("{preload} {theirs}"),
-            _ => preload,
-        };
         let env = vec![
-            ("LD_PRELOAD".into(), preload),
+            ("LD_PRELOAD".into(), preload(&self.object, theirs)),
             (
                 "SCALPROF_HOLDS".into(),
                 format!("{}:{:x}", self.area.as_raw_fd(), self.nonce),

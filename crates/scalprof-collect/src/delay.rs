@@ -122,19 +122,21 @@ impl Delayer {
     }
 
     /// What the workload needs for this delay, before each execution: for a user lock,
-    /// the interposer and its counters (memfds), the environment that names them and the
-    /// descriptors it names, which the workload must inherit ([`ExecSpec`]'s `inherit`);
-    /// nothing for the others.
+    /// the interposer (written to `dir`) and its counters (a memfd), the environment that
+    /// names them and the descriptors it names, which the workload must inherit
+    /// ([`ExecSpec`]'s `inherit`); nothing for the others.
     #[allow(clippy::type_complexity)] // the two parts of an ExecSpec, named there
     pub fn environment(
         &mut self,
+        dir: &Path,
     ) -> Result<(Vec<(String, String)>, Vec<Arc<OwnedFd>>), DelayError> {
         match &self.spec.target {
             DelayTarget::Syscall(_) | DelayTarget::KernelLock(_) | DelayTarget::Function { .. } => {
                 Ok((Vec::new(), Vec::new()))
             }
             DelayTarget::UserLock { exe, address } => {
-                let (counters, env, fds) = interpose::prepare(exe, *address, self.spec.delay_ns)?;
+                let (counters, env, fds) =
+                    interpose::prepare(dir, exe, *address, self.spec.delay_ns)?;
                 self.preloaded = Some(counters);
                 Ok((env, fds))
             }
@@ -198,14 +200,15 @@ pub use interpose::HoldRecords;
 
 /// The hold times of one execution's user locks, timed by the interposer
 /// (src/delay/holds.c) preloaded into the workload's tree, which writes them to memory
-/// that scalprof made: no file of the workload's, so no file-size limit or uid change
-/// stands in the way.
+/// that scalprof made: no file grows, so no file-size limit stands in the way, and the
+/// workload reaches it by a descriptor, whatever its uid.
 pub struct HoldTimer(interpose::HoldArea);
 
 impl HoldTimer {
-    /// Readies one execution: the interposer and a fresh records area.
-    pub fn prepare() -> Result<HoldTimer, DelayError> {
-        interpose::prepare_holds().map(HoldTimer)
+    /// Readies one execution: the interposer, written to `dir` (the execution's outputs'
+    /// folder), and a fresh records area in memory.
+    pub fn prepare(dir: &Path) -> Result<HoldTimer, DelayError> {
+        interpose::prepare_holds(dir).map(HoldTimer)
     }
 
     /// `spec` with the timing on: the interposer preloaded, and the descriptors of it and

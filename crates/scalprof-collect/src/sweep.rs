@@ -4,7 +4,7 @@
 //! commits it there, so a crash loses at most one repeat).
 
 use std::os::unix::fs::DirBuilderExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use regex::Regex;
@@ -519,7 +519,8 @@ fn run_collected(
         }
         let (timed, untimed) = match on.locks.as_ref().filter(|c| time_holds && c.hold_times) {
             None => (None, None),
-            Some(_) => match HoldTimer::prepare() {
+            // The interposer goes next to the repeat's outputs.
+            Some(_) => match HoldTimer::prepare(spec.stdout.parent().unwrap_or(Path::new("."))) {
                 Ok(timer) => {
                     let timed_spec = timer.timed(spec);
                     (Some((timer, timed_spec)), None)

@@ -30,7 +30,7 @@ fn run_delayed(
     dir: &std::path::Path,
 ) -> (f64, scalprof_collect::delay::DelayCounts) {
     let mut delayer = Delayer::new(DelaySpec { target, delay_ns });
-    let (env, inherit) = delayer.environment().unwrap();
+    let (env, inherit) = delayer.environment(dir).unwrap();
     let spec = ExecSpec {
         argv,
         env,
@@ -151,8 +151,8 @@ fn a_delayed_user_lock_is_held_longer_by_the_delay_at_each_release() {
 
 /// A workload that drops to uid 65534 before its exec (`setpriv`, as a server's start
 /// script does) still gets its lock lengthened and counted: the interposer and its
-/// counters are descriptors it inherits, where files in scalprof's folder (mode 0700)
-/// were out of its reach: ld.so said "cannot be preloaded" and nothing was counted.
+/// counters are descriptors it inherits, where by their paths in scalprof's folder (mode
+/// 0700) they were out of its reach: ld.so said "cannot be preloaded", nothing counted.
 #[test]
 #[cfg_attr(not(privileged), ignore = "needs root to change uid")]
 fn a_workload_that_drops_to_another_uid_still_gets_its_lock_lengthened() {
@@ -166,7 +166,7 @@ fn a_workload_that_drops_to_another_uid_still_gets_its_lock_lengthened() {
     }
     let _turn = exclusive();
     let dir = tempfile::tempdir().unwrap();
-    // Its folder must be open to uid 65534, for its exec.
+    // The program's folder must be open to uid 65534, for its exec.
     std::fs::set_permissions(
         dir.path(),
         std::os::unix::fs::PermissionsExt::from_mode(0o755),
@@ -183,8 +183,16 @@ fn a_workload_that_drops_to_another_uid_still_gets_its_lock_lengthened() {
         exe,
         address: mutex,
     };
-    let (_, counts) = run_delayed(argv, target, 10_000, dir.path());
-    let err = std::fs::read_to_string(dir.path().join("err")).unwrap();
+    // The interposer and the outputs in a folder only root may enter, as verify's are.
+    let private = dir.path().join("verify");
+    std::fs::create_dir(&private).unwrap();
+    std::fs::set_permissions(
+        &private,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    let (_, counts) = run_delayed(argv, target, 10_000, &private);
+    let err = std::fs::read_to_string(private.join("err")).unwrap();
     assert!(!err.contains("cannot be preloaded"), "{err}");
     assert_eq!(counts.calls, 2000, "{counts:?}");
     assert!(counts.spun_ns >= 2000 * 10_000, "{counts:?}");

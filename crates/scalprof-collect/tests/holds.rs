@@ -56,7 +56,7 @@ int main(void) {
 fn holds_are_timed_per_lock_and_process_without_the_condition_waits() {
     let dir = tempfile::tempdir().unwrap();
     let bin = common::compile(dir.path(), "holds", PROGRAM);
-    let timer = HoldTimer::prepare().unwrap();
+    let timer = HoldTimer::prepare(dir.path()).unwrap();
     let spec = timer.timed(&spec_of(dir.path(), &[&bin.display().to_string()]));
     let r = exec::run_with(&spec, &Interrupt::manual(), &mut []).unwrap();
     assert_eq!(r.exit_code, Some(0));
@@ -106,10 +106,18 @@ fn spec_of(dir: &Path, argv: &[&str]) -> ExecSpec {
     }
 }
 
-/// Runs `argv` with its holds timed; returns what was recorded and the program's stdout
+/// Runs `argv` with its holds timed, the interposer in a folder of `dir` only root may
+/// enter (as scalprof's outputs are); returns what was recorded and the program's stdout
 /// and stderr.
 fn timed_run(dir: &Path, argv: &[&str]) -> (HoldRecords, String, String) {
-    let timer = HoldTimer::prepare().unwrap();
+    let private = dir.join("outputs");
+    std::fs::create_dir(&private).unwrap();
+    std::fs::set_permissions(
+        &private,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    let timer = HoldTimer::prepare(&private).unwrap();
     let spec = timer.timed(&spec_of(dir, argv));
     let r = exec::run_with(&spec, &Interrupt::manual(), &mut []).unwrap();
     let out = std::fs::read_to_string(&spec.stdout).unwrap();
@@ -178,13 +186,13 @@ int main(int argc, char **argv) {
 
 /// A program that drops to uid 65534 before it takes its locks, then execs (as PostgreSQL
 /// started by root does) still has its holds timed in both images: the records are
-/// memory it maps, and the interposer a descriptor it inherits, where files in
-/// scalprof's own folder (mode 0700) were out of its reach.
+/// memory it maps, and the interposer, in a folder of mode 0700, a descriptor it
+/// inherits, where by their paths both were out of its reach.
 #[test]
 #[cfg_attr(not(privileged), ignore = "needs root to change uid")]
 fn a_workload_that_drops_to_another_uid_keeps_its_hold_times() {
     let dir = tempfile::tempdir().unwrap();
-    // Its folder must be open to uid 65534, for its exec.
+    // The program's folder must be open to uid 65534, for its exec.
     std::fs::set_permissions(
         dir.path(),
         std::os::unix::fs::PermissionsExt::from_mode(0o755),

@@ -175,7 +175,7 @@ impl Bench {
             delay_ns,
         });
         let mut env = self.env.clone();
-        let (delay_env, inherit) = delayer.environment()?;
+        let (delay_env, inherit) = delayer.environment(&self.dir)?;
         env.extend(delay_env);
         let spec = ExecSpec {
             argv: self.argv.clone(),

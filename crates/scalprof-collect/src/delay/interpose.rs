@@ -1,19 +1,20 @@
 //! The user-lock delay: `interpose.c`, built by build.rs into a shared object that this
-//! crate carries, put in a memfd and preloaded into the workload (`LD_PRELOAD`, inherited
-//! by its whole tree), with its counters in a small memfd that every process of the tree
-//! maps shared. The same object times the holds in a sweep's traced repeats (holds.c),
-//! its records in a larger memfd that scalprof sizes and reads ([`HoldArea`]). The
-//! workload inherits the memfds as descriptors: no path, so no folder's permissions and
-//! no uid change stand in the way, and no file of the workload's grows.
+//! crate carries, written next to the experiment's outputs and preloaded into the
+//! workload (`LD_PRELOAD`, inherited by its whole tree), with its counters in a small
+//! memfd that every process of the tree maps shared. The same object times the holds in
+//! a sweep's traced repeats (holds.c), its records in a larger memfd that scalprof sizes
+//! and reads ([`HoldArea`]). The workload inherits the object and the memfds as
+//! descriptors: no path is opened, so no folder's permissions and no uid change stand in
+//! the way, and no file of the workload's grows.
 
 use std::collections::HashMap;
 use std::ffi::CStr;
 use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use scalprof_model::locks::UserHoldRaw;
 
@@ -48,16 +49,18 @@ impl Counters {
     }
 }
 
-/// Readies the interposer and fresh counters, and returns them with the environment that
+/// Readies the interposer (written to `dir`) and fresh counters, and returns them with the
+/// environment that
 /// makes the workload lengthen the lock at `address` of `exe` by `delay_ns` at each
 /// release, and the descriptors that environment names, which the workload inherits.
 #[allow(clippy::type_complexity)] // the counters, and the two parts of an ExecSpec
 pub(super) fn prepare(
+    dir: &Path,
     exe: &Path,
     address: u64,
     delay_ns: u64,
 ) -> Result<(Counters, Vec<(String, String)>, Vec<Arc<OwnedFd>>), DelayError> {
-    let object = preload_object()?;
+    let object = preload_object(dir)?;
     let what = "lock delay's counters";
     let memory = |source| DelayError::Memory { what, source };
     let counts = File::from(memfd(c"scalprof-delay-counts").map_err(memory)?);
@@ -84,31 +87,27 @@ pub(super) fn prepare(
     Ok((Counters(counts.clone()), env, vec![object, counts]))
 }
 
-/// The interposer, once per scalprof process: a sealed memfd that the workload's tree
-/// inherits and preloads as `/proc/self/fd/N`. No path is involved, so a process that
-/// changed its uid (a server dropping to `nobody` before an exec) still reads it, where a
-/// copy in scalprof's own folder (mode 0700) made ld.so answer "cannot be preloaded".
-static PRELOAD_OBJECT: Mutex<Option<Arc<OwnedFd>>> = Mutex::new(None);
-
-fn preload_object() -> Result<Arc<OwnedFd>, DelayError> {
-    let mut object = PRELOAD_OBJECT.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(fd) = object.as_ref() {
-        return Ok(fd.clone());
+/// Writes the interposer to `dir` (unless it is there already, readable by every uid)
+/// and opens it for the workload to inherit and preload as `/proc/self/fd/N`. Opened
+/// through that link, the file needs no search permission on its folders: a process that
+/// changed its uid (a server dropping to `nobody` before an exec) loads it from scalprof's
+/// own folder (mode 0700), where the path alone made ld.so answer "cannot be preloaded".
+/// A file, not a memfd: its mappings keep its name and path, by which the symbolizer
+/// unwinds through it and counts its time as scalprof's.
+fn preload_object(dir: &Path) -> Result<Arc<OwnedFd>, DelayError> {
+    let object = dir.join("libscalprof-delay.so");
+    let failed = |source| DelayError::Interposer {
+        path: object.clone(),
+        source,
+    };
+    // Rewritten only when it differs: a process of an earlier execution may still map it.
+    if std::fs::read(&object).ok().as_deref() != Some(OBJECT) {
+        within_file_size_limit("interposer", OBJECT.len() as u64)?;
+        std::fs::write(&object, OBJECT).map_err(failed)?;
     }
-    let what = "interposer";
-    within_file_size_limit(what, OBJECT.len() as u64)?;
-    let memory = |source| DelayError::Memory { what, source };
-    let fd = memfd(c"scalprof-interposer.so").map_err(memory)?;
-    let mut file = File::from(fd);
-    file.write_all(OBJECT).map_err(memory)?;
-    seal(
-        &file,
-        libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_WRITE | libc::F_SEAL_SEAL,
-    )
-    .map_err(memory)?;
-    let fd = Arc::new(OwnedFd::from(file));
-    *object = Some(fd.clone());
-    Ok(fd)
+    std::fs::set_permissions(&object, std::fs::Permissions::from_mode(0o644)).map_err(failed)?;
+    let file = File::open(&object).map_err(failed)?;
+    Ok(Arc::new(above_stderr(file.into()).map_err(failed)?))
 }
 
 /// The `LD_PRELOAD` that loads the interposer `object` before the workload's own preloads
@@ -122,8 +121,7 @@ fn preload(object: &OwnedFd, theirs: Option<&str>) -> String {
 }
 
 /// A memfd, close-on-exec (the workload is given it at exec, [`crate::exec::ExecSpec`]'s
-/// `inherit`), not executable where the kernel can say so, at a number above the standard
-/// descriptors (the workload's are put there before its exec).
+/// `inherit`), not executable where the kernel can say so, above the standard descriptors.
 fn memfd(name: &CStr) -> io::Result<OwnedFd> {
     let flags = libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING;
     // SAFETY: a NUL-terminated name and flags; the result is checked.
@@ -137,7 +135,12 @@ fn memfd(name: &CStr) -> io::Result<OwnedFd> {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: memfd_create returned a fresh descriptor that we now own.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    above_stderr(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `fd`, or a copy of it (close-on-exec) numbered above the standard descriptors, which
+/// the workload's own are put at before its exec.
+fn above_stderr(fd: OwnedFd) -> io::Result<OwnedFd> {
     if fd.as_raw_fd() > 2 {
         return Ok(fd);
     }
@@ -221,10 +224,10 @@ pub(crate) struct HoldArea {
     bytes: u64,
 }
 
-/// Readies the hold timing of one execution: the interposer and a fresh records area,
-/// and the environment that turns the timing on.
-pub(crate) fn prepare_holds() -> Result<HoldArea, DelayError> {
-    let object = preload_object()?;
+/// Readies the hold timing of one execution: the interposer (written to `dir`) and a
+/// fresh records area.
+pub(crate) fn prepare_holds(dir: &Path) -> Result<HoldArea, DelayError> {
+    let object = preload_object(dir)?;
     let what = "hold times' records area";
     // The area is sized like a file: within the file-size limit, which then says how
     // many records it holds.

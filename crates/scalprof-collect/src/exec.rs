@@ -62,7 +62,8 @@ pub struct ExecSpec {
     /// Processes observed alongside the command (`--attach`), found before this run.
     pub attached: Vec<i32>,
     /// Descriptors the workload inherits, at the numbers they have here (scalprof's own
-    /// stay close-on-exec, so no other child gets them): the hold timer's memory.
+    /// stay close-on-exec, so no other child gets them): the lock interposer, its
+    /// counters and the hold times' records, which the workload's environment names.
     pub inherit: Vec<Arc<OwnedFd>>,
 }
 

@@ -49,10 +49,10 @@ impl Counters {
     }
 }
 
-/// Readies the interposer (written to `dir`) and fresh counters, and returns them with the
-/// environment that
-/// makes the workload lengthen the lock at `address` of `exe` by `delay_ns` at each
-/// release, and the descriptors that environment names, which the workload inherits.
+/// Readies the interposer (written to `dir`) and fresh counters, and returns the counters
+/// with the environment that makes the workload lengthen the lock at `address` of `exe`
+/// by `delay_ns` at each release, and the descriptors that environment names, which the
+/// workload inherits.
 #[allow(clippy::type_complexity)] // the counters, and the two parts of an ExecSpec
 pub(super) fn prepare(
     dir: &Path,

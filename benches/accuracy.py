@@ -159,27 +159,28 @@ def symbol(binary, name):
     raise SystemExit(f"{name} not in {binary}'s symbols")
 
 
-def injection_env(tmp, corpus, inject):
+def injection_env(corpus, inject):
+    """The environment that lengthens the lock, and the descriptor of the interposer's
+    counters it names (a 16-byte memfd that scalprof and then the workload inherit)."""
     program, name, offset, delay_ns = inject
     binary = os.path.join(corpus, program)
-    counts = os.path.join(tmp, "delay-counts")
-    with open(counts, "wb") as f:
-        f.write(b"\0" * 16)
+    counts = os.memfd_create("scalprof-delay-counts")
+    os.ftruncate(counts, 16)
     st = os.stat(binary)
     return {
         "LD_PRELOAD": interposer(),
         "SCALPROF_DELAY_EXE": f"{st.st_dev}:{st.st_ino}",
         "SCALPROF_DELAY_ADDRESS": f"{symbol(binary, name) + offset:x}",
         "SCALPROF_DELAY_NS": str(delay_ns),
-        "SCALPROF_DELAY_COUNTS": counts,
-    }
+        "SCALPROF_DELAY_COUNTS": str(counts),
+    }, (counts,)
 
 
-def sweep(scalprof, db, argv, flags, env):
+def sweep(scalprof, db, argv, flags, env, fds=()):
     t = time.time()
     out = subprocess.run([scalprof, "--db", db, "run", "-t", "1,2", "--repeat", "3",
                           "--json", "-", *flags, "--", *argv],
-                         capture_output=True, text=True, env=env)
+                         capture_output=True, text=True, env=env, pass_fds=fds)
     if out.returncode != 0:
         return None, time.time() - t, out.stderr.strip().splitlines()[-1:]
     return json.loads(out.stdout), time.time() - t, []
@@ -204,15 +205,18 @@ def main():
     for name, kind, argv, expected, flags, inject in CASES:
         if only and name not in only:
             continue
-        env = dict(os.environ)
+        env, fds = dict(os.environ), ()
         if inject:
-            env.update(injection_env(tmp, corpus, inject))
+            extra, fds = injection_env(corpus, inject)
+            env.update(extra)
             argv = [os.path.join(corpus, inject[0]), "{threads}"]
         elif argv is None:
             argv = [os.path.join(corpus, name), "{threads}"]
         argv = [a.replace("{input}", data) for a in argv]
         db = os.path.join(tmp, f"{name}.db")
-        doc, secs, err = sweep(args.bin, db, argv, flags, env)
+        doc, secs, err = sweep(args.bin, db, argv, flags, env, fds)
+        for fd in fds:
+            os.close(fd)
         subjects = [f["subject"] for f in doc["findings"]] if doc else []
         if doc is None:
             top1 = top3 = False

@@ -10,12 +10,13 @@
 //!   see there why not a uprobe). The same interposer times the user locks' holds in a
 //!   sweep's traced repeats ([`HoldTimer`], src/delay/holds.c).
 
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::exec::Attach;
+use crate::exec::{Attach, ExecSpec};
 use crate::{CollectError, DelayError};
 
 /// The longest delay per occurrence an experiment may inject: a spin this long is already
@@ -120,18 +121,24 @@ impl Delayer {
         }
     }
 
-    /// What the workload's environment needs for this delay, before each execution: for a
-    /// user lock, the interposer, written to `dir` with its counters; nothing for a system
-    /// call.
-    pub fn environment(&mut self, dir: &Path) -> Result<Vec<(String, String)>, DelayError> {
+    /// What the workload needs for this delay, before each execution: for a user lock,
+    /// the interposer (written to `dir`) and its counters (a memfd), the environment that
+    /// names them and the descriptors it names, which the workload must inherit
+    /// ([`ExecSpec`]'s `inherit`); nothing for the others.
+    #[allow(clippy::type_complexity)] // the two parts of an ExecSpec, named there
+    pub fn environment(
+        &mut self,
+        dir: &Path,
+    ) -> Result<(Vec<(String, String)>, Vec<Arc<OwnedFd>>), DelayError> {
         match &self.spec.target {
             DelayTarget::Syscall(_) | DelayTarget::KernelLock(_) | DelayTarget::Function { .. } => {
-                Ok(Vec::new())
+                Ok((Vec::new(), Vec::new()))
             }
             DelayTarget::UserLock { exe, address } => {
-                let (counters, env) = interpose::prepare(dir, exe, *address, self.spec.delay_ns)?;
+                let (counters, env, fds) =
+                    interpose::prepare(dir, exe, *address, self.spec.delay_ns)?;
                 self.preloaded = Some(counters);
-                Ok(env)
+                Ok((env, fds))
             }
         }
     }
@@ -189,24 +196,40 @@ impl Attach for Delayer {
 
 mod interpose;
 
+pub use interpose::HoldRecords;
+
 /// The hold times of one execution's user locks, timed by the interposer
-/// (src/delay/holds.c) preloaded into the workload's tree.
-pub struct HoldTimer(interpose::HoldFiles);
+/// (src/delay/holds.c) preloaded into the workload's tree, which writes them to memory
+/// that scalprof made: no file grows, so no file-size limit stands in the way, and the
+/// workload reaches it by a descriptor, whatever its uid.
+pub struct HoldTimer(interpose::HoldArea);
 
 impl HoldTimer {
-    /// Readies one execution: the interposer written to `dir`, its records to go to
-    /// `dir/STEM.holds`; returns the environment the workload needs for it.
-    pub fn prepare(
-        dir: &Path,
-        stem: &str,
-    ) -> Result<(HoldTimer, Vec<(String, String)>), DelayError> {
-        let (files, env) = interpose::prepare_holds(dir, stem)?;
-        Ok((HoldTimer(files), env))
+    /// Readies one execution: the interposer, written to `dir` (the execution's outputs'
+    /// folder), and a fresh records area in memory.
+    pub fn prepare(dir: &Path) -> Result<HoldTimer, DelayError> {
+        interpose::prepare_holds(dir).map(HoldTimer)
     }
 
-    /// The execution's holds, per process and lock; the records are removed.
-    pub fn read(self) -> Vec<scalprof_model::locks::UserHoldRaw> {
-        self.0.read()
+    /// `spec` with the timing on: the interposer preloaded, and the descriptors of it and
+    /// of the records area inherited by the workload.
+    pub fn timed(&self, spec: &ExecSpec) -> ExecSpec {
+        let given = spec.env.iter().rev().find(|(k, _)| k == "LD_PRELOAD");
+        let theirs = given
+            .map(|(_, v)| v.clone())
+            .or_else(|| std::env::var("LD_PRELOAD").ok());
+        let (env, fds) = self.0.workload(theirs.as_deref());
+        let mut timed = spec.clone();
+        timed.env.retain(|(k, _)| !env.iter().any(|(e, _)| e == k));
+        timed.env.extend(env);
+        timed.inherit.extend(fds);
+        timed
+    }
+
+    /// The execution's holds, per process and lock, with what was lost; `stderr` is the
+    /// execution's (where processes that could not record say so).
+    pub fn read(self, stderr: &Path) -> HoldRecords {
+        self.0.read(stderr)
     }
 }
 

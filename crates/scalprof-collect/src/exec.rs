@@ -5,6 +5,7 @@
 mod capture;
 
 use std::fs::File;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -60,6 +61,10 @@ pub struct ExecSpec {
     pub timeout: Option<Duration>,
     /// Processes observed alongside the command (`--attach`), found before this run.
     pub attached: Vec<i32>,
+    /// Descriptors the workload inherits, at the numbers they have here (scalprof's own
+    /// stay close-on-exec, so no other child gets them): the lock interposer, its
+    /// counters and the hold times' records, which the workload's environment names.
+    pub inherit: Vec<Arc<OwnedFd>>,
 }
 
 /// What one execution measured.
@@ -196,7 +201,9 @@ pub fn run_capped(
     let (out, out_capture) = start_capture(&spec.stdout, &output.stdout)?;
     let (err, err_capture) = start_capture(&spec.stderr, &output.stderr)?;
     let children_before = own_children();
-    let child = Suspended::spawn(&path, &spec.argv, &workload_env(&spec.env), &out, &err)?;
+    let inherit: Vec<i32> = spec.inherit.iter().map(|fd| fd.as_raw_fd()).collect();
+    let env = workload_env(&spec.env);
+    let child = Suspended::spawn(&path, &spec.argv, &env, &inherit, &out, &err)?;
     drop((out, err));
     let pid = child.pid();
     // Into scalprof's workload cgroup before its exec, so that every process it makes is
@@ -449,6 +456,7 @@ mod tests {
             stderr: dir.path().join("err"),
             timeout,
             attached: Vec::new(),
+            inherit: Vec::new(),
         }
     }
 

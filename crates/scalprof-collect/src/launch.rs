@@ -109,6 +109,8 @@ struct ChildFds {
     go: i32,
     /// The error pipe's write end: why the child failed, or closed by a successful exec.
     exec_err: i32,
+    /// Descriptors the workload inherits: close-on-exec here, cleared in the child.
+    inherit: Vec<i32>,
     /// The parent's ends, which the forked child must close at once: while the child holds
     /// a copy of the go pipe's write end, it never sees EOF when scalprof gives up on it (a
     /// collector failed), and both wait for each other forever.
@@ -116,8 +118,8 @@ struct ChildFds {
 }
 
 /// The forked child: its own process group, death with `parent`, the standard
-/// descriptors, then the exec once the go byte comes. A failed step writes its number and
-/// errno to the error pipe and exits.
+/// descriptors and the inherited ones, then the exec once the go byte comes. A failed
+/// step writes its number and errno to the error pipe and exits.
 ///
 /// # Safety
 /// Only in the child just forked (single-threaded until execve): it calls only
@@ -145,6 +147,11 @@ unsafe fn exec_when_told(fds: &ChildFds, parent: libc::pid_t, image: &ExecImage)
         {
             fail(3);
         }
+        for &fd in &fds.inherit {
+            if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                fail(5);
+            }
+        }
         // Wait for the go byte (or EOF if scalprof gave up on us).
         let mut b = 0u8;
         loop {
@@ -166,12 +173,14 @@ unsafe fn exec_when_told(fds: &ChildFds, parent: libc::pid_t, image: &ExecImage)
 }
 
 impl Suspended {
-    /// Forks a child in its own process group with stdin from /dev/null and stdout/stderr
-    /// to the given files. The child dies if scalprof dies (parent-death signal).
+    /// Forks a child in its own process group with stdin from /dev/null, stdout/stderr
+    /// to the given files and the descriptors `inherit` (above 2) left open across its
+    /// exec. The child dies if scalprof dies (parent-death signal).
     pub fn spawn(
         program: &Path,
         argv: &[String],
         extra_env: &[(String, String)],
+        inherit: &[i32],
         stdout: &File,
         stderr: &File,
     ) -> Result<Suspended, CollectError> {
@@ -190,13 +199,15 @@ impl Suspended {
             stderr: stderr.as_raw_fd(),
             go: go_r.as_raw_fd(),
             exec_err: err_w.as_raw_fd(),
+            inherit: inherit.iter().copied().filter(|&fd| fd > 2).collect(),
             parent_ends: [go_w.as_raw_fd(), err_r.as_raw_fd()],
         };
         // SAFETY: getpid has no preconditions.
         let parent = unsafe { libc::getpid() };
 
         // SAFETY: after fork the child only calls async-signal-safe functions (close,
-        // setpgid, prctl, getppid, dup2, read, write, execve, _exit) on data prepared above.
+        // setpgid, prctl, getppid, dup2, fcntl, read, write, execve, _exit) on data
+        // prepared above.
         let pid = unsafe { libc::fork() };
         if pid < 0 {
             return Err(spawn_err(std::io::Error::last_os_error()));

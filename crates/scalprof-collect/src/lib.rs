@@ -92,7 +92,7 @@ pub enum CollectError {
 pub struct HookFailed {
     pub flag: &'static str,
     pub command: String,
-    /// "exited with status 1", "was killed by signal 9".
+    /// "exited with status 1", "was killed by SIGKILL".
     pub outcome: String,
     /// "before" or "after".
     pub when: &'static str,
@@ -155,8 +155,18 @@ pub enum DelayError {
         #[source]
         source: std::io::Error,
     },
-    #[error("the lock-delay interposer's path {} has a space or a colon, which LD_PRELOAD cannot carry: keep the store (--db) at a path without them", .0.display())]
-    PreloadPath(std::path::PathBuf),
+    #[error("cannot make the {what} in memory (memfd)")]
+    Memory {
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the file-size limit (`ulimit -f`: {} KiB) is below the {} KiB that the {what} needs, even in memory: raise it", .limit_bytes >> 10, .needed_bytes.div_ceil(1024))]
+    FileSizeLimit {
+        what: &'static str,
+        limit_bytes: u64,
+        needed_bytes: u64,
+    },
     #[error(
         "a user lock's delay was attached before its environment was prepared (a scalprof bug)"
     )]
@@ -289,5 +299,28 @@ mod tests {
         std::fs::write(&plain, "not a program").unwrap();
         let e = resolve_program(plain.to_str().unwrap()).unwrap_err();
         assert!(matches!(e, CollectError::NotExecutable { .. }), "{e}");
+    }
+
+    /// The model names signals from a table of its own (it has no libc): the table agrees
+    /// with this machine's numbers.
+    #[test]
+    fn the_models_signal_names_are_this_machines() {
+        use scalprof_model::signal::name;
+        for (number, want) in [
+            (libc::SIGHUP, "SIGHUP"),
+            (libc::SIGABRT, "SIGABRT"),
+            (libc::SIGBUS, "SIGBUS"),
+            (libc::SIGKILL, "SIGKILL"),
+            (libc::SIGSEGV, "SIGSEGV"),
+            (libc::SIGPIPE, "SIGPIPE"),
+            (libc::SIGTERM, "SIGTERM"),
+            (libc::SIGSTKFLT, "SIGSTKFLT"),
+            (libc::SIGCHLD, "SIGCHLD"),
+            (libc::SIGXCPU, "SIGXCPU (the CPU-time limit, ulimit -t)"),
+            (libc::SIGXFSZ, "SIGXFSZ (the file-size limit, ulimit -f)"),
+            (libc::SIGSYS, "SIGSYS"),
+        ] {
+            assert_eq!(name(number), want);
+        }
     }
 }

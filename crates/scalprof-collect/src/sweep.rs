@@ -4,7 +4,7 @@
 //! commits it there, so a crash loses at most one repeat).
 
 use std::os::unix::fs::DirBuilderExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use regex::Regex;
@@ -91,7 +91,7 @@ pub struct Collected {
     pub profile: Option<RawProfile>,
     pub locks: Option<RawLocks>,
     /// What a collector lost of this repeat, said in a sentence (a reader thread that
-    /// panicked): nothing it recorded is kept, and the loss is reported, not hidden.
+    /// panicked, hold records dropped): the loss is reported, not hidden.
     pub lost: Vec<String>,
 }
 
@@ -517,11 +517,18 @@ fn run_collected(
         if let Some(t) = tracer.as_mut() {
             attached.push(t.as_mut());
         }
-        let timed = on
-            .locks
-            .as_ref()
-            .filter(|c| time_holds && c.hold_times)
-            .and_then(|_| hold_timing(spec));
+        let (timed, untimed) = match on.locks.as_ref().filter(|c| time_holds && c.hold_times) {
+            None => (None, None),
+            // The interposer goes next to the repeat's outputs.
+            Some(_) => match HoldTimer::prepare(spec.stdout.parent().unwrap_or(Path::new("."))) {
+                Ok(timer) => {
+                    let timed_spec = timer.timed(spec);
+                    (Some((timer, timed_spec)), None)
+                }
+                // The repeat runs without them, and says why.
+                Err(e) => (None, Some(no_hold_times(&e))),
+            },
+        };
         let run_spec = timed.as_ref().map_or(spec, |(_, s)| s);
         match exec::run_capped(run_spec, output, interrupt, &mut attached) {
             // The workload did not start: retry without the collector that failed.
@@ -537,15 +544,18 @@ fn run_collected(
             }
             Err(e) => return Err(e),
             Ok(r) => {
-                let lost = sampler
+                let mut lost: Vec<String> = sampler
                     .as_ref()
                     .and_then(|s| s.lost())
                     .into_iter()
                     .chain(tracer.as_ref().and_then(|t| t.lost()))
+                    .chain(untimed)
                     .collect();
                 let mut locks = tracer.as_mut().and_then(|t| t.take());
-                if let (Some(l), Some((timer, _))) = (locks.as_mut(), timed) {
-                    l.holds = timer.read();
+                if let (Some(l), Some((timer, timed_spec))) = (locks.as_mut(), timed) {
+                    let records = timer.read(&timed_spec.stderr);
+                    lost.extend(records.lost());
+                    l.holds = records.holds;
                 }
                 let collected = Collected {
                     profile: sampler.as_mut().and_then(|s| s.take()),
@@ -558,17 +568,15 @@ fn run_collected(
     }
 }
 
-/// A traced repeat's spec with the user locks' hold timing on (the interposer preloaded,
-/// its records next to the repeat's outputs), and the timer to read them; `None` where it
-/// cannot be set up (the output directory's path cannot be preloaded from): the repeat
-/// then runs without it.
-fn hold_timing(spec: &ExecSpec) -> Option<(HoldTimer, ExecSpec)> {
-    let dir = spec.stdout.parent()?;
-    let stem = spec.stdout.file_stem()?.to_str()?;
-    let (timer, env) = HoldTimer::prepare(dir, stem).ok()?;
-    let mut timed = spec.clone();
-    timed.env.extend(env);
-    Some((timer, timed))
+/// Why a traced repeat has no hold times, its causes included.
+fn no_hold_times(e: &crate::DelayError) -> String {
+    let mut why = format!("this repeat has no hold times: {e}");
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        why.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    why
 }
 
 #[cfg(test)]

@@ -30,13 +30,15 @@ fn run_delayed(
     dir: &std::path::Path,
 ) -> (f64, scalprof_collect::delay::DelayCounts) {
     let mut delayer = Delayer::new(DelaySpec { target, delay_ns });
+    let (env, inherit) = delayer.environment(dir).unwrap();
     let spec = ExecSpec {
         argv,
-        env: delayer.environment(dir).unwrap(),
+        env,
         stdout: dir.join("out"),
         stderr: dir.join("err"),
         timeout: None,
         attached: Vec::new(),
+        inherit,
     };
     let r = exec::run_with(
         &spec,
@@ -145,6 +147,61 @@ fn a_delayed_user_lock_is_held_longer_by_the_delay_at_each_release() {
     assert_eq!(long.calls, 500, "{long:?}");
     assert!(wall2 - wall0 > 0.45, "{wall0} s, then {wall2} s");
     assert!(long.spun_ns < 500 * 600_000, "spun {} ns", long.spun_ns);
+}
+
+/// A workload that drops to uid 65534 before its exec (`setpriv`, as a server's start
+/// script does) still gets its lock lengthened and counted: the interposer and its
+/// counters are descriptors it inherits, where by their paths in scalprof's folder (mode
+/// 0700) they were out of its reach: ld.so said "cannot be preloaded", nothing counted.
+#[test]
+#[cfg_attr(not(privileged), ignore = "needs root to change uid")]
+fn a_workload_that_drops_to_another_uid_still_gets_its_lock_lengthened() {
+    if which("setpriv").is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI needs setpriv (util-linux)"
+        );
+        eprintln!("skipped: no setpriv (util-linux) to change uid with");
+        return;
+    }
+    let _turn = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    // The program's folder must be open to uid 65534, for its exec.
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let (bin, mutex, _) = lock_loop(dir.path());
+    let script = format!(
+        "exec setpriv --reuid=65534 --regid=65534 --clear-groups {}",
+        bin.display()
+    );
+    let argv = vec!["sh".into(), "-c".into(), script];
+    let exe = bin.clone();
+    let target = DelayTarget::UserLock {
+        exe,
+        address: mutex,
+    };
+    // The interposer and the outputs in a folder only root may enter, as verify's are.
+    let private = dir.path().join("verify");
+    std::fs::create_dir(&private).unwrap();
+    std::fs::set_permissions(
+        &private,
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    let (_, counts) = run_delayed(argv, target, 10_000, &private);
+    let err = std::fs::read_to_string(private.join("err")).unwrap();
+    assert!(!err.contains("cannot be preloaded"), "{err}");
+    assert_eq!(counts.calls, 2000, "{counts:?}");
+    assert!(counts.spun_ns >= 2000 * 10_000, "{counts:?}");
+}
+
+fn which(program: &str) -> Option<std::path::PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
 }
 
 /// Two threads mapping and unmapping pages in a loop: they contend their process's

@@ -48,6 +48,7 @@ fn trace(bin: &Path, threads: &str, dir: &Path) -> RawLocks {
         stderr: dir.join("err"),
         timeout: None,
         attached: Vec::new(),
+        inherit: Vec::new(),
     };
     let mut tracer = LockTracer::new(LockConfig::default());
     let r = exec::run_with(

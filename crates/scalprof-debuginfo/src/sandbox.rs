@@ -250,7 +250,7 @@ impl Parser {
             },
             Some(libc::SIGKILL) => "its parser was killed (out of memory)".into(),
             Some(libc::SIGXCPU) => format!("its parser ran over {} s of CPU", CPU_CAP_S),
-            Some(sig) => format!("its parser ended on signal {sig}"),
+            Some(sig) => format!("its parser ended on {}", scalprof_model::signal::name(sig)),
             None => {
                 // It exited: the last line it wrote says why (at most 4 KiB is read).
                 let mut said = Vec::new();

@@ -10,6 +10,7 @@ pub mod history;
 pub mod layout;
 pub mod locks;
 pub mod profile;
+pub mod signal;
 pub mod stack_delta;
 pub mod suite;
 pub mod units;
@@ -104,7 +105,7 @@ mod tests {
         assert!(r.succeeded());
         r.exit_code = None;
         r.signal = Some(11);
-        assert_eq!(r.outcome(), "killed by signal 11");
+        assert_eq!(r.outcome(), "killed by SIGSEGV");
         assert!(!r.succeeded());
         r.timed_out = true;
         assert_eq!(r.outcome(), "timed out");

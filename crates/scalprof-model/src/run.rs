@@ -318,7 +318,7 @@ impl Repeat {
         if self.timed_out {
             "timed out".to_string()
         } else if let Some(sig) = self.signal {
-            format!("killed by signal {sig}")
+            format!("killed by {}", crate::signal::name(sig))
         } else {
             match self.exit_code {
                 Some(0) => "ok".to_string(),

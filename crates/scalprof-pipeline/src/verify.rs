@@ -239,7 +239,8 @@ impl Bench {
             delay_ns,
         });
         let mut env = self.env.clone();
-        env.extend(delayer.environment(&self.dir)?);
+        let (delay_env, inherit) = delayer.environment(&self.dir)?;
+        env.extend(delay_env);
         let spec = ExecSpec {
             argv: self.argv.clone(),
             env,
@@ -247,6 +248,7 @@ impl Bench {
             stderr: self.dir.join(format!("{tag}.stderr")),
             timeout: self.timeout,
             attached: Vec::new(),
+            inherit,
         };
         let r = exec::run_capped(
             &spec,
@@ -254,14 +256,6 @@ impl Bench {
             interrupt,
             &mut [&mut delayer as &mut dyn Attach],
         )?;
-        if r.exit_code != Some(0) {
-            bail!(
-                "the workload failed during the experiment (exit {:?}, signal {:?}); its output is in {}",
-                r.exit_code,
-                r.signal,
-                spec.stderr.display()
-            );
-        }
         let ops = match_ops(&read_tail(&spec.stdout, 4 << 20), &self.ops_regex).unwrap_or(None);
         let repeat = Repeat {
             index: 0,
@@ -283,6 +277,13 @@ impl Bench {
             interference: None,
             throttling: None,
         };
+        if r.exit_code != Some(0) {
+            bail!(
+                "the workload failed during the experiment ({}); its output is in {}",
+                repeat.outcome(),
+                spec.stderr.display()
+            );
+        }
         let throughput =
             scalprof_analyze::summary::repeat_throughput(self.value, &repeat, self.source)
                 .context("the execution printed no operation count the run's regex reads")?;

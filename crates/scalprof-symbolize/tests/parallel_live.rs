@@ -36,6 +36,7 @@ fn several_builders_and_stack_differences_symbolize_live_records_as_one_does() {
         stderr: dir.path().join("err"),
         timeout: None,
         attached: Vec::new(),
+        inherit: Vec::new(),
     };
     let mut sampler = Sampler::new(SamplingConfig {
         frequency: 4999,

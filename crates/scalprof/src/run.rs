@@ -46,7 +46,8 @@ pub fn run(
     match &outcome.end {
         SweepEnd::Interrupted(sig) => eprintln!(
             "scalprof: interrupted{}; run {id} keeps every finished repeat (scalprof show {id})",
-            sig.map(|s| format!(" by signal {s}")).unwrap_or_default()
+            sig.map(|s| format!(" by {}", scalprof_model::signal::name(s)))
+                .unwrap_or_default()
         ),
         SweepEnd::Failed { value, .. } => eprintln!(
             "scalprof: the sweep stopped at {} {value} because the workload failed \

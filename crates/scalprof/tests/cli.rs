@@ -204,7 +204,7 @@ fn a_crash_and_a_timeout_are_recorded() {
         ])
         .assert()
         .code(2)
-        .stderr(predicate::str::contains("killed by signal 11"));
+        .stderr(predicate::str::contains("killed by SIGSEGV"));
     let t0 = Instant::now();
     scalprof(&db)
         .args([

@@ -308,7 +308,6 @@ fn a_closed_pipe_or_a_full_disk_is_an_error_not_a_panic() {
 /// fails instead, and the error says so; the workload keeps the signal's default.
 #[test]
 fn a_file_size_limit_is_an_error_not_a_silent_death() {
-    use std::os::unix::process::CommandExt;
     let tmp = tempfile::tempdir().unwrap();
     for limit_kib in [0u64, 150] {
         let db = tmp.path().join(format!("f{limit_kib}.db"));
@@ -326,27 +325,139 @@ fn a_file_size_limit_is_an_error_not_a_silent_death() {
             "--",
         ])
         .args(["sh", "-c", "echo ops=1; head -c 300000 /dev/zero"]);
-        // SAFETY: setrlimit is async-signal-safe and touches only the child.
-        unsafe {
-            cmd.pre_exec(move || {
-                let limit = libc::rlimit {
-                    rlim_cur: limit_kib << 10,
-                    rlim_max: limit_kib << 10,
-                };
-                if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
+        with_file_size_limit(&mut cmd, limit_kib << 10);
         let out = cmd.output().unwrap();
         let err = stderr_of(&out);
         assert_eq!(out.status.code(), Some(2), "limit {limit_kib} KiB: {err}");
         assert!(
-            err.contains("scalprof: error:"),
+            err.contains("scalprof: error:")
+                && err.contains(&format!(
+                    "the file-size limit (`ulimit -f`: {limit_kib} KiB)"
+                )),
             "limit {limit_kib} KiB: {err}"
         );
     }
+}
+
+/// Sets the file-size limit (`ulimit -f`) of the process `cmd` starts.
+fn with_file_size_limit(cmd: &mut StdCommand, limit_bytes: u64) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: setrlimit is async-signal-safe and touches only the child.
+    unsafe {
+        cmd.pre_exec(move || {
+            let limit = libc::rlimit {
+                rlim_cur: limit_bytes,
+                rlim_max: limit_bytes,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Two threads that take one mutex `argv[1]` times each, then print one line.
+const LOCKLOOP: &str = r#"
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+static long n, ops;
+static void *work(void *unused) {
+    (void)unused;
+    for (long i = 0; i < n; i++) { pthread_mutex_lock(&m); ops++; pthread_mutex_unlock(&m); }
+    return 0;
+}
+int main(int argc, char **argv) {
+    n = argc > 1 ? atol(argv[1]) : 1000;
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) pthread_create(&t[i], 0, work, 0);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], 0);
+    printf("ops=%ld\n", ops);
+    return 0;
+}
+"#;
+
+/// Under `ulimit -f 100` each traced process wrote its hold records to a file of its own,
+/// past the limit: the workload was killed by SIGXFSZ ("threads 1, repeat 3: killed by
+/// signal 25") and the sweep stopped. The records are memory now, sized within the limit:
+/// the sweep completes with hold times and says how many records it dropped; or, if
+/// scalprof's own store cannot grow, it stops with an error that names the limit. Never
+/// with the workload killed.
+#[test]
+fn a_file_size_limit_never_kills_the_workload_for_its_hold_records() {
+    // The traced repeats trace locks with BPF: root.
+    if !need_root("a_file_size_limit_never_kills_the_workload_for_its_hold_records") {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("lockloop.c");
+    std::fs::write(&src, LOCKLOOP).unwrap();
+    let bin = tmp.path().join("lockloop");
+    let cc = StdCommand::new("cc")
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(cc.success());
+    // The store made beforehand: its creation is not what is limited here.
+    let db = store_with_a_run(tmp.path());
+    let mut cmd = scalprof_process(&db);
+    // 2 M acquisitions a thread: some 16 k timed holds, 250 KiB of records.
+    cmd.args([
+        "run",
+        "-t",
+        "1",
+        "--repeat",
+        "1",
+        "--diagnose",
+        "2",
+        "--diagnose-max",
+        "2",
+        "--no-profile",
+        "--",
+    ])
+    .arg(&bin)
+    .arg("2000000");
+    with_file_size_limit(&mut cmd, 100 << 10);
+    let out = cmd.output().unwrap();
+    let err = stderr_of(&out);
+    assert!(
+        !err.contains("SIGXFSZ") && !err.contains("signal 25"),
+        "the workload was killed by the file-size limit: {err}"
+    );
+    if out.status.code() != Some(0) {
+        // Only scalprof's own store may stop it, and then it says so.
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("scalprof: error:")
+                && err.contains("the file-size limit (`ulimit -f`: 100 KiB) kept the store"),
+            "{err}"
+        );
+        return;
+    }
+    assert!(
+        err.contains("the hold times dropped")
+            && err.contains("100 KiB, all that the file-size limit `ulimit -f` allows"),
+        "{err}"
+    );
+    let doc = show_json(&db, "2");
+    let holds: Vec<&serde_json::Value> = doc["points"][0]["locks"]["rows"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|row| row.get("hold").filter(|h| !h.is_null()))
+        .collect();
+    assert_eq!(holds.len(), 1, "{doc}");
+    // Every acquisition counted, though timed holds were dropped.
+    assert_eq!(holds[0]["acquisitions"], 4_000_000, "{}", holds[0]);
+    assert!(
+        holds[0]["sampled"].as_u64().unwrap() > 4_000,
+        "{}",
+        holds[0]
+    );
 }
 
 /// Files the user names (`report -o`, `--json`, `flame -o`, `export -o`) are not written

@@ -9,17 +9,32 @@
  * own build). A uprobe pair costs a trap per acquire and per release.
  *
  * Set by scalprof (nothing is timed when it is missing):
- *   SCALPROF_HOLDS_DIR  a directory writable by the workload, where each process writes
- *                       `holds.PID`: 16-byte records (lock address, value), the value
- *                       either a hold in nanoseconds or, with the top bit set, the
- *                       acquisitions a thread made of that lock.
+ *   SCALPROF_HOLDS  "FD:NONCE": an inherited descriptor of scalprof's records area (a
+ *                   memfd scalprof made and sized before the exec) and the number its
+ *                   header carries, so that a descriptor the program reused is not taken
+ *                   for it.
+ *
+ * The area is mapped shared once, by the constructor (and kept by forked children), and
+ * records are stores to memory: no write(2), so they count against no file-size limit
+ * (`ulimit -f`, whose SIGXFSZ would kill the workload); every process image adds to
+ * chunks of its own (an exec in the same pid, or a reused pid, keeps what came before);
+ * and a process that changes its uid or closes its descriptors keeps the mapping. Each
+ * thread claims chunks of the area with one atomic add on the header; a record is two
+ * stores and a count published to its thread's chunk. Once every chunk is taken the
+ * records are dropped and counted in the header, which scalprof reports. A process whose
+ * descriptor was closed before its exec cannot map the area: it says so on stderr (one
+ * line that scalprof looks for, see interpose.rs) and times nothing.
+ *
+ * Records are 16 bytes (lock address, value), the value either a hold in nanoseconds or,
+ * with the top bit set, the acquisitions a thread made of that lock. The layout below is
+ * read by interpose.rs: keep the two in step.
  *
  * Overhead, bounded: an acquisition costs a lookup in the thread's own table (no atomic,
  * no shared line); the first SAMPLE_ALL acquisitions of each lock by a thread are timed,
- * then one in SAMPLE_EVERY, each timing two reads of the vDSO clock. Samples go to a
- * per-thread buffer written out when full, at the thread's exit and at the process's.
- * A thread still running when the process exits is written out by the exiting one; a
- * process killed by a signal, or that calls _exit, loses its records.
+ * then one in SAMPLE_EVERY, each timing two reads of the vDSO clock. The acquisitions go
+ * to the area at the thread's exit and at the process's (a thread still running then is
+ * written out by the exiting one); the samples as they are taken, so a process killed by
+ * a signal, or that calls _exit, loses only its counts.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -30,6 +45,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,10 +54,37 @@
 
 #define SLOTS 256	/* locks a thread may hold records of (a power of 2) */
 #define PROBES 8	/* slots looked at before a lock counts as overflow */
-#define BUFFERED 512	/* samples a thread keeps before writing them */
 #define SAMPLE_ALL 256
 #define SAMPLE_EVERY 256
 #define COUNT_BIT (1ull << 63)
+
+/* The area: a header page, then chunks of a page. */
+#define AREA_MAGIC 0x31646c6f68706373ull /* "scphold1", little-endian */
+#define HEADER_BYTES 4096
+#define CHUNK_BYTES 4096
+#define CHUNK_RECORDS (CHUNK_BYTES / 16 - 1)
+
+struct record {
+	uint64_t lock, value;
+};
+
+struct header {
+	uint64_t magic;
+	uint64_t nonce;
+	uint64_t next;		   /* chunks claimed (atomic; may pass the count once full) */
+	uint64_t dropped_samples; /* timed holds lost because every chunk was taken (atomic) */
+	uint64_t dropped_counts;  /* threads' acquisition counts lost so (atomic) */
+	uint64_t processes;	   /* process images that mapped the area (atomic) */
+};
+
+struct chunk {
+	uint32_t tgid;
+	uint32_t used; /* records written, published after each */
+	uint64_t unused;
+	struct record records[CHUNK_RECORDS];
+};
+
+_Static_assert(sizeof(struct chunk) == CHUNK_BYTES, "a chunk is a page");
 
 struct slot {
 	uintptr_t lock;
@@ -48,23 +92,18 @@ struct slot {
 	uint64_t since; /* when the sampled hold began; 0 when not sampled */
 };
 
-struct record {
-	uint64_t lock, value;
-};
-
 struct table {
 	struct table *next;
 	int free; /* its thread exited: another may take it */
-	unsigned buffered;
 	unsigned timing;    /* holds being timed now: a release looks only then */
 	struct slot *last; /* the slot of the lock last taken */
+	struct chunk *chunk; /* where this thread's records go; NULL until its first */
 	struct slot slots[SLOTS];
-	struct record buffer[BUFFERED];
 };
 
-int hold_timing; /* set once this process writes hold records */
-static int out = -1;
-static const char *dir;
+int hold_timing; /* set once this process has the area mapped */
+static struct header *area;
+static uint64_t chunks; /* in the area, from its size (not from the shared header) */
 static struct table *tables; /* every thread's, to write out the running ones at exit */
 static pthread_key_t exit_key;
 static __thread __attribute__((tls_model("initial-exec"))) struct table *mine;
@@ -76,45 +115,57 @@ static uint64_t now_ns(void)
 	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
-static void write_records(struct record *r, size_t n)
+/* A fresh chunk for this process's records, or NULL once every one is taken. Samples
+ * leave the last eighth of the chunks (one at least) to the acquisitions, which the
+ * table's `taken/op` needs whole: a full area loses samples first. */
+static struct chunk *claim(int counts)
 {
-	size_t bytes = n * sizeof *r;
-	const char *p = (const char *)r;
-	while (bytes > 0 && out >= 0) {
-		ssize_t w = write(out, p, bytes);
-		if (w <= 0)
+	uint64_t limit = counts || chunks < 2 ? chunks : chunks - (chunks / 8 + 1);
+	if (__atomic_load_n(&area->next, __ATOMIC_RELAXED) >= limit)
+		return NULL;
+	uint64_t i = __atomic_fetch_add(&area->next, 1, __ATOMIC_RELAXED);
+	if (i >= chunks)
+		return NULL;
+	struct chunk *c = (struct chunk *)((char *)area + HEADER_BYTES + i * CHUNK_BYTES);
+	c->tgid = (uint32_t)getpid();
+	return c;
+}
+
+/* Appends a record to the chunk of `t`, whose thread is the caller: only it writes there. */
+static void put(struct table *t, uint64_t lock, uint64_t value)
+{
+	struct chunk *c = t->chunk;
+	if (!c || c->used == CHUNK_RECORDS) {
+		int counts = (value & COUNT_BIT) != 0;
+		c = claim(counts);
+		if (!c) {
+			__atomic_fetch_add(counts ? &area->dropped_counts : &area->dropped_samples, 1,
+					   __ATOMIC_RELAXED);
 			return;
-		p += w;
-		bytes -= (size_t)w;
+		}
+		t->chunk = c;
 	}
+	uint32_t n = c->used;
+	c->records[n] = (struct record){ lock, value };
+	__atomic_store_n(&c->used, n + 1, __ATOMIC_RELEASE);
 }
 
-static void drain(struct table *t)
+/* Writes the acquisitions of `t` to the chunk of `to` (the caller's), and forgets them. */
+static void write_counts(struct table *t, struct table *to)
 {
-	write_records(t->buffer, t->buffered);
-	t->buffered = 0;
-}
-
-/* Writes out a table's samples and its acquisitions, and forgets them. */
-static void write_table(struct table *t)
-{
-	drain(t);
 	for (unsigned i = 0; i < SLOTS; i++) {
 		struct slot *s = &t->slots[i];
 		if (!s->lock || !s->acquired)
 			continue;
-		t->buffer[t->buffered++] = (struct record){ s->lock, COUNT_BIT | s->acquired };
+		put(to, s->lock, COUNT_BIT | s->acquired);
 		s->acquired = 0;
-		if (t->buffered == BUFFERED)
-			drain(t);
 	}
-	drain(t);
 }
 
 static void at_thread_exit(void *p)
 {
 	struct table *t = p;
-	write_table(t);
+	write_counts(t, t);
 	memset(t->slots, 0, sizeof t->slots);
 	t->timing = 0;
 	t->last = NULL;
@@ -126,7 +177,7 @@ static struct table *table(void)
 {
 	if (mine)
 		return mine;
-	/* A table an exited thread left, else a new one. */
+	/* A table an exited thread left (with its chunk: the same process's), else a new one. */
 	for (struct table *t = __atomic_load_n(&tables, __ATOMIC_ACQUIRE); t; t = t->next) {
 		if (__atomic_load_n(&t->free, __ATOMIC_RELAXED) &&
 		    __atomic_exchange_n(&t->free, 0, __ATOMIC_ACQ_REL)) {
@@ -196,9 +247,7 @@ void hold_released(const volatile void *lock)
 		return;
 	uint64_t held = now_ns() - s->since;
 	s->since = 0;
-	mine->buffer[mine->buffered++] = (struct record){ s->lock, held & ~COUNT_BIT };
-	if (mine->buffered == BUFFERED)
-		drain(mine);
+	put(mine, s->lock, held & ~COUNT_BIT);
 }
 
 /* A condition wait releases the mutex inside the C library, which no interposer sees:
@@ -213,49 +262,106 @@ static void hold_suspended(const volatile void *lock)
 	mine->timing++;
 }
 
-static void open_out(void)
-{
-	char path[4096];
-	if (snprintf(path, sizeof path, "%s/holds.%d", dir, (int)getpid()) >= (int)sizeof path)
-		return;
-	out = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-	hold_timing = out >= 0;
-}
-
-/* A forked child has the parent's counts in its copy of the tables: it starts over, with
- * its own file, keeping the forking thread's table (the only thread it has). */
+/* A forked child has the parent's counts in its copy of the tables: it starts over with
+ * chunks of its own, keeping the forking thread's table (the only thread it has). The
+ * mapping is the parent's, shared. */
 static void after_fork(void)
 {
-	if (out >= 0)
-		close(out);
 	if (mine) {
 		memset(mine->slots, 0, sizeof mine->slots);
-		mine->buffered = 0;
 		mine->free = 0;
 		mine->timing = 0;
 		mine->last = NULL;
 		mine->next = NULL;
+		mine->chunk = NULL;
 	}
 	tables = mine;
-	open_out();
+	__atomic_fetch_add(&area->processes, 1, __ATOMIC_RELAXED);
 }
 
 __attribute__((destructor)) static void write_all(void)
 {
 	if (!hold_timing)
 		return;
+	struct table *to = table();
+	if (!to)
+		return;
 	for (struct table *t = __atomic_load_n(&tables, __ATOMIC_ACQUIRE); t; t = t->next)
-		write_table(t);
+		write_counts(t, to);
+}
+
+/* Says on stderr why this process times no holds, as one line scalprof looks for; not
+ * when stderr is a file the line would take past the file-size limit (its SIGXFSZ would
+ * kill the program). */
+static void say_unmapped(int fd, const char *why)
+{
+	char line[256];
+	int n = snprintf(line, sizeof line,
+			 "scalprof: no hold times from pid %d: descriptor %d of SCALPROF_HOLDS %s\n",
+			 (int)getpid(), fd, why);
+	if (n <= 0 || n >= (int)sizeof line)
+		return;
+	struct stat st;
+	struct rlimit limit;
+	if (fstat(2, &st) != 0)
+		return;
+	if (S_ISREG(st.st_mode) && getrlimit(RLIMIT_FSIZE, &limit) == 0 &&
+	    limit.rlim_cur != RLIM_INFINITY) {
+		off_t at = lseek(2, 0, SEEK_CUR);
+		off_t end = at > st.st_size ? at : st.st_size;
+		if ((uint64_t)end + (uint64_t)n > (uint64_t)limit.rlim_cur)
+			return;
+	}
+	ssize_t w = write(2, line, (size_t)n);
+	(void)w;
+}
+
+/* Maps the area named by SCALPROF_HOLDS ("FD:NONCE"); 0 when there is none to map. */
+static int map_area(const char *value)
+{
+	char *end;
+	long fd = strtol(value, &end, 10);
+	if (end == value || *end != ':' || fd < 0 || fd > 1 << 30)
+		return 0;
+	uint64_t nonce = strtoull(end + 1, &end, 16);
+	if (*end)
+		return 0;
+	struct stat st;
+	if (fstat((int)fd, &st) != 0) {
+		say_unmapped((int)fd, "was closed before this program's exec");
+		return 0;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_size < HEADER_BYTES + CHUNK_BYTES) {
+		say_unmapped((int)fd, "is not scalprof's records area (closed and reused before this program's exec)");
+		return 0;
+	}
+	void *m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, (int)fd, 0);
+	if (m == MAP_FAILED) {
+		say_unmapped((int)fd, "cannot be mapped");
+		return 0;
+	}
+	struct header *h = m;
+	if (h->magic != AREA_MAGIC || h->nonce != nonce) {
+		munmap(m, (size_t)st.st_size);
+		say_unmapped((int)fd, "is not scalprof's records area (closed and reused before this program's exec)");
+		return 0;
+	}
+	chunks = ((uint64_t)st.st_size - HEADER_BYTES) / CHUNK_BYTES;
+	area = h;
+	return 1;
 }
 
 __attribute__((constructor)) static void start(void)
 {
-	dir = getenv("SCALPROF_HOLDS_DIR");
-	if (!dir || !*dir || !first_copy() || pthread_key_create(&exit_key, at_thread_exit) != 0)
+	const char *value = getenv("SCALPROF_HOLDS");
+	if (!value || !*value || !first_copy() || pthread_key_create(&exit_key, at_thread_exit) != 0)
+		return;
+	if (!map_area(value))
 		return;
 	if (pthread_atfork(NULL, NULL, after_fork) != 0)
 		return;
-	open_out();
+	__atomic_fetch_add(&area->processes, 1, __ATOMIC_RELAXED);
+	hold_timing = 1;
 }
 
 /* The acquire functions: the real one looked up at first use (a library constructor that

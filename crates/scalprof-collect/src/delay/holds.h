@@ -3,7 +3,7 @@
 
 #define HIDDEN __attribute__((visibility("hidden")))
 
-/* Non-zero once this process writes hold records (SCALPROF_HOLDS_DIR was set). */
+/* Non-zero once this process has scalprof's records area mapped (SCALPROF_HOLDS was set). */
 HIDDEN extern int hold_timing;
 HIDDEN void hold_acquired(const volatile void *lock);
 HIDDEN void hold_released(const volatile void *lock);

@@ -16,9 +16,12 @@
  *                           here, so that position-independent executables need no fixed
  *                           address;
  *   SCALPROF_DELAY_NS       nanoseconds to spin at each release (0: count only);
- *   SCALPROF_DELAY_COUNTS   a 16-byte file, mapped shared by the whole process tree:
- *                           releases seen, then nanoseconds spun (a long delay sleeps
- *                           first: see SLEEP_ABOVE_NS).
+ *   SCALPROF_DELAY_COUNTS   the number of an inherited descriptor of a 16-byte memfd,
+ *                           mapped shared by the whole process tree: releases seen, then
+ *                           nanoseconds spun (a long delay sleeps first: see
+ *                           SLEEP_ABOVE_NS). A descriptor, not a path: a process that
+ *                           changed its uid still reaches it; the descriptor stays open
+ *                           for the programs the process execs.
  *
  * Each thread counts in its own variables and adds them to the shared ones every
  * FLUSH_EVERY releases, when it exits, and (the thread that exits the process) at exit:
@@ -162,14 +165,16 @@ __attribute__((constructor)) static void init(void)
 		return;
 	const char *address = getenv("SCALPROF_DELAY_ADDRESS");
 	const char *ns = getenv("SCALPROF_DELAY_NS");
-	const char *path = getenv("SCALPROF_DELAY_COUNTS");
-	if (!address || !ns || !path || !is_the_executable(getenv("SCALPROF_DELAY_EXE")))
+	const char *counted = getenv("SCALPROF_DELAY_COUNTS");
+	if (!address || !ns || !counted || !is_the_executable(getenv("SCALPROF_DELAY_EXE")))
 		return;
-	int fd = open(path, O_RDWR | O_CLOEXEC);
-	if (fd < 0)
+	char *end;
+	long fd = strtol(counted, &end, 10);
+	struct stat st;
+	if (end == counted || *end || fd < 0 || fd > 1 << 30 || fstat((int)fd, &st) != 0 ||
+	    !S_ISREG(st.st_mode) || st.st_size != 2 * sizeof(uint64_t))
 		return;
-	void *m = mmap(NULL, 2 * sizeof(uint64_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	close(fd);
+	void *m = mmap(NULL, 2 * sizeof(uint64_t), PROT_READ | PROT_WRITE, MAP_SHARED, (int)fd, 0);
 	if (m == MAP_FAILED)
 		return;
 	if (pthread_key_create(&flush_key, flush_at_thread_exit) != 0) {

@@ -90,7 +90,7 @@ pub(super) fn run(
     }
     let outcome = match (status.code(), status.signal()) {
         (Some(code), _) => format!("exited with status {code}"),
-        (None, Some(signal)) => format!("was killed by signal {signal}"),
+        (None, Some(signal)) => format!("was killed by {}", scalprof_model::signal::name(signal)),
         (None, None) => "failed".into(),
     };
     let kind = match step.kind {

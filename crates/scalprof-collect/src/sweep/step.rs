@@ -238,6 +238,7 @@ fn exec_spec(plan: &SweepPlan, step: &Step) -> Result<ExecSpec, CollectError> {
         } else {
             Vec::new()
         },
+        inherit: Vec::new(),
     })
 }
 

@@ -112,7 +112,53 @@ pub fn hint(e: &anyhow::Error, db: &Option<std::path::PathBuf>) -> Option<String
                 .and_then(|e| e.raw_os_error())
                 == Some(libc::ENOSPC)
     });
-    full.then(|| "the disk is full: free space where the store and the workload output live (--db), then rerun; every finished repeat is kept".to_string())
+    if full {
+        return Some("the disk is full: free space where the store and the workload output live (--db), then rerun; every finished repeat is kept".to_string());
+    }
+    file_size_limit_hint(e, db)
+}
+
+/// Under a file-size limit (`ulimit -f`) a write past it fails with EFBIG (scalprof
+/// catches the SIGXFSZ that would kill it): said as the limit. An error of our own names
+/// its file; SQLite says "disk I/O error" for any of the store's files (the database, its
+/// -wal, its -shm, which grows 32 KiB at a time), so the hint names the store.
+fn file_size_limit_hint(e: &anyhow::Error, db: &Option<std::path::PathBuf>) -> Option<String> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit through the pointer we pass.
+    if unsafe { libc::getrlimit(libc::RLIMIT_FSIZE, &mut limit) } != 0
+        || limit.rlim_cur == libc::RLIM_INFINITY
+    {
+        return None;
+    }
+    let ours = e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .and_then(|e| e.raw_os_error())
+            == Some(libc::EFBIG)
+    });
+    let store = db.clone().unwrap_or_else(scalprof_store::default_path);
+    let sqlite = !scalprof_store::pg::is_url(&store)
+        && e.chain().any(|c| {
+            c.downcast_ref::<rusqlite::Error>()
+                .and_then(|e| e.sqlite_error_code())
+                == Some(rusqlite::ErrorCode::SystemIoFailure)
+        });
+    let what = if ours {
+        "stopped the write above".to_string()
+    } else if sqlite {
+        format!(
+            "kept the store ({}, with its -wal and -shm files) from growing",
+            store.display()
+        )
+    } else {
+        return None;
+    };
+    Some(format!(
+        "the file-size limit (`ulimit -f`: {} KiB) {what}: raise it (`ulimit -f unlimited`) and rerun; every finished repeat is kept",
+        limit.rlim_cur >> 10
+    ))
 }
 
 /// Whether the filesystem holding the store has no space left.

@@ -170,6 +170,24 @@ mod tests {
         );
         assert_eq!(stable_fd_name("/srv/tmp_123"), "/srv/tmp_*");
         assert_eq!(stable_fd_name("/srv/db.v2"), "/srv/db.v2");
+        // A file made fresh for each run (mkstemp, Python's tempfile): one name for all.
+        assert_eq!(
+            stable_fd_name("/tmp/willitscale.k2Jd9Q"),
+            "/tmp/willitscale.XXXXXX"
+        );
+        assert_eq!(
+            stable_fd_name("/tmp/willitscale.abcdef"),
+            "/tmp/willitscale.XXXXXX"
+        );
+        assert_eq!(stable_fd_name("/tmp/tmpa8x2k9qz"), "/tmp/tmpXXXXXX");
+        assert_eq!(stable_fd_name("/srv/lock-Q3kZp1"), "/srv/lock-XXXXXX");
+        // Chosen names stay.
+        assert_eq!(stable_fd_name("/srv/app.sqlite"), "/srv/app.sqlite");
+        assert_eq!(stable_fd_name("/srv/app.sqlite3"), "/srv/app.sqlite3");
+        assert_eq!(
+            stable_fd_name("/var/lib/app/journal"),
+            "/var/lib/app/journal"
+        );
         assert_eq!(stable_fd_name("/srv/.123"), "/srv/.123");
         // Kernel locks the tracepoints miss are told from where their waiters block.
         assert_eq!(

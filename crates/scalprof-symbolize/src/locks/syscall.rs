@@ -317,7 +317,9 @@ fn wait_name(raw: &RawLocks, w: &UserLockRaw, kind: &LockKind, caller: Option<&s
         .then(|| raw.fd_paths.get(&(w.tgid, w.uaddr)))
         .flatten();
     let what = match (kind, path) {
-        (LockKind::PosixLock | LockKind::Flock, Some(path)) => path.clone(),
+        // One file's role, not its name of the day: a lock file made fresh for each run
+        // (`mkstemp`) is one cause over the repeats.
+        (LockKind::PosixLock | LockKind::Flock, Some(path)) => stable_fd_name(path).into_owned(),
         (LockKind::PosixLock | LockKind::Flock, None) => format!("{call} fd {}", w.uaddr),
         (LockKind::Sleep, _) => "sleep".to_string(),
         (LockKind::DiskIo, Some(path)) => {
@@ -334,6 +336,42 @@ fn wait_name(raw: &RawLocks, w: &UserLockRaw, kind: &LockKind, caller: Option<&s
         None if *kind == LockKind::Sleep => call,
         _ => what,
     }
+}
+
+/// The path up to a random token that ends its file name, as `mkstemp` and `tempfile` make
+/// them (`/tmp/willitscale.k2Jd9Q` → `/tmp/willitscale.`): 6 to 12 letters and digits after
+/// a `.`, `_` or `-` (or `tmp`), either in a temporary folder or mixing upper and lower case
+/// (or letters and two digits or more), which a chosen name rarely does.
+fn random_suffix_stem(path: &str) -> Option<&str> {
+    let file_start = path.rfind('/').map_or(0, |i| i + 1);
+    let file = &path[file_start..];
+    let mut token_len = file
+        .bytes()
+        .rev()
+        .take_while(u8::is_ascii_alphanumeric)
+        .count();
+    if token_len == file.len() && file.starts_with("tmp") {
+        token_len -= 3;
+    }
+    if !(6..=12).contains(&token_len) || token_len == file.len() {
+        return None;
+    }
+    let cut = path.len() - token_len;
+    let before = &path[file_start..cut];
+    if !(before.ends_with(['.', '_', '-']) || before.ends_with("tmp")) {
+        return None;
+    }
+    let token = &path[cut..];
+    let upper = token.bytes().any(|b| b.is_ascii_uppercase());
+    let lower = token.bytes().any(|b| b.is_ascii_lowercase());
+    let digits = token.bytes().filter(u8::is_ascii_digit).count();
+    let letters = token.len() - digits;
+    let temporary = ["/tmp/", "/var/tmp/", "/dev/shm/", "/run/user/"]
+        .iter()
+        .any(|d| path.starts_with(d))
+        || std::env::var("TMPDIR").is_ok_and(|t| !t.is_empty() && path.starts_with(&t));
+    let random = (upper && lower) || (digits >= 2 && letters >= 2);
+    (random || (temporary && token_len == 6)).then_some(&path[..cut])
 }
 
 /// The waker of most of the wait, when one did more than half of it.
@@ -359,6 +397,9 @@ pub(super) fn stable_fd_name(path: &str) -> std::borrow::Cow<'_, str> {
             return format!("{dir}/*").into();
         }
         _ => {}
+    }
+    if let Some(stem) = random_suffix_stem(path) {
+        return format!("{stem}XXXXXX").into();
     }
     // A file per process or per run, named by a number after its stem (`worker.log.4242`,
     // `tmp_12345`): one row, whatever the number.

@@ -243,6 +243,24 @@ pub const USER_LOCK_CODE: &[Pat] = &[
     // .acquire(…)` in a perf map) and LockSupport's park.
     Contains(" java.util.concurrent.locks."),
     Contains(" jdk.internal.misc.Unsafe.park"),
+    // Rust's std locks (futex-based since 1.62: Mutex, RwLock, Condvar, Once), their guards
+    // and poison flags, and the futex calls under them; parking_lot's. Statically linked
+    // into the program, they are its frames: named here, they fold into the lock's row as
+    // pthread's code does, and a holder is named past them.
+    Contains("std::sys::sync::"),
+    Contains("std::sys::pal::unix::futex"),
+    Contains("std::sys::futex"),
+    Contains("std::sync::poison::"),
+    Contains("std::sync::mutex::"),
+    Contains("std::sync::rwlock::"),
+    Contains("std::sync::condvar::"),
+    Contains("std::sync::once::"),
+    Contains("MutexGuard<"),
+    Contains("RwLockReadGuard<"),
+    Contains("RwLockWriteGuard<"),
+    Prefix("parking_lot"),
+    Contains("<parking_lot"),
+    Prefix("core::sync::atomic::atomic_"),
 ];
 
 pub fn is_user_lock_code(f: &str) -> bool {
@@ -250,6 +268,16 @@ pub fn is_user_lock_code(f: &str) -> bool {
     let f = f.trim_start_matches('_');
     let f = f.strip_prefix("GI_").unwrap_or(f).trim_start_matches('_');
     matches_any(USER_LOCK_CODE, f)
+}
+
+/// A function of Rust's standard library or of the map it builds on (`core::`, `std::`,
+/// `alloc::`, `hashbrown::`, or a method of their types, `<hashbrown::raw::RawTable<T>>::
+/// find`): linked into every Rust program, it is library code as libc is to C. A lock's
+/// holder is named by the program's function that called it.
+pub fn is_rust_library_frame(f: &str) -> bool {
+    const CRATES: [&str; 4] = ["core::", "std::", "alloc::", "hashbrown::"];
+    let f = f.strip_prefix('<').unwrap_or(f);
+    CRATES.iter().any(|c| f.starts_with(c))
 }
 
 /// A program's own lock layer over futexes or semaphores (PostgreSQL's LWLocks and
@@ -536,6 +564,43 @@ pub fn is_tool_frame(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn static_libc_and_rust_std_lock_code_is_lock_code_and_std_is_library() {
+        // A statically linked glibc's unlock and wake-up, named in the program's binary.
+        for f in [
+            "__lll_lock_wake",
+            "__GI___lll_lock_wait",
+            "__pthread_mutex_unlock_usercnt",
+        ] {
+            assert!(is_user_lock_code(f), "{f}");
+        }
+        // Rust std's futex mutex, its guard and poison flag; parking_lot.
+        for f in [
+            "<std::sys::sync::mutex::futex::Mutex>::lock_contended",
+            "<std::sys::sync::mutex::futex::Mutex>::spin",
+            "std::sys::pal::unix::futex::futex_wake",
+            "<std::sync::poison::mutex::MutexGuard<T> as core::ops::drop::Drop>::drop",
+            "std::sync::poison::Flag::guard",
+            "parking_lot::raw_mutex::RawMutex::lock_slow",
+            "core::sync::atomic::atomic_load",
+        ] {
+            assert!(is_user_lock_code(f), "{f}");
+        }
+        assert!(!is_user_lock_code("rustmutex::route_lookup"));
+        assert!(!is_user_lock_code("table_lookup"));
+        assert!(is_rust_library_frame(
+            "<hashbrown::raw::RawTableInner>::probe_seq"
+        ));
+        assert!(is_rust_library_frame("core::intrinsics::likely"));
+        assert!(is_rust_library_frame(
+            "<core::hash::sip::Sip13Rounds as core::hash::sip::Sip>::c_rounds"
+        ));
+        assert!(!is_rust_library_frame(
+            "<rustmutex::Table as core::fmt::Debug>::fmt"
+        ));
+        assert!(!is_rust_library_frame("rustmutex::route_lookup"));
+    }
 
     #[test]
     fn a_runtime_s_own_work_is_named_by_the_frames_that_run_it() {

@@ -7,7 +7,7 @@ use scalprof_model::locks::top_callers;
 use scalprof_model::locks::{HolderBlocked, StackSnapshot};
 use scalprof_model::locks::{HolderState, HolderWait, LockCaller, LockRow, RawLocks};
 use scalprof_model::profile::FoldedStack;
-use scalprof_model::vocabulary::is_lock_wrapper;
+use scalprof_model::vocabulary::{is_lock_wrapper, is_rust_library_frame, is_user_lock_code};
 
 use super::calls::syscall_name;
 use super::stacks::{
@@ -164,6 +164,7 @@ pub(super) fn holder_of(
     let (space, addrs) = unwind_copy(raw, s, symbols, spaces)?;
     let mut own: Vec<String> = Vec::new();
     let mut first_own = None;
+    let mut library: Option<String> = None;
     for (i, &a) in addrs.iter().enumerate() {
         let Some((func, path)) = space.symbolize(lookup_address(i, a)) else {
             continue;
@@ -173,7 +174,16 @@ pub(super) fn holder_of(
             || is_jit_stub(&path, &func)
             || is_jdk_lock_code(&path, &func)
             || is_lock_wrapper(&func)
+            // A static libc's unlock and wake-up, Rust std's futex mutex: the lock's own
+            // code, not the critical section it ends.
+            || is_user_lock_code(&func)
         {
+            continue;
+        }
+        // Rust's std and its map, inlined into the critical section: library code, as
+        // libc is (kept only if no program function follows).
+        if is_rust_library_frame(&func) {
+            library.get_or_insert(func);
             continue;
         }
         if first_own.is_none() {
@@ -181,9 +191,14 @@ pub(super) fn holder_of(
         }
         own.push(super::user::java_method(&func).to_string());
     }
-    let i = first_own?;
+    let Some(i) = first_own else {
+        return library;
+    };
     if i > 0 {
-        if let Some(callee) = space.called_at(addrs[i]).filter(|c| !is_lock_wrapper(c)) {
+        if let Some(callee) = space
+            .called_at(addrs[i])
+            .filter(|c| !is_lock_wrapper(c) && !is_user_lock_code(c) && !is_rust_library_frame(c))
+        {
             if Some(&callee) != own.first() {
                 return Some(callee);
             }

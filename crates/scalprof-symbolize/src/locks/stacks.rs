@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 
 use scalprof_model::locks::{RawLocks, StackSnapshot};
+use scalprof_model::vocabulary::is_user_lock_code;
 
 use crate::profile::{Symbols, UserSpace, JIT_PATH};
 
@@ -133,7 +134,11 @@ pub(super) fn snapshot_frames_rooted(
         outermost = Some(func.clone());
         let in_vm =
             is_vm_library(&path) || is_jit_stub(&path, &func) || is_jdk_lock_code(&path, &func);
-        if is_runtime_library(&path) || in_vm {
+        // A statically linked libc's or Rust std's lock code is the program's own code by
+        // its file: told by its name, it is the lock's machinery (the kind of wait), never
+        // the function that waits.
+        let lock_code = own.is_empty() && is_user_lock_code(&func);
+        if is_runtime_library(&path) || in_vm || lock_code {
             if own.is_empty() && in_vm {
                 vm = Some(func.clone());
             }

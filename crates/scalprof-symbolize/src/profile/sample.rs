@@ -252,16 +252,30 @@ impl ProfileBuilder {
             if library {
                 continue;
             }
-            let ids = self.user_frames(pid, lookup);
-            let Some(&id) = ids.first() else { continue };
-            let name = &self.names[id as usize];
-            if scalprof_model::vocabulary::is_lock_wrapper(name) {
-                continue;
+            // An address's functions, innermost first: its inlined calls, then the
+            // function they were inlined into.
+            let ids: Vec<u32> = self.user_frames(pid, lookup).to_vec();
+            for id in ids {
+                let name = &self.names[id as usize];
+                // A program's lock layer, or lock code linked into it (a static libc's,
+                // Rust std's): the holder is the function that took the lock, past them.
+                if scalprof_model::vocabulary::is_lock_wrapper(name)
+                    || scalprof_model::vocabulary::is_user_lock_code(name)
+                {
+                    continue;
+                }
+                // Rust's std inlined into the critical section: the program's function
+                // that called it holds the lock (the std frame is kept in case none
+                // follows).
+                if scalprof_model::vocabulary::is_rust_library_frame(name) {
+                    bare.get_or_insert_with(|| name.clone());
+                    continue;
+                }
+                if !name.starts_with('[') {
+                    return Some(name.clone());
+                }
+                bare.get_or_insert_with(|| name.clone());
             }
-            if !name.starts_with('[') {
-                return Some(name.clone());
-            }
-            bare.get_or_insert_with(|| name.clone());
         }
         bare
     }

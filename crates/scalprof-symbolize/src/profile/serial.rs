@@ -69,7 +69,13 @@ impl ProfileBuilder {
         let mut tops: HashMap<u32, u64> = HashMap::new();
         for &(t, _, leaf) in &self.timeline {
             let b = seen[bin(t)];
-            if b != NONE && b != MANY && leaf != u32::MAX {
+            // Lock code linked into the program (a static libc's, Rust std's) is the lock's,
+            // not the phase's work: the phase is named by the program's own functions.
+            if b != NONE
+                && b != MANY
+                && leaf != u32::MAX
+                && !scalprof_model::vocabulary::is_user_lock_code(&self.names[leaf as usize])
+            {
                 *tops.entry(leaf).or_default() += 1;
             }
         }

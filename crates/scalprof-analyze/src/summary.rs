@@ -80,7 +80,8 @@ fn assemble_merged(inputs: &RunInputs) -> RunDocument {
         profiles,
         threads,
     ));
-    let complexity = passes::complexity_report(header, &points, profiles, &mut findings);
+    let complexity =
+        passes::complexity_report(header, &points, profiles, &mut findings, &mut warnings);
     if threads && swept_nothing(&warnings, &points) {
         // sqlite3 without {threads} got "37% serial_fraction … parallelize": a
         // single-threaded program compared with itself has no scaling cause to name.
@@ -529,6 +530,39 @@ pub(crate) mod tests {
             .warnings
             .iter()
             .all(|w| w.kind != WarningKind::TooFewPoints));
+        // Without profiles there is no complexity to fit, and nothing to say of it; with
+        // profiles at two sizes of four, the missing ones are named.
+        assert!(doc
+            .warnings
+            .iter()
+            .all(|w| !w.message.contains("complexity")));
+        let prof = |v: u64| {
+            (
+                v,
+                scalprof_model::PointProfile {
+                    repeats: 1,
+                    folded: vec![scalprof_model::FoldedStack {
+                        stack: "p;main;rescan".into(),
+                        samples: v,
+                        weight: v * 1000,
+                    }],
+                    ..Default::default()
+                },
+            )
+        };
+        let mut inputs = RunInputs::timing(h, reps);
+        inputs.profiles = vec![prof(4000), prof(8000)];
+        let doc = assemble(&inputs);
+        let said = doc
+            .warnings
+            .iter()
+            .find(|w| w.message.starts_with("no complexity fit"))
+            .unwrap_or_else(|| panic!("{:?}", doc.warnings));
+        assert!(
+            said.message.contains("none at 1000, 2000"),
+            "{}",
+            said.message
+        );
     }
 
     #[test]

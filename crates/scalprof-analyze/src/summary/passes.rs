@@ -408,13 +408,20 @@ pub(super) fn complexity_report(
     points: &[Point],
     profiles: &[(u64, PointProfile)],
     findings: &mut Vec<Finding>,
+    warnings: &mut Vec<scalprof_model::Warning>,
 ) -> Option<ComplexityReport> {
     let complexity = if header.sweep.parameter == SweepParameter::Size {
         let input: Vec<(u64, u32, &PointProfile)> = points
             .iter()
             .filter_map(|p| profile_of(profiles, p.value).map(|prof| (p.value, prof.repeats, prof)))
             .collect();
-        complexity::complexity(&input)
+        let report = complexity::complexity(&input);
+        if report.is_none() && !input.is_empty() {
+            // A size sweep whose functions are not fitted says why, never nothing (one
+            // recorded without profiles has nothing to fit, as the user chose).
+            warnings.push(no_complexity(points, &input));
+        }
+        report
     } else {
         None
     };
@@ -428,4 +435,32 @@ pub(super) fn complexity_report(
         sort_findings(findings);
     }
     complexity
+}
+
+/// Why a size sweep has no complexity table: too few sizes with a profile (which lack one),
+/// or costs no power law fits.
+fn no_complexity(points: &[Point], input: &[(u64, u32, &PointProfile)]) -> scalprof_model::Warning {
+    let missing: Vec<String> = points
+        .iter()
+        .filter(|p| !input.iter().any(|i| i.0 == p.value))
+        .map(|p| p.value.to_string())
+        .collect();
+    let message = if input.len() < 3 {
+        format!(
+            "no complexity fit: {} of {} sizes have a profile (none at {}), and a power law needs 3; rerun with more repeats (--repeat 5) or more sizes",
+            input.len(),
+            points.len(),
+            if missing.is_empty() { "-".to_string() } else { missing.join(", ") }
+        )
+    } else {
+        format!(
+            "no complexity fit: the sampled cost at {} sizes is zero at some size or does not grow with it; rerun with a higher --freq or larger sizes",
+            input.len()
+        )
+    };
+    scalprof_model::Warning {
+        kind: scalprof_model::WarningKind::ProfileQuality,
+        point: None,
+        message,
+    }
 }

@@ -237,12 +237,7 @@ pub fn run_capped(
     Ok(ended.result(leftover, stdout_bytes, stderr_bytes))
 }
 
-/// Environment variables no workload (nor a hook) is given: they may hold the team
-/// store's password (`--db`'s URL, PostgreSQL's PGPASSWORD, and the variable through which
-/// scalprof hands a password taken out of its command line to itself; the binary checks
-/// that this list is the store's). The binary also takes them out of its own environment
-/// at start; this keeps them out of a workload whatever a caller leaves there.
-pub const WITHHELD_ENV: [&str; 3] = ["SCALPROF_DB", "PGPASSWORD", "SCALPROF_DB_PASSWORD"];
+pub use crate::launch::WITHHELD_ENV;
 
 /// The workload's environment: the caller's, with scalprof's token that every process of
 /// the workload's tree carries (see [`crate::keeper`]). The token (`PID-RANDOM`, inherited

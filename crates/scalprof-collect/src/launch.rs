@@ -13,6 +13,13 @@ use std::path::Path;
 
 use crate::CollectError;
 
+/// Environment variables no workload (nor a hook) is given: they may hold the team
+/// store's password (`--db`'s URL, PostgreSQL's PGPASSWORD, and the variable through which
+/// scalprof hands a password taken out of its command line to itself; the binary checks
+/// that this list is the store's). The binary also takes them out of its own environment
+/// at start; this keeps them out of a workload whatever a caller leaves there.
+pub const WITHHELD_ENV: [&str; 3] = ["SCALPROF_DB", "PGPASSWORD", "SCALPROF_DB_PASSWORD"];
+
 /// A forked child waiting for [`Suspended::resume`] before it execs.
 pub struct Suspended {
     pid: i32,
@@ -56,7 +63,7 @@ struct ExecImage {
 impl ExecImage {
     /// The program, its arguments, and scalprof's environment with `extra_env` set (in
     /// place of any variable of the same name), less the variables scalprof withholds
-    /// ([`crate::exec::WITHHELD_ENV`]).
+    /// ([`WITHHELD_ENV`]).
     fn new(
         program: &Path,
         argv: &[String],
@@ -72,9 +79,7 @@ impl ExecImage {
                 !extra_env
                     .iter()
                     .any(|(e, _)| k.to_str() == Some(e.as_str()))
-                    && !crate::exec::WITHHELD_ENV
-                        .iter()
-                        .any(|w| k.to_str() == Some(w))
+                    && !WITHHELD_ENV.iter().any(|w| k.to_str() == Some(w))
             })
             .filter_map(|(k, v)| {
                 let mut kv = k.into_string().ok()?;

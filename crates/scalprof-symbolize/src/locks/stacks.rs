@@ -119,9 +119,12 @@ pub(super) fn snapshot_frames_rooted(
     s: &StackSnapshot,
     symbols: &mut Symbols,
     spaces: &mut HashMap<u32, UserSpace>,
-) -> Option<(Vec<String>, Vec<String>, bool)> {
+) -> Option<Waiter> {
     let (space, addrs) = unwind_copy(raw, s, symbols, spaces)?;
     let mut outermost: Option<String> = None;
+    // The outermost program frame as the profile names it (a JIT frame by its perf map's
+    // name, not as Java writes it).
+    let mut outermost_own: Option<String> = None;
     let mut libc = Vec::new();
     let mut own = Vec::new();
     // The outermost VM frame below the program's: the waiter where no JIT frame is named
@@ -146,8 +149,10 @@ pub(super) fn snapshot_frames_rooted(
                 libc.push(func);
             }
         } else if path == JIT_PATH {
+            outermost_own = Some(func.clone());
             own.push(super::user::java_method(&func).to_string());
         } else {
+            outermost_own = Some(func.clone());
             own.push(func);
         }
     }
@@ -155,7 +160,22 @@ pub(super) fn snapshot_frames_rooted(
         own.extend(vm);
     }
     let rooted = outermost.is_some_and(|f| THREAD_ENTRIES.contains(&f.as_str()));
-    Some((own, libc, rooted))
+    Some(Waiter {
+        own,
+        libc,
+        root: outermost_own.filter(|_| rooted),
+    })
+}
+
+/// A waiter's stack copy, named ([`snapshot_frames_rooted`]).
+pub(super) struct Waiter {
+    /// The program's frames, innermost first (the first is the function that waits).
+    pub own: Vec<String>,
+    /// The runtime library frames inside them (they tell the kind of wait).
+    pub libc: Vec<String>,
+    /// Where the thread began, as the profile names it: the outermost program frame,
+    /// when the stack was walked to the thread's start.
+    pub root: Option<String>,
 }
 
 /// A frame named only by its file and offset (`libsqlite3.so.0.8.6+0xaa1b4`: a stripped

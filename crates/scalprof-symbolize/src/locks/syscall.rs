@@ -169,10 +169,8 @@ impl<'a> SyscallWaits<'a> {
             .iter()
             .filter(|s| s.syscall && s.waker.is_none())
         {
-            let frames = snapshot_frames_rooted(raw, s, symbols, spaces);
-            let rooted = frames.as_ref().is_some_and(|f| f.2);
-            let own = frames.map(|(own, _, _)| own);
-            if let Some(root) = own.as_ref().and_then(|o| o.last()).filter(|_| rooted) {
+            let waiter = snapshot_frames_rooted(raw, s, symbols, spaces);
+            if let Some(root) = waiter.as_ref().and_then(|w| w.root.as_ref()) {
                 let w = self
                     .user_roots
                     .entry((s.tgid, s.uaddr, s.op))
@@ -181,7 +179,7 @@ impl<'a> SyscallWaits<'a> {
                     .or_default();
                 *w = w.saturating_add(s.wait_ns.max(1));
             }
-            if let Some(c) = own.as_deref().and_then(waiting_function) {
+            if let Some(c) = waiter.as_ref().and_then(|w| waiting_function(&w.own)) {
                 let w = self
                     .user_callers
                     .entry((s.tgid, s.uaddr, s.op))

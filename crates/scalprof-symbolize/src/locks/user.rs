@@ -297,21 +297,22 @@ impl FutexWaits {
             let seen = self.service.entry((s.tgid, s.uaddr)).or_default();
             seen.0 += u64::from(is_runtime_service_thread(&s.comm));
             seen.1 += 1;
-            let Some((own, libc, rooted)) = snapshot_frames_rooted(raw, s, symbols, spaces) else {
+            let Some(waiter) = snapshot_frames_rooted(raw, s, symbols, spaces) else {
                 continue;
             };
+            let (own, libc) = (waiter.own, waiter.libc);
             let seen = self.libc_frames.entry((s.tgid, s.uaddr)).or_default();
             for f in libc {
                 if !seen.contains(&f) && seen.len() < 16 {
                     seen.push(f);
                 }
             }
-            if let Some(root) = own.last().filter(|_| rooted) {
+            if let Some(root) = waiter.root {
                 let w = self
                     .roots
                     .entry((s.tgid, s.uaddr))
                     .or_default()
-                    .entry(root.clone())
+                    .entry(root)
                     .or_default();
                 *w = w.saturating_add(s.wait_ns.max(1));
             }

@@ -180,6 +180,10 @@ mod tests {
             "/tmp/willitscale.XXXXXX"
         );
         assert_eq!(stable_fd_name("/tmp/tmpa8x2k9qz"), "/tmp/tmpXXXXXX");
+        assert_eq!(
+            stable_fd_name("/tmp/willitscale.k2Jd9Q (deleted)"),
+            "/tmp/willitscale.XXXXXX (deleted)"
+        );
         assert_eq!(stable_fd_name("/srv/lock-Q3kZp1"), "/srv/lock-XXXXXX");
         // Chosen names stay.
         assert_eq!(stable_fd_name("/srv/app.sqlite"), "/srv/app.sqlite");

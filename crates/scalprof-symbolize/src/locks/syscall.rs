@@ -396,8 +396,13 @@ pub(super) fn stable_fd_name(path: &str) -> std::borrow::Cow<'_, str> {
         }
         _ => {}
     }
-    if let Some(stem) = random_suffix_stem(path) {
-        return format!("{stem}XXXXXX").into();
+    // An unlinked file keeps its name with " (deleted)" after it, as /proc shows it.
+    let (name, deleted) = match path.strip_suffix(" (deleted)") {
+        Some(name) => (name, " (deleted)"),
+        None => (path, ""),
+    };
+    if let Some(stem) = random_suffix_stem(name) {
+        return format!("{stem}XXXXXX{deleted}").into();
     }
     // A file per process or per run, named by a number after its stem (`worker.log.4242`,
     // `tmp_12345`): one row, whatever the number.

@@ -233,16 +233,34 @@ fn perturbed_diagnosis(header: &RunHeader, p: &Point) -> Option<Warning> {
                     hi * 100.0
                 ))
                 .unwrap_or_default(),
-            spread_note(p),
+            spread_note(p) + &traced_interference_note(p),
         ),
     })
+}
+
+/// " (other processes took up to N% of a traced repeat's CPUs)": part of a traced run's
+/// difference may be theirs, not the observer's.
+fn traced_interference_note(p: &Point) -> String {
+    let peak = p
+        .traced_repeats
+        .iter()
+        .filter_map(|r| r.interference.as_ref().map(|i| i.share))
+        .fold(0.0, f64::max);
+    if peak < NOTED_SHARE {
+        return String::new();
+    }
+    format!(
+        " (other processes took up to {:.0}% of a traced repeat's CPUs: part of the difference is theirs)",
+        peak * 100.0
+    )
 }
 
 /// Other processes took CPU time from the point's repeats: who, and how many repeats
 /// were disturbed (and measured again).
 fn interference(header: &RunHeader, p: &Point) -> Option<Warning> {
     let i = p.interference.as_ref()?;
-    let others = i.is_disturbed() || i.disturbed > 0;
+    // A burst under the bar that measures a repeat again is still said, with its peak.
+    let others = i.is_disturbed() || i.disturbed > 0 || i.peak >= NOTED_SHARE;
     // On a virtual machine: the share of all CPUs' time other tenants took.
     let wall = p.wall_s.map_or(0.0, |w| w.median);
     let steal = if wall > 0.0 {
@@ -310,6 +328,10 @@ fn interference(header: &RunHeader, p: &Point) -> Option<Warning> {
         ),
     })
 }
+
+/// Other processes' share of one repeat above which they are named, though under the bar
+/// that measures the repeat again: a burst of a few seconds in one repeat.
+const NOTED_SHARE: f64 = 0.05;
 
 /// Steal above this share of the CPUs' time is said: the noise of a shared runner.
 const STEAL_SHARE: f64 = 0.03;

@@ -6,7 +6,7 @@
 //! when the seal holds, and otherwise shows it and asks (see [`crate::verify`]).
 
 use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use hmac::{Hmac, KeyInit, Mac};
@@ -152,12 +152,10 @@ fn key(path: &Path, create: bool) -> std::io::Result<Vec<u8>> {
             Ok(key)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && create => {
-            if let Some(dir) = path.parent() {
-                std::fs::DirBuilder::new()
-                    .recursive(true)
-                    .mode(0o700)
-                    .create(dir)?;
-            }
+            // The key's folder is checked as the store's are: one another user can change
+            // (their home, under `sudo -E`) is refused, never made or written in.
+            let dir = path.parent().unwrap_or(Path::new("."));
+            let dir = scalprof_collect::private::private_dir(dir).map_err(std::io::Error::other)?;
             let mut fresh = vec![0u8; KEY_LEN];
             std::fs::File::open("/dev/urandom")?.read_exact(&mut fresh)?;
             let made = std::fs::OpenOptions::new()
@@ -165,7 +163,7 @@ fn key(path: &Path, create: bool) -> std::io::Result<Vec<u8>> {
                 .create_new(true)
                 .mode(0o600)
                 .custom_flags(libc::O_NOFOLLOW)
-                .open(path);
+                .open(dir.join(path.file_name().unwrap_or_default()));
             match made {
                 Ok(mut f) => {
                     f.write_all(&fresh)?;
@@ -237,6 +235,15 @@ mod tests {
             provenance_at(&key, other, Some(&s)),
             Provenance::Foreign(_)
         ));
+        // A key folder another user owns is refused, nothing made in it (root can chown).
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            let theirs = home.path().join("theirs");
+            std::fs::create_dir(&theirs).unwrap();
+            std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+            assert!(seal_at(&theirs.join("scalprof/seal.key"), sealed(&ours)).is_err());
+            assert!(!theirs.join("scalprof").exists());
+        }
         // A key another user could read is refused, not used.
         std::fs::set_permissions(&key, std::os::unix::fs::PermissionsExt::from_mode(0o644))
             .unwrap();

@@ -169,6 +169,32 @@ pub fn create_file(path: &Path) -> io::Result<File> {
     Ok(f)
 }
 
+/// Where an output path leads, walked as [`write_user_file`] says: a name in a folder we
+/// hold open, or what a /proc link (`/dev/stdout`) leads to, opened.
+enum Output {
+    Name(OwnedFd, CString),
+    Proc(File),
+}
+
+/// Walks an output path to its folder, refusing another user's link on the way.
+fn output_parent(path: &Path) -> io::Result<Output> {
+    match walk::walk(path, Policy::Output, Want::Parent) {
+        Ok(Reached::Name { dir, name }) => Ok(Output::Name(dir, name)),
+        Ok(Reached::Proc(f)) => Ok(Output::Proc(f)),
+        Ok(Reached::Dir) => unreachable!("a walk for a file's folder"),
+        Err(WalkError::Refused(why)) => Err(refuse(why)),
+        Err(WalkError::Io { source, .. }) => Err(source),
+    }
+}
+
+/// The error of an output that another user could redirect or that is not one to write.
+fn refuse(why: String) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        format!("{why}: refusing to write through it"),
+    )
+}
+
 /// Writes a whole file the user named for output (a report, a document, an export).
 ///
 /// The path is walked one component at a time ([`walk`]): links are followed when they
@@ -185,18 +211,9 @@ pub fn create_file(path: &Path) -> io::Result<File> {
 /// A FIFO is never waited on when no one reads it; a device (`/dev/null`) or what a
 /// /proc link leads to (`/dev/stdout`, a pipe) is written as it is.
 pub fn write_user_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let refuse = |why: String| {
-        io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            format!("{why}: refusing to write through it"),
-        )
-    };
-    let (dir, name) = match walk::walk(path, Policy::Output, Want::Parent) {
-        Ok(Reached::Name { dir, name }) => (dir, name),
-        Ok(Reached::Proc(f)) => return write_in_place(f, bytes),
-        Ok(Reached::Dir) => unreachable!("a walk for a file's folder"),
-        Err(WalkError::Refused(why)) => return Err(refuse(why)),
-        Err(WalkError::Io { source, .. }) => return Err(source),
+    let (dir, name) = match output_parent(path)? {
+        Output::Name(dir, name) => (dir, name),
+        Output::Proc(f) => return write_in_place(f, bytes),
     };
     let old = match walk::stat_at(&dir, &name) {
         Ok(st) => Some(st),
@@ -290,20 +307,9 @@ pub fn read_shared(path: &Path, cap: usize) -> io::Result<Vec<u8>> {
 pub fn append_user_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::FileExt;
-    let refuse = |why: String| {
-        io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            format!("{why}: refusing to write through it"),
-        )
-    };
-    let (dir, name) = match walk::walk(path, Policy::Output, Want::Parent) {
-        Ok(Reached::Name { dir, name }) => (dir, name),
-        Ok(Reached::Proc(_)) => {
-            return Err(refuse(format!("{} is not a regular file", path.display())))
-        }
-        Ok(Reached::Dir) => unreachable!("a walk for a file's folder"),
-        Err(WalkError::Refused(why)) => return Err(refuse(why)),
-        Err(WalkError::Io { source, .. }) => return Err(source),
+    let (dir, name) = match output_parent(path)? {
+        Output::Name(dir, name) => (dir, name),
+        Output::Proc(_) => return Err(refuse(format!("{} is not a regular file", path.display()))),
     };
     let folder = walk::fstat(&dir)?;
     if let Ok(st) = walk::stat_at(&dir, &name) {

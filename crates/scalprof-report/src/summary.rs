@@ -1,16 +1,21 @@
 //! The run summary: the header, the verdict line, the default screen and `-v`'s details,
 //! warnings and findings with what to do.
 
-use scalprof_model::{Point, RunDocument, Settling, ThroughputSource};
+use scalprof_model::{Point, RunDocument, Settling};
 
 use crate::format::ns;
 use crate::locks::{lock_growth, lock_table, row_share};
-use crate::safe::{one_line, shell_line};
+use crate::safe::one_line;
 use crate::tables::{
     complexity_table, counters_line, model_line, points_table, profile_line, split_line, what_grew,
     MIN_SHARE_SHOWN,
 };
 use crate::view::PointView;
+
+mod header;
+use header::header;
+pub(crate) use header::plural;
+pub use header::short_commit;
 
 /// The terminal summary of a run.
 pub fn summary(doc: &RunDocument) -> String {
@@ -76,166 +81,6 @@ fn one_point_line(parameter: &str, p: &Point) -> String {
         parts.push(format!("{ok}/{} repeats", p.repeats.len()));
     }
     format!("{}\n", parts.join(" · "))
-}
-
-/// A commit as people write it: the first 12 hex digits of an object id, else as given.
-pub fn short_commit(c: &str) -> &str {
-    if c.len() >= 40 && c.bytes().all(|b| b.is_ascii_hexdigit()) {
-        &c[..12]
-    } else {
-        c
-    }
-}
-
-/// The run's identity (id, label, status, points and repeats), its command and host, how
-/// its throughput is counted, and the warnings that make the rest of the screen moot.
-fn header(doc: &RunDocument, headline: &[String]) -> String {
-    let repeats: usize = doc
-        .points
-        .iter()
-        .map(|p| p.repeats.len())
-        .max()
-        .unwrap_or(0);
-    let mut out = format!(
-        "run {} · {} · {} · {} point{} × {} repeat{}{}\n",
-        doc.id,
-        one_line(&doc.label),
-        doc.status.as_str(),
-        doc.points.len(),
-        plural(doc.points.len()),
-        repeats,
-        plural(repeats),
-        doc.commit.as_deref().map_or(String::new(), |c| format!(
-            " · commit {}",
-            one_line(short_commit(c))
-        ))
-    );
-    out += &format!("command: {}\n", one_line(&shell_line(&doc.command)));
-    out += &format!(
-        "host:    Linux {}, {} CPUs{}, {}, {}{}\n",
-        doc.host.kernel,
-        doc.host.cpus,
-        cores(doc),
-        doc.host.cpu_model,
-        if doc.host.pmu {
-            "hardware PMU"
-        } else {
-            "no hardware PMU"
-        },
-        machine(doc)
-    );
-    out += &limits_line(doc);
-    out += &runtimes_line(doc);
-    out += &format!("throughput: {}\n", throughput_source_line(doc));
-    // Warnings that make the rest of the screen moot come first, not at its end.
-    for w in headline {
-        out += &format!("  ! {w}\n");
-    }
-    out
-}
-
-/// " (4 cores, SMT 2)" where cores run several threads; empty otherwise.
-fn cores(doc: &RunDocument) -> String {
-    match doc.host.topology.as_ref() {
-        Some(t) if t.threads_per_core > 1 => {
-            format!(" ({} cores, SMT {})", t.cores, t.threads_per_core)
-        }
-        _ => String::new(),
-    }
-}
-
-/// ", virtual machine, governor powersave 800–3500 MHz": what may move the numbers.
-fn machine(doc: &RunDocument) -> String {
-    let Some(t) = doc.host.topology.as_ref() else {
-        return String::new();
-    };
-    let mut out = String::new();
-    if t.virtual_machine {
-        out += ", virtual machine";
-    }
-    if let Some(g) = &t.governor {
-        out += &format!(", governor {}", one_line(g));
-        if let (Some(lo), Some(hi)) = (t.min_mhz, t.max_mhz) {
-            out += &format!(" {lo}–{hi} MHz");
-        }
-    }
-    out
-}
-
-/// "limits: CPU quota 1.00 CPU (cgroup v1 /ci) · CPU set 0 · usable: 1 of 2 CPUs": said
-/// when the machine's limits narrow what the workload may use; empty otherwise.
-pub(crate) fn limits_line(doc: &RunDocument) -> String {
-    let Some(l) = doc.host.limits.as_ref() else {
-        return String::new();
-    };
-    let mut parts = Vec::new();
-    if let Some(q) = l.cpu_quota {
-        let version = l.cgroup_version.map_or(String::new(), |v| format!("v{v} "));
-        parts.push(format!(
-            "CPU quota {q:.2} CPU{} (cgroup {version}{})",
-            if q == 1.0 { "" } else { "s" },
-            one_line(l.cgroup.as_deref().unwrap_or("?"))
-        ));
-    }
-    if let (Some(set), Some(n)) = (&l.cpuset, l.cpuset_cpus) {
-        if n < l.online_cpus {
-            parts.push(format!("CPU set {}", one_line(set)));
-        }
-    }
-    if l.affinity_cpus < l.online_cpus {
-        parts.push(format!(
-            "affinity {} CPU{}",
-            l.affinity_cpus,
-            plural(l.affinity_cpus as usize)
-        ));
-    }
-    if let Some(b) = l.memory_limit_bytes {
-        parts.push(format!("memory {}", crate::format::bytes(b)));
-    }
-    if parts.is_empty() {
-        return String::new();
-    }
-    if l.usable_cpus < l.online_cpus {
-        parts.push(format!(
-            "usable: {} of {} CPUs",
-            l.usable_cpus, l.online_cpus
-        ));
-    }
-    format!("limits:  {}\n", parts.join(" · "))
-}
-
-/// "runtime: Go (go_mutex) · …": the language runtimes the traced processes ran, with
-/// what scalprof did for each; empty when none was recognized.
-fn runtimes_line(doc: &RunDocument) -> String {
-    let mut seen: Vec<&scalprof_model::locks::RuntimeSeen> = doc
-        .points
-        .iter()
-        .filter_map(|p| p.locks.as_ref())
-        .flat_map(|l| &l.runtimes)
-        .collect();
-    seen.sort();
-    seen.dedup();
-    if seen.is_empty() {
-        return String::new();
-    }
-    let parts: Vec<String> = seen
-        .iter()
-        .map(|r| {
-            let note = match r.runtime.as_str() {
-                "go" => {
-                    " — goroutines' waits from the runtime's probes; GOMAXPROCS={threads} \
-                     sweeps its threads"
-                }
-                "hotspot" => {
-                    " — traced repeats ran with -XX:+PreserveFramePointer \
-                     -XX:+DumpPerfMapAtExit (JAVA_TOOL_OPTIONS) to name Java frames"
-                }
-                _ => "",
-            };
-            format!("{} ({}){note}", r.title(), one_line(&r.process))
-        })
-        .collect();
-    format!("runtime: {}\n", parts.join(" · "))
 }
 
 /// The verdict of each point past the first, under a heading; empty when none has one.
@@ -568,37 +413,4 @@ pub(crate) fn tracing_line(doc: &RunDocument) -> Option<String> {
         })
         .collect();
     (!parts.is_empty()).then(|| parts.join("; "))
-}
-
-pub(crate) fn plural(n: usize) -> &'static str {
-    if n == 1 {
-        ""
-    } else {
-        "s"
-    }
-}
-
-pub(crate) fn throughput_source_line(doc: &RunDocument) -> String {
-    if let Some(why) = &doc.throughput.inferred {
-        let formula = match doc.throughput.source {
-            ThroughputSource::Strong => "throughput = 1 / wall",
-            _ => "throughput = N / wall",
-        };
-        return format!("{} — no ops line; {why}; {formula}", doc.throughput.unit);
-    }
-    match doc.throughput.source {
-        ThroughputSource::Ops => format!(
-            "{} — operations printed by the workload ({}) per second of wall time",
-            doc.throughput.unit,
-            doc.throughput.ops_regex.as_deref().unwrap_or("?")
-        ),
-        ThroughputSource::Weak => format!(
-            "{} — weak scaling (no ops line found): each thread does the same work, throughput = N / wall",
-            doc.throughput.unit
-        ),
-        ThroughputSource::Strong => format!(
-            "{} — strong scaling (no ops line found): fixed total work, throughput = 1 / wall",
-            doc.throughput.unit
-        ),
-    }
 }

@@ -233,4 +233,6 @@ mod tests;
 #[cfg(test)]
 mod tests_pg;
 #[cfg(test)]
+mod tests_pg_trust;
+#[cfg(test)]
 mod tests_shared;

@@ -1,0 +1,521 @@
+//! The PostgreSQL store as shared ground, against a real server: what a teammate could
+//! plant (triggers, rules, tables and schemas of another role) refused before any use, the
+//! schema a store lives in, its identity and outputs, advisory locks a stranger holds, TLS
+//! by `sslmode`, passwords from files, and the documented roles and grants.
+
+use std::path::Path;
+
+use super::test_server::PgServer;
+use super::tests::new_run;
+use super::tests_pg::{anyhow_like_chain, database, pg_client, write_everything};
+use super::{pg, RunStatus, Store, StoreError, SCHEMA_VERSION};
+
+/// The SQL of one statement's count.
+fn count(client: &mut postgres::Client, sql: &str) -> i64 {
+    client.query_one(sql, &[]).unwrap().get(0)
+}
+
+/// Every message in an error's chain, joined.
+fn said(e: &StoreError) -> String {
+    anyhow_like_chain(e).join(": ")
+}
+
+#[test]
+fn a_table_with_a_before_insert_trigger_is_refused_before_any_write() {
+    let Some((_server, url)) = database("trigger") else {
+        return;
+    };
+    drop(Store::open(Path::new(&url)).unwrap());
+    let mut client = pg_client(&url);
+    // The review's attack: a trigger whose function runs as whoever inserts a run.
+    client
+        .batch_execute(
+            "CREATE TABLE fired (by TEXT);
+             CREATE FUNCTION pwn() RETURNS trigger LANGUAGE plpgsql AS
+               $$ BEGIN INSERT INTO fired VALUES (current_user); RETURN NEW; END $$;
+             CREATE TRIGGER pwn BEFORE INSERT ON runs FOR EACH ROW EXECUTE FUNCTION pwn();",
+        )
+        .unwrap();
+    for read_only in [false, true] {
+        let e = match read_only {
+            false => Store::open(Path::new(&url)),
+            true => Store::open_read_only(Path::new(&url)),
+        }
+        .err()
+        .expect("a store with a trigger was opened");
+        let text = said(&e);
+        assert!(matches!(e, StoreError::Untrusted { .. }), "{text}");
+        assert!(
+            text.contains("public.runs has a trigger")
+                && text.contains("BEFORE INSERT")
+                && text.contains("DROP TRIGGER"),
+            "{text}"
+        );
+    }
+    assert_eq!(count(&mut client, "SELECT COUNT(*) FROM fired"), 0);
+    assert_eq!(count(&mut client, "SELECT COUNT(*) FROM runs"), 0);
+
+    // A rule is refused too; without either, the store opens again.
+    client
+        .batch_execute(
+            "DROP TRIGGER pwn ON runs;
+             CREATE RULE also AS ON INSERT TO locks DO ALSO INSERT INTO fired VALUES ('rule');",
+        )
+        .unwrap();
+    let e = Store::open(Path::new(&url))
+        .err()
+        .expect("a rule was accepted");
+    assert!(
+        said(&e).contains("public.locks has rule also"),
+        "{}",
+        said(&e)
+    );
+    client.batch_execute("DROP RULE also ON locks").unwrap();
+    let store = Store::open(Path::new(&url)).unwrap();
+    store.create_run(&new_run("clean")).unwrap();
+    assert_eq!(count(&mut client, "SELECT COUNT(*) FROM fired"), 0);
+}
+
+#[test]
+fn tables_or_a_schema_owned_by_another_role_are_refused_unless_it_is_the_team_owner() {
+    let Some((_server, url)) = database("owner") else {
+        return;
+    };
+    let mut client = pg_client(&url);
+    // Roles are the server's, shared by every test's database: a name of this test's.
+    let bob = url.rsplit('/').next().unwrap().replace('_', "") + "bob";
+    client
+        .batch_execute(&format!(
+            "CREATE ROLE {bob}; GRANT CREATE ON SCHEMA public TO {bob}"
+        ))
+        .unwrap();
+    // bob makes the tables first, as a restored dump would.
+    client.batch_execute(&format!("SET ROLE {bob}")).unwrap();
+    client
+        .batch_execute(
+            "CREATE TABLE scalprof_schema (version BIGINT NOT NULL);
+             INSERT INTO scalprof_schema VALUES (0);",
+        )
+        .unwrap();
+    client.batch_execute("RESET ROLE").unwrap();
+    let e = Store::open(Path::new(&url))
+        .err()
+        .expect("bob's table was trusted");
+    let text = said(&e);
+    assert!(matches!(e, StoreError::Untrusted { .. }), "{text}");
+    assert!(
+        text.contains(&format!("public.scalprof_schema belongs to role {bob}"))
+            && text.contains(&format!("SCALPROF_PG_OWNER={bob}")),
+        "{text}"
+    );
+    assert_eq!(
+        count(
+            &mut client,
+            "SELECT COUNT(*) FROM pg_tables WHERE tablename = 'runs'"
+        ),
+        0,
+        "nothing was created"
+    );
+    // Named as the team's owner role, bob's tables are trusted: the store is made.
+    let store = pg::open_trusting(&url, false, Some(&bob)).unwrap();
+    store.create_run(&new_run("trusted")).unwrap();
+    drop(store);
+
+    // A schema of bob's: he could replace the tables in it at any time.
+    client
+        .batch_execute(&format!("CREATE SCHEMA team AUTHORIZATION {bob}"))
+        .unwrap();
+    let in_team = format!("{url}?options=-c%20search_path%3Dteam");
+    let e = Store::open(Path::new(&in_team))
+        .err()
+        .expect("bob's schema was trusted");
+    assert!(
+        said(&e).contains(&format!("schema team belongs to role {bob}")),
+        "{}",
+        said(&e)
+    );
+}
+
+#[test]
+fn the_store_lives_in_the_schema_the_url_names_and_its_session_searches_no_other() {
+    let Some((_server, url)) = database("schema_pin") else {
+        return;
+    };
+    let mut client = pg_client(&url);
+    client.batch_execute("CREATE SCHEMA b").unwrap();
+    let in_b = format!("{url}?options=-c%20search_path%3Db,public");
+    let store = Store::open(Path::new(&in_b)).unwrap();
+    let id = store.create_run(&new_run("in b")).unwrap();
+    assert_eq!(count(&mut client, "SELECT COUNT(*) FROM b.runs"), 1);
+    assert_eq!(
+        count(
+            &mut client,
+            "SELECT COUNT(*) FROM pg_tables WHERE schemaname = 'public' AND tablename = 'runs'"
+        ),
+        0
+    );
+    let backend: Option<i64> = client
+        .query_one("SELECT recorder_backend FROM b.runs WHERE id = $1", &[&id])
+        .unwrap()
+        .get(0);
+    assert!(backend.is_some_and(|b| b > 0), "{backend:?}");
+    // The session's search_path: the store's schema alone (pg_catalog is searched first
+    // without being named); public, where a teammate may create functions, is gone.
+    let (config, tls) = pg::connection(&in_b, "test").unwrap();
+    let mut session = config.connect(tls).unwrap();
+    assert_eq!(
+        pg::guard::pin_schema(&mut session, "test").unwrap(),
+        "b".to_string()
+    );
+    let path: String = session.query_one("SHOW search_path", &[]).unwrap().get(0);
+    assert_eq!(path, "b");
+    let schemas: Vec<String> = session
+        .query_one("SELECT current_schemas(true)::text[]", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(schemas, ["pg_catalog", "b"]);
+}
+
+#[test]
+fn two_stores_in_two_schemas_of_one_database_keep_their_outputs_apart() {
+    let Some((_server, url)) = database("two_schemas") else {
+        return;
+    };
+    pg_client(&url).batch_execute("CREATE SCHEMA b").unwrap();
+    let mut a = Store::open(Path::new(&url)).unwrap();
+    let b_url = format!("{url}?options=-c%20search_path%3Db");
+    let mut b = Store::open(Path::new(&b_url)).unwrap();
+    let (fa, fb) = (a.outputs_folder().unwrap(), b.outputs_folder().unwrap());
+    assert_ne!(fa, fb);
+    assert_eq!(fa.parent(), fb.parent());
+    assert!(fa.parent().unwrap().ends_with("scalprof/outputs"), "{fa:?}");
+    // The same run id in each, each with its outputs.
+    let (ra, rb) = (
+        a.create_run(&new_run("a")).unwrap(),
+        b.create_run(&new_run("b")).unwrap(),
+    );
+    assert_eq!(ra, rb);
+    let (oa, ob) = (a.run_output_dir(ra).unwrap(), b.run_output_dir(rb).unwrap());
+    assert_ne!(oa, ob);
+    let result = (|| {
+        for o in [&oa, &ob] {
+            std::fs::create_dir(o)?;
+            std::fs::write(o.join("p1-r0.stdout"), "ops=1\n")?;
+        }
+        // Removing b's run leaves a's outputs.
+        b.delete_run(rb).unwrap();
+        assert!(!ob.exists());
+        assert!(oa.join("p1-r0.stdout").exists());
+        assert_eq!(
+            b.orphan_output_folders().unwrap(),
+            Vec::<std::path::PathBuf>::new()
+        );
+        a.delete_run(ra).unwrap();
+        Ok::<_, std::io::Error>(())
+    })();
+    let _ = std::fs::remove_dir_all(&fa);
+    let _ = std::fs::remove_dir_all(&fb);
+    result.unwrap();
+    // The identity stays: the same folder when the store is opened again.
+    assert_eq!(
+        Store::open_read_only(Path::new(&url))
+            .unwrap()
+            .outputs_folder()
+            .unwrap(),
+        fa
+    );
+}
+
+#[test]
+fn a_store_of_an_older_version_gets_its_uuid_when_first_opened() {
+    let Some((_server, url)) = database("older") else {
+        return;
+    };
+    let first = Store::open(Path::new(&url)).unwrap();
+    let id = first.create_run(&new_run("old")).unwrap();
+    first.set_status(id, RunStatus::Complete).unwrap();
+    drop(first);
+    // Back to schema 12: no identity, no recorder backends.
+    pg_client(&url)
+        .batch_execute(&format!(
+            "DROP TABLE store_identity; ALTER TABLE runs DROP COLUMN recorder_backend;
+             UPDATE scalprof_schema SET version = {}",
+            SCHEMA_VERSION - 1
+        ))
+        .unwrap();
+    let store = Store::open(Path::new(&url)).unwrap();
+    let folder = store.outputs_folder().unwrap();
+    let uuid = folder.file_name().unwrap().to_str().unwrap().to_string();
+    assert_eq!(uuid.len(), 36, "{uuid}");
+    assert_eq!(store.load(id).unwrap().header.status, RunStatus::Complete);
+    drop(store);
+    assert_eq!(
+        Store::open(Path::new(&url))
+            .unwrap()
+            .outputs_folder()
+            .unwrap(),
+        folder
+    );
+    // A teammate cannot point the folder elsewhere.
+    pg_client(&url)
+        .batch_execute("UPDATE store_identity SET uuid = '../../../../tmp/x'")
+        .unwrap();
+    assert!(matches!(
+        Store::open(Path::new(&url)),
+        Err(StoreError::BadIdentity)
+    ));
+}
+
+#[test]
+fn a_strangers_advisory_lock_keeps_no_run_being_recorded() {
+    let Some((_server, url)) = database("stranger_lock") else {
+        return;
+    };
+    let recorder = Store::open(Path::new(&url)).unwrap();
+    let id = recorder.create_run(&new_run("cut off")).unwrap();
+    let reader = Store::open_read_only(Path::new(&url)).unwrap();
+    assert_eq!(reader.load(id).unwrap().header.status, RunStatus::Running);
+    // A teammate's session queues for the run's lock, and gets it when the recorder dies.
+    let stranger_url = url.clone();
+    let (took, taken) = std::sync::mpsc::channel();
+    let (stop, stopped) = std::sync::mpsc::channel::<()>();
+    let stranger = std::thread::spawn(move || {
+        let mut c = pg_client(&stranger_url);
+        c.execute(
+            "SELECT pg_advisory_lock($1, $2::int)",
+            &[&pg::LOCK_SPACE, &(id as i32)],
+        )
+        .unwrap();
+        took.send(()).unwrap();
+        // Held until the test ends.
+        let _ = stopped.recv_timeout(std::time::Duration::from_secs(60));
+        drop(c);
+    });
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    drop(recorder);
+    taken
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .unwrap();
+    assert_eq!(
+        reader.load(id).unwrap().header.status,
+        RunStatus::Interrupted,
+        "the stranger's lock kept the run being recorded"
+    );
+    // The stranger also takes the next run's lock first: the recorder is not held up,
+    // and its run completes.
+    let next = id + 1;
+    let mut c = pg_client(&url);
+    c.execute(
+        "SELECT pg_advisory_lock($1, $2::int)",
+        &[&pg::LOCK_SPACE, &(next as i32)],
+    )
+    .unwrap();
+    let recorder = Store::open(Path::new(&url)).unwrap();
+    assert_eq!(recorder.create_run(&new_run("next")).unwrap(), next);
+    recorder.set_status(next, RunStatus::Complete).unwrap();
+    assert_eq!(
+        reader.load(next).unwrap().header.status,
+        RunStatus::Complete
+    );
+    stop.send(()).unwrap();
+    stranger.join().unwrap();
+}
+
+/// `s` with every byte but letters and digits percent-encoded.
+fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Whether the connection to `url` is encrypted (`pg_stat_ssl`).
+fn encrypted(url: &str) -> Result<bool, StoreError> {
+    let (config, tls) = pg::connection(url, "test")?;
+    let mut c = config.connect(tls)?;
+    Ok(c.query_one(
+        "SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()",
+        &[],
+    )?
+    .get(0))
+}
+
+#[test]
+fn tls_by_sslmode_and_passwords_from_the_url_or_a_private_password_file() {
+    use super::test_server::{PASSWORD, ROLE};
+    use std::os::unix::fs::PermissionsExt;
+    let Some(server) = PgServer::start_secure("tls") else {
+        return;
+    };
+    let db = server.create_database("tls");
+    let root = server.certificate().display().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    // Another self-signed certificate for localhost: not the server's root.
+    let wrong = dir.path().join("wrong.crt");
+    let made = std::process::Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        ])
+        .args(["-subj", "/CN=localhost", "-keyout"])
+        .arg(dir.path().join("wrong.key"))
+        .arg("-out")
+        .arg(&wrong)
+        .output()
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let port = server.port();
+    let with_password = |host: &str, params: &str| {
+        format!(
+            "postgres://{ROLE}:{}@{host}:{port}/{db}?{params}",
+            percent_encode(PASSWORD)
+        )
+    };
+
+    // require: encrypted, the certificate not checked.
+    let url = with_password("127.0.0.1", "sslmode=require");
+    assert!(encrypted(&url).unwrap());
+    drop(Store::open(Path::new(&url)).unwrap());
+    // The default (prefer) encrypts where the server offers it; disable does not.
+    assert!(encrypted(&with_password("127.0.0.1", "application_name=x")).unwrap());
+    assert!(!encrypted(&with_password("127.0.0.1", "sslmode=disable")).unwrap());
+    // verify-full: the server's root and its name.
+    let full = |host: &str, root: &str| {
+        with_password(host, &format!("sslmode=verify-full&sslrootcert={root}"))
+    };
+    assert!(encrypted(&full("localhost", &root)).unwrap());
+    let e = encrypted(&full("localhost", &wrong.display().to_string())).unwrap_err();
+    assert!(matches!(e, StoreError::Postgres(_)), "{}", said(&e));
+    assert!(
+        said(&e).contains("certificate verify failed"),
+        "{}",
+        said(&e)
+    );
+    let e = Store::open(Path::new(&full("localhost", &wrong.display().to_string())))
+        .err()
+        .expect("the wrong root was accepted");
+    assert!(matches!(e, StoreError::Connect { .. }), "{}", said(&e));
+    assert!(!said(&e).contains("s/e?c"), "{}", said(&e));
+    // The certificate is made out to localhost, not 127.0.0.1: verify-ca does not mind.
+    assert!(encrypted(&full("127.0.0.1", &root)).is_err());
+    let ca = with_password(
+        "127.0.0.1",
+        &format!("sslmode=verify-ca&sslrootcert={root}"),
+    );
+    assert!(encrypted(&ca).unwrap());
+    let e = encrypted(&with_password(
+        "localhost",
+        "sslmode=verify-full&sslrootcert=/nonexistent",
+    ))
+    .unwrap_err();
+    assert!(
+        matches!(e, StoreError::Tls { .. }) && said(&e).contains("sslrootcert="),
+        "{}",
+        said(&e)
+    );
+
+    // The password from a password file of the user's own (0600), with escaped colons.
+    let passfile = dir.path().join("pgpass");
+    std::fs::write(
+        &passfile,
+        format!(
+            "# team\n127.0.0.1:{port}:{db}:{ROLE}:{}\n",
+            PASSWORD.replace('\\', "\\\\").replace(':', "\\:")
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&passfile, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let by_file = format!(
+        "postgres://{ROLE}@127.0.0.1:{port}/{db}?sslmode=require&passfile={}",
+        passfile.display()
+    );
+    let store = Store::open(Path::new(&by_file)).unwrap();
+    store.create_run(&new_run("by file")).unwrap();
+    // Others may read it: refused, and said how to fix.
+    std::fs::set_permissions(&passfile, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let e = Store::open(Path::new(&by_file))
+        .err()
+        .expect("a readable passfile was used");
+    assert!(
+        matches!(e, StoreError::Password { .. }) && said(&e).contains("chmod 600"),
+        "{}",
+        said(&e)
+    );
+    // No password at all: the server's refusal.
+    let none = format!("postgres://{ROLE}@127.0.0.1:{port}/{db}?passfile=/nonexistent");
+    assert!(matches!(
+        Store::open(Path::new(&none)),
+        Err(StoreError::Connect { .. })
+    ));
+    // require where the server has no TLS.
+    let Some((_plain, plain_url)) = database("no_tls") else {
+        return;
+    };
+    let e = Store::open(Path::new(&format!("{plain_url}?sslmode=require")))
+        .err()
+        .expect("a server without TLS passed sslmode=require");
+    assert!(
+        said(&e).contains("server does not support TLS"),
+        "{}",
+        said(&e)
+    );
+}
+
+#[test]
+fn a_team_records_with_the_documented_roles_and_grants() {
+    let Some((server, url)) = database("team") else {
+        return;
+    };
+    let db = url.rsplit('/').next().unwrap().to_string();
+    let (owner, ann) = (format!("{db}_owner"), format!("{db}_ann"));
+    let mut admin = pg_client(&url);
+    // docs/team-store.md, "Roles and grants".
+    admin
+        .batch_execute(&format!(
+            "CREATE ROLE {owner} NOLOGIN;
+             CREATE SCHEMA scalprof AUTHORIZATION {owner};
+             CREATE ROLE {ann} LOGIN;
+             GRANT USAGE ON SCHEMA scalprof TO {ann};"
+        ))
+        .unwrap();
+    let as_owner = format!("{url}?options=-c%20role%3D{owner}%20-c%20search_path%3Dscalprof");
+    drop(Store::open(Path::new(&as_owner)).unwrap());
+    let owners: Vec<String> = admin
+        .query(
+            "SELECT DISTINCT tableowner::text FROM pg_tables WHERE schemaname = 'scalprof'",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(owners, vec![owner.clone()]);
+    admin
+        .batch_execute(&format!(
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON scalprof.runs, scalprof.repeats,
+                   scalprof.profiles, scalprof.locks TO {ann};
+             GRANT SELECT ON scalprof.scalprof_schema, scalprof.store_identity TO {ann};"
+        ))
+        .unwrap();
+    let member = format!(
+        "postgres://{ann}@127.0.0.1:{}/{db}?options=-c%20search_path%3Dscalprof",
+        server.port()
+    );
+    // Without naming the owner role, its tables are not trusted.
+    assert!(matches!(
+        Store::open(Path::new(&member)),
+        Err(StoreError::Untrusted { .. })
+    ));
+    let mut store = pg::open_trusting(&member, false, Some(&owner)).unwrap();
+    let id = write_everything(&store);
+    assert_eq!(store.list().unwrap().len(), 1);
+    assert_eq!(store.load(id).unwrap().header.status, RunStatus::Complete);
+    store.compact().unwrap();
+    store.delete_run(id).unwrap();
+    assert!(store.list().unwrap().is_empty());
+}

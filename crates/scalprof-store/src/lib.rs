@@ -14,11 +14,12 @@ mod open;
 pub mod pg;
 mod read;
 mod remove;
+mod schema;
 mod write;
 
 pub use remove::folder_bytes;
 
-pub use open::SCHEMA_VERSION;
+pub use schema::SCHEMA_VERSION;
 
 use std::path::PathBuf;
 

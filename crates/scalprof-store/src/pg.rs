@@ -1,7 +1,7 @@
 //! The team store: the same tables in a PostgreSQL database, named by `--db
 //! postgres://user@host:port/db` (or `postgresql://`, or SCALPROF_DB set to such a URL).
 //!
-//! - **Schema.** One source of truth: the SQLite `MIGRATIONS` (open.rs), each statement
+//! - **Schema.** One source of truth: the SQLite `MIGRATIONS` (schema.rs), each statement
 //!   translated by `ddl` below. The version applied is the one row of `scalprof_schema(version)` (SQLite
 //!   keeps it in `PRAGMA user_version`); the first writer creates the tables, in one
 //!   transaction under an advisory lock, so runners starting together take turns. The
@@ -45,7 +45,7 @@ use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 
 use crate::db::{Db, PgConn};
-use crate::open::{MIGRATIONS, SCHEMA_VERSION};
+use crate::schema::{MIGRATIONS, SCHEMA_VERSION};
 use crate::{Store, StoreError};
 
 pub use url::redact;
@@ -214,7 +214,8 @@ fn identity(client: &mut postgres::Client) -> Result<Option<String>, StoreError>
         "SELECT uuid FROM store_identity ORDER BY rowid LIMIT 1",
         &[],
     )?;
-    row.map(|r| crate::open::checked_uuid(r.get(0))).transpose()
+    row.map(|r| crate::schema::checked_uuid(r.get(0)))
+        .transpose()
 }
 
 /// The version in `scalprof_schema`, `None` without that table.
@@ -274,7 +275,10 @@ fn migrate(client: &mut postgres::Client, path: &Path) -> Result<(), StoreError>
         "UPDATE scalprof_schema SET version = $1",
         &[&SCHEMA_VERSION],
     )?;
-    tx.execute(crate::open::ENSURE_IDENTITY_PG, &[&crate::open::new_uuid()])?;
+    tx.execute(
+        crate::schema::ENSURE_IDENTITY_PG,
+        &[&crate::schema::new_uuid()],
+    )?;
     tx.commit()?;
     Ok(())
 }

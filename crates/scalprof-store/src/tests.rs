@@ -1,5 +1,6 @@
-use super::open::{user_version, wal_has_data, wal_path, MIGRATIONS};
+use super::open::{user_version, wal_has_data, wal_path};
 use super::read::effective_status;
+use super::schema::MIGRATIONS;
 use super::*;
 use scalprof_model::locks::{LockKind, LockProfile, Scope};
 use scalprof_model::{FoldedStack, PointProfile, Repeat};

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::open::MIGRATIONS;
+use super::schema::MIGRATIONS;
 use super::test_server::PgServer;
 use super::tests::{new_run, repeat};
 use super::{pg, RunStatus, Store, StoreError, SCHEMA_VERSION};

@@ -189,7 +189,7 @@ pub(super) fn holder_of(
         if first_own.is_none() {
             first_own = Some(i);
         }
-        own.push(super::user::java_method(&func).to_string());
+        own.push(scalprof_model::vocabulary::java_method(&func).to_string());
     }
     let Some(i) = first_own else {
         return library;
@@ -215,7 +215,7 @@ fn on_cpu_holders(row: &mut LockRow, sampled: BlamedLock) {
     let mut weights: HashMap<String, u64> = HashMap::new();
     for (f, v) in &sampled.functions {
         *weights
-            .entry(super::user::java_method(f).to_string())
+            .entry(scalprof_model::vocabulary::java_method(f).to_string())
             .or_default() += v.1;
     }
     let total: u64 = weights.values().sum();
@@ -226,7 +226,7 @@ fn on_cpu_holders(row: &mut LockRow, sampled: BlamedLock) {
         h.state = Some(HolderState::OnCpu);
         h.stack = stacks
             .iter()
-            .find(|(_, (f, _, _))| super::user::java_method(f) == h.function)
+            .find(|(_, (f, _, _))| scalprof_model::vocabulary::java_method(f) == h.function)
             .map(|(s, _)| s.clone());
     }
     row.holder_stacks = stacks

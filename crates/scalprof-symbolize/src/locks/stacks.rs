@@ -58,7 +58,7 @@ pub(super) fn is_jit_stub(path: &str, func: &str) -> bool {
 /// and the java.util.concurrent locks and queues above it. A park is named by the program's
 /// method that called them.
 pub(super) fn is_jdk_lock_code(path: &str, func: &str) -> bool {
-    let method = super::user::java_method(func);
+    let method = scalprof_model::vocabulary::java_method(func);
     path == JIT_PATH
         && [
             "jdk.internal.",
@@ -150,7 +150,7 @@ pub(super) fn snapshot_frames_rooted(
             }
         } else if path == JIT_PATH {
             outermost_own = Some(func.clone());
-            own.push(super::user::java_method(&func).to_string());
+            own.push(scalprof_model::vocabulary::java_method(&func).to_string());
         } else {
             outermost_own = Some(func.clone());
             own.push(func);

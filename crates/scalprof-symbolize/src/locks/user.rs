@@ -100,7 +100,7 @@ pub const GIL: &str = "GIL";
 /// inlined it, its condvar and mutex macros' functions or the `PyEval_` entry points.
 const GIL_FUNCTIONS: &[&str] = &["take_gil", "drop_gil", "PyCOND_", "PyMUTEX_", "PyEval_"];
 
-pub(super) use scalprof_model::vocabulary::java_method;
+use scalprof_model::vocabulary::java_method;
 
 /// A futex: (tgid, address).
 type Futex = (u32, u64);

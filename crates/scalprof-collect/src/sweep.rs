@@ -19,6 +19,7 @@ use crate::locks::{LockConfig, LockTracer, RawLocks};
 use crate::perf::{RawProfile, Sampler, SamplingConfig};
 use crate::CollectError;
 
+mod execution;
 mod hooks;
 mod step;
 use step::{run_step, Step, Stepped, SweepState};

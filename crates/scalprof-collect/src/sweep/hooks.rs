@@ -7,7 +7,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use super::step::Step;
+use super::execution::Step;
 use super::{parameter_env, substitute, RepeatKind, SweepPlan};
 use crate::exec::ExecSpec;
 use crate::interrupt::Interrupt;

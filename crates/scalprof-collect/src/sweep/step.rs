@@ -3,6 +3,7 @@
 
 use scalprof_model::Repeat;
 
+pub(super) use super::execution::Step;
 use super::hooks::{self, Hook};
 use super::{
     match_ops, parameter_env, read_tail, run_collected, substitute, Collectors, Enabled,
@@ -25,15 +26,6 @@ pub(super) struct SweepState {
     pub(super) cpus: u32,
     /// The cgroups whose CPU quota applies to the workload (`None`: no quota).
     pub(super) quota: Option<QuotaMeter>,
-}
-
-/// One execution of the workload: which point, what for, its index in the point's index
-/// space (`of`: its number within its kind, for progress).
-pub(super) struct Step {
-    pub(super) value: u64,
-    pub(super) kind: RepeatKind,
-    pub(super) index: u32,
-    pub(super) of: u32,
 }
 
 /// How one execution went.

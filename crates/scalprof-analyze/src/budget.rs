@@ -22,6 +22,7 @@
 //! keeps the share the named causes leave.
 
 use crate::stability::MIN_SHARE;
+use scalprof_model::locks::{Scope, CPU_WAIT, CPU_WAIT_OTHER};
 use scalprof_model::{Budget, Cause, Finding, FindingKind, Point, WhatIf};
 
 mod series;
@@ -72,7 +73,7 @@ pub fn budgets(
             .clamp(0.0, 1.0 - useful);
         let room = (1.0 - useful - overhead).max(0.0);
         let mut causes = point_causes(series, i, t);
-        crate::throttling::take_from_cpu_wait(&mut causes);
+        take_from_cpu_wait(&mut causes);
         crate::stability::move_interference(&mut causes, &points[i], cpus);
         fit_to_room(&mut causes, room);
         fold_late_run(&mut causes, series, i);
@@ -93,6 +94,29 @@ pub fn budgets(
         });
     }
     out
+}
+
+/// The quota's share is time the tracer saw as waiting for a CPU: it is taken from those
+/// rows (the workload's own first, then behind other processes, whom a throttled group
+/// leaves the CPU to), so that it is not counted twice.
+fn take_from_cpu_wait(causes: &mut [Cause]) {
+    let Some(mut left) = causes
+        .iter()
+        .find(|c| c.kind == FindingKind::CpuThrottling)
+        .map(|c| c.share)
+    else {
+        return;
+    };
+    for name in [CPU_WAIT, CPU_WAIT_OTHER] {
+        if let Some(c) = causes
+            .iter_mut()
+            .find(|c| c.scope == Some(Scope::Kernel) && c.subject == name)
+        {
+            let taken = c.share.min(left);
+            c.share -= taken;
+            left -= taken;
+        }
+    }
 }
 
 /// The causes at point `i` (thread time `t` ns per unit): each series' share, its own or

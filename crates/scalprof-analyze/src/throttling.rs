@@ -10,9 +10,8 @@
 //! that much thread-time; what the threads waited beyond it (more threads than CPUs)
 //! stays waiting for a CPU.
 
-use scalprof_model::locks::{Scope, CPU_WAIT, CPU_WAIT_OTHER};
 use scalprof_model::{
-    Cause, Finding, FindingDetails, FindingKind, Point, Spread, Throttling, ThrottlingDetails,
+    Finding, FindingDetails, FindingKind, Point, Spread, Throttling, ThrottlingDetails,
 };
 
 use crate::budget::{thread_ns_per_op, Series};
@@ -88,29 +87,6 @@ pub fn throttle_series(points: &[Point]) -> Option<Series> {
     })
 }
 
-/// The quota's share is time the tracer saw as waiting for a CPU: it is taken from those
-/// rows (the workload's own first, then behind other processes, whom a throttled group
-/// leaves the CPU to), so that it is not counted twice.
-pub(crate) fn take_from_cpu_wait(causes: &mut [Cause]) {
-    let Some(mut left) = causes
-        .iter()
-        .find(|c| c.kind == FindingKind::CpuThrottling)
-        .map(|c| c.share)
-    else {
-        return;
-    };
-    for name in [CPU_WAIT, CPU_WAIT_OTHER] {
-        if let Some(c) = causes
-            .iter_mut()
-            .find(|c| c.scope == Some(Scope::Kernel) && c.subject == name)
-        {
-            let taken = c.share.min(left);
-            c.share -= taken;
-            left -= taken;
-        }
-    }
-}
-
 /// The finding for a quota that throttled the last point, scored from its budget; `cpus`:
 /// online CPUs.
 pub fn throttling_finding(points: &[Point], cpus: u32) -> Option<Finding> {
@@ -174,6 +150,7 @@ pub fn throttling_finding(points: &[Point], cpus: u32) -> Option<Finding> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use scalprof_model::locks::{Scope, CPU_WAIT};
     use scalprof_model::Repeat;
 
     fn point(value: u64, throughput: f64, throttled_s: Option<f64>) -> Point {

@@ -92,6 +92,9 @@ fn targets(
         let Some(obj) = object_of(inputs, &site.file, &site.object) else {
             continue;
         };
+        if scalprof_model::vocabulary::is_lock_word_write(&site.functions) {
+            continue;
+        }
         // The samples on the sampled instruction (which may be just after the locked one).
         let (first, last) = (
             weight_at(p0, &site.file, site.sampled) / w0,

@@ -175,6 +175,25 @@ impl ElfInfo {
             .map(|s| (offset - s.file_offset).wrapping_add(s.svma))
     }
 
+    /// The stated address at file offset `pgoff` for a mapping of `len` bytes from it,
+    /// through the PT_LOAD segment the mapping holds most of. A mapping starts on a page
+    /// boundary, which may fall inside the segment before its own: lld puts the text at
+    /// file offset 0x19a70 and address 0x1aa70, so the page at 0x19000 also ends the
+    /// read-only segment, whose addresses are 0x1000 lower (Rust programs, linked by lld).
+    pub fn mapping_svma(&self, pgoff: u64, len: u64) -> Option<u64> {
+        let end = pgoff.saturating_add(len);
+        self.segments
+            .iter()
+            .map(|s| {
+                let from = s.file_offset.max(pgoff);
+                let to = (s.file_offset + s.file_size).min(end);
+                (to.saturating_sub(from), s)
+            })
+            .filter(|(overlap, _)| *overlap > 0)
+            .max_by_key(|(overlap, _)| *overlap)
+            .map(|(_, s)| s.svma.wrapping_sub(s.file_offset).wrapping_add(pgoff))
+    }
+
     /// The file offset of a stated address (through the PT_LOAD segment containing it):
     /// where a uprobe on it is placed.
     pub fn svma_to_file_offset(&self, svma: u64) -> Option<u64> {
@@ -552,6 +571,41 @@ mod tests {
         assert!(elf.unwind_sections().eh_frame_hdr.is_some());
         // Loadable code maps back: the segment holding .text converts offsets to addresses.
         assert!(elf.file_offset_to_svma(addr).is_some());
+    }
+
+    #[inline(never)]
+    fn mapping_marker() -> u64 {
+        std::hint::black_box(42)
+    }
+
+    #[test]
+    fn a_mapping_is_based_on_the_segment_it_holds_not_the_page_it_starts_in() {
+        // This test binary is linked by lld, as Rust programs are: its text starts mid-page
+        // (file offset 0x…e50, address 0x1000 higher), so the executable mapping's first
+        // page also ends the read-only segment before it, whose addresses are 0x1000
+        // lower. Based on that segment, every unwind-table lookup missed by 0x1000.
+        let elf = ElfInfo::open(Path::new("/proc/self/exe")).unwrap();
+        let here = mapping_marker as fn() -> u64 as usize as u64;
+        assert_eq!(mapping_marker(), 42);
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let (start, end, pgoff) = maps
+            .lines()
+            .find_map(|l| {
+                let mut f = l.split_whitespace();
+                let (range, _perms, off) = (f.next()?, f.next()?, f.next()?);
+                let (a, b) = range.split_once('-')?;
+                let (a, b) = (
+                    u64::from_str_radix(a, 16).ok()?,
+                    u64::from_str_radix(b, 16).ok()?,
+                );
+                (a..b)
+                    .contains(&here)
+                    .then(|| (a, b, u64::from_str_radix(off, 16).unwrap()))
+            })
+            .expect("the test's code is mapped");
+        let svma = elf.mapping_svma(pgoff, end - start).unwrap() + (here - start);
+        let name = elf.symbol(svma).map(demangle).unwrap_or_default();
+        assert!(name.ends_with("mapping_marker"), "{svma:#x} is {name:?}");
     }
 
     #[test]

@@ -74,7 +74,7 @@ pub(crate) fn layout_of(data: &[u8], debug_root: &Path) -> Result<Layout, String
         .filter(|s| s.kind() == SymbolKind::Data && s.address() != 0 && s.size() > 0)
         .filter_map(|s| {
             Some(DataObject {
-                name: s.name().ok()?.split('@').next()?.to_string(),
+                name: crate::elf::demangle(s.name().ok()?.split('@').next()?).into_owned(),
                 address: s.address(),
                 size: s.size(),
                 type_name: None,
@@ -112,7 +112,7 @@ pub(crate) fn layout_of(data: &[u8], debug_root: &Path) -> Result<Layout, String
             };
             if !objects.iter().any(|o| o.address == s.address()) {
                 objects.push(DataObject {
-                    name: name.to_string(),
+                    name: crate::elf::demangle(name).into_owned(),
                     address: s.address(),
                     size: s.size(),
                     type_name: None,

@@ -270,14 +270,37 @@ pub fn is_user_lock_code(f: &str) -> bool {
     matches_any(USER_LOCK_CODE, f)
 }
 
+/// Whether a locked write was made by a lock's own code (its acquire or release inlined
+/// into the program, as Rust std's futex mutex is): it writes the lock's word, which the
+/// lock's row accounts for, so it is never a sharing cause of its own. `functions` is the
+/// write's inline chain; a bare atomic (`core::sync::atomic::atomic_add`) is the
+/// program's own counter unless lock code surrounds it.
+pub fn is_lock_word_write(functions: &[String]) -> bool {
+    functions
+        .iter()
+        .any(|f| is_user_lock_code(f) && !f.starts_with("core::sync::atomic::"))
+}
+
 /// A function of Rust's standard library or of the map it builds on (`core::`, `std::`,
 /// `alloc::`, `hashbrown::`, or a method of their types, `<hashbrown::raw::RawTable<T>>::
 /// find`): linked into every Rust program, it is library code as libc is to C. A lock's
 /// holder is named by the program's function that called it.
 pub fn is_rust_library_frame(f: &str) -> bool {
     const CRATES: [&str; 4] = ["core::", "std::", "alloc::", "hashbrown::"];
-    let f = f.strip_prefix('<').unwrap_or(f);
-    CRATES.iter().any(|c| f.starts_with(c))
+    // Methods of the primitive types are core's (`<u64>::rotate_left`, `<[T]>::iter`).
+    const PRIMITIVES: [&str; 17] = [
+        "u8", "u16", "u32", "u64", "u128", "usize", "i8", "i16", "i32", "i64", "i128", "isize",
+        "f32", "f64", "bool", "char", "str",
+    ];
+    let Some(inner) = f.strip_prefix('<') else {
+        return CRATES.iter().any(|c| f.starts_with(c));
+    };
+    let ty = inner.split(['>', ' ']).next().unwrap_or(inner);
+    CRATES.iter().any(|c| inner.starts_with(c))
+        || PRIMITIVES.contains(&ty)
+        || ["[", "*const ", "*mut ", "&"]
+            .iter()
+            .any(|p| inner.starts_with(p))
 }
 
 /// A program's own lock layer over futexes or semaphores (PostgreSQL's LWLocks and
@@ -564,6 +587,46 @@ pub fn is_tool_frame(name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_write_by_inlined_lock_code_is_the_lock_s_and_a_bare_atomic_is_the_program_s() {
+        let chain = |fs: &[&str]| fs.iter().map(|f| f.to_string()).collect::<Vec<_>>();
+        // Rust std's mutex, acquired inline in the program's function.
+        assert!(is_lock_word_write(&chain(&[
+            "core::sync::atomic::atomic_compare_exchange",
+            "<std::sys::sync::mutex::futex::Mutex>::lock",
+            "std::sync::poison::mutex::Mutex<T>::lock",
+            "rust_mutex::route_lookup",
+        ])));
+        // A reference count: the program's own atomic, a sharing cause when it bounces.
+        assert!(!is_lock_word_write(&chain(&[
+            "core::sync::atomic::atomic_add",
+            "<core::sync::atomic::AtomicU64>::fetch_add",
+            "refcount::get",
+        ])));
+        assert!(!is_lock_word_write(&chain(&["counters_bump"])));
+    }
+
+    #[test]
+    fn methods_of_primitive_types_are_rust_library_code() {
+        for f in [
+            "<u64>::rotate_left",
+            "<[T]>::iter",
+            "<*mut T>::add",
+            "<i32 as core::cmp::PartialOrd>::lt",
+            "core::hint::black_box",
+            "<hashbrown::raw::RawTableInner>::find_inner",
+        ] {
+            assert!(is_rust_library_frame(f), "{f}");
+        }
+        for f in [
+            "rust_mutex::route_lookup",
+            "<rust_mutex::Table>::get",
+            "table_lookup",
+        ] {
+            assert!(!is_rust_library_frame(f), "{f}");
+        }
+    }
 
     #[test]
     fn static_libc_and_rust_std_lock_code_is_lock_code_and_std_is_library() {

@@ -1,6 +1,7 @@
 //! The pathology corpus, embedded in the binary so that `scalprof demo` works from an
 //! installed scalprof. Built with the system C compiler at -O2 -g, without frame
-//! pointers, like distribution binaries.
+//! pointers, like distribution binaries; one program statically linked, and one in Rust
+//! (`rustc -O -g`, when rustc is installed).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -79,6 +80,31 @@ pub const PROGRAMS: &[(&str, &str)] = &[
     ("loop_server", include_str!("../../../corpus/loop_server.c")),
 ];
 
+/// Programs built otherwise than as dynamically linked C: (name, source, how).
+pub const OTHER_PROGRAMS: &[(&str, &str, Build)] = &[
+    // The global-mutex table, statically linked: glibc's lock and wake-up code are the
+    // program's own functions, as in Go binaries and musl builds.
+    (
+        "hash_global_static",
+        include_str!("../../../corpus/hash_global_mutex.c"),
+        Build::StaticC,
+    ),
+    (
+        "rust_mutex",
+        include_str!("../../../corpus/rust_mutex.rs"),
+        Build::Rust,
+    ),
+];
+
+/// How a program of [`OTHER_PROGRAMS`] is built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Build {
+    /// The C compiler with `-static`.
+    StaticC,
+    /// `rustc -O -g` (`$RUSTC`, else `rustc`); skipped, and said, where none is installed.
+    Rust,
+}
+
 const COMMON_H: &str = include_str!("../../../corpus/common.h");
 
 /// `$XDG_CACHE_HOME/scalprof/corpus`, else `~/.cache/scalprof/corpus`; with neither set,
@@ -112,12 +138,60 @@ pub fn build(dir: &Path) -> Result<Vec<(&'static str, PathBuf)>> {
         let bin = compile(&dir, name, source)?;
         built.push((*name, bin));
     }
+    for &(name, source, how) in OTHER_PROGRAMS {
+        match how {
+            Build::StaticC => built.push((name, compile_with(&dir, name, source, &["-static"])?)),
+            Build::Rust => match compile_rust(&dir, name, source)? {
+                Some(bin) => built.push((name, bin)),
+                None => eprintln!(
+                    "scalprof: skipped {name}: no Rust compiler (`rustc`) found; install \
+                     Rust (apt-get install -y rustc, or rustup) or set RUSTC"
+                ),
+            },
+        }
+    }
     Ok(built)
+}
+
+/// Writes `NAME.rs` to `dir` and compiles it with `rustc -O -g` unless the source is
+/// unchanged and the binary exists. `None` when no Rust compiler runs.
+pub fn compile_rust(dir: &Path, name: &str, source: &str) -> Result<Option<PathBuf>> {
+    let dir = &scalprof_collect::private::private_dir(dir)?;
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let src = dir.join(format!("{name}.rs"));
+    let bin = dir.join(name);
+    let changed = write_if_changed(&src, source)?;
+    if !changed && bin.exists() {
+        return Ok(Some(bin));
+    }
+    let out = match Command::new(&rustc)
+        .args(["-O", "-g", "--edition", "2021", "-o"])
+        .arg(&bin)
+        .arg(&src)
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("running the Rust compiler `{rustc}`")),
+    };
+    if !out.status.success() {
+        bail!(
+            "compiling {} failed:\n{}",
+            src.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(Some(bin))
 }
 
 /// Writes `NAME.c` to `dir` and compiles it to `dir/NAME` (-O2 -g -pthread, no frame
 /// pointers) unless the source is unchanged and the binary exists.
 pub fn compile(dir: &Path, name: &str, source: &str) -> Result<PathBuf> {
+    compile_with(dir, name, source, &[])
+}
+
+/// [`compile`] with more compiler flags (`-static`).
+fn compile_with(dir: &Path, name: &str, source: &str, flags: &[&str]) -> Result<PathBuf> {
     let dir = &scalprof_collect::private::private_dir(dir)?;
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let src = dir.join(format!("{name}.c"));
@@ -126,6 +200,7 @@ pub fn compile(dir: &Path, name: &str, source: &str) -> Result<PathBuf> {
     if changed || !bin.exists() {
         let out = Command::new(&cc)
             .args(["-O2", "-g", "-pthread"])
+            .args(flags)
             .arg("-o")
             .arg(&bin)
             .arg(&src)

@@ -88,6 +88,106 @@ diagnosis!(
 );
 
 diagnosis!(
+    /// The same table statically linked: glibc's lock and wake-up code are the program's
+    /// own functions. They fold into the lock's row, and the holder is named past them:
+    /// `table_lookup`, never `__lll_lock_wake` (as a 16-CPU run of a static build said).
+    a_statically_linked_mutex_is_named_with_its_caller_and_holder,
+    Case {
+        first: true,
+        ..Case::new(
+            "hash_global_static",
+            (FindingKind::LockContention, Some(Scope::User), "table_lock")
+        )
+    },
+    then |run| {
+        let lock = run.lock();
+        assert_eq!(lock.callers[0].function, "table_lookup", "{}", json(lock));
+        assert_eq!(lock.holders[0].function, "table_lookup", "{}", json(lock));
+        no_finding_names_lock_code(&run.doc);
+    }
+);
+
+/// No finding or budget cause is named by a lock's own code (glibc's or Rust std's,
+/// linked into the program): that code is the lock's row.
+fn no_finding_names_lock_code(doc: &RunDocument) {
+    use scalprof_model::vocabulary::is_user_lock_code;
+    for f in &doc.findings {
+        assert!(!is_user_lock_code(&f.subject), "{}", json(f));
+    }
+    for c in &last_budget(doc).causes {
+        assert!(!is_user_lock_code(&c.subject), "{}", json(c));
+    }
+}
+
+/// A `static` `std::sync::Mutex` around a map (`corpus/rust_mutex.rs`, built by rustc):
+/// the lock is named by its static, demangled, with the function that locks it as both
+/// caller and holder; std's futex code folds into the row (no `Mutex::spin` or
+/// `atomic_load` cause, no sharing finding on the lock's own word), and the profile's
+/// stacks are walked to the threads' start (lld's layout once cut 20–70% of them).
+#[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
+fn a_rust_std_mutex_is_named_by_its_static_and_the_function_that_locks_it() {
+    if !corpus().join("rust_mutex").exists() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must build rust_mutex: rustc comes with the Rust toolchain that builds scalprof"
+        );
+        eprintln!("skipped: rustc is not installed, so the corpus has no rust_mutex");
+        return;
+    }
+    let Some(run) = diagnose(&Case {
+        first: true,
+        ..Case::new(
+            "rust_mutex",
+            (
+                FindingKind::LockContention,
+                Some(Scope::User),
+                "rust_mutex::ROUTES",
+            ),
+        )
+    }) else {
+        return;
+    };
+    let lock = run.lock();
+    assert_eq!(
+        lock.callers[0].function,
+        "rust_mutex::route_lookup",
+        "{}",
+        json(lock)
+    );
+    assert_eq!(
+        lock.holders[0].function,
+        "rust_mutex::route_lookup",
+        "{}",
+        json(lock)
+    );
+    no_finding_names_lock_code(&run.doc);
+    for f in &run.doc.findings {
+        assert!(!f.subject.starts_with("_ZN"), "a mangled name: {}", json(f));
+        assert!(
+            !(matches!(f.kind, FindingKind::TrueSharing | FindingKind::FalseSharing)
+                && f.subject.contains("ROUTES")),
+            "the lock's own word is its row, not a sharing cause: {}",
+            json(f)
+        );
+    }
+    // The workers' stacks reach the thread's start (start_thread, clone3).
+    let stacks = folded(&run.db(), 2);
+    let workers = |s: &&(String, u64)| s.0.contains("rust_mutex::");
+    let total: u64 = stacks.iter().filter(workers).map(|s| s.1).sum();
+    let rooted: u64 = stacks
+        .iter()
+        .filter(workers)
+        .filter(|s| s.0.contains("start_thread") || s.0.contains("clone"))
+        .map(|s| s.1)
+        .sum();
+    assert!(
+        rooted * 10 >= total * 9,
+        "{rooted} of {total} worker samples walked to the thread's start"
+    );
+}
+
+diagnosis!(
     /// Named by the condvar, not by the futex word a waiter slept on. Only the GIL's
     /// holder runs, so the lost thread-time is the GIL's: its waits on gil_cond and
     /// gil_mutex and the phases when one thread runs alone. Release builds measure it

@@ -11,8 +11,8 @@ use scalprof_model::vocabulary::{is_lock_wrapper, is_rust_library_frame, is_user
 
 use super::calls::syscall_name;
 use super::stacks::{
-    is_jdk_lock_code, is_jit_stub, is_runtime_library, is_vm_library, lookup_address, unwind_copy,
-    waiting_function,
+    is_jdk_lock_code, is_jit_stub, is_runtime_library, is_vm_library, lookup_address, named_frames,
+    unwind_copy, waiting_function,
 };
 use crate::profile::{BlamedLock, Symbols, UserSpace};
 
@@ -165,10 +165,12 @@ pub(super) fn holder_of(
     let mut own: Vec<String> = Vec::new();
     let mut first_own = None;
     let mut library: Option<String> = None;
-    for (i, &a) in addrs.iter().enumerate() {
-        let Some((func, path)) = space.symbolize(lookup_address(i, a)) else {
-            continue;
-        };
+    let frames = addrs.iter().enumerate().flat_map(|(i, &a)| {
+        named_frames(space, lookup_address(i, a))
+            .into_iter()
+            .map(move |f| (i, f))
+    });
+    for (i, (func, path)) in frames {
         if is_runtime_library(&path)
             || is_vm_library(&path)
             || is_jit_stub(&path, &func)

@@ -95,6 +95,24 @@ pub(super) fn lookup_address(i: usize, addr: u64) -> u64 {
     }
 }
 
+/// The functions at an address with the file they are in, innermost first: the inlined
+/// ones, then the one they were inlined into (JIT code has one name). Rust std's mutex is
+/// inlined into the function that locks it: that function is the next name, not the
+/// caller's frame.
+pub(super) fn named_frames(space: &UserSpace, addr: u64) -> Vec<(String, String)> {
+    let Some((func, path)) = space.symbolize(addr) else {
+        return Vec::new();
+    };
+    if !path.starts_with('/') {
+        return vec![(func, path)];
+    }
+    let mut names = space.symbolize_inlined(addr);
+    if names.is_empty() {
+        names.push(func);
+    }
+    names.into_iter().map(|n| (n, path.clone())).collect()
+}
+
 /// The functions where threads begin: a stack that reaches one was walked to its root,
 /// and its outermost program frame is where the thread began (not a frame where the
 /// walk stopped). A process's first thread begins at `main` (the walk often ends there:
@@ -130,10 +148,11 @@ pub(super) fn snapshot_frames_rooted(
     // The outermost VM frame below the program's: the waiter where no JIT frame is named
     // (a JVM without a perf map, its own threads).
     let mut vm = None;
-    for (i, &a) in addrs.iter().enumerate() {
-        let Some((func, path)) = space.symbolize(lookup_address(i, a)) else {
-            continue;
-        };
+    for (func, path) in addrs
+        .iter()
+        .enumerate()
+        .flat_map(|(i, &a)| named_frames(space, lookup_address(i, a)))
+    {
         outermost = Some(func.clone());
         let in_vm =
             is_vm_library(&path) || is_jit_stub(&path, &func) || is_jdk_lock_code(&path, &func);

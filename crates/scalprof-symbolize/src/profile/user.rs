@@ -110,7 +110,7 @@ impl ProfileBuilder {
 }
 
 pub(super) fn framehop_module(m: &Mapping, elf: &ElfInfo) -> Option<Module<Arc<[u8]>>> {
-    let svma_at_pgoff = elf.file_offset_to_svma(m.pgoff)?;
+    let svma_at_pgoff = elf.mapping_svma(m.pgoff, m.end - m.start)?;
     let base_avma = m.start.checked_sub(svma_at_pgoff)?;
     let u = elf.unwind_sections();
     let info = ExplicitModuleSectionInfo {

@@ -258,7 +258,7 @@ pub fn score_findings(findings: &mut Vec<Finding>, last: &Point, cpus: u64) {
             return false;
         };
         f.score = c.share;
-        if c.late_share >= LISTED_SHARE && !f.evidence.contains("ran alone at the end") {
+        if c.late_share >= LISTED_SHARE {
             f.evidence.push_str(&format!(
                 "; the thread it held back then ran alone at the end, with no more work than \
                  the threads that had finished: {:.0} of these {:.0} points are that lone run",
@@ -361,7 +361,7 @@ mod tests {
             p.perturbation = perturbation;
             p.locks = Some(LockProfile {
                 rows: vec![LockRow {
-                    address: "0x1".into(),
+                    address: scalprof_model::locks::LockAddress::Traced(0x1),
                     count: 1000,
                     total_wait_ns: wait_ns,
                     max_wait_ns: 1,
@@ -427,7 +427,7 @@ mod tests {
             ..Default::default()
         };
         let row = |name: &str, lock_type: LockKind, wait: u64| LockRow {
-            address: "0x1".into(),
+            address: scalprof_model::locks::LockAddress::Traced(0x1),
             count: 1000,
             total_wait_ns: wait,
             max_wait_ns: wait,
@@ -476,7 +476,7 @@ mod tests {
         use scalprof_model::locks::{LockCaller, LockProfile, LockRow};
         let mut points = [point(1, 1000.0, 1.0), point(2, 1250.0, 0.625)];
         let row = |name: &str, caller: &str, share: f64| LockRow {
-            address: "0x1".into(),
+            address: scalprof_model::locks::LockAddress::Traced(0x1),
             count: 1000,
             total_wait_ns: 1,
             max_wait_ns: 1,

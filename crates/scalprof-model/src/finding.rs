@@ -214,7 +214,7 @@ impl Default for FindingDetails {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LockDetails {
-    pub address: String,
+    pub address: locks::LockAddress,
     /// The top callers at the last point.
     pub callers: Vec<locks::LockCaller>,
     /// Contended waits per point.
@@ -323,7 +323,7 @@ mod details_tests {
     #[test]
     fn typed_details_write_the_object_readers_always_saw_and_read_back_as_their_kind() {
         let lock = FindingDetails::Lock(LockDetails {
-            address: "0x4040".into(),
+            address: locks::LockAddress::Traced(0x4040),
             callers: vec![locks::LockCaller {
                 function: "table_lookup".into(),
                 share: 1.0,

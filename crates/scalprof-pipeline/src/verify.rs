@@ -474,7 +474,7 @@ fn own_wait(doc: &RunDocument, point: u64, how: &Lengthening) -> Option<f64> {
             DelayTarget::UserLock { .. } | DelayTarget::KernelLock(_) => r.name == what,
             DelayTarget::Function { .. } => false,
             DelayTarget::Syscall(_) => {
-                r.address == "syscall"
+                r.address == scalprof_model::locks::LockAddress::Syscall
                     && r.name
                         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
                         .any(|w| w == what)

@@ -83,7 +83,7 @@ fn profile(worker_ns: u64, lock_ns: u64, overhead: u64) -> PointProfile {
 fn locks(wait_ns: u64, count: u64) -> LockProfile {
     LockProfile {
         rows: vec![LockRow {
-            address: "0x4040".into(),
+            address: scalprof_model::locks::LockAddress::Traced(0x4040),
             count,
             total_wait_ns: wait_ns,
             max_wait_ns: wait_ns / count.max(1) * 4,

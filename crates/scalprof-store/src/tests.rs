@@ -222,7 +222,7 @@ fn lock_tables_round_trip() {
     let id = store.create_run(&new_run("l")).unwrap();
     let p = LockProfile {
         rows: vec![LockRow {
-            address: "0x1000".into(),
+            address: scalprof_model::locks::LockAddress::Traced(0x1000),
             count: 10,
             total_wait_ns: 1000,
             max_wait_ns: 300,

@@ -52,7 +52,7 @@ pub(super) fn write_everything(store: &Store) -> i64 {
     store.add_profile(id, 2, 0, &profile).unwrap();
     let locks = LockProfile {
         rows: vec![scalprof_model::locks::LockRow {
-            address: "0x1000".into(),
+            address: scalprof_model::locks::LockAddress::Traced(0x1000),
             count: 10,
             total_wait_ns: 1000,
             max_wait_ns: 300,

@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 
 use scalprof_model::locks::sort_rows;
-use scalprof_model::locks::{LockProfile, LockRow, RawLocks};
+use scalprof_model::locks::{LockAddress, LockProfile, LockRow, RawLocks};
 
 use crate::profile::{BlameWindow, Blamed, Symbols};
 
@@ -104,8 +104,10 @@ pub fn holder_samples(blamed: Blamed, keys: &[BlameKey]) -> HolderSamples {
 fn name_futex_links(rows: &mut [LockRow]) {
     let names: HashMap<String, String> = rows
         .iter()
-        .filter(|r| r.address.starts_with("0x"))
-        .map(|r| (r.address.clone(), r.name.clone()))
+        .filter_map(|r| match r.address {
+            LockAddress::Traced(a) => Some((format!("{a:#x}"), r.name.clone())),
+            _ => None,
+        })
         .collect();
     for r in rows.iter_mut() {
         for w in r.holder_waits.iter_mut().filter(|w| w.lock) {

@@ -330,7 +330,10 @@ diagnosis!(
         assert_eq!(stripes.len(), 1, "{stripes:?}");
         assert_eq!(stripes[0].name, "stripes", "{}", json(stripes[0]));
         let address = &stripes[0].address;
-        assert!(address.contains("elements"), "{address}");
+        assert!(
+            matches!(address, scalprof_model::locks::LockAddress::Array { .. }),
+            "{address}"
+        );
         let causes = &last_budget(&run.doc).causes;
         assert!(causes.iter().all(|c| !c.subject.starts_with("stripes+")));
         assert!(cause_share(&run.doc, "stripes") > 0.05, "{causes:?}");

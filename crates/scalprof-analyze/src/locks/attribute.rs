@@ -2,7 +2,7 @@
 //! libc's lock code, and the blocking calls' own time, added to the rows they belong to.
 
 use scalprof_model::locks::top_callers;
-use scalprof_model::locks::{LockKind, LockRow, Scope};
+use scalprof_model::locks::{LockAddress, LockKind, LockRow, Scope};
 use scalprof_model::profile::folded;
 use scalprof_model::vocabulary::{
     blocking_call_of, conventional_name, in_futex_syscall, in_user_lock, is_lock_internal,
@@ -60,14 +60,14 @@ pub fn attribute_spin(rows: &mut Vec<LockRow>, profile: &scalprof_model::PointPr
             None if spin && acquiring => {
                 rows.push(LockRow {
                     attributed_to: (name == "futex hash bucket").then(|| "user locks".into()),
-                    address: "sampled".into(),
+                    address: LockAddress::Sampled,
                     ..LockRow::new(Scope::Kernel, name.clone(), LockKind::from("spinlock"))
                 });
                 rows.last_mut().expect("just pushed")
             }
             None => continue,
         };
-        if row.address == "sampled" {
+        if row.address == LockAddress::Sampled {
             row.count += f.samples;
             *sampled_callers
                 .entry(name)

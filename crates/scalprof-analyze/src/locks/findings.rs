@@ -2,7 +2,7 @@
 //! evidence, callers and a suggestion that fits the lock.
 
 use scalprof_model::locks::{
-    LockCaller, LockKind, LockProfile, LockRow, Scope, Side, CPU_WAIT_OTHER,
+    LockAddress, LockCaller, LockKind, LockProfile, LockRow, Scope, Side, CPU_WAIT_OTHER,
 };
 use scalprof_model::units::human_ns;
 use scalprof_model::vocabulary::Pat::{self, Exact, Prefix};
@@ -233,7 +233,7 @@ impl<'a> LockSeries<'a> {
             .process
             .as_ref()
             .map_or(String::new(), |p| format!("in {p} (attached): "));
-        let measured = if last.address == "sampled" {
+        let measured = if last.address == LockAddress::Sampled {
             self.sampled_text()
         } else {
             self.waits_text()
@@ -345,7 +345,7 @@ impl<'a> LockSeries<'a> {
                 share_of(&last.callers, &h) * 100.0
             );
         }
-        if last.address.contains(" elements; ") && last.lock_type.is_lock() {
+        if matches!(last.address, LockAddress::Array { .. }) && last.lock_type.is_lock() {
             // A lock array (`group_objects`): already sharded.
             return format!(
                 "{name} is already an array of locks and the waits are few: the cost is the \
@@ -714,7 +714,7 @@ fn a_long_holder_is_a_lock_s_rare_caller_with_most_of_the_wait() {
         stack: None,
     };
     let mut row = LockRow {
-        address: "0x1".into(),
+        address: scalprof_model::locks::LockAddress::Traced(0x1),
         count: 100,
         total_wait_ns: 1,
         max_wait_ns: 1,
@@ -809,7 +809,11 @@ fn chain_text(row: &LockRow, rows: &[LockRow]) -> String {
     let mut visited = vec![row.name.as_str()];
     let mut at = row;
     for depth in 0..3 {
-        let Some(w) = at.holder_waits.first().filter(|w| w.share >= 0.05) else {
+        let Some(w) = at
+            .holder_waits
+            .first()
+            .filter(|w| w.share >= scalprof_model::locks::HOLDER_WAIT_SHARE)
+        else {
             break;
         };
         let link = link_name(w, rows);

@@ -2,8 +2,8 @@
 //! one row, and the elements of one lock array into one cause.
 
 use scalprof_model::locks::{
-    sort_rows, top_callers, HoldTimes, HolderState, HolderWait, LockCaller, LockKind, LockProfile,
-    LockRow, Scope, TOP_CALLERS,
+    sort_rows, top_callers, HoldTimes, HolderState, HolderWait, LockAddress, LockCaller, LockKind,
+    LockProfile, LockRow, Scope, TOP_CALLERS,
 };
 use std::collections::HashMap;
 
@@ -88,7 +88,10 @@ pub fn group_objects(rows: &mut Vec<LockRow>) {
             .map(|(o, s)| format!("{o} {:.0}%", s * 100.0))
             .collect();
         merged.name = sym;
-        merged.address = format!("{} elements; busiest {}", idx.len(), busiest.join(", "));
+        merged.address = LockAddress::Array {
+            elements: idx.len(),
+            busiest: busiest.join(", "),
+        };
         let weight: u64 = callers.values().sum();
         merged.callers = top_callers(callers, weight.max(1));
         merged.holders = ranked_holders(holders, &states);
@@ -350,7 +353,7 @@ fn heaviest_stacks(
 #[test]
 fn elements_of_one_array_are_one_row() {
     let row = |name: &str, wait: u64, caller: &str| LockRow {
-        address: "0x1000".into(),
+        address: scalprof_model::locks::LockAddress::Traced(0x1000),
         count: 10,
         total_wait_ns: wait,
         max_wait_ns: wait / 5,
@@ -379,10 +382,13 @@ fn elements_of_one_array_are_one_row() {
     let s = &rows[0];
     assert_eq!((s.count, s.total_wait_ns, s.max_wait_ns), (30, 1000, 120));
     assert!(
-        s.address.starts_with("3 elements; busiest +0xb80 60%"),
+        s.address
+            .to_string()
+            .starts_with("3 elements; busiest +0xb80 60%"),
         "{}",
         s.address
     );
+    assert!(matches!(s.address, LockAddress::Array { elements: 3, .. }));
     assert_eq!(s.callers[0].function, "update");
 }
 

@@ -44,7 +44,10 @@ fn untraced_spinlocks_get_rows_from_their_sampled_spinning() {
     // The fd table's lock, taken by alloc_fd and file_close_fd, is one row.
     assert_eq!(names, vec!["files_struct.file_lock", "futex hash bucket"]);
     let files = &rows[0];
-    assert_eq!((files.address.as_str(), files.count), ("sampled", 50));
+    assert_eq!(
+        (&files.address, files.count),
+        (&scalprof_model::locks::LockAddress::Sampled, 50)
+    );
     assert_eq!(files.spin_ns, Some(50_000_000));
     assert_eq!(files.callers[0].function, "alloc_fd");
     assert_eq!(files.callers[1].function, "file_close_fd");
@@ -78,7 +81,7 @@ fn a_spun_on_inode_lock_is_the_traced_i_rwsem_and_its_cpu_counts_with_it() {
     ];
     assert_eq!(conventional_name(&deeper, LCB_F_SPIN), None);
     let mut rows = vec![LockRow {
-        address: "0xffff".into(),
+        address: scalprof_model::locks::LockAddress::Traced(0xffff),
         count: 10,
         total_wait_ns: 1_000_000,
         max_wait_ns: 200_000,
@@ -171,7 +174,7 @@ fn dynamic_kernel_locks_are_named_by_their_callers() {
 #[test]
 fn spinning_is_added_to_the_lock_its_callers_name() {
     let mut rows = vec![LockRow {
-        address: "0x1".into(),
+        address: scalprof_model::locks::LockAddress::Traced(0x1),
         count: 10,
         total_wait_ns: 1000,
         max_wait_ns: 200,

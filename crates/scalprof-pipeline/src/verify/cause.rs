@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use scalprof_collect::delay::{DelayTarget, KernelLock};
 use scalprof_collect::sweep::substitute;
 use scalprof_model::experiment::{Experiment, Verdict};
-use scalprof_model::{FindingKind, RunDocument};
+use scalprof_model::locks::HOLDER_WAIT_SHARE;
+use scalprof_model::{FindingDetails, FindingKind, RunDocument};
 
 /// How a cause is lengthened.
 pub(super) struct Lengthening {
@@ -69,8 +70,15 @@ pub(super) fn lengthenable(
         });
     }
     if let Some(f) = finding.filter(|_| is_lock) {
-        let held = f.evidence.split_once("was blocked in ")?.1;
-        let (call, nr) = syscall_of(held.split(')').next().unwrap_or(held))?;
+        // The holder's own wait, measured: the system call it was blocked in under the lock.
+        let FindingDetails::Lock(lock) = &f.details else {
+            return None;
+        };
+        let wait = lock
+            .holder_waits
+            .first()
+            .filter(|w| !w.lock && w.share >= HOLDER_WAIT_SHARE)?;
+        let (call, nr) = syscall_of(&wait.wait)?;
         return Some(Lengthening {
             target: DelayTarget::Syscall(nr),
             primitive: format!(
@@ -210,5 +218,35 @@ pub(super) fn not_lengthened(doc: &RunDocument, subject: &str, point: u64) -> Ex
         hold: None,
         held_share: None,
         saturation_slowdown: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// journal_sync recorded on 16 CPUs: its journal_lock's holder waits in fdatasync.
+    fn journal_sync() -> RunDocument {
+        let db = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../scalprof/tests/fixtures/corpus16.db");
+        let store = scalprof_store::Store::open_read_only(&db).unwrap();
+        let id = store.resolve("journal_sync").unwrap();
+        crate::document(&store, id).unwrap()
+    }
+
+    #[test]
+    fn the_holder_s_system_call_is_read_from_the_lock_s_details_not_its_sentence() {
+        let mut doc = journal_sync();
+        let lengthened = |doc: &RunDocument| {
+            lengthenable(doc, None, "journal_lock", false).map(|l| (l.what, l.kind))
+        };
+        let before = lengthened(&doc);
+        assert_eq!(before, Some(("fdatasync".to_string(), "lock".to_string())));
+        // Reworded (or translated) evidence changes nothing verify does.
+        for f in &mut doc.findings {
+            f.evidence = "reworded".into();
+            f.suggestion = "reworded".into();
+        }
+        assert_eq!(lengthened(&doc), before);
     }
 }

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use scalprof_model::locks::{top_callers, Scope, Side};
+use scalprof_model::locks::{top_callers, LockAddress, Scope, Side};
 use scalprof_model::locks::{GoSema, GoWaitRaw, HolderState, LockKind, LockRow, RawLocks};
 
 use super::holders::with_state;
@@ -136,7 +136,7 @@ pub(super) fn add_go_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<
             .entry((name.clone(), kind.clone()))
             .or_insert_with(|| {
                 let row = LockRow {
-                    address: format!("{base:#x}"),
+                    address: LockAddress::Traced(base),
                     ..LockRow::new(Scope::User, name, kind)
                 };
                 (RowBuilder::new(row), HashMap::new())

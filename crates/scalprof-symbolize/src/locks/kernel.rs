@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use scalprof_debuginfo::Kallsyms;
 use scalprof_model::locks::top_callers;
 use scalprof_model::locks::{
-    HoldTimes, HolderState, KernelLockRaw, LockKind, LockRow, RawLocks, Scope, Side,
+    HoldTimes, HolderState, KernelLockRaw, LockAddress, LockKind, LockRow, RawLocks, Scope, Side,
 };
 use scalprof_model::vocabulary::{
     conventional_name, is_lock_internal, is_scheduler_frame, kernel_lock_type,
@@ -29,7 +29,7 @@ pub(super) fn add_kernel_rows(raw: &RawLocks, kallsyms: &Kallsyms, rows: &mut Ve
             .or_insert_with(|| {
                 RowBuilder::new(LockRow {
                     attributed_to: (name == "futex hash bucket").then(|| "user locks".to_string()),
-                    address: format!("{:#x}", k.lock),
+                    address: LockAddress::Traced(k.lock),
                     ..LockRow::new(Scope::Kernel, name, lock_type)
                 })
             });

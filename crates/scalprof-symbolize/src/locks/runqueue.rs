@@ -1,7 +1,7 @@
 //! Waiting for a CPU: the run-queue rows, split by who held the CPU (the workload's own
 //! threads, other processes, scalprof).
 
-use scalprof_model::locks::{LockKind, Scope};
+use scalprof_model::locks::{LockAddress, LockKind, Scope};
 use scalprof_model::locks::{
     LockRow, RawLocks, RunQueueBehind, RunQueueRaw, CPU_WAIT, CPU_WAIT_OBSERVER, CPU_WAIT_OTHER,
     IDLE_WAKEUP,
@@ -39,7 +39,7 @@ pub(super) fn add_runqueue_row(raw: &RawLocks, rows: &mut Vec<LockRow>) {
             continue;
         }
         rows.push(LockRow {
-            address: address.into(),
+            address: LockAddress::Label(address.into()),
             count: of.iter().map(|r| r.count).sum(),
             total_wait_ns: of.iter().map(|r| r.total_ns).sum(),
             max_wait_ns: of.iter().map(|r| r.max_ns).max().unwrap_or(0),

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use scalprof_debuginfo::Kallsyms;
 use scalprof_model::locks::is_fd_syscall;
-use scalprof_model::locks::{LockKind, LockRow, RawLocks, Scope, UserLockRaw};
+use scalprof_model::locks::{LockAddress, LockKind, LockRow, RawLocks, Scope, UserLockRaw};
 use scalprof_model::vocabulary::{
     is_disk_wait, is_lock_internal, is_scheduler_frame, untraced_kernel_lock,
 };
@@ -297,9 +297,9 @@ impl CallRow<'_> {
     fn new_row(&self, w: &UserLockRaw) -> LockRow {
         LockRow {
             address: match self.scope {
-                Scope::File => format!("fd {}", w.uaddr),
-                Scope::Kernel => "blocked".into(),
-                Scope::User => "syscall".into(),
+                Scope::File => LockAddress::Descriptor(w.uaddr),
+                Scope::Kernel => LockAddress::Label("blocked".into()),
+                Scope::User => LockAddress::Syscall,
             },
             ..LockRow::new(self.scope, self.name.clone(), self.kind.clone())
         }

@@ -4,7 +4,9 @@
 
 use std::collections::HashMap;
 
-use scalprof_model::locks::{HoldTimes, LockKind, LockRow, ProcMap, RawLocks, Scope, UserLockRaw};
+use scalprof_model::locks::{
+    HoldTimes, LockAddress, LockKind, LockRow, ProcMap, RawLocks, Scope, UserLockRaw,
+};
 use scalprof_model::vocabulary::{is_runtime_service_thread, user_wait_kind};
 
 use super::holders::{blocked_target, holder_of, holder_waits};
@@ -137,7 +139,7 @@ pub(super) fn add_user_rows(
             .entry((name.clone(), kind.clone()))
             .or_insert_with(|| {
                 let row = LockRow {
-                    address: format!("{:#x}", u.uaddr),
+                    address: LockAddress::Traced(u.uaddr),
                     ..LockRow::new(Scope::User, name, kind)
                 };
                 (RowBuilder::new(row), HolderEvidence::default())

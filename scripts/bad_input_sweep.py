@@ -2040,7 +2040,7 @@ def _():
     # Address randomization off (setarch -R): both images map the mutex at one address.
     # This checks that no record is truncated by pid (row 14); naming a lock of an image
     # replaced by exec at another address needs that image's mappings, which an exec
-    # replaces (a known limit, said in the README).
+    # replaces (a known limit, said in docs/locks.md).
     rc, _, err, _ = run(TRACED + ["--", "setarch", "-R", prog, str(n), "again"], db, timeout=120)
     assert rc == 0, err
     rows, _ = hold_rows(db)

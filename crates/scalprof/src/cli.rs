@@ -14,18 +14,25 @@ pub use run::RunArgs;
     name = "scalprof",
     version,
     about = "Find out why a workload does not scale, and prove the fix",
-    long_about = "scalprof runs a workload over a sweep of thread counts, measures every point \
-                  (wall, user and system time of the whole process tree), fits the Universal \
+    long_about = "scalprof runs a workload over a sweep of thread counts, measures every point\n\
+                  (wall, user and system time of the whole process tree), fits the Universal\n\
                   Scalability Law and keeps every run in a local store.\n\n\
                   Quick start:  scalprof demo\n\
-                  Your program: scalprof run -t 1,2,4,8 -- ./bench --threads {threads}",
+                  Your program: scalprof run -t 1,2,4,8 -- ./bench --threads {threads}\n\
+                  A command's details: scalprof help COMMAND",
     after_help = EXIT_STATUS
 )]
 pub struct Cli {
     /// Run store: an SQLite file, or a team's PostgreSQL database as a URL
-    /// (postgres://USER@HOST:PORT/DATABASE; its tables are made on first use). Default:
-    /// $XDG_DATA_HOME/scalprof/runs.db, else ~/.local/share/scalprof/runs.db.
-    #[arg(long, global = true, env = "SCALPROF_DB", value_name = "PATH|URL")]
+    /// (postgres://USER@HOST:PORT/DATABASE; its tables are made on first use).
+    /// Default: $XDG_DATA_HOME/scalprof/runs.db, else ~/.local/share/scalprof/runs.db.
+    #[arg(
+        long,
+        global = true,
+        env = "SCALPROF_DB",
+        value_name = "PATH|URL",
+        verbatim_doc_comment
+    )]
     pub db: Option<PathBuf>,
 
     /// Colour on a terminal: `auto` (unless NO_COLOR is set), `always` or `never`.
@@ -55,41 +62,71 @@ Exit status (the same for every command):
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
+    // Each command's first paragraph is its line in `scalprof --help` (one short phrase,
+    // as cargo and git list theirs); the rest is for `scalprof help CMD` and the man page.
+    /// Measure and diagnose a sweep of thread counts
+    ///
     /// Run a command over a sweep of thread counts, measure every point and fit the USL.
     Run(Box<RunArgs>),
+    /// Fit the USL to your own measurements (CSV)
+    ///
     /// Fit the Universal Scalability Law to your own measurements (a two-column CSV).
     Fit(FitArgs),
+    /// List stored runs; `runs rm` deletes them
+    ///
     /// List the runs in the store (newest last); `runs rm RUN…` deletes runs.
     Runs(RunsArgs),
+    /// Keep the newest runs and compact the store
+    ///
     /// Reclaim the store's space: keep the newest runs, delete the older ones and their
     /// workload outputs, and compact the store.
     Gc(GcArgs),
+    /// Print a stored run's summary or document
+    ///
     /// Print a stored run: its summary, or the run document with --json.
     Show(ShowArgs),
+    /// Sweep the built-in false-sharing example
+    ///
     /// Build the pathology corpus and sweep the false-sharing pair (packed vs padded counters).
     Demo(DemoArgs),
+    /// Measure the kernel with OS microbenchmarks
+    ///
     /// The kernel's scalability: built-in OS microbenchmarks (page faults, mmap, stat,
     /// record locks, pwrite, …), each swept over worker counts as a stored run with its
     /// diagnosis; prints a rates table with each test's top cause.
     Suite(SuiteArgs),
+    /// Build the pathology corpus of C programs
+    ///
     /// Build the pathology corpus (small C programs reproducing each case study).
     Corpus(CorpusArgs),
+    /// Write a flame graph of a point, or a diff
+    ///
     /// Write a flame graph (SVG) of a sweep point, its folded stacks, or a differential
     /// flame graph of two points or runs, normalized per operation.
     Flame(FlameArgs),
+    /// Export profiles: pprof, speedscope, folded
+    ///
     /// Export stored profiles for other tools: pprof (gzipped profile.proto, for `go tool
     /// pprof`, Pyroscope, Parca, Grafana), speedscope's JSON (speedscope.app), or folded
     /// stacks (inferno, flamegraph.pl).
     Export(ExportArgs),
+    /// Find functions that grow faster than input
+    ///
     /// Profile a command over input sizes and fit each function's cost as a·nᵏ: names the
     /// functions that grow faster than the input (`superlinear_cost`).
     Complexity(ComplexityArgs),
+    /// Show a binary's data by cache line
+    ///
     /// Show a binary's global data grouped by cache line, with DWARF types and members;
     /// flags lines where a lock or atomically written object shares with other data.
     Layout(LayoutArgs),
+    /// Write a self-contained HTML report of a run
+    ///
     /// Write a self-contained HTML report of a run: scaling plot, findings, flame graphs,
     /// lock tables.
     Report(ReportArgs),
+    /// Compare two runs or suites; a CI gate
+    ///
     /// Compare two runs ("prove the fix"): per point, medians and Welch's t-test on
     /// throughput, wall, user and system time; lock and finding changes.
     #[command(
@@ -98,6 +135,8 @@ pub enum Command {
         130 interrupted. Every command uses this table: scalprof --help."
     )]
     Compare(CompareArgs),
+    /// A label's runs over commits; change points
+    ///
     /// One label's runs over commits: throughput and efficiency at the largest common
     /// point, the top cause of each, and the change points (commits where they shifted
     /// beyond the runs' own noise) with the cause that appeared, grew or vanished there.
@@ -107,22 +146,33 @@ pub enum Command {
         scalprof --help."
     )]
     History(HistoryArgs),
+    /// Prove a cause by lengthening it
+    ///
     /// Prove a diagnosis by experiment: lengthen each cause (a system call, a user or kernel
-    /// lock, a function) by known delays at one point of a stored run, interleaved with a zero-delay control, and say
-    /// whether the throughput answers as a bottleneck would (on or off the critical path),
-    /// with the speedup the measured response gives for removing it.
+    /// lock, a function) by known delays at one point of a stored run, interleaved with a
+    /// zero-delay control, and say whether the throughput answers as a bottleneck would (on
+    /// or off the critical path), with the speedup the measured response gives for removing
+    /// it.
     Verify(VerifyArgs),
+    /// Show lock contention at each thread count
+    ///
     /// Run a command at each thread count, once clean and then traced (two runs or more, as
     /// `run` traces), and show the traced runs' lock contention: kernel locks and
     /// user-space locks (futex waits) in one lockstat-style table, with callers.
     Locks(LocksArgs),
+    /// Analyze a perf.data recorded elsewhere
+    ///
     /// Analyze a perf.data recorded elsewhere (`perf record -g` or `--call-graph dwarf`):
     /// a one-point run with its flame graph and tables.
     Import(ImportArgs),
-    /// Print a shell completion script: `scalprof completions bash > \
+    /// Print a shell completion script
+    ///
+    /// Print a shell completion script: `scalprof completions bash >
     /// /etc/bash_completion.d/scalprof` (zsh: a file `_scalprof` in a folder of $fpath;
     /// fish: ~/.config/fish/completions/scalprof.fish).
     Completions(CompletionsArgs),
+    /// Print the man page (roff)
+    ///
     /// Print the man page (roff): `scalprof man > /usr/local/share/man/man1/scalprof.1`,
     /// or read it now with `scalprof man | man -l -`.
     Man,

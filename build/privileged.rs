@@ -1,13 +1,17 @@
-//! For the build scripts of the crates whose tests need root (profiling, BPF, mounts):
-//! `#[path = "../../build/privileged.rs"] mod privileged;` then `privileged::emit()`.
+//! The test tiers, for the build scripts of the crates whose tests measure (profiling,
+//! BPF, sweeps, runtimes, PostgreSQL): `#[path = "../../build/privileged.rs"] mod
+//! privileged;` then `privileged::emit()`.
 //!
-//! Such a test is marked `#[cfg_attr(not(privileged), ignore = "…")]`: where it cannot
-//! run — outside CI, built by a user other than root — it shows as ignored instead of
-//! passing. In CI (`CI` set) it always runs, and fails if it lacks the privileges.
+//! Such a test is marked `#[cfg_attr(not(privileged), ignore = "…")]`. It runs in CI (`CI`
+//! set: there it fails if it lacks the privileges) and for root. A user who is not root
+//! gets the fast tier: the unit tests and the tests that measure nothing, with the
+//! measuring ones listed as ignored. `SCALPROF_TESTS=fast` asks for the fast tier as root
+//! too (outside CI).
 
 pub fn emit() {
     println!("cargo::rustc-check-cfg=cfg(privileged)");
     println!("cargo::rerun-if-env-changed=CI");
+    println!("cargo::rerun-if-env-changed=SCALPROF_TESTS");
     let root = std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|status| {
@@ -16,7 +20,9 @@ pub fn emit() {
             uid.split_whitespace().nth(2).map(|euid| euid == "0")
         })
         .unwrap_or(false);
-    if root || std::env::var_os("CI").is_some() {
+    let ci = std::env::var_os("CI").is_some();
+    let fast = std::env::var("SCALPROF_TESTS").is_ok_and(|v| v == "fast");
+    if ci || (root && !fast) {
         println!("cargo::rustc-cfg=privileged");
     }
 }

@@ -61,6 +61,10 @@ fn dd_with(delay_ns: u64, dir: &std::path::Path) -> (f64, scalprof_collect::dela
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn a_delayed_system_call_is_longer_by_the_delay_and_counted() {
     if !can_inject() {
         return;
@@ -126,6 +130,10 @@ fn run_lengthened(
 
 // No BPF: the interposer needs no privileges.
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn a_delayed_user_lock_is_held_longer_by_the_delay_at_each_release() {
     let _turn = exclusive();
     let dir = tempfile::tempdir().unwrap();
@@ -221,6 +229,10 @@ fn mmap_loop(dir: &std::path::Path) -> std::path::PathBuf {
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn a_delayed_kernel_lock_is_held_longer_where_a_waiter_gets_it() {
     if !can_inject() {
         return;
@@ -278,6 +290,10 @@ fn function_loop(dir: &std::path::Path) -> (std::path::PathBuf, u64) {
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn a_delayed_function_is_longer_by_the_delay_at_each_call() {
     if !can_inject() {
         return;

@@ -53,6 +53,10 @@ int main(void) {
 "#;
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn holds_are_timed_per_lock_and_process_without_the_condition_waits() {
     let dir = tempfile::tempdir().unwrap();
     let bin = common::compile(dir.path(), "holds", PROGRAM);
@@ -220,6 +224,10 @@ fn a_workload_that_drops_to_another_uid_keeps_its_hold_times() {
 /// exec says that it timed nothing: its own line when only the area's was closed, ld.so's
 /// when the interposer's was too; scalprof counts both.
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn a_process_that_cannot_reach_the_records_is_counted_not_silent() {
     let dir = tempfile::tempdir().unwrap();
     let bin = common::compile(dir.path(), "stages", STAGES);
@@ -262,6 +270,10 @@ fn a_process_that_cannot_reach_the_records_is_counted_not_silent() {
 /// A workload under a file-size limit (`ulimit -f`) is not killed by its hold records
 /// (SIGXFSZ, when each process wrote them to a file): they are memory.
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn a_file_size_limit_on_the_workload_does_not_stop_its_records() {
     let dir = tempfile::tempdir().unwrap();
     let bin = common::compile(dir.path(), "stages", STAGES);

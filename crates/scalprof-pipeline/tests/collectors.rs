@@ -145,13 +145,14 @@ impl Observer for Notices {
                 self.no_locks += 1
             }
             Event::CollectorLost { value, what } => self.lost.push((*value, what.to_string())),
-            // Progress, not notices.
+            // Progress, not notices (a repeat another process disturbed is measured again).
             Event::Started { .. }
             | Event::Symbolizing { .. }
             | Event::Sweep(
                 SweepEvent::Starting { .. }
                 | SweepEvent::RepeatDone { .. }
-                | SweepEvent::WarmupDone { .. },
+                | SweepEvent::WarmupDone { .. }
+                | SweepEvent::Rerun { .. },
             ) => {}
             other => panic!("unexpected notice {other:?}"),
         }

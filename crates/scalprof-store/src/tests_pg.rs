@@ -81,6 +81,10 @@ pub(super) fn write_everything(store: &Store) -> i64 {
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn a_run_reads_back_the_same_from_postgres_as_from_sqlite() {
     let Some((server, url)) = database("round_trip") else {
         return;
@@ -113,6 +117,10 @@ fn a_run_reads_back_the_same_from_postgres_as_from_sqlite() {
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn runs_are_listed_and_resolved_and_a_cut_off_recorder_reads_as_interrupted() {
     let Some((_server, url)) = database("list") else {
         return;
@@ -182,6 +190,10 @@ fn runs_are_listed_and_resolved_and_a_cut_off_recorder_reads_as_interrupted() {
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn four_writers_on_four_hosts_at_once_lose_no_run_and_no_repeat() {
     let Some((_server, url)) = database("writers") else {
         return;
@@ -310,6 +322,10 @@ fn postgres_schema(client: &mut postgres::Client) -> Vec<(String, Columns)> {
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn every_migration_gives_both_backends_the_same_tables_and_columns() {
     let Some((server, url)) = database("schema") else {
         return;
@@ -339,6 +355,10 @@ fn every_migration_gives_both_backends_the_same_tables_and_columns() {
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn removing_runs_deletes_their_rows_and_this_machines_outputs() {
     let Some((_server, url)) = database("remove") else {
         return;
@@ -388,6 +408,10 @@ fn removing_runs_deletes_their_rows_and_this_machines_outputs() {
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn errors_name_the_url_without_its_password() {
     // Nothing listens on port 9 (discard) of this machine.
     let url = "postgres://ann:s3cret@127.0.0.1:9/runs";
@@ -422,6 +446,10 @@ pub(super) fn anyhow_like_chain(e: &dyn std::error::Error) -> Vec<String> {
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn another_programs_runs_table_and_newer_schemas_are_refused() {
     let Some((server, url)) = database("foreign") else {
         return;

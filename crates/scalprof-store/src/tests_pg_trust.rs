@@ -21,6 +21,10 @@ fn said(e: &StoreError) -> String {
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn a_table_with_a_before_insert_trigger_is_refused_before_any_write() {
     let Some((_server, url)) = database("trigger") else {
         return;
@@ -77,6 +81,10 @@ fn a_table_with_a_before_insert_trigger_is_refused_before_any_write() {
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn tables_or_a_schema_owned_by_another_role_are_refused_unless_it_is_the_team_owner() {
     let Some((_server, url)) = database("owner") else {
         return;
@@ -137,6 +145,10 @@ fn tables_or_a_schema_owned_by_another_role_are_refused_unless_it_is_the_team_ow
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn the_store_lives_in_the_schema_the_url_names_and_its_session_searches_no_other() {
     let Some((_server, url)) = database("schema_pin") else {
         return;
@@ -177,6 +189,10 @@ fn the_store_lives_in_the_schema_the_url_names_and_its_session_searches_no_other
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn two_stores_in_two_schemas_of_one_database_keep_their_outputs_apart() {
     let Some((_server, url)) = database("two_schemas") else {
         return;
@@ -227,6 +243,10 @@ fn two_stores_in_two_schemas_of_one_database_keep_their_outputs_apart() {
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn a_store_of_an_older_version_gets_its_uuid_when_first_opened() {
     let Some((_server, url)) = database("older") else {
         return;
@@ -267,6 +287,10 @@ fn a_store_of_an_older_version_gets_its_uuid_when_first_opened() {
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn a_strangers_advisory_lock_keeps_no_run_being_recorded() {
     let Some((_server, url)) = database("stranger_lock") else {
         return;
@@ -343,6 +367,10 @@ fn encrypted(url: &str) -> Result<bool, StoreError> {
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn tls_by_sslmode_and_passwords_from_the_url_or_a_private_password_file() {
     use super::test_server::{PASSWORD, ROLE};
     use std::os::unix::fs::PermissionsExt;
@@ -467,6 +495,10 @@ fn tls_by_sslmode_and_passwords_from_the_url_or_a_private_password_file() {
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn a_team_records_with_the_documented_roles_and_grants() {
     let Some((server, url)) = database("team") else {
         return;

@@ -12,6 +12,10 @@ use scalprof_collect::perf::{delta_encoded, Sampler, SamplingConfig};
 use scalprof_symbolize::profile::{parallel, ProfileBuilder, RecordIndex, Symbols};
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn several_builders_and_stack_differences_symbolize_live_records_as_one_does() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {

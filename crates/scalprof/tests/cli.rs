@@ -319,7 +319,11 @@ fn killing_scalprof_loses_at_most_the_repeat_in_flight() {
         doc["status"], "interrupted",
         "a run whose recorder died is not 'running'"
     );
-    assert_eq!(doc["points"][0]["repeats"].as_array().unwrap().len(), 2);
+    // Two clean repeats, and those measured again when other processes disturbed them.
+    let first = &doc["points"][0];
+    let disturbed = first["interference"]["disturbed"].as_u64().unwrap_or(0) as usize;
+    let repeats = first["repeats"].as_array().unwrap().len();
+    assert!((2..=2 + disturbed.min(2)).contains(&repeats), "{first}");
     // The orphaned workload was taken down with scalprof (parent-death signal).
     std::thread::sleep(Duration::from_millis(200));
     let still = StdCommand::new("pgrep")

@@ -425,6 +425,10 @@ diagnosis!(
 );
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn packed_counters_scale_far_worse_than_padded_ones() {
     let _turn = exclusive();
     let dir = tempfile::tempdir().unwrap();

@@ -171,6 +171,10 @@ fn tool(name: &str) -> Option<&str> {
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn a_fixed_work_tool_s_speedup_is_its_wall_time_s_quiet_or_busy() {
     let _turn = exclusive();
     let dir = tempfile::tempdir().unwrap();

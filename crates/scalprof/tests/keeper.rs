@@ -25,6 +25,10 @@ fn command_lines() -> Vec<(String, Vec<u8>)> {
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn the_keepers_token_is_in_no_command_line() {
     let _turn = common::exclusive();
     let tmp = tempfile::tempdir().unwrap();
@@ -140,6 +144,10 @@ fn cgroup_capable() -> bool {
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn a_daemon_that_clears_its_environment_does_not_outlive_its_repeat() {
     if !cgroup_capable() {
         return;
@@ -171,6 +179,10 @@ fn a_daemon_that_clears_its_environment_does_not_outlive_its_repeat() {
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn a_process_that_keeps_forking_does_not_outlive_a_killed_scalprof() {
     if !cgroup_capable() {
         return;

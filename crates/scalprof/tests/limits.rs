@@ -74,6 +74,10 @@ impl Drop for CpuGroup {
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn a_cpu_quota_is_in_the_host_record_and_the_summary() {
     let _guard = exclusive();
     let name = format!("scalprof-limits-test-{}", std::process::id());
@@ -169,6 +173,10 @@ fn warning_kinds(doc: &serde_json::Value) -> Vec<String> {
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn a_one_cpu_quota_is_the_top_cause_of_a_program_that_scales() {
     if !can_profile() {
         return;
@@ -234,6 +242,10 @@ fn a_one_cpu_quota_is_the_top_cause_of_a_program_that_scales() {
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn a_one_cpu_set_leaves_one_usable_cpu_and_the_default_sweep_stops_there() {
     let _guard = exclusive();
     let name = format!("scalprof-cpuset-test-{}", std::process::id());
@@ -296,6 +308,10 @@ fn a_one_cpu_set_leaves_one_usable_cpu_and_the_default_sweep_stops_there() {
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn cgroup_runs_the_workload_under_a_given_group_s_limits() {
     let _guard = exclusive();
     let name = format!("scalprof-given-test-{}", std::process::id());

@@ -15,6 +15,10 @@ use common::{check_shape, scalprof};
 mod test_server;
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn every_store_command_works_on_postgres_with_the_same_run_document() {
     let Some(server) = test_server::PgServer::shared(
         "every_store_command_works_on_postgres_with_the_same_run_document",
@@ -128,6 +132,10 @@ fn every_store_command_works_on_postgres_with_the_same_run_document() {
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn an_unreachable_server_is_named_without_its_password() {
     // Nothing listens on port 9 (discard) of this machine.
     let db = Path::new("postgres://ann:s3cret@127.0.0.1:9/runs");
@@ -168,6 +176,10 @@ fn assert_no_password(text: &str, what: &str) {
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn the_password_reaches_neither_the_command_line_nor_the_workload() {
     let Some(server) = test_server::PgServer::start_secure("password_hidden") else {
         return;

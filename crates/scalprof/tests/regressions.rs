@@ -44,6 +44,10 @@ fn gate(db: &Path, runs: [&str; 2], junit: &Path, summary: &Path) -> (Option<i32
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn history_finds_the_commit_that_took_a_global_lock_and_the_gate_fails_it() {
     if !can_profile() {
         return;

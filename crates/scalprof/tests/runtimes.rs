@@ -136,6 +136,10 @@ fn lock_findings(doc: &RunDocument) -> Vec<&str> {
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn a_go_mutex_is_named_by_its_variable_and_the_function_that_locks_it() {
     if !can_profile() || !have("go", &["version"]) {
         return;
@@ -162,6 +166,10 @@ fn a_go_mutex_is_named_by_its_variable_and_the_function_that_locks_it() {
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn sharded_go_mutexes_give_no_lock_finding() {
     if !can_profile() || !have("go", &["version"]) {
         return;
@@ -178,6 +186,10 @@ fn sharded_go_mutexes_give_no_lock_finding() {
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn a_synchronized_java_method_is_named_by_its_class_not_by_the_jvm_s_threads() {
     if !can_profile() || !have("javac", &["-version"]) {
         return;
@@ -201,6 +213,10 @@ fn a_synchronized_java_method_is_named_by_its_class_not_by_the_jvm_s_threads() {
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn a_reentrant_lock_s_park_is_named_by_the_java_method_that_locks() {
     if !can_profile() || !have("javac", &["-version"]) {
         return;
@@ -219,6 +235,10 @@ fn a_reentrant_lock_s_park_is_named_by_the_java_method_that_locks() {
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn a_longadder_gives_no_lock_finding() {
     if !can_profile() || !have("javac", &["-version"]) {
         return;
@@ -236,6 +256,10 @@ fn a_longadder_gives_no_lock_finding() {
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn python_threads_wait_for_the_gil_and_processes_do_not() {
     if !can_profile() || !have("python3", &["--version"]) {
         return;

@@ -34,6 +34,10 @@ fn test<'a>(doc: &'a Value, name: &str, mode: &str) -> &'a Value {
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn the_quick_suite_names_the_kernel_s_locks_and_clears_what_scales() {
     if !privileged() {
         return;
@@ -115,6 +119,10 @@ fn the_quick_suite_names_the_kernel_s_locks_and_clears_what_scales() {
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn a_hung_test_is_recorded_as_timed_out_and_the_suite_goes_on() {
     let _turn = exclusive();
     let dir = tempfile::tempdir().unwrap();
@@ -154,6 +162,10 @@ fn a_hung_test_is_recorded_as_timed_out_and_the_suite_goes_on() {
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn two_suites_are_compared_test_by_test_and_a_suite_is_one_html_page() {
     if !privileged() {
         return;

@@ -25,6 +25,10 @@ fn verify(db: &Path, args: &[&str]) -> Vec<Experiment> {
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn a_lock_held_across_fdatasync_is_on_the_critical_path() {
     if !can_profile() {
         return;
@@ -103,6 +107,10 @@ fn a_lock_held_across_fdatasync_is_on_the_critical_path() {
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn a_lock_contended_off_the_workers_path_is_not_on_the_critical_path() {
     if !can_profile() {
         return;
@@ -148,6 +156,10 @@ fn a_lock_contended_off_the_workers_path_is_not_on_the_critical_path() {
 }
 
 #[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn a_global_mutex_every_lookup_takes_is_on_the_critical_path() {
     if !can_profile() {
         return;

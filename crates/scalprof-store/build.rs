@@ -1,0 +1,10 @@
+//! Marks the tests that need a PostgreSQL server of their own (`privileged`: see
+//! build/privileged.rs).
+
+#[path = "../../build/privileged.rs"]
+mod privileged;
+
+fn main() {
+    println!("cargo::rerun-if-changed=../../build/privileged.rs");
+    privileged::emit();
+}

@@ -18,7 +18,9 @@
 //! ratio to `x` is the slope (1 on a bottleneck, 0 off the path), which calibrates the
 //! what-if: removing the cause's own time per operation `W` saves `slope·W`.
 
-use scalprof_model::experiment::{CalibratedWhatIf, Experiment, LevelThroughput, Verdict};
+use scalprof_model::experiment::{
+    CalibratedWhatIf, Experiment, ExperimentKind, LevelThroughput, Verdict,
+};
 use scalprof_model::locks::HoldTimes;
 use scalprof_model::RunDocument;
 use statrs::distribution::{ContinuousCDF, StudentsT};
@@ -45,7 +47,7 @@ pub struct Execution {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Setting {
     pub subject: String,
-    pub kind: String,
+    pub kind: ExperimentKind,
     pub point: u64,
     pub primitive: String,
     /// CPUs the workload may use.
@@ -353,7 +355,8 @@ pub fn attach(doc: &mut RunDocument, experiments: &[Experiment]) {
     doc.experiments = experiments.to_vec();
     for f in &mut doc.findings {
         f.experiment = experiments.iter().position(|e| {
-            e.subject == f.subject || (e.kind == "syscall" && names_call(&f.subject, &e.subject))
+            e.subject == f.subject
+                || (e.kind == ExperimentKind::Syscall && names_call(&f.subject, &e.subject))
         });
     }
 }
@@ -371,7 +374,7 @@ mod tests {
     fn setting() -> Setting {
         Setting {
             subject: "fdatasync".into(),
-            kind: "syscall".into(),
+            kind: ExperimentKind::Syscall,
             point: 2,
             primitive: "sys_exit spin".into(),
             cpus: 2,
@@ -422,7 +425,7 @@ mod tests {
             ..HoldTimes::of(1000, vec![200_000; 100]).unwrap()
         };
         let locked = Setting {
-            kind: "lock".into(),
+            kind: ExperimentKind::Lock,
             own_ns_per_op: Some(4_000.0),
             hold: Some(hold),
             ..setting()

@@ -35,8 +35,8 @@ pub fn parameter_env(parameter: &str) -> String {
 #[derive(Clone, Debug)]
 pub struct SweepPlan {
     pub command: Vec<String>,
-    /// `threads` or `size`: names the `{placeholder}` and the environment variable.
-    pub parameter: String,
+    /// Threads or size: names the `{placeholder}` and the environment variable.
+    pub parameter: scalprof_model::SweepParameter,
     pub values: Vec<u64>,
     /// Clean (untraced) repeats per point: throughput, speedup and the model.
     pub repeat: u32,

@@ -51,13 +51,65 @@ pub struct CalibratedWhatIf {
     pub halved_hold: Option<[f64; 3]>,
 }
 
+/// What an experiment lengthened. The run document writes it as one word, as it always
+/// has; code reads the variant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ExperimentKind {
+    /// A lock's hold, directly (a global of the workload) or through the system call its
+    /// holder makes under it (`lock`).
+    Lock,
+    /// A kernel lock's hold, where a waiter gets it (`kernel_lock`).
+    KernelLock,
+    /// A system call, where it returns (`syscall`).
+    Syscall,
+    /// A function of the workload's executable, at its entry (`function`).
+    Function,
+    /// Not lengthened: the finding's kind (`false_sharing`), or `unknown`.
+    NotLengthened(String),
+}
+
+impl ExperimentKind {
+    pub fn as_str(&self) -> &str {
+        match self {
+            ExperimentKind::Lock => "lock",
+            ExperimentKind::KernelLock => "kernel_lock",
+            ExperimentKind::Syscall => "syscall",
+            ExperimentKind::Function => "function",
+            ExperimentKind::NotLengthened(kind) => kind,
+        }
+    }
+
+    pub fn parse(s: &str) -> ExperimentKind {
+        match s {
+            "lock" => ExperimentKind::Lock,
+            "kernel_lock" => ExperimentKind::KernelLock,
+            "syscall" => ExperimentKind::Syscall,
+            "function" => ExperimentKind::Function,
+            other => ExperimentKind::NotLengthened(other.into()),
+        }
+    }
+}
+
+impl Serialize for ExperimentKind {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for ExperimentKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(ExperimentKind::parse(&String::deserialize(d)?))
+    }
+}
+
 /// One cause, lengthened at one point.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Experiment {
     /// The cause as it was named (`--cause`, or a finding's subject).
     pub subject: String,
-    /// `syscall`, `user_lock`, `kernel_lock`, `function`, …
-    pub kind: String,
+    /// What was lengthened (written `lock`, `kernel_lock`, `syscall`, `function`; a cause
+    /// that was not lengthened keeps its finding's kind).
+    pub kind: ExperimentKind,
     /// The sweep point it ran at.
     pub point: u64,
     /// How the cause was lengthened (empty when it was not).

@@ -591,27 +591,125 @@ pub struct LockProfile {
 /// A language runtime and the process (command name) that ran it.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct RuntimeSeen {
-    /// `go`, `hotspot`, `cpython` or `node`.
-    pub runtime: String,
+    pub runtime: Runtime,
     pub process: String,
 }
 
 impl RuntimeSeen {
     /// The runtime as its users call it.
     pub fn title(&self) -> &str {
-        match self.runtime.as_str() {
-            "go" => "Go",
-            "hotspot" => "HotSpot JVM",
-            "cpython" => "CPython",
-            "node" => "Node.js",
-            other => other,
+        self.runtime.title()
+    }
+}
+
+/// A language runtime whose waits are read as its users know them. Written as one word
+/// (`go`, `hotspot`, `cpython`, `node`), and ordered by it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Runtime {
+    Go,
+    HotSpot,
+    CPython,
+    Node,
+    /// One a newer build wrote, kept as written.
+    Other(String),
+}
+
+impl Runtime {
+    pub fn as_str(&self) -> &str {
+        match self {
+            Runtime::Go => "go",
+            Runtime::HotSpot => "hotspot",
+            Runtime::CPython => "cpython",
+            Runtime::Node => "node",
+            Runtime::Other(word) => word,
         }
+    }
+
+    pub fn parse(word: &str) -> Runtime {
+        match word {
+            "go" => Runtime::Go,
+            "hotspot" => Runtime::HotSpot,
+            "cpython" => Runtime::CPython,
+            "node" => Runtime::Node,
+            other => Runtime::Other(other.into()),
+        }
+    }
+
+    /// The runtime as its users call it.
+    pub fn title(&self) -> &str {
+        match self {
+            Runtime::Go => "Go",
+            Runtime::HotSpot => "HotSpot JVM",
+            Runtime::CPython => "CPython",
+            Runtime::Node => "Node.js",
+            Runtime::Other(word) => word,
+        }
+    }
+}
+
+impl PartialOrd for Runtime {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Runtime {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.as_str().cmp(other.as_str())
+    }
+}
+
+impl Serialize for Runtime {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Runtime {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(Runtime::parse(&String::deserialize(d)?))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn runtimes_and_experiment_kinds_write_back_as_the_document_had_them() {
+        use crate::experiment::ExperimentKind;
+        for word in ["go", "hotspot", "cpython", "node", "erlang"] {
+            let read: Runtime = serde_json::from_value(serde_json::json!(word)).unwrap();
+            assert_eq!(
+                serde_json::to_value(&read).unwrap(),
+                serde_json::json!(word)
+            );
+        }
+        // Sorted by the word, as the strings were.
+        let mut seen = vec![
+            Runtime::Node,
+            Runtime::Go,
+            Runtime::CPython,
+            Runtime::HotSpot,
+        ];
+        seen.sort();
+        let words: Vec<&str> = seen.iter().map(Runtime::as_str).collect();
+        assert_eq!(words, ["cpython", "go", "hotspot", "node"]);
+        for word in [
+            "lock",
+            "kernel_lock",
+            "syscall",
+            "function",
+            "false_sharing",
+        ] {
+            let read: ExperimentKind = serde_json::from_value(serde_json::json!(word)).unwrap();
+            assert_eq!(
+                serde_json::to_value(&read).unwrap(),
+                serde_json::json!(word)
+            );
+        }
+        assert_eq!(ExperimentKind::parse("syscall"), ExperimentKind::Syscall);
+    }
 
     #[test]
     fn a_lock_address_writes_back_as_the_document_had_it() {

@@ -187,7 +187,7 @@ fn create_run(
     let tracing = (opts.sampling.is_some() || opts.locks.is_some()) && opts.diagnose > 0;
     let plan = SweepPlan {
         command: opts.command.clone(),
-        parameter: opts.parameter.as_str().to_string(),
+        parameter: opts.parameter,
         values: checked.values.clone(),
         repeat: opts.repeat,
         diagnose: opts.diagnose,

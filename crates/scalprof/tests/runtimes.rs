@@ -115,7 +115,7 @@ fn runtime_idles_are_not_causes(doc: &RunDocument, runtime: &str, idle: &[&str])
     }
     let locks = last_point(doc).locks.as_ref().expect("a lock table");
     assert!(
-        locks.runtimes.iter().any(|r| r.runtime == runtime),
+        locks.runtimes.iter().any(|r| r.runtime.as_str() == runtime),
         "{runtime} not recognized: {}",
         json(&locks.runtimes)
     );

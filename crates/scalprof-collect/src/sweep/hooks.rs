@@ -58,7 +58,7 @@ pub(super) fn run(
     let Some(script) = hook.command(plan) else {
         return Ok(());
     };
-    let script = substitute(&[script.to_string()], &plan.parameter, step.value).remove(0);
+    let script = substitute(&[script.to_string()], plan.parameter.as_str(), step.value).remove(0);
     let stderr_path = spec.stdout.with_extension(match hook {
         Hook::Prepare => "prepare.stderr",
         Hook::Cleanup => "cleanup.stderr",
@@ -75,7 +75,10 @@ pub(super) fn run(
     let status = sh
         .arg("-c")
         .arg(&script)
-        .env(parameter_env(&plan.parameter), step.value.to_string())
+        .env(
+            parameter_env(plan.parameter.as_str()),
+            step.value.to_string(),
+        )
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(stderr)
@@ -103,7 +106,12 @@ pub(super) fn run(
         command: script,
         outcome,
         when: hook.when(),
-        step: format!("{} {}, {kind} {}", plan.parameter, step.value, step.of + 1),
+        step: format!(
+            "{} {}, {kind} {}",
+            plan.parameter.as_str(),
+            step.value,
+            step.of + 1
+        ),
         said: last_line(&stderr_path)
             .map(|l| format!(": {l} (its stderr: {})", stderr_path.display()))
             .unwrap_or_default(),

@@ -212,8 +212,8 @@ fn exec_spec(plan: &SweepPlan, step: &Step) -> Result<ExecSpec, CollectError> {
         RepeatKind::Traced => format!("p{value}-r{index}-traced"),
     };
     Ok(ExecSpec {
-        argv: substitute(&plan.command, &plan.parameter, value),
-        env: std::iter::once((parameter_env(&plan.parameter), value.to_string()))
+        argv: substitute(&plan.command, plan.parameter.as_str(), value),
+        env: std::iter::once((parameter_env(plan.parameter.as_str()), value.to_string()))
             .chain(
                 (kind == RepeatKind::Traced)
                     .then(|| plan.traced_env.iter().cloned())
@@ -251,7 +251,7 @@ fn interference_since(
         // A server observed in the traced repeats is part of the workload in all.
         exclude.extend(plan.attach.resolve().unwrap_or_default());
     }
-    let demand = if plan.parameter == "threads" {
+    let demand = if plan.parameter == scalprof_model::SweepParameter::Threads {
         value as f64
     } else if r.wall_s > 0.0 {
         ((r.user_s + r.sys_s) / r.wall_s).ceil()

@@ -74,7 +74,7 @@ pub(super) fn plan(dir: &tempfile::TempDir, script: &str, keep_going: bool) -> S
             "sh".into(),
             "{threads}".into(),
         ],
-        parameter: "threads".into(),
+        parameter: scalprof_model::SweepParameter::Threads,
         values: vec![1, 2, 3],
         repeat: 2,
         diagnose: 1,

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use scalprof_collect::delay::{DelayTarget, KernelLock};
 use scalprof_collect::sweep::substitute;
-use scalprof_model::experiment::{Experiment, Verdict};
+use scalprof_model::experiment::{Experiment, ExperimentKind, Verdict};
 use scalprof_model::locks::HOLDER_WAIT_SHARE;
 use scalprof_model::{FindingDetails, FindingKind, RunDocument};
 
@@ -15,9 +15,7 @@ pub(super) struct Lengthening {
     pub(super) target: DelayTarget,
     /// What is lengthened, in a word: the system call, or the lock.
     pub(super) what: String,
-    /// `syscall`, `lock` (a lock's hold, directly or through its holder's call),
-    /// `kernel_lock` or `function`.
-    pub(super) kind: String,
+    pub(super) kind: ExperimentKind,
     pub(super) primitive: String,
 }
 
@@ -49,7 +47,7 @@ pub(super) fn lengthenable(
                 address,
             },
             what: subject.into(),
-            kind: "lock".into(),
+            kind: ExperimentKind::Lock,
             primitive: format!(
                 "{subject}'s hold lengthened at each release (pthread unlock interposed with \
                  LD_PRELOAD)"
@@ -62,7 +60,7 @@ pub(super) fn lengthenable(
         return Some(Lengthening {
             target: DelayTarget::KernelLock(lock),
             what: subject.into(),
-            kind: "kernel_lock".into(),
+            kind: ExperimentKind::KernelLock,
             primitive: format!(
                 "{subject}'s hold lengthened where a waiter gets it ({how}; BPF spin at \
                  lock:contention_end, at most 200 µs)"
@@ -85,7 +83,7 @@ pub(super) fn lengthenable(
                 "{subject}'s hold lengthened through the {call} its holder makes under it \
                  (BPF spin at sys_exit)"
             ),
-            kind: "lock".into(),
+            kind: ExperimentKind::Lock,
             what: call,
         });
     }
@@ -96,7 +94,7 @@ pub(super) fn lengthenable(
     Some(Lengthening {
         target: DelayTarget::Syscall(nr),
         primitive: format!("{call} lengthened where it returns (BPF spin at sys_exit)"),
-        kind: "syscall".into(),
+        kind: ExperimentKind::Syscall,
         what: call,
     })
 }
@@ -111,7 +109,7 @@ fn function(exe: &Executable, subject: &str) -> Option<Lengthening> {
             offset,
         },
         what: subject.into(),
-        kind: "function".into(),
+        kind: ExperimentKind::Function,
         primitive: format!(
             "{subject} lengthened at its entry (BPF uprobe: every call traps into the kernel, \
              the control's too)"
@@ -202,7 +200,7 @@ pub(super) fn not_lengthened(doc: &RunDocument, subject: &str, point: u64) -> Ex
     };
     Experiment {
         subject: subject.into(),
-        kind: kind.into(),
+        kind: ExperimentKind::NotLengthened(kind.into()),
         point,
         primitive: String::new(),
         delays_ns: Vec::new(),
@@ -241,7 +239,10 @@ mod tests {
             lengthenable(doc, None, "journal_lock", false).map(|l| (l.what, l.kind))
         };
         let before = lengthened(&doc);
-        assert_eq!(before, Some(("fdatasync".to_string(), "lock".to_string())));
+        assert_eq!(
+            before,
+            Some(("fdatasync".to_string(), ExperimentKind::Lock))
+        );
         // Reworded (or translated) evidence changes nothing verify does.
         for f in &mut doc.findings {
             f.evidence = "reworded".into();

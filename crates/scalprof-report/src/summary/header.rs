@@ -1,6 +1,7 @@
 //! The summary's header: the run's identity, command, host and machine, the limits in
 //! force, the runtimes seen, and how its throughput is counted.
 
+use scalprof_model::locks::Runtime;
 use scalprof_model::{RunDocument, ThroughputSource};
 
 use crate::safe::{one_line, shell_line};
@@ -148,12 +149,12 @@ fn runtimes_line(doc: &RunDocument) -> String {
     let parts: Vec<String> = seen
         .iter()
         .map(|r| {
-            let note = match r.runtime.as_str() {
-                "go" => {
+            let note = match r.runtime {
+                Runtime::Go => {
                     " — goroutines' waits from the runtime's probes; GOMAXPROCS={threads} \
                      sweeps its threads"
                 }
-                "hotspot" => {
+                Runtime::HotSpot => {
                     " — traced repeats ran with -XX:+PreserveFramePointer \
                      -XX:+DumpPerfMapAtExit (JAVA_TOOL_OPTIONS) to name Java frames"
                 }

@@ -4,31 +4,31 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use scalprof_model::locks::{RawLocks, RuntimeSeen};
+use scalprof_model::locks::{RawLocks, Runtime, RuntimeSeen};
 
 use crate::profile::Symbols;
 
 /// The runtime a mapped file says a process runs, by the file's name first (a shared
 /// runtime library), then by its symbols (a runtime linked into the executable).
-fn runtime_of(path: &str, symbols: &mut Symbols) -> Option<&'static str> {
+fn runtime_of(path: &str, symbols: &mut Symbols) -> Option<Runtime> {
     let file = path.rsplit('/').next().unwrap_or(path);
     if file == "libjvm.so" {
-        return Some("hotspot");
+        return Some(Runtime::HotSpot);
     }
     if file.starts_with("libpython3") {
-        return Some("cpython");
+        return Some(Runtime::CPython);
     }
     if file.starts_with("libnode.so") || file == "node" || file == "nodejs" {
-        return Some("node");
+        return Some(Runtime::Node);
     }
     if !path.starts_with('/') || file.starts_with("lib") {
         return None;
     }
     let elf = symbols.files.get(Path::new(path))?;
     if elf.object_address("_PyRuntime").is_some() {
-        Some("cpython")
+        Some(Runtime::CPython)
     } else if elf.symbol_address("runtime.main").is_some() {
-        Some("go")
+        Some(Runtime::Go)
     } else {
         None
     }
@@ -52,7 +52,7 @@ pub(super) fn runtimes_seen(raw: &RawLocks, symbols: &mut Symbols) -> Vec<Runtim
         for p in paths {
             if let Some(runtime) = runtime_of(p, symbols) {
                 seen.insert(RuntimeSeen {
-                    runtime: runtime.into(),
+                    runtime,
                     process: process.clone(),
                 });
                 break;
@@ -74,11 +74,11 @@ mod tests {
         };
         assert_eq!(
             runtime_of("/usr/lib/jvm/java-17/lib/server/libjvm.so", &mut symbols),
-            Some("hotspot")
+            Some(Runtime::HotSpot)
         );
         assert_eq!(
             runtime_of("/usr/lib/libpython3.11.so.1.0", &mut symbols),
-            Some("cpython")
+            Some(Runtime::CPython)
         );
         assert_eq!(
             runtime_of("/usr/lib/x86_64-linux-gnu/libc.so.6", &mut symbols),

@@ -226,17 +226,7 @@ fn fold_late_run(causes: &mut [Cause], series: &[Series], i: usize) {
 
 /// The kinds of finding a budget scores.
 pub fn is_budgeted(kind: FindingKind) -> bool {
-    matches!(
-        kind,
-        FindingKind::LockContention
-            | FindingKind::BlockedWait
-            | FindingKind::KernelHotspot
-            | FindingKind::UserHotspot
-            | FindingKind::SerialFraction
-            | FindingKind::FalseSharing
-            | FindingKind::TrueSharing
-            | FindingKind::CpuThrottling
-    )
+    crate::causes::is_budgeted(kind)
 }
 
 /// Scores the findings from the last point's budget: a finding's score is its cause's

@@ -3,6 +3,7 @@
 //! diff, locks, sharing, serial phases, complexity).
 
 pub mod budget;
+mod causes;
 pub mod compare;
 pub mod complexity;
 pub mod experiment;
@@ -15,7 +16,6 @@ pub mod sharing;
 pub mod stability;
 pub mod stage;
 pub mod summary;
-pub mod throttling;
 pub mod top;
 pub mod usl;
 mod welch;

@@ -246,30 +246,21 @@ pub(super) fn time_budget(
         .iter()
         .map(|p| profile_of(profiles, p.value))
         .collect();
-    let mut series = budget::lock_series(points, &profs, &work);
-    if let Some(d) = scaling_diff {
-        series.extend(budget::hotspot_series(points, &profs, &work, d, claimed));
+    let run = crate::causes::Run {
+        header,
+        points,
+        profiles: &profs,
+        work: &work,
+        scaling_diff,
+        claimed,
+    };
+    let mut series = Vec::new();
+    for cause in crate::causes::REGISTRY {
+        series.extend(cause.series(&run, findings));
     }
-    series.extend(budget::serial_series(points, &profs));
-    if header.sweep.parameter == SweepParameter::Threads {
-        // A thread that serves every unit (a client's one thread for all its connections,
-        // a server's event loop): in the command or in an attached process.
-        series.extend(crate::stage::stage_series(points, &profs));
-        let last = points.last().zip(profs.last().copied().flatten());
-        if let Some(f) =
-            last.and_then(|(p, prof)| crate::stage::stage_finding(p, prof, header.host.cpus as u64))
-        {
-            findings.push(f);
-        }
+    for cause in crate::causes::REGISTRY {
+        cause.fold(&mut series, points);
     }
-    for f in findings
-        .iter()
-        .filter(|f| matches!(f.kind, FindingKind::FalseSharing | FindingKind::TrueSharing))
-    {
-        series.extend(budget::sharing_series(points, &profs, &work, f));
-    }
-    budget::fold_critical_sections(&mut series, points);
-    series.extend(crate::throttling::throttle_series(points));
     let observer = budget::observer_wait_ns(points, &work);
     let overhead: Vec<Option<f64>> = budget::overhead_ns(points, &profs, &work)
         .into_iter()
@@ -283,10 +274,9 @@ pub(super) fn time_budget(
     for (p, b) in points.iter_mut().zip(budgets) {
         p.budget = b;
     }
-    findings.extend(crate::throttling::throttling_finding(
-        points,
-        header.host.cpus,
-    ));
+    for cause in crate::causes::REGISTRY {
+        findings.extend(cause.findings(points, header.host.cpus));
+    }
     name_the_cpu_limit(header, findings);
     if let Some(last) = points.last() {
         budget::score_findings(findings, last, header.host.cpus as u64);

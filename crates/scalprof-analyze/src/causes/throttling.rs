@@ -11,10 +11,28 @@
 //! stays waiting for a CPU.
 
 use scalprof_model::{
-    Finding, FindingDetails, FindingKind, Point, Spread, Throttling, ThrottlingDetails,
+    Finding, FindingDetails, FindingKind, Point, Spread, Throttling as Quota, ThrottlingDetails,
 };
 
+use super::{Cause, Run};
 use crate::budget::{thread_ns_per_op, Series};
+
+/// The cause: a CPU quota's throttled time, per unit of work, and its finding.
+pub(crate) struct Throttling;
+
+impl Cause for Throttling {
+    fn kinds(&self) -> &'static [FindingKind] {
+        &[FindingKind::CpuThrottling]
+    }
+
+    fn series(&self, run: &Run<'_>, _findings: &mut Vec<Finding>) -> Vec<Series> {
+        throttle_series(run.points).into_iter().collect()
+    }
+
+    fn findings(&self, points: &[Point], cpus: u32) -> Vec<Finding> {
+        throttling_finding(points, cpus).into_iter().collect()
+    }
+}
 
 /// What the quota took at one point: the median over its clean repeats of the CPU-seconds
 /// it denied per second, and of the share of periods it ran out in; with the repeat the
@@ -22,11 +40,11 @@ use crate::budget::{thread_ns_per_op, Series};
 struct PointThrottling<'a> {
     denied_per_s: f64,
     throttled_periods: f64,
-    named: &'a Throttling,
+    named: &'a Quota,
 }
 
 fn at_point(p: &Point) -> Option<PointThrottling<'_>> {
-    let measured: Vec<(&Throttling, f64)> = p
+    let measured: Vec<(&Quota, f64)> = p
         .repeats
         .iter()
         .filter(|r| r.succeeded() && r.wall_s > 0.0)
@@ -48,7 +66,7 @@ fn at_point(p: &Point) -> Option<PointThrottling<'_>> {
 }
 
 /// The quota's subject: "CPU quota 1.00 CPU (cgroup /ci)".
-fn subject(t: &Throttling) -> String {
+fn subject(t: &Quota) -> String {
     format!(
         "CPU quota {:.2} CPU{} (cgroup {})",
         t.quota,
@@ -59,7 +77,7 @@ fn subject(t: &Throttling) -> String {
 
 /// The quota's throttled time as a budget series: CPU-ns denied per unit of work at each
 /// point. `None` when no repeat was throttled.
-pub fn throttle_series(points: &[Point]) -> Option<Series> {
+fn throttle_series(points: &[Point]) -> Option<Series> {
     let at: Vec<Option<PointThrottling>> = points.iter().map(at_point).collect();
     let named = at
         .iter()
@@ -89,7 +107,7 @@ pub fn throttle_series(points: &[Point]) -> Option<Series> {
 
 /// The finding for a quota that throttled the last point, scored from its budget; `cpus`:
 /// online CPUs.
-pub fn throttling_finding(points: &[Point], cpus: u32) -> Option<Finding> {
+fn throttling_finding(points: &[Point], cpus: u32) -> Option<Finding> {
     let last = points.last()?;
     let budget = last.budget.as_ref()?;
     let cause = budget
@@ -161,7 +179,7 @@ mod tests {
         });
         let repeats = (0..3)
             .map(|i| Repeat {
-                throttling: throttled_s.map(|s| Throttling {
+                throttling: throttled_s.map(|s| Quota {
                     cgroup: "/ci".into(),
                     quota: 1.0,
                     periods: 10,

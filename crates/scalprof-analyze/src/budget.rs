@@ -31,8 +31,7 @@ pub use series::{
     serial_series, sharing_series, thread_ns_per_op, Series,
 };
 
-/// Causes listed in a budget are at least this share.
-const LISTED_SHARE: f64 = 0.005;
+use scalprof_model::LISTED_SHARE;
 
 /// The budget of every point after the first (`None` for the first, and where the
 /// throughput is unknown). `overhead_ns`: scalprof's own sampled ns per unit at each point.

@@ -12,10 +12,8 @@ use scalprof_model::suite::{
 };
 use scalprof_model::Spread;
 use scalprof_model::{Point, RunDocument};
-use statrs::distribution::{ContinuousCDF, StudentsT};
 
 use crate::summary::repeat_throughput;
-use crate::welch::mean_var;
 pub use crate::welch::{welch, CONFIDENCE};
 
 mod causes;
@@ -90,27 +88,6 @@ fn per_repeat(doc: &RunDocument, p: &Point) -> Vec<(Metric, Vec<f64>)> {
     ]
 }
 
-/// The interval of the mean difference of `b − a` at `confidence` (Welch–Satterthwaite).
-fn welch_interval(a: &[f64], b: &[f64], confidence: f64) -> Option<(f64, [f64; 2])> {
-    if a.len() < 2 || b.len() < 2 {
-        return None;
-    }
-    let (ma, va) = mean_var(a);
-    let (mb, vb) = mean_var(b);
-    let (sa, sb) = (va / a.len() as f64, vb / b.len() as f64);
-    let d = mb - ma;
-    let se = (sa + sb).sqrt();
-    if se == 0.0 {
-        return Some((d, [d, d]));
-    }
-    let dof = (sa + sb).powi(2)
-        / (sa.powi(2) / (a.len() as f64 - 1.0) + sb.powi(2) / (b.len() as f64 - 1.0));
-    let q = StudentsT::new(0.0, 1.0, dof)
-        .ok()?
-        .inverse_cdf(0.5 + confidence / 2.0);
-    Some((d, [d - q * se, d + q * se]))
-}
-
 /// B's throughput over A's: Welch's interval on the logarithms of the per-repeat rates,
 /// exponentiated (a ratio's interval is symmetric on a log scale, as hyperfine's "X ran
 /// 3.82 ± 0.2 times faster" reads it). `points` is how many points are compared at once,
@@ -123,9 +100,9 @@ fn throughput_ratio(a: &[f64], b: &[f64], points: usize) -> Option<Ratio> {
         a.iter().map(|x| x.ln()).collect(),
         b.iter().map(|x| x.ln()).collect(),
     );
-    let (d, ci) = welch_interval(&la, &lb, CONFIDENCE)?;
+    let (d, ci) = crate::welch::interval(&la, &lb, CONFIDENCE)?;
     let family = 1.0 - (1.0 - CONFIDENCE) / points.max(1) as f64;
-    let (_, cf) = welch_interval(&la, &lb, family)?;
+    let (_, cf) = crate::welch::interval(&la, &lb, family)?;
     Some(Ratio {
         ratio: d.exp(),
         ci95: [ci[0].exp(), ci[1].exp()],

@@ -20,14 +20,11 @@ pub(crate) fn mean_var(x: &[f64]) -> (f64, f64) {
 /// 1947), with the Welch–Satterthwaite degrees of freedom. `None` with fewer than two
 /// observations on either side.
 pub fn welch(a: &[f64], b: &[f64]) -> Option<Welch> {
-    if a.len() < 2 || b.len() < 2 {
-        return None;
-    }
-    let (ma, va) = mean_var(a);
-    let (mb, vb) = mean_var(b);
-    let (sa, sb) = (va / a.len() as f64, vb / b.len() as f64);
-    let se = (sa + sb).sqrt();
-    let difference = mb - ma;
+    let Parts {
+        difference,
+        se,
+        dof,
+    } = parts(a, b)?;
     if se == 0.0 {
         // Identical, noise-free samples: a difference is either certain or absent.
         let p = if difference == 0.0 { 1.0 } else { 0.0 };
@@ -43,8 +40,6 @@ pub fn welch(a: &[f64], b: &[f64]) -> Option<Welch> {
             p_value: p,
         });
     }
-    let dof = (sa + sb).powi(2)
-        / (sa.powi(2) / (a.len() as f64 - 1.0) + sb.powi(2) / (b.len() as f64 - 1.0));
     let t = difference / se;
     let dist = StudentsT::new(0.0, 1.0, dof).ok()?;
     let p_value = 2.0 * (1.0 - dist.cdf(t.abs()));
@@ -55,5 +50,46 @@ pub fn welch(a: &[f64], b: &[f64]) -> Option<Welch> {
         t,
         dof,
         p_value,
+    })
+}
+
+/// The interval of the mean difference `b − a` at `confidence` (Welch–Satterthwaite),
+/// with the difference. `None` with fewer than two observations on either side.
+pub(crate) fn interval(a: &[f64], b: &[f64], confidence: f64) -> Option<(f64, [f64; 2])> {
+    let Parts {
+        difference: d,
+        se,
+        dof,
+    } = parts(a, b)?;
+    if se == 0.0 {
+        return Some((d, [d, d]));
+    }
+    let q = StudentsT::new(0.0, 1.0, dof)
+        .ok()?
+        .inverse_cdf(0.5 + confidence / 2.0);
+    Some((d, [d - q * se, d + q * se]))
+}
+
+/// The mean difference `b − a`, its standard error and the Welch–Satterthwaite degrees of
+/// freedom (NaN where the standard error is 0).
+struct Parts {
+    difference: f64,
+    se: f64,
+    dof: f64,
+}
+
+fn parts(a: &[f64], b: &[f64]) -> Option<Parts> {
+    if a.len() < 2 || b.len() < 2 {
+        return None;
+    }
+    let (ma, va) = mean_var(a);
+    let (mb, vb) = mean_var(b);
+    let (sa, sb) = (va / a.len() as f64, vb / b.len() as f64);
+    let dof = (sa + sb).powi(2)
+        / (sa.powi(2) / (a.len() as f64 - 1.0) + sb.powi(2) / (b.len() as f64 - 1.0));
+    Some(Parts {
+        difference: mb - ma,
+        se: (sa + sb).sqrt(),
+        dof,
     })
 }

@@ -5,6 +5,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::{locks, Interval};
 
+/// The least share of a point's thread-time a budget lists as a cause, and a report
+/// shows as one.
+pub const LISTED_SHARE: f64 = 0.005;
+
 /// A point's thread-time per operation, split: `useful` (the efficiency) + the causes'
 /// shares + `overhead` (scalprof's own) + `unexplained` = 1.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -31,6 +31,7 @@ pub mod stability;
 pub use finding::{
     Budget, Cause, ComplexityDetails, Finding, FindingDetails, FindingKind, HotspotDetails,
     LockDetails, SerialDetails, SharingDetails, ThrottlingDetails, Warning, WarningKind, WhatIf,
+    LISTED_SHARE,
 };
 pub use fit::{Estimate, Model, ModelKind};
 pub use run::{

@@ -3,7 +3,7 @@
 
 use comfy_table::CellAlignment;
 use scalprof_model::locks::{LockCaller, LockProfile, LockRow};
-use scalprof_model::{Point, RunDocument};
+use scalprof_model::{Point, RunDocument, LISTED_SHARE};
 
 use crate::format::ns;
 
@@ -188,7 +188,7 @@ pub fn lock_growth(doc: &RunDocument) -> String {
     rows.sort_by(|x, y| share_at(last_point, y).total_cmp(&share_at(last_point, x)));
     let budgeted = points.iter().any(|p| p.budget.is_some());
     if budgeted {
-        rows.retain(|r| points.iter().any(|p| share_at(p, r) >= 0.005));
+        rows.retain(|r| points.iter().any(|p| share_at(p, r) >= LISTED_SHARE));
     }
     for r in rows.into_iter().take(6) {
         let mut row = vec![format!("{} {} ({})", r.scope, r.name, r.lock_type)];
@@ -211,7 +211,8 @@ pub fn lock_growth(doc: &RunDocument) -> String {
                     .find(|c| c.scope == Some(r.scope) && c.subject == r.name)
                     .map_or(0.0, |c| c.share)
             });
-            something |= share.is_some_and(|s| s >= 0.005) || per_op.is_some_and(|c| c >= 1.0);
+            something |=
+                share.is_some_and(|s| s >= LISTED_SHARE) || per_op.is_some_and(|c| c >= 1.0);
             row.push(match (share, per_op) {
                 (Some(s), Some(c)) => format!("{:.0}% · {}", s * 100.0, ns(c)),
                 (None, Some(c)) => ns(c),

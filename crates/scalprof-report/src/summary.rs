@@ -1,7 +1,7 @@
 //! The run summary: the header, the verdict line, the default screen and `-v`'s details,
 //! warnings and findings with what to do.
 
-use scalprof_model::{Point, RunDocument, Settling};
+use scalprof_model::{Point, RunDocument, Settling, LISTED_SHARE};
 
 use crate::format::ns;
 use crate::locks::{lock_growth, lock_table, row_share};
@@ -298,10 +298,10 @@ pub fn verdict_line(
         .filter(|(i, c)| *i >= 3 || c.share < MIN_SHARE_SHOWN)
         .map(|(_, c)| c.share)
         .sum();
-    if minor >= 0.005 {
+    if minor >= LISTED_SHARE {
         parts.push(format!("other causes {}", pct(minor)));
     }
-    if b.overhead >= 0.005 {
+    if b.overhead >= LISTED_SHARE {
         parts.push(format!("scalprof {}", pct(b.overhead)));
     }
     parts.push(format!(

@@ -603,7 +603,7 @@ mod tests {
             );
         }
         // Sorted by the word, as the strings were.
-        let mut seen = vec![
+        let mut seen = [
             Runtime::Node,
             Runtime::Go,
             Runtime::CPython,

@@ -82,25 +82,7 @@ pub fn judge(setting: &Setting, executions: &[Execution]) -> Experiment {
             .collect()
     };
     let throughput = delays.iter().map(|&d| level(d, &at(d))).collect();
-    let mut out = Experiment {
-        subject: setting.subject.clone(),
-        kind: setting.kind.clone(),
-        point: setting.point,
-        primitive: setting.primitive.clone(),
-        delays_ns: delays.clone(),
-        throughput,
-        occurrences_per_op: 0.0,
-        predicted_slowdown: 0.0,
-        burn_slowdown: 0.0,
-        measured_slowdown: [0.0, 0.0],
-        slope: None,
-        verdict: Verdict::Inconclusive,
-        reason: String::new(),
-        calibrated_what_if: None,
-        hold: setting.hold.clone(),
-        held_share: None,
-        saturation_slowdown: None,
-    };
+    let mut out = unjudged(setting, &delays, throughput);
     let control = at(0);
     let top = delays.last().copied().unwrap_or(0);
     if control.len() < 2 || top == 0 || at(top).len() < 2 {
@@ -141,17 +123,7 @@ pub fn judge(setting: &Setting, executions: &[Execution]) -> Experiment {
     out.measured_slowdown = response.ci95.map(slowdown);
     out.predicted_slowdown = slowdown(x);
     if let Some(h) = &setting.hold {
-        // The lock's busy time per operation, before and after the delay.
-        // A lock is held at most all the time; the holds were timed in the traced
-        // repeats, slower than the control, so the ratio can pass 1.
-        let busy = (c * h.mean_ns * 1e-9).min(t0);
-        out.held_share = Some(busy / t0);
-        let lengthened = busy + x;
-        out.saturation_slowdown = Some(if lengthened > t0 {
-            1.0 - t0 / lengthened
-        } else {
-            0.0
-        });
+        held_share_and_saturation(&mut out, h, c, t0, x);
     }
     // What the delay burned, as measured: less than the delay where it slept.
     let spun = mean(at(top).iter().map(|e| e.spun_s / e.work));
@@ -161,27 +133,82 @@ pub fn judge(setting: &Setting, executions: &[Execution]) -> Experiment {
         response.ci95[0] / x,
         response.ci95[1] / x,
     ]);
-    let (mut verdict, mut reason) = verdict(&out, slowdown(response.difference));
-    // A spin on CPUs the workload already kept busy: its own CPU can cost as much as a
-    // bottleneck would (the spin model is a mean; CFS shares are not), so a cost near the
-    // bottleneck's proves nothing there. A cost beyond twice it still does.
-    let cpus = f64::from(setting.cpus.max(1));
-    let busy = mean(at(top).iter().map(|e| e.cpu_s / (e.wall_s * cpus)));
-    let knock_on = out.measured_slowdown[0] > out.predicted_slowdown * WITHIN;
+    let (verdict, reason) = verdict(&out, slowdown(response.difference));
+    let (verdict, reason) =
+        unless_the_spin_explains_it(verdict, reason, &out, &at(top), setting.cpus, spun, x);
+    out.verdict = verdict;
+    out.reason = reason + &held_text(&out);
+    out.calibrated_what_if = what_if(&out, t0, c, setting);
+    out
+}
+
+/// The experiment before it is judged: its setting and each delay's throughput.
+fn unjudged(setting: &Setting, delays: &[u64], throughput: Vec<LevelThroughput>) -> Experiment {
+    Experiment {
+        subject: setting.subject.clone(),
+        kind: setting.kind.clone(),
+        point: setting.point,
+        primitive: setting.primitive.clone(),
+        delays_ns: delays.to_vec(),
+        throughput,
+        occurrences_per_op: 0.0,
+        predicted_slowdown: 0.0,
+        burn_slowdown: 0.0,
+        measured_slowdown: [0.0, 0.0],
+        slope: None,
+        verdict: Verdict::Inconclusive,
+        reason: String::new(),
+        calibrated_what_if: None,
+        hold: setting.hold.clone(),
+        held_share: None,
+        saturation_slowdown: None,
+    }
+}
+
+/// The lock's busy time per operation, before and after the delay: the share of `t0` it
+/// is held (`c` holds per operation), and the slowdown once the delay `x` per operation
+/// keeps it held all the time.
+fn held_share_and_saturation(e: &mut Experiment, h: &HoldTimes, c: f64, t0: f64, x: f64) {
+    // A lock is held at most all the time; the holds were timed in the traced
+    // repeats, slower than the control, so the ratio can pass 1.
+    let busy = (c * h.mean_ns * 1e-9).min(t0);
+    e.held_share = Some(busy / t0);
+    let lengthened = busy + x;
+    e.saturation_slowdown = Some(if lengthened > t0 {
+        1.0 - t0 / lengthened
+    } else {
+        0.0
+    });
+}
+
+/// A spin on CPUs the workload already kept busy: its own CPU can cost as much as a
+/// bottleneck would (the spin model is a mean; CFS shares are not), so a cost near the
+/// bottleneck's proves nothing there, and an on-critical-path verdict becomes
+/// inconclusive. A cost beyond twice it still does. `top` are the executions at the
+/// longest delay, which spun `spun` of the `x` injected per operation.
+fn unless_the_spin_explains_it(
+    verdict: Verdict,
+    reason: String,
+    e: &Experiment,
+    top: &[&Execution],
+    cpus: u32,
+    spun: f64,
+    x: f64,
+) -> (Verdict, String) {
+    let cpus = f64::from(cpus.max(1));
+    let busy = mean(top.iter().map(|run| run.cpu_s / (run.wall_s * cpus)));
+    let knock_on = e.measured_slowdown[0] > e.predicted_slowdown * WITHIN;
     if verdict == Verdict::OnCriticalPath && busy >= SATURATED && spun >= 0.25 * x && !knock_on {
-        verdict = Verdict::Inconclusive;
-        reason = format!(
+        let reason = format!(
             "{}, but the CPUs were {:.0}% busy while the delay spun, so the spin's own CPU \
              may explain it: a cause the workload sleeps in, or a machine with idle CPUs, \
              would settle it",
             reason.replacen(": on the critical path", "", 1),
             busy * 100.0
         );
+        return (Verdict::Inconclusive, reason);
     }
-    out.verdict = verdict;
-    out.reason = reason + &held_text(&out);
-    out.calibrated_what_if = what_if(&out, t0, c, setting);
-    out
+    (verdict, reason)
 }
 
 /// "; held 80 ns at the median (p99 331 ns), 93% of the time: lengthened, it saturates

@@ -82,20 +82,8 @@ fn assemble_merged(inputs: &RunInputs) -> RunDocument {
     ));
     let complexity =
         passes::complexity_report(header, &points, profiles, &mut findings, &mut warnings);
-    if threads && swept_nothing(&warnings, &points) {
-        // sqlite3 without {threads} got "37% serial_fraction … parallelize": a
-        // single-threaded program compared with itself has no scaling cause to name.
-        let withheld = withhold_unswept(&mut findings);
-        if withheld > 0 {
-            warnings.push(scalprof_model::Warning {
-                kind: scalprof_model::WarningKind::FindingsWithheld,
-                point: None,
-                message: format!(
-                    "{withheld} finding{} withheld: the command has no {{threads}} and used no more CPUs at its last point than at its first, so every point ran the same thing (waits between threads are still named)",
-                    if withheld == 1 { "" } else { "s" }
-                ),
-            });
-        }
+    if threads {
+        withhold_if_unswept(&mut findings, &mut warnings, &points);
     }
     let sampling = profiles.first().map(|(_, p)| Sampling {
         event: p.event.clone(),
@@ -150,6 +138,31 @@ fn swept_nothing(warnings: &[scalprof_model::Warning], points: &[Point]) -> bool
     match (measured.first(), measured.last()) {
         (Some(&first), Some(&last)) => last <= first * 1.25,
         _ => true,
+    }
+}
+
+/// Where the command swept nothing ([`swept_nothing`]), withholds the findings that
+/// compare the points' work, and a warning says how many.
+fn withhold_if_unswept(
+    findings: &mut Vec<scalprof_model::Finding>,
+    warnings: &mut Vec<scalprof_model::Warning>,
+    points: &[Point],
+) {
+    if !swept_nothing(warnings, points) {
+        return;
+    }
+    // sqlite3 without {threads} got "37% serial_fraction … parallelize": a
+    // single-threaded program compared with itself has no scaling cause to name.
+    let withheld = withhold_unswept(findings);
+    if withheld > 0 {
+        warnings.push(scalprof_model::Warning {
+            kind: scalprof_model::WarningKind::FindingsWithheld,
+            point: None,
+            message: format!(
+                "{withheld} finding{} withheld: the command has no {{threads}} and used no more CPUs at its last point than at its first, so every point ran the same thing (waits between threads are still named)",
+                if withheld == 1 { "" } else { "s" }
+            ),
+        });
     }
 }
 

@@ -518,18 +518,7 @@ fn run_collected(
         if let Some(t) = tracer.as_mut() {
             attached.push(t.as_mut());
         }
-        let (timed, untimed) = match on.locks.as_ref().filter(|c| time_holds && c.hold_times) {
-            None => (None, None),
-            // The interposer goes next to the repeat's outputs.
-            Some(_) => match HoldTimer::prepare(spec.stdout.parent().unwrap_or(Path::new("."))) {
-                Ok(timer) => {
-                    let timed_spec = timer.timed(spec);
-                    (Some((timer, timed_spec)), None)
-                }
-                // The repeat runs without them, and says why.
-                Err(e) => (None, Some(no_hold_times(&e))),
-            },
-        };
+        let (timed, untimed) = hold_timer(spec, on, time_holds);
         let run_spec = timed.as_ref().map_or(spec, |(_, s)| s);
         match exec::run_capped(run_spec, output, interrupt, &mut attached) {
             // The workload did not start: retry without the collector that failed.
@@ -566,6 +555,27 @@ fn run_collected(
                 return Ok((r, collected));
             }
         }
+    }
+}
+
+/// The hold-timing interposer and the spec that loads it, where this repeat times the
+/// lock holds; or, where it could not be prepared, why the repeat runs without them.
+fn hold_timer(
+    spec: &ExecSpec,
+    on: &Enabled,
+    time_holds: bool,
+) -> (Option<(HoldTimer, ExecSpec)>, Option<String>) {
+    match on.locks.as_ref().filter(|c| time_holds && c.hold_times) {
+        None => (None, None),
+        // The interposer goes next to the repeat's outputs.
+        Some(_) => match HoldTimer::prepare(spec.stdout.parent().unwrap_or(Path::new("."))) {
+            Ok(timer) => {
+                let timed_spec = timer.timed(spec);
+                (Some((timer, timed_spec)), None)
+            }
+            // The repeat runs without them, and says why.
+            Err(e) => (None, Some(no_hold_times(&e))),
+        },
     }
 }
 

@@ -31,6 +31,7 @@ const ARCH: Option<TargetArch> = None;
 
 /// System calls refused whatever their arguments (the flags and ids compared below are
 /// ints: their low 32 bits are compared).
+// Whole: one list, a system call a line; split, a reader could not see all it refuses.
 fn always_refused() -> Vec<i64> {
     let mut calls = vec![
         // new programs and processes (threads are `clone` with CLONE_THREAD, see below)

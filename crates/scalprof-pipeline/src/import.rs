@@ -5,6 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Result;
+use scalprof_debuginfo::sandbox::{self, Wire};
 use scalprof_debuginfo::Kallsyms;
 use scalprof_model::{Host, Repeat, RunStatus, Sweep, ThroughputSource};
 use scalprof_store::{NewRun, Store};
@@ -189,7 +190,7 @@ const MAX_KALLSYMS: usize = 64 << 20;
 /// Root opens the file and reads this kernel's symbols (which only root sees); a child
 /// without privileges parses the file and the binaries it names, and sends the profile.
 fn parse_in_child(exe: &Path, path: &Path, local_kernel: &str) -> Result<Parsed> {
-    use scalprof_debuginfo::sandbox::{Parser, Wire};
+    use scalprof_debuginfo::sandbox::Parser;
     let file = scalprof_collect::import::PerfFile::open(path)?;
     let owners = map_owners(path);
     let kallsyms = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
@@ -218,57 +219,7 @@ fn parse_in_child(exe: &Path, path: &Path, local_kernel: &str) -> Result<Parsed>
         // The child's own error, as it would have been said here.
         anyhow::bail!("{message}");
     }
-    let decode = |r: &mut Wire| -> Result<Parsed, String> {
-        let opt = |r: &mut Wire| -> Result<Option<String>, String> {
-            Ok(match r.get_u64()? {
-                0 => None,
-                _ => Some(r.get_name()?),
-            })
-        };
-        let event = r.get_name()?;
-        let frequency = r.get_u64()?;
-        let os_release = opt(r)?;
-        let hostname = opt(r)?;
-        let cpu_desc = opt(r)?;
-        let nr_cpus = match r.get_u64()? {
-            u64::MAX => None,
-            n => Some(u32::try_from(n).map_err(|_| "a CPU count out of range")?),
-        };
-        let n = r.get_count(8)?;
-        let cmdline = (0..n.min(4096))
-            .map(|_| r.get_name())
-            .collect::<Result<Vec<_>, _>>()?;
-        let time_range_ns = match r.get_u64()? {
-            0 => None,
-            _ => Some((r.get_u64()?, r.get_u64()?)),
-        };
-        let records = r.get_u64()?;
-        let bad_records = r.get_u64()?;
-        let user_ns = r.get_u64()?;
-        let sys_ns = r.get_u64()?;
-        let same_kernel = r.get_u64()? != 0;
-        let profile = serde_json::from_slice(r.get_bytes()?)
-            .map_err(|e| format!("the parser's profile does not decode: {e}"))?;
-        Ok(Parsed {
-            profile,
-            info: scalprof_collect::import::ImportInfo {
-                event,
-                frequency,
-                os_release,
-                hostname,
-                cpu_desc,
-                nr_cpus,
-                cmdline,
-                time_range_ns,
-                records,
-                bad_records,
-            },
-            user_ns,
-            sys_ns,
-            same_kernel,
-        })
-    };
-    decode(&mut r).map_err(failed)
+    decode_parsed(&mut r).map_err(failed)
 }
 
 /// The import child's main (scalprof run as the parser with job `import`): confined
@@ -276,7 +227,6 @@ fn parse_in_child(exe: &Path, path: &Path, local_kernel: &str) -> Result<Parsed>
 /// [`parse_in_child`] decodes. Never returns.
 pub fn serve_child() -> ! {
     use scalprof_debuginfo::child;
-    use scalprof_debuginfo::sandbox::{self, Wire};
     use std::io::{Read, Write};
     use std::os::fd::FromRawFd;
     if let Err(e) = child::confine(IMPORT_MEMORY_CAP) {
@@ -311,40 +261,7 @@ pub fn serve_child() -> ! {
             &owners,
         )
         .map_err(|e| format!("{e:#}"))?;
-        let mut w = Wire::default();
-        w.u64(0);
-        let opt = |w: &mut Wire, v: &Option<String>| match v {
-            Some(s) => {
-                w.u64(1);
-                w.str(&sandbox::cut_name(s));
-            }
-            None => w.u64(0),
-        };
-        w.str(&sandbox::cut_name(&p.info.event));
-        w.u64(p.info.frequency);
-        opt(&mut w, &p.info.os_release);
-        opt(&mut w, &p.info.hostname);
-        opt(&mut w, &p.info.cpu_desc);
-        w.u64(p.info.nr_cpus.map_or(u64::MAX, u64::from));
-        w.u64(p.info.cmdline.len() as u64);
-        for a in &p.info.cmdline {
-            w.str(&sandbox::cut_name(a));
-        }
-        match p.info.time_range_ns {
-            Some((a, b)) => {
-                w.u64(1);
-                w.u64(a);
-                w.u64(b);
-            }
-            None => w.u64(0),
-        }
-        w.u64(p.info.records);
-        w.u64(p.info.bad_records);
-        w.u64(p.user_ns);
-        w.u64(p.sys_ns);
-        w.u64(u64::from(p.same_kernel));
-        w.bytes(&serde_json::to_vec(&p.profile).map_err(|e| e.to_string())?);
-        Ok(w)
+        encode_parsed(&p)
     })();
     let w = answer.unwrap_or_else(|e| {
         let mut w = Wire::default();
@@ -358,4 +275,96 @@ pub fn serve_child() -> ! {
         .and_then(|()| out.flush())
         .is_ok();
     std::process::exit(if ok { 0 } else { 1 })
+}
+
+/// The parser child's answer to a parse: a 0 status, then the file's facts, the CPU time
+/// the parse took, and the profile as JSON (read back by [`decode_parsed`]). Names are cut
+/// to what the wire carries.
+fn encode_parsed(p: &Parsed) -> Result<Wire, String> {
+    let mut w = Wire::default();
+    w.u64(0);
+    let opt = |w: &mut Wire, v: &Option<String>| match v {
+        Some(s) => {
+            w.u64(1);
+            w.str(&sandbox::cut_name(s));
+        }
+        None => w.u64(0),
+    };
+    w.str(&sandbox::cut_name(&p.info.event));
+    w.u64(p.info.frequency);
+    opt(&mut w, &p.info.os_release);
+    opt(&mut w, &p.info.hostname);
+    opt(&mut w, &p.info.cpu_desc);
+    w.u64(p.info.nr_cpus.map_or(u64::MAX, u64::from));
+    w.u64(p.info.cmdline.len() as u64);
+    for a in &p.info.cmdline {
+        w.str(&sandbox::cut_name(a));
+    }
+    match p.info.time_range_ns {
+        Some((a, b)) => {
+            w.u64(1);
+            w.u64(a);
+            w.u64(b);
+        }
+        None => w.u64(0),
+    }
+    w.u64(p.info.records);
+    w.u64(p.info.bad_records);
+    w.u64(p.user_ns);
+    w.u64(p.sys_ns);
+    w.u64(u64::from(p.same_kernel));
+    w.bytes(&serde_json::to_vec(&p.profile).map_err(|e| e.to_string())?);
+    Ok(w)
+}
+
+/// [`encode_parsed`]'s answer read back, after its status.
+fn decode_parsed(r: &mut Wire) -> Result<Parsed, String> {
+    let opt = |r: &mut Wire| -> Result<Option<String>, String> {
+        Ok(match r.get_u64()? {
+            0 => None,
+            _ => Some(r.get_name()?),
+        })
+    };
+    let event = r.get_name()?;
+    let frequency = r.get_u64()?;
+    let os_release = opt(r)?;
+    let hostname = opt(r)?;
+    let cpu_desc = opt(r)?;
+    let nr_cpus = match r.get_u64()? {
+        u64::MAX => None,
+        n => Some(u32::try_from(n).map_err(|_| "a CPU count out of range")?),
+    };
+    let n = r.get_count(8)?;
+    let cmdline = (0..n.min(4096))
+        .map(|_| r.get_name())
+        .collect::<Result<Vec<_>, _>>()?;
+    let time_range_ns = match r.get_u64()? {
+        0 => None,
+        _ => Some((r.get_u64()?, r.get_u64()?)),
+    };
+    let records = r.get_u64()?;
+    let bad_records = r.get_u64()?;
+    let user_ns = r.get_u64()?;
+    let sys_ns = r.get_u64()?;
+    let same_kernel = r.get_u64()? != 0;
+    let profile = serde_json::from_slice(r.get_bytes()?)
+        .map_err(|e| format!("the parser's profile does not decode: {e}"))?;
+    Ok(Parsed {
+        profile,
+        info: scalprof_collect::import::ImportInfo {
+            event,
+            frequency,
+            os_release,
+            hostname,
+            cpu_desc,
+            nr_cpus,
+            cmdline,
+            time_range_ns,
+            records,
+            bad_records,
+        },
+        user_ns,
+        sys_ns,
+        same_kernel,
+    })
 }

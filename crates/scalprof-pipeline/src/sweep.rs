@@ -154,7 +154,31 @@ fn create_run(
     host: scalprof_model::Host,
 ) -> Result<(i64, SweepPlan)> {
     let host_pmu = host.pmu;
-    let id = store.create_run(&NewRun {
+    let id = store.create_run(&new_run(opts, checked, host))?;
+    // `verify` runs this command again only under this user's seal (seal.rs); a run
+    // without one is shown and confirmed first, so a failure here costs a question later.
+    let sealed = crate::seal::Sealed {
+        command: &opts.command,
+        parameter: opts.parameter,
+        ops_regex: &opts.ops_regex,
+    };
+    if let Ok(seal) = crate::seal::seal(sealed) {
+        store.set_seal(id, &seal)?;
+    }
+    // Checked to be ours and made owner-only, not through another user's link.
+    let output_dir = store.run_output_dir(id)?;
+    store.set_output_dir(id, &output_dir)?;
+    Ok((id, sweep_plan(opts, checked, host_pmu, output_dir)))
+}
+
+/// The run's header as the store first keeps it: what was asked, on which machine, at
+/// which commit.
+fn new_run(
+    opts: &RunOptions,
+    checked: &crate::check::Checked,
+    host: scalprof_model::Host,
+) -> NewRun {
+    NewRun {
         label: checked.label.clone(),
         created: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
         command: opts.command.clone(),
@@ -170,22 +194,20 @@ fn create_run(
             &opts.command,
             &std::env::current_dir().unwrap_or_default(),
         ),
-    })?;
-    // `verify` runs this command again only under this user's seal (seal.rs); a run
-    // without one is shown and confirmed first, so a failure here costs a question later.
-    let sealed = crate::seal::Sealed {
-        command: &opts.command,
-        parameter: opts.parameter,
-        ops_regex: &opts.ops_regex,
-    };
-    if let Ok(seal) = crate::seal::seal(sealed) {
-        store.set_seal(id, &seal)?;
     }
-    // Checked to be ours and made owner-only, not through another user's link.
-    let output_dir = store.run_output_dir(id)?;
-    store.set_output_dir(id, &output_dir)?;
+}
+
+/// What the sweep executes: the points, repeats and hooks asked for, and the sampler and
+/// tracer only where the traced repeats run (`host_pmu`: whether the sampler may use the
+/// hardware counters).
+fn sweep_plan(
+    opts: &RunOptions,
+    checked: &crate::check::Checked,
+    host_pmu: bool,
+    output_dir: std::path::PathBuf,
+) -> SweepPlan {
     let tracing = (opts.sampling.is_some() || opts.locks.is_some()) && opts.diagnose > 0;
-    let plan = SweepPlan {
+    SweepPlan {
         command: opts.command.clone(),
         parameter: opts.parameter,
         values: checked.values.clone(),
@@ -227,8 +249,7 @@ fn create_run(
         } else {
             Vec::new()
         },
-    };
-    Ok((id, plan))
+    }
 }
 
 /// The run's status from how its sweep ended. An error still leaves every repeat

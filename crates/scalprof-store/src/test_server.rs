@@ -128,13 +128,27 @@ impl PgServer {
             port: 0,
             user,
         };
-        let data = server.data();
+        server.init_cluster(secure);
+        if secure {
+            server.make_certificate();
+        }
+        if server.start_on_a_free_port(durable, secure) {
+            return Some(server);
+        }
+        let log = std::fs::read_to_string(server.dir.path().join("log")).unwrap_or_default();
+        panic!("{test}: the PostgreSQL server did not start:\n{log}");
+    }
+
+    /// `initdb`: local connections trusted; over TCP, trusted too, or a password on a
+    /// `secure` server.
+    fn init_cluster(&self, secure: bool) {
+        let data = self.data();
         let host_auth = if secure {
             "--auth-host=scram-sha-256"
         } else {
             "--auth-host=trust"
         };
-        server.run(
+        self.run(
             "initdb",
             &[
                 "-D",
@@ -148,50 +162,56 @@ impl PgServer {
                 "--no-sync",
             ],
         );
-        if secure {
-            // A self-signed certificate for localhost, made by the server's user (its key
-            // must be that user's, mode 0600).
-            server.run(
-                "openssl",
-                &[
-                    "req",
-                    "-x509",
-                    "-newkey",
-                    "rsa:2048",
-                    "-nodes",
-                    "-days",
-                    "2",
-                    "-subj",
-                    "/CN=localhost",
-                    "-keyout",
-                    "data/server.key",
-                    "-out",
-                    "data/server.crt",
-                ],
-            );
-        }
-        // A port free now may be taken before the server binds it: try a few.
+    }
+
+    /// A self-signed certificate for localhost, made by the server's user (its key must be
+    /// that user's, mode 0600).
+    fn make_certificate(&self) {
+        self.run(
+            "openssl",
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=localhost",
+                "-keyout",
+                "data/server.key",
+                "-out",
+                "data/server.crt",
+            ],
+        );
+    }
+
+    /// `pg_ctl start` on a free port, with `fsync` only when `durable` and TLS when
+    /// `secure`; false when it did not start. A port free now may be taken before the
+    /// server binds it: it tries a few.
+    fn start_on_a_free_port(&mut self, durable: bool, secure: bool) -> bool {
+        let data = self.data();
         for _ in 0..5 {
-            server.port = free_port();
+            self.port = free_port();
             let mut options = format!(
                 "-p {} -k {} -h 127.0.0.1 -c fsync={} -c max_connections=60",
-                server.port,
-                server.dir.path().display(),
+                self.port,
+                self.dir.path().display(),
                 if durable { "on" } else { "off" }
             );
             if secure {
                 options.push_str(" -c ssl=on");
             }
-            let log = server.dir.path().join("log").display().to_string();
-            if server.try_run(
+            let log = self.dir.path().join("log").display().to_string();
+            if self.try_run(
                 "pg_ctl",
                 &["-D", &data, "-o", &options, "-l", &log, "-w", "start"],
             ) {
-                return Some(server);
+                return true;
             }
         }
-        let log = std::fs::read_to_string(server.dir.path().join("log")).unwrap_or_default();
-        panic!("{test}: the PostgreSQL server did not start:\n{log}");
+        false
     }
 
     /// A new, empty database for one test, as a URL to pass to `--db`.

@@ -44,59 +44,7 @@ pub fn group_objects(rows: &mut Vec<LockRow>) {
         if idx.len() < 2 {
             continue;
         }
-        let cost = |r: &LockRow| (r.total_wait_ns + r.spin_ns.unwrap_or(0)) as f64;
-        let total: f64 = idx.iter().map(|&i| cost(&rows[i])).sum::<f64>().max(1.0);
-        let mut callers: HashMap<String, u64> = HashMap::new();
-        let mut holders: HashMap<String, f64> = HashMap::new();
-        let mut states: Seen = HashMap::new();
-        let mut held_stacks: HashMap<String, (u64, u64)> = HashMap::new();
-        let mut elements: Vec<(String, f64)> = Vec::new();
-        let mut roots: HashMap<String, f64> = HashMap::new();
-        let mut merged = rows[idx[0]].clone();
-        merged.count = 0;
-        merged.total_wait_ns = 0;
-        merged.max_wait_ns = 0;
-        merged.spin_ns = None;
-        merged.hold = None;
-        for &i in &idx {
-            let r = &rows[i];
-            merged.hold = HoldTimes::merge(merged.hold.as_ref(), r.hold.as_ref());
-            merged.count += r.count;
-            merged.total_wait_ns += r.total_wait_ns;
-            merged.max_wait_ns = merged.max_wait_ns.max(r.max_wait_ns);
-            if let Some(s) = r.spin_ns {
-                merged.spin_ns = Some(merged.spin_ns.unwrap_or(0) + s);
-            }
-            for c in &r.callers {
-                *callers.entry(c.function.clone()).or_default() += (c.share * cost(r)) as u64;
-            }
-            for c in &r.holders {
-                *holders.entry(c.function.clone()).or_default() += c.share * cost(r);
-                note_state(&mut states, c);
-            }
-            add_stacks(&mut held_stacks, &r.holder_stacks);
-            for c in &r.waiter_roots {
-                *roots.entry(c.function.clone()).or_default() += c.share * cost(r);
-            }
-            let off = object_of(&r.name).map_or("", |(_, o)| o);
-            elements.push((format!("+0x{off}"), cost(r) / total));
-        }
-        elements.sort_by(|a, b| b.1.total_cmp(&a.1));
-        let busiest: Vec<String> = elements
-            .iter()
-            .take(3)
-            .map(|(o, s)| format!("{o} {:.0}%", s * 100.0))
-            .collect();
-        merged.name = sym;
-        merged.address = LockAddress::Array {
-            elements: idx.len(),
-            busiest: busiest.join(", "),
-        };
-        let weight: u64 = callers.values().sum();
-        merged.callers = top_callers(callers, weight.max(1));
-        merged.holders = ranked_holders(holders, &states);
-        merged.holder_stacks = heaviest_stacks(held_stacks);
-        merged.waiter_roots = ranked(roots);
+        let merged = merge_elements(rows, &idx, sym);
         remove.extend(idx.iter().skip(1).copied());
         let first = idx[0];
         rows[first] = merged;
@@ -105,6 +53,64 @@ pub fn group_objects(rows: &mut Vec<LockRow>) {
     for i in remove.into_iter().rev() {
         rows.remove(i);
     }
+}
+
+/// The rows `idx` of one variable `sym`'s elements as one row (see [`group_objects`]).
+fn merge_elements(rows: &[LockRow], idx: &[usize], sym: String) -> LockRow {
+    let cost = |r: &LockRow| (r.total_wait_ns + r.spin_ns.unwrap_or(0)) as f64;
+    let total: f64 = idx.iter().map(|&i| cost(&rows[i])).sum::<f64>().max(1.0);
+    let mut callers: HashMap<String, u64> = HashMap::new();
+    let mut holders: HashMap<String, f64> = HashMap::new();
+    let mut states: Seen = HashMap::new();
+    let mut held_stacks: HashMap<String, (u64, u64)> = HashMap::new();
+    let mut elements: Vec<(String, f64)> = Vec::new();
+    let mut roots: HashMap<String, f64> = HashMap::new();
+    let mut merged = rows[idx[0]].clone();
+    merged.count = 0;
+    merged.total_wait_ns = 0;
+    merged.max_wait_ns = 0;
+    merged.spin_ns = None;
+    merged.hold = None;
+    for &i in idx {
+        let r = &rows[i];
+        merged.hold = HoldTimes::merge(merged.hold.as_ref(), r.hold.as_ref());
+        merged.count += r.count;
+        merged.total_wait_ns += r.total_wait_ns;
+        merged.max_wait_ns = merged.max_wait_ns.max(r.max_wait_ns);
+        if let Some(s) = r.spin_ns {
+            merged.spin_ns = Some(merged.spin_ns.unwrap_or(0) + s);
+        }
+        for c in &r.callers {
+            *callers.entry(c.function.clone()).or_default() += (c.share * cost(r)) as u64;
+        }
+        for c in &r.holders {
+            *holders.entry(c.function.clone()).or_default() += c.share * cost(r);
+            note_state(&mut states, c);
+        }
+        add_stacks(&mut held_stacks, &r.holder_stacks);
+        for c in &r.waiter_roots {
+            *roots.entry(c.function.clone()).or_default() += c.share * cost(r);
+        }
+        let off = object_of(&r.name).map_or("", |(_, o)| o);
+        elements.push((format!("+0x{off}"), cost(r) / total));
+    }
+    elements.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let busiest: Vec<String> = elements
+        .iter()
+        .take(3)
+        .map(|(o, s)| format!("{o} {:.0}%", s * 100.0))
+        .collect();
+    merged.name = sym;
+    merged.address = LockAddress::Array {
+        elements: idx.len(),
+        busiest: busiest.join(", "),
+    };
+    let weight: u64 = callers.values().sum();
+    merged.callers = top_callers(callers, weight.max(1));
+    merged.holders = ranked_holders(holders, &states);
+    merged.holder_stacks = heaviest_stacks(held_stacks);
+    merged.waiter_roots = ranked(roots);
+    merged
 }
 
 /// The rows of one lock (its read and write sides, or one row): counts and waits summed,

@@ -6,7 +6,7 @@ use scalprof_model::Repeat;
 pub(super) use super::execution::Step;
 use super::hooks::{self, Hook};
 use super::{
-    match_ops, parameter_env, read_tail, run_collected, substitute, Collectors, Enabled,
+    match_ops, parameter_env, read_tail, run_collected, substitute, Collected, Collectors, Enabled,
     RepeatKind, SweepEnd, SweepEvent, SweepPlan, SweepSink,
 };
 use crate::counters::EventCounter;
@@ -136,20 +136,29 @@ fn execute(
     tell_capped(plan, spec, &r, sink)?;
     let mut repeat = repeat_of(step, &r, ops, counter.take(), spec, interference);
     repeat.throttling = throttling;
-    let done = if warmup {
-        SweepEvent::WarmupDone {
-            value,
-            repeat: &repeat,
-        }
+    hand_over(sink, step, &repeat, collected)?;
+    Ok(outcome(plan, value, repeat))
+}
+
+/// Tells the sink the repeat is done: a warm-up's alone, a measured one's with what the
+/// collectors recorded (the sink stores it now).
+fn hand_over(
+    sink: &mut dyn SweepSink,
+    step: &Step,
+    repeat: &Repeat,
+    collected: Collected,
+) -> Result<(), CollectError> {
+    let value = step.value;
+    let done = if step.kind == RepeatKind::Warmup {
+        SweepEvent::WarmupDone { value, repeat }
     } else {
         SweepEvent::RepeatDone {
             value,
-            repeat: &repeat,
+            repeat,
             collected: Box::new(collected),
         }
     };
-    tell(sink, done)?;
-    Ok(outcome(plan, value, repeat))
+    tell(sink, done)
 }
 
 /// Tells the sink a step starts: which of how many of its kind the point plans (traced

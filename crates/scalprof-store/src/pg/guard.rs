@@ -75,12 +75,33 @@ pub(crate) fn check(
     team_owner: Option<&str>,
 ) -> Result<(), StoreError> {
     let mut found = Vec::new();
-    let trust_hint = |owner: &str| {
-        format!(
-            "if {owner} is your team's owner role, set {OWNER_ENV}={owner}; otherwise use \
-             another database or schema"
-        )
-    };
+    check_schema_owner(client, schema, team_owner, &mut found)?;
+    check_tables(client, schema, team_owner, &mut found)?;
+    if found.is_empty() {
+        return Ok(());
+    }
+    Err(StoreError::Untrusted {
+        url: shown.to_string(),
+        found: found.join("; "),
+    })
+}
+
+/// How to trust, or avoid, a role that owns the schema or a table.
+fn trust_hint(owner: &str) -> String {
+    format!(
+        "if {owner} is your team's owner role, set {OWNER_ENV}={owner}; otherwise use \
+         another database or schema"
+    )
+}
+
+/// The schema's owner (the database's owner where it is `pg_database_owner`), unless
+/// trusted.
+fn check_schema_owner(
+    client: &mut postgres::Client,
+    schema: &str,
+    team_owner: Option<&str>,
+    found: &mut Vec<String>,
+) -> Result<(), StoreError> {
     let row = client.query_opt(
         "SELECT r.rolname::text, r.rolsuper, r.rolname = current_user
          FROM pg_catalog.pg_namespace n
@@ -106,6 +127,17 @@ pub(crate) fn check(
             ));
         }
     }
+    Ok(())
+}
+
+/// Each of scalprof's tables that exists: its kind, its owner, its triggers and rules,
+/// and who else may create triggers on it.
+fn check_tables(
+    client: &mut postgres::Client,
+    schema: &str,
+    team_owner: Option<&str>,
+    found: &mut Vec<String>,
+) -> Result<(), StoreError> {
     let tables: Vec<String> = TABLES.iter().map(|t| t.to_string()).collect();
     let rows = client.query(
         "SELECT c.relname::text, c.relkind::text, r.rolname::text, r.rolsuper,
@@ -168,11 +200,5 @@ pub(crate) fn check(
             ));
         }
     }
-    if found.is_empty() {
-        return Ok(());
-    }
-    Err(StoreError::Untrusted {
-        url: shown.to_string(),
-        found: found.join("; "),
-    })
+    Ok(())
 }

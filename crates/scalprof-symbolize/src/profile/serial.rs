@@ -11,6 +11,16 @@ use super::{ProfileBuilder, MAX_SERIAL_BINS, SERIAL_BIN_NS};
 /// work (sampling noise allowed): the lone thread ran late, it did not have more to do.
 const LATE_SAME_WORK: f64 = 0.9;
 
+/// A bin no sample fell in, and one with samples of more than one thread (any other
+/// value is the one thread's id).
+const NONE: i64 = i64::MIN;
+const MANY: i64 = i64::MIN + 1;
+
+/// The bin of [`SERIAL_BIN_NS`] a sample taken at `t` falls in, counted from `t0`.
+fn bin(t: u64, t0: u64) -> usize {
+    ((t - t0) / SERIAL_BIN_NS) as usize
+}
+
 impl ProfileBuilder {
     pub(super) fn serial_stats(&mut self) -> SerialStats {
         if self.timeline.is_empty() {
@@ -25,39 +35,53 @@ impl ProfileBuilder {
         if nbins > MAX_SERIAL_BINS {
             return SerialStats::default();
         }
-        const MANY: i64 = i64::MIN + 1;
-        const NONE: i64 = i64::MIN;
-        // Per bin: NONE, the one thread's id, or MANY.
+        let seen = self.threads_per_bin(t0, nbins);
+        let idle = seen.iter().filter(|&&b| b == NONE).count() as u64;
+        let single = seen.iter().filter(|&&b| b != NONE && b != MANY).count() as u64;
+        SerialStats {
+            bins: nbins as u64,
+            bin_ms: SERIAL_BIN_NS as f64 / 1e6,
+            single_thread_bins: single,
+            idle_bins: idle,
+            late_bins: self.late_bins(&seen, t0),
+            top_function: self.lone_top_function(&seen, t0),
+            threads: self.thread_loads(t1 - t0),
+        }
+    }
+
+    /// Per bin of [`SERIAL_BIN_NS`] from `t0`: [`NONE`], the one thread's id, or [`MANY`].
+    fn threads_per_bin(&self, t0: u64, nbins: usize) -> Vec<i64> {
         let mut seen = vec![NONE; nbins];
-        let bin = |t: u64| ((t - t0) / SERIAL_BIN_NS) as usize;
         for &(t, tid, _) in &self.timeline {
-            let b = &mut seen[bin(t)];
+            let b = &mut seen[bin(t, t0)];
             *b = match *b {
                 NONE => i64::from(tid),
                 one if one == i64::from(tid) => one,
                 _ => MANY,
             };
         }
-        let idle = seen.iter().filter(|&&b| b == NONE).count() as u64;
-        let single = seen.iter().filter(|&&b| b != NONE && b != MANY).count() as u64;
-        // Late bins: each thread's samples and last bin; `done[b]` is the most samples of a
-        // thread whose last sample came before bin b. A lone thread with no more samples
-        // than that (within sampling noise) had the same work and finished late.
+        seen
+    }
+
+    /// The lone-thread bins where the thread ran late. Each thread's samples and last bin;
+    /// `done[b]` is the most samples of a thread whose last sample came before bin b. A
+    /// lone thread with no more samples than that (within sampling noise) had the same
+    /// work and finished late.
+    fn late_bins(&self, seen: &[i64], t0: u64) -> u64 {
         let mut per_tid: HashMap<i32, (u64, usize)> = HashMap::new();
         for &(t, tid, _) in &self.timeline {
             let e = per_tid.entry(tid).or_default();
             e.0 += 1;
-            e.1 = e.1.max(bin(t));
+            e.1 = e.1.max(bin(t, t0));
         }
-        let mut done = vec![0u64; nbins + 1];
+        let mut done = vec![0u64; seen.len() + 1];
         for &(samples, last) in per_tid.values() {
             done[last + 1] = done[last + 1].max(samples);
         }
         for b in 1..done.len() {
             done[b] = done[b].max(done[b - 1]);
         }
-        let late = seen
-            .iter()
+        seen.iter()
             .enumerate()
             .filter(|&(b, &one)| {
                 one != NONE && one != MANY && {
@@ -65,10 +89,14 @@ impl ProfileBuilder {
                     done[b] as f64 >= LATE_SAME_WORK * mine as f64
                 }
             })
-            .count() as u64;
+            .count() as u64
+    }
+
+    /// The function most often on top of the stack in the lone-thread bins.
+    fn lone_top_function(&self, seen: &[i64], t0: u64) -> Option<String> {
         let mut tops: HashMap<u32, u64> = HashMap::new();
         for &(t, _, leaf) in &self.timeline {
-            let b = seen[bin(t)];
+            let b = seen[bin(t, t0)];
             // Lock code linked into the program (a static libc's, Rust std's) is the lock's,
             // not the phase's work: the phase is named by the program's own functions.
             if b != NONE
@@ -81,20 +109,10 @@ impl ProfileBuilder {
         }
         // Ties go to the first name in order, not to an id (ids depend on the order
         // names were met, which differs between one builder and several).
-        let top = tops
-            .into_iter()
+        tops.into_iter()
             .map(|(id, n)| (n, &self.names[id as usize]))
             .max_by(|a, b| a.0.cmp(&b.0).then_with(|| b.1.cmp(a.1)))
-            .map(|(_, name)| name.clone());
-        SerialStats {
-            bins: nbins as u64,
-            bin_ms: SERIAL_BIN_NS as f64 / 1e6,
-            single_thread_bins: single,
-            idle_bins: idle,
-            late_bins: late,
-            top_function: top,
-            threads: self.thread_loads(t1 - t0),
-        }
+            .map(|(_, name)| name.clone())
     }
 
     /// The threads on a CPU for at least [`THREAD_LOAD_MIN`] of the span, busiest first.

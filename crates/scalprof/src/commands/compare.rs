@@ -4,7 +4,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
+use scalprof_model::compare::{Comparison, Gate};
+use scalprof_model::RunDocument;
 use scalprof_pipeline::facade::{compare_runs, gate, ratio_words, slower_points};
+use scalprof_pipeline::LoadedRun;
 use scalprof_report::signed_pct;
 
 use super::{open_store_read_only, Usage};
@@ -27,10 +30,7 @@ pub fn compare(db: &Option<PathBuf>, args: cli::CompareArgs) -> Result<ExitCode>
     let store = open_store_read_only(db)?;
     let (ia, ib) = (store.resolve(&args.a)?, store.resolve(&args.b)?);
     warn_of_ambiguity(&store, &args, ia, ib)?;
-    let (ra, rb) = (
-        scalprof_pipeline::LoadedRun::load(&store, ia)?,
-        scalprof_pipeline::LoadedRun::load(&store, ib)?,
-    );
+    let (ra, rb) = (LoadedRun::load(&store, ia)?, LoadedRun::load(&store, ib)?);
     let (a, b) = (&ra.doc, &rb.doc);
     let mut c = compare_runs(a, b);
     c.gate = args.fail_if_slower.map(|pct| gate(&c, pct));
@@ -42,70 +42,100 @@ pub fn compare(db: &Option<PathBuf>, args: cli::CompareArgs) -> Result<ExitCode>
             scalprof_report::terminal_safe(&scalprof_report::comparison(&c, &a.label, &b.label))
         );
     }
-    if let Some(out) = &args.flame {
-        let last = c.points.last().map(|p| p.value);
-        match last {
-            Some(v) => crate::flame::flame(
-                &store,
-                cli::FlameArgs {
-                    run: a.id.clone(),
-                    point: None,
-                    output: Some(out.clone()),
-                    folded: false,
-                    diff: Some(vec![format!("{}@{v}", a.id), format!("{}@{v}", b.id)]),
-                },
-            )?,
-            None => eprintln!("scalprof: no common point: no differential flame graph"),
+    if let Some(output) = &args.flame {
+        differential_flame(&store, output, &c, a, b)?;
+    }
+    write_reports(&args, &ra, &rb, &c)?;
+    if let Some(g) = &c.gate {
+        if tell_gate(&c, g, a, args.json)? {
+            return Ok(ExitCode::from(1));
         }
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `--flame`: the differential flame graph of A and B at their last common point.
+fn differential_flame(
+    store: &scalprof_store::Store,
+    output: &std::path::Path,
+    c: &Comparison,
+    a: &RunDocument,
+    b: &RunDocument,
+) -> Result<()> {
+    let last = c.points.last().map(|p| p.value);
+    match last {
+        Some(v) => crate::flame::flame(
+            store,
+            cli::FlameArgs {
+                run: a.id.clone(),
+                point: None,
+                output: Some(output.to_path_buf()),
+                folded: false,
+                diff: Some(vec![format!("{}@{v}", a.id), format!("{}@{v}", b.id)]),
+            },
+        )?,
+        None => eprintln!("scalprof: no common point: no differential flame graph"),
+    }
+    Ok(())
+}
+
+/// `--report` (HTML) and `--junit`, and the CI step summary where CI asks for one.
+fn write_reports(
+    args: &cli::CompareArgs,
+    ra: &LoadedRun,
+    rb: &LoadedRun,
+    c: &Comparison,
+) -> Result<()> {
+    let (a, b) = (&ra.doc, &rb.doc);
     if let Some(path) = &args.report {
-        let diff = crate::report::compare_diff(&ra, &rb, &c)?;
-        let html = scalprof_report::html::compare_report(&c, &a.label, &b.label, diff.as_ref());
+        let diff = crate::report::compare_diff(ra, rb, c)?;
+        let html = scalprof_report::html::compare_report(c, &a.label, &b.label, diff.as_ref());
         crate::out::file(path, html)?;
         eprintln!("scalprof: wrote {}", path.display());
     }
     let parameter = a.sweep.parameter.as_str();
     if let Some(path) = &args.junit {
-        out::file(path, scalprof_report::ci::comparison_junit(&c, parameter))?;
+        out::file(path, scalprof_report::ci::comparison_junit(c, parameter))?;
         eprintln!("scalprof: wrote {}", path.display());
     }
     super::history::step_summary(&scalprof_report::ci::comparison_markdown(
-        &c, &a.label, &b.label, parameter,
+        c, &a.label, &b.label, parameter,
     ))?;
-    if let Some(g) = &c.gate {
-        for p in c
-            .points
-            .iter()
-            .filter(|p| g.slower_points.contains(&p.value))
-        {
-            let r = p.throughput_ratio.expect("a slower point has a ratio");
-            eprintln!(
-                "scalprof: regression: B is {} at point {}, beyond the {}% allowed for all {} points at once (interval {:.2}–{:.2}× of A)",
-                ratio_words(&r),
-                p.value,
-                g.threshold_pct,
-                c.points.len(),
-                r.ci_family[0],
-                r.ci_family[1]
-            );
-        }
-        if !g.untested_points.is_empty() {
-            eprintln!(
-                "scalprof: warning: --fail-if-slower could not test point(s) {:?}: fewer than 2 repeats on a side (--repeat 3)",
-                g.untested_points
-            );
-        }
-        // The verdict is the log's last line, where a CI reader looks.
-        if let Some(line) = scalprof_report::gate_line(&c, a.sweep.parameter.as_str()) {
-            if !args.json {
-                outln!("{line}");
-            }
-        }
-        if g.failed {
-            return Ok(ExitCode::from(1));
+    Ok(())
+}
+
+/// `--fail-if-slower`: says which points regressed and which could not be tested, then
+/// the verdict as the log's last line; true when the gate failed.
+fn tell_gate(c: &Comparison, g: &Gate, a: &RunDocument, json: bool) -> Result<bool> {
+    for p in c
+        .points
+        .iter()
+        .filter(|p| g.slower_points.contains(&p.value))
+    {
+        let r = p.throughput_ratio.expect("a slower point has a ratio");
+        eprintln!(
+            "scalprof: regression: B is {} at point {}, beyond the {}% allowed for all {} points at once (interval {:.2}–{:.2}× of A)",
+            ratio_words(&r),
+            p.value,
+            g.threshold_pct,
+            c.points.len(),
+            r.ci_family[0],
+            r.ci_family[1]
+        );
+    }
+    if !g.untested_points.is_empty() {
+        eprintln!(
+            "scalprof: warning: --fail-if-slower could not test point(s) {:?}: fewer than 2 repeats on a side (--repeat 3)",
+            g.untested_points
+        );
+    }
+    // The verdict is the log's last line, where a CI reader looks.
+    if let Some(line) = scalprof_report::gate_line(c, a.sweep.parameter.as_str()) {
+        if !json {
+            outln!("{line}");
         }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(g.failed)
 }
 
 /// Says which run a label was taken to mean where it names several, and when A and B are

@@ -4,7 +4,7 @@
 use scalprof_model::{Finding, FindingKind};
 
 use super::{Cause, Run};
-use crate::budget::{hotspot_series, Series};
+use crate::budget::series::{hotspot_series, Series};
 
 pub(crate) struct Hotspots;
 

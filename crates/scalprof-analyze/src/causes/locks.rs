@@ -4,7 +4,7 @@
 use scalprof_model::{Finding, FindingKind, Point};
 
 use super::{Cause, Run};
-use crate::budget::{fold_critical_sections, lock_series, Series};
+use crate::budget::series::{fold_critical_sections, lock_series, Series};
 
 pub(crate) struct Locks;
 

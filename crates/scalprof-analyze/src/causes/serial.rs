@@ -3,7 +3,7 @@
 use scalprof_model::{Finding, FindingKind};
 
 use super::{Cause, Run};
-use crate::budget::{serial_series, Series};
+use crate::budget::series::{serial_series, Series};
 
 pub(crate) struct Serial;
 

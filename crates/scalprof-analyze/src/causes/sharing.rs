@@ -4,7 +4,7 @@
 use scalprof_model::{Finding, FindingKind};
 
 use super::{Cause, Run};
-use crate::budget::{sharing_series, Series};
+use crate::budget::series::{sharing_series, Series};
 
 pub(crate) struct Sharing;
 

@@ -5,7 +5,7 @@
 use scalprof_model::{Finding, FindingKind, SweepParameter};
 
 use super::{Cause, Run};
-use crate::budget::Series;
+use crate::budget::series::Series;
 
 pub(crate) struct Stage;
 

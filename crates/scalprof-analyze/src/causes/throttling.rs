@@ -15,7 +15,7 @@ use scalprof_model::{
 };
 
 use super::{Cause, Run};
-use crate::budget::{thread_ns_per_op, Series};
+use crate::budget::series::{thread_ns_per_op, Series};
 
 /// The cause: a CPU quota's throttled time, per unit of work, and its finding.
 pub(crate) struct Throttling;

@@ -143,7 +143,7 @@ fn score(
     };
     let score = (growth / lost).clamp(0.0, 1.0);
     let last_count = rows.last().and_then(Option::as_ref).map_or(0, |r| r.count);
-    // Over a sweep the budget scores and keeps the findings (`budget::score_findings`);
+    // Over a sweep the budget scores and keeps the findings (`causes::score_findings`);
     // a single point has no budget, so its own share decides.
     let dropped = (single && score < LOCK_MIN_SCORE) || score <= 0.0 || last_count < LOCK_MIN_WAITS;
     (!dropped).then_some(score)

@@ -279,7 +279,7 @@ pub(super) fn time_budget(
     }
     name_the_cpu_limit(header, findings);
     if let Some(last) = points.last() {
-        budget::score_findings(findings, last, header.host.cpus as u64);
+        crate::causes::score_findings(findings, last, header.host.cpus as u64);
     }
     unexplained_warning(header, points)
 }

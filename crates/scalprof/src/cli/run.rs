@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
-use super::{parse_duration, parse_list, parse_output_path, parse_regex, parse_stack_size};
+use super::parse::{parse_duration, parse_list, parse_output_path, parse_regex, parse_stack_size};
 
 #[derive(Args, Debug)]
 pub struct RunArgs {

@@ -27,7 +27,7 @@ use scalprof_model::{Budget, Cause, FindingKind, Point};
 pub(crate) mod series;
 pub use series::{
     fold_critical_sections, hotspot_series, lock_series, observer_wait_ns, overhead_ns,
-    serial_series, sharing_series, thread_ns_per_op, Series,
+    serial_series, sharing_series, Series,
 };
 
 use scalprof_model::LISTED_SHARE;
@@ -45,7 +45,7 @@ pub fn budgets(
     if points.len() < 2 {
         return out;
     }
-    let Some(t0) = thread_ns_per_op(&points[0]) else {
+    let Some(t0) = points[0].thread_ns_per_op() else {
         return out;
     };
     // The baseline: useful is its efficiency, 1 by definition, and causes are growth since
@@ -62,7 +62,7 @@ pub fn budgets(
         });
     }
     for i in 1..points.len() {
-        let (Some(t), Some(e)) = (thread_ns_per_op(&points[i]), points[i].efficiency) else {
+        let (Some(t), Some(e)) = (points[i].thread_ns_per_op(), points[i].efficiency) else {
             continue;
         };
         let useful = e.clamp(0.0, 1.0);

@@ -421,6 +421,16 @@ pub struct Point {
     pub interference: Option<Interference>,
 }
 
+impl Point {
+    /// The thread-time one unit of work costs at this point, in ns: its threads times the
+    /// wall time of a unit, from the clean throughput (`None` without one). Every share of
+    /// a budget, a lock row or a finding is a part of this.
+    pub fn thread_ns_per_op(&self) -> Option<f64> {
+        let x = self.throughput.filter(|&x| x > 0.0)?;
+        Some(self.value as f64 * 1e9 / x)
+    }
+}
+
 /// What the store keeps about a run besides its repeats.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunHeader {

@@ -19,7 +19,7 @@ pub(crate) fn cost_per_op(r: &LockRow, wait_per_op: f64) -> f64 {
 /// A lock row's waits and on-CPU time as a share of its point's thread-time per operation
 /// (`None` when the point has no throughput).
 pub(crate) fn row_share(p: &scalprof_model::Point, r: &LockRow) -> Option<f64> {
-    let t = p.value as f64 * 1e9 / p.throughput.filter(|&x| x > 0.0)?;
+    let t = p.thread_ns_per_op()?;
     let with_cpu = cost_per_op(r, r.wait_ns_per_op?);
     // Rows made from samples alone have no wait: keep them when they spun at all.
     if r.total_wait_ns == 0 && r.spin_ns.unwrap_or(0) > 0 {

@@ -26,12 +26,6 @@ pub struct Series {
     pub late: Option<Vec<Option<f64>>>,
 }
 
-/// Thread-ns per unit of work, from the clean throughput.
-pub fn thread_ns_per_op(p: &Point) -> Option<f64> {
-    let x = p.throughput.filter(|&x| x > 0.0)?;
-    Some(p.value as f64 * 1e9 / x)
-}
-
 /// CPU ns per unit of work, from the clean repeats' user + system time.
 fn cpu_ns_per_op(p: &Point) -> Option<f64> {
     let x = p.throughput.filter(|&x| x > 0.0)?;

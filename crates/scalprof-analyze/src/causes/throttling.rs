@@ -15,7 +15,7 @@ use scalprof_model::{
 };
 
 use super::{Cause, Run};
-use crate::budget::series::{thread_ns_per_op, Series};
+use crate::budget::series::Series;
 
 /// The cause: a CPU quota's throttled time, per unit of work, and its finding.
 pub(crate) struct Throttling;
@@ -91,7 +91,7 @@ fn throttle_series(points: &[Point]) -> Option<Series> {
         .map(|(p, t)| {
             let t = t.as_ref()?;
             // denied CPU-s per wall second, over the threads' seconds per unit of work.
-            Some(t.denied_per_s / p.value.max(1) as f64 * thread_ns_per_op(p)?)
+            Some(t.denied_per_s / p.value.max(1) as f64 * p.thread_ns_per_op()?)
         })
         .collect();
     Some(Series {

@@ -49,10 +49,8 @@ fn lost_thread_time(points: &[(&Point, f64, &LockProfile)]) -> Option<f64> {
     let &(last_point, last_work, _) = points.last()?;
     let (first_point, first_work, _) = points[0];
     // From the clean throughput (work units per second): N threads' time per unit.
-    let thread_time_per_op = |p: &Point, work: f64| -> Option<f64> {
-        let x = p.throughput?;
-        (work > 0.0 && x > 0.0).then(|| p.value as f64 * 1e9 / x)
-    };
+    let thread_time_per_op =
+        |p: &Point, work: f64| -> Option<f64> { p.thread_ns_per_op().filter(|_| work > 0.0) };
     let t_last = thread_time_per_op(last_point, last_work)?;
     let t_first = thread_time_per_op(first_point, first_work)?;
     let lost = if points.len() == 1 {

@@ -97,9 +97,10 @@ pub enum Command {
     /// record locks, pwrite, …), each swept over worker counts as a stored run with its
     /// diagnosis; prints a rates table with each test's top cause.
     Suite(SuiteArgs),
-    /// Build the pathology corpus of C programs
+    /// Build the pathology corpus of small programs
     ///
-    /// Build the pathology corpus (small C programs reproducing each case study).
+    /// Build the pathology corpus: small C programs reproducing each case study, one of
+    /// them statically linked, and a Rust one (rustc -O -g, when rustc is installed).
     Corpus(CorpusArgs),
     /// Write a flame graph of a point, or a diff
     ///

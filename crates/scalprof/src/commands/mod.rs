@@ -1,21 +1,43 @@
 //! One function per command; `main` dispatches to them.
 
 mod compare;
+mod complexity;
+mod corpus;
 mod demo;
 mod docs;
+mod export;
+mod fit;
+mod flame;
+mod gc;
 mod history;
-mod inspect;
-mod record;
+mod import;
+mod layout;
+mod locks;
+mod report;
+mod run;
 mod runs;
+mod show;
+mod suite;
 mod verify;
 
 pub use compare::compare;
+pub use complexity::complexity;
+pub use corpus::corpus;
 pub use demo::demo;
 pub use docs::{completions, man};
+pub use export::export;
+pub use fit::fit;
+pub use flame::flame;
+pub use gc::gc;
 pub use history::history;
-pub use inspect::{corpus, export, fit, flame, layout, report, show};
-pub use record::{complexity, import, locks, run, suite};
-pub use runs::{gc, runs};
+pub use import::import;
+pub use layout::layout;
+pub use locks::locks;
+pub use report::report;
+pub use run::run;
+pub use runs::runs;
+pub use show::show;
+pub use suite::suite;
 pub use verify::verify;
 
 use std::process::ExitCode;

@@ -26,6 +26,26 @@ use std::path::PathBuf;
 use scalprof_model::layout::SharingInputs;
 use scalprof_model::{Finding, Host, PointRepeat, RunHeader, RunStatus, Sweep, ThroughputSource};
 
+/// What an SQLite error says about the disk under the store, for the user's hint (the
+/// binary asks this, not SQLite's own error codes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DiskFault {
+    /// "database or disk is full".
+    Full,
+    /// "disk I/O error": also how SQLite reports a -shm file that cannot grow, or a write
+    /// past the file-size limit.
+    Io,
+}
+
+/// The disk fault an error of an error chain reports, when it is SQLite's.
+pub fn disk_fault(e: &(dyn std::error::Error + 'static)) -> Option<DiskFault> {
+    match e.downcast_ref::<rusqlite::Error>()?.sqlite_error_code()? {
+        rusqlite::ErrorCode::DiskFull => Some(DiskFault::Full),
+        rusqlite::ErrorCode::SystemIoFailure => Some(DiskFault::Io),
+        _ => None,
+    }
+}
+
 /// Why the store could not do what was asked, said so that the user can fix it.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

@@ -45,7 +45,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use scalprof_model::RunStatus;
 use scalprof_pipeline::facade::Interrupt;
-use scalprof_store::Store;
+use scalprof_store::{DiskFault, Store};
 
 fn open_store(cli_db: &Option<std::path::PathBuf>) -> Result<Store> {
     let path = cli_db.clone().unwrap_or_else(scalprof_store::default_path);
@@ -125,11 +125,9 @@ pub fn hint(e: &anyhow::Error, db: &Option<std::path::PathBuf>) -> Option<String
         });
     }
     let full = e.chain().any(|c| {
-        let sqlite = c
-            .downcast_ref::<rusqlite::Error>()
-            .and_then(|e| e.sqlite_error_code());
-        sqlite == Some(rusqlite::ErrorCode::DiskFull)
-            || (sqlite == Some(rusqlite::ErrorCode::SystemIoFailure) && store_disk_full(db))
+        let sqlite = scalprof_store::disk_fault(c);
+        sqlite == Some(DiskFault::Full)
+            || (sqlite == Some(DiskFault::Io) && store_disk_full(db))
             || c.downcast_ref::<std::io::Error>()
                 .and_then(|e| e.raw_os_error())
                 == Some(libc::ENOSPC)
@@ -162,11 +160,8 @@ fn file_size_limit_hint(e: &anyhow::Error, db: &Option<std::path::PathBuf>) -> O
     });
     let store = db.clone().unwrap_or_else(scalprof_store::default_path);
     let sqlite = !scalprof_store::pg::is_url(&store)
-        && e.chain().any(|c| {
-            c.downcast_ref::<rusqlite::Error>()
-                .and_then(|e| e.sqlite_error_code())
-                == Some(rusqlite::ErrorCode::SystemIoFailure)
-        });
+        && e.chain()
+            .any(|c| scalprof_store::disk_fault(c) == Some(DiskFault::Io));
     let what = if ours {
         "stopped the write above".to_string()
     } else if sqlite {

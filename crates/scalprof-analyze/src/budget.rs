@@ -21,7 +21,7 @@
 //! cause it (one thread runs while the other sleeps on the lock it holds), so it only
 //! keeps the share the named causes leave.
 
-use scalprof_model::locks::{Scope, CPU_WAIT, CPU_WAIT_OTHER};
+use scalprof_model::locks::RunQueueBehind;
 use scalprof_model::{Budget, Cause, FindingKind, Point};
 
 pub(crate) mod series;
@@ -105,11 +105,8 @@ fn take_from_cpu_wait(causes: &mut [Cause]) {
     else {
         return;
     };
-    for name in [CPU_WAIT, CPU_WAIT_OTHER] {
-        if let Some(c) = causes
-            .iter_mut()
-            .find(|c| c.scope == Some(Scope::Kernel) && c.subject == name)
-        {
+    for behind in [RunQueueBehind::Own, RunQueueBehind::Other] {
+        if let Some(c) = causes.iter_mut().find(|c| c.run_queue() == Some(behind)) {
             let taken = c.share.min(left);
             c.share -= taken;
             left -= taken;

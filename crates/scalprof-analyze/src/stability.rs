@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use scalprof_model::locks::{LockProfile, Scope, CPU_WAIT, CPU_WAIT_OTHER};
+use scalprof_model::locks::{LockProfile, RunQueueBehind, Scope};
 use scalprof_model::stability::Interval;
 use scalprof_model::Spread;
 use scalprof_model::{
@@ -299,7 +299,7 @@ pub(crate) fn move_interference(causes: &mut Vec<Cause>, p: &Point, cpus: u32) {
         threads
     };
     let s = s * usable / threads;
-    let behind_others = |c: &Cause| c.foreign && c.subject == CPU_WAIT_OTHER;
+    let behind_others = |c: &Cause| c.foreign && c.run_queue() == Some(RunQueueBehind::Other);
     let already: f64 = causes
         .iter()
         .filter(|c| behind_others(c))
@@ -307,7 +307,7 @@ pub(crate) fn move_interference(causes: &mut Vec<Cause>, p: &Point, cpus: u32) {
         .sum();
     let Some(own) = causes
         .iter_mut()
-        .find(|c| c.scope == Some(Scope::Kernel) && c.subject == CPU_WAIT)
+        .find(|c| c.run_queue() == Some(RunQueueBehind::Own))
     else {
         return;
     };
@@ -322,7 +322,7 @@ pub(crate) fn move_interference(causes: &mut Vec<Cause>, p: &Point, cpus: u32) {
             late_share: 0.0,
             kind: FindingKind::BlockedWait,
             scope: Some(Scope::Kernel),
-            subject: CPU_WAIT_OTHER.into(),
+            subject: RunQueueBehind::Other.row_name().into(),
             share: moved,
             share_interval: None,
             foreign: true,
@@ -347,12 +347,13 @@ fn traced_share(traced: &[Repeat]) -> Option<f64> {
 
 /// Whether a budget cause is the time the workload waited behind other processes.
 pub fn is_foreign(scope: Option<Scope>, subject: &str) -> bool {
-    scope == Some(Scope::Kernel) && subject == CPU_WAIT_OTHER
+    RunQueueBehind::of(scope, subject) == Some(RunQueueBehind::Other)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use scalprof_model::locks::{CPU_WAIT, CPU_WAIT_OTHER};
     use scalprof_model::{Cause, FindingKind};
 
     fn budget(causes: &[(&str, f64)]) -> Budget {

@@ -52,6 +52,14 @@ pub struct Cause {
     pub detail: String,
 }
 
+impl Cause {
+    /// Which wait for a CPU this cause is (behind the workload's own threads, other
+    /// processes, scalprof), if it is one.
+    pub fn run_queue(&self) -> Option<locks::RunQueueBehind> {
+        locks::RunQueueBehind::of(self.scope, &self.subject)
+    }
+}
+
 fn is_zero(x: &f64) -> bool {
     *x == 0.0
 }

@@ -147,6 +147,44 @@ pub enum RunQueueBehind {
     IdleWakeup,
 }
 
+impl RunQueueBehind {
+    /// Every kind, in the order the lock table lists their rows.
+    pub const ALL: [RunQueueBehind; 4] = [
+        RunQueueBehind::Own,
+        RunQueueBehind::Other,
+        RunQueueBehind::Observer,
+        RunQueueBehind::IdleWakeup,
+    ];
+
+    /// The name of its row in the lock table, and of its cause in a budget.
+    pub fn row_name(self) -> &'static str {
+        match self {
+            RunQueueBehind::Own => CPU_WAIT,
+            RunQueueBehind::Other => CPU_WAIT_OTHER,
+            RunQueueBehind::Observer => CPU_WAIT_OBSERVER,
+            RunQueueBehind::IdleWakeup => IDLE_WAKEUP,
+        }
+    }
+
+    /// Its row's address label (`runqueue`, `runqueue:other`, …).
+    pub fn address(self) -> &'static str {
+        match self {
+            RunQueueBehind::Own => "runqueue",
+            RunQueueBehind::Other => "runqueue:other",
+            RunQueueBehind::Observer => "runqueue:scalprof",
+            RunQueueBehind::IdleWakeup => "wakeup:idle",
+        }
+    }
+
+    /// The kind a kernel row or cause named `name` is, if it is one of these.
+    pub fn of(scope: Option<Scope>, name: &str) -> Option<RunQueueBehind> {
+        if scope != Some(Scope::Kernel) {
+            return None;
+        }
+        Self::ALL.into_iter().find(|k| k.row_name() == name)
+    }
+}
+
 /// A copy of a waiting thread's user stack, taken as it blocked on a futex or in another
 /// system call; `wait_ns` is how long it then waited (0 if it had not been woken when
 /// tracing stopped).
@@ -441,6 +479,11 @@ impl std::fmt::Display for Scope {
 }
 
 impl LockRow {
+    /// Which run-queue row this is (waiting for a CPU behind whom), if it is one.
+    pub fn run_queue(&self) -> Option<RunQueueBehind> {
+        RunQueueBehind::of(Some(self.scope), &self.name)
+    }
+
     /// A row with no waits yet: counts zero, no callers, holders or attribution, address
     /// unknown. Fill in what is known with struct update syntax.
     pub fn new(scope: Scope, name: impl Into<String>, lock_type: LockKind) -> LockRow {

@@ -378,7 +378,9 @@ pub(crate) fn tracing_line(doc: &RunDocument) -> Option<String> {
             let behind: u64 = p.locks.as_ref().map_or(0, |l| {
                 l.rows
                     .iter()
-                    .filter(|r| r.name == scalprof_model::locks::CPU_WAIT_OBSERVER)
+                    .filter(|r| {
+                        r.run_queue() == Some(scalprof_model::locks::RunQueueBehind::Observer)
+                    })
                     .map(|r| r.total_wait_ns)
                     .sum()
             });

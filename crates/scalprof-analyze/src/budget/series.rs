@@ -2,7 +2,7 @@
 //! (waits and their on-CPU time), kernel hotspots, serial phases, shared cache lines, and
 //! scalprof's own overhead.
 
-use scalprof_model::locks::{LockKind, LockRow, Scope, CPU_WAIT_OBSERVER};
+use scalprof_model::locks::{LockKind, LockRow, RunQueueBehind, Scope};
 use scalprof_model::profile::folded;
 use scalprof_model::vocabulary::{
     blocking_call_of, in_user_lock, is_futex_path, is_spin_path, is_user_lock_code,
@@ -440,7 +440,7 @@ pub fn observer_wait_ns(points: &[Point], work: &[f64]) -> Vec<Option<f64>> {
             let rows = &p.locks.as_ref()?.rows;
             let ns: u64 = rows
                 .iter()
-                .filter(|r| r.scope == Scope::Kernel && r.name == CPU_WAIT_OBSERVER)
+                .filter(|r| r.run_queue() == Some(RunQueueBehind::Observer))
                 .map(|r| r.total_wait_ns)
                 .sum();
             (w > 0.0).then(|| ns as f64 / w * dilation(p))

@@ -3,7 +3,7 @@
 //! thread-time per operation.
 
 use scalprof_model::compare::CauseChange;
-use scalprof_model::locks::LockKind;
+use scalprof_model::locks::{LockKind, RunQueueBehind};
 use scalprof_model::profile::ScalingDiff;
 use scalprof_model::vocabulary;
 use scalprof_model::{Point, RunDocument};
@@ -109,7 +109,7 @@ fn lock_waits(p: &Point) -> Vec<(String, f64)> {
         // budget; between two runs it is a difference of its own (a latency-bound
         // baseline, CPUs left idle by a flush).
         .filter(|r| {
-            (r.attributed_to.is_none() || r.name == scalprof_model::locks::IDLE_WAKEUP)
+            (r.attributed_to.is_none() || r.run_queue() == Some(RunQueueBehind::IdleWakeup))
                 && r.lock_type != LockKind::Idle
         })
         .filter(|r| r.is_lock() || r.lock_type.is_blocked_wait())

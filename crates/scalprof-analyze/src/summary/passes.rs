@@ -2,7 +2,7 @@
 //! speedups, the model, warnings; profiles and the findings they support; lock tables and
 //! lock findings; the time budget and the scores; the findings' last touches; complexity.
 
-use scalprof_model::locks::{LockProfile, Scope};
+use scalprof_model::locks::{LockProfile, RunQueueBehind, Scope};
 use scalprof_model::vocabulary;
 use scalprof_model::{
     ComplexityReport, Finding, FindingKind, Model, Point, PointProfile, Repeat, RunHeader,
@@ -296,7 +296,8 @@ fn name_the_cpu_limit(header: &RunHeader, findings: &mut [Finding]) {
         return;
     }
     for f in findings.iter_mut().filter(|f| {
-        f.kind == FindingKind::BlockedWait && f.subject == scalprof_model::locks::CPU_WAIT
+        f.kind == FindingKind::BlockedWait
+            && RunQueueBehind::of(f.scope, &f.subject) == Some(RunQueueBehind::Own)
     }) {
         f.suggestion.push_str(&format!(
             "; the workload may use {usable} of the {} CPUs here, set by {}",

@@ -488,7 +488,7 @@ pub(super) fn idle_wakeups(header: &RunHeader, points: &[Point]) -> Vec<Warning>
             .locks
             .iter()
             .flat_map(|l| &l.rows)
-            .find(|r| r.name == scalprof_model::locks::IDLE_WAKEUP)
+            .find(|r| r.run_queue() == Some(scalprof_model::locks::RunQueueBehind::IdleWakeup))
             .and_then(|r| r.wait_ns_per_op)
         else {
             continue;

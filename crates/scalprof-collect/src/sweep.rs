@@ -326,16 +326,16 @@ impl Collectors for SystemCollectors {
 
 /// Runs the sweep with the system's collectors. Returns how it ended; every finished
 /// repeat went to the sink.
-pub fn run(
+pub fn execute_plan(
     plan: &SweepPlan,
     sink: &mut dyn SweepSink,
     interrupt: &Interrupt,
 ) -> Result<SweepEnd, CollectError> {
-    run_with(plan, &mut SystemCollectors, sink, interrupt)
+    execute_plan_with(plan, &mut SystemCollectors, sink, interrupt)
 }
 
 /// Runs the sweep with the given collectors.
-pub fn run_with(
+pub fn execute_plan_with(
     plan: &SweepPlan,
     collectors: &mut dyn Collectors,
     sink: &mut dyn SweepSink,

@@ -6,9 +6,9 @@
 //! store → merge each point's repeats → analyze → run document
 //! ```
 //!
-//! - [`sweep::run`] runs a sweep and stores every repeat the moment it finishes; what
+//! - [`sweep::record`] runs a sweep and stores every repeat the moment it finishes; what
 //!   happens along the way is reported to an [`Observer`] (the CLI draws a progress bar).
-//!   [`sweep::run_with`] reads as its steps: validate, create the run, execute, record the
+//!   [`sweep::record_with`] reads as its steps: validate, create the run, execute, record the
 //!   end, the sharing sites, assemble the document once.
 //! - [`load`] reads everything a run document is computed from, merging each point's
 //!   profiles and lock tables once; [`document`] computes the document from it. Nothing
@@ -43,7 +43,7 @@ use scalprof_model::{PointProfile, RunDocument, RunInputs};
 use scalprof_store::Store;
 
 pub use check::{check, Checked, Refusal};
-pub use sweep::{run, Event, Observer, RunOptions, RunOutcome};
+pub use sweep::{record, Event, Observer, RunOptions, RunOutcome};
 
 /// Everything the run document of a stored run is computed from.
 pub fn load(store: &Store, id: i64) -> Result<RunInputs> {

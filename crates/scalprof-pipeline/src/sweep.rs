@@ -75,20 +75,20 @@ impl Observer for () {}
 
 /// Runs a sweep into the store and returns its run document. A sweep stopped by a failed
 /// repeat or a signal still returns (with `end` saying why); every finished repeat is kept.
-pub fn run(
+pub fn record(
     store: &Store,
     opts: &RunOptions,
     observer: &mut dyn Observer,
     interrupt: &Interrupt,
 ) -> Result<RunOutcome> {
-    run_with(store, opts, &mut SystemCollectors, observer, interrupt)
+    record_with(store, opts, &mut SystemCollectors, observer, interrupt)
 }
 
-/// [`run`] with the given collectors (tests inject failing or scripted ones). Reads as
+/// [`record`] with the given collectors (tests inject failing or scripted ones). Reads as
 /// its steps: check → create the run → execute the sweep (each repeat committed,
 /// its locks named and its samples symbolized as it ends, in [`StoreSink`]) → record the
 /// end → the sharing sites, while the symbols are loaded → assemble the document once.
-pub fn run_with(
+pub fn record_with(
     store: &Store,
     opts: &RunOptions,
     collectors: &mut dyn Collectors,
@@ -133,7 +133,7 @@ pub fn run_with(
         first: plan.values.first().copied(),
         last: plan.values.last().copied(),
     };
-    let end = sweep::run_with(&plan, collectors, &mut sink, interrupt);
+    let end = sweep::execute_plan_with(&plan, collectors, &mut sink, interrupt);
     let symbols = sink.symbols.take();
     let end = record_end(store, id, end)?;
     let mut inputs = crate::load(store, id)?;

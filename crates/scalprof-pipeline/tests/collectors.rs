@@ -10,7 +10,7 @@ use scalprof_collect::sweep::{Collectors, LockCollector, ProfileCollector};
 use scalprof_collect::{CollectError, LockTracerError, ProfilingError};
 use scalprof_model::locks::{RawLocks, UserLockRaw};
 use scalprof_model::{SweepParameter, ThroughputSource};
-use scalprof_pipeline::sweep::{run_with, RunOptions, RunOutcome};
+use scalprof_pipeline::sweep::{record_with, RunOptions, RunOutcome};
 use scalprof_pipeline::{Event, Observer};
 use scalprof_store::Store;
 
@@ -176,7 +176,7 @@ fn sweep(collectors: &mut dyn Collectors) -> (RunOutcome, Notices) {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&dir.path().join("runs.db")).unwrap();
     let mut notices = Notices::default();
-    let out = run_with(
+    let out = record_with(
         &store,
         &options(),
         collectors,

@@ -21,7 +21,7 @@ pub struct Show {
     pub json: Option<PathBuf>,
 }
 
-pub fn run(
+pub fn record_and_show(
     store: &Store,
     opts: &RunOptions,
     show: &Show,
@@ -32,7 +32,7 @@ pub fn run(
         parameter: opts.parameter,
         started: None,
     };
-    let outcome = scalprof_pipeline::run(store, opts, &mut progress, interrupt);
+    let outcome = scalprof_pipeline::record(store, opts, &mut progress, interrupt);
     progress.bar.finish_and_clear();
     let outcome = outcome.map_err(crate::refusal::reworded)?;
     let id = outcome.id;

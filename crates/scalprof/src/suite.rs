@@ -51,7 +51,7 @@ impl SuiteObserver for Terminal<'_> {
             summary: false,
             json: None,
         };
-        run::run(self.store, opts, &show, self.interrupt)
+        run::record_and_show(self.store, opts, &show, self.interrupt)
     }
 
     fn test_done(&mut self, result: &TestResult) {

@@ -48,7 +48,7 @@ impl Hook {
 /// value put in for `{parameter}` and in the environment, as the workload gets it. Its
 /// standard error goes to a file beside the step's outputs, kept only when it fails.
 /// Stopped by Ctrl-C it is no failure: the caller sees the interrupt.
-pub(super) fn run(
+pub(super) fn run_hook(
     plan: &SweepPlan,
     hook: Hook,
     step: &Step,
@@ -130,7 +130,7 @@ fn last_line(path: &Path) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::super::tests::{one_sweep_at_a_time, plan, Collect};
-    use super::super::{run, SweepEnd};
+    use super::super::{execute_plan, SweepEnd};
     use crate::interrupt::Interrupt;
 
     #[test]
@@ -145,7 +145,7 @@ mod tests {
         p.cleanup = Some(format!("echo cleanup {{threads}} >> {l}"));
         let mut sink = Collect(vec![], 0);
         assert_eq!(
-            run(&p, &mut sink, &Interrupt::manual()).unwrap(),
+            execute_plan(&p, &mut sink, &Interrupt::manual()).unwrap(),
             SweepEnd::Complete
         );
         let got = std::fs::read_to_string(&log).unwrap();
@@ -170,7 +170,7 @@ mod tests {
         p.warmup = 0;
         p.prepare = Some("[ {threads} -ne 2 ] || { echo no database >&2; exit 4; }".into());
         let mut sink = Collect(vec![], 0);
-        let err = run(&p, &mut sink, &Interrupt::manual())
+        let err = execute_plan(&p, &mut sink, &Interrupt::manual())
             .unwrap_err()
             .to_string();
         assert!(
@@ -192,7 +192,7 @@ mod tests {
         p.warmup = 0;
         p.cleanup = Some("exit 1".into());
         let mut sink = Collect(vec![], 0);
-        let err = run(&p, &mut sink, &Interrupt::manual())
+        let err = execute_plan(&p, &mut sink, &Interrupt::manual())
             .unwrap_err()
             .to_string();
         assert_eq!(
@@ -210,7 +210,7 @@ mod tests {
         (p.values, p.repeat, p.warmup) = (vec![1], 1, 0);
         p.prepare = Some("sleep 0.6".into());
         let mut sink = Collect(vec![], 0);
-        run(&p, &mut sink, &Interrupt::manual()).unwrap();
+        execute_plan(&p, &mut sink, &Interrupt::manual()).unwrap();
         let wall_s = sink.0[0].1.wall_s;
         assert!(
             wall_s < 0.5,

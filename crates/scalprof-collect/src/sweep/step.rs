@@ -57,13 +57,13 @@ pub(super) fn run_step(
     announce(plan, step, sink)?;
     let spec = exec_spec(plan, step)?;
     // Outside the timed window, before and after, whatever the repeat's outcome.
-    hooks::run(plan, Hook::Prepare, step, &spec, interrupt)?;
+    hooks::run_hook(plan, Hook::Prepare, step, &spec, interrupt)?;
     if interrupt.requested() {
         return Ok(Stepped::End(SweepEnd::Interrupted(interrupt.signal())));
     }
     let stepped = execute(plan, step, &spec, collectors, sink, interrupt, state)?;
     if !interrupt.requested() {
-        hooks::run(plan, Hook::Cleanup, step, &spec, interrupt)?;
+        hooks::run_hook(plan, Hook::Cleanup, step, &spec, interrupt)?;
     }
     Ok(stepped)
 }

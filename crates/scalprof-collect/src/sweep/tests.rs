@@ -1,8 +1,9 @@
 //! The sweep's tests: lists, substitution, ops, and whole sweeps of `sh -c` scripts.
 
 use super::{
-    default_values, match_ops, parameter_env, parse_ops, parse_values, run, substitute, AttachSpec,
-    Interrupt, Keep, OutputPolicy, Regex, Repeat, SweepEnd, SweepEvent, SweepPlan, SweepSink,
+    default_values, execute_plan, match_ops, parameter_env, parse_ops, parse_values, substitute,
+    AttachSpec, Interrupt, Keep, OutputPolicy, Regex, Repeat, SweepEnd, SweepEvent, SweepPlan,
+    SweepSink,
 };
 
 #[test]
@@ -122,7 +123,7 @@ fn a_flood_of_output_keeps_its_head_and_tail() {
         stderr: Keep::HeadTail(1000),
     };
     let mut sink = Collect(vec![], 0);
-    run(&p, &mut sink, &Interrupt::manual()).unwrap();
+    execute_plan(&p, &mut sink, &Interrupt::manual()).unwrap();
     let r = &sink.0[0].1;
     assert_eq!(r.ops, Some(7), "ops read before the cut");
     let text = std::fs::read_to_string(r.stdout_path.as_ref().unwrap()).unwrap();
@@ -143,7 +144,7 @@ fn runs_every_point_and_reads_ops() {
     );
     let mut sink = Collect(vec![], 0);
     assert_eq!(
-        run(&p, &mut sink, &Interrupt::manual()).unwrap(),
+        execute_plan(&p, &mut sink, &Interrupt::manual()).unwrap(),
         SweepEnd::Complete
     );
     assert_eq!(sink.1, 3, "one warm-up per point");
@@ -171,7 +172,7 @@ fn a_failure_stops_the_sweep_unless_keep_going() {
     let mut sink = Collect(vec![], 0);
     let mut p = plan(&dir, script, false);
     p.warmup = 0;
-    match run(&p, &mut sink, &Interrupt::manual()).unwrap() {
+    match execute_plan(&p, &mut sink, &Interrupt::manual()).unwrap() {
         SweepEnd::Failed { value, repeat } => {
             assert_eq!(value, 2);
             assert_eq!(repeat.exit_code, Some(1));
@@ -182,7 +183,7 @@ fn a_failure_stops_the_sweep_unless_keep_going() {
     let mut sink = Collect(vec![], 0);
     p.keep_going = true;
     assert_eq!(
-        run(&p, &mut sink, &Interrupt::manual()).unwrap(),
+        execute_plan(&p, &mut sink, &Interrupt::manual()).unwrap(),
         SweepEnd::Complete
     );
     assert_eq!(sink.0.len(), 6);
@@ -208,7 +209,7 @@ fn an_interrupt_keeps_finished_repeats() {
     }
     let mut sink = StopAfter(Collect(vec![], 0), interrupt.clone());
     assert_eq!(
-        run(&p, &mut sink, &interrupt).unwrap(),
+        execute_plan(&p, &mut sink, &interrupt).unwrap(),
         SweepEnd::Interrupted(None)
     );
     assert_eq!(sink.0 .0.len(), 3);

@@ -35,6 +35,6 @@ pub fn complexity(db: &Option<PathBuf>, args: cli::ComplexityArgs) -> Result<Exi
         summary: true,
         json: args.json,
     };
-    let outcome = crate::run::run(&store, &opts, &show, &interrupt)?;
+    let outcome = crate::run::record_and_show(&store, &opts, &show, &interrupt)?;
     Ok(exit_code_for(&outcome.doc, &interrupt))
 }

@@ -52,7 +52,7 @@ pub fn demo(db: &Option<std::path::PathBuf>, args: cli::DemoArgs) -> Result<Exit
             summary: true,
             json: None,
         };
-        let outcome = crate::run::run(&store, &opts, &show, &interrupt)?;
+        let outcome = crate::run::record_and_show(&store, &opts, &show, &interrupt)?;
         if outcome.doc.status != RunStatus::Complete {
             return Ok(exit_code_for(&outcome.doc, &interrupt));
         }

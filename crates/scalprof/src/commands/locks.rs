@@ -41,7 +41,7 @@ pub fn locks(db: &Option<PathBuf>, args: cli::LocksArgs) -> Result<ExitCode> {
         summary: false,
         json: args.json,
     };
-    let outcome = crate::run::run(&store, &opts, &show, &interrupt)?;
+    let outcome = crate::run::record_and_show(&store, &opts, &show, &interrupt)?;
     let doc = &outcome.doc;
     let mut no_lock_data = doc.points.iter().any(|p| p.locks.is_none());
     // `--json -`: the document alone on standard output.

@@ -35,7 +35,7 @@ pub fn run(db: &Option<PathBuf>, args: cli::RunArgs) -> Result<ExitCode> {
         summary: true,
         json: args.json.clone().filter(|_| !args.verify),
     };
-    let outcome = crate::run::run(&store, &opts, &show, &interrupt)?;
+    let outcome = crate::run::record_and_show(&store, &opts, &show, &interrupt)?;
     if args.verify {
         verify_after(&store, &outcome, &interrupt)?;
         if let Some(path) = &args.json {

@@ -31,6 +31,7 @@ pub mod label;
 mod options;
 mod packages;
 pub mod runtimes;
+pub mod sampling;
 pub mod seal;
 pub mod suite;
 pub mod sweep;

@@ -161,44 +161,6 @@ pub struct RunArgs {
     pub command: Vec<String>,
 }
 
-/// The sampler's data rate that the default frequency keeps under: user stack copies of
-/// every busy CPU, per second.
-const SAMPLE_DATA_LIMIT: u64 = 512 << 20;
-
-/// The default sampling frequency.
-const DEFAULT_FREQ: u64 = 999;
-
-/// The sampling frequency for `busy` CPUs copying `stack` bytes per sample: the one asked
-/// for, or the default lowered (to no less than 99 Hz) to keep the data rate under
-/// [`SAMPLE_DATA_LIMIT`]; and what to say about it.
-pub fn sampling_frequency(busy: u64, asked: Option<u64>, stack: u32) -> (u64, Option<String>) {
-    let rate = |freq: u64| busy.max(1) * freq * u64::from(stack);
-    let mib = |bytes: u64| bytes as f64 / f64::from(1 << 20);
-    match asked {
-        Some(freq) if rate(freq) > SAMPLE_DATA_LIMIT => (
-            freq,
-            Some(format!(
-                "{busy} CPUs × {freq} Hz × {} KiB stack copies = {:.0} MiB/s of samples: expect lost samples and a long symbolizing step; lower --freq or --stack-size",
-                stack / 1024,
-                mib(rate(freq))
-            )),
-        ),
-        Some(freq) => (freq, None),
-        None if rate(DEFAULT_FREQ) > SAMPLE_DATA_LIMIT => {
-            let freq = (SAMPLE_DATA_LIMIT / (busy.max(1) * u64::from(stack))).max(99);
-            (
-                freq,
-                Some(format!(
-                    "sampling at {freq} Hz, not {DEFAULT_FREQ}: {busy} CPUs × {} KiB stack copies would be {:.0} MiB/s of samples (--freq sets it)",
-                    stack / 1024,
-                    mib(rate(DEFAULT_FREQ))
-                )),
-            )
-        }
-        None => (DEFAULT_FREQ, None),
-    }
-}
-
 impl RunArgs {
     /// The sweep these flags ask for: the one place `run`'s flags become options; with
     /// what to say about the sampling frequency, where it is not the one asked for.
@@ -209,19 +171,11 @@ impl RunArgs {
             .as_deref()
             .map(scalprof_pipeline::facade::parse_sweep_list)
             .transpose()?;
-        // The CPUs busy at the largest point: its threads, at most the CPUs; every CPU
-        // where the whole machine is sampled.
-        let cpus = u64::from(scalprof_pipeline::facade::online_cpus());
-        let widest = values
-            .as_ref()
-            .and_then(|v| v.iter().max().copied())
-            .unwrap_or(cpus);
-        let busy = if self.attach.is_empty() && self.attach_name.is_empty() && !self.system_wide {
-            widest.min(cpus)
-        } else {
-            cpus
-        };
-        let (freq, notice) = sampling_frequency(busy, self.freq, self.stack_size);
+        let whole_machine =
+            !self.attach.is_empty() || !self.attach_name.is_empty() || self.system_wide;
+        let busy = scalprof_pipeline::sampling::busy_cpus(values.as_deref(), whole_machine);
+        let (freq, notice) =
+            scalprof_pipeline::sampling::frequency(busy, self.freq, self.stack_size);
         let notice = notice.filter(|_| !self.no_profile);
         Ok((
             scalprof_pipeline::RunOptions {
@@ -268,27 +222,6 @@ impl RunArgs {
             notice,
         ))
     }
-}
-
-#[cfg(test)]
-#[test]
-fn the_default_frequency_keeps_the_sample_data_rate_bounded() {
-    // Up to 64 busy CPUs, 999 Hz with 8 KiB copies fits.
-    assert_eq!(sampling_frequency(64, None, 8192), (999, None));
-    assert_eq!(sampling_frequency(2, None, 8192), (999, None));
-    // 128 CPUs: half the frequency, said.
-    let (f, said) = sampling_frequency(128, None, 8192);
-    assert_eq!(f, 512);
-    assert!(said.unwrap().contains("sampling at 512 Hz, not 999"));
-    // Larger copies lower it further, never below 99 Hz.
-    assert_eq!(sampling_frequency(256, None, 65536).0, 99);
-    // Asked for: kept, with a warning when it is too much.
-    assert_eq!(sampling_frequency(128, Some(999), 8192).0, 999);
-    assert!(sampling_frequency(128, Some(999), 8192)
-        .1
-        .unwrap()
-        .contains("lower --freq"));
-    assert_eq!(sampling_frequency(4, Some(4999), 8192), (4999, None));
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]

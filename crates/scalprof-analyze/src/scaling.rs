@@ -36,6 +36,32 @@ pub struct FunctionCosts {
     pub total_samples: u64,
 }
 
+/// The function a stack's self cost is the program's: its leaf, or, where the leaf is
+/// Rust's standard library or the map it builds on (inlined into the program, as
+/// `core::intrinsics::likely` inside a `HashMap` lookup is), the innermost frame outside
+/// it: the program's function that called it. A stack of library frames alone keeps its
+/// leaf.
+fn own_leaf<'a>(frames: &[&'a str]) -> Option<&'a str> {
+    // Demangled Rust names carry no parameter list; C++'s (`std::vector<int>::push_back
+    // (int const&)`) keep their own self cost.
+    let library =
+        |f: &str| scalprof_model::vocabulary::is_rust_library_frame(f) && !f.contains('(');
+    let leaf = frames.last().copied()?;
+    if !library(leaf) {
+        return Some(leaf);
+    }
+    // The first frame is the process name.
+    Some(
+        frames
+            .iter()
+            .skip(1)
+            .rev()
+            .find(|f| !library(f))
+            .copied()
+            .unwrap_or(leaf),
+    )
+}
+
 pub fn function_costs(p: &PointProfile) -> FunctionCosts {
     let mut c = FunctionCosts::default();
     let mut seen: HashSet<&str> = HashSet::new();
@@ -46,7 +72,7 @@ pub fn function_costs(p: &PointProfile) -> FunctionCosts {
         let frames: Vec<&str> = folded::frames(&f.stack).collect();
         // A runtime's own work (its GC, its JIT compiler) is one function, its name.
         let work = scalprof_model::vocabulary::runtime_work(&f.stack);
-        if let Some(leaf) = work.or(frames.last().copied()) {
+        if let Some(leaf) = work.or_else(|| own_leaf(&frames)) {
             *c.self_weight.entry(leaf.to_string()).or_default() += f.weight;
             *c.self_samples.entry(leaf.to_string()).or_default() += f.samples;
         }
@@ -341,6 +367,29 @@ pub fn serial_fractions(points: &[(u64, Option<f64>, &PointProfile)]) -> Vec<Fin
 mod tests {
     use super::*;
     use scalprof_model::FoldedStack;
+
+    #[test]
+    fn rust_library_code_inlined_in_a_function_is_that_function_s_self_cost() {
+        let stack = |s: &'static str| s.split(';').collect::<Vec<_>>();
+        // hashbrown's lookup inlined into the program's function, down to an intrinsic.
+        let rust = stack(
+            "rust_mutex;start_thread;rust_mutex::worker;rust_mutex::route_lookup;\
+             hashbrown::raw::RawTable<T,A>::find;core::intrinsics::likely",
+        );
+        assert_eq!(own_leaf(&rust), Some("rust_mutex::route_lookup"));
+        // C's and C++'s leaves stay theirs; a stack of library frames alone keeps its leaf.
+        assert_eq!(
+            own_leaf(&stack("p;worker;__memmove_avx")),
+            Some("__memmove_avx")
+        );
+        let cpp = stack("p;worker;std::vector<int>::push_back(int const&)");
+        assert_eq!(
+            own_leaf(&cpp),
+            Some("std::vector<int>::push_back(int const&)")
+        );
+        let only = stack("p;std::rt::lang_start;core::hint::black_box");
+        assert_eq!(own_leaf(&only), Some("core::hint::black_box"));
+    }
 
     fn profile(stacks: &[(&str, u64)]) -> PointProfile {
         PointProfile {

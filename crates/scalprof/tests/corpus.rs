@@ -164,6 +164,12 @@ fn a_rust_std_mutex_is_named_by_its_static_and_the_function_that_locks_it() {
     no_finding_names_lock_code(&run.doc);
     for f in &run.doc.findings {
         assert!(!f.subject.starts_with("_ZN"), "a mangled name: {}", json(f));
+        // std's code inlined in route_lookup is route_lookup's cost, the lock's section.
+        assert!(
+            !scalprof_model::vocabulary::is_rust_library_frame(&f.subject),
+            "a cause named by std: {}",
+            json(f)
+        );
         assert!(
             !(matches!(f.kind, FindingKind::TrueSharing | FindingKind::FalseSharing)
                 && f.subject.contains("ROUTES")),

@@ -3,7 +3,7 @@
 
 use scalprof_model::locks::{LockAddress, LockKind, LockRow, Scope, Side, CPU_WAIT_OTHER};
 use scalprof_model::units::human_ns;
-use scalprof_model::vocabulary::Pat::{self, Exact, Prefix};
+use scalprof_model::vocabulary::Pat::{self, Contains, Exact, Prefix};
 
 use super::evidence::{blocked_holder, holder_wait, long_holder, share_of};
 use super::LockSeries;
@@ -218,6 +218,15 @@ const ADVICE: &[(LockMatch, &str)] = &[
          less, stripe it, or hand work over in batches (drainTo, larger tasks)",
     ),
     (
+        // Rust's std locks wait on the futex themselves (no pthread): a Rust program's
+        // static (`crate::NAME`), named as Rust names it.
+        LockMatch::KindNamed(LockKind::Futex, Contains("::")),
+        "shard {name} (a Vec<Mutex<_>> indexed by the key's hash, each padded to its own \
+         cache line, or a sharded map), use an RwLock if it is read mostly, atomics for \
+         counters, or per-thread values merged at the end; and drop the guard before the \
+         slow part",
+    ),
+    (
         LockMatch::InScope(Scope::User),
         "shard {name} (one lock per bucket or per CPU, each on its own cache line), shorten \
          its critical section, or use a read-mostly scheme",
@@ -267,6 +276,17 @@ fn suggestions_fit_the_lock() {
     assert!(gil.contains("GIL") && !gil.contains("shard"), "{gil}");
     let inode = suggestion(&LockKind::Rwsem(None), Scope::Kernel, "i_rwsem");
     assert!(inode.contains("own file"), "{inode}");
+    // A Rust static behind std's futex mutex: Rust's ways to shard; C's mutex keeps C's.
+    let rust = suggestion(&LockKind::Futex, Scope::User, "rust_mutex::ROUTES");
+    assert!(
+        rust.contains("Vec<Mutex<_>>") && rust.contains("RwLock"),
+        "{rust}"
+    );
+    let c = suggestion(&LockKind::Mutex, Scope::User, "table_lock");
+    assert!(
+        c.contains("one lock per bucket") && !c.contains("Vec<"),
+        "{c}"
+    );
     let other = suggestion(&LockKind::Spinlock, Scope::Kernel, "futex hash bucket");
     assert!(!other.contains("mmap"), "{other}");
     // CPython's runtime lock is the interpreter's, in user space only.

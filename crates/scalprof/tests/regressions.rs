@@ -13,10 +13,13 @@ fn commit(i: usize) -> String {
     format!("{:040x}", 0xabc0 + i)
 }
 
+/// Five repeats a point: a global mutex's hand-off rate on 2 CPUs is bimodal between
+/// repeats, and with three, one repeat in the fast mode widened the interval until the
+/// regression's slowdown was not shown (one CI run).
 fn record(db: &Path, program: &str, i: usize) {
     scalprof(db)
         .args([
-            "run", "-t", "1,2", "--repeat", "3", "--label", "kv", "--commit",
+            "run", "-t", "1,2", "--repeat", "5", "--label", "kv", "--commit",
         ])
         .arg(commit(i))
         .arg("--")
@@ -28,7 +31,8 @@ fn record(db: &Path, program: &str, i: usize) {
 
 /// `compare A B --fail-if-slower 10 --junit FILE` with the step summary at `summary`: its
 /// exit status and the JUnit file.
-fn gate(db: &Path, runs: [&str; 2], junit: &Path, summary: &Path) -> (Option<i32>, String) {
+/// And what `compare` printed, for a failure's message.
+fn gate(db: &Path, runs: [&str; 2], junit: &Path, summary: &Path) -> (Option<i32>, String, String) {
     let out = scalprof(db)
         .arg("compare")
         .args(runs)
@@ -40,6 +44,11 @@ fn gate(db: &Path, runs: [&str; 2], junit: &Path, summary: &Path) -> (Option<i32
     (
         out.status.code(),
         std::fs::read_to_string(junit).unwrap_or_default(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
     )
 }
 
@@ -104,15 +113,15 @@ fn history_finds_the_commit_that_took_a_global_lock_and_the_gate_fails_it() {
     );
     assert!(xml.contains("table_lock"), "{xml}");
     // A/A: two runs of one commit pass the gate.
-    let (code, xml) = gate(&db, ["kv~5", "kv~4"], &dir.path().join("aa.xml"), &summary);
-    assert_eq!(code, Some(0), "{xml}");
-    assert!(!xml.contains("<failure"), "{xml}");
+    let (code, xml, said) = gate(&db, ["kv~5", "kv~4"], &dir.path().join("aa.xml"), &summary);
+    assert_eq!(code, Some(0), "{xml}\n{said}");
+    assert!(!xml.contains("<failure"), "{xml}\n{said}");
     // The regression fails it, and the summary names the lock.
-    let (code, xml) = gate(&db, ["kv~3", "kv~2"], &dir.path().join("reg.xml"), &summary);
-    assert_eq!(code, Some(1), "{xml}");
+    let (code, xml, said) = gate(&db, ["kv~3", "kv~2"], &dir.path().join("reg.xml"), &summary);
+    assert_eq!(code, Some(1), "{xml}\n{said}");
     assert!(
         xml.contains("<failure") && xml.contains("table_lock"),
-        "{xml}"
+        "{xml}\n{said}"
     );
     let md = std::fs::read_to_string(&summary).unwrap();
     assert!(md.contains("❌ regression"), "{md}");

@@ -153,35 +153,12 @@ pub fn build(dir: &Path) -> Result<Vec<(&'static str, PathBuf)>> {
     Ok(built)
 }
 
-/// Writes `NAME.rs` to `dir` and compiles it with `rustc -O -g` unless the source is
-/// unchanged and the binary exists. `None` when no Rust compiler runs.
+/// Writes `NAME.rs` to `dir` and compiles it with `rustc -O -g` (`$RUSTC`) unless the
+/// source is unchanged and the binary exists. `None` when no Rust compiler is installed.
 pub fn compile_rust(dir: &Path, name: &str, source: &str) -> Result<Option<PathBuf>> {
-    let dir = &scalprof_collect::private::private_dir(dir)?;
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
-    let src = dir.join(format!("{name}.rs"));
-    let bin = dir.join(name);
-    let changed = write_if_changed(&src, source)?;
-    if !changed && bin.exists() {
-        return Ok(Some(bin));
-    }
-    let out = match Command::new(&rustc)
-        .args(["-O", "-g", "--edition", "2021", "-o"])
-        .arg(&bin)
-        .arg(&src)
-        .output()
-    {
-        Ok(out) => out,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e).with_context(|| format!("running the Rust compiler `{rustc}`")),
-    };
-    if !out.status.success() {
-        bail!(
-            "compiling {} failed:\n{}",
-            src.display(),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(Some(bin))
+    let flags = ["-O", "-g", "--edition", "2021"];
+    compile_source(dir, &format!("{name}.rs"), name, source, &rustc, &flags)
 }
 
 /// Writes `NAME.c` to `dir` and compiles it to `dir/NAME` (-O2 -g -pthread, no frame
@@ -192,31 +169,49 @@ pub fn compile(dir: &Path, name: &str, source: &str) -> Result<PathBuf> {
 
 /// [`compile`] with more compiler flags (`-static`).
 fn compile_with(dir: &Path, name: &str, source: &str, flags: &[&str]) -> Result<PathBuf> {
-    let dir = &scalprof_collect::private::private_dir(dir)?;
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let src = dir.join(format!("{name}.c"));
+    let flags = [&["-O2", "-g", "-pthread"], flags].concat();
+    compile_source(dir, &format!("{name}.c"), name, source, &cc, &flags)?.with_context(|| {
+        format!("running the C compiler `{cc}`: not found (install one: apt-get install -y gcc, or set CC)")
+    })
+}
+
+/// Writes `source` to `dir/file` and runs `compiler FLAGS -o dir/NAME dir/file` unless the
+/// source is unchanged and the binary exists. `None` when the compiler is not installed.
+fn compile_source(
+    dir: &Path,
+    file: &str,
+    name: &str,
+    source: &str,
+    compiler: &str,
+    flags: &[&str],
+) -> Result<Option<PathBuf>> {
+    let dir = &scalprof_collect::private::private_dir(dir)?;
+    let src = dir.join(file);
     let bin = dir.join(name);
     let changed = write_if_changed(&src, source)?;
-    if changed || !bin.exists() {
-        let out = Command::new(&cc)
-            .args(["-O2", "-g", "-pthread"])
-            .args(flags)
-            .arg("-o")
-            .arg(&bin)
-            .arg(&src)
-            .output()
-            .with_context(|| {
-                format!("running the C compiler `{cc}` (install one: apt-get install -y gcc, or set CC)")
-            })?;
-        if !out.status.success() {
-            bail!(
-                "compiling {} failed:\n{}",
-                src.display(),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
+    if !changed && bin.exists() {
+        return Ok(Some(bin));
     }
-    Ok(bin)
+    let out = match Command::new(compiler)
+        .args(flags)
+        .arg("-o")
+        .arg(&bin)
+        .arg(&src)
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("running the compiler `{compiler}`")),
+    };
+    if !out.status.success() {
+        bail!(
+            "compiling {} failed:\n{}",
+            src.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(Some(bin))
 }
 
 fn write_if_changed(path: &Path, text: &str) -> Result<bool> {

@@ -113,24 +113,29 @@ mod tests {
     use crate::budget::tests::{lock, point};
     use scalprof_model::locks::Scope;
 
-    #[test]
-    fn a_program_that_scales_cannot_score_high() {
-        // page_fault1: 1.93× at 2 threads; a lock whose wait grew explains at most the 3.5%.
-        let mut points = vec![point(1, 1000.0, 1.0), point(2, 1930.0, 0.965)];
-        let series = [lock("mmap_lock", [10.0, 100_000.0])];
-        points[1].budget = budgets(&points, &[None, None], &series, 0)[1].clone();
-        let mut findings = vec![Finding {
+    /// A lock finding before scoring (its score is the budget's to set).
+    fn lock_finding(scope: Scope, subject: &str) -> Finding {
+        Finding {
             score_interval: None,
             kind: FindingKind::LockContention,
-            scope: Some(Scope::Kernel),
-            subject: "mmap_lock".into(),
+            scope: Some(scope),
+            subject: subject.into(),
             score: 1.0,
             evidence: String::new(),
             suggestion: String::new(),
             details: Default::default(),
             what_if: None,
             experiment: None,
-        }];
+        }
+    }
+
+    #[test]
+    fn a_program_that_scales_cannot_score_high() {
+        // page_fault1: 1.93× at 2 threads; a lock whose wait grew explains at most the 3.5%.
+        let mut points = vec![point(1, 1000.0, 1.0), point(2, 1930.0, 0.965)];
+        let series = [lock("mmap_lock", [10.0, 100_000.0])];
+        points[1].budget = budgets(&points, &[None, None], &series, 0)[1].clone();
+        let mut findings = vec![lock_finding(Scope::Kernel, "mmap_lock")];
         assert!(points[1].budget.as_ref().unwrap().causes[0].share <= 0.035 + 1e-9);
         score_findings(&mut findings, &points[1], 0);
         assert!(
@@ -144,18 +149,7 @@ mod tests {
         let mut points = vec![point(1, 1000.0, 1.0), point(2, 1000.0, 0.5)];
         let series = [lock("table_lock", [0.0, 800_000.0])];
         points[1].budget = budgets(&points, &[None, None], &series, 0)[1].clone();
-        let mut findings = vec![Finding {
-            score_interval: None,
-            kind: FindingKind::LockContention,
-            scope: Some(Scope::User),
-            subject: "table_lock".into(),
-            score: 0.9,
-            evidence: String::new(),
-            suggestion: String::new(),
-            details: Default::default(),
-            what_if: None,
-            experiment: None,
-        }];
+        let mut findings = vec![lock_finding(Scope::User, "table_lock")];
         score_findings(&mut findings, &points[1], 0);
         assert!((findings[0].score - 0.4).abs() < 1e-9);
         let w = findings[0].what_if.unwrap();

@@ -100,16 +100,9 @@ pub(super) fn lookup_address(i: usize, addr: u64) -> u64 {
 /// inlined into the function that locks it: that function is the next name, not the
 /// caller's frame.
 pub(super) fn named_frames(space: &UserSpace, addr: u64) -> Vec<(String, String)> {
-    let Some((func, path)) = space.symbolize(addr) else {
+    let Some((names, path)) = space.symbolize_all(addr) else {
         return Vec::new();
     };
-    if !path.starts_with('/') {
-        return vec![(func, path)];
-    }
-    let mut names = space.symbolize_inlined(addr);
-    if names.is_empty() {
-        names.push(func);
-    }
     names.into_iter().map(|n| (n, path.clone())).collect()
 }
 

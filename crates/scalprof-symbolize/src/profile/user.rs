@@ -240,9 +240,17 @@ impl UserSpace {
     /// without symbols (a stripped binary), `file+0xoffset`: the same in every run,
     /// whatever the load address.
     pub fn symbolize(&self, addr: u64) -> Option<(String, String)> {
+        let (mut names, path) = self.symbolize_all(addr)?;
+        Some((names.swap_remove(0), path))
+    }
+
+    /// Every function name at an address, innermost first (the inlined ones, then the
+    /// enclosing one), with its file; named as [`UserSpace::symbolize`] names one. One
+    /// lookup for both.
+    pub fn symbolize_all(&self, addr: u64) -> Option<(Vec<String>, String)> {
         let jit = || {
             let name = self.jit.as_ref()?.lookup(addr)?;
-            Some((name.to_string(), JIT_PATH.to_string()))
+            Some((vec![name.to_string()], JIT_PATH.to_string()))
         };
         let Some(m) = self.process.mapping(addr) else {
             return jit();
@@ -253,38 +261,30 @@ impl UserSpace {
             }
         }
         let offset = (addr - m.start).checked_add(m.pgoff)?;
-        let named = m.elf.as_ref().and_then(|elf| {
-            let svma = elf.file_offset_to_svma(offset)?;
-            elf.frames(svma).into_iter().next()
-        });
-        let name = match named {
-            Some(name) => name,
+        let named = m
+            .elf
+            .as_ref()
+            .and_then(|elf| Some(elf.frames(elf.file_offset_to_svma(offset)?)))
+            .filter(|names| !names.is_empty());
+        let names = match named {
+            Some(names) => names,
             None if m.path.starts_with('/') => {
                 // Unnamed code reads as in profiles (`[zstd]`), with the offset that tells
                 // one call site from another.
                 let file = m.path.rsplit('/').next().unwrap_or(&m.path);
-                format!("[{file}]+{offset:#x}")
+                vec![format!("[{file}]+{offset:#x}")]
             }
             None => return None,
         };
-        Some((name, m.path.to_string()))
+        Some((names, m.path.to_string()))
     }
 
-    /// Every function name at an address, innermost first: the inlined ones (DWARF), then
-    /// the enclosing one; an unnamed address as in [`UserSpace::symbolize`].
+    /// Every function name at an address, innermost first ([`UserSpace::symbolize_all`]
+    /// without the file).
     pub fn symbolize_inlined(&self, addr: u64) -> Vec<String> {
-        let named = self.process.mapping(addr).and_then(|m| {
-            let elf = m.elf.as_ref()?;
-            let svma = elf.file_offset_to_svma((addr - m.start).checked_add(m.pgoff)?)?;
-            Some(elf.frames(svma))
-        });
-        match named {
-            Some(names) if !names.is_empty() => names,
-            _ => self
-                .symbolize(addr)
-                .map(|(n, _)| vec![n])
-                .unwrap_or_default(),
-        }
+        self.symbolize_all(addr)
+            .map(|(names, _)| names)
+            .unwrap_or_default()
     }
 
     /// The function a return address's call instruction called, when that is a direct

@@ -20,7 +20,7 @@ pub mod top;
 pub mod usl;
 mod welch;
 
-pub use summary::assemble;
+pub use summary::{assemble, settling_at};
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum CsvError {

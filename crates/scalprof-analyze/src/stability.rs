@@ -124,45 +124,12 @@ pub fn add_intervals(
     if doc.sweep.parameter != scalprof_model::SweepParameter::Threads {
         return;
     }
-    // Per point (by value): each variant's budget, for the points it diagnosed alone.
-    let mut per_point: HashMap<u64, Vec<Budget>> = HashMap::new();
-    for j in 0.. {
-        let Some((v, alone)) = variant(inputs, j) else {
-            break;
-        };
-        for p in assemble(&v).points {
-            if let Some(b) = p.budget.filter(|_| alone.contains(&p.value)) {
-                per_point.entry(p.value).or_default().push(b);
-            }
-        }
-    }
+    let per_point = variant_budgets(inputs, None, assemble);
     let first = doc.points.first().map(|p| p.value);
     let last = doc.points.last().map(|p| p.value);
     for p in doc.points.iter_mut() {
-        let traced = scalprof_model::stability::kept(&p.traced_repeats).len() as u32;
-        let useful_interval = useful_interval(p);
-        let Some(b) = p.budget.as_mut() else { continue };
-        b.useful_interval = useful_interval;
         let variants = per_point.get(&p.value).map(Vec::as_slice).unwrap_or(&[]);
-        let span = |merged: f64, each: &mut dyn Iterator<Item = f64>| -> Interval {
-            scalprof_model::stability::interval(merged, &each.collect::<Vec<f64>>())
-        };
-        for c in &mut b.causes {
-            let mut each = variants.iter().map(|v| {
-                v.causes
-                    .iter()
-                    .find(|d| key(d) == key(c))
-                    .map_or(0.0, |d| d.share)
-            });
-            c.share_interval = Some(span(c.share, &mut each));
-        }
-        b.unexplained_interval = Some(span(
-            b.unexplained,
-            &mut variants.iter().map(|v| v.unexplained),
-        ));
-        if Some(p.value) != first {
-            p.settling = Some(settle(b, variants, traced, Some(p.value) == last));
-        }
+        add_point_intervals(p, variants, first, last);
     }
     // A finding's score is its cause's share at the last point.
     if let Some(last) = doc.points.last().and_then(|p| p.budget.as_ref()) {
@@ -173,6 +140,80 @@ pub fn add_intervals(
                 .find(|c| c.kind == f.kind && c.subject == f.subject)
                 .and_then(|c| c.share_interval);
         }
+    }
+}
+
+/// The settling of the point at `value` alone, as [`add_intervals`] would give it, from
+/// the merged document `doc` (made by `assemble`): only the variants that diagnose this
+/// point are assembled. Mid-sweep, after each traced repeat, this is what decides
+/// whether another follows; the points already done are not assembled again per repeat.
+pub fn settling_at(
+    mut doc: RunDocument,
+    inputs: &RunInputs,
+    value: u64,
+    assemble: impl Fn(&RunInputs) -> RunDocument,
+) -> Option<Settling> {
+    if doc.sweep.parameter != scalprof_model::SweepParameter::Threads {
+        return None;
+    }
+    let per_point = variant_budgets(inputs, Some(value), assemble);
+    let first = doc.points.first().map(|p| p.value);
+    let last = doc.points.last().map(|p| p.value);
+    let p = doc.points.iter_mut().find(|p| p.value == value)?;
+    let variants = per_point.get(&value).map(Vec::as_slice).unwrap_or(&[]);
+    add_point_intervals(p, variants, first, last);
+    p.settling.take()
+}
+
+/// Per point (by value): each variant's budget, for the points it diagnosed alone. With
+/// `only`, just the variants that diagnose that point.
+fn variant_budgets(
+    inputs: &RunInputs,
+    only: Option<u64>,
+    assemble: impl Fn(&RunInputs) -> RunDocument,
+) -> HashMap<u64, Vec<Budget>> {
+    let mut per_point: HashMap<u64, Vec<Budget>> = HashMap::new();
+    for j in 0.. {
+        let Some((v, alone)) = variant(inputs, j) else {
+            break;
+        };
+        if only.is_some_and(|value| !alone.contains(&value)) {
+            // The repeats of a point are numbered from 0: none has a `j`-th, nor later.
+            break;
+        }
+        for p in assemble(&v).points {
+            if let Some(b) = p.budget.filter(|_| alone.contains(&p.value)) {
+                per_point.entry(p.value).or_default().push(b);
+            }
+        }
+    }
+    per_point
+}
+
+/// One point's share intervals and settling, from its variants' budgets.
+fn add_point_intervals(p: &mut Point, variants: &[Budget], first: Option<u64>, last: Option<u64>) {
+    let traced = scalprof_model::stability::kept(&p.traced_repeats).len() as u32;
+    let useful_interval = useful_interval(p);
+    let Some(b) = p.budget.as_mut() else { return };
+    b.useful_interval = useful_interval;
+    let span = |merged: f64, each: &mut dyn Iterator<Item = f64>| -> Interval {
+        scalprof_model::stability::interval(merged, &each.collect::<Vec<f64>>())
+    };
+    for c in &mut b.causes {
+        let mut each = variants.iter().map(|v| {
+            v.causes
+                .iter()
+                .find(|d| key(d) == key(c))
+                .map_or(0.0, |d| d.share)
+        });
+        c.share_interval = Some(span(c.share, &mut each));
+    }
+    b.unexplained_interval = Some(span(
+        b.unexplained,
+        &mut variants.iter().map(|v| v.unexplained),
+    ));
+    if Some(p.value) != first {
+        p.settling = Some(settle(b, variants, traced, Some(p.value) == last));
     }
 }
 

@@ -37,6 +37,13 @@ pub fn assemble(inputs: &RunInputs) -> RunDocument {
     doc
 }
 
+/// Whether the point at `value` is settled, as [`assemble`]'s document would say: the
+/// sweep's question after each traced repeat, answered without assembling the variants
+/// of the points already done.
+pub fn settling_at(inputs: &RunInputs, value: u64) -> Option<scalprof_model::Settling> {
+    crate::stability::settling_at(assemble_merged(inputs), inputs, value, assemble_merged)
+}
+
 /// The document from each point's merged repeats, without intervals.
 fn assemble_merged(inputs: &RunInputs) -> RunDocument {
     let header = &inputs.header;

@@ -33,6 +33,14 @@ impl Pat {
             Pat::Around(p, s) => f.starts_with(p) && f.ends_with(s),
         }
     }
+
+    /// The first byte every name it matches starts with, where there is one.
+    pub fn first_byte(self) -> Option<u8> {
+        match self {
+            Pat::Exact(p) | Pat::Prefix(p) | Pat::Around(p, _) => p.as_bytes().first().copied(),
+            Pat::Suffix(_) | Pat::Contains(_) => None,
+        }
+    }
 }
 
 /// Whether `f` matches a row of `table`.

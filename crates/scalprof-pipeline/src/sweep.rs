@@ -437,15 +437,10 @@ impl SweepSink for StoreSink<'_> {
         let Ok(inputs) = crate::load(self.store, self.id) else {
             return false;
         };
-        let doc = scalprof_analyze::assemble(&inputs);
         // A cause on the edge of the threshold matters only where findings are scored:
         // the last point (mid-sweep, the document's last point is this one).
         let last = Some(value) == self.last;
-        let Some(settling) = doc
-            .points
-            .iter()
-            .find(|p| p.value == value)
-            .and_then(|p| p.settling.as_ref())
+        let Some(settling) = scalprof_analyze::settling_at(&inputs, value)
             .filter(|s| !s.settled && (last || s.candidates.len() > 1))
         else {
             return false;
@@ -453,7 +448,7 @@ impl SweepSink for StoreSink<'_> {
         self.observer.event(&Event::Unsettled {
             value,
             done,
-            settling,
+            settling: &settling,
         });
         true
     }

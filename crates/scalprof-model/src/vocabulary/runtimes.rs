@@ -2,7 +2,7 @@
 //! JIT compilation, safepoints) by the frames that run it, and Java methods as Java names
 //! them.
 
-use super::{folded, matches_any, Pat, Pat::Prefix};
+use super::{folded, Pat, Pat::Prefix};
 
 /// The names (`comm`, 15 bytes) of the HotSpot JVM's own threads: JIT compilers, garbage
 /// collectors, the VM thread and its periodic tasks. Their waits are the JVM idling, not
@@ -80,11 +80,28 @@ pub const RUNTIME_WORK: &[(&[Pat], &str)] = &[
 ];
 
 /// The runtime's own work a folded stack was sampled in ([`RUNTIME_WORK`]), if any.
+///
+/// The budget asks this of every stack of every point in every variant, so the stack is
+/// split once and a frame is compared only with the rows' names that start with its own
+/// first byte (every row is a prefix).
 pub fn runtime_work(stack: &str) -> Option<&'static str> {
-    RUNTIME_WORK
-        .iter()
-        .find(|(pats, _)| folded::user_frames(stack).any(|f| matches_any(pats, f)))
-        .map(|(_, name)| *name)
+    let mut first: Option<usize> = None;
+    for f in folded::user_frames(stack) {
+        let Some(&b) = f.as_bytes().first() else {
+            continue;
+        };
+        let rows = &RUNTIME_WORK[..first.unwrap_or(RUNTIME_WORK.len())];
+        if let Some(i) = rows.iter().position(|(pats, _)| {
+            pats.iter()
+                .any(|p| p.first_byte().is_none_or(|c| c == b) && p.matches(f))
+        }) {
+            first = Some(i);
+            if i == 0 {
+                break;
+            }
+        }
+    }
+    first.map(|i| RUNTIME_WORK[i].1)
 }
 
 /// Whether a subject is one of the runtimes' own work ([`RUNTIME_WORK`]).

@@ -87,7 +87,11 @@ pub const RUNTIME_WORK: &[(&[Pat], &str)] = &[
 pub fn runtime_work(stack: &str) -> Option<&'static str> {
     let mut first: Option<usize> = None;
     for f in folded::user_frames(stack) {
-        let Some(&b) = f.as_bytes().first() else {
+        let Some(&b) = f
+            .as_bytes()
+            .first()
+            .filter(|b| WORK_FIRST_BYTES[usize::from(**b)])
+        else {
             continue;
         };
         let rows = &RUNTIME_WORK[..first.unwrap_or(RUNTIME_WORK.len())];
@@ -102,6 +106,29 @@ pub fn runtime_work(stack: &str) -> Option<&'static str> {
         }
     }
     first.map(|i| RUNTIME_WORK[i].1)
+}
+
+/// The bytes a frame of [`RUNTIME_WORK`] can start with (every byte, if a row had a
+/// pattern without a fixed start).
+static WORK_FIRST_BYTES: [bool; 256] = first_bytes(RUNTIME_WORK);
+
+const fn first_bytes(rows: &[(&[Pat], &str)]) -> [bool; 256] {
+    let mut out = [false; 256];
+    let mut i = 0;
+    while i < rows.len() {
+        let mut j = 0;
+        while j < rows[i].0.len() {
+            match rows[i].0[j] {
+                Pat::Exact(p) | Pat::Prefix(p) | Pat::Around(p, _) if !p.is_empty() => {
+                    out[p.as_bytes()[0] as usize] = true;
+                }
+                _ => return [true; 256],
+            }
+            j += 1;
+        }
+        i += 1;
+    }
+    out
 }
 
 /// Whether a subject is one of the runtimes' own work ([`RUNTIME_WORK`]).

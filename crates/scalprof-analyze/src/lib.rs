@@ -10,6 +10,7 @@ pub mod experiment;
 pub mod history;
 pub mod layout;
 pub mod locks;
+pub mod predict;
 pub mod profile;
 pub mod scaling;
 pub mod sharing;

@@ -103,6 +103,7 @@ fn variant(inputs: &RunInputs, j: usize) -> Option<(RunInputs, Vec<u64>)> {
         per_repeat: Vec::new(),
         experiments: Vec::new(),
         packages: inputs.packages.clone(),
+        predict_to: inputs.predict_to,
     };
     Some((inputs, alone))
 }

@@ -53,7 +53,7 @@ fn assemble_merged(inputs: &RunInputs) -> RunDocument {
     let (source, inferred) = throughput_source(header, &inputs.repeats);
     let mut points = passes::points(inputs, source);
     passes::speedups(&mut points, threads);
-    let model = passes::model(&points, source, threads);
+    let mut model = passes::model(&points, source, threads);
     let mut warnings = passes::measurement_warnings(header, &points, source);
     // Profiles: what grew, and the findings the samples support.
     let with_work = passes::attach_profiles(&mut points, profiles, source);
@@ -87,6 +87,9 @@ fn assemble_merged(inputs: &RunInputs) -> RunDocument {
         profiles,
         threads,
     ));
+    if let Some(m) = model.as_mut().filter(|_| threads) {
+        m.prediction = crate::predict::predict(header, &points, inputs.predict_to);
+    }
     let complexity =
         passes::complexity_report(header, &points, profiles, &mut findings, &mut warnings);
     if threads {

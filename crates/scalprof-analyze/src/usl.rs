@@ -374,6 +374,7 @@ fn to_model(obs: &[(f64, f64)], sol: &Solution, usl: bool, distinct: usize) -> M
         kappa_est: est[KAPPA],
         lambda_est: est[LAMBDA],
         note,
+        prediction: None,
     }
 }
 

@@ -42,6 +42,9 @@ pub struct Model {
     /// Why a simpler model was used, or what limits this one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// The throughput expected past the measured points, from the causes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prediction: Option<crate::Prediction>,
 }
 
 impl Model {

@@ -26,6 +26,7 @@ pub const RUN_SCHEMA: &str = "scalprof.run/1";
 
 mod finding;
 mod fit;
+pub mod prediction;
 mod run;
 pub mod stability;
 pub use finding::{
@@ -34,6 +35,7 @@ pub use finding::{
     LISTED_SHARE,
 };
 pub use fit::{Estimate, Model, ModelKind};
+pub use prediction::Prediction;
 pub use run::{
     Counters, EventCounts, Host, Limits, Point, PointRepeat, Repeat, RepeatTrace, RunDocument,
     RunHeader, RunInputs, RunStatus, Sampling, Spread, Sweep, SweepParameter, Throttling,
@@ -94,6 +96,7 @@ mod tests {
             kappa_est: None,
             lambda_est: None,
             note: None,
+            prediction: None,
         };
         assert_eq!(m.predict(1.0), 100.0);
         // 100*4 / (1 + 0.3 + 0.12)

@@ -485,6 +485,9 @@ pub struct RunInputs {
     /// package), read on the host that loads the run: the debug-symbol hint names the
     /// package to install (`sort` is coreutils', not "sort-dbgsym").
     pub packages: Vec<(String, String)>,
+    /// The thread count to predict the throughput up to (`--predict`); `None`: the
+    /// run's CPUs × 4. An analysis option, not stored.
+    pub predict_to: Option<u64>,
 }
 
 /// What the collectors recorded in one traced repeat, before it was merged with its
@@ -511,6 +514,7 @@ impl RunInputs {
             per_repeat: Vec::new(),
             experiments: Vec::new(),
             packages: Vec::new(),
+            predict_to: None,
         }
     }
 

@@ -88,6 +88,7 @@ pub fn load(store: &Store, id: i64) -> Result<RunInputs> {
         per_repeat,
         experiments: stored.experiments,
         packages,
+        predict_to: None,
     })
 }
 
@@ -105,7 +106,14 @@ pub struct LoadedRun {
 
 impl LoadedRun {
     pub fn load(store: &Store, id: i64) -> Result<LoadedRun> {
-        let inputs = load(store, id)?;
+        LoadedRun::load_predicting(store, id, None)
+    }
+
+    /// [`LoadedRun::load`], predicting the throughput up to `predict` threads (`None`:
+    /// the run's CPUs × 4).
+    pub fn load_predicting(store: &Store, id: i64, predict: Option<u64>) -> Result<LoadedRun> {
+        let mut inputs = load(store, id)?;
+        inputs.predict_to = predict;
         let doc = scalprof_analyze::assemble(&inputs);
         Ok(LoadedRun { inputs, doc })
     }

@@ -20,6 +20,7 @@ mod format;
 mod history;
 mod layout;
 mod locks;
+mod prediction;
 mod runs;
 mod safe;
 mod summary;
@@ -35,6 +36,7 @@ pub use format::{bytes, decimal, si};
 pub use history::{history_html, history_text, sparkline};
 pub use layout::{kernel_struct_text, layout_text};
 pub use locks::{lock_growth, lock_table};
+pub use prediction::prediction_lines;
 pub use runs::{runs_table, RunRow};
 pub use safe::{one_line, shell_line, terminal_line, terminal_safe};
 pub use summary::{
@@ -135,6 +137,7 @@ mod tests {
             kappa_est: None,
             lambda_est: None,
             note: None,
+            prediction: None,
         };
         let line = model_line(Some(&m), "threads");
         assert!(

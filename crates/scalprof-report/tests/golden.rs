@@ -153,6 +153,7 @@ fn inputs() -> scalprof_model::RunInputs {
         per_repeat: Vec::new(),
         experiments: Vec::new(),
         packages: Vec::new(),
+        predict_to: None,
     }
 }
 

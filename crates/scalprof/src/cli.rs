@@ -477,6 +477,10 @@ pub struct ShowArgs {
     /// The point for --top (default: the largest profiled one).
     #[arg(long, value_name = "VALUE", requires = "top")]
     pub point: Option<u64>,
+    /// Predict the throughput up to N threads from the measured causes (default: the
+    /// run's CPUs × 4): `model.prediction` in the document, a line in the summary.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(2..=1_000_000))]
+    pub predict: Option<u64>,
 }
 
 #[derive(Args, Debug)]

@@ -13,12 +13,11 @@ use crate::out;
 pub fn show(db: &Option<PathBuf>, args: cli::ShowArgs) -> Result<ExitCode> {
     let store = open_store_read_only(db)?;
     let id = store.resolve(&args.run)?;
+    let run = scalprof_pipeline::LoadedRun::load_predicting(&store, id, args.predict)?;
     if args.json {
-        let doc = scalprof_pipeline::document(&store, id)?;
-        out::data(&(serde_json::to_string_pretty(&doc)? + "\n"))?;
+        out::data(&(serde_json::to_string_pretty(&run.doc)? + "\n"))?;
         return Ok(ExitCode::SUCCESS);
     }
-    let run = scalprof_pipeline::LoadedRun::load(&store, id)?;
     if let Some(n) = args.top {
         let doc = &run.doc;
         outln!(

@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""The prediction's error against measured many-core throughput.
+
+Fixture part (always): each run of the 16-CPU fixture is cut to its first two points
+(1 and 4 threads) in a copy of the store; `show --predict 16` then predicts 8 and 16,
+which the full run measured. Prints, per program, the error at 8 and 16, whether the
+measured value falls in the interval, and the limiting cause; then the median and worst
+error at 16 and how many programs are within +-25%.
+
+Local part (--local, needs root): records the same programs here at 1 and 2 threads with
+CORPUS_SCALE=0.2 (the fixture's scale), predicts 16, and compares the predicted speedup
+at 16 (over this machine's own 1-thread throughput: the machines' CPUs differ) with the
+fixture's measured speedup.
+
+    benches/predict.py [--local] [--store FIXTURE] [--scalprof BIN]
+"""
+
+import argparse
+import json
+import os
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURE = os.path.join(ROOT, "crates/scalprof/tests/fixtures/corpus16.db")
+
+
+def show(scalprof, db, run, *extra):
+    out = subprocess.run(
+        [scalprof, "--db", db, "show", str(run), "--json", *extra],
+        capture_output=True, text=True, check=True,
+    )
+    return json.loads(out.stdout)
+
+
+def prediction(doc):
+    return (doc.get("model") or {}).get("prediction")
+
+
+def cut_store(src, dst, upto):
+    shutil.copy(src, dst)
+    db = sqlite3.connect(dst)
+    for table in ("repeats", "profiles", "locks"):
+        db.execute(f"DELETE FROM {table} WHERE value > ?", (upto,))
+    db.commit()
+    db.close()
+
+
+def fixture_part(scalprof, store, work):
+    full = os.path.join(work, "full.db")
+    cut = os.path.join(work, "cut.db")
+    shutil.copy(store, full)
+    cut_store(store, cut, 4)
+    runs = json.loads(subprocess.run([scalprof, "--db", full, "runs", "--json"],
+                                     capture_output=True, text=True, check=True).stdout)
+    print("fixture: predict 8 and 16 threads from 1 and 4 (16-CPU machine)")
+    print(f"{'program':20} {'8: error':>9} {'16: error':>10} {'curve only':>11} {'in interval':>12}  limiting cause")
+    errors, curves = {}, {}
+    for r in runs:
+        truth = {p["value"]: p["throughput"] for p in show(scalprof, full, r["id"])["points"]}
+        doc = show(scalprof, cut, r["id"], "--predict", "16")
+        p = prediction(doc)
+        if not p:
+            print(f"{r['label']:20} no prediction")
+            continue
+        at = {q["threads"]: q for q in p["points"]}
+        err = {n: at[n]["throughput"] / truth[n] - 1 for n in (8, 16)}
+        inside = all(at[n]["interval"][0] <= truth[n] <= at[n]["interval"][1] for n in (8, 16))
+        lim = p.get("limiting")
+        cause = f"{lim['subject']} from {lim['from_threads']}" if lim else "none"
+        curve = usl(doc["model"], 16) / truth[16] - 1
+        print(f"{r['label']:20} {err[8]:>+9.0%} {err[16]:>+10.0%} {curve:>+11.0%} "
+              f"{'yes' if inside else 'no':>12}  {cause}")
+        errors[r["label"]] = err[16]
+        curves[r["label"]] = curve
+    summarize(errors)
+    print("the curve alone (the model fitted to 1 and 4 threads, no causes):", end=" ")
+    summarize(curves)
+    return errors
+
+
+def usl(m, n):
+    return m["lambda"] * n / (1 + m["sigma"] * (n - 1) + m["kappa"] * n * (n - 1))
+
+
+def summarize(errors):
+    if not errors:
+        return
+    absolute = sorted(abs(e) for e in errors.values())
+    worst = max(errors, key=lambda k: abs(errors[k]))
+    within = sum(1 for e in absolute if e <= 0.25)
+    print(f"at 16 threads: median |error| {statistics.median(absolute):.0%}, worst "
+          f"{errors[worst]:+.0%} ({worst}); within +-25%: {within} of {len(absolute)}")
+
+
+def local_part(scalprof, store, work):
+    corpus = os.path.join(work, "corpus")
+    subprocess.run([scalprof, "corpus", "--out", corpus], check=True, capture_output=True)
+    full = os.path.join(work, "full.db")
+    runs = json.loads(subprocess.run([scalprof, "--db", full, "runs", "--json"],
+                                     capture_output=True, text=True, check=True).stdout)
+    local = os.path.join(work, "local.db")
+    env = dict(os.environ, CORPUS_SCALE="0.2")
+    print("\nlocal: predict 16 threads from 1 and 2 on this machine, against the fixture's speedup")
+    print(f"{'program':20} {'predicted':>10} {'measured':>9} {'error':>7}  limiting cause")
+    errors = {}
+    for r in runs:
+        program = os.path.join(corpus, r["label"])
+        if not os.path.exists(program):
+            continue
+        subprocess.run([scalprof, "--db", local, "run", "-t", "1,2", "--label", r["label"],
+                        "--", program, "{threads}"], env=env, check=True, capture_output=True)
+        truth = {p["value"]: p["throughput"] for p in show(scalprof, full, r["id"])["points"]}
+        doc = show(scalprof, local, r["label"], "--predict", "16")
+        p = prediction(doc)
+        if not p:
+            print(f"{r['label']:20} no prediction")
+            continue
+        x1 = doc["points"][0]["throughput"]
+        predicted = p["points"][-1]["throughput"] / x1
+        measured = truth[16] / truth[1]
+        lim = p.get("limiting")
+        cause = f"{lim['subject']} from {lim['from_threads']}" if lim else "none"
+        errors[r["label"]] = predicted / measured - 1
+        print(f"{r['label']:20} {predicted:>9.2f}x {measured:>8.2f}x {errors[r['label']]:>+7.0%}  {cause}")
+    summarize(errors)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--local", action="store_true", help="also record 1 and 2 threads here")
+    ap.add_argument("--store", default=FIXTURE)
+    ap.add_argument("--scalprof", default=os.path.join(ROOT, "target/release/scalprof"))
+    args = ap.parse_args()
+    if not os.path.exists(args.scalprof):
+        subprocess.run(["cargo", "build", "--release", "-q", "-p", "scalprof"], cwd=ROOT, check=True)
+    with tempfile.TemporaryDirectory() as work:
+        fixture_part(args.scalprof, args.store, work)
+        if args.local:
+            local_part(args.scalprof, args.store, work)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,435 @@
+//! The throughput expected at thread counts past the measured ones, from the measured
+//! causes rather than from the curve's shape.
+//!
+//! The budget splits a point's thread-time per operation into the work itself (the first
+//! point's cost) and the causes that added to it. Relative to the work, a cause's cost at
+//! `n` threads is read as the USL's terms: `σ·(n−1)` for contention (a lock's queue, a
+//! serial phase, a cache line that one core at a time may write) plus `κ·n·(n−1)` for
+//! coherency, fitted per cause over the measured points within the CPUs (σ alone from a
+//! single point past the first). What the budget could not explain, scalprof's own
+//! overhead, the CPU other processes took and waits for a CPU are held at their cost per
+//! operation. Then
+//!
+//! ```text
+//! X(n) = X(1) · n / (1 + fixed + Σ σ_c·(n−1) + κ_c·n·(n−1))
+//! ```
+//!
+//! capped by the tightest lock's hold bound: a lock held `h` ns per operation passes at
+//! most `1/h` operations per second, however many cores there are. No library does this;
+//! it is written here.
+
+use scalprof_model::locks::{LockKind, Scope, Side};
+use scalprof_model::prediction::{Bound, Limiting, PredictedPoint, Prediction};
+use scalprof_model::{Cause, FindingKind, Point, RunHeader};
+
+/// The interval's width per doubling past the point the causes were read at: the
+/// method's own error, which `benches/predict.py` measures against the 16-CPU fixture.
+const ERROR_PER_DOUBLING: f64 = 0.1;
+/// And per thing the measured points could not show.
+const ERROR_PER_UNSEEN: f64 = 0.1;
+/// Unexplained thread-time above this share is said (it is held fixed per operation).
+const UNEXPLAINED_SAID: f64 = 0.1;
+
+/// One cause's growth, relative to the work's own cost per operation.
+#[derive(Debug)]
+struct Growth<'a> {
+    kind: FindingKind,
+    scope: Option<Scope>,
+    subject: &'a str,
+    sigma: f64,
+    kappa: f64,
+}
+
+impl Growth<'_> {
+    fn at(&self, n: f64) -> f64 {
+        self.sigma * (n - 1.0) + self.kappa * n * (n - 1.0)
+    }
+}
+
+/// The prediction up to `target` threads (default: the run's CPUs × 4), from the
+/// measured points within the CPUs; `None` for a size sweep, without a point past the
+/// first within the CPUs, or when the target is not past it.
+pub fn predict(header: &RunHeader, points: &[Point], target: Option<u64>) -> Option<Prediction> {
+    let cpus = u64::from(header.host.cpus.max(1));
+    let target = target.unwrap_or(cpus * 4);
+    let first = points.first()?;
+    let x1 = first.throughput? / first.value.max(1) as f64;
+    let used: Vec<&Point> = points[1..]
+        .iter()
+        .filter(|p| p.value <= within(header, cpus) && p.value > first.value)
+        .filter(|p| p.throughput.is_some() && p.budget.as_ref().is_some_and(|b| b.useful > 0.0))
+        .collect();
+    let last = *used.last()?;
+    if target <= last.value || x1 <= 0.0 {
+        return None;
+    }
+    let scale = first.value.max(1) as f64;
+    let growth = growths(&used, scale);
+    let fixed = fixed_cost(last);
+    let bound = hold_bound(points, &used);
+    let curve = |n: u64| {
+        let m = n as f64 / scale;
+        let usl = x1 * n as f64 / (1.0 + fixed + growth.iter().map(|g| g.at(m)).sum::<f64>());
+        bound.as_ref().map_or(usl, |b| usl.min(b.throughput))
+    };
+    let unseen = unseen(header, points, &used, &growth, target);
+    let spread = last.throughput_spread.filter(|s| s.median > 0.0);
+    let points = thread_counts(last.value, target)
+        .map(|n| {
+            let x = curve(n);
+            let doublings = (n as f64 / last.value as f64).log2();
+            let e = ERROR_PER_DOUBLING * doublings + ERROR_PER_UNSEEN * unseen.len() as f64;
+            let (lo, hi) = spread.map_or((1.0, 1.0), |s| (s.min / s.median, s.max / s.median));
+            PredictedPoint {
+                threads: n,
+                throughput: x,
+                interval: [x * lo * (1.0 - e).max(0.1), x * hi * (1.0 + e)],
+            }
+        })
+        .collect();
+    Some(Prediction {
+        points,
+        limiting: limiting(&growth, bound.as_ref(), &curve, scale, target),
+        method: method(&growth, bound.as_ref(), last.value),
+        from_point: last.value,
+        // + 0.0: an empty sum is −0.0.
+        sigma: growth.iter().map(|g| g.sigma).sum::<f64>() + 0.0,
+        kappa: growth.iter().map(|g| g.kappa).sum::<f64>() + 0.0,
+        bound,
+        unseen,
+    })
+}
+
+/// The largest thread count the run could give a CPU each: the online CPUs, less a CPU
+/// set or quota that holds fewer.
+fn within(header: &RunHeader, cpus: u64) -> u64 {
+    let Some(l) = &header.host.limits else {
+        return cpus;
+    };
+    let quota = l.cpu_quota.map_or(cpus, |q| q.ceil().max(1.0) as u64);
+    let set = l.cpuset_cpus.map_or(cpus, u64::from);
+    cpus.min(quota).min(set)
+}
+
+/// Every power of two past `from` and below `target`, then `target`.
+fn thread_counts(from: u64, target: u64) -> impl Iterator<Item = u64> {
+    (0..63)
+        .map(|k| 1u64 << k)
+        .filter(move |&n| n > from && n < target)
+        .chain(std::iter::once(target))
+}
+
+/// Whether a cause's cost per operation grows with the threads. CPU taken by other
+/// processes and waits for a CPU are this machine's, not the program's.
+fn grows(c: &Cause) -> bool {
+    !c.foreign && c.run_queue().is_none()
+}
+
+/// Each growing cause's σ and κ, fitted over the points (relative to the work).
+fn growths<'a>(used: &[&'a Point], scale: f64) -> Vec<Growth<'a>> {
+    let mut out: Vec<Growth<'a>> = Vec::new();
+    for p in used {
+        let Some(b) = &p.budget else { continue };
+        for c in b.causes.iter().filter(|c| grows(c)) {
+            if !out.iter().any(|g| same(g, c)) {
+                out.push(Growth {
+                    kind: c.kind,
+                    scope: c.scope,
+                    subject: &c.subject,
+                    sigma: 0.0,
+                    kappa: 0.0,
+                });
+            }
+        }
+    }
+    for g in &mut out {
+        // (n−1, n(n−1), relative cost) at each point; a point without the cause: 0.
+        let obs: Vec<(f64, f64, f64)> = used
+            .iter()
+            .filter_map(|p| {
+                let b = p.budget.as_ref()?;
+                let share = b
+                    .causes
+                    .iter()
+                    .find(|c| same(g, c))
+                    .map_or(0.0, |c| c.share);
+                let n = p.value as f64 / scale;
+                Some((n - 1.0, n * (n - 1.0), share / b.useful))
+            })
+            .collect();
+        (g.sigma, g.kappa) = fit(&obs);
+    }
+    out
+}
+
+fn same(g: &Growth<'_>, c: &Cause) -> bool {
+    g.kind == c.kind && g.scope == c.scope && g.subject == c.subject
+}
+
+/// Least squares of `r = σ·a + κ·b` with σ, κ ≥ 0; σ alone from one observation.
+fn fit(obs: &[(f64, f64, f64)]) -> (f64, f64) {
+    let sum = |f: &dyn Fn(&(f64, f64, f64)) -> f64| obs.iter().map(f).sum::<f64>();
+    let (aa, bb, ab) = (
+        sum(&|o| o.0 * o.0),
+        sum(&|o| o.1 * o.1),
+        sum(&|o| o.0 * o.1),
+    );
+    let (ar, br) = (sum(&|o| o.0 * o.2), sum(&|o| o.1 * o.2));
+    let sigma_only = if aa > 0.0 { (ar / aa).max(0.0) } else { 0.0 };
+    if obs.len() < 2 {
+        return (sigma_only, 0.0);
+    }
+    let det = aa * bb - ab * ab;
+    if det.abs() > f64::EPSILON * aa * bb {
+        let sigma = (ar * bb - br * ab) / det;
+        let kappa = (aa * br - ab * ar) / det;
+        if sigma >= 0.0 && kappa >= 0.0 {
+            return (sigma, kappa);
+        }
+    }
+    let kappa_only = if bb > 0.0 { (br / bb).max(0.0) } else { 0.0 };
+    let sse = |s: f64, k: f64| sum(&|o| (o.2 - s * o.0 - k * o.1).powi(2));
+    if sse(0.0, kappa_only) < sse(sigma_only, 0.0) {
+        (0.0, kappa_only)
+    } else {
+        (sigma_only, 0.0)
+    }
+}
+
+/// What is held at its cost per operation at the last point used, relative to the work.
+fn fixed_cost(last: &Point) -> f64 {
+    let Some(b) = &last.budget else { return 0.0 };
+    let fixed: f64 = b.causes.iter().filter(|c| !grows(c)).map(|c| c.share).sum();
+    (fixed + b.unexplained + b.overhead) / b.useful
+}
+
+/// Whether a lock lets one holder at a time in (its holds then add up to serial time).
+fn serializes(kind: &LockKind) -> bool {
+    match *kind {
+        LockKind::Rwlock(side) | LockKind::Rwsem(side) | LockKind::PercpuRwsem(side) => {
+            side == Some(Side::Write)
+        }
+        LockKind::Condvar
+        | LockKind::Join
+        | LockKind::Barrier
+        | LockKind::Semaphore
+        | LockKind::GoWaitGroup => false,
+        _ => true,
+    }
+}
+
+/// The tightest hold bound over the points: a lock's smallest serial time per operation
+/// (holds lengthen under contention, so the least contended point's is the truest).
+/// A lock is left out where its holds do not read as a cost per operation: taken a
+/// number of times per run rather than per operation (a housekeeping thread's), or held
+/// longer than the wall time at a measured point (sampled holds that missed the short
+/// ones).
+fn hold_bound(all: &[Point], used: &[&Point]) -> Option<Bound> {
+    let mut best: Option<Bound> = None;
+    for p in used {
+        let Some(locks) = &p.locks else { continue };
+        for r in locks.rows.iter().filter(|r| serializes(&r.lock_type)) {
+            let Some(serial) = serial_ns_per_op(r) else {
+                continue;
+            };
+            if !per_operation(all, &r.name) {
+                continue;
+            }
+            let same = best.as_ref().is_some_and(|b| b.subject == r.name);
+            if same && best.as_ref().is_some_and(|b| b.serial_ns_per_op <= serial) {
+                continue;
+            }
+            let bound = Bound {
+                subject: r.name.clone(),
+                serial_ns_per_op: serial,
+                throughput: 1e9 / serial,
+            };
+            if same
+                || best
+                    .as_ref()
+                    .is_none_or(|b| bound.throughput < b.throughput)
+            {
+                best = Some(bound);
+            }
+        }
+    }
+    best
+}
+
+/// A lock row's mean hold × acquisitions per operation.
+fn serial_ns_per_op(r: &scalprof_model::locks::LockRow) -> Option<f64> {
+    let h = r.hold.as_ref()?;
+    let serial = h.mean_ns * h.acquisitions_per_op.filter(|a| *a > 0.0)?;
+    (serial > 0.0).then_some(serial)
+}
+
+/// Whether the lock `name`'s holds are a cost per operation at every point that timed
+/// them: taken about as often per operation at each (within 2×), and held no longer
+/// than the wall time (5% slack).
+fn per_operation(all: &[Point], name: &str) -> bool {
+    let mut per_op: Vec<f64> = Vec::new();
+    for p in all {
+        let Some(r) = p
+            .locks
+            .as_ref()
+            .and_then(|l| l.rows.iter().find(|r| r.name == name))
+        else {
+            continue;
+        };
+        let (Some(serial), Some(x)) = (serial_ns_per_op(r), p.throughput) else {
+            continue;
+        };
+        if serial * x / 1e9 > 1.05 {
+            return false;
+        }
+        per_op.extend(r.hold.as_ref().and_then(|h| h.acquisitions_per_op));
+    }
+    let lo = per_op.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = per_op.iter().copied().fold(0.0, f64::max);
+    hi <= 2.0 * lo
+}
+
+/// The growing cause that costs the most at the target, from the thread count where it
+/// costs as much as the work itself; else the hold bound's lock, from where it binds.
+fn limiting(
+    growth: &[Growth<'_>],
+    bound: Option<&Bound>,
+    curve: &dyn Fn(u64) -> f64,
+    scale: f64,
+    target: u64,
+) -> Option<Limiting> {
+    let at_target = target as f64 / scale;
+    let top = growth
+        .iter()
+        .max_by(|a, b| a.at(at_target).total_cmp(&b.at(at_target)));
+    let from = |g: &Growth<'_>| (2..=target).find(|&n| g.at(n as f64 / scale) >= 1.0);
+    if let Some((g, n)) = top.and_then(|g| Some((g, from(g)?))) {
+        return Some(Limiting {
+            kind: g.kind,
+            subject: g.subject.to_string(),
+            from_threads: n,
+        });
+    }
+    let b = bound?;
+    let n = (2..=target).find(|&n| curve(n) >= b.throughput * (1.0 - 1e-9))?;
+    Some(Limiting {
+        kind: FindingKind::LockContention,
+        subject: b.subject.clone(),
+        from_threads: n,
+    })
+}
+
+fn method(growth: &[Growth<'_>], bound: Option<&Bound>, at: u64) -> String {
+    let named = growth.iter().filter(|g| g.sigma + g.kappa > 0.0).count();
+    let mut s = match named {
+        0 => format!("linear: no cause's cost grew by {at} threads"),
+        1 => format!("USL from the cost of 1 cause at {at} threads"),
+        n => format!("USL from the costs of {n} causes at {at} threads"),
+    };
+    if let Some(b) = bound {
+        s += &format!(
+            ", bounded by {}'s holds ({:.0} ns per operation)",
+            b.subject, b.serial_ns_per_op
+        );
+    }
+    s
+}
+
+/// What the measured points could not show.
+fn unseen(
+    header: &RunHeader,
+    all: &[Point],
+    used: &[&Point],
+    growth: &[Growth<'_>],
+    target: u64,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let Some(last) = used.last() else {
+        return out;
+    };
+    if used.len() == 1 {
+        out.push(format!(
+            "one point past the first ({} threads): each cause's cost taken to grow in \
+             proportion to the threads; one that grows faster on more cores (a cache \
+             line's transfers) bends the curve down sooner",
+            last.value
+        ));
+    }
+    if let Some(b) = last
+        .budget
+        .as_ref()
+        .filter(|b| b.unexplained >= UNEXPLAINED_SAID)
+    {
+        out.push(format!(
+            "{:.0}% of the thread-time at {} threads was unexplained: held at its cost per \
+             operation",
+            b.unexplained * 100.0,
+            last.value
+        ));
+    }
+    if let Some(locks) = &last.locks {
+        let bounding = |r: &&scalprof_model::locks::LockRow| {
+            serializes(&r.lock_type) && serial_ns_per_op(r).is_some() && per_operation(all, &r.name)
+        };
+        for r in locks.rows.iter().filter(bounding) {
+            let contended = growth.iter().any(|g| {
+                g.kind == FindingKind::LockContention && g.subject == r.name && g.sigma > 0.0
+            });
+            if !contended {
+                out.push(format!(
+                    "{} was not contended at {} threads: a bound from its hold times only",
+                    r.name, last.value
+                ));
+            }
+        }
+    }
+    if target > u64::from(header.host.cpus) {
+        out.push(format!(
+            "{} measured CPUs: what more cores add (sockets, NUMA distance, SMT siblings) \
+             is not in the prediction",
+            header.host.cpus
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sigma_and_kappa_are_fitted_and_never_negative() {
+        // r = 0.5(n−1) + 0.1·n(n−1) at n = 2, 4, 8.
+        let obs: Vec<(f64, f64, f64)> = [2.0f64, 4.0, 8.0]
+            .iter()
+            .map(|n| {
+                (
+                    n - 1.0,
+                    n * (n - 1.0),
+                    0.5 * (n - 1.0) + 0.1 * n * (n - 1.0),
+                )
+            })
+            .collect();
+        let (s, k) = fit(&obs);
+        assert!((s - 0.5).abs() < 1e-9 && (k - 0.1).abs() < 1e-9, "{s} {k}");
+        // A cost that shrinks with the threads grows by nothing.
+        assert_eq!(fit(&[(1.0, 2.0, -0.3), (3.0, 12.0, -0.5)]), (0.0, 0.0));
+        // One observation: σ alone.
+        assert_eq!(fit(&[(3.0, 12.0, 1.5)]), (0.5, 0.0));
+    }
+
+    #[test]
+    fn thread_counts_are_the_powers_of_two_past_the_measured_and_the_target() {
+        assert_eq!(thread_counts(4, 16).collect::<Vec<_>>(), [8, 16]);
+        assert_eq!(thread_counts(2, 24).collect::<Vec<_>>(), [4, 8, 16, 24]);
+        assert_eq!(thread_counts(16, 64).collect::<Vec<_>>(), [32, 64]);
+    }
+
+    #[test]
+    fn a_read_side_does_not_serialize() {
+        assert!(serializes(&LockKind::Mutex));
+        assert!(serializes(&LockKind::Rwlock(Some(Side::Write))));
+        assert!(!serializes(&LockKind::Rwlock(Some(Side::Read))));
+        assert!(!serializes(&LockKind::Condvar));
+    }
+}

@@ -1,0 +1,47 @@
+//! The prediction's lines in the summary: the throughput expected at the larger thread
+//! counts, the cause that limits it, and what the measured points could not show.
+
+use scalprof_model::{Prediction, RunDocument};
+
+use crate::format::si;
+
+/// "prediction: 8 threads 4.6M/s (3.3M–6.2M) · 16 threads 4.4M/s (…)", the limiting
+/// cause and the method on the next line, then each unseen thing; "" without one.
+pub fn prediction_lines(doc: &RunDocument) -> String {
+    let Some(p) = doc.model.as_ref().and_then(|m| m.prediction.as_ref()) else {
+        return String::new();
+    };
+    let parameter = doc.sweep.parameter.as_str();
+    let points: Vec<String> = p
+        .points
+        .iter()
+        .map(|q| {
+            format!(
+                "{} {parameter} {}/s ({}–{})",
+                q.threads,
+                si(q.throughput),
+                si(q.interval[0]),
+                si(q.interval[1])
+            )
+        })
+        .collect();
+    let mut out = format!("prediction: {}\n", points.join(" · "));
+    out += &format!("  {} · {}\n", limiting(p, parameter), p.method);
+    for u in &p.unseen {
+        out += &format!("  not seen: {u}\n");
+    }
+    out
+}
+
+fn limiting(p: &Prediction, parameter: &str) -> String {
+    let target = p.points.last().map_or(0, |q| q.threads);
+    match &p.limiting {
+        Some(l) => format!(
+            "limited by {} ({}) from {} {parameter}",
+            l.subject,
+            l.kind.as_str(),
+            l.from_threads
+        ),
+        None => format!("no measured cause limits it up to {target} {parameter}"),
+    }
+}

@@ -46,6 +46,9 @@ pub struct RunOptions {
     /// The commit of the code measured (`--commit`); `None`: found from the workload's
     /// git checkout or the CI's variables when the run is created.
     pub commit: Option<String>,
+    /// The thread count the document's prediction reaches (`--predict`); `None`: the
+    /// CPUs × 4.
+    pub predict: Option<u64>,
 }
 
 impl RunOptions {
@@ -74,6 +77,7 @@ impl RunOptions {
             attach: Default::default(),
             cgroups: Vec::new(),
             commit: None,
+            predict: None,
         }
     }
 }

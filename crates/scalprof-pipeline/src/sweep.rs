@@ -137,6 +137,7 @@ pub fn record_with(
     let symbols = sink.symbols.take();
     let end = record_end(store, id, end)?;
     let mut inputs = crate::load(store, id)?;
+    inputs.predict_to = opts.predict;
     if opts.sampling.is_some() && opts.parameter == SweepParameter::Threads {
         if let Some(symbols) = symbols {
             sharing_sites(store, id, &mut inputs, symbols)?;

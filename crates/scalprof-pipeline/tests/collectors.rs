@@ -209,6 +209,7 @@ fn options() -> RunOptions {
         attach: Default::default(),
         cgroups: Vec::new(),
         commit: None,
+        predict: None,
     }
 }
 

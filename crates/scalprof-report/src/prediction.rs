@@ -6,8 +6,9 @@ use scalprof_model::{Prediction, RunDocument};
 use crate::format::si;
 
 /// "prediction: 8 threads 4.6M/s (3.3M–6.2M) · 16 threads 4.4M/s (…)", the limiting
-/// cause and the method on the next line, then each unseen thing; "" without one.
-pub fn prediction_lines(doc: &RunDocument) -> String {
+/// cause and the method on the next line, then (`verbose`) each unseen thing, else
+/// their count; "" without a prediction.
+pub fn prediction_lines(doc: &RunDocument, verbose: bool) -> String {
     let Some(p) = doc.model.as_ref().and_then(|m| m.prediction.as_ref()) else {
         return String::new();
     };
@@ -26,11 +27,26 @@ pub fn prediction_lines(doc: &RunDocument) -> String {
         })
         .collect();
     let mut out = format!("prediction: {}\n", points.join(" · "));
-    out += &format!("  {} · {}\n", limiting(p, parameter), p.method);
-    for u in &p.unseen {
-        out += &format!("  not seen: {u}\n");
+    out += &format!("  {} · {}", limiting(p, parameter), p.method);
+    match p.unseen.len() {
+        0 => out.push('\n'),
+        n if !verbose => out += &format!(" · {n} thing{} not seen (-v)\n", plural(n)),
+        _ => {
+            out.push('\n');
+            for u in &p.unseen {
+                out += &format!("  not seen: {u}\n");
+            }
+        }
     }
     out
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
 }
 
 fn limiting(p: &Prediction, parameter: &str) -> String {

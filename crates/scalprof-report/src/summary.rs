@@ -41,7 +41,7 @@ pub fn summary_with(doc: &RunDocument, all_locks: bool, verbose: bool) -> String
             out += &points_table(doc).to_string();
             out.push('\n');
             out += &format!("\nmodel: {}\n", run_model_line(doc));
-            out += &crate::prediction::prediction_lines(doc);
+            out += &crate::prediction::prediction_lines(doc, verbose);
         }
     }
     if verbose {

@@ -60,7 +60,14 @@ pub fn scaling_plot(doc: &RunDocument) -> Html {
         svg += "<text x=\"20\" y=\"40\">no measured point</text></svg>";
         return svg;
     }
-    let xmax = pts.iter().map(|p| p.0).fold(1.0, f64::max) * 1.1;
+    let prediction = doc.model.as_ref().and_then(|m| m.prediction.as_ref());
+    let predicted = prediction.map_or(&[][..], |p| p.points.as_slice());
+    let xmax = pts
+        .iter()
+        .map(|p| p.0)
+        .chain(predicted.iter().map(|q| q.threads as f64))
+        .fold(1.0, f64::max)
+        * 1.1;
     let model_max = doc
         .model
         .as_ref()
@@ -72,10 +79,16 @@ pub fn scaling_plot(doc: &RunDocument) -> Html {
                 .fold(0.0, f64::max)
         })
         .unwrap_or(0.0);
-    let ymax = pts.iter().map(|p| p.3).fold(model_max, f64::max) * 1.1;
+    let ymax = pts
+        .iter()
+        .map(|p| p.3)
+        .chain(predicted.iter().map(|q| q.interval[1]))
+        .fold(model_max, f64::max)
+        * 1.1;
     let x = |v: f64| ml + (w - ml - mr) * v / xmax;
     let y = |v: f64| h - mb - (h - mt - mb) * v / ymax.max(f64::MIN_POSITIVE);
-    let xs: Vec<f64> = pts.iter().map(|p| p.0).collect();
+    let mut xs: Vec<f64> = pts.iter().map(|p| p.0).collect();
+    xs.extend(predicted.iter().map(|q| q.threads as f64));
     axes(&mut svg, (w, h, ml, mr, mt, mb), ymax, &y, &xs, &x);
     html!(svg, "<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\">{}</text><text x=\"14\" y=\"{}\" font-size=\"12\" transform=\"rotate(-90 14 {})\" text-anchor=\"middle\">throughput ({})</text>", (ml + w - mr) / 2.0, h - 8.0, doc.sweep.parameter.as_str(), (mt + h - mb) / 2.0, (mt + h - mb) / 2.0, &doc.throughput.unit);
     // Linear scaling from the first point: what the measured points fall short of.
@@ -98,6 +111,10 @@ pub fn scaling_plot(doc: &RunDocument) -> Html {
             .collect();
         html!(svg, "<polyline id=\"model-curve\" fill=\"none\" stroke=\"#36c\" stroke-dasharray=\"5 4\" points=\"{}\"/>", path.join(" "));
     }
+    if let (Some(p), Some(&(n, v, _, _))) = (prediction, pts.last()) {
+        prediction_band(&mut svg, p, (n, v), &x, &y, (mt, h - mb));
+        html!(svg, "<g font-size=\"11\"><rect x=\"{}\" y=\"{}\" width=\"16\" height=\"8\" fill=\"#36c\" fill-opacity=\"0.3\"/><text x=\"{}\" y=\"{}\">predicted from the causes (interval)</text></g>", ml + 12.0, mt + 44.0, ml + 32.0, mt + 52.0);
+    }
     // Where the points start to outnumber the machine's CPUs.
     let cpus = doc.host.cpus as f64;
     if doc.sweep.parameter == scalprof_model::SweepParameter::Threads && cpus > 0.0 && cpus < xmax {
@@ -113,6 +130,49 @@ pub fn scaling_plot(doc: &RunDocument) -> Html {
     }
     svg += "</svg>";
     svg
+}
+
+/// The prediction past the last measured point `from` (threads, throughput): its
+/// interval as a band, its points as a line, and a mark where the limiting cause starts
+/// to cost as much as the work (`span`: the plot's top and bottom).
+fn prediction_band(
+    svg: &mut Html,
+    p: &scalprof_model::Prediction,
+    from: (f64, f64),
+    x: &dyn Fn(f64) -> f64,
+    y: &dyn Fn(f64) -> f64,
+    span: (f64, f64),
+) {
+    let (n0, v0) = from;
+    let at = |n: f64, v: f64| format!("{:.1},{:.1}", x(n), y(v));
+    let mut band = vec![at(n0, v0)];
+    band.extend(p.points.iter().map(|q| at(q.threads as f64, q.interval[1])));
+    band.extend(
+        p.points
+            .iter()
+            .rev()
+            .map(|q| at(q.threads as f64, q.interval[0])),
+    );
+    let mut line = vec![at(n0, v0)];
+    line.extend(p.points.iter().map(|q| at(q.threads as f64, q.throughput)));
+    let title: Vec<String> = p
+        .points
+        .iter()
+        .map(|q| {
+            format!(
+                "{}: {} ({}–{})",
+                q.threads,
+                si(q.throughput),
+                si(q.interval[0]),
+                si(q.interval[1])
+            )
+        })
+        .collect();
+    html!(svg, "<g id=\"prediction\"><polygon points=\"{}\" fill=\"#36c\" fill-opacity=\"0.12\"/><polyline points=\"{}\" fill=\"none\" stroke=\"#36c\" stroke-width=\"2\"/><title>predicted: {}</title></g>", band.join(" "), line.join(" "), title.join("; "));
+    if let Some(l) = &p.limiting {
+        let lx = x(l.from_threads as f64);
+        html!(svg, "<g id=\"limiting\"><line x1=\"{:.1}\" y1=\"{}\" x2=\"{:.1}\" y2=\"{}\" stroke=\"#c33\" stroke-dasharray=\"3 3\"/><text x=\"{:.1}\" y=\"{}\" font-size=\"11\" fill=\"#c33\">{} from {}</text></g>", lx, span.0, lx, span.1, lx + 4.0, (span.0 + span.1) / 2.0, &l.subject, l.from_threads);
+    }
 }
 
 /// One stacked bar per point: useful, each cause, scalprof, unexplained.

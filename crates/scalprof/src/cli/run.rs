@@ -137,6 +137,10 @@ pub struct RunArgs {
     /// checkout the workload runs from, else $GITHUB_SHA or $CI_COMMIT_SHA.
     #[arg(long, value_name = "SHA", value_parser = parse_commit)]
     pub commit: Option<String>,
+    /// Predict the throughput up to N threads from the measured causes (default: the
+    /// CPUs × 4): `model.prediction` in the document, a line in the summary.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(2..=1_000_000))]
+    pub predict: Option<u64>,
 
     /// Run the workload in this cgroup (a directory under /sys/fs/cgroup, v1 or v2; once
     /// per hierarchy), to measure it under that cgroup's limits: `--cgroup
@@ -214,6 +218,7 @@ impl RunArgs {
                 .pinned(),
                 cgroups: self.cgroup.clone(),
                 commit: self.commit.clone(),
+                predict: self.predict,
                 ..scalprof_pipeline::RunOptions::new(
                     self.command.clone(),
                     scalprof_model::SweepParameter::Threads,

@@ -124,7 +124,12 @@ fn history_finds_the_commit_that_took_a_global_lock_and_the_gate_fails_it() {
         let again = dir.path().join("again.db");
         record(&again, "hash_sharded", 1);
         record(&again, "hash_sharded", 2);
-        (code, xml, said) = gate(&again, ["kv~1", "kv~0"], &dir.path().join("aa.xml"), &summary);
+        (code, xml, said) = gate(
+            &again,
+            ["kv~1", "kv~0"],
+            &dir.path().join("aa.xml"),
+            &summary,
+        );
     }
     assert_eq!(code, Some(0), "{xml}\n{said}");
     assert!(!xml.contains("<failure"), "{xml}\n{said}");

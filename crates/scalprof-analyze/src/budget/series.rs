@@ -7,7 +7,7 @@ use scalprof_model::profile::folded;
 use scalprof_model::vocabulary::{
     blocking_call_of, in_user_lock, is_futex_path, is_spin_path, is_user_lock_code,
 };
-use scalprof_model::{Finding, FindingKind, Point, PointProfile, ScalingDiff};
+use scalprof_model::{FindingKind, Point, PointProfile, ScalingDiff};
 
 /// One candidate cause, with its cost at every point of the sweep.
 #[derive(Clone, Debug)]
@@ -171,7 +171,7 @@ fn start_futex_locks_at(out: &mut [Series], spin_at_last: &[f64], base: Option<f
 
 /// Sampled on-CPU cost (profile units per work unit) → thread-ns per work unit at each
 /// point: the clean CPU time per unit, spread in proportion to the samples.
-fn sampled_to_ns(
+pub(crate) fn sampled_to_ns(
     points: &[Point],
     profiles: &[Option<&PointProfile>],
     work: &[f64],
@@ -195,7 +195,7 @@ fn sampled_to_ns(
 /// The self time of a function (a kernel one when `kernel`) at point `i`, in clean
 /// thread-ns per unit: the samples whose leaf it is, less those that are a lock's own
 /// on-CPU time (the futex call, libc's lock code) or a blocking call's.
-fn self_ns(
+pub(crate) fn self_ns(
     profiles: &[Option<&PointProfile>],
     work: &[f64],
     scale: &[Option<f64>],
@@ -361,60 +361,6 @@ pub fn fold_critical_sections(series: &mut Vec<Series>, points: &[Point]) {
             None => k += 1,
         }
     }
-}
-
-/// A sharing finding's growth (profile units per op, first → last point) as a series.
-pub fn sharing_series(
-    points: &[Point],
-    profiles: &[Option<&PointProfile>],
-    work: &[f64],
-    finding: &Finding,
-) -> Option<Series> {
-    let last = points.len() - 1;
-    let scale = sampled_to_ns(points, profiles, work);
-    let s1 = scale[last]?;
-    // The finding's score is its growth over the last point's sampled cost per op.
-    let prof = profiles[last]?;
-    let total: f64 = prof.folded.iter().map(|f| f.weight as f64).sum::<f64>() / work[last];
-    let sampled_growth = finding.score * total * s1;
-    // Samples skid past the locked instruction onto the ones after it (cpu-clock has no
-    // precise attribution): the whole self growth of the functions it is in is the line's,
-    // when larger than what landed on the instruction itself.
-    let functions: &[String] = match &finding.details {
-        scalprof_model::FindingDetails::Sharing(d) => &d.functions,
-        _ => &[],
-    };
-    let at = |i: usize| -> Option<f64> {
-        functions
-            .iter()
-            .map(|f| self_ns(profiles, work, &scale, i, f, false))
-            .sum()
-    };
-    // The functions' growth since the first point, at point `i`.
-    let function_growth = |i: usize| -> Option<f64> {
-        if functions.is_empty() {
-            return None;
-        }
-        at(i).zip(at(0)).map(|(b, a)| (b - a).max(0.0))
-    };
-    let mut per_op = vec![None; points.len()];
-    per_op[0] = Some(0.0);
-    // Between the first and the last point the line's transfers cost what the functions
-    // that write it grew by there: the line is shared at 4 and 8 threads as at 16, and
-    // its cost is a cause at each point, not only where the finding was measured.
-    for (i, slot) in per_op.iter_mut().enumerate().take(last).skip(1) {
-        *slot = function_growth(i);
-    }
-    per_op[last] = Some(sampled_growth.max(function_growth(last).unwrap_or(0.0)));
-    Some(Series {
-        kind: finding.kind,
-        scope: finding.scope,
-        subject: finding.subject.clone(),
-        detail: "locked writes to one cache line".into(),
-        per_op,
-        shares: None,
-        late: None,
-    })
 }
 
 /// scalprof's own sampled cost (BPF programs, unwinding) in thread-ns per unit of work.

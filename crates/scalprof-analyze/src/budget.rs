@@ -26,8 +26,7 @@ use scalprof_model::{Budget, Cause, FindingKind, Point};
 
 pub(crate) mod series;
 pub use series::{
-    fold_critical_sections, hotspot_series, lock_series, observer_wait_ns, overhead_ns,
-    serial_series, Series,
+    fold_critical_sections, hotspot_series, lock_series, observer_wait_ns, overhead_ns, Series,
 };
 
 use scalprof_model::LISTED_SHARE;

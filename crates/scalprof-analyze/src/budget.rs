@@ -25,9 +25,7 @@ use scalprof_model::locks::RunQueueBehind;
 use scalprof_model::{Budget, Cause, FindingKind, Point};
 
 pub(crate) mod series;
-pub use series::{
-    fold_critical_sections, hotspot_series, lock_series, observer_wait_ns, overhead_ns, Series,
-};
+pub use series::{fold_critical_sections, lock_series, observer_wait_ns, overhead_ns, Series};
 
 use scalprof_model::LISTED_SHARE;
 

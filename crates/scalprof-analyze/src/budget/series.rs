@@ -4,10 +4,8 @@
 
 use scalprof_model::locks::{LockKind, LockRow, RunQueueBehind, Scope};
 use scalprof_model::profile::folded;
-use scalprof_model::vocabulary::{
-    blocking_call_of, in_user_lock, is_futex_path, is_spin_path, is_user_lock_code,
-};
-use scalprof_model::{FindingKind, Point, PointProfile, ScalingDiff};
+use scalprof_model::vocabulary::{blocking_call_of, in_user_lock};
+use scalprof_model::{FindingKind, Point, PointProfile};
 
 /// One candidate cause, with its cost at every point of the sweep.
 #[derive(Clone, Debug)]
@@ -223,55 +221,6 @@ pub(crate) fn self_ns(
         .map(|f| f.weight)
         .sum();
     Some(weight as f64 / work[i] * scale[i]?)
-}
-
-/// Functions whose self cost grew: on-CPU causes, in the kernel and in user space. Samples
-/// that are a lock's own on-CPU time (its spin paths, the futex call, libc's lock code)
-/// are counted with the lock, and functions `claimed` by a shared cache line with that
-/// line, not here. Only the functions the scaling diff lists as grown are candidates.
-pub fn hotspot_series(
-    points: &[Point],
-    profiles: &[Option<&PointProfile>],
-    work: &[f64],
-    diff: &ScalingDiff,
-    claimed: &[String],
-) -> Vec<Series> {
-    let scale = sampled_to_ns(points, profiles, work);
-    let kernel = diff
-        .kernel
-        .iter()
-        .filter(|r| r.growth > 0.0 && !is_spin_path(&r.function) && !is_futex_path(&r.function))
-        .map(|r| (r, true));
-    let user = diff
-        .user
-        .iter()
-        .filter(|r| {
-            r.growth > 0.0 && !is_user_lock_code(&r.function) && !claimed.contains(&r.function)
-        })
-        .map(|r| (r, false));
-    kernel
-        .chain(user)
-        .map(|(r, kernel)| Series {
-            kind: if kernel {
-                FindingKind::KernelHotspot
-            } else {
-                FindingKind::UserHotspot
-            },
-            scope: Some(if kernel { Scope::Kernel } else { Scope::User }),
-            subject: r.function.clone(),
-            detail: if kernel {
-                "kernel, on CPU"
-            } else {
-                "user, on CPU"
-            }
-            .into(),
-            per_op: (0..points.len())
-                .map(|i| self_ns(profiles, work, &scale, i, &r.function, kernel))
-                .collect(),
-            shares: None,
-            late: None,
-        })
-        .collect()
 }
 
 /// The critical section is the lock's: a user function that takes a contended lock (its

@@ -1,8 +1,10 @@
-//! The candidate causes of a budget, each as its cost at every point of the sweep: locks
-//! (waits and their on-CPU time), kernel hotspots, serial phases, shared cache lines, and
-//! scalprof's own overhead.
+//! What every kind of cause reads to make its series: [`Series`] (one candidate cause, its
+//! cost at every point of the sweep), the traced clock scaled back to the clean one, sampled
+//! on-CPU cost in thread-ns per unit, and a function's self time. Each kind's own series is
+//! its file in `causes/`; scalprof's own overhead (its sampled frames, the CPU its threads
+//! held) is here, as it is no cause.
 
-use scalprof_model::locks::{LockKind, LockRow, RunQueueBehind, Scope};
+use scalprof_model::locks::{RunQueueBehind, Scope};
 use scalprof_model::profile::folded;
 use scalprof_model::vocabulary::{blocking_call_of, in_user_lock};
 use scalprof_model::{FindingKind, Point, PointProfile};
@@ -36,135 +38,8 @@ fn cpu_ns_per_op(p: &Point) -> Option<f64> {
 /// every operation took `1 / (1 + perturbation)` times as long as in the clean ones (slower
 /// when tracing costs, faster when the clean repeats were the disturbed ones); the budget's
 /// thread-time comes from the clean repeats, so waits are scaled back to that clock.
-fn dilation(p: &Point) -> f64 {
+pub(crate) fn dilation(p: &Point) -> f64 {
     p.perturbation.map_or(1.0, |x| (1.0 + x).clamp(0.25, 4.0))
-}
-
-/// The lock rows of every point as series: locks, and the condition variables and
-/// semaphores whose waits are a handoff (an interpreter lock, a work queue). Joins and
-/// barriers are the harness's structure, not a cause.
-pub fn lock_series(
-    points: &[Point],
-    profiles: &[Option<&PointProfile>],
-    work: &[f64],
-) -> Vec<Series> {
-    // The on-CPU part was sampled: convert it like every sampled cost.
-    let scale = sampled_to_ns(points, profiles, work);
-    let mut out: Vec<Series> = Vec::new();
-    // Each series' lock code per unit (sampled) at the latest point that has it.
-    let mut spin_at_last: Vec<f64> = Vec::new();
-    for (i, p) in points.iter().enumerate() {
-        let Some(lp) = &p.locks else { continue };
-        for r in &lp.rows {
-            if !is_budget_lock(r) || work[i] <= 0.0 {
-                continue;
-            }
-            // Waits are on the traced clock (dilated back); the sampled on-CPU part is
-            // already on the clean one (`sampled_to_ns` maps it to clean CPU per unit).
-            let ns = r.total_wait_ns as f64 / work[i] * dilation(p)
-                + r.spin_ns.unwrap_or(0) as f64 * scale[i].unwrap_or(dilation(p)) / work[i];
-            let k = series_of(&mut out, r, points.len());
-            if k == spin_at_last.len() {
-                // A new series: no lock code of its own seen yet.
-                spin_at_last.push(0.0);
-            }
-            if crate::locks::takes_futex_cpu(r) {
-                spin_at_last[k] = r.spin_ns.unwrap_or(0) as f64 / work[i];
-            }
-            let s = &mut out[k];
-            s.per_op[i] = Some(s.per_op[i].unwrap_or(0.0) + ns);
-            s.detail = crate::locks::budget_detail(r, std::mem::take(&mut s.detail));
-        }
-    }
-    let base = baseline_lock_code(profiles, &scale, work);
-    start_futex_locks_at(&mut out, &spin_at_last, base);
-    // A point without a row for a lock measured elsewhere had no waits on it.
-    for s in &mut out {
-        for (i, p) in points.iter().enumerate() {
-            if p.locks.is_some() && s.per_op[i].is_none() {
-                s.per_op[i] = Some(0.0);
-            }
-        }
-    }
-    out
-}
-
-/// Whether a lock row is a cause for the budget. One long wait is an event (a join, a
-/// start-up handshake), not contention.
-fn is_budget_lock(r: &LockRow) -> bool {
-    !(matches!(
-        r.lock_type,
-        LockKind::Join | LockKind::Barrier | LockKind::Idle | LockKind::GoWaitGroup
-    ) || r.attributed_to.is_some()
-        || r.peer_attached
-        || r.count < crate::locks::LOCK_MIN_WAITS)
-}
-
-/// The index of the series of `r`'s lock in `out`, pushed (with `points` empty points)
-/// when it has none yet: a reader-writer lock's two sides are one cause.
-fn series_of(out: &mut Vec<Series>, r: &LockRow, points: usize) -> usize {
-    if let Some(k) = out
-        .iter()
-        .position(|s| s.scope == Some(r.scope) && s.subject == r.name)
-    {
-        return k;
-    }
-    out.push(Series {
-        kind: if r.lock_type.is_blocked_wait() {
-            FindingKind::BlockedWait
-        } else {
-            FindingKind::LockContention
-        },
-        scope: Some(r.scope),
-        subject: r.name.clone(),
-        detail: r.lock_type.to_string(),
-        per_op: vec![None; points],
-        shares: None,
-        late: None,
-    });
-    out.len() - 1
-}
-
-/// The baseline's lock code, in ns per unit: at the first point the locks are taken
-/// uncontended, so they have no row, but libc's lock and unlock paths already cost CPU
-/// there.
-fn baseline_lock_code(
-    profiles: &[Option<&PointProfile>],
-    scale: &[Option<f64>],
-    work: &[f64],
-) -> Option<f64> {
-    profiles
-        .first()
-        .copied()
-        .flatten()
-        .zip(scale.first().copied().flatten())
-        .filter(|_| work.first().is_some_and(|&w| w > 0.0))
-        .map(|(prof, sc)| {
-            let w: u64 = prof
-                .folded
-                .iter()
-                .filter(|f| in_user_lock(&f.stack))
-                .map(|f| f.weight)
-                .sum();
-            w as f64 / work[0] * sc
-        })
-}
-
-/// A futex lock's growth is measured from its part of the baseline's lock code `base`
-/// (split like the lock code at the last point that has rows, `spin_at_last`), not from
-/// zero.
-fn start_futex_locks_at(out: &mut [Series], spin_at_last: &[f64], base: Option<f64>) {
-    let futex_series: Vec<usize> = (0..out.len())
-        .filter(|&k| out[k].scope == Some(Scope::User) && spin_at_last[k] > 0.0)
-        .collect();
-    let spin_total: f64 = futex_series.iter().map(|&k| spin_at_last[k]).sum();
-    for &k in &futex_series {
-        if out[k].per_op[0].is_none() {
-            if let Some(base) = base {
-                out[k].per_op[0] = Some(base * spin_at_last[k] / spin_total);
-            }
-        }
-    }
 }
 
 /// Sampled on-CPU cost (profile units per work unit) → thread-ns per work unit at each
@@ -221,63 +96,6 @@ pub(crate) fn self_ns(
         .map(|f| f.weight)
         .sum();
     Some(weight as f64 / work[i] * scale[i]?)
-}
-
-/// The critical section is the lock's: a user function that takes a contended lock (its
-/// top caller or its top holder, at least half of the waits) and whose own time per op grew did that work
-/// holding the lock, and it got slower because the data it guards move between CPUs with
-/// the lock (hash_global_mutex: `table_lookup` +5% beside `table_lock`). Its growth joins
-/// the lock's series rather than standing as a hotspot of its own.
-pub fn fold_critical_sections(series: &mut Vec<Series>, points: &[Point]) {
-    let Some(rows) = points
-        .iter()
-        .rev()
-        .find_map(|p| p.locks.as_ref().map(|l| &l.rows))
-    else {
-        return;
-    };
-    let holder_of = |function: &str| -> Option<&str> {
-        rows.iter()
-            .filter(|r| r.scope == Scope::User && r.lock_type.is_lock())
-            .find(|r| {
-                // A JIT-compiled Java method is its profile frame (`void A.f(long)`) and
-                // the lock's caller (`A.f`): its inlined monitor enter (a CAS on the
-                // object's header, the spin) is the monitor's, in its own time.
-                let java = scalprof_model::vocabulary::java_method(function);
-                let main = |v: &[scalprof_model::locks::LockCaller]| {
-                    v.first().is_some_and(|c| {
-                        (c.function == function || c.function == java) && c.share >= 0.5
-                    })
-                };
-                main(&r.callers) || main(&r.holders)
-            })
-            .map(|r| r.name.as_str())
-    };
-    let mut k = 0;
-    while k < series.len() {
-        let lock = (series[k].kind == FindingKind::UserHotspot)
-            .then(|| holder_of(&series[k].subject))
-            .flatten()
-            .and_then(|name| {
-                series.iter().position(|s| {
-                    s.kind == FindingKind::LockContention
-                        && s.scope == Some(Scope::User)
-                        && s.subject == name
-                })
-            });
-        match lock {
-            Some(l) => {
-                let section = series.remove(k);
-                let l = if l > k { l - 1 } else { l };
-                for (into, add) in series[l].per_op.iter_mut().zip(&section.per_op) {
-                    if let Some(add) = add {
-                        *into = Some(into.unwrap_or(0.0) + add);
-                    }
-                }
-            }
-            None => k += 1,
-        }
-    }
 }
 
 /// scalprof's own sampled cost (BPF programs, unwinding) in thread-ns per unit of work.

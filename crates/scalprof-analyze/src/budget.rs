@@ -25,10 +25,7 @@ use scalprof_model::locks::RunQueueBehind;
 use scalprof_model::{Budget, Cause, FindingKind, Point};
 
 pub(crate) mod series;
-pub use series::{
-    fold_critical_sections, hotspot_series, lock_series, observer_wait_ns, overhead_ns,
-    serial_series, sharing_series, Series,
-};
+pub use series::{observer_wait_ns, overhead_ns, Series};
 
 use scalprof_model::LISTED_SHARE;
 
@@ -222,7 +219,7 @@ fn fold_late_run(causes: &mut [Cause], series: &[Series], i: usize) {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use scalprof_model::locks::{LockKind, Scope, CPU_WAIT_OBSERVER};
+    use scalprof_model::locks::Scope;
     use scalprof_model::Spread;
 
     pub(crate) fn point(value: u64, throughput: f64, efficiency: f64) -> Point {
@@ -292,164 +289,6 @@ pub(crate) mod tests {
         assert!((b.unexplained - 0.115).abs() < 1e-9);
         let sum = b.useful + b.overhead + b.unexplained + b.causes[0].share;
         assert!((sum - 1.0).abs() < 1e-9);
-    }
-
-    #[test]
-    fn waits_from_a_slower_traced_run_are_scaled_back_to_the_clean_clock() {
-        use scalprof_model::locks::{LockProfile, LockRow};
-        let with_lock = |mut p: Point, wait_ns: u64, perturbation: Option<f64>| {
-            p.perturbation = perturbation;
-            p.locks = Some(LockProfile {
-                rows: vec![LockRow {
-                    address: scalprof_model::locks::LockAddress::Traced(0x1),
-                    count: 1000,
-                    total_wait_ns: wait_ns,
-                    max_wait_ns: 1,
-                    ..LockRow::new(Scope::User, "table_lock", LockKind::Mutex)
-                }],
-                ..Default::default()
-            });
-            p
-        };
-        // 1000 units of work per point. The traced repeats at 2 threads ran 20% slower,
-        // so their 500 µs of wait per unit is 400 µs of the clean run's time.
-        let points = [
-            with_lock(point(1, 1000.0, 1.0), 0, None),
-            with_lock(point(2, 1250.0, 0.625), 500_000_000, Some(-0.2)),
-        ];
-        let series = lock_series(&points, &[None, None], &[1000.0, 1000.0]);
-        assert_eq!(series.len(), 1);
-        assert!(
-            (series[0].per_op[1].unwrap() - 400_000.0).abs() < 1e-6,
-            "{series:?}"
-        );
-        // The share is then the clean run's: 0.4 ms of 1.6 ms.
-        let b = budgets(&points, &[None, None], &series, 0)[1]
-            .clone()
-            .unwrap();
-        assert!((b.causes[0].share - 0.25).abs() < 1e-9, "{b:?}");
-
-        // 100 ms behind scalprof's own threads: the observer's cost, not a cause.
-        let mut points = points;
-        let rows = &mut points[1].locks.as_mut().unwrap().rows;
-        let mut observer = rows[0].clone();
-        observer.scope = Scope::Kernel;
-        observer.name = CPU_WAIT_OBSERVER.into();
-        observer.lock_type = LockKind::CpuWait;
-        observer.total_wait_ns = 100_000_000;
-        observer.attributed_to = Some("the observer".into());
-        rows.push(observer);
-        assert_eq!(
-            lock_series(&points, &[None, None], &[1000.0, 1000.0]).len(),
-            1
-        );
-        let waited = observer_wait_ns(&points, &[1000.0, 1000.0]);
-        assert_eq!(waited[0], Some(0.0));
-        assert!((waited[1].unwrap() - 80_000.0).abs() < 1e-6, "{waited:?}");
-        // 80 µs of 1.6 ms per unit: 5% of the thread-time is scalprof's.
-        let b = budgets(&points, &waited, &series, 0)[1].clone().unwrap();
-        assert!((b.overhead - 0.05).abs() < 1e-9, "{b:?}");
-    }
-
-    #[test]
-    fn a_lock_s_code_counts_from_its_uncontended_cost_and_is_not_a_sleeper_s() {
-        use scalprof_model::locks::{LockProfile, LockRow};
-        use scalprof_model::{FoldedStack, PointProfile};
-        let prof = |stacks: &[(&str, u64)]| PointProfile {
-            folded: stacks
-                .iter()
-                .map(|&(stack, weight)| FoldedStack {
-                    stack: stack.into(),
-                    samples: weight / 1_000_000,
-                    weight,
-                })
-                .collect(),
-            ..Default::default()
-        };
-        let row = |name: &str, lock_type: LockKind, wait: u64| LockRow {
-            address: scalprof_model::locks::LockAddress::Traced(0x1),
-            count: 1000,
-            total_wait_ns: wait,
-            max_wait_ns: wait,
-            ..LockRow::new(Scope::User, name, lock_type)
-        };
-        // 1000 units per point. At 1 thread the uncontended lock code is 20% of 1 ms of
-        // CPU per unit; at 2 threads (1.6 ms per unit) it is 600 of 1400 sampled ms.
-        let p0 = prof(&[
-            ("p;worker", 800_000_000),
-            ("p;worker;pthread_mutex_lock", 200_000_000),
-        ]);
-        let p1 = prof(&[
-            ("p;worker", 800_000_000),
-            ("p;worker;pthread_mutex_lock", 600_000_000),
-        ]);
-        let mut points = [point(1, 1000.0, 1.0), point(2, 1250.0, 0.625)];
-        points[0].locks = Some(LockProfile::default());
-        // The main thread sleeps 8 s while the workers contend: its sleep takes none of
-        // their lock code. The traced repeat ran twice as fast as the clean ones.
-        let mut rows = vec![
-            row("table_lock", LockKind::Mutex, 100_000_000),
-            row("sleep in main", LockKind::Sleep, 8_000_000_000),
-        ];
-        crate::locks::attribute_futex_cpu(&mut rows, &p1);
-        assert_eq!(rows[0].spin_ns, Some(600_000_000));
-        assert_eq!(rows[1].spin_ns, None);
-        points[1].locks = Some(LockProfile {
-            rows,
-            ..Default::default()
-        });
-        points[1].perturbation = Some(1.0);
-        let series = lock_series(&points, &[Some(&p0), Some(&p1)], &[1000.0, 1000.0]);
-        let lock = series.iter().find(|s| s.subject == "table_lock").unwrap();
-        // Baseline: 200 µs of lock code. At 2: the wait (100 µs, doubled back to the clean
-        // clock) plus the lock code on the clean clock (600 µs × 1.6/1.4), not doubled.
-        assert!(
-            (lock.per_op[0].unwrap() - 200_000.0).abs() < 1e-6,
-            "{lock:?}"
-        );
-        let at2 = 200_000.0 + 600_000.0 * 1.6 / 1.4;
-        assert!((lock.per_op[1].unwrap() - at2).abs() < 1e-6, "{lock:?}");
-    }
-
-    #[test]
-    fn a_lock_holder_s_own_growth_is_the_lock_s() {
-        use scalprof_model::locks::{LockCaller, LockProfile, LockRow};
-        let mut points = [point(1, 1000.0, 1.0), point(2, 1250.0, 0.625)];
-        let row = |name: &str, caller: &str, share: f64| LockRow {
-            address: scalprof_model::locks::LockAddress::Traced(0x1),
-            count: 1000,
-            total_wait_ns: 1,
-            max_wait_ns: 1,
-            callers: vec![LockCaller {
-                function: caller.into(),
-                share,
-                state: None,
-                stack: None,
-            }],
-            ..LockRow::new(Scope::User, name, LockKind::Mutex)
-        };
-        points[1].locks = Some(LockProfile {
-            rows: vec![
-                row("table_lock", "table_lookup", 0.9),
-                row("other", "parse", 0.3),
-            ],
-            ..Default::default()
-        });
-        let hotspot = |f: &str, per_op: [f64; 2]| Series {
-            kind: FindingKind::UserHotspot,
-            ..lock(f, per_op)
-        };
-        let mut series = vec![
-            hotspot("table_lookup", [10.0, 60.0]),
-            lock("table_lock", [0.0, 400.0]),
-            lock("other", [0.0, 100.0]),
-            // Takes `other` for under half of its waits: its growth stays its own.
-            hotspot("parse", [5.0, 25.0]),
-        ];
-        fold_critical_sections(&mut series, &points);
-        let subjects: Vec<&str> = series.iter().map(|s| s.subject.as_str()).collect();
-        assert_eq!(subjects, ["table_lock", "other", "parse"]);
-        assert_eq!(series[0].per_op, [Some(10.0), Some(460.0)]);
     }
 
     #[test]

@@ -1,13 +1,13 @@
-//! The candidate causes of a budget, each as its cost at every point of the sweep: locks
-//! (waits and their on-CPU time), kernel hotspots, serial phases, shared cache lines, and
-//! scalprof's own overhead.
+//! What every kind of cause reads to make its series: [`Series`] (one candidate cause, its
+//! cost at every point of the sweep), the traced clock scaled back to the clean one, sampled
+//! on-CPU cost in thread-ns per unit, and a function's self time. Each kind's own series is
+//! its file in `causes/`; scalprof's own overhead (its sampled frames, the CPU its threads
+//! held) is here, as it is no cause.
 
-use scalprof_model::locks::{LockKind, LockRow, RunQueueBehind, Scope};
+use scalprof_model::locks::{RunQueueBehind, Scope};
 use scalprof_model::profile::folded;
-use scalprof_model::vocabulary::{
-    blocking_call_of, in_user_lock, is_futex_path, is_spin_path, is_user_lock_code,
-};
-use scalprof_model::{Finding, FindingKind, Point, PointProfile, ScalingDiff};
+use scalprof_model::vocabulary::{blocking_call_of, in_user_lock};
+use scalprof_model::{FindingKind, Point, PointProfile};
 
 /// One candidate cause, with its cost at every point of the sweep.
 #[derive(Clone, Debug)]
@@ -38,140 +38,13 @@ fn cpu_ns_per_op(p: &Point) -> Option<f64> {
 /// every operation took `1 / (1 + perturbation)` times as long as in the clean ones (slower
 /// when tracing costs, faster when the clean repeats were the disturbed ones); the budget's
 /// thread-time comes from the clean repeats, so waits are scaled back to that clock.
-fn dilation(p: &Point) -> f64 {
+pub(crate) fn dilation(p: &Point) -> f64 {
     p.perturbation.map_or(1.0, |x| (1.0 + x).clamp(0.25, 4.0))
-}
-
-/// The lock rows of every point as series: locks, and the condition variables and
-/// semaphores whose waits are a handoff (an interpreter lock, a work queue). Joins and
-/// barriers are the harness's structure, not a cause.
-pub fn lock_series(
-    points: &[Point],
-    profiles: &[Option<&PointProfile>],
-    work: &[f64],
-) -> Vec<Series> {
-    // The on-CPU part was sampled: convert it like every sampled cost.
-    let scale = sampled_to_ns(points, profiles, work);
-    let mut out: Vec<Series> = Vec::new();
-    // Each series' lock code per unit (sampled) at the latest point that has it.
-    let mut spin_at_last: Vec<f64> = Vec::new();
-    for (i, p) in points.iter().enumerate() {
-        let Some(lp) = &p.locks else { continue };
-        for r in &lp.rows {
-            if !is_budget_lock(r) || work[i] <= 0.0 {
-                continue;
-            }
-            // Waits are on the traced clock (dilated back); the sampled on-CPU part is
-            // already on the clean one (`sampled_to_ns` maps it to clean CPU per unit).
-            let ns = r.total_wait_ns as f64 / work[i] * dilation(p)
-                + r.spin_ns.unwrap_or(0) as f64 * scale[i].unwrap_or(dilation(p)) / work[i];
-            let k = series_of(&mut out, r, points.len());
-            if k == spin_at_last.len() {
-                // A new series: no lock code of its own seen yet.
-                spin_at_last.push(0.0);
-            }
-            if crate::locks::takes_futex_cpu(r) {
-                spin_at_last[k] = r.spin_ns.unwrap_or(0) as f64 / work[i];
-            }
-            let s = &mut out[k];
-            s.per_op[i] = Some(s.per_op[i].unwrap_or(0.0) + ns);
-            s.detail = crate::locks::budget_detail(r, std::mem::take(&mut s.detail));
-        }
-    }
-    let base = baseline_lock_code(profiles, &scale, work);
-    start_futex_locks_at(&mut out, &spin_at_last, base);
-    // A point without a row for a lock measured elsewhere had no waits on it.
-    for s in &mut out {
-        for (i, p) in points.iter().enumerate() {
-            if p.locks.is_some() && s.per_op[i].is_none() {
-                s.per_op[i] = Some(0.0);
-            }
-        }
-    }
-    out
-}
-
-/// Whether a lock row is a cause for the budget. One long wait is an event (a join, a
-/// start-up handshake), not contention.
-fn is_budget_lock(r: &LockRow) -> bool {
-    !(matches!(
-        r.lock_type,
-        LockKind::Join | LockKind::Barrier | LockKind::Idle | LockKind::GoWaitGroup
-    ) || r.attributed_to.is_some()
-        || r.peer_attached
-        || r.count < crate::locks::LOCK_MIN_WAITS)
-}
-
-/// The index of the series of `r`'s lock in `out`, pushed (with `points` empty points)
-/// when it has none yet: a reader-writer lock's two sides are one cause.
-fn series_of(out: &mut Vec<Series>, r: &LockRow, points: usize) -> usize {
-    if let Some(k) = out
-        .iter()
-        .position(|s| s.scope == Some(r.scope) && s.subject == r.name)
-    {
-        return k;
-    }
-    out.push(Series {
-        kind: if r.lock_type.is_blocked_wait() {
-            FindingKind::BlockedWait
-        } else {
-            FindingKind::LockContention
-        },
-        scope: Some(r.scope),
-        subject: r.name.clone(),
-        detail: r.lock_type.to_string(),
-        per_op: vec![None; points],
-        shares: None,
-        late: None,
-    });
-    out.len() - 1
-}
-
-/// The baseline's lock code, in ns per unit: at the first point the locks are taken
-/// uncontended, so they have no row, but libc's lock and unlock paths already cost CPU
-/// there.
-fn baseline_lock_code(
-    profiles: &[Option<&PointProfile>],
-    scale: &[Option<f64>],
-    work: &[f64],
-) -> Option<f64> {
-    profiles
-        .first()
-        .copied()
-        .flatten()
-        .zip(scale.first().copied().flatten())
-        .filter(|_| work.first().is_some_and(|&w| w > 0.0))
-        .map(|(prof, sc)| {
-            let w: u64 = prof
-                .folded
-                .iter()
-                .filter(|f| in_user_lock(&f.stack))
-                .map(|f| f.weight)
-                .sum();
-            w as f64 / work[0] * sc
-        })
-}
-
-/// A futex lock's growth is measured from its part of the baseline's lock code `base`
-/// (split like the lock code at the last point that has rows, `spin_at_last`), not from
-/// zero.
-fn start_futex_locks_at(out: &mut [Series], spin_at_last: &[f64], base: Option<f64>) {
-    let futex_series: Vec<usize> = (0..out.len())
-        .filter(|&k| out[k].scope == Some(Scope::User) && spin_at_last[k] > 0.0)
-        .collect();
-    let spin_total: f64 = futex_series.iter().map(|&k| spin_at_last[k]).sum();
-    for &k in &futex_series {
-        if out[k].per_op[0].is_none() {
-            if let Some(base) = base {
-                out[k].per_op[0] = Some(base * spin_at_last[k] / spin_total);
-            }
-        }
-    }
 }
 
 /// Sampled on-CPU cost (profile units per work unit) → thread-ns per work unit at each
 /// point: the clean CPU time per unit, spread in proportion to the samples.
-fn sampled_to_ns(
+pub(crate) fn sampled_to_ns(
     points: &[Point],
     profiles: &[Option<&PointProfile>],
     work: &[f64],
@@ -195,7 +68,7 @@ fn sampled_to_ns(
 /// The self time of a function (a kernel one when `kernel`) at point `i`, in clean
 /// thread-ns per unit: the samples whose leaf it is, less those that are a lock's own
 /// on-CPU time (the futex call, libc's lock code) or a blocking call's.
-fn self_ns(
+pub(crate) fn self_ns(
     profiles: &[Option<&PointProfile>],
     work: &[f64],
     scale: &[Option<f64>],
@@ -223,198 +96,6 @@ fn self_ns(
         .map(|f| f.weight)
         .sum();
     Some(weight as f64 / work[i] * scale[i]?)
-}
-
-/// Functions whose self cost grew: on-CPU causes, in the kernel and in user space. Samples
-/// that are a lock's own on-CPU time (its spin paths, the futex call, libc's lock code)
-/// are counted with the lock, and functions `claimed` by a shared cache line with that
-/// line, not here. Only the functions the scaling diff lists as grown are candidates.
-pub fn hotspot_series(
-    points: &[Point],
-    profiles: &[Option<&PointProfile>],
-    work: &[f64],
-    diff: &ScalingDiff,
-    claimed: &[String],
-) -> Vec<Series> {
-    let scale = sampled_to_ns(points, profiles, work);
-    let kernel = diff
-        .kernel
-        .iter()
-        .filter(|r| r.growth > 0.0 && !is_spin_path(&r.function) && !is_futex_path(&r.function))
-        .map(|r| (r, true));
-    let user = diff
-        .user
-        .iter()
-        .filter(|r| {
-            r.growth > 0.0 && !is_user_lock_code(&r.function) && !claimed.contains(&r.function)
-        })
-        .map(|r| (r, false));
-    kernel
-        .chain(user)
-        .map(|(r, kernel)| Series {
-            kind: if kernel {
-                FindingKind::KernelHotspot
-            } else {
-                FindingKind::UserHotspot
-            },
-            scope: Some(if kernel { Scope::Kernel } else { Scope::User }),
-            subject: r.function.clone(),
-            detail: if kernel {
-                "kernel, on CPU"
-            } else {
-                "user, on CPU"
-            }
-            .into(),
-            per_op: (0..points.len())
-                .map(|i| self_ns(profiles, work, &scale, i, &r.function, kernel))
-                .collect(),
-            shares: None,
-            late: None,
-        })
-        .collect()
-}
-
-/// Serial phases: one thread on a CPU for a share s of the time costs the other N − 1
-/// threads s·(N − 1)/N of the thread-time.
-pub fn serial_series(points: &[Point], profiles: &[Option<&PointProfile>]) -> Option<Series> {
-    let share_of = |f: fn(&scalprof_model::SerialStats) -> f64| -> Vec<Option<f64>> {
-        points
-            .iter()
-            .zip(profiles)
-            .map(|(p, prof)| {
-                let prof = (*prof)?;
-                let n = p.value as f64;
-                (p.value >= 2 && prof.serial.bins >= 20).then(|| f(&prof.serial) * (n - 1.0) / n)
-            })
-            .collect()
-    };
-    let shares = share_of(scalprof_model::SerialStats::single_share);
-    let late = share_of(scalprof_model::SerialStats::late_share);
-    let last = profiles.iter().rev().flatten().next()?;
-    shares.iter().any(Option::is_some).then(|| Series {
-        kind: FindingKind::SerialFraction,
-        scope: Some(Scope::User),
-        subject: last
-            .serial
-            .top_function
-            .clone()
-            .unwrap_or_else(|| "[serial phase]".into()),
-        detail: "one thread on a CPU".into(),
-        per_op: vec![None; points.len()],
-        shares: Some(shares),
-        late: Some(late),
-    })
-}
-
-/// The critical section is the lock's: a user function that takes a contended lock (its
-/// top caller or its top holder, at least half of the waits) and whose own time per op grew did that work
-/// holding the lock, and it got slower because the data it guards move between CPUs with
-/// the lock (hash_global_mutex: `table_lookup` +5% beside `table_lock`). Its growth joins
-/// the lock's series rather than standing as a hotspot of its own.
-pub fn fold_critical_sections(series: &mut Vec<Series>, points: &[Point]) {
-    let Some(rows) = points
-        .iter()
-        .rev()
-        .find_map(|p| p.locks.as_ref().map(|l| &l.rows))
-    else {
-        return;
-    };
-    let holder_of = |function: &str| -> Option<&str> {
-        rows.iter()
-            .filter(|r| r.scope == Scope::User && r.lock_type.is_lock())
-            .find(|r| {
-                // A JIT-compiled Java method is its profile frame (`void A.f(long)`) and
-                // the lock's caller (`A.f`): its inlined monitor enter (a CAS on the
-                // object's header, the spin) is the monitor's, in its own time.
-                let java = scalprof_model::vocabulary::java_method(function);
-                let main = |v: &[scalprof_model::locks::LockCaller]| {
-                    v.first().is_some_and(|c| {
-                        (c.function == function || c.function == java) && c.share >= 0.5
-                    })
-                };
-                main(&r.callers) || main(&r.holders)
-            })
-            .map(|r| r.name.as_str())
-    };
-    let mut k = 0;
-    while k < series.len() {
-        let lock = (series[k].kind == FindingKind::UserHotspot)
-            .then(|| holder_of(&series[k].subject))
-            .flatten()
-            .and_then(|name| {
-                series.iter().position(|s| {
-                    s.kind == FindingKind::LockContention
-                        && s.scope == Some(Scope::User)
-                        && s.subject == name
-                })
-            });
-        match lock {
-            Some(l) => {
-                let section = series.remove(k);
-                let l = if l > k { l - 1 } else { l };
-                for (into, add) in series[l].per_op.iter_mut().zip(&section.per_op) {
-                    if let Some(add) = add {
-                        *into = Some(into.unwrap_or(0.0) + add);
-                    }
-                }
-            }
-            None => k += 1,
-        }
-    }
-}
-
-/// A sharing finding's growth (profile units per op, first → last point) as a series.
-pub fn sharing_series(
-    points: &[Point],
-    profiles: &[Option<&PointProfile>],
-    work: &[f64],
-    finding: &Finding,
-) -> Option<Series> {
-    let last = points.len() - 1;
-    let scale = sampled_to_ns(points, profiles, work);
-    let s1 = scale[last]?;
-    // The finding's score is its growth over the last point's sampled cost per op.
-    let prof = profiles[last]?;
-    let total: f64 = prof.folded.iter().map(|f| f.weight as f64).sum::<f64>() / work[last];
-    let sampled_growth = finding.score * total * s1;
-    // Samples skid past the locked instruction onto the ones after it (cpu-clock has no
-    // precise attribution): the whole self growth of the functions it is in is the line's,
-    // when larger than what landed on the instruction itself.
-    let functions: &[String] = match &finding.details {
-        scalprof_model::FindingDetails::Sharing(d) => &d.functions,
-        _ => &[],
-    };
-    let at = |i: usize| -> Option<f64> {
-        functions
-            .iter()
-            .map(|f| self_ns(profiles, work, &scale, i, f, false))
-            .sum()
-    };
-    // The functions' growth since the first point, at point `i`.
-    let function_growth = |i: usize| -> Option<f64> {
-        if functions.is_empty() {
-            return None;
-        }
-        at(i).zip(at(0)).map(|(b, a)| (b - a).max(0.0))
-    };
-    let mut per_op = vec![None; points.len()];
-    per_op[0] = Some(0.0);
-    // Between the first and the last point the line's transfers cost what the functions
-    // that write it grew by there: the line is shared at 4 and 8 threads as at 16, and
-    // its cost is a cause at each point, not only where the finding was measured.
-    for (i, slot) in per_op.iter_mut().enumerate().take(last).skip(1) {
-        *slot = function_growth(i);
-    }
-    per_op[last] = Some(sampled_growth.max(function_growth(last).unwrap_or(0.0)));
-    Some(Series {
-        kind: finding.kind,
-        scope: finding.scope,
-        subject: finding.subject.clone(),
-        detail: "locked writes to one cache line".into(),
-        per_op,
-        shares: None,
-        late: None,
-    })
 }
 
 /// scalprof's own sampled cost (BPF programs, unwinding) in thread-ns per unit of work.

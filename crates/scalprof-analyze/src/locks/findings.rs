@@ -1,27 +1,27 @@
 //! Lock findings: the locks whose waits and on-CPU time grew over the sweep, with their
 //! evidence, callers and a suggestion that fits the lock.
 
-use scalprof_model::locks::{LockKind, LockProfile, LockRow, Scope};
+use scalprof_model::locks::{LockKind, LockRow, Scope};
 use scalprof_model::{Finding, FindingDetails, FindingKind, LockDetails, Point};
 
 mod advice;
 mod evidence;
 
 use super::merge::combine_sides;
-use super::{LOCK_MIN_SCORE, LOCK_MIN_WAITS};
+use super::{LockPoint, LOCK_MIN_SCORE, LOCK_MIN_WAITS};
 pub(crate) use evidence::budget_detail;
 
-/// `lock_contention` findings. `points`: (point, work, lock profile), in sweep order.
+/// `lock_contention` findings. `points`: each point with a lock table, in sweep order.
 ///
 /// A lock's score is the share of the lost thread-time per operation that the growth of
 /// its wait per operation explains: with N threads, each operation costs N·wall/ops of
 /// thread time; ideal scaling keeps that at the first point's value, and waiting is
 /// thread time.
-pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
+pub fn lock_findings(points: &[LockPoint<'_>]) -> Vec<Finding> {
     let Some(lost) = lost_thread_time(points) else {
         return Vec::new();
     };
-    let last_rows = &points[points.len() - 1].2.rows;
+    let last_rows = &points[points.len() - 1].locks.rows;
     let mut out = Vec::new();
     for (scope, name) in lock_names(points) {
         let rows = growth_rows(points, scope, &name);
@@ -45,14 +45,14 @@ pub fn lock_findings(points: &[(&Point, f64, &LockProfile)]) -> Vec<Finding> {
 
 /// The thread time per operation lost between the first and the last point (for a single
 /// point, all of it: its waits are compared with the whole thread time), when some was.
-fn lost_thread_time(points: &[(&Point, f64, &LockProfile)]) -> Option<f64> {
-    let &(last_point, last_work, _) = points.last()?;
-    let (first_point, first_work, _) = points[0];
+fn lost_thread_time(points: &[LockPoint<'_>]) -> Option<f64> {
+    let last = points.last()?;
+    let first = &points[0];
     // From the clean throughput (work units per second): N threads' time per unit.
     let thread_time_per_op =
         |p: &Point, work: f64| -> Option<f64> { p.thread_ns_per_op().filter(|_| work > 0.0) };
-    let t_last = thread_time_per_op(last_point, last_work)?;
-    let t_first = thread_time_per_op(first_point, first_work)?;
+    let t_last = thread_time_per_op(last.point, last.work)?;
+    let t_first = thread_time_per_op(first.point, first.work)?;
     let lost = if points.len() == 1 {
         t_last
     } else {
@@ -63,10 +63,10 @@ fn lost_thread_time(points: &[(&Point, f64, &LockProfile)]) -> Option<f64> {
 
 /// Every lock of the sweep once, in the order first seen: a reader-writer lock's read and
 /// write sides are one lock.
-fn lock_names(points: &[(&Point, f64, &LockProfile)]) -> Vec<(Scope, String)> {
+fn lock_names(points: &[LockPoint<'_>]) -> Vec<(Scope, String)> {
     let mut names: Vec<(Scope, String)> = Vec::new();
-    for (_, _, lp) in points {
-        for r in &lp.rows {
+    for at in points {
+        for r in &at.locks.rows {
             let k = (r.scope, r.name.clone());
             if !names.contains(&k) {
                 names.push(k);
@@ -77,16 +77,13 @@ fn lock_names(points: &[(&Point, f64, &LockProfile)]) -> Vec<(Scope, String)> {
 }
 
 /// One lock's row at each point, its sides combined (`None` where it was not waited for).
-fn growth_rows(
-    points: &[(&Point, f64, &LockProfile)],
-    scope: Scope,
-    name: &str,
-) -> Vec<Option<LockRow>> {
+fn growth_rows(points: &[LockPoint<'_>], scope: Scope, name: &str) -> Vec<Option<LockRow>> {
     points
         .iter()
-        .map(|(_, _, lp)| {
+        .map(|at| {
             combine_sides(
-                lp.rows
+                at.locks
+                    .rows
                     .iter()
                     .filter(|r| r.scope == scope && r.name == name),
             )
@@ -113,25 +110,21 @@ fn is_programs_cause(row: &LockRow) -> bool {
 /// Each point's cost of one lock per work unit: `cost` of its row over the work.
 fn per_op(
     rows: &[Option<LockRow>],
-    points: &[(&Point, f64, &LockProfile)],
+    points: &[LockPoint<'_>],
     cost: impl Fn(&LockRow) -> u64,
 ) -> Vec<f64> {
     rows.iter()
         .zip(points)
-        .map(|(r, (_, work, _))| {
+        .map(|(r, at)| {
             r.as_ref()
-                .map_or(0.0, |r| cost(r) as f64 / work.max(1e-300))
+                .map_or(0.0, |r| cost(r) as f64 / at.work.max(1e-300))
         })
         .collect()
 }
 
 /// The share of the `lost` thread time that the growth of a lock's cost per operation
 /// (its waits and its on-CPU time) explains, when it makes a finding.
-fn score(
-    points: &[(&Point, f64, &LockProfile)],
-    rows: &[Option<LockRow>],
-    lost: f64,
-) -> Option<f64> {
+fn score(points: &[LockPoint<'_>], rows: &[Option<LockRow>], lost: f64) -> Option<f64> {
     let single = points.len() == 1;
     let per_op = per_op(rows, points, |r| r.total_wait_ns + r.spin_ns.unwrap_or(0));
     let growth = if single {
@@ -168,7 +161,7 @@ struct LockSeries<'a> {
 impl<'a> LockSeries<'a> {
     /// The series of the lock `scope`/`name`, whose rows at each point are `rows`.
     fn new(
-        points: &[(&Point, f64, &LockProfile)],
+        points: &[LockPoint<'_>],
         scope: Scope,
         name: String,
         rows: &[Option<LockRow>],
@@ -179,7 +172,7 @@ impl<'a> LockSeries<'a> {
             name,
             last,
             single: points.len() == 1,
-            values: points.iter().map(|(p, _, _)| p.value).collect(),
+            values: points.iter().map(|at| at.point.value).collect(),
             counts: rows
                 .iter()
                 .map(|r| r.as_ref().map_or(0, |r| r.count))

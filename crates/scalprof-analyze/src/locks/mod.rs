@@ -24,6 +24,20 @@ pub use findings::lock_findings;
 pub use merge::{group_objects, merge};
 pub use off_path::{mark_off_path, OFF_PATH};
 
+use scalprof_model::locks::LockProfile;
+use scalprof_model::Point;
+
+/// One point of the sweep as the lock findings read it: a point that has a lock table.
+#[derive(Clone, Copy, Debug)]
+pub struct LockPoint<'a> {
+    /// The point: its parameter value and clean throughput.
+    pub point: &'a Point,
+    /// The point's work (operations, or the input size), which the waits are divided by.
+    pub work: f64,
+    /// The point's lock table, its repeats merged.
+    pub locks: &'a LockProfile,
+}
+
 /// A lock whose wait growth explains at least this share of the lost time is a finding…
 pub const LOCK_MIN_SCORE: f64 = 0.05;
 /// …if it was waited for at least this often at the last point: one long wait is an event

@@ -2,7 +2,7 @@
 //! speedups, the model, warnings; profiles and the findings they support; lock tables and
 //! lock findings; the time budget and the scores; the findings' last touches; complexity.
 
-use scalprof_model::locks::{LockProfile, RunQueueBehind, Scope};
+use scalprof_model::locks::{RunQueueBehind, Scope};
 use scalprof_model::vocabulary;
 use scalprof_model::{
     ComplexityReport, Finding, FindingKind, Model, Point, PointProfile, Repeat, RunHeader,
@@ -203,10 +203,14 @@ pub(super) fn lock_findings(
     profiles: &[(u64, PointProfile)],
     source: ThroughputSource,
 ) {
-    let mut lock_input: Vec<(&Point, f64, &LockProfile)> = Vec::new();
+    let mut lock_input: Vec<locks::LockPoint<'_>> = Vec::new();
     for p in points {
         if let Some(lp) = &p.locks {
-            lock_input.push((p, point_work(p, source), lp));
+            lock_input.push(locks::LockPoint {
+                point: p,
+                work: point_work(p, source),
+                locks: lp,
+            });
         }
     }
     let lock_findings = locks::lock_findings(&lock_input);

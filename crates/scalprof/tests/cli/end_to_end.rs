@@ -1,17 +1,17 @@
-//! End-to-end tests of the scalprof binary: real processes, a real store, the real corpus.
+//! End-to-end tests of the scalprof binary: real processes and a real store, running short
+//! shell scripts rather than measured programs.
 
 use std::path::Path;
 use std::process::{Command as StdCommand, Stdio};
 use std::time::{Duration, Instant};
 
 use assert_cmd::Command;
-use predicates::prelude::*;
+use predicates::prelude::{predicate, PredicateBooleanExt};
 use serde_json::Value;
 
-mod common;
-use common::check_shape;
-use common::cli::{quick_run, scalprof_process, show_json, QUICK_RUN};
-use common::scalprof;
+use crate::common::check_shape;
+use crate::common::cli::{quick_run, scalprof_process, show_json, QUICK_RUN};
+use crate::common::scalprof;
 
 fn read_json(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
@@ -35,7 +35,7 @@ fn run_document_keeps_its_contract() {
         .success();
     let doc = read_json(&json);
     let shape: Value =
-        serde_json::from_str(include_str!("contract/run-document.shape.json")).unwrap();
+        serde_json::from_str(include_str!("../contract/run-document.shape.json")).unwrap();
     check_shape(&doc, &shape, "$");
     assert_eq!(doc["schema"], "scalprof.run/1");
     assert_eq!(doc["label"], "contract");

@@ -6,8 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-mod common;
-use common::cli::show_json;
+use crate::common::cli::show_json;
 
 /// A private copy of the fixture (opening a store may migrate it), made once per test.
 fn fixture(dir: &Path) -> PathBuf {
@@ -106,7 +105,7 @@ fn a_retrograde_curve_gets_a_model_that_says_so() {
         let doc = show_json(&db, label);
         let sigma = doc["model"]["sigma"].as_f64().unwrap_or(0.0);
         assert!(sigma > 1.0, "{label}: {}", doc["model"]);
-        let out = common::scalprof(&db)
+        let out = crate::common::scalprof(&db)
             .args(["show", label])
             .output()
             .unwrap();

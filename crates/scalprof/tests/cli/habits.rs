@@ -2,11 +2,10 @@
 //! misspelt command said with the fix, `-F`, `--prepare`/`--cleanup`, one exit-status
 //! table, labels from the command, compare's warnings and gate line, completions and man.
 
-use predicates::prelude::*;
+use predicates::prelude::predicate;
 
-mod common;
-use common::cli::{quick_run, show_json, stderr_of};
-use common::scalprof;
+use crate::common::cli::{quick_run, show_json, stderr_of};
+use crate::common::scalprof;
 
 #[test]
 fn a_workload_without_the_separator_is_refused_with_the_line_to_type() {

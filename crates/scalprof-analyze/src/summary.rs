@@ -87,9 +87,7 @@ fn assemble_merged(inputs: &RunInputs) -> RunDocument {
         profiles,
         threads,
     ));
-    if let Some(m) = model.as_mut().filter(|_| threads) {
-        m.prediction = crate::predict::predict(header, &points, inputs.predict_to);
-    }
+    passes::add_prediction(model.as_mut().filter(|_| threads), inputs, &points);
     let complexity =
         passes::complexity_report(header, &points, profiles, &mut findings, &mut warnings);
     if threads {

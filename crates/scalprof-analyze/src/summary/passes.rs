@@ -459,3 +459,10 @@ fn no_complexity(points: &[Point], input: &[(u64, u32, &PointProfile)]) -> scalp
         message,
     }
 }
+
+/// The model's prediction past the measured points (a thread sweep's).
+pub(super) fn add_prediction(model: Option<&mut Model>, inputs: &RunInputs, points: &[Point]) {
+    if let Some(m) = model {
+        m.prediction = crate::predict::predict(&inputs.header, points, inputs.predict_to);
+    }
+}

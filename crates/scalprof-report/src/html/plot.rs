@@ -62,29 +62,7 @@ pub fn scaling_plot(doc: &RunDocument) -> Html {
     }
     let prediction = doc.model.as_ref().and_then(|m| m.prediction.as_ref());
     let predicted = prediction.map_or(&[][..], |p| p.points.as_slice());
-    let xmax = pts
-        .iter()
-        .map(|p| p.0)
-        .chain(predicted.iter().map(|q| q.threads as f64))
-        .fold(1.0, f64::max)
-        * 1.1;
-    let model_max = doc
-        .model
-        .as_ref()
-        .map(|m| {
-            let x0 = pts.iter().map(|p| p.0).fold(f64::MAX, f64::min);
-            (0..=100)
-                .map(|i| m.predict(x0 + (xmax - x0) * i as f64 / 100.0))
-                .filter(|v| v.is_finite())
-                .fold(0.0, f64::max)
-        })
-        .unwrap_or(0.0);
-    let ymax = pts
-        .iter()
-        .map(|p| p.3)
-        .chain(predicted.iter().map(|q| q.interval[1]))
-        .fold(model_max, f64::max)
-        * 1.1;
+    let (xmax, ymax) = extents(doc, &pts, predicted);
     let x = |v: f64| ml + (w - ml - mr) * v / xmax;
     let y = |v: f64| h - mb - (h - mt - mb) * v / ymax.max(f64::MIN_POSITIVE);
     let mut xs: Vec<f64> = pts.iter().map(|p| p.0).collect();
@@ -130,6 +108,39 @@ pub fn scaling_plot(doc: &RunDocument) -> Html {
     }
     svg += "</svg>";
     svg
+}
+
+/// The plot's largest x and y: the measured points, the model over them and the
+/// prediction's points and intervals, with a margin.
+fn extents(
+    doc: &RunDocument,
+    pts: &[(f64, f64, f64, f64)],
+    predicted: &[scalprof_model::prediction::PredictedPoint],
+) -> (f64, f64) {
+    let xmax = pts
+        .iter()
+        .map(|p| p.0)
+        .chain(predicted.iter().map(|q| q.threads as f64))
+        .fold(1.0, f64::max)
+        * 1.1;
+    let model_max = doc
+        .model
+        .as_ref()
+        .map(|m| {
+            let x0 = pts.iter().map(|p| p.0).fold(f64::MAX, f64::min);
+            (0..=100)
+                .map(|i| m.predict(x0 + (xmax - x0) * i as f64 / 100.0))
+                .filter(|v| v.is_finite())
+                .fold(0.0, f64::max)
+        })
+        .unwrap_or(0.0);
+    let ymax = pts
+        .iter()
+        .map(|p| p.3)
+        .chain(predicted.iter().map(|q| q.interval[1]))
+        .fold(model_max, f64::max)
+        * 1.1;
+    (xmax, ymax)
 }
 
 /// The prediction past the last measured point `from` (threads, throughput): its

@@ -112,7 +112,7 @@ def local_part(scalprof, store, work):
         program = os.path.join(corpus, r["label"])
         if not os.path.exists(program):
             continue
-        subprocess.run([scalprof, "--db", local, "run", "-t", "1,2", "--label", r["label"],
+        subprocess.run([scalprof, "--db", local, "run", "-t", "1,2", "--repeat", "5", "--label", r["label"],
                         "--", program, "{threads}"], env=env, check=True, capture_output=True)
         truth = {p["value"]: p["throughput"] for p in show(scalprof, full, r["id"])["points"]}
         doc = show(scalprof, local, r["label"], "--predict", "16")

@@ -11,11 +11,18 @@ measured:
   perf record -g    the program under `perf record -g`
   perf lock record  the program under `perf lock record`
 
+With --components, the traced repeat once per collector set, to price each part:
+
+  profile only      --no-locks (perf sampling with stack copies)
+  locks only        --no-profile (BPF lock tracing and the hold-timing interposer)
+  locks, no holds   --no-profile --no-hold-times (BPF lock tracing alone)
+  no holds          --no-hold-times (everything but the interposer)
+
 Prints medians, each arm's cost at 1 thread and its speedup at 2 threads next to the
 untraced speedup. Targets (issue 9): traced cost <= 5% at 1 thread; the reported speedup
 within 5% of the untraced one.
 
-Usage: benches/clean-measurement.py [ROUNDS] [--bin PATH] [--programs a,b]
+Usage: benches/clean-measurement.py [ROUNDS] [--bin PATH] [--programs a,b] [--components]
 Needs root (BPF, kernel stacks) and Debian's linux-perf for the perf arms.
 """
 import argparse
@@ -61,6 +68,8 @@ def main():
     ap.add_argument("--bin", default=os.path.join(ROOT, "target/release/scalprof"))
     ap.add_argument("--programs", default="syscall_loop,dup_close,mmap_churn")
     ap.add_argument("--no-perf", action="store_true", help="skip the perf arms")
+    ap.add_argument("--components", action="store_true",
+                    help="also each collector set's traced repeat")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="scalprof-bench-")
     try:
@@ -74,6 +83,13 @@ def main():
         arms = ["untraced", "scalprof traced", "scalprof clean"]
         if perf:
             arms += ["perf record -g", "perf lock record"]
+        components = {
+            "profile only": ["--no-locks"],
+            "locks only": ["--no-profile"],
+            "locks, no holds": ["--no-profile", "--no-hold-times"],
+            "no holds": ["--no-hold-times"],
+        } if args.components else {}
+        arms += list(components)
         res = {}
         for name in args.programs.split(","):
             prog = f"{work}/corpus/{name}"
@@ -93,6 +109,14 @@ def main():
                     add("scalprof traced", traced_tput(p))
                     if p.get("traced_repeats"):
                         add("scalprof clean", p["throughput"])
+                    for arm, flags in components.items():
+                        out = subprocess.run(
+                            [args.bin, "--db", db, "run", "-t", str(t), "--repeat", "1", *flags,
+                             "--json", f"{work}/doc.json", "--", prog, "{threads}"],
+                            capture_output=True, text=True)
+                        if out.returncode != 0:
+                            raise SystemExit(f"scalprof run {flags} failed:\n{out.stderr[-2000:]}")
+                        add(arm, traced_tput(json.load(open(f"{work}/doc.json"))["points"][0]))
                     if perf:
                         add("perf record -g",
                             run_wrapped(work, ["perf", "record", "-q", "-g", "-o", f"{work}/p.data", "--"], prog, t))

@@ -151,6 +151,11 @@ pub trait SweepSink {
     fn more_traced(&mut self, _value: u64, _done: u32) -> bool {
         false
     }
+    /// Whether the traced repeats of the point after its first time the user locks'
+    /// holds (with the lock tracer's hold option on); asked before each.
+    fn time_holds(&mut self, _value: u64) -> bool {
+        true
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]

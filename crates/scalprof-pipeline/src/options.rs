@@ -49,6 +49,9 @@ pub struct RunOptions {
     /// The thread count the document's prediction reaches (`--predict`); `None`: the
     /// CPUs × 4.
     pub predict: Option<u64>,
+    /// Time the user locks' holds at every point (`--hold-times-everywhere`), not only
+    /// where the point's first traced repeat saw one contended, and never at 1 thread.
+    pub hold_times_everywhere: bool,
 }
 
 impl RunOptions {
@@ -78,6 +81,7 @@ impl RunOptions {
             cgroups: Vec::new(),
             commit: None,
             predict: None,
+            hold_times_everywhere: false,
         }
     }
 }

@@ -132,6 +132,11 @@ pub fn record_with(
         maps_before: Default::default(),
         first: plan.values.first().copied(),
         last: plan.values.last().copied(),
+        holds: HoldPolicy {
+            everywhere: opts.hold_times_everywhere,
+            threads: opts.parameter == SweepParameter::Threads,
+        },
+        contended: Default::default(),
     };
     let end = sweep::execute_plan_with(&plan, collectors, &mut sink, interrupt);
     let symbols = sink.symbols.take();
@@ -325,6 +330,40 @@ struct StoreSink<'a> {
     first: Option<u64>,
     /// The sweep's last value: where findings are scored.
     last: Option<u64>,
+    /// Where the later traced repeats time the user locks' holds.
+    holds: HoldPolicy,
+    /// Per point: whether its first traced repeat saw a thread wait on a user lock.
+    contended: std::collections::HashMap<u64, bool>,
+}
+
+/// Where the hold-timing interposer goes. It lengthens every lock call, so it costs most
+/// where no lock is contended and there is nothing for hold times to explain.
+struct HoldPolicy {
+    /// `--hold-times-everywhere`: every point, contended or not.
+    everywhere: bool,
+    /// A thread sweep: its 1-thread point contends for nothing.
+    threads: bool,
+}
+
+/// Whether a repeat's lock table shows a thread waiting on a user lock that lets one
+/// holder in at a time (a mutex, a write side), its holds being worth timing.
+fn user_lock_contended(table: &scalprof_model::locks::LockProfile) -> bool {
+    use scalprof_model::locks::{LockKind, Scope, Side};
+    table.rows.iter().any(|r| {
+        r.scope == Scope::User
+            && r.count > 0
+            && match r.lock_type {
+                LockKind::Rwlock(side) | LockKind::Rwsem(side) | LockKind::PercpuRwsem(side) => {
+                    side != Some(Side::Read)
+                }
+                LockKind::Condvar
+                | LockKind::Join
+                | LockKind::Barrier
+                | LockKind::Semaphore
+                | LockKind::GoWaitGroup => false,
+                _ => true,
+            }
+    })
 }
 
 impl StoreSink<'_> {
@@ -388,6 +427,10 @@ impl StoreSink<'_> {
             Some(Err(_)) | None => {}
         }
         if let Some(table) = converted.locks {
+            // The point's first traced repeat decides whether its later ones time holds.
+            self.contended
+                .entry(value)
+                .or_insert_with(|| user_lock_contended(&table));
             self.store
                 .add_locks(self.id, value, index, &table)
                 .map_err(Box::new)?;
@@ -428,6 +471,14 @@ impl SweepSink for StoreSink<'_> {
         };
         self.observer.event(&Event::Sweep(&event));
         Ok(())
+    }
+
+    fn time_holds(&mut self, value: u64) -> bool {
+        let HoldPolicy {
+            everywhere,
+            threads,
+        } = self.holds;
+        everywhere || (!(threads && value == 1) && self.contended.get(&value) == Some(&true))
     }
 
     fn more_traced(&mut self, value: u64, done: u32) -> bool {

@@ -210,6 +210,7 @@ fn options() -> RunOptions {
         cgroups: Vec::new(),
         commit: None,
         predict: None,
+        hold_times_everywhere: true,
     }
 }
 

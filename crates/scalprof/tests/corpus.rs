@@ -70,6 +70,15 @@ diagnosis!(
         // The kernel's futex hash-bucket contention is the user lock's, not a finding.
         assert!(run.doc.findings.iter().all(|f| !(f.kind == FindingKind::LockContention
             && f.scope == Some(Scope::Kernel))));
+        // Holds are timed where the lock is contended, and never at 1 thread, where the
+        // interposer would only slow the run down.
+        let holds = |p: &scalprof_model::Point| -> Vec<String> {
+            p.locks.iter().flat_map(|l| &l.rows).filter(|r| r.hold.is_some())
+                .map(|r| r.name.clone()).collect()
+        };
+        let (one, last) = (&run.doc.points[0], run.doc.points.last().unwrap());
+        assert_eq!((one.value, holds(one)), (1, Vec::<String>::new()), "{}", json(one));
+        assert!(holds(last).contains(&"table_lock".to_string()), "{}", json(last));
         // The sharded twin: what is left of the lock cost is the lock array's (its 256
         // locks are one cause, `shards`), less than the global lock's (its share varies
         // on 2 CPUs: 7% to 44% in CI), with advice that fits an array already sharded.

@@ -96,8 +96,9 @@ fn execute(
         interrupt,
         traced,
         // The first traced repeat of a point measures the waits and holders without the
-        // hold-timing interposer, whose calls lengthen short critical sections.
-        traced && step.of >= 1,
+        // hold-timing interposer, whose calls lengthen short critical sections; the sink
+        // says from its lock table whether the later ones time the holds.
+        traced && step.of >= 1 && sink.time_holds(value),
         collectors,
         &mut state.on,
         &mut counter,

@@ -158,6 +158,12 @@ pub struct RunArgs {
     /// lock interposer preloaded (LD_PRELOAD), and the lock table has no hold columns.
     #[arg(long)]
     pub no_hold_times: bool,
+    /// Time the user locks' holds at every point, the 1-thread point and points where no
+    /// user lock was contended too. By default only the points whose first traced repeat
+    /// saw a thread wait on a user lock time them, as the interposer lengthens every lock
+    /// call.
+    #[arg(long, conflicts_with = "no_hold_times")]
+    pub hold_times_everywhere: bool,
 
     /// The workload; `{threads}` in any argument is replaced by the point's thread count,
     /// which is also in the environment as SCALPROF_THREADS.
@@ -219,6 +225,7 @@ impl RunArgs {
                 cgroups: self.cgroup.clone(),
                 commit: self.commit.clone(),
                 predict: self.predict,
+                hold_times_everywhere: self.hold_times_everywhere,
                 ..scalprof_pipeline::RunOptions::new(
                     self.command.clone(),
                     scalprof_model::SweepParameter::Threads,

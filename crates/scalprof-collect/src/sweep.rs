@@ -140,6 +140,14 @@ pub enum SweepEvent<'a> {
     },
     /// The ops regex matched `matched`, but what it captured is not a number.
     OpsNotANumber { value: u64, matched: &'a str },
+    /// A traced repeat at `value` had this share of its user stacks cut short: the next
+    /// ones copy `to` bytes of stack per sample rather than `from`.
+    StackGrown {
+        value: u64,
+        cut: f64,
+        from: u32,
+        to: u32,
+    },
 }
 
 /// Where a sweep's events go.
@@ -155,6 +163,11 @@ pub trait SweepSink {
     /// holds (with the lock tracer's hold option on); asked before each.
     fn time_holds(&mut self, _value: u64) -> bool {
         true
+    }
+    /// The share of the last traced repeat's user stacks that could not be walked to
+    /// their root (`None`: not known); asked after the repeat was handed over.
+    fn stacks_cut(&mut self) -> Option<f64> {
+        None
     }
 }
 

@@ -137,6 +137,7 @@ pub fn record_with(
             threads: opts.parameter == SweepParameter::Threads,
         },
         contended: Default::default(),
+        stacks_cut: None,
     };
     let end = sweep::execute_plan_with(&plan, collectors, &mut sink, interrupt);
     let symbols = sink.symbols.take();
@@ -334,6 +335,8 @@ struct StoreSink<'a> {
     holds: HoldPolicy,
     /// Per point: whether its first traced repeat saw a thread wait on a user lock.
     contended: std::collections::HashMap<u64, bool>,
+    /// The share of the last stored profile's user stacks that were cut short.
+    stacks_cut: Option<f64>,
 }
 
 /// Where the hold-timing interposer goes. It lengthens every lock call, so it costs most
@@ -412,6 +415,12 @@ impl StoreSink<'_> {
         index: u32,
         converted: Converted,
     ) -> Result<(), scalprof_collect::SinkError> {
+        self.stacks_cut = match &converted.profile {
+            Some(Ok(p)) if p.stats.user_stacks > 0 => {
+                Some(p.stats.truncated_stacks as f64 / p.stats.user_stacks as f64)
+            }
+            _ => None,
+        };
         match converted.profile {
             Some(Ok(p)) => self
                 .store
@@ -471,6 +480,10 @@ impl SweepSink for StoreSink<'_> {
         };
         self.observer.event(&Event::Sweep(&event));
         Ok(())
+    }
+
+    fn stacks_cut(&mut self) -> Option<f64> {
+        self.stacks_cut.take()
     }
 
     fn time_holds(&mut self, value: u64) -> bool {

@@ -246,6 +246,18 @@ impl Progress {
                 path.display(),
                 kept_bytes >> 21
             ),
+            SweepEvent::StackGrown {
+                value,
+                cut,
+                from,
+                to,
+            } => format!(
+                "scalprof: at {} {value}, {:.0}% of the user stacks could not be walked to their root with {} KiB copies: copying {} KiB in the next traced repeats (--stack-size sets it)",
+                self.parameter,
+                cut * 100.0,
+                from >> 10,
+                to >> 10
+            ),
             SweepEvent::OpsNotANumber { value, matched } => format!(
                 "scalprof: warning: at {} {value}, the ops regex matched {matched:?}, but what it captures is not a number: capture the count, e.g. --ops-regex 'ops=(\\d+)'",
                 self.parameter

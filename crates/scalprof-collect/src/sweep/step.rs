@@ -138,7 +138,42 @@ fn execute(
     let mut repeat = repeat_of(step, &r, ops, counter.take(), spec, interference);
     repeat.throttling = throttling;
     hand_over(sink, step, &repeat, collected)?;
+    if traced {
+        grow_stack(value, sink, state)?;
+    }
     Ok(outcome(plan, value, repeat))
+}
+
+/// Doubles the sampler's stack copy for the rest of the sweep where the traced repeat just
+/// handed over had too many user stacks cut short, and says so.
+fn grow_stack(
+    value: u64,
+    sink: &mut dyn SweepSink,
+    state: &mut SweepState,
+) -> Result<(), CollectError> {
+    let Some(config) = state.on.sampling.as_mut().filter(|c| c.grow_stack) else {
+        return Ok(());
+    };
+    let from = config.stack_bytes;
+    if from >= crate::perf::GROWN_STACK_BYTES {
+        return Ok(());
+    }
+    match sink.stacks_cut() {
+        Some(cut) if cut > crate::perf::CUT_STACKS_TO_GROW => {
+            let to = (from * 2).min(crate::perf::GROWN_STACK_BYTES);
+            config.stack_bytes = to;
+            tell(
+                sink,
+                SweepEvent::StackGrown {
+                    value,
+                    cut,
+                    from,
+                    to,
+                },
+            )
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Tells the sink the repeat is done: a warm-up's alone, a measured one's with what the

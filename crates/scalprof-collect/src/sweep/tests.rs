@@ -214,3 +214,75 @@ fn an_interrupt_keeps_finished_repeats() {
     );
     assert_eq!(sink.0 .0.len(), 3);
 }
+
+/// A sampler that attaches and records nothing; the sizes it was made with are kept.
+struct Sizes(Vec<u32>);
+
+struct Quiet;
+
+impl crate::exec::Attach for Quiet {
+    fn attach(&mut self, _pid: i32, _attached: &[i32]) -> Result<(), crate::CollectError> {
+        Ok(())
+    }
+    fn finish(&mut self) {}
+}
+
+impl super::ProfileCollector for Quiet {
+    fn take(&mut self) -> Option<crate::perf::RawProfile> {
+        None
+    }
+}
+
+impl super::Collectors for Sizes {
+    fn sampler(
+        &mut self,
+        config: &crate::perf::SamplingConfig,
+    ) -> Box<dyn super::ProfileCollector> {
+        self.0.push(config.stack_bytes);
+        Box::new(Quiet)
+    }
+    fn lock_tracer(&mut self, _: &crate::locks::LockConfig) -> Box<dyn super::LockCollector> {
+        unreachable!("no lock tracing in this plan")
+    }
+}
+
+/// A sink whose every traced repeat had `cut` of its user stacks cut short.
+struct Cut(f64, Vec<(u32, u32)>);
+
+impl SweepSink for Cut {
+    fn event(&mut self, event: SweepEvent<'_>) -> Result<(), crate::SinkError> {
+        if let SweepEvent::StackGrown { from, to, .. } = event {
+            self.1.push((from, to));
+        }
+        Ok(())
+    }
+    fn stacks_cut(&mut self) -> Option<f64> {
+        Some(self.0)
+    }
+}
+
+#[test]
+fn cut_stacks_double_the_copy_up_to_32k_unless_the_user_chose_it() {
+    let _turn = one_sweep_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = plan(&dir, "echo ops=1", false);
+    p.values = vec![1, 2];
+    p.repeat = 1;
+    p.warmup = 0;
+    p.diagnose = 2;
+    p.diagnose_max = 2;
+    p.sampling = Some(crate::perf::SamplingConfig::default());
+    let run = |p: &SweepPlan, cut: f64| {
+        let (mut sizes, mut sink) = (Sizes(Vec::new()), Cut(cut, Vec::new()));
+        super::execute_plan_with(p, &mut sizes, &mut sink, &Interrupt::manual()).unwrap();
+        (sizes.0, sink.1)
+    };
+    let (sizes, grown) = run(&p, 0.5);
+    assert_eq!(sizes, [8192, 16384, 32768, 32768]);
+    assert_eq!(grown, [(8192, 16384), (16384, 32768)]);
+    // Few stacks cut: the copy stays.
+    assert_eq!(run(&p, 0.05).0, [8192; 4]);
+    // A size the user gave stays.
+    p.sampling.as_mut().unwrap().grow_stack = false;
+    assert_eq!(run(&p, 0.5), (vec![8192; 4], vec![]));
+}

@@ -103,11 +103,12 @@ pub struct RunArgs {
     pub freq: Option<u64>,
 
     /// User stack bytes copied per sample for unwinding (like perf's `--call-graph
-    /// dwarf,SIZE`): `8k` … `63k`. Raise it when the profile says user stacks could not be
-    /// walked to their root (deep stacks, large stack frames such as an event loop's);
-    /// each sample costs this much memory until the repeat ends.
-    #[arg(long, default_value = "8k", value_name = "BYTES", value_parser = parse_stack_size)]
-    pub stack_size: u32,
+    /// dwarf,SIZE`): `8k` … `63k`. Default 8k, doubled for the later traced repeats (up to
+    /// 32k) where more than 10% of a traced repeat's user stacks could not be walked to
+    /// their root; a size given here stays. Each sample costs this much memory until the
+    /// repeat ends.
+    #[arg(long, value_name = "BYTES", value_parser = parse_stack_size)]
+    pub stack_size: Option<u32>,
 
     /// Measure time only, without profiling (no stacks, flame graphs or "what grew").
     #[arg(long)]
@@ -172,6 +173,11 @@ pub struct RunArgs {
 }
 
 impl RunArgs {
+    /// The stack copy to start with: `--stack-size`, or 8 KiB.
+    fn stack_bytes(&self) -> u32 {
+        self.stack_size.unwrap_or(8 * 1024)
+    }
+
     /// The sweep these flags ask for: the one place `run`'s flags become options; with
     /// what to say about the sampling frequency, where it is not the one asked for.
     pub fn options(&self) -> anyhow::Result<(scalprof_pipeline::RunOptions, Option<String>)> {
@@ -185,7 +191,7 @@ impl RunArgs {
             !self.attach.is_empty() || !self.attach_name.is_empty() || self.system_wide;
         let busy = scalprof_pipeline::sampling::busy_cpus(values.as_deref(), whole_machine);
         let (freq, notice) =
-            scalprof_pipeline::sampling::frequency(busy, self.freq, self.stack_size);
+            scalprof_pipeline::sampling::frequency(busy, self.freq, self.stack_bytes());
         let notice = notice.filter(|_| !self.no_profile);
         Ok((
             scalprof_pipeline::RunOptions {
@@ -207,7 +213,8 @@ impl RunArgs {
                 keep_output: self.keep_output,
                 sampling: (!self.no_profile).then(|| scalprof_pipeline::facade::SamplingConfig {
                     frequency: freq,
-                    stack_bytes: self.stack_size,
+                    stack_bytes: self.stack_bytes(),
+                    grow_stack: self.stack_size.is_none(),
                     ..Default::default()
                 }),
                 locks: (!self.no_locks).then_some(scalprof_pipeline::facade::LockConfig {

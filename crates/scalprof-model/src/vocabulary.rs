@@ -526,9 +526,10 @@ pub fn conventional_name(frames: &[&str], flags: u32) -> Option<&'static str> {
 }
 
 /// A user futex wait's kind, by the libc functions on the waiting stack (and the JVM's,
-/// whose monitors and parks wait on a condvar of their own): the first row with a frame
-/// that contains one of its names (a monitor before a condvar, a join before a condvar, …).
-fn user_wait_rows() -> [(&'static [&'static str], LockKind); 9] {
+/// whose monitors and parks wait on a condvar of their own, and Rust's std and
+/// parking_lot, which wait on futexes without libc): the first row with a frame that
+/// contains one of its names (a monitor before a condvar, a join before a condvar, …).
+fn user_wait_rows() -> [(&'static [&'static str], LockKind); 12] {
     [
         // A JVM's main thread waits for the other non-daemon threads to end: a join.
         (
@@ -545,7 +546,27 @@ fn user_wait_rows() -> [(&'static [&'static str], LockKind); 9] {
         ),
         (&["Parker::park"], LockKind::JavaPark),
         (&["pthread_join", "clockjoin", "timedjoin"], LockKind::Join),
-        (&["pthread_cond"], LockKind::Condvar),
+        // Rust's std (futex-based since 1.62) and parking_lot, before the condvars: a
+        // mutex's futex is waited on by its lock's slow path only, also when a condvar's
+        // waiter takes the mutex back after waking (the condvar waits on a futex of its
+        // own), whereas glibc's condvar takes its mutex back inside pthread_cond_wait.
+        (&["::sync::mutex::", "RawMutex::lock_slow"], LockKind::Mutex),
+        (
+            &["RwLock::read_contended", "RawRwLock::lock_shared_slow"],
+            LockKind::Rwlock(Some(Side::Read)),
+        ),
+        (
+            &["RwLock::write_contended", "RawRwLock::lock_exclusive_slow"],
+            LockKind::Rwlock(Some(Side::Write)),
+        ),
+        (
+            &[
+                "pthread_cond",
+                "::sync::condvar::",
+                "parking_lot::condvar::",
+            ],
+            LockKind::Condvar,
+        ),
         (&["pthread_barrier"], LockKind::Barrier),
         (
             &["sem_wait", "sem_timedwait", "sem_clockwait"],
@@ -753,6 +774,43 @@ mod tests {
             LockKind::Mutex
         );
         assert_eq!(user_wait_kind(&frames(&["main"])), LockKind::Futex);
+    }
+
+    #[test]
+    fn rust_std_and_parking_lot_waits_read_as_their_types() {
+        let kind = |f: &str| user_wait_kind(&[f.to_string(), "app::worker".to_string()]);
+        assert_eq!(
+            kind("std::sys::sync::mutex::futex::Mutex::lock_contended"),
+            LockKind::Mutex
+        );
+        assert_eq!(
+            kind("<std::sys::sync::condvar::futex::Condvar>::wait_optional_timeout"),
+            LockKind::Condvar
+        );
+        assert_eq!(
+            kind("std::sys::sync::rwlock::futex::RwLock::read_contended"),
+            LockKind::Rwlock(Some(Side::Read))
+        );
+        assert_eq!(
+            kind("std::sys::sync::rwlock::futex::RwLock::write_contended"),
+            LockKind::Rwlock(Some(Side::Write))
+        );
+        assert_eq!(
+            kind("parking_lot::raw_mutex::RawMutex::lock_slow"),
+            LockKind::Mutex
+        );
+        assert_eq!(
+            kind("parking_lot::condvar::Condvar::wait_until_internal"),
+            LockKind::Condvar
+        );
+        // A C++ std::mutex goes through pthread_mutex_lock; its own name is no Rust path.
+        assert_eq!(kind("std::mutex::lock"), LockKind::Futex);
+        // A condvar's waiter taking its Rust mutex back after waking waits on the mutex.
+        let relock = [
+            "<std::sys::sync::condvar::futex::Condvar>::wait_optional_timeout".to_string(),
+            "std::sys::sync::mutex::futex::Mutex::lock_contended".to_string(),
+        ];
+        assert_eq!(user_wait_kind(&relock), LockKind::Mutex);
     }
 
     #[test]

@@ -170,6 +170,22 @@ fn a_rust_std_mutex_is_named_by_its_static_and_the_function_that_locks_it() {
         "{}",
         json(lock)
     );
+    // A mutex, as Rust names it, with advice in Rust's terms.
+    let row = run
+        .doc
+        .points
+        .last()
+        .and_then(|p| p.locks.as_ref())
+        .and_then(|l| l.rows.iter().find(|r| r.name == "rust_mutex::ROUTES"));
+    assert_eq!(
+        row.map(|r| r.lock_type.clone()),
+        Some(scalprof_model::locks::LockKind::Mutex)
+    );
+    assert!(
+        run.finding().suggestion.contains("Vec<Mutex<_>>"),
+        "{}",
+        json(run.finding())
+    );
     no_finding_names_lock_code(&run.doc);
     for f in &run.doc.findings {
         assert!(!f.subject.starts_with("_ZN"), "a mangled name: {}", json(f));

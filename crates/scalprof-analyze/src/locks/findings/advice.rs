@@ -3,7 +3,7 @@
 
 use scalprof_model::locks::{LockAddress, LockKind, LockRow, Scope, Side, CPU_WAIT_OTHER};
 use scalprof_model::units::human_ns;
-use scalprof_model::vocabulary::Pat::{self, Contains, Exact, Prefix};
+use scalprof_model::vocabulary::Pat::{self, Exact, Prefix};
 
 use super::evidence::{blocked_holder, holder_wait, long_holder, share_of};
 use super::LockSeries;
@@ -100,6 +100,18 @@ pub(super) fn idle_wait(row: &LockRow) -> Option<f64> {
     (avg >= 1e6 && brief).then_some(avg)
 }
 
+/// `crate::path::NAME`: a Rust static's demangled name (the last segment upper case).
+fn is_rust_static(name: &str) -> bool {
+    // A lock inside the static is named at an offset (`std::io::stdio::STDOUT+0x8`).
+    let name = name.split_once("+0x").map_or(name, |(symbol, _)| symbol);
+    name.rsplit_once("::").is_some_and(|(_, last)| {
+        last.chars().any(|c| c.is_ascii_uppercase())
+            && last
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+    })
+}
+
 /// Which locks one row of [`ADVICE`] is for.
 enum LockMatch {
     /// Waits of these kinds.
@@ -112,6 +124,9 @@ enum LockMatch {
     InScope(Scope),
     /// Locks whose name matches (the kernel's conventional names).
     Named(Pat),
+    /// Waits of these kinds on a Rust `static` (`crate::module::NAME`: a path whose last
+    /// segment is in upper case, as Rust names statics and C++ rarely names a global).
+    RustStatic(&'static [LockKind]),
     /// Any lock.
     Any,
 }
@@ -125,6 +140,7 @@ impl LockMatch {
             LockMatch::ScopeNamed(s, pat) => *s == scope && pat.matches(name),
             LockMatch::InScope(s) => *s == scope,
             LockMatch::Named(pat) => pat.matches(name),
+            LockMatch::RustStatic(kinds) => kinds.contains(kind) && is_rust_static(name),
             LockMatch::Any => true,
         }
     }
@@ -218,9 +234,30 @@ const ADVICE: &[(LockMatch, &str)] = &[
          less, stripe it, or hand work over in batches (drainTo, larger tasks)",
     ),
     (
+        // Rust's standard streams: every print takes the stream's reentrant mutex.
+        LockMatch::ScopeNamed(Scope::User, Prefix("std::io::stdio::")),
+        "threads take turns printing through {name}: lock the stream once per thread \
+         (`stdout().lock()`) and write through a BufWriter, or collect each thread's output \
+         and print it at the end",
+    ),
+    (
+        // A condition variable (the GIL's are matched above by name): its waiters wait for
+        // a signal, which sharding cannot make come sooner.
+        LockMatch::Kinds(&[LockKind::Condvar]),
+        "threads wait on the condition variable {name} for each hand-off: hand work over \
+         in batches (signal once per batch, not per item), signal after unlocking its \
+         mutex, or give each consumer a queue of its own",
+    ),
+    (
         // Rust's std locks wait on the futex themselves (no pthread): a Rust program's
-        // static (`crate::NAME`), named as Rust names it.
-        LockMatch::KindNamed(LockKind::Futex, Contains("::")),
+        // static (`crate::NAME`), named as Rust names it. A bare futex is how runs before
+        // Rust's lock frames were read named its mutexes.
+        LockMatch::RustStatic(&[
+            LockKind::Mutex,
+            LockKind::Rwlock(Some(Side::Write)),
+            LockKind::Rwlock(Some(Side::Read)),
+            LockKind::Futex,
+        ]),
         "shard {name} (a Vec<Mutex<_>> indexed by the key's hash, each padded to its own \
          cache line, or a sharded map), use an RwLock if it is read mostly, atomics for \
          counters, or per-thread values merged at the end; and drop the guard before the \
@@ -277,7 +314,15 @@ fn suggestions_fit_the_lock() {
     let inode = suggestion(&LockKind::Rwsem(None), Scope::Kernel, "i_rwsem");
     assert!(inode.contains("own file"), "{inode}");
     // A Rust static behind std's futex mutex: Rust's ways to shard; C's mutex keeps C's.
-    let rust = suggestion(&LockKind::Futex, Scope::User, "rust_mutex::ROUTES");
+    let rust = suggestion(&LockKind::Mutex, Scope::User, "rust_mutex::ROUTES");
+    let old = suggestion(&LockKind::Futex, Scope::User, "rust_mutex::ROUTES");
+    assert_eq!(rust, old);
+    let stdout = suggestion(&LockKind::Mutex, Scope::User, "std::io::stdio::STDOUT+0x8");
+    assert!(stdout.contains("BufWriter"), "{stdout}");
+    assert!(is_rust_static("std::io::stdio::STDOUT+0x8") && !is_rust_static("table_lock"));
+    // A C++ global of the same shape is not a Rust static unless named as one.
+    let cpp = suggestion(&LockKind::Mutex, Scope::User, "cache::Registry::mutex_");
+    assert!(!cpp.contains("Vec<Mutex<_>>"), "{cpp}");
     assert!(
         rust.contains("Vec<Mutex<_>>") && rust.contains("RwLock"),
         "{rust}"

@@ -112,6 +112,14 @@ fn is_rust_static(name: &str) -> bool {
     })
 }
 
+/// `mutex@crate::module::function (heap)`: a heap lock named after the Rust function that
+/// takes it (C++'s demangled names carry their parameters).
+fn is_rust_heap_lock(name: &str) -> bool {
+    name.strip_suffix(" (heap)")
+        .and_then(|n| n.split_once('@'))
+        .is_some_and(|(_, function)| function.contains("::") && !function.contains('('))
+}
+
 /// Which locks one row of [`ADVICE`] is for.
 enum LockMatch {
     /// Waits of these kinds.
@@ -125,7 +133,9 @@ enum LockMatch {
     /// Locks whose name matches (the kernel's conventional names).
     Named(Pat),
     /// Waits of these kinds on a Rust `static` (`crate::module::NAME`: a path whose last
-    /// segment is in upper case, as Rust names statics and C++ rarely names a global).
+    /// segment is in upper case, as Rust names statics and C++ rarely names a global), or
+    /// on a heap lock named after the Rust function that takes it (`mutex@crate::f
+    /// (heap)`: a path without C++'s parameter list).
     RustStatic(&'static [LockKind]),
     /// Any lock.
     Any,
@@ -140,7 +150,9 @@ impl LockMatch {
             LockMatch::ScopeNamed(s, pat) => *s == scope && pat.matches(name),
             LockMatch::InScope(s) => *s == scope,
             LockMatch::Named(pat) => pat.matches(name),
-            LockMatch::RustStatic(kinds) => kinds.contains(kind) && is_rust_static(name),
+            LockMatch::RustStatic(kinds) => {
+                kinds.contains(kind) && (is_rust_static(name) || is_rust_heap_lock(name))
+            }
             LockMatch::Any => true,
         }
     }
@@ -320,6 +332,9 @@ fn suggestions_fit_the_lock() {
     let stdout = suggestion(&LockKind::Mutex, Scope::User, "std::io::stdio::STDOUT+0x8");
     assert!(stdout.contains("BufWriter"), "{stdout}");
     assert!(is_rust_static("std::io::stdio::STDOUT+0x8") && !is_rust_static("table_lock"));
+    let heap = suggestion(&LockKind::Mutex, Scope::User, "mutex@arc::lookup (heap)");
+    assert!(heap.contains("Vec<Mutex<_>>"), "{heap}");
+    assert!(!is_rust_heap_lock("mutex@Cache::get(unsigned long) (heap)"));
     // A C++ global of the same shape is not a Rust static unless named as one.
     let cpp = suggestion(&LockKind::Mutex, Scope::User, "cache::Registry::mutex_");
     assert!(!cpp.contains("Vec<Mutex<_>>"), "{cpp}");

@@ -38,7 +38,8 @@ t1=$(date +%s.%N)
 "$bin" --db "$work/runs.db" flame latest -o "$work/scalprof.svg" 2>/dev/null
 t2=$(date +%s.%N)
 
-samples=$(grep -o '[0-9]* samples' "$work/import.txt" | head -1)
+# The import's summary leaves the sample count to the details (`show -v`).
+samples=$("$bin" --db "$work/runs.db" show latest -v | grep -o '[0-9][0-9]* samples' | head -1)
 perf_total=$(awk '{s += $NF} END {printf "%.0f", s}' "$work/perf.folded")
 ours_total=$("$bin" --db "$work/runs.db" flame latest --folded | awk '{s += $NF} END {print s}')
 echo "folded totals: perf+inferno ${perf_total} (weighted by period), scalprof ${ours_total} samples"

@@ -267,7 +267,8 @@ fn serial_ns_per_op(r: &scalprof_model::locks::LockRow) -> Option<f64> {
 /// them: taken about as often per operation at each (within 25%: a lock taken so many
 /// times a second, as a housekeeping thread takes one, is taken half as often per
 /// operation where twice the operations run), and held no longer than the wall time
-/// (5% slack).
+/// (20% slack: the holds come from the traced repeats, the throughput from the clean
+/// ones, and a saturated lock is held all the time).
 fn per_operation(all: &[Point], name: &str) -> bool {
     let mut per_op: Vec<f64> = Vec::new();
     for p in all {
@@ -281,7 +282,7 @@ fn per_operation(all: &[Point], name: &str) -> bool {
         let (Some(serial), Some(x)) = (serial_ns_per_op(r), p.throughput) else {
             continue;
         };
-        if serial * x / 1e9 > 1.05 {
+        if serial * x / 1e9 > 1.2 {
             return false;
         }
         per_op.extend(r.hold.as_ref().and_then(|h| h.acquisitions_per_op));

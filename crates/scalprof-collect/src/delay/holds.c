@@ -30,8 +30,13 @@
  * read by interpose.rs: keep the two in step.
  *
  * Overhead, bounded: an acquisition costs a lookup in the thread's own table (no atomic,
- * no shared line); the first SAMPLE_ALL acquisitions of each lock by a thread are timed,
- * then one in SAMPLE_EVERY, each timing two reads of the vDSO clock. The acquisitions go
+ * no shared line); an acquisition is timed with a chance of one in SAMPLE_EVERY, drawn
+ * from the thread's own xorshift generator, each timing two reads of the vDSO clock.
+ * Every thread's holds are sampled at one rate, so the samples weigh each thread's holds
+ * as often as it takes them, and at random, so that a program's own period cannot alias
+ * with the sampling's: timing each thread's first 256 and then every 256th let a lock
+ * rebuilt under every 2000th acquisition (index_rebuild) be timed 8 times as often as its
+ * lookups, and its mean hold read 9 times the wall time the lock was held. The acquisitions go
  * to the area at the thread's exit and at the process's (a thread still running then is
  * written out by the exiting one); the samples as they are taken, so a process killed by
  * a signal, or that calls _exit, loses only its counts.
@@ -54,8 +59,7 @@
 
 #define SLOTS 256	/* locks a thread may hold records of (a power of 2) */
 #define PROBES 8	/* slots looked at before a lock counts as overflow */
-#define SAMPLE_ALL 256
-#define SAMPLE_EVERY 256
+#define SAMPLE_EVERY 64
 #define COUNT_BIT (1ull << 63)
 
 /* The area: a header page, then chunks of a page. */
@@ -98,6 +102,7 @@ struct table {
 	unsigned timing;    /* holds being timed now: a release looks only then */
 	struct slot *last; /* the slot of the lock last taken */
 	struct chunk *chunk; /* where this thread's records go; NULL until its first */
+	uint64_t random; /* the sampling's xorshift state; 0 until the first draw */
 	struct slot slots[SLOTS];
 };
 
@@ -198,6 +203,16 @@ static struct table *table(void)
 	return mine = t;
 }
 
+/* The thread's next pseudo-random number (xorshift64), seeded from its table's address. */
+static uint64_t next_random(struct table *t)
+{
+	uint64_t x = t->random ? t->random : ((uintptr_t)t | 1) * 0x9e3779b97f4a7c15ull;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return t->random = x;
+}
+
 static struct slot *slot_of(struct table *t, uintptr_t lock)
 {
 	if (t->last && t->last->lock == lock)
@@ -225,7 +240,8 @@ void hold_acquired(const volatile void *lock)
 	if (s->since)
 		t->timing--; /* taken again before its release was seen (a recursive mutex) */
 	s->since = 0;
-	if (n < SAMPLE_ALL || n % SAMPLE_EVERY == 0) {
+	(void)n;
+	if ((next_random(t) & (SAMPLE_EVERY - 1)) == 0) {
 		s->since = now_ns();
 		t->timing++;
 	}

@@ -386,6 +386,7 @@ impl HoldArea {
         out.dropped_counts = word(&header, 4);
         out.processes = word(&header, 5);
         let mut by_lock: HashMap<(u32, u64), UserHoldRaw> = HashMap::new();
+        let mut kept = Reservoir::default();
         // A megabyte at a time.
         let mut block = vec![0u8; (256 * CHUNK_BYTES) as usize];
         let mut first = 0;
@@ -399,7 +400,7 @@ impl HoldArea {
                 break;
             }
             for chunk in bytes.chunks_exact(CHUNK_BYTES as usize) {
-                add_chunk(&mut by_lock, chunk);
+                add_chunk(&mut by_lock, &mut kept, chunk);
             }
             first += n;
         }
@@ -428,10 +429,40 @@ impl HoldArea {
     }
 }
 
+/// Which of a lock's timed holds are kept, past [`HOLDS_KEPT`]: each with the same chance
+/// (reservoir sampling), so that the chunks read first (the threads that claimed theirs
+/// early, such as one that rebuilds an index under the lock) do not outweigh the rest.
+#[derive(Default)]
+struct Reservoir {
+    /// Holds seen per lock.
+    seen: HashMap<(u32, u64), u64>,
+    /// A xorshift generator's state: the choice is the same on every read of a run.
+    state: u64,
+}
+
+impl Reservoir {
+    /// Where the `seen`-th hold (from 1) of a full reservoir goes; `None`: not kept.
+    fn slot(&mut self, key: (u32, u64)) -> Option<usize> {
+        let seen = self.seen.entry(key).or_insert(0);
+        *seen += 1;
+        if *seen <= HOLDS_KEPT as u64 {
+            return Some(*seen as usize - 1);
+        }
+        if self.state == 0 {
+            self.state = 0x9e37_79b9_7f4a_7c15;
+        }
+        self.state ^= self.state << 13;
+        self.state ^= self.state >> 7;
+        self.state ^= self.state << 17;
+        let j = self.state % *seen;
+        (j < HOLDS_KEPT as u64).then_some(j as usize)
+    }
+}
+
 /// Adds one chunk's records: a header record (tgid, records used), then the records
 /// (lock address, value), the value a hold in nanoseconds or, with [`COUNT_BIT`], a
 /// thread's acquisitions.
-fn add_chunk(by_lock: &mut HashMap<(u32, u64), UserHoldRaw>, chunk: &[u8]) {
+fn add_chunk(by_lock: &mut HashMap<(u32, u64), UserHoldRaw>, kept: &mut Reservoir, chunk: &[u8]) {
     let word = |i: usize| u64::from_ne_bytes(chunk[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]));
     let tgid = word(0) as u32;
     let used = ((word(0) >> 32) as usize).min(CHUNK_RECORDS);
@@ -448,11 +479,42 @@ fn add_chunk(by_lock: &mut HashMap<(u32, u64), UserHoldRaw>, chunk: &[u8]) {
         });
         if value & COUNT_BIT != 0 {
             e.acquisitions += value & !COUNT_BIT;
-        } else if e.holds_ns.len() < HOLDS_KEPT {
-            e.holds_ns.push(value);
+        } else if let Some(i) = kept.slot((tgid, uaddr)) {
+            match e.holds_ns.get_mut(i) {
+                Some(slot) => *slot = value,
+                None => e.holds_ns.push(value),
+            }
         }
     }
 }
 
 /// A record whose value has this bit is a thread's acquisitions of the lock (holds.c).
 const COUNT_BIT: u64 = 1 << 63;
+
+#[cfg(test)]
+mod tests {
+    use super::{Reservoir, HOLDS_KEPT};
+
+    #[test]
+    fn past_the_kept_count_every_hold_has_the_same_chance() {
+        // A first third of long holds (one thread's chunks, read first), then short ones:
+        // the first HOLDS_KEPT alone would be all long; a fair sample is a third long.
+        let mut kept = Reservoir::default();
+        let mut holds: Vec<u64> = Vec::new();
+        let total = 3 * HOLDS_KEPT as u64;
+        for n in 0..total {
+            let value = if n < HOLDS_KEPT as u64 { 1000 } else { 10 };
+            if let Some(i) = kept.slot((1, 0x1000)) {
+                match holds.get_mut(i) {
+                    Some(slot) => *slot = value,
+                    None => holds.push(value),
+                }
+            }
+        }
+        assert_eq!(holds.len(), HOLDS_KEPT);
+        let long = holds.iter().filter(|&&h| h == 1000).count() as f64 / HOLDS_KEPT as f64;
+        assert!((long - 1.0 / 3.0).abs() < 0.01, "{long}");
+        // Another lock starts its own count.
+        assert_eq!(kept.slot((1, 0x2000)), Some(0));
+    }
+}

@@ -107,6 +107,10 @@ struct table {
 };
 
 int hold_timing; /* set once this process has the area mapped */
+/* An acquisition is timed when the thread's next random number has these bits clear:
+ * one in SAMPLE_EVERY, or every one with SCALPROF_HOLDS_EVERY=1 (tests that count the
+ * timed holds of a few acquisitions). */
+static uint64_t sample_mask = SAMPLE_EVERY - 1;
 static struct header *area;
 static uint64_t chunks; /* in the area, from its size (not from the shared header) */
 static struct table *tables; /* every thread's, to write out the running ones at exit */
@@ -236,12 +240,11 @@ void hold_acquired(const volatile void *lock)
 	struct slot *s = t ? slot_of(t, (uintptr_t)lock) : NULL;
 	if (!s)
 		return;
-	uint64_t n = s->acquired++;
+	s->acquired++;
 	if (s->since)
 		t->timing--; /* taken again before its release was seen (a recursive mutex) */
 	s->since = 0;
-	(void)n;
-	if ((next_random(t) & (SAMPLE_EVERY - 1)) == 0) {
+	if ((next_random(t) & sample_mask) == 0) {
 		s->since = now_ns();
 		t->timing++;
 	}
@@ -377,6 +380,9 @@ __attribute__((constructor)) static void start(void)
 	if (pthread_atfork(NULL, NULL, after_fork) != 0)
 		return;
 	__atomic_fetch_add(&area->processes, 1, __ATOMIC_RELAXED);
+	const char *every = getenv("SCALPROF_HOLDS_EVERY");
+	if (every && strcmp(every, "1") == 0)
+		sample_mask = 0;
 	hold_timing = 1;
 }
 

@@ -2,9 +2,9 @@
 
 use super::{
     default_values, execute_plan, match_ops, parameter_env, parse_ops, parse_values, substitute,
-    AttachSpec, Interrupt, Keep, OutputPolicy, Regex, Repeat, SweepEnd, SweepEvent, SweepPlan,
-    SweepSink,
+    AttachSpec, Interrupt, Keep, OutputPolicy, Regex, SweepEnd, SweepEvent, SweepPlan, SweepSink,
 };
+use scalprof_model::Repeat;
 
 #[test]
 fn sweep_lists() {

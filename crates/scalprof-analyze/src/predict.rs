@@ -18,7 +18,7 @@
 //! most `1/h` operations per second, however many cores there are. No library does this;
 //! it is written here.
 
-use scalprof_model::locks::{LockKind, Scope, Side};
+use scalprof_model::locks::{LockRow, Scope};
 use scalprof_model::prediction::{Bound, Limiting, PredictedPoint, Prediction};
 use scalprof_model::{Cause, FindingKind, Point, RunHeader};
 
@@ -203,21 +203,6 @@ fn fixed_cost(last: &Point) -> f64 {
     (fixed + b.unexplained + b.overhead) / b.useful
 }
 
-/// Whether a lock lets one holder at a time in (its holds then add up to serial time).
-fn serializes(kind: &LockKind) -> bool {
-    match *kind {
-        LockKind::Rwlock(side) | LockKind::Rwsem(side) | LockKind::PercpuRwsem(side) => {
-            side == Some(Side::Write)
-        }
-        LockKind::Condvar
-        | LockKind::Join
-        | LockKind::Barrier
-        | LockKind::Semaphore
-        | LockKind::GoWaitGroup => false,
-        _ => true,
-    }
-}
-
 /// The tightest hold bound over the points: a lock's smallest serial time per operation
 /// (holds lengthen under contention, so the least contended point's is the truest).
 /// A lock is left out where its holds do not read as a cost per operation: taken a
@@ -225,39 +210,29 @@ fn serializes(kind: &LockKind) -> bool {
 /// longer than the wall time at a measured point (sampled holds that missed the short
 /// ones).
 fn hold_bound(all: &[Point], used: &[&Point]) -> Option<Bound> {
-    let mut best: Option<Bound> = None;
-    for p in used {
-        let Some(locks) = &p.locks else { continue };
-        for r in locks.rows.iter().filter(|r| serializes(&r.lock_type)) {
-            let Some(serial) = serial_ns_per_op(r) else {
-                continue;
-            };
-            if !per_operation(all, &r.name) {
-                continue;
-            }
-            let same = best.as_ref().is_some_and(|b| b.subject == r.name);
-            if same && best.as_ref().is_some_and(|b| b.serial_ns_per_op <= serial) {
-                continue;
-            }
-            let bound = Bound {
-                subject: r.name.clone(),
-                serial_ns_per_op: serial,
-                throughput: 1e9 / serial,
-            };
-            if same
-                || best
-                    .as_ref()
-                    .is_none_or(|b| bound.throughput < b.throughput)
-            {
-                best = Some(bound);
-            }
-        }
-    }
-    best
+    used.iter()
+        .filter_map(|p| p.locks.as_ref())
+        .flat_map(|l| &l.rows)
+        .filter(|r| bounds(all, r))
+        .filter_map(|r| Some((r, serial_ns_per_op(r)?)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(r, serial)| Bound {
+            subject: r.name.clone(),
+            serial_ns_per_op: serial,
+            throughput: 1e9 / serial,
+        })
+}
+
+/// Whether a lock row's holds give a bound: one holder at a time, timed holds taken per
+/// operation ([`per_operation`]).
+fn bounds(all: &[Point], r: &LockRow) -> bool {
+    r.lock_type.one_holder() == Some(true)
+        && serial_ns_per_op(r).is_some()
+        && per_operation(all, &r.name)
 }
 
 /// A lock row's mean hold × acquisitions per operation.
-fn serial_ns_per_op(r: &scalprof_model::locks::LockRow) -> Option<f64> {
+fn serial_ns_per_op(r: &LockRow) -> Option<f64> {
     let h = r.hold.as_ref()?;
     let serial = h.mean_ns * h.acquisitions_per_op.filter(|a| *a > 0.0)?;
     (serial > 0.0).then_some(serial)
@@ -371,10 +346,7 @@ fn unseen(
         ));
     }
     if let Some(locks) = &last.locks {
-        let bounding = |r: &&scalprof_model::locks::LockRow| {
-            serializes(&r.lock_type) && serial_ns_per_op(r).is_some() && per_operation(all, &r.name)
-        };
-        for r in locks.rows.iter().filter(bounding) {
+        for r in locks.rows.iter().filter(|r| bounds(all, r)) {
             let contended = growth.iter().any(|g| {
                 g.kind == FindingKind::LockContention && g.subject == r.name && g.sigma > 0.0
             });
@@ -430,9 +402,11 @@ mod tests {
 
     #[test]
     fn a_read_side_does_not_serialize() {
-        assert!(serializes(&LockKind::Mutex));
-        assert!(serializes(&LockKind::Rwlock(Some(Side::Write))));
-        assert!(!serializes(&LockKind::Rwlock(Some(Side::Read))));
-        assert!(!serializes(&LockKind::Condvar));
+        use scalprof_model::locks::{LockKind, Side};
+        assert_eq!(LockKind::Mutex.one_holder(), Some(true));
+        assert_eq!(LockKind::Rwlock(Some(Side::Write)).one_holder(), Some(true));
+        assert_eq!(LockKind::Rwlock(Some(Side::Read)).one_holder(), Some(false));
+        assert_eq!(LockKind::Rwlock(None).one_holder(), None);
+        assert_eq!(LockKind::Condvar.one_holder(), Some(false));
     }
 }

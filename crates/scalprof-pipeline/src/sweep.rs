@@ -351,21 +351,11 @@ struct HoldPolicy {
 /// Whether a repeat's lock table shows a thread waiting on a user lock that lets one
 /// holder in at a time (a mutex, a write side), its holds being worth timing.
 fn user_lock_contended(table: &scalprof_model::locks::LockProfile) -> bool {
-    use scalprof_model::locks::{LockKind, Scope, Side};
     table.rows.iter().any(|r| {
-        r.scope == Scope::User
+        r.scope == scalprof_model::locks::Scope::User
             && r.count > 0
-            && match r.lock_type {
-                LockKind::Rwlock(side) | LockKind::Rwsem(side) | LockKind::PercpuRwsem(side) => {
-                    side != Some(Side::Read)
-                }
-                LockKind::Condvar
-                | LockKind::Join
-                | LockKind::Barrier
-                | LockKind::Semaphore
-                | LockKind::GoWaitGroup => false,
-                _ => true,
-            }
+            // A reader-writer lock of unknown side may be a writer's.
+            && r.lock_type.one_holder() != Some(false)
     })
 }
 

@@ -1,6 +1,7 @@
 //! The prediction's lines in the summary: the throughput expected at the larger thread
 //! counts, the cause that limits it, and what the measured points could not show.
 
+use scalprof_model::prediction::PredictedPoint;
 use scalprof_model::{Prediction, RunDocument};
 
 use crate::format::si;
@@ -16,15 +17,7 @@ pub fn prediction_lines(doc: &RunDocument, verbose: bool) -> String {
     let points: Vec<String> = p
         .points
         .iter()
-        .map(|q| {
-            format!(
-                "{} {parameter} {}/s ({}–{})",
-                q.threads,
-                si(q.throughput),
-                si(q.interval[0]),
-                si(q.interval[1])
-            )
-        })
+        .map(|q| format!("{} {parameter} {}", q.threads, per_second(q)))
         .collect();
     let mut out = format!("prediction: {}\n", points.join(" · "));
     out += &format!("  {} · {}", limiting(p, parameter), p.method);
@@ -39,6 +32,16 @@ pub fn prediction_lines(doc: &RunDocument, verbose: bool) -> String {
         }
     }
     out
+}
+
+/// "4.26M/s (3.31M–5.77M)": a predicted point's throughput and interval.
+pub(crate) fn per_second(q: &PredictedPoint) -> String {
+    format!(
+        "{}/s ({}–{})",
+        si(q.throughput),
+        si(q.interval[0]),
+        si(q.interval[1])
+    )
 }
 
 fn plural(n: usize) -> &'static str {

@@ -62,6 +62,25 @@ pub enum LockKind {
 }
 
 impl LockKind {
+    /// Whether the lock lets one holder in at a time, so that its holds add up to serial
+    /// time: a mutex or a write side yes; a read side, a condvar, a join, a barrier, a
+    /// semaphore or a wait group no; `None` for a reader-writer lock whose side is not
+    /// known.
+    pub fn one_holder(&self) -> Option<bool> {
+        match self {
+            LockKind::Rwlock(side)
+            | LockKind::Rwsem(side)
+            | LockKind::PercpuRwsem(side)
+            | LockKind::GoRwMutex(side) => side.map(|s| s == Side::Write),
+            LockKind::Condvar
+            | LockKind::Join
+            | LockKind::Barrier
+            | LockKind::Semaphore
+            | LockKind::GoWaitGroup => Some(false),
+            _ => Some(true),
+        }
+    }
+
     /// Waits on condition variables, joins, barriers and semaphores are not contention.
     pub fn is_lock(&self) -> bool {
         !matches!(

@@ -169,15 +169,7 @@ fn prediction_band(
     let title: Vec<String> = p
         .points
         .iter()
-        .map(|q| {
-            format!(
-                "{}: {} ({}–{})",
-                q.threads,
-                si(q.throughput),
-                si(q.interval[0]),
-                si(q.interval[1])
-            )
-        })
+        .map(|q| format!("{}: {}", q.threads, crate::prediction::per_second(q)))
         .collect();
     html!(svg, "<g id=\"prediction\"><polygon points=\"{}\" fill=\"#36c\" fill-opacity=\"0.12\"/><polyline points=\"{}\" fill=\"none\" stroke=\"#36c\" stroke-width=\"2\"/><title>predicted: {}</title></g>", band.join(" "), line.join(" "), title.join("; "));
     if let Some(l) = &p.limiting {

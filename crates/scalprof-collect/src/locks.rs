@@ -29,6 +29,21 @@ pub struct LockConfig {
     /// Entry probes on the Go runtime of the workload's Go executables: where goroutines
     /// park on and are woken from sync's semaphores. Empty: none (not a Go program).
     pub go_probes: Vec<GoProbe>,
+    /// The probes of a Go program that a traced process executes (behind `sh -c`, a
+    /// script): asked for each program executed in the tree whose file is not probed yet.
+    /// None: only `go_probes`.
+    pub go_probes_of: Option<GoProbesOf>,
+}
+
+/// What the probes of an executable are (none unless it is a Go program): the pipeline's
+/// reading of its symbols, handed to the tracer.
+#[derive(Clone)]
+pub struct GoProbesOf(pub Arc<dyn Fn(&std::path::Path) -> Vec<GoProbe> + Send + Sync>);
+
+impl std::fmt::Debug for GoProbesOf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("GoProbesOf")
+    }
 }
 
 /// One uprobe on a Go executable's runtime, at a function's entry (file offset).
@@ -51,6 +66,12 @@ pub enum GoProbeRole {
     Ready,
     /// `runtime.execute`: a goroutine runs again.
     Execute,
+    /// A call of gopark inside a channel operation or `sync.Cond.Wait` (the probe is on
+    /// the call instruction), with the kind it parks for (`enum go_sema_kind`: 6 to 9).
+    Park(u32),
+    /// A hand-off that readies a goroutine parked on a channel or a `sync.Cond`, with its
+    /// kind (`enum go_handoff_kind`).
+    Handoff(u32),
 }
 
 /// The Go runtime's functions the probes go on, by symbol: the acquire wrappers (their
@@ -69,7 +90,24 @@ pub const GO_PROBE_SYMBOLS: &[(&str, GoProbeRole)] = &[
     ("runtime.semrelease1", GoProbeRole::Release),
     ("runtime.ready", GoProbeRole::Ready),
     ("runtime.execute", GoProbeRole::Execute),
+    ("runtime.send", GoProbeRole::Handoff(1)),
+    ("runtime.recv", GoProbeRole::Handoff(2)),
+    ("runtime.closechan", GoProbeRole::Handoff(3)),
+    ("sync.runtime_notifyListNotifyOne", GoProbeRole::Handoff(4)),
+    ("sync.runtime_notifyListNotifyAll", GoProbeRole::Handoff(4)),
 ];
+
+/// The Go runtime's functions that park a goroutine on a channel or a `sync.Cond`, with
+/// the kind each parks for: their calls of gopark (or goparkunlock) get the probes.
+pub const GO_PARK_SITES: &[(&str, u32)] = &[
+    ("runtime.chanrecv", 6),
+    ("runtime.chansend", 7),
+    ("runtime.selectgo", 8),
+    ("sync.runtime_notifyListWait", 9),
+];
+
+/// What the runtime's park functions call to park.
+pub const GO_PARK_CALLEES: &[&str] = &["runtime.gopark", "runtime.goparkunlock"];
 
 impl Default for LockConfig {
     /// The workload's tree, no BPF statistics, the holds timed.
@@ -79,6 +117,7 @@ impl Default for LockConfig {
             bpf_stats: false,
             hold_times: true,
             go_probes: Vec::new(),
+            go_probes_of: None,
         }
     }
 }

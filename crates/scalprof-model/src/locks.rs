@@ -12,7 +12,7 @@ mod rows;
 mod run_queue;
 pub use address::LockAddress;
 pub use holds::{HoldTimes, KernelHoldRaw, UserHoldRaw};
-pub use kind::{LockKind, Side};
+pub use kind::{ChanSide, LockKind, Side};
 pub use rows::{sort_rows, top_callers, TOP_CALLERS};
 pub use run_queue::{
     RunQueueBehind, RunQueueRaw, CPU_WAIT, CPU_WAIT_OBSERVER, CPU_WAIT_OTHER, IDLE_WAKEUP,
@@ -59,6 +59,14 @@ pub enum GoSema {
     WaitGroup,
     /// Another runtime semaphore.
     Other,
+    /// A receive (or a select's receive) that waited for a sender.
+    ChanRecv,
+    /// A send (or a select's send) that waited for a receiver, or for room.
+    ChanSend,
+    /// A select no hand-off ended (a timer's, a context's).
+    Select,
+    /// `sync.Cond.Wait`.
+    Cond,
 }
 
 impl GoSema {
@@ -69,6 +77,10 @@ impl GoSema {
             2 => GoSema::RwMutexRead,
             3 => GoSema::RwMutexWrite,
             4 => GoSema::WaitGroup,
+            6 => GoSema::ChanRecv,
+            7 => GoSema::ChanSend,
+            8 => GoSema::Select,
+            9 => GoSema::Cond,
             _ => GoSema::Other,
         }
     }

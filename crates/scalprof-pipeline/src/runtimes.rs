@@ -3,7 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use scalprof_collect::locks::{GoProbe, ProcMap, GO_PROBE_SYMBOLS};
+use scalprof_collect::locks::{GoProbe, GoProbeRole, ProcMap, GO_PROBE_SYMBOLS};
+use scalprof_collect::locks::{GO_PARK_CALLEES, GO_PARK_SITES};
 use scalprof_collect::sweep::substitute;
 use scalprof_debuginfo::ElfInfo;
 
@@ -161,31 +162,88 @@ pub fn go_probes(command: &[String], parameter: &str, first: u64) -> Vec<GoProbe
     go_probes_of(&path, &elf)
 }
 
+/// The probes of an executable a traced process started, if it is a Go program.
+pub fn go_probes_of_file(path: &Path) -> Vec<GoProbe> {
+    match ElfInfo::open(path) {
+        Ok(elf) => go_probes_of(path, &elf),
+        Err(_) => Vec::new(),
+    }
+}
+
 /// The probes of one Go executable: each runtime function it has, at its file offset.
 /// None unless the wakeup and at least one acquire are there (an older or newer runtime
 /// whose names moved gets no half-measure).
 pub fn go_probes_of(path: &Path, elf: &ElfInfo) -> Vec<GoProbe> {
-    let probes: Vec<GoProbe> = GO_PROBE_SYMBOLS
-        .iter()
-        .filter_map(|&(name, role)| {
-            let svma = probe_point(elf, elf.symbol_address(name)?);
-            Some(GoProbe {
-                exe: path.to_path_buf(),
-                offset: elf.svma_to_file_offset(svma)?,
-                role,
-            })
+    let probe = |svma: u64, role: GoProbeRole| {
+        Some(GoProbe {
+            exe: path.to_path_buf(),
+            offset: elf.svma_to_file_offset(svma)?,
+            role,
         })
+    };
+    let mut probes: Vec<GoProbe> = GO_PROBE_SYMBOLS
+        .iter()
+        .filter_map(|&(name, role)| probe(probe_point(elf, elf.symbol_address(name)?), role))
         .collect();
-    use scalprof_collect::locks::GoProbeRole;
-    let has = |r: fn(&GoProbeRole) -> bool| probes.iter().any(|p| r(&p.role));
-    if has(|r| matches!(r, GoProbeRole::Ready))
-        && has(|r| matches!(r, GoProbeRole::Execute))
-        && has(|r| matches!(r, GoProbeRole::Acquire(_)))
-    {
-        probes
-    } else {
-        Vec::new()
+    let has = |probes: &[GoProbe], r: fn(&GoProbeRole) -> bool| probes.iter().any(|p| r(&p.role));
+    let whole = has(&probes, |r| matches!(r, GoProbeRole::Ready))
+        && has(&probes, |r| matches!(r, GoProbeRole::Execute))
+        && has(&probes, |r| matches!(r, GoProbeRole::Acquire(_)));
+    if !whole {
+        return Vec::new();
     }
+    let parks: Vec<GoProbe> = park_calls(elf)
+        .into_iter()
+        .filter_map(|(at, kind)| probe(at, GoProbeRole::Park(kind)))
+        .collect();
+    // A hand-off without a park to end (or parks without the hand-offs) is half a measure.
+    if parks.is_empty() || !has(&probes, |r| matches!(r, GoProbeRole::Handoff(_))) {
+        probes.retain(|p| !matches!(p.role, GoProbeRole::Handoff(_)));
+    } else {
+        probes.extend(parks);
+    }
+    probes
+}
+
+/// The calls of gopark (or goparkunlock) inside the runtime's functions that park on a
+/// channel or a sync.Cond, with the kind each parks for: the probe goes on the call
+/// instruction itself, so that only these parks trap (not the scheduler's, the GC's or a
+/// semaphore's), and the registers hold gopark's arguments. A `call rel32` (e8) whose
+/// target is the callee: four bytes that land exactly there elsewhere in a function are
+/// not a risk worth a disassembler.
+fn park_calls(elf: &ElfInfo) -> Vec<(u64, u32)> {
+    let Some((range, text)) = elf.unwind_sections().text.as_ref() else {
+        return Vec::new();
+    };
+    let callees: Vec<u64> = GO_PARK_CALLEES
+        .iter()
+        .filter_map(|n| elf.symbol_address(n))
+        .collect();
+    let mut out = Vec::new();
+    for &(name, kind) in GO_PARK_SITES {
+        let Some((start, end)) = elf.symbol_address(name).and_then(|a| elf.symbol_range(a)) else {
+            continue;
+        };
+        let (Some(lo), Some(hi)) = (start.checked_sub(range.start), end.checked_sub(range.start))
+        else {
+            continue;
+        };
+        let code = text
+            .get(lo as usize..(hi as usize).min(text.len()))
+            .unwrap_or(&[]);
+        for i in 0..code.len().saturating_sub(4) {
+            if code[i] != 0xe8 {
+                continue;
+            }
+            let rel = i32::from_le_bytes([code[i + 1], code[i + 2], code[i + 3], code[i + 4]]);
+            let at = start + i as u64;
+            let target = (at + 5).wrapping_add_signed(i64::from(rel));
+            if callees.contains(&target) {
+                out.push((at, kind));
+            }
+        }
+    }
+    out
 }
 
 /// Where on a Go function to put its probe: past the stack check that opens it (`cmp

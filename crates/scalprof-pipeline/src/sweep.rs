@@ -248,6 +248,9 @@ fn sweep_plan(
                 c.go_probes =
                     crate::runtimes::go_probes(&opts.command, opts.parameter.as_str(), first);
             }
+            c.go_probes_of = Some(scalprof_collect::locks::GoProbesOf(std::sync::Arc::new(
+                crate::runtimes::go_probes_of_file,
+            )));
             c
         }),
         attach: opts.attach.clone(),

@@ -190,6 +190,81 @@ fn sharded_go_mutexes_give_no_lock_finding() {
     not(privileged),
     ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
 )]
+fn a_channel_funnel_names_the_channel_and_the_goroutine_at_its_other_end() {
+    if !can_profile() || !have("go", &["version"]) {
+        return;
+    }
+    let _turn = exclusive();
+    let doc = sweep(&[go_program("go_funnel").to_str().unwrap(), "{threads}"]);
+    let budget = last_budget(&doc);
+    let top = top_cause(&doc);
+    assert_eq!(top, "chan main.produce → main.collect", "{}", json(budget));
+    assert!(budget.unexplained <= 0.20, "{}", json(budget));
+    let f = doc
+        .findings
+        .iter()
+        .find(|f| f.subject == top)
+        .expect("the channel is a finding");
+    let FindingDetails::Lock(lock) = &f.details else {
+        panic!("not a lock's details: {}", json(f));
+    };
+    assert!(matches!(lock.lock_type, LockKind::GoChan(_)), "{}", json(f));
+    assert!(
+        lock.holders
+            .first()
+            .is_some_and(|h| h.function == "main.collect"),
+        "{}",
+        json(f)
+    );
+    assert!(f.suggestion.contains("batches"), "{}", f.suggestion);
+    runtime_idles_are_not_causes(&doc, "go", &["runtime.", "futex@runtime"]);
+}
+
+#[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
+fn a_buffered_sharded_funnel_gives_no_lock_or_channel_finding() {
+    if !can_profile() || !have("go", &["version"]) {
+        return;
+    }
+    let _turn = exclusive();
+    let doc = sweep(&[
+        go_program("go_funnel_sharded").to_str().unwrap(),
+        "{threads}",
+    ]);
+    assert_eq!(
+        lock_findings(&doc),
+        Vec::<&str>::new(),
+        "{}",
+        json(&doc.findings)
+    );
+    runtime_idles_are_not_causes(&doc, "go", &["runtime.", "futex@runtime"]);
+}
+
+#[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
+fn a_go_program_started_by_a_shell_is_probed_as_it_starts() {
+    if !can_profile() || !have("go", &["version"]) {
+        return;
+    }
+    let _turn = exclusive();
+    let program = go_program("go_mutex");
+    let script = format!("{} {{threads}}", program.display());
+    let doc = sweep(&["sh", "-c", &script]);
+    assert_eq!(top_cause(&doc), "main.mu", "{}", json(last_budget(&doc)));
+    runtime_idles_are_not_causes(&doc, "go", &["runtime.", "futex@runtime"]);
+}
+
+#[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
 fn a_synchronized_java_method_is_named_by_its_class_not_by_the_jvm_s_threads() {
     if !can_profile() || !have("javac", &["-version"]) {
         return;

@@ -33,6 +33,8 @@ fn lock_series(points: &[Point], profiles: &[Option<&PointProfile>], work: &[f64
     let mut out: Vec<Series> = Vec::new();
     // Each series' lock code per unit (sampled) at the latest point that has it.
     let mut spin_at_last: Vec<f64> = Vec::new();
+    // Per series, the point and the wait of the row its detail is from.
+    let mut detail_from: Vec<(usize, u64)> = Vec::new();
     for (i, p) in points.iter().enumerate() {
         let Some(lp) = &p.locks else { continue };
         for r in &lp.rows {
@@ -47,13 +49,19 @@ fn lock_series(points: &[Point], profiles: &[Option<&PointProfile>], work: &[f64
             if k == spin_at_last.len() {
                 // A new series: no lock code of its own seen yet.
                 spin_at_last.push(0.0);
+                detail_from.push((i, 0));
             }
             if crate::locks::takes_futex_cpu(r) {
                 spin_at_last[k] = r.spin_ns.unwrap_or(0) as f64 / work[i];
             }
             let s = &mut out[k];
             s.per_op[i] = Some(s.per_op[i].unwrap_or(0.0) + ns);
-            s.detail = crate::locks::budget_detail(r, std::mem::take(&mut s.detail));
+            // The detail is the latest point's longest-waited side (a reader-writer lock's,
+            // a channel's).
+            if detail_from[k].0 < i || r.total_wait_ns >= detail_from[k].1 {
+                detail_from[k] = (i, r.total_wait_ns);
+                s.detail = crate::locks::budget_detail(r, std::mem::take(&mut s.detail));
+            }
         }
     }
     let base = baseline_lock_code(profiles, &scale, work);

@@ -37,6 +37,7 @@ struct mm_struct;
 struct pt_regs {
 	unsigned long r14;
 	unsigned long bp;
+	unsigned long bx;
 	unsigned long ax;
 	unsigned long di;
 	unsigned long si;

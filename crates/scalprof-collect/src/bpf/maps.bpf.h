@@ -251,6 +251,7 @@ enum record_kind {
 	RECORD_WAIT_END = 4,      /* `wait_end`: a sampled waiter's wait ended */
 	RECORD_WAKER_SYSCALL = 5, /* `snapshot`: a peer's stack as it answered a sampled
 				   * system-call wait (a server's write waking its client) */
+	RECORD_EXEC = 6,          /* `exec_event`: a traced process executed a program */
 };
 
 /* A user stack copy, taken as the waiter blocks (or as its waker wakes it); its wait time
@@ -287,6 +288,12 @@ struct wait_end {
 	u64 wait_ns;
 };
 
+/* A traced process executed a program (user space probes it if it is Go's). */
+struct exec_event {
+	u32 kind; /* RECORD_EXEC */
+	u32 tgid;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 4 << 20);
@@ -297,6 +304,7 @@ struct {
  * byte offsets, and names the constants rather than repeating their numbers. */
 struct snapshot *record_snapshot_type = 0;
 struct wait_end *record_wait_end_type = 0;
+struct exec_event *record_exec_type = 0;
 enum record_kind record_kind_type = 0;
 enum wait_kind wait_kind_type = 0;
 enum rq_behind rq_behind_type = 0;
@@ -326,6 +334,28 @@ static __always_inline void account(void *map, void *key, u64 wait)
 	__sync_fetch_and_add(&s->total_ns, wait);
 	if (wait > s->max_ns)
 		s->max_ns = wait;
+}
+
+/* Set by user space when it probes the Go programs the workload's tree executes. */
+const volatile int watch_execs = 0;
+
+struct linux_binprm;
+
+/* A traced process executed a program: user space looks whether it is a Go program whose
+ * runtime it should probe (one started by `sh -c`, `env` or a script). */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(on_exec, struct task_struct *p, int old_pid, struct linux_binprm *bprm)
+{
+	u32 tgid = BPF_CORE_READ(p, tgid);
+	if (!watch_execs || !is_tracked(tgid))
+		return 0;
+	struct exec_event *e = bpf_ringbuf_reserve(&snapshots, sizeof(*e), 0);
+	if (!e)
+		return 0;
+	e->kind = RECORD_EXEC;
+	e->tgid = tgid;
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	return 0;
 }
 
 /* Follow the workload's children: a forked process joins the traced tree. */

@@ -34,8 +34,8 @@ mod skel {
     include!(concat!(env!("OUT_DIR"), "/locks.skel.rs"));
 }
 use skel::types::{
-    comm, go_key, kkey, mmap_hold_key, mmap_hold_stat, rq_key, skey, snapshot, stat, ukey,
-    wait_end, wkey,
+    comm, exec_event, go_key, kkey, mmap_hold_key, mmap_hold_stat, rq_key, skey, snapshot, stat,
+    ukey, wait_end, wkey,
 };
 use skel::{LocksSkel, LocksSkelBuilder};
 
@@ -58,6 +58,8 @@ unsafe impl Plain for skey {}
 unsafe impl Plain for snapshot {}
 // SAFETY: wait_end is repr(C) { u32, u32, u64, u64 }.
 unsafe impl Plain for wait_end {}
+// SAFETY: exec_event is repr(C) { u32, u32 }.
+unsafe impl Plain for exec_event {}
 // SAFETY: wkey is repr(C) { u64, u32, u32, u32, u32 }.
 unsafe impl Plain for wkey {}
 // SAFETY: comm is repr(C) { [i8; 16] }.
@@ -99,7 +101,10 @@ pub(super) fn trace(
         }
     };
     let attached_comms = comms_of(&tgids[1..]);
-    let drain = match Drain::new(&tracer.skel.maps, tgids) {
+    let mut watch = GoExecWatch::new(config);
+    let skel = &tracer.skel;
+    let on_exec = Box::new(|tgid: u32| watch.exec(skel, tgid));
+    let drain = match Drain::new(&tracer.skel.maps, tgids, on_exec) {
         Ok(d) => d,
         Err(e) => {
             let _ = ready.send(Err(LockTracerError::RingBuffer(e.to_string())));
@@ -117,6 +122,55 @@ pub(super) fn trace(
     };
     out.tracer = tracer.cost();
     out
+}
+
+/// The Go programs the workload's tree executes, probed as they start: each executable
+/// once (the probes of one file serve every process that runs it, and a second set would
+/// count every wait twice).
+struct GoExecWatch {
+    probes_of: Option<crate::locks::GoProbesOf>,
+    /// The files probed: (device, inode).
+    probed: std::collections::HashSet<(u64, u64)>,
+    links: Vec<libbpf_rs::Link>,
+}
+
+impl GoExecWatch {
+    fn new(config: &LockConfig) -> GoExecWatch {
+        let probed = config
+            .go_probes
+            .iter()
+            .filter_map(|p| file_id(&p.exe))
+            .collect();
+        GoExecWatch {
+            probes_of: config.go_probes_of.clone(),
+            probed,
+            links: Vec::new(),
+        }
+    }
+
+    /// A traced process executed a program: probes it if it is a Go program not probed
+    /// yet. Its first milliseconds (until this round of the drain) go unseen.
+    fn exec(&mut self, skel: &LocksSkel<'_>, tgid: u32) {
+        let Some(probes_of) = &self.probes_of else {
+            return;
+        };
+        let Ok(exe) = std::fs::read_link(format!("/proc/{tgid}/exe")) else {
+            return;
+        };
+        let Some(id) = file_id(&exe) else { return };
+        if !self.probed.insert(id) {
+            return;
+        }
+        let probes = (probes_of.0)(&exe);
+        if let Ok(links) = attach_go_probes(skel, &probes) {
+            self.links.extend(links);
+        }
+    }
+}
+
+fn file_id(path: &std::path::Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 /// The names of the processes attached to, read while they surely run: sorted, each once.
@@ -185,6 +239,8 @@ impl<'obj> Tracer<'obj> {
             progs.go_release.as_fd(),
             progs.go_ready.as_fd(),
             progs.go_execute.as_fd(),
+            progs.go_park.as_fd(),
+            progs.go_handoff.as_fd(),
         ])
     }
 }
@@ -292,6 +348,7 @@ fn load_and_attach<'obj>(
         ro.root_tgid = tgids[0];
         ro.system_wide = u8::from(config.system_wide);
         ro.observer_tgid = std::process::id();
+        ro.watch_execs = i32::from(config.go_probes_of.is_some());
     }
     // The mmap_lock's holds, timed where the sweep times holds and the kernel has the
     // events (5.10 and later).
@@ -325,6 +382,8 @@ fn attach_go_probes(
                 GoProbeRole::Release => (&progs.go_release, 0),
                 GoProbeRole::Ready => (&progs.go_ready, 0),
                 GoProbeRole::Execute => (&progs.go_execute, 0),
+                GoProbeRole::Park(kind) => (&progs.go_park, u64::from(kind)),
+                GoProbeRole::Handoff(kind) => (&progs.go_handoff, u64::from(kind)),
             };
             prog.attach_uprobe_with_opts(
                 -1,

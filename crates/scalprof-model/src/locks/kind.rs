@@ -10,6 +10,13 @@ pub enum Side {
     Write,
 }
 
+/// The side of a Go channel a goroutine waited on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ChanSide {
+    Send,
+    Recv,
+}
+
 /// What kind of lock (or wait) a row is. Written as the words the lock table shows:
 /// `spinlock`, `rwsem:W`, `percpu-rwsem:R`, `mutex`, `condvar`, `join`, …; a word this
 /// build does not know (from a newer store) is kept as it is.
@@ -37,6 +44,11 @@ pub enum LockKind {
     GoRwMutex(Option<Side>),
     /// Go's `sync.WaitGroup.Wait`: waiting for other goroutines, not contention.
     GoWaitGroup,
+    /// A Go channel's hand-off, by the side that waited: a send waits for a receiver
+    /// (`chan:send`), a receive for a sender (`chan:recv`).
+    GoChan(Option<ChanSide>),
+    /// Go's `sync.Cond.Wait`.
+    GoCond,
     /// A Java object's monitor (`synchronized`), contended: the JVM's ObjectMonitor.
     JavaMonitor,
     /// A Java thread parked by `LockSupport.park`: java.util.concurrent's locks (a
@@ -76,12 +88,15 @@ impl LockKind {
             | LockKind::Join
             | LockKind::Barrier
             | LockKind::Semaphore
-            | LockKind::GoWaitGroup => Some(false),
+            | LockKind::GoWaitGroup
+            | LockKind::GoChan(_)
+            | LockKind::GoCond => Some(false),
             _ => Some(true),
         }
     }
 
-    /// Waits on condition variables, joins, barriers and semaphores are not contention.
+    /// Waits on condition variables, channels, joins, barriers and semaphores are not
+    /// contention.
     pub fn is_lock(&self) -> bool {
         !matches!(
             self,
@@ -90,6 +105,8 @@ impl LockKind {
                 | LockKind::Barrier
                 | LockKind::Semaphore
                 | LockKind::GoWaitGroup
+                | LockKind::GoChan(_)
+                | LockKind::GoCond
         ) && !self.is_blocked_wait()
             && *self != LockKind::Idle
     }
@@ -134,6 +151,10 @@ impl std::fmt::Display for LockKind {
             LockKind::GoMutex => f.write_str("sync.Mutex"),
             LockKind::GoRwMutex(s) => sided(f, "sync.RWMutex", s),
             LockKind::GoWaitGroup => f.write_str("sync.WaitGroup"),
+            LockKind::GoChan(None) => f.write_str("chan"),
+            LockKind::GoChan(Some(ChanSide::Send)) => f.write_str("chan:send"),
+            LockKind::GoChan(Some(ChanSide::Recv)) => f.write_str("chan:recv"),
+            LockKind::GoCond => f.write_str("sync.Cond"),
             LockKind::JavaMonitor => f.write_str("monitor"),
             LockKind::JavaPark => f.write_str("park"),
             LockKind::PosixLock => f.write_str("posix-lock"),
@@ -151,6 +172,11 @@ impl std::fmt::Display for LockKind {
 
 impl From<&str> for LockKind {
     fn from(text: &str) -> LockKind {
+        match text {
+            "chan:send" => return LockKind::GoChan(Some(ChanSide::Send)),
+            "chan:recv" => return LockKind::GoChan(Some(ChanSide::Recv)),
+            _ => {}
+        }
         let (base, side) = match text.rsplit_once(':') {
             Some((b, "R")) => (b, Some(Side::Read)),
             Some((b, "W")) => (b, Some(Side::Write)),
@@ -161,6 +187,7 @@ impl From<&str> for LockKind {
             ("rwsem", s) => LockKind::Rwsem(s),
             ("percpu-rwsem", s) => LockKind::PercpuRwsem(s),
             ("sync.RWMutex", s) => LockKind::GoRwMutex(s),
+            ("chan", None) => LockKind::GoChan(None),
             (_, Some(_)) => LockKind::Other(text.to_string()),
             ("spinlock", None) => LockKind::Spinlock,
             ("mutex", None) => LockKind::Mutex,
@@ -174,6 +201,7 @@ impl From<&str> for LockKind {
             ("futex", None) => LockKind::Futex,
             ("sync.Mutex", None) => LockKind::GoMutex,
             ("sync.WaitGroup", None) => LockKind::GoWaitGroup,
+            ("sync.Cond", None) => LockKind::GoCond,
             ("monitor", None) => LockKind::JavaMonitor,
             ("park", None) => LockKind::JavaPark,
             ("posix-lock", None) => LockKind::PosixLock,

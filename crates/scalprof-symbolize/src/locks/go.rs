@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use scalprof_model::locks::{top_callers, LockAddress, Scope, Side};
+use scalprof_model::locks::{top_callers, ChanSide, LockAddress, Scope, Side};
 use scalprof_model::locks::{GoSema, GoWaitRaw, HolderState, LockKind, LockRow, RawLocks};
 
 use super::holders::with_state;
@@ -48,19 +48,60 @@ fn kind_of(sema: GoSema, frames: &[String]) -> LockKind {
         GoSema::RwMutexWrite => LockKind::GoRwMutex(Some(Side::Write)),
         GoSema::WaitGroup => LockKind::GoWaitGroup,
         GoSema::Other => LockKind::Semaphore,
+        GoSema::ChanRecv => LockKind::GoChan(Some(ChanSide::Recv)),
+        GoSema::ChanSend => LockKind::GoChan(Some(ChanSide::Send)),
+        // No hand-off ended it: a timer's, a context's, a channel nobody traced.
+        GoSema::Select => LockKind::Idle,
+        GoSema::Cond => LockKind::GoCond,
     }
 }
 
 /// Where the semaphore lies inside its primitive: `sema` follows `state` in a Mutex; a
 /// RWMutex's writer and reader semaphores follow its inner Mutex; a WaitGroup's follows
-/// its 64-bit state.
+/// its 64-bit state; a Cond's notifyList follows its Locker (an interface). A channel's
+/// wait is at the channel.
 fn sema_offset(sema: GoSema) -> u64 {
     match sema {
         GoSema::Mutex => 4,
         GoSema::RwMutexWrite | GoSema::WaitGroup => 8,
         GoSema::RwMutexRead => 12,
-        GoSema::Other => 0,
+        GoSema::Cond => 16,
+        GoSema::Other | GoSema::ChanRecv | GoSema::ChanSend | GoSema::Select => 0,
     }
+}
+
+/// The functions at the two ends of each channel (by process and address), by their waits:
+/// senders and receivers, from the goroutines that waited on either side and those that
+/// ended the other side's waits.
+#[derive(Default)]
+struct ChanEnds {
+    senders: HashMap<String, u64>,
+    receivers: HashMap<String, u64>,
+}
+
+impl ChanEnds {
+    /// `chan main.produce → main.collect`: a channel has no name of its own (the runtime
+    /// allocates it), its ends are what its users know it by.
+    fn name(&self) -> String {
+        let end = |m: &HashMap<String, u64>| {
+            super::rows::top_caller(m).map_or_else(|| "?".to_string(), str::to_string)
+        };
+        format!("chan {} → {}", end(&self.senders), end(&self.receivers))
+    }
+
+    fn add(&mut self, kind: GoSema, waker: bool, function: &str, ns: u64) {
+        let send = matches!(kind, GoSema::ChanSend) != waker;
+        let side = if send {
+            &mut self.senders
+        } else {
+            &mut self.receivers
+        };
+        *side.entry(function.to_string()).or_default() += ns;
+    }
+}
+
+fn is_chan(kind: GoSema) -> bool {
+    matches!(kind, GoSema::ChanRecv | GoSema::ChanSend)
 }
 
 /// The innermost frame outside the runtime and sync: the function that locked.
@@ -92,26 +133,36 @@ pub(super) fn add_go_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<
             .map(|sp| frames(sp, &w.stack))
             .unwrap_or_default()
     };
-    // What released each semaphore (by process and address): the releasing function.
-    let mut released: HashMap<(u32, u64), HashMap<String, u64>> = HashMap::new();
+    // What released each semaphore (by process, address and the waits' kind): the
+    // releasing function. A channel's ends, from both sides.
+    let mut released: HashMap<(u32, u64, GoSema), HashMap<String, u64>> = HashMap::new();
+    let mut ends: HashMap<(u32, u64), ChanEnds> = HashMap::new();
     for w in raw.go_wakers.iter().filter(|w| w.sampled) {
         let f = frames_of(w);
         if let Some(c) = caller(&f) {
             *released
-                .entry((w.tgid, w.addr))
+                .entry((w.tgid, w.addr, w.kind))
                 .or_default()
                 .entry(c.to_string())
                 .or_default() += w.total_ns.max(1);
+            if is_chan(w.kind) {
+                let e = ends.entry((w.tgid, w.addr)).or_default();
+                e.add(w.kind, true, c, w.total_ns.max(1));
+            }
         }
     }
     // The sampled stacks of each semaphore: its kind (a RWMutex's writers wait on an inner
     // Mutex), the functions that waited, by their wait.
-    let mut sampled: HashMap<(u32, u64), Sampled> = HashMap::new();
+    let mut sampled: HashMap<(u32, u64, GoSema), Sampled> = HashMap::new();
     for w in raw.go_waits.iter().filter(|w| w.sampled) {
         let f = frames_of(w);
-        let e = sampled.entry((w.tgid, w.addr)).or_default();
+        let e = sampled.entry((w.tgid, w.addr, w.kind)).or_default();
         if let Some(c) = caller(&f) {
             *e.1.entry(c.to_string()).or_default() += w.total_ns.max(1);
+            if is_chan(w.kind) {
+                let e = ends.entry((w.tgid, w.addr)).or_default();
+                e.add(w.kind, false, c, w.total_ns.max(1));
+            }
         }
         if e.0.is_empty() {
             e.0 = f;
@@ -120,12 +171,19 @@ pub(super) fn add_go_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<
     let mut by_name: HashMap<RowKey, (RowBuilder, HashMap<String, u64>)> = HashMap::new();
     for w in raw.go_waits.iter().filter(|w| !w.sampled) {
         let maps = raw.maps.get(&w.tgid).map(Vec::as_slice).unwrap_or(&[]);
-        let (f, callers) = sampled.remove(&(w.tgid, w.addr)).unwrap_or_default();
+        let (f, callers) = sampled
+            .remove(&(w.tgid, w.addr, w.kind))
+            .unwrap_or_default();
         let kind = kind_of(w.kind, &f);
         let base = w.addr.saturating_sub(sema_offset(w.kind));
-        let mut name = name_user_address(base, maps, symbols);
         let who = super::rows::top_caller(&callers).map(str::to_string);
-        if is_dynamic_address_name(&name) {
+        let mut name = match ends.get(&(w.tgid, w.addr)) {
+            Some(e) if is_chan(w.kind) => e.name(),
+            _ => name_user_address(base, maps, symbols),
+        };
+        if kind == LockKind::Idle {
+            name = format!("select@{}", who.as_deref().unwrap_or("?"));
+        } else if is_dynamic_address_name(&name) {
             let place = name.split(' ').next().unwrap_or("heap").to_string();
             name = match &who {
                 Some(c) => format!("{kind}@{c} ({place})"),
@@ -143,7 +201,11 @@ pub(super) fn add_go_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<
             });
         b.add_wait(w.tgid, w.count, w.total_ns, w.max_ns);
         b.add_callers(Some(&callers));
-        for (h, ns) in released.remove(&(w.tgid, w.addr)).into_iter().flatten() {
+        for (h, ns) in released
+            .remove(&(w.tgid, w.addr, w.kind))
+            .into_iter()
+            .flatten()
+        {
             *holders.entry(h).or_default() += ns;
         }
     }

@@ -51,10 +51,13 @@ pub(super) fn runtimes_seen(raw: &RawLocks, symbols: &mut Symbols) -> Vec<Runtim
             .unwrap_or_else(|| tgid.to_string());
         for p in paths {
             if let Some(runtime) = runtime_of(p, symbols) {
-                seen.insert(RuntimeSeen {
-                    runtime,
-                    process: process.clone(),
-                });
+                // A Go program is its executable; its thread's name may still be the
+                // shell's that executed it when the tracer read it.
+                let process = match runtime {
+                    Runtime::Go => p.rsplit('/').next().unwrap_or(p).to_string(),
+                    _ => process.clone(),
+                };
+                seen.insert(RuntimeSeen { runtime, process });
                 break;
             }
         }

@@ -1,7 +1,8 @@
 //! A lock finding's advice: against what its holders were seen doing where that explains
 //! the wait, else by the kind of lock and its name.
 
-use scalprof_model::locks::{LockAddress, LockKind, LockRow, Scope, Side, CPU_WAIT_OTHER};
+use scalprof_model::locks::CPU_WAIT_OTHER;
+use scalprof_model::locks::{ChanSide, LockAddress, LockKind, LockRow, Scope, Side};
 use scalprof_model::units::human_ns;
 use scalprof_model::vocabulary::Pat::{self, Exact, Prefix};
 
@@ -22,6 +23,9 @@ impl LockSeries<'_> {
         }
         if let Some(text) = idle_advice(name, last) {
             return text;
+        }
+        if let LockKind::GoChan(side) = last.lock_type {
+            return chan_advice(name, side, last);
         }
         if let Some((h, link, share)) = blocked_holder(last, rows) {
             return format!(
@@ -61,6 +65,29 @@ impl LockSeries<'_> {
             );
         }
         suggestion(&last.lock_type, self.scope, name)
+    }
+}
+
+/// A channel's hand-off: the goroutine at its other end (`last`'s holders) paces the
+/// waiters. Senders waiting for one receiver is a funnel; a receiver waiting for its
+/// senders, a hand-off per item.
+fn chan_advice(name: &str, side: Option<ChanSide>, last: &LockRow) -> String {
+    let other = last
+        .holders
+        .first()
+        .map_or("the goroutine at its other end", |h| h.function.as_str());
+    match side {
+        Some(ChanSide::Send) => format!(
+            "the goroutines wait for {other} to take their results from {name}, one at a \
+             time: send in batches (a slice of results per send), give the channel a buffer, \
+             or give each goroutine its own results and merge them at the end (or run \
+             several collectors)"
+        ),
+        _ => format!(
+            "the receivers wait for {other} to send on {name}, one item per hand-off: send \
+             in batches (a slice per send) so that each hand-off carries more work, or give \
+             the channel a buffer"
+        ),
     }
 }
 
@@ -232,6 +259,12 @@ const ADVICE: &[(LockMatch, &str)] = &[
          sync/atomic for counters, or give each goroutine its own data and merge at the end \
          (a channel of results); a read-mostly map can be a sync.Map or an atomic.Pointer \
          swapped on update",
+    ),
+    (
+        LockMatch::Kinds(&[LockKind::GoCond]),
+        "goroutines wait on the sync.Cond {name} for each hand-off: signal once per batch \
+         of work rather than per item, or hand the work over on a buffered channel of \
+         batches",
     ),
     (
         LockMatch::Kinds(&[LockKind::JavaMonitor]),

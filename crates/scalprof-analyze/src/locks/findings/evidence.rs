@@ -3,7 +3,7 @@
 
 #[cfg(test)]
 use scalprof_model::locks::Scope;
-use scalprof_model::locks::{LockAddress, LockCaller, LockKind, LockRow};
+use scalprof_model::locks::{ChanSide, LockAddress, LockCaller, LockKind, LockRow};
 use scalprof_model::units::human_ns;
 
 use super::LockSeries;
@@ -122,10 +122,9 @@ pub(crate) fn budget_detail(r: &LockRow, previous: String) -> String {
         d = format!("{}; {}", r.lock_type, callers.join(", "));
     }
     if let Some(h) = r.holders.first().filter(|h| h.share >= 0.5) {
-        let held = if r.lock_type == LockKind::Sleep {
-            "the others ran in"
-        } else {
-            "held in"
+        let held = match &r.lock_type {
+            LockKind::Sleep => "the others ran in",
+            kind => ended_by(kind).unwrap_or("held in"),
         };
         d = format!(
             "{d}; {held} {}, {:.0}% of the wait",
@@ -199,7 +198,19 @@ pub(super) fn held_text(row: &LockRow) -> String {
         // A wait for a peer's data: the thread that answered it (a server's).
         return format!("; answered by {}", list.join(", "));
     }
-    format!("; held in {}", list.join(", "))
+    let held = ended_by(&row.lock_type).unwrap_or("held in");
+    format!("; {held} {}", list.join(", "))
+}
+
+/// What the goroutine at a hand-off's other end did to end the waits, for a channel's or
+/// a sync.Cond's: nobody holds them.
+fn ended_by(kind: &LockKind) -> Option<&'static str> {
+    match kind {
+        LockKind::GoChan(Some(ChanSide::Send)) => Some("received by"),
+        LockKind::GoChan(_) => Some("sent by"),
+        LockKind::GoCond => Some("signalled by"),
+        _ => None,
+    }
 }
 
 /// The function holding the lock for most of the wait (at least half) while it takes the

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use libbpf_rs::{MapCore, RingBuffer, RingBufferBuilder};
 
 use super::decode;
-use super::skel::types::{record_kind, snapshot, ukey, wait_end, wait_kind};
+use super::skel::types::{exec_event, record_kind, snapshot, ukey, wait_end, wait_kind};
 use super::skel::LocksMaps;
 use crate::locks::{merge_maps, read_proc_maps, ProcMap, StackSnapshot};
 
@@ -25,6 +25,8 @@ enum Record {
     },
     /// `struct wait_end`: that waiter's wait ended.
     WaitEnd { tid: u32, start: u64, wait_ns: u64 },
+    /// `struct exec_event`: a traced process executed a program.
+    Exec { tgid: u32 },
 }
 
 /// A record is told apart by its first field (`enum record_kind`, shared with the BPF
@@ -32,6 +34,10 @@ enum Record {
 /// copy claiming more bytes than it has is dropped.
 fn parse_record(d: &[u8]) -> Option<Record> {
     let kind = record_kind(u32::from_ne_bytes(d.get(..4)?.try_into().ok()?));
+    if kind == record_kind::RECORD_EXEC {
+        let e = decode::<exec_event>(d)?;
+        return Some(Record::Exec { tgid: e.tgid });
+    }
     if kind == record_kind::RECORD_WAIT_END {
         let e = decode::<wait_end>(d)?;
         return Some(Record::WaitEnd {
@@ -109,6 +115,8 @@ struct Received {
     wait_ends: HashMap<(u32, u64), u64>,
     /// The traced processes' memory maps, by tgid.
     maps: HashMap<u32, Vec<ProcMap>>,
+    /// The processes that executed a program since the last round.
+    execs: Vec<u32>,
 }
 
 impl Received {
@@ -145,6 +153,7 @@ impl Received {
             }) => {
                 self.wait_ends.insert((tid, start), wait_ns);
             }
+            Some(Record::Exec { tgid }) => self.execs.push(tgid),
             None => {}
         }
     }
@@ -193,11 +202,17 @@ pub(super) struct Drain<'a> {
     fd_paths: HashMap<(u32, u64), String>,
     /// When the memory maps were last read.
     refreshed: Instant,
+    /// Told of each process that executed a program (the Go probes' watch).
+    on_exec: Box<dyn FnMut(u32) + 'a>,
 }
 
 impl<'a> Drain<'a> {
     /// Opens the ring buffer of the loaded programs' maps.
-    pub fn new(maps: &'a LocksMaps<'_>, tgids: &'a [u32]) -> Result<Self, libbpf_rs::Error> {
+    pub fn new(
+        maps: &'a LocksMaps<'_>,
+        tgids: &'a [u32],
+        on_exec: Box<dyn FnMut(u32) + 'a>,
+    ) -> Result<Self, libbpf_rs::Error> {
         let received = Rc::<RefCell<Received>>::default();
         let sink = received.clone();
         let mut b = RingBufferBuilder::new();
@@ -212,6 +227,7 @@ impl<'a> Drain<'a> {
             tgids,
             fd_paths: HashMap::new(),
             refreshed: Instant::now() - MAPS_REFRESH,
+            on_exec,
         })
     }
 
@@ -239,6 +255,10 @@ impl<'a> Drain<'a> {
         // drains the ring buffer each round.
         std::thread::sleep(Duration::from_millis(10));
         let _ = self.ring.consume();
+        let execs = std::mem::take(&mut self.received.borrow_mut().execs);
+        for tgid in execs {
+            (self.on_exec)(tgid);
+        }
         // Keep the memory maps of the traced processes fresh while they live (a copy may
         // be read after its process has exited, and the maps die with it), but not at
         // every round: reading a process's maps takes its mmap_lock, and every 10 ms cost

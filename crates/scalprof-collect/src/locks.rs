@@ -38,7 +38,10 @@ pub struct LockConfig {
 /// What the probes of an executable are (none unless it is a Go program): the pipeline's
 /// reading of its symbols, handed to the tracer.
 #[derive(Clone)]
-pub struct GoProbesOf(pub Arc<dyn Fn(&std::path::Path) -> Vec<GoProbe> + Send + Sync>);
+pub struct GoProbesOf(pub Arc<GoProbesFn>);
+
+/// The function behind [`GoProbesOf`].
+pub type GoProbesFn = dyn Fn(&std::path::Path) -> Vec<GoProbe> + Send + Sync;
 
 impl std::fmt::Debug for GoProbesOf {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -265,6 +265,13 @@ pub const USER_LOCK_CODE: &[Pat] = &[
     Contains("std::sync::rwlock::"),
     Contains("std::sync::condvar::"),
     Contains("std::sync::once::"),
+    Contains("std::sync::once_lock::"),
+    // Channels (std's and crossbeam's): their waits park the thread.
+    Contains("std::sync::mpmc::"),
+    Contains("std::sync::mpsc::"),
+    Contains("crossbeam_channel"),
+    Contains("std::thread::park"),
+    Contains("std::thread::thread::Thread>::park"),
     Contains("MutexGuard<"),
     Contains("RwLockReadGuard<"),
     Contains("RwLockWriteGuard<"),
@@ -750,6 +757,60 @@ mod tests {
             "std::sys::sync::mutex::futex::Mutex::lock_contended".to_string(),
         ];
         assert_eq!(user_wait_kind(&relock), LockKind::Mutex);
+    }
+
+    #[test]
+    fn a_rust_channel_s_waits_read_as_the_channel_by_the_side_that_waited() {
+        use crate::locks::ChanSide;
+        let w = |v: &[&str]| user_wait_kind(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let park = [
+            "std::sys::pal::unix::futex::futex_wait",
+            "<std::sys::sync::thread_parking::futex::Parker>::park",
+            "<std::thread::thread::Thread>::park",
+            "<std::sync::mpmc::context::Context>::wait_until",
+        ];
+        let send = [
+            &park[..],
+            &["std::sync::mpmc::array::Channel<T>::send::{{closure}}"],
+        ]
+        .concat();
+        let recv = [
+            &park[..],
+            &["std::sync::mpmc::array::Channel<T>::recv::{{closure}}"],
+        ]
+        .concat();
+        assert_eq!(w(&send), LockKind::Chan(Some(ChanSide::Send)));
+        assert_eq!(w(&recv), LockKind::Chan(Some(ChanSide::Recv)));
+        // The channel's own mutex: both sides take it, so no side.
+        let own = [
+            "<std::sys::sync::mutex::futex::Mutex>::lock_contended",
+            "<std::sync::mpmc::waker::SyncWaker>::register",
+            "std::sync::mpmc::array::Channel<T>::send::{{closure}}",
+        ];
+        assert_eq!(w(&own), LockKind::Chan(None));
+        // A mutex elsewhere, and a thread parked for another reason, are not a channel's.
+        assert_eq!(
+            w(&["<std::sys::sync::mutex::futex::Mutex>::lock_contended"]),
+            LockKind::Mutex
+        );
+        assert_eq!(w(&park[..3]), LockKind::Futex);
+        assert_eq!(
+            w(&["<std::sys::sync::once::futex::Once>::call"]),
+            LockKind::Once
+        );
+        // The words round-trip through the run document.
+        for k in [
+            LockKind::Chan(Some(ChanSide::Send)),
+            LockKind::Chan(Some(ChanSide::Recv)),
+            LockKind::Chan(None),
+            LockKind::Once,
+            LockKind::GoCond,
+        ] {
+            assert_eq!(LockKind::from(k.to_string()), k);
+        }
+        assert!(
+            !LockKind::Chan(None).is_lock() && LockKind::Chan(None).one_holder() == Some(false)
+        );
     }
 
     #[test]

@@ -94,6 +94,16 @@ pub const OTHER_PROGRAMS: &[(&str, &str, Build)] = &[
         include_str!("../../../corpus/rust_mutex.rs"),
         Build::Rust,
     ),
+    (
+        "rust_funnel",
+        include_str!("../../../corpus/rust_funnel.rs"),
+        Build::Rust,
+    ),
+    (
+        "rust_funnel_sharded",
+        include_str!("../../../corpus/rust_funnel_sharded.rs"),
+        Build::Rust,
+    ),
 ];
 
 /// How a program of [`OTHER_PROGRAMS`] is built.

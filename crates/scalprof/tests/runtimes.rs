@@ -208,7 +208,7 @@ fn a_channel_funnel_names_the_channel_and_the_goroutine_at_its_other_end() {
     let FindingDetails::Lock(lock) = &f.details else {
         panic!("not a lock's details: {}", json(f));
     };
-    assert!(matches!(lock.lock_type, LockKind::GoChan(_)), "{}", json(f));
+    assert!(matches!(lock.lock_type, LockKind::Chan(_)), "{}", json(f));
     assert!(
         lock.holders
             .first()

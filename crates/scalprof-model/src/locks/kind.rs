@@ -44,9 +44,12 @@ pub enum LockKind {
     GoRwMutex(Option<Side>),
     /// Go's `sync.WaitGroup.Wait`: waiting for other goroutines, not contention.
     GoWaitGroup,
-    /// A Go channel's hand-off, by the side that waited: a send waits for a receiver
-    /// (`chan:send`), a receive for a sender (`chan:recv`).
-    GoChan(Option<ChanSide>),
+    /// A channel's hand-off (Go's, Rust's std::sync::mpsc and crossbeam's), by the side
+    /// that waited: a send waits for a receiver or for room (`chan:send`), a receive for
+    /// a sender (`chan:recv`).
+    Chan(Option<ChanSide>),
+    /// A one-time initialization others wait for (Rust's `Once`, `OnceLock`).
+    Once,
     /// Go's `sync.Cond.Wait`.
     GoCond,
     /// A Java object's monitor (`synchronized`), contended: the JVM's ObjectMonitor.
@@ -89,7 +92,8 @@ impl LockKind {
             | LockKind::Barrier
             | LockKind::Semaphore
             | LockKind::GoWaitGroup
-            | LockKind::GoChan(_)
+            | LockKind::Chan(_)
+            | LockKind::Once
             | LockKind::GoCond => Some(false),
             _ => Some(true),
         }
@@ -105,7 +109,8 @@ impl LockKind {
                 | LockKind::Barrier
                 | LockKind::Semaphore
                 | LockKind::GoWaitGroup
-                | LockKind::GoChan(_)
+                | LockKind::Chan(_)
+                | LockKind::Once
                 | LockKind::GoCond
         ) && !self.is_blocked_wait()
             && *self != LockKind::Idle
@@ -151,10 +156,11 @@ impl std::fmt::Display for LockKind {
             LockKind::GoMutex => f.write_str("sync.Mutex"),
             LockKind::GoRwMutex(s) => sided(f, "sync.RWMutex", s),
             LockKind::GoWaitGroup => f.write_str("sync.WaitGroup"),
-            LockKind::GoChan(None) => f.write_str("chan"),
-            LockKind::GoChan(Some(ChanSide::Send)) => f.write_str("chan:send"),
-            LockKind::GoChan(Some(ChanSide::Recv)) => f.write_str("chan:recv"),
+            LockKind::Chan(None) => f.write_str("chan"),
+            LockKind::Chan(Some(ChanSide::Send)) => f.write_str("chan:send"),
+            LockKind::Chan(Some(ChanSide::Recv)) => f.write_str("chan:recv"),
             LockKind::GoCond => f.write_str("sync.Cond"),
+            LockKind::Once => f.write_str("once"),
             LockKind::JavaMonitor => f.write_str("monitor"),
             LockKind::JavaPark => f.write_str("park"),
             LockKind::PosixLock => f.write_str("posix-lock"),
@@ -173,8 +179,8 @@ impl std::fmt::Display for LockKind {
 impl From<&str> for LockKind {
     fn from(text: &str) -> LockKind {
         match text {
-            "chan:send" => return LockKind::GoChan(Some(ChanSide::Send)),
-            "chan:recv" => return LockKind::GoChan(Some(ChanSide::Recv)),
+            "chan:send" => return LockKind::Chan(Some(ChanSide::Send)),
+            "chan:recv" => return LockKind::Chan(Some(ChanSide::Recv)),
             _ => {}
         }
         let (base, side) = match text.rsplit_once(':') {
@@ -187,7 +193,7 @@ impl From<&str> for LockKind {
             ("rwsem", s) => LockKind::Rwsem(s),
             ("percpu-rwsem", s) => LockKind::PercpuRwsem(s),
             ("sync.RWMutex", s) => LockKind::GoRwMutex(s),
-            ("chan", None) => LockKind::GoChan(None),
+            ("chan", None) => LockKind::Chan(None),
             (_, Some(_)) => LockKind::Other(text.to_string()),
             ("spinlock", None) => LockKind::Spinlock,
             ("mutex", None) => LockKind::Mutex,
@@ -202,6 +208,7 @@ impl From<&str> for LockKind {
             ("sync.Mutex", None) => LockKind::GoMutex,
             ("sync.WaitGroup", None) => LockKind::GoWaitGroup,
             ("sync.Cond", None) => LockKind::GoCond,
+            ("once", None) => LockKind::Once,
             ("monitor", None) => LockKind::JavaMonitor,
             ("park", None) => LockKind::JavaPark,
             ("posix-lock", None) => LockKind::PosixLock,

@@ -48,8 +48,8 @@ fn kind_of(sema: GoSema, frames: &[String]) -> LockKind {
         GoSema::RwMutexWrite => LockKind::GoRwMutex(Some(Side::Write)),
         GoSema::WaitGroup => LockKind::GoWaitGroup,
         GoSema::Other => LockKind::Semaphore,
-        GoSema::ChanRecv => LockKind::GoChan(Some(ChanSide::Recv)),
-        GoSema::ChanSend => LockKind::GoChan(Some(ChanSide::Send)),
+        GoSema::ChanRecv => LockKind::Chan(Some(ChanSide::Recv)),
+        GoSema::ChanSend => LockKind::Chan(Some(ChanSide::Send)),
         // No hand-off ended it: a timer's, a context's, a channel nobody traced.
         GoSema::Select => LockKind::Idle,
         GoSema::Cond => LockKind::GoCond,
@@ -80,13 +80,11 @@ struct ChanEnds {
 }
 
 impl ChanEnds {
-    /// `chan main.produce → main.collect`: a channel has no name of its own (the runtime
-    /// allocates it), its ends are what its users know it by.
     fn name(&self) -> String {
-        let end = |m: &HashMap<String, u64>| {
-            super::rows::top_caller(m).map_or_else(|| "?".to_string(), str::to_string)
-        };
-        format!("chan {} → {}", end(&self.senders), end(&self.receivers))
+        super::rows::chan_name(
+            super::rows::top_caller(&self.senders),
+            super::rows::top_caller(&self.receivers),
+        )
     }
 
     fn add(&mut self, kind: GoSema, waker: bool, function: &str, ns: u64) {

@@ -83,6 +83,23 @@ fn attached_process(raw: &RawLocks, by_tgid: &HashMap<u32, u64>) -> Option<Strin
 }
 
 /// The caller with the most wait.
+/// A channel's row name, by its two ends (`chan main.produce → main.collect`): a channel
+/// has no name of its own (the runtime allocates it), its ends are what its users know it
+/// by. An end not seen is `?`.
+pub(super) fn chan_name(sender: Option<&str>, receiver: Option<&str>) -> String {
+    format!(
+        "chan {} → {}",
+        sender.unwrap_or("?"),
+        receiver.unwrap_or("?")
+    )
+}
+
+/// The ends of a channel named by [`chan_name`], `None` for `?`.
+pub(super) fn chan_ends(name: &str) -> Option<(Option<&str>, Option<&str>)> {
+    let (s, r) = name.strip_prefix("chan ")?.split_once(" → ")?;
+    Some(((s != "?").then_some(s), (r != "?").then_some(r)))
+}
+
 pub(super) fn top_caller(callers: &HashMap<String, u64>) -> Option<&str> {
     callers
         .iter()

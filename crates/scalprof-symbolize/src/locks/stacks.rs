@@ -151,8 +151,11 @@ pub(super) fn snapshot_frames_rooted(
             is_vm_library(&path) || is_jit_stub(&path, &func) || is_jdk_lock_code(&path, &func);
         // A statically linked libc's or Rust std's lock code is the program's own code by
         // its file: told by its name, it is the lock's machinery (the kind of wait), never
-        // the function that waits.
-        let lock_code = own.is_empty() && is_user_lock_code(&func);
+        // the function that waits. So is the rest of Rust's std below the program's first
+        // frame (a thread-local's accessor around a channel's park, an I/O stream's lock).
+        let lock_code = own.is_empty()
+            && (is_user_lock_code(&func)
+                || scalprof_model::vocabulary::is_rust_library_frame(&func));
         if is_runtime_library(&path) || in_vm || lock_code {
             if own.is_empty() && in_vm {
                 vm = Some(func.clone());

@@ -5,13 +5,13 @@
 use std::collections::HashMap;
 
 use scalprof_model::locks::{
-    HoldTimes, LockAddress, LockKind, LockRow, ProcMap, RawLocks, Scope, UserLockRaw,
+    ChanSide, HoldTimes, LockAddress, LockKind, LockRow, ProcMap, RawLocks, Scope, UserLockRaw,
 };
 use scalprof_model::vocabulary::{is_runtime_service_thread, user_wait_kind};
 
 use super::holders::{blocked_target, holder_of, holder_waits};
 use super::holders::{HolderEvidence, HolderSamples, WaitTarget};
-use super::rows::{top_caller, RowBuilder, RowKey};
+use super::rows::{chan_ends, chan_name, top_caller, RowBuilder, RowKey};
 use super::stacks::snapshot_frames_rooted;
 use crate::profile::{Symbols, UserSpace};
 
@@ -127,11 +127,19 @@ pub(super) fn add_user_rows(
     // The row each futex went to, to name a holder's wait on another lock.
     let mut row_of: HashMap<Futex, String> = HashMap::new();
     let mut key_of: HashMap<Futex, RowKey> = HashMap::new();
-    for u in &raw.user {
+    let mut named: Vec<(LockKind, String)> = raw
+        .user
+        .iter()
+        .map(|u| {
+            let maps = raw.maps.get(&u.tgid).map(Vec::as_slice).unwrap_or(&[]);
+            let kind = waits.kind(u, maps);
+            let name = waits.name(u, &kind, maps, symbols);
+            (kind, name)
+        })
+        .collect();
+    complete_chan_names(&mut named);
+    for (u, (kind, name)) in raw.user.iter().zip(named) {
         let futex = (u.tgid, u.uaddr);
-        let maps = raw.maps.get(&u.tgid).map(Vec::as_slice).unwrap_or(&[]);
-        let kind = waits.kind(u, maps);
-        let name = waits.name(u, &kind, maps, symbols);
         let service = name == RUNTIME_SERVICE_THREADS;
         row_of.insert(futex, name.clone());
         key_of.insert(futex, (name.clone(), kind.clone()));
@@ -165,6 +173,35 @@ pub(super) fn add_user_rows(
         rows.push(row);
     }
     (waits.copies, waits.resolved)
+}
+
+/// A channel's row with one end unseen (`chan f → ?`: a wait on the channel's own mutex,
+/// which either side takes) takes the name of the channel row that has its known end at
+/// either end, when exactly one has it.
+fn complete_chan_names(named: &mut [(LockKind, String)]) {
+    let mut whole: Vec<String> = named
+        .iter()
+        .filter(|(_, n)| matches!(chan_ends(n), Some((Some(_), Some(_)))))
+        .map(|(_, n)| n.clone())
+        .collect();
+    whole.sort();
+    whole.dedup();
+    for (kind, name) in named.iter_mut() {
+        let Some((sender, receiver)) = chan_ends(name) else {
+            continue;
+        };
+        if !matches!(kind, LockKind::Chan(_)) || (sender.is_some() && receiver.is_some()) {
+            continue;
+        }
+        let known = sender.or(receiver);
+        let mut same = whole.iter().filter(|w| {
+            let (s, r) = chan_ends(w).unwrap_or_default();
+            known.is_some() && (s == known || r == known)
+        });
+        if let (Some(w), None) = (same.next(), same.clone().next()) {
+            *name = w.clone();
+        }
+    }
 }
 
 /// The timed holds of the locks that were waited for, by the row each went to: the
@@ -392,6 +429,23 @@ impl FutexWaits {
         if self.is_service(u) {
             return RUNTIME_SERVICE_THREADS.to_string();
         }
+        // A channel's waiters park on futexes of their own: the channel by its two ends,
+        // the waiters' function and the one that ended their waits.
+        if let LockKind::Chan(side) = kind {
+            let futex = (u.tgid, u.uaddr);
+            let caller = self.callers.get(&futex).and_then(top_caller);
+            // A wait on the channel's own mutex (no side) was ended by whoever held it,
+            // not the other end: that end stays unseen here.
+            let other = self
+                .released
+                .get(&futex)
+                .and_then(top_caller)
+                .filter(|o| Some(*o) != caller && side.is_some());
+            return match side {
+                Some(ChanSide::Recv) => chan_name(other, caller),
+                _ => chan_name(caller, other),
+            };
+        }
         // Each thread's join waits on its own descriptor: one row for all of them.
         let name = if *kind == LockKind::Join {
             "pthread_join".to_string()
@@ -420,5 +474,47 @@ impl FutexWaits {
             }
             _ => name,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_channel_row_with_an_end_unseen_takes_the_name_of_the_channel_with_that_end() {
+        let chan = LockKind::Chan(None);
+        let mut named = vec![
+            (
+                LockKind::Chan(Some(ChanSide::Send)),
+                chan_name(Some("p"), Some("c")),
+            ),
+            (chan.clone(), chan_name(Some("c"), None)),
+            (chan.clone(), chan_name(None, Some("p"))),
+            (chan.clone(), chan_name(Some("x"), None)),
+            (LockKind::Mutex, chan_name(Some("c"), None)),
+        ];
+        complete_chan_names(&mut named);
+        let names: Vec<&str> = named.iter().map(|(_, n)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "chan p → c",
+                "chan p → c",
+                "chan p → c",
+                "chan x → ?",
+                "chan c → ?"
+            ]
+        );
+        assert_eq!(chan_ends("chan p → ?"), Some((Some("p"), None)));
+        assert_eq!(chan_ends("main.mu"), None);
+        // Two channels share the end: which one is not known, the name stays.
+        let mut two = vec![
+            (chan.clone(), chan_name(Some("p"), Some("c"))),
+            (chan.clone(), chan_name(Some("p"), Some("d"))),
+            (chan.clone(), chan_name(Some("p"), None)),
+        ];
+        complete_chan_names(&mut two);
+        assert_eq!(two[2].1, "chan p → ?");
     }
 }

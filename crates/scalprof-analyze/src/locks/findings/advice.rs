@@ -24,7 +24,7 @@ impl LockSeries<'_> {
         if let Some(text) = idle_advice(name, last) {
             return text;
         }
-        if let LockKind::GoChan(side) = last.lock_type {
+        if let LockKind::Chan(side) = last.lock_type {
             return chan_advice(name, side, last);
         }
         if let Some((h, link, share)) = blocked_holder(last, rows) {
@@ -78,10 +78,10 @@ fn chan_advice(name: &str, side: Option<ChanSide>, last: &LockRow) -> String {
         .map_or("the goroutine at its other end", |h| h.function.as_str());
     match side {
         Some(ChanSide::Send) => format!(
-            "the goroutines wait for {other} to take their results from {name}, one at a \
-             time: send in batches (a slice of results per send), give the channel a buffer, \
-             or give each goroutine its own results and merge them at the end (or run \
-             several collectors)"
+            "the senders wait for {other} to take their results from {name}, one at a time: \
+             send in batches (a slice of results per send), give the channel a buffer, or \
+             give each sender its own results and merge them at the end (or run several \
+             collectors)"
         ),
         _ => format!(
             "the receivers wait for {other} to send on {name}, one item per hand-off: send \

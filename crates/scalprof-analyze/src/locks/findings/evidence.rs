@@ -206,8 +206,8 @@ pub(super) fn held_text(row: &LockRow) -> String {
 /// a sync.Cond's: nobody holds them.
 fn ended_by(kind: &LockKind) -> Option<&'static str> {
     match kind {
-        LockKind::GoChan(Some(ChanSide::Send)) => Some("received by"),
-        LockKind::GoChan(_) => Some("sent by"),
+        LockKind::Chan(Some(ChanSide::Send)) => Some("received by"),
+        LockKind::Chan(_) => Some("sent by"),
         LockKind::GoCond => Some("signalled by"),
         _ => None,
     }

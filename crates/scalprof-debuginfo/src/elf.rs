@@ -10,6 +10,7 @@ use crate::sandbox::Wire;
 use crate::DebugInfoError;
 
 mod dwarf;
+mod gopclntab;
 
 use dwarf::Dwarf;
 pub(crate) use dwarf::{check_compressed_sections, load_dwarf};
@@ -321,8 +322,18 @@ impl Tables {
             let data = s.data().ok()?;
             Some((s.address()..s.address() + s.size(), Arc::from(data)))
         };
+        let mut sym_text = collect_symbols(obj.symbols());
+        // A stripped Go program (`-ldflags=-s`) keeps its own function table.
+        if sym_text.is_empty() {
+            if let (Some(pcln), Some(text)) = (
+                obj.section_by_name(".gopclntab"),
+                obj.section_by_name(".text"),
+            ) {
+                sym_text = gopclntab::functions(pcln.data().unwrap_or(&[]), text.address());
+            }
+        }
         Ok(Tables {
-            sym_text: collect_symbols(obj.symbols()),
+            sym_text,
             sym_data: collect_kind(obj.symbols(), SymbolKind::Data),
             dyn_text: collect_symbols(obj.dynamic_symbols()),
             dyn_data: collect_kind(obj.dynamic_symbols(), SymbolKind::Data),

@@ -48,9 +48,16 @@ fn build_dir() -> &'static Path {
 
 /// Builds a Go program of the corpus (`go build`, its own cache in the build directory).
 fn go_program(name: &str) -> PathBuf {
-    let out = build_dir().join(name);
+    go_build(name, name, &[])
+}
+
+/// Builds the corpus's Go program `name` as `out` with extra `go build` flags.
+fn go_build(name: &str, out: &str, flags: &[&str]) -> PathBuf {
+    let out = build_dir().join(out);
     let status = StdCommand::new("go")
-        .args(["build", "-o"])
+        .arg("build")
+        .args(flags)
+        .arg("-o")
         .arg(&out)
         .arg(sources().join(format!("{name}.go")))
         .env("GOCACHE", build_dir().join("gocache"))
@@ -257,6 +264,29 @@ fn a_go_program_started_by_a_shell_is_probed_as_it_starts() {
     let script = format!("{} {{threads}}", program.display());
     let doc = sweep(&["sh", "-c", &script]);
     assert_eq!(top_cause(&doc), "main.mu", "{}", json(last_budget(&doc)));
+    runtime_idles_are_not_causes(&doc, "go", &["runtime.", "futex@runtime"]);
+}
+
+#[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
+fn a_stripped_go_program_is_probed_and_named_from_its_function_table() {
+    if !can_profile() || !have("go", &["version"]) {
+        return;
+    }
+    let _turn = exclusive();
+    // No symbol table, no DWARF: the functions come from .gopclntab; the mutex, which
+    // had a variable's name, is named by the function that locks it.
+    let program = go_build("go_mutex", "go_mutex_stripped", &["-ldflags=-s -w"]);
+    let doc = sweep(&[program.to_str().unwrap(), "{threads}"]);
+    let top = top_cause(&doc);
+    assert!(
+        top.starts_with("sync.Mutex@main.worker"),
+        "{}",
+        json(last_budget(&doc))
+    );
     runtime_idles_are_not_causes(&doc, "go", &["runtime.", "futex@runtime"]);
 }
 

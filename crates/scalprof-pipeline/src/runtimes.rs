@@ -151,7 +151,8 @@ pub fn jvm_options() -> String {
 }
 
 /// The Go runtime probes for the command's executable (behind `env` too), when it is a Go
-/// program (its functions from the symbol table, or from `.gopclntab` where `-ldflags=-s` strips it).
+/// program: its functions from the symbol table, or from `.gopclntab` where `-ldflags=-s`
+/// strips that.
 pub fn go_probes(command: &[String], parameter: &str, first: u64) -> Vec<GoProbe> {
     let Some(path) = executable(command, parameter, &[first]) else {
         return Vec::new();

@@ -134,8 +134,18 @@ pub fn judge(setting: &Setting, executions: &[Execution]) -> Experiment {
         response.ci95[1] / x,
     ]);
     let (verdict, reason) = verdict(&out, slowdown(response.difference));
-    let (verdict, reason) =
-        unless_the_spin_explains_it(verdict, reason, &out, &at(top), setting.cpus, spun, x);
+    let (verdict, reason) = unless_the_spin_explains_it(
+        verdict,
+        reason,
+        &out,
+        &at(top),
+        Spin {
+            cpus: setting.cpus,
+            spun,
+            x,
+            t0,
+        },
+    );
     out.verdict = verdict;
     out.reason = reason + &held_text(&out);
     out.calibrated_what_if = what_if(&out, t0, c, setting);
@@ -181,34 +191,67 @@ fn held_share_and_saturation(e: &mut Experiment, h: &HoldTimes, c: f64, t0: f64,
     });
 }
 
+/// What the longest delay spun, per operation (seconds), of the `x` it injected, on how
+/// many CPUs, at the control's time per operation `t0`.
+struct Spin {
+    cpus: u32,
+    spun: f64,
+    x: f64,
+    t0: f64,
+}
+
 /// A spin on CPUs the workload already kept busy: its own CPU can cost as much as a
 /// bottleneck would (the spin model is a mean; CFS shares are not), so a cost near the
 /// bottleneck's proves nothing there, and an on-critical-path verdict becomes
-/// inconclusive. A cost beyond twice it still does. `top` are the executions at the
-/// longest delay, which spun `spun` of the `x` injected per operation.
+/// inconclusive, unless the cost stays a bottleneck's once the spin's CPU is taken off at
+/// its worst: every nanosecond spun taken from the workload's busy CPUs, `spun / cpus` of
+/// wall time per operation, off the measured interval's lower end. A cost beyond twice the
+/// bottleneck's still counts. `top` are the executions at the longest delay.
 fn unless_the_spin_explains_it(
     verdict: Verdict,
     reason: String,
     e: &Experiment,
     top: &[&Execution],
-    cpus: u32,
-    spun: f64,
-    x: f64,
+    spin: Spin,
 ) -> (Verdict, String) {
-    let cpus = f64::from(cpus.max(1));
+    let cpus = f64::from(spin.cpus.max(1));
     let busy = mean(top.iter().map(|run| run.cpu_s / (run.wall_s * cpus)));
     let knock_on = e.measured_slowdown[0] > e.predicted_slowdown * WITHIN;
-    if verdict == Verdict::OnCriticalPath && busy >= SATURATED && spun >= 0.25 * x && !knock_on {
-        let reason = format!(
-            "{}, but the CPUs were {:.0}% busy while the delay spun, so the spin's own CPU \
-             may explain it: a cause the workload sleeps in, or a machine with idle CPUs, \
-             would settle it",
-            reason.replacen(": on the critical path", "", 1),
-            busy * 100.0
-        );
-        return (Verdict::Inconclusive, reason);
+    if verdict != Verdict::OnCriticalPath
+        || busy < SATURATED
+        || spin.spun < 0.25 * spin.x
+        || knock_on
+    {
+        return (verdict, reason);
     }
-    (verdict, reason)
+    let lo = e.measured_slowdown[0];
+    let t0 = spin.t0;
+    let dt_lo = if lo < 1.0 { lo * t0 / (1.0 - lo) } else { f64::INFINITY };
+    let on_path = dt_lo - spin.spun / cpus;
+    let without_spin = if on_path > 0.0 {
+        on_path / (t0 + on_path)
+    } else {
+        0.0
+    };
+    if without_spin >= e.predicted_slowdown / WITHIN {
+        let reason = format!(
+            "{}; the CPUs were {:.0}% busy while the delay spun, and with the spin's own CPU \
+             taken off at its worst it still costs {:.0}%",
+            reason,
+            busy * 100.0,
+            without_spin * 100.0
+        );
+        return (verdict, reason);
+    }
+    let reason = format!(
+        "{}, but the CPUs were {:.0}% busy while the delay spun, so the spin's own CPU may \
+         explain it (taken off at its worst, {:.0}% is left): a cause the workload sleeps \
+         in, or a machine with idle CPUs, would settle it",
+        reason.replacen(": on the critical path", "", 1),
+        busy * 100.0,
+        without_spin * 100.0
+    );
+    (Verdict::Inconclusive, reason)
 }
 
 /// "; held 80 ns at the median (p99 331 ns), 93% of the time: lengthened, it saturates
@@ -527,15 +570,24 @@ mod tests {
 
     #[test]
     fn a_spin_on_saturated_cpus_near_a_bottleneck_s_cost_is_inconclusive() {
-        // 2 CPUs kept busy (8 µs of CPU per 4 µs), and a response as large as a
-        // bottleneck's: the spin's share of the CPUs may be the whole of it.
-        let mut r = runs(4e-6, 8e-6, 1.0, &[0, 100_000, 200_000]);
-        for e in &mut r {
-            e.cpu_s = e.cpu_s.max(2.0 * e.wall_s);
-        }
-        let e = judge(&setting(), &r);
+        // 2 CPUs kept busy (8 µs of CPU per 4 µs). The longest delay spins 4 µs per
+        // operation: taken from the busy CPUs, at worst 2 µs of wall time per operation.
+        let busy = |k: f64| {
+            let mut r = runs(4e-6, 8e-6, k, &[0, 100_000, 200_000]);
+            for e in &mut r {
+                e.cpu_s = e.cpu_s.max(2.0 * e.wall_s);
+            }
+            judge(&setting(), &r)
+        };
+        // A response of 3 µs (43%, near a bottleneck's 50%): 1 µs is left once the spin's
+        // worst is taken off, 20%, under half a bottleneck's. The spin may explain it.
+        let e = busy(0.75);
         assert_eq!(e.verdict, Verdict::Inconclusive, "{e:?}");
         assert!(e.reason.contains("busy"), "{}", e.reason);
+        // A response of 4 µs (50%): 2 µs are left, 33%, which no spin explains.
+        let e = busy(1.0);
+        assert_eq!(e.verdict, Verdict::OnCriticalPath, "{e:?}");
+        assert!(e.reason.contains("taken off at its worst"), "{}", e.reason);
         // With idle CPUs the same response is a bottleneck's.
         let e = judge(&setting(), &runs(4e-6, 1e-6, 1.0, &[0, 100_000, 200_000]));
         assert_eq!(e.verdict, Verdict::OnCriticalPath, "{e:?}");

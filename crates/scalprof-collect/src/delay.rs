@@ -37,6 +37,9 @@ pub enum DelayTarget {
     /// A function of the executable `exe`, at this file `offset`: lengthened at its entry
     /// by a uprobe.
     Function { exe: PathBuf, offset: u64 },
+    /// The sleep calls (nanosleep, clock_nanosleep, usleep) of the workload's tree,
+    /// lengthened by sleeping after each returns (the interposer): no CPU taken.
+    Sleeps,
 }
 
 /// Which kernel lock.
@@ -64,6 +67,8 @@ impl DelayTarget {
                 1_000
             }
             DelayTarget::UserLock { .. } => 50,
+            // A sleep wakes some tens of µs late (the timer's slack, the wake-up).
+            DelayTarget::Sleeps => 200_000,
         }
     }
 }
@@ -135,8 +140,20 @@ impl Delayer {
                 Ok((Vec::new(), Vec::new()))
             }
             DelayTarget::UserLock { exe, address } => {
+                let (counters, env, fds) = interpose::prepare(
+                    dir,
+                    interpose::Lengthened::Lock {
+                        exe,
+                        address: *address,
+                    },
+                    self.spec.delay_ns,
+                )?;
+                self.preloaded = Some(counters);
+                Ok((env, fds))
+            }
+            DelayTarget::Sleeps => {
                 let (counters, env, fds) =
-                    interpose::prepare(dir, exe, *address, self.spec.delay_ns)?;
+                    interpose::prepare(dir, interpose::Lengthened::Sleeps, self.spec.delay_ns)?;
                 self.preloaded = Some(counters);
                 Ok((env, fds))
             }
@@ -151,7 +168,7 @@ impl Delayer {
 
 impl Attach for Delayer {
     fn attach(&mut self, pid: i32, attached: &[i32]) -> Result<(), CollectError> {
-        if let DelayTarget::UserLock { .. } = self.spec.target {
+        if let DelayTarget::UserLock { .. } | DelayTarget::Sleeps = self.spec.target {
             return match self.preloaded {
                 Some(_) => Ok(()),
                 None => Err(DelayError::NotPrepared.into()),

@@ -330,6 +330,16 @@ fn lengthen(
         );
         return Ok(e);
     }
+    if matches!(how.target, DelayTarget::Sleeps) && runs.iter().all(|e| e.occurrences == 0) {
+        let mut e = not_lengthened(doc, subject, point);
+        e.primitive = how.primitive.clone();
+        e.reason = format!(
+            "the workload never called libc's nanosleep, clock_nanosleep or usleep, so {call} \
+             was not lengthened (it sleeps through another entry point, or the syscall \
+             itself): name the call it sleeps in with --cause"
+        );
+        return Ok(e);
+    }
     if let Some(e) = too_hot_to_probe(doc, subject, point, how, &runs) {
         return Ok(e);
     }
@@ -473,7 +483,7 @@ fn own_wait(doc: &RunDocument, point: u64, how: &Lengthening) -> Option<f64> {
         .filter(|r| match how.target {
             DelayTarget::UserLock { .. } | DelayTarget::KernelLock(_) => r.name == what,
             DelayTarget::Function { .. } => false,
-            DelayTarget::Syscall(_) => {
+            DelayTarget::Syscall(_) | DelayTarget::Sleeps => {
                 r.address == scalprof_model::locks::LockAddress::Syscall
                     && r.name
                         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))

@@ -80,7 +80,7 @@ fn load_and_attach<'obj>(
                     KernelLock::FdTable => (LOCK_FD_TABLE, 0),
                 }
             }
-            DelayTarget::UserLock { .. } | DelayTarget::Function { .. } => {}
+            DelayTarget::UserLock { .. } | DelayTarget::Function { .. } | DelayTarget::Sleeps => {}
         }
         ro.delay_ns = spec.delay_ns;
     }

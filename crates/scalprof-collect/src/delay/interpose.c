@@ -16,6 +16,12 @@
  *                           here, so that position-independent executables need no fixed
  *                           address;
  *   SCALPROF_DELAY_NS       nanoseconds to spin at each release (0: count only);
+ *   SCALPROF_DELAY_SLEEPS   set: lengthen the sleep calls (nanosleep, clock_nanosleep,
+ *                           usleep) of every process of the tree instead of a lock, by
+ *                           sleeping the delay after each returns: a cause the workload
+ *                           sleeps in takes no CPU, and its lengthening takes none either
+ *                           (a BPF spin where the call returns took a CPU from the
+ *                           workers, so a sleep off their path looked costly);
  *   SCALPROF_DELAY_COUNTS   the number of an inherited descriptor of a 16-byte memfd,
  *                           mapped shared by the whole process tree: releases seen, then
  *                           nanoseconds spun (a long delay sleeps first: see
@@ -54,6 +60,10 @@ static LOCAL uint64_t my_releases, my_spun;
 static LOCAL int my_registered;
 static pthread_key_t flush_key; /* its destructor flushes a thread's counts at its exit */
 
+static int sleep_mode; /* SCALPROF_DELAY_SLEEPS: the sleep calls, not a lock */
+static int (*real_nanosleep)(const struct timespec *, struct timespec *);
+static int (*real_clock_nanosleep)(clockid_t, int, const struct timespec *, struct timespec *);
+static int (*real_usleep)(useconds_t);
 static int (*real_mutex_unlock)(pthread_mutex_t *);
 static int (*real_rwlock_unlock)(pthread_rwlock_t *);
 static int (*real_spin_unlock)(pthread_spinlock_t *);
@@ -163,10 +173,16 @@ __attribute__((constructor)) static void init(void)
 	real_spin_unlock = dlsym(RTLD_NEXT, "pthread_spin_unlock");
 	if (!first_copy())
 		return;
+	real_nanosleep = dlsym(RTLD_NEXT, "nanosleep");
+	real_clock_nanosleep = dlsym(RTLD_NEXT, "clock_nanosleep");
+	real_usleep = dlsym(RTLD_NEXT, "usleep");
 	const char *address = getenv("SCALPROF_DELAY_ADDRESS");
 	const char *ns = getenv("SCALPROF_DELAY_NS");
 	const char *counted = getenv("SCALPROF_DELAY_COUNTS");
-	if (!address || !ns || !counted || !is_the_executable(getenv("SCALPROF_DELAY_EXE")))
+	const char *sleeps = getenv("SCALPROF_DELAY_SLEEPS");
+	if (!ns || !counted)
+		return;
+	if (!sleeps && (!address || !is_the_executable(getenv("SCALPROF_DELAY_EXE"))))
 		return;
 	char *end;
 	long fd = strtol(counted, &end, 10);
@@ -183,6 +199,10 @@ __attribute__((constructor)) static void init(void)
 	}
 	counts = m;
 	delay_ns = strtoull(ns, NULL, 10);
+	if (sleeps) {
+		sleep_mode = 1;
+		return;
+	}
 	uintptr_t bias = 0;
 	dl_iterate_phdr(main_bias, &bias);
 	target = bias + (uintptr_t)strtoull(address, NULL, 16);
@@ -208,3 +228,48 @@ __attribute__((constructor)) static void init(void)
 INTERPOSE(pthread_mutex_unlock, pthread_mutex_t, real_mutex_unlock)
 INTERPOSE(pthread_rwlock_unlock, pthread_rwlock_t, real_rwlock_unlock)
 INTERPOSE(pthread_spin_unlock, pthread_spinlock_t, real_spin_unlock)
+
+/* A sleep call returned: sleep the delay more, then count it. Only a call that slept its
+ * whole time is lengthened (one a signal cut short returns early, as it would have). */
+static void sleep_longer(void)
+{
+	if (delay_ns && real_clock_nanosleep) {
+		struct timespec t = { .tv_sec = delay_ns / 1000000000u,
+				      .tv_nsec = delay_ns % 1000000000u };
+		while (real_clock_nanosleep(CLOCK_MONOTONIC, 0, &t, &t) == EINTR)
+			;
+	}
+	count();
+}
+
+/* The sleep calls a program makes through libc's entry points (libc's own calls between
+ * them do not pass here: sleep() is not lengthened, its seconds dwarf any delay). */
+int nanosleep(const struct timespec *req, struct timespec *rem)
+{
+	if (!real_nanosleep)
+		real_nanosleep = dlsym(RTLD_NEXT, "nanosleep");
+	int r = real_nanosleep(req, rem);
+	if (sleep_mode && r == 0)
+		sleep_longer();
+	return r;
+}
+
+int clock_nanosleep(clockid_t clock, int flags, const struct timespec *req, struct timespec *rem)
+{
+	if (!real_clock_nanosleep)
+		real_clock_nanosleep = dlsym(RTLD_NEXT, "clock_nanosleep");
+	int r = real_clock_nanosleep(clock, flags, req, rem);
+	if (sleep_mode && r == 0)
+		sleep_longer();
+	return r;
+}
+
+int usleep(useconds_t us)
+{
+	if (!real_usleep)
+		real_usleep = dlsym(RTLD_NEXT, "usleep");
+	int r = real_usleep(us);
+	if (sleep_mode && r == 0)
+		sleep_longer();
+	return r;
+}

@@ -49,15 +49,22 @@ impl Counters {
     }
 }
 
+/// What the interposer lengthens.
+pub(super) enum Lengthened<'a> {
+    /// The lock at `address` of `exe`, at each release.
+    Lock { exe: &'a Path, address: u64 },
+    /// The sleep calls of the tree, after each returns.
+    Sleeps,
+}
+
 /// Readies the interposer (written to `dir`) and fresh counters, and returns the counters
-/// with the environment that makes the workload lengthen the lock at `address` of `exe`
-/// by `delay_ns` at each release, and the descriptors that environment names, which the
-/// workload inherits.
+/// with the environment that makes the workload lengthen what it is told by `delay_ns`
+/// at each occurrence, and the descriptors that environment names, which the workload
+/// inherits.
 #[allow(clippy::type_complexity)] // the counters, and the two parts of an ExecSpec
 pub(super) fn prepare(
     dir: &Path,
-    exe: &Path,
-    address: u64,
+    lengthened: Lengthened<'_>,
     delay_ns: u64,
 ) -> Result<(Counters, Vec<(String, String)>, Vec<Arc<OwnedFd>>), DelayError> {
     let object = preload_object(dir)?;
@@ -66,24 +73,29 @@ pub(super) fn prepare(
     let counts = File::from(memfd(c"scalprof-delay-counts").map_err(memory)?);
     counts.set_len(16).map_err(memory)?;
     let counts = Arc::new(OwnedFd::from(counts));
-    let meta = std::fs::metadata(exe).map_err(|source| DelayError::Interposer {
-        path: exe.to_path_buf(),
-        source,
-    })?;
     let theirs = std::env::var("LD_PRELOAD").ok();
-    let env = vec![
+    let mut env = vec![
         ("LD_PRELOAD".into(), preload(&object, theirs.as_deref())),
-        (
-            "SCALPROF_DELAY_EXE".into(),
-            format!("{}:{}", meta.dev(), meta.ino()),
-        ),
-        ("SCALPROF_DELAY_ADDRESS".into(), format!("{address:x}")),
         ("SCALPROF_DELAY_NS".into(), delay_ns.to_string()),
         (
             "SCALPROF_DELAY_COUNTS".into(),
             counts.as_raw_fd().to_string(),
         ),
     ];
+    match lengthened {
+        Lengthened::Lock { exe, address } => {
+            let meta = std::fs::metadata(exe).map_err(|source| DelayError::Interposer {
+                path: exe.to_path_buf(),
+                source,
+            })?;
+            env.push((
+                "SCALPROF_DELAY_EXE".into(),
+                format!("{}:{}", meta.dev(), meta.ino()),
+            ));
+            env.push(("SCALPROF_DELAY_ADDRESS".into(), format!("{address:x}")));
+        }
+        Lengthened::Sleeps => env.push(("SCALPROF_DELAY_SLEEPS".into(), "1".into())),
+    }
     Ok((Counters(counts.clone()), env, vec![object, counts]))
 }
 

@@ -77,11 +77,12 @@ pub(super) fn lengthenable(
             .first()
             .filter(|w| !w.lock && w.share >= HOLDER_WAIT_SHARE)?;
         let (call, nr) = syscall_of(&wait.wait)?;
+        let (target, how) = syscall_delay(exe, &call, nr);
         return Some(Lengthening {
-            target: DelayTarget::Syscall(nr),
+            target,
             primitive: format!(
                 "{subject}'s hold lengthened through the {call} its holder makes under it \
-                 (BPF spin at sys_exit)"
+                 ({how})"
             ),
             kind: ExperimentKind::Lock,
             what: call,
@@ -91,12 +92,28 @@ pub(super) fn lengthenable(
         return Some(how);
     }
     let (call, nr) = syscall_of(subject)?;
+    let (target, how) = syscall_delay(exe, &call, nr);
     Some(Lengthening {
-        target: DelayTarget::Syscall(nr),
-        primitive: format!("{call} lengthened where it returns (BPF spin at sys_exit)"),
+        target,
+        primitive: format!("{call} lengthened where it returns ({how})"),
         kind: ExperimentKind::Syscall,
         what: call,
     })
+}
+
+/// How a system call is lengthened: a sleep of a dynamically linked workload by sleeping
+/// longer (the interposer), which takes no CPU, as the sleep itself takes none; anything
+/// else by a BPF spin where it returns, which takes a CPU (on busy CPUs, the workers').
+fn syscall_delay(exe: Option<&Executable>, call: &str, nr: u32) -> (DelayTarget, &'static str) {
+    let sleep = matches!(call, "nanosleep" | "clock_nanosleep");
+    if sleep && exe.is_some_and(|e| e.is_dynamic()) {
+        return (
+            DelayTarget::Sleeps,
+            "a sleep after each sleep call, nanosleep, clock_nanosleep and usleep interposed \
+             with LD_PRELOAD: no CPU taken",
+        );
+    }
+    (DelayTarget::Syscall(nr), "BPF spin at sys_exit")
 }
 
 /// A function of the workload's executable by its symbol, lengthened at its entry.
@@ -145,6 +162,12 @@ pub(super) struct Executable {
 }
 
 impl Executable {
+    /// Whether the dynamic loader starts it (a PT_INTERP program header), so that
+    /// `LD_PRELOAD` reaches its libc calls.
+    fn is_dynamic(&self) -> bool {
+        has_interpreter(&self.path).unwrap_or(false)
+    }
+
     pub(super) fn open(command: &[String], doc: &RunDocument) -> Option<Executable> {
         let argv0 = substitute(command, doc.sweep.parameter.as_str(), 1)
             .into_iter()
@@ -250,4 +273,27 @@ mod tests {
         }
         assert_eq!(lengthened(&doc), before);
     }
+}
+
+/// Whether an ELF file has a PT_INTERP program header (64-bit, little-endian), read from
+/// its first 4 KiB, where linkers put the program headers.
+fn has_interpreter(path: &std::path::Path) -> Option<bool> {
+    use std::io::Read;
+    let mut head = [0u8; 4096];
+    let n = scalprof_debuginfo::open_regular(path)
+        .ok()?
+        .read(&mut head)
+        .ok()?;
+    let h = &head[..n];
+    if h.get(..4)? != b"\x7fELF" || *h.get(4)? != 2 || *h.get(5)? != 1 {
+        return None;
+    }
+    let u16_at = |o: usize| Some(u16::from_le_bytes(h.get(o..o + 2)?.try_into().ok()?));
+    let phoff = usize::try_from(u64::from_le_bytes(h.get(0x20..0x28)?.try_into().ok()?)).ok()?;
+    let (size, count) = (usize::from(u16_at(0x36)?), usize::from(u16_at(0x38)?));
+    (0..count).try_fold(false, |found, i| {
+        let at = phoff.checked_add(i.checked_mul(size)?)?;
+        let kind = u32::from_le_bytes(h.get(at..at + 4)?.try_into().ok()?);
+        Some(found || kind == 3)
+    })
 }

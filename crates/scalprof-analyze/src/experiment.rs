@@ -226,7 +226,11 @@ fn unless_the_spin_explains_it(
     }
     let lo = e.measured_slowdown[0];
     let t0 = spin.t0;
-    let dt_lo = if lo < 1.0 { lo * t0 / (1.0 - lo) } else { f64::INFINITY };
+    let dt_lo = if lo < 1.0 {
+        lo * t0 / (1.0 - lo)
+    } else {
+        f64::INFINITY
+    };
     let on_path = dt_lo - spin.spun / cpus;
     let without_spin = if on_path > 0.0 {
         on_path / (t0 + on_path)
@@ -317,6 +321,29 @@ fn burn_slowdown(t0: f64, w: f64, x: f64, cpus: u32) -> f64 {
     }
 }
 
+/// Where an on-path cost is told from an off-path one: the geometric mean of the spin's
+/// own cost (or a hundredth of the prediction) and the bottleneck's prediction.
+fn boundary(e: &Experiment) -> f64 {
+    let predicted = e.predicted_slowdown;
+    (e.burn_slowdown.max(0.01 * predicted) * predicted).sqrt()
+}
+
+/// Whether more executions could not change the verdict: an on-path cost whose whole
+/// interval lies past the boundary and at half the bottleneck's or more, or an off-path
+/// cost whose whole interval lies short of it; else, a verdict whose interval is already
+/// narrower than half the bottleneck's prediction.
+pub fn settled(e: &Experiment) -> bool {
+    let [lo, hi] = e.measured_slowdown;
+    let narrow = hi - lo < e.predicted_slowdown / 2.0;
+    match e.verdict {
+        Verdict::OnCriticalPath => {
+            narrow || (lo > boundary(e) && lo >= e.predicted_slowdown / WITHIN)
+        }
+        Verdict::OffCriticalPath => narrow || hi < boundary(e),
+        _ => false,
+    }
+}
+
 /// The verdict from the measured slowdown (`mid`, and its interval) against the
 /// bottleneck's prediction and the spin's own cost. The two predictions are told apart at
 /// their geometric mean: on a machine of few busy CPUs the spin alone costs a good part of
@@ -324,7 +351,7 @@ fn burn_slowdown(t0: f64, w: f64, x: f64, cpus: u32) -> f64 {
 fn verdict(e: &Experiment, mid: f64) -> (Verdict, String) {
     let [lo, hi] = e.measured_slowdown;
     let (predicted, burn) = (e.predicted_slowdown, e.burn_slowdown);
-    let between = (burn.max(0.01 * predicted) * predicted).sqrt();
+    let between = boundary(e);
     let pct = |x: f64| format!("{:.0}%", x * 100.0);
     let measured = format!("{} ({}–{})", pct(mid), pct(lo), pct(hi));
     if lo >= predicted / WITHIN && mid <= predicted * WITHIN && mid > between {
@@ -473,6 +500,22 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn an_experiment_settles_once_its_interval_excludes_the_other_verdict() {
+        let mut e = judge(&setting(), &runs(4e-6, 1e-6, 1.0, &[0, 100_000, 200_000]));
+        assert_eq!(e.verdict, Verdict::OnCriticalPath, "{e:?}");
+        assert!(settled(&e));
+        // Wide, but wholly past the boundary and at half a bottleneck's or more.
+        e.measured_slowdown = [0.4, 0.9];
+        assert!(settled(&e), "{e:?}");
+        // Wide, and reaching down to where an off-path cost lies.
+        e.measured_slowdown = [0.1, 0.9];
+        assert!(!settled(&e), "{e:?}");
+        e.verdict = Verdict::Inconclusive;
+        e.measured_slowdown = [0.45, 0.5];
+        assert!(!settled(&e));
     }
 
     #[test]

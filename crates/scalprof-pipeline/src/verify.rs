@@ -12,12 +12,12 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use regex::Regex;
-use scalprof_analyze::experiment::{judge, Execution, Setting};
+use scalprof_analyze::experiment::{judge, settled, Execution, Setting};
 use scalprof_collect::delay::{DelaySpec, DelayTarget, Delayer};
 use scalprof_collect::exec::{self, Attach, ExecSpec};
 use scalprof_collect::interrupt::Interrupt;
 use scalprof_collect::sweep::{match_ops, parameter_env, read_tail, substitute, OutputPolicy};
-use scalprof_model::experiment::{Experiment, Verdict};
+use scalprof_model::experiment::Experiment;
 use scalprof_model::locks::HoldTimes;
 use scalprof_model::{Repeat, RunDocument};
 use scalprof_store::Store;
@@ -361,19 +361,18 @@ fn lengthen(
     let delays = levels(&runs, how.target.min_delay_ns(), how.target.max_delay_ns());
     if delays.len() > 1 {
         for round in 0..rounds {
-            for k in 0..delays.len() {
+            for (k, d) in round_order(&delays, round).into_iter().enumerate() {
                 if interrupt.requested() {
                     break;
                 }
-                let d = delays[(k + round as usize) % delays.len()];
                 progress(&format!(
                     "{call}: round {}/{rounds}, delay {}",
                     round + 1,
                     scalprof_model::units::human_ns(d as f64)
                 ));
-                runs.push(bench.execute(d, &format!("{call}-r{round}-d{d}"), interrupt)?);
+                runs.push(bench.execute(d, &format!("{call}-r{round}-{k}-d{d}"), interrupt)?);
             }
-            if round + 1 >= MIN_ROUNDS && settled(&judge(&setting, &runs)) {
+            if settled(&judge(&setting, &runs)) {
                 break;
             }
         }
@@ -419,17 +418,22 @@ fn too_hot_to_probe(
     Some(e)
 }
 
-/// Rounds every experiment runs before it may stop early.
-const MIN_ROUNDS: u32 = 2;
-
-/// Whether the verdict is clear enough to stop before `--rounds`: on or off the path,
-/// with the measured slowdown's interval narrower than half the bottleneck's prediction.
-fn settled(e: &Experiment) -> bool {
-    let [lo, hi] = e.measured_slowdown;
-    matches!(
-        e.verdict,
-        Verdict::OnCriticalPath | Verdict::OffCriticalPath
-    ) && hi - lo < e.predicted_slowdown / 2.0
+/// The delays of one round. The first follows the calibration's two controls with the
+/// longest delay, the others, and the longest again: two executions at the control and at
+/// the longest delay are what a verdict needs, so a clear one stops there, after five
+/// executions. Later rounds run every level, the control too, each round starting one
+/// level further, so that a drift of the machine spreads over the levels.
+fn round_order(delays: &[u64], round: u32) -> Vec<u64> {
+    let top = delays.last().copied().unwrap_or(0);
+    if round == 0 {
+        let mut first = vec![top];
+        first.extend(delays.iter().copied().filter(|&d| d != 0 && d != top));
+        first.push(top);
+        return first;
+    }
+    (0..delays.len())
+        .map(|k| delays[(k + round as usize) % delays.len()])
+        .collect()
 }
 
 /// The control followed by the delays that add [`LEVELS`] of the control's time per
@@ -498,6 +502,15 @@ fn own_wait(doc: &RunDocument, point: u64, how: &Lengthening) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_first_round_runs_the_longest_delay_twice_and_later_ones_rotate() {
+        let d = [0, 50, 100];
+        assert_eq!(round_order(&d, 0), [100, 50, 100]);
+        assert_eq!(round_order(&d, 1), [50, 100, 0]);
+        assert_eq!(round_order(&d, 2), [100, 0, 50]);
+        assert_eq!(round_order(&[0, 7], 0), [7, 7]);
+    }
 
     fn control(wall_s: f64, occurrences: u64) -> Execution {
         Execution {

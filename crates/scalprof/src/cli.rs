@@ -100,7 +100,7 @@ pub enum Command {
     /// Build the pathology corpus of small programs
     ///
     /// Build the pathology corpus: small C programs reproducing each case study, one of
-    /// them statically linked, and a Rust one (rustc -O -g, when rustc is installed).
+    /// them statically linked, and three in Rust (rustc -O -g, when rustc is installed).
     Corpus(CorpusArgs),
     /// Write a flame graph of a point, or a diff
     ///

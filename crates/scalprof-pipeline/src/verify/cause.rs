@@ -242,6 +242,29 @@ pub(super) fn not_lengthened(doc: &RunDocument, subject: &str, point: u64) -> Ex
     }
 }
 
+/// Whether an ELF file has a PT_INTERP program header (64-bit, little-endian), read from
+/// its first 4 KiB, where linkers put the program headers.
+fn has_interpreter(path: &std::path::Path) -> Option<bool> {
+    use std::io::Read;
+    let mut head = [0u8; 4096];
+    let n = scalprof_debuginfo::open_regular(path)
+        .ok()?
+        .read(&mut head)
+        .ok()?;
+    let h = &head[..n];
+    if h.get(..4)? != b"\x7fELF" || *h.get(4)? != 2 || *h.get(5)? != 1 {
+        return None;
+    }
+    let u16_at = |o: usize| Some(u16::from_le_bytes(h.get(o..o + 2)?.try_into().ok()?));
+    let phoff = usize::try_from(u64::from_le_bytes(h.get(0x20..0x28)?.try_into().ok()?)).ok()?;
+    let (size, count) = (usize::from(u16_at(0x36)?), usize::from(u16_at(0x38)?));
+    (0..count).try_fold(false, |found, i| {
+        let at = phoff.checked_add(i.checked_mul(size)?)?;
+        let kind = u32::from_le_bytes(h.get(at..at + 4)?.try_into().ok()?);
+        Some(found || kind == 3)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,27 +296,4 @@ mod tests {
         }
         assert_eq!(lengthened(&doc), before);
     }
-}
-
-/// Whether an ELF file has a PT_INTERP program header (64-bit, little-endian), read from
-/// its first 4 KiB, where linkers put the program headers.
-fn has_interpreter(path: &std::path::Path) -> Option<bool> {
-    use std::io::Read;
-    let mut head = [0u8; 4096];
-    let n = scalprof_debuginfo::open_regular(path)
-        .ok()?
-        .read(&mut head)
-        .ok()?;
-    let h = &head[..n];
-    if h.get(..4)? != b"\x7fELF" || *h.get(4)? != 2 || *h.get(5)? != 1 {
-        return None;
-    }
-    let u16_at = |o: usize| Some(u16::from_le_bytes(h.get(o..o + 2)?.try_into().ok()?));
-    let phoff = usize::try_from(u64::from_le_bytes(h.get(0x20..0x28)?.try_into().ok()?)).ok()?;
-    let (size, count) = (usize::from(u16_at(0x36)?), usize::from(u16_at(0x38)?));
-    (0..count).try_fold(false, |found, i| {
-        let at = phoff.checked_add(i.checked_mul(size)?)?;
-        let kind = u32::from_le_bytes(h.get(at..at + 4)?.try_into().ok()?);
-        Some(found || kind == 3)
-    })
 }

@@ -290,7 +290,8 @@ fn level(delay_ns: u64, runs: &[&Execution]) -> LevelThroughput {
             .unwrap_or(f64::NAN);
         q * (var / x.len() as f64).sqrt()
     } else {
-        f64::NAN
+        // One execution: no spread to tell (and a NaN would not survive the JSON).
+        0.0
     };
     LevelThroughput {
         delay_ns,

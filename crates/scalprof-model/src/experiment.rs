@@ -35,7 +35,9 @@ pub struct LevelThroughput {
     pub delay_ns: u64,
     /// Mean throughput over the level's executions, in the run's unit.
     pub throughput: f64,
-    /// Its 95% interval (Student's t over the executions).
+    /// Its 95% interval (Student's t over the executions); a level run once (an experiment
+    /// that settled after its first round runs the shorter delay once) has no spread to
+    /// tell, and its interval is its one value.
     pub ci95: [f64; 2],
     pub executions: u32,
 }

@@ -115,57 +115,75 @@ fn caller(frames: &[String]) -> Option<&str> {
 type Sampled = (Vec<String>, HashMap<String, u64>);
 
 /// The rows of the goroutines' waits, by (name, kind), summed over the tree's processes.
+/// What the sampled stacks say, by (process, address, kind): who released each
+/// semaphore, each channel's two ends, and each semaphore's waiters and frames.
+#[derive(Default)]
+struct GoSamples {
+    released: HashMap<(u32, u64, GoSema), HashMap<String, u64>>,
+    ends: HashMap<(u32, u64), ChanEnds>,
+    sampled: HashMap<(u32, u64, GoSema), Sampled>,
+}
+
+impl GoSamples {
+    fn read(raw: &RawLocks, symbols: &mut Symbols) -> GoSamples {
+        let mut out = GoSamples::default();
+        let mut spaces: HashMap<u32, UserSpace> = HashMap::new();
+        for w in raw.go_waits.iter().chain(&raw.go_wakers) {
+            if let (false, Some(maps)) = (spaces.contains_key(&w.tgid), raw.maps.get(&w.tgid)) {
+                spaces.insert(w.tgid, UserSpace::from_maps(maps, &mut symbols.files));
+            }
+        }
+        let frames_of = |w: &GoWaitRaw| {
+            spaces
+                .get(&w.tgid)
+                .map(|sp| frames(sp, &w.stack))
+                .unwrap_or_default()
+        };
+        // What released each semaphore (by process, address and the waits' kind): the
+        // releasing function. A channel's ends, from both sides.
+        for w in raw.go_wakers.iter().filter(|w| w.sampled) {
+            let f = frames_of(w);
+            if let Some(c) = caller(&f) {
+                *out.released
+                    .entry((w.tgid, w.addr, w.kind))
+                    .or_default()
+                    .entry(c.to_string())
+                    .or_default() += w.total_ns.max(1);
+                if is_chan(w.kind) {
+                    let e = out.ends.entry((w.tgid, w.addr)).or_default();
+                    e.add(w.kind, true, c, w.total_ns.max(1));
+                }
+            }
+        }
+        // The sampled stacks of each semaphore: its kind (a RWMutex's writers wait on an
+        // inner Mutex), the functions that waited, by their wait.
+        for w in raw.go_waits.iter().filter(|w| w.sampled) {
+            let f = frames_of(w);
+            let e = out.sampled.entry((w.tgid, w.addr, w.kind)).or_default();
+            if let Some(c) = caller(&f) {
+                *e.1.entry(c.to_string()).or_default() += w.total_ns.max(1);
+                if is_chan(w.kind) {
+                    let e = out.ends.entry((w.tgid, w.addr)).or_default();
+                    e.add(w.kind, false, c, w.total_ns.max(1));
+                }
+            }
+            if e.0.is_empty() {
+                e.0 = f;
+            }
+        }
+        out
+    }
+}
+
 pub(super) fn add_go_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<LockRow>) {
     if raw.go_waits.is_empty() {
         return;
     }
-    let mut spaces: HashMap<u32, UserSpace> = HashMap::new();
-    for w in raw.go_waits.iter().chain(&raw.go_wakers) {
-        if let (false, Some(maps)) = (spaces.contains_key(&w.tgid), raw.maps.get(&w.tgid)) {
-            spaces.insert(w.tgid, UserSpace::from_maps(maps, &mut symbols.files));
-        }
-    }
-    let frames_of = |w: &GoWaitRaw| {
-        spaces
-            .get(&w.tgid)
-            .map(|sp| frames(sp, &w.stack))
-            .unwrap_or_default()
-    };
-    // What released each semaphore (by process, address and the waits' kind): the
-    // releasing function. A channel's ends, from both sides.
-    let mut released: HashMap<(u32, u64, GoSema), HashMap<String, u64>> = HashMap::new();
-    let mut ends: HashMap<(u32, u64), ChanEnds> = HashMap::new();
-    for w in raw.go_wakers.iter().filter(|w| w.sampled) {
-        let f = frames_of(w);
-        if let Some(c) = caller(&f) {
-            *released
-                .entry((w.tgid, w.addr, w.kind))
-                .or_default()
-                .entry(c.to_string())
-                .or_default() += w.total_ns.max(1);
-            if is_chan(w.kind) {
-                let e = ends.entry((w.tgid, w.addr)).or_default();
-                e.add(w.kind, true, c, w.total_ns.max(1));
-            }
-        }
-    }
-    // The sampled stacks of each semaphore: its kind (a RWMutex's writers wait on an inner
-    // Mutex), the functions that waited, by their wait.
-    let mut sampled: HashMap<(u32, u64, GoSema), Sampled> = HashMap::new();
-    for w in raw.go_waits.iter().filter(|w| w.sampled) {
-        let f = frames_of(w);
-        let e = sampled.entry((w.tgid, w.addr, w.kind)).or_default();
-        if let Some(c) = caller(&f) {
-            *e.1.entry(c.to_string()).or_default() += w.total_ns.max(1);
-            if is_chan(w.kind) {
-                let e = ends.entry((w.tgid, w.addr)).or_default();
-                e.add(w.kind, false, c, w.total_ns.max(1));
-            }
-        }
-        if e.0.is_empty() {
-            e.0 = f;
-        }
-    }
+    let GoSamples {
+        mut released,
+        ends,
+        mut sampled,
+    } = GoSamples::read(raw, symbols);
     let mut by_name: HashMap<RowKey, (RowBuilder, HashMap<String, u64>)> = HashMap::new();
     for w in raw.go_waits.iter().filter(|w| !w.sampled) {
         let maps = raw.maps.get(&w.tgid).map(Vec::as_slice).unwrap_or(&[]);

@@ -163,12 +163,36 @@ pub fn go_probes(command: &[String], parameter: &str, first: u64) -> Vec<GoProbe
     go_probes_of(&path, &elf)
 }
 
-/// The probes of an executable a traced process started, if it is a Go program.
+/// The probes of an executable a traced process started, if it is a Go program. Asked at
+/// every exec of the workload's tree, on the tracer's thread: a file whose first bytes
+/// carry no Go build-ID note is passed over without parsing it (a shell script's `sleep`
+/// must not cost a parser child).
 pub fn go_probes_of_file(path: &Path) -> Vec<GoProbe> {
+    if !has_go_note(path) {
+        return Vec::new();
+    }
     match ElfInfo::open(path) {
         Ok(elf) => go_probes_of(path, &elf),
         Err(_) => Vec::new(),
     }
+}
+
+/// Whether the file's first 16 KiB hold the note Go's linker puts first in every
+/// executable (stripped ones too): owner "Go", type 4 (the build ID).
+fn has_go_note(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = vec![0u8; 16 << 10];
+    let Ok(n) = scalprof_debuginfo::open_regular(path).and_then(|mut f| f.read(&mut head)) else {
+        return false;
+    };
+    is_go_note_in(&head[..n])
+}
+
+/// A note header (name size 4, any descriptor size, type 4) followed by the name `Go`.
+fn is_go_note_in(head: &[u8]) -> bool {
+    const FOUR: [u8; 4] = 4u32.to_le_bytes();
+    head.windows(16)
+        .any(|w| w[..4] == FOUR && w[8..12] == FOUR && &w[12..16] == b"Go\0\0")
 }
 
 /// The probes of one Go executable: each runtime function it has, at its file offset.
@@ -293,6 +317,25 @@ pub fn remove_jvm_perf_maps(maps: &std::collections::HashMap<u32, Vec<ProcMap>>)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_go_build_id_note_is_told_from_other_bytes() {
+        let mut note = Vec::new();
+        note.extend_from_slice(&4u32.to_le_bytes());
+        note.extend_from_slice(&0x53u32.to_le_bytes());
+        note.extend_from_slice(&4u32.to_le_bytes());
+        note.extend_from_slice(b"Go\0\0");
+        let mut head = vec![0u8; 100];
+        head.extend_from_slice(&note);
+        assert!(is_go_note_in(&head));
+        // A GNU build-ID note (type 3, name "GNU") is not Go's.
+        let mut gnu = note.clone();
+        gnu[8..12].copy_from_slice(&3u32.to_le_bytes());
+        assert!(!is_go_note_in(&gnu));
+        assert!(!is_go_note_in(b"Go\0\0 is not a note"));
+        // This test binary (Rust) has none.
+        assert!(!has_go_note(&std::env::current_exe().unwrap()));
+    }
 
     #[test]
     fn the_program_is_found_behind_env_its_options_and_variables() {

@@ -419,17 +419,15 @@ fn too_hot_to_probe(
 }
 
 /// The delays of one round. The first follows the calibration's two controls with the
-/// longest delay, the others, and the longest again: two executions at the control and at
-/// the longest delay are what a verdict needs, so a clear one stops there, after five
-/// executions. Later rounds run every level, the control too, each round starting one
-/// level further, so that a drift of the machine spreads over the levels.
+/// longest delay twice: two executions at the control and at the longest delay are what a
+/// verdict (and the slope) needs, so a clear one stops there, after four executions; the
+/// shorter delays, which only show how the answer grows, wait for a second round. Later
+/// rounds run every level, the control too, each round starting one level further, so
+/// that a drift of the machine spreads over the levels.
 fn round_order(delays: &[u64], round: u32) -> Vec<u64> {
     let top = delays.last().copied().unwrap_or(0);
     if round == 0 {
-        let mut first = vec![top];
-        first.extend(delays.iter().copied().filter(|&d| d != 0 && d != top));
-        first.push(top);
-        return first;
+        return vec![top, top];
     }
     (0..delays.len())
         .map(|k| delays[(k + round as usize) % delays.len()])
@@ -506,7 +504,7 @@ mod tests {
     #[test]
     fn the_first_round_runs_the_longest_delay_twice_and_later_ones_rotate() {
         let d = [0, 50, 100];
-        assert_eq!(round_order(&d, 0), [100, 50, 100]);
+        assert_eq!(round_order(&d, 0), [100, 100]);
         assert_eq!(round_order(&d, 1), [50, 100, 0]);
         assert_eq!(round_order(&d, 2), [100, 0, 50]);
         assert_eq!(round_order(&[0, 7], 0), [7, 7]);

@@ -72,8 +72,10 @@ fn a_lock_held_across_fdatasync_is_on_the_critical_path() {
     let mid = (lo + hi) / 2.0;
     let p = lock.predicted_slowdown;
     assert!(mid >= p / 2.0 && mid <= 2.0 * p, "{}", json(lock));
+    // The control and the longest delay at least (the shorter one runs when the verdict
+    // takes a second round).
     assert!(
-        lock.throughput.len() == 3 && lock.delays_ns[0] == 0,
+        lock.throughput.len() >= 2 && lock.delays_ns[0] == 0,
         "{}",
         json(lock)
     );
@@ -172,7 +174,7 @@ fn a_global_mutex_every_lookup_takes_is_on_the_critical_path() {
         .find(|e| e.subject == "table_lock")
         .unwrap_or_else(|| panic!("no experiment on table_lock: {}", json(&experiments)));
     assert_eq!(lock.verdict, Verdict::OnCriticalPath, "{}", json(lock));
-    assert!(lock.delays_ns.len() >= 3, "{}", json(lock));
+    assert!(lock.delays_ns.len() >= 2, "{}", json(lock));
     assert!(
         lock.delays_ns[1] < 1_000,
         "a user lock takes delays below a system call's: {}",

@@ -158,28 +158,37 @@ static __always_inline int go_sampled(u64 addr, u32 tgid, u32 kind)
 	return n < GO_STACKS_FIRST || n % GO_STACKS_EVERY == 0;
 }
 
-SEC("uprobe")
-int go_acquire(struct pt_regs *ctx)
+/* Notes goroutine (r14) of a traced process parked now on `addr` for `kind`, with its
+ * stack where `sampled`. */
+static __always_inline void park_goroutine(struct pt_regs *ctx, u32 tgid, u64 addr, u32 kind,
+					   int sampled)
 {
-	u64 id = bpf_get_current_pid_tgid();
-	u32 tgid = id >> 32;
-	if (!is_tracked(tgid))
-		return 0;
 	struct go_gkey key = { .g = BPF_CORE_READ(ctx, r14), .tgid = tgid };
 	struct go_park park = {
 		.ts = bpf_ktime_get_ns(),
-		.addr = BPF_CORE_READ(ctx, ax),
+		.addr = addr,
 		.stack_id = -1,
-		.kind = (u32)bpf_get_attach_cookie(ctx),
+		.kind = kind,
 		.waker_stack = -1,
 	};
-	if (go_sampled(park.addr, tgid, park.kind)) {
+	if (sampled) {
 		park.stack_id = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
 		if (park.stack_id < 0)
 			__sync_fetch_and_add(&fail_stack, 1);
 	}
 	if (bpf_map_update_elem(&go_parked, &key, &park, BPF_ANY))
 		__sync_fetch_and_add(&fail_agg_map, 1);
+}
+
+SEC("uprobe")
+int go_acquire(struct pt_regs *ctx)
+{
+	u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	if (!is_tracked(tgid))
+		return 0;
+	u64 addr = BPF_CORE_READ(ctx, ax);
+	u32 kind = (u32)bpf_get_attach_cookie(ctx);
+	park_goroutine(ctx, tgid, addr, kind, go_sampled(addr, tgid, kind));
 	return 0;
 }
 
@@ -203,25 +212,11 @@ int go_release(struct pt_regs *ctx)
 SEC("uprobe")
 int go_park(struct pt_regs *ctx)
 {
-	u64 id = bpf_get_current_pid_tgid();
-	u32 tgid = id >> 32;
+	u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	if (!is_tracked(tgid))
 		return 0;
-	struct go_gkey key = { .g = BPF_CORE_READ(ctx, r14), .tgid = tgid };
-	struct go_park park = {
-		.ts = bpf_ktime_get_ns(),
-		.addr = BPF_CORE_READ(ctx, bx),
-		.stack_id = -1,
-		.kind = (u32)bpf_get_attach_cookie(ctx),
-		.waker_stack = -1,
-	};
-	if (go_seen_sampled(tgid, park.kind)) {
-		park.stack_id = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
-		if (park.stack_id < 0)
-			__sync_fetch_and_add(&fail_stack, 1);
-	}
-	if (bpf_map_update_elem(&go_parked, &key, &park, BPF_ANY))
-		__sync_fetch_and_add(&fail_agg_map, 1);
+	u32 kind = (u32)bpf_get_attach_cookie(ctx);
+	park_goroutine(ctx, tgid, BPF_CORE_READ(ctx, bx), kind, go_seen_sampled(tgid, kind));
 	return 0;
 }
 

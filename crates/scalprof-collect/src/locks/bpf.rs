@@ -149,14 +149,15 @@ impl GoExecWatch {
     }
 
     /// A traced process executed a program: probes it if it is a Go program not probed
-    /// yet. Its first milliseconds (until this round of the drain) go unseen.
+    /// yet. Its first milliseconds (until this round of the drain) go unseen. The file is
+    /// reached through `/proc/PID/exe`, the very file the process runs, for its identity,
+    /// its reading and the probes alike: a path read from the link could be swapped for
+    /// another file (one the workload's user may write) between them.
     fn exec(&mut self, skel: &LocksSkel<'_>, tgid: u32) {
         let Some(probes_of) = &self.probes_of else {
             return;
         };
-        let Ok(exe) = std::fs::read_link(format!("/proc/{tgid}/exe")) else {
-            return;
-        };
+        let exe = std::path::PathBuf::from(format!("/proc/{tgid}/exe"));
         let Some(id) = file_id(&exe) else { return };
         if !self.probed.insert(id) {
             return;

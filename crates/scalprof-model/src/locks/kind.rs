@@ -87,14 +87,7 @@ impl LockKind {
             | LockKind::Rwsem(side)
             | LockKind::PercpuRwsem(side)
             | LockKind::GoRwMutex(side) => side.map(|s| s == Side::Write),
-            LockKind::Condvar
-            | LockKind::Join
-            | LockKind::Barrier
-            | LockKind::Semaphore
-            | LockKind::GoWaitGroup
-            | LockKind::Chan(_)
-            | LockKind::Once
-            | LockKind::GoCond => Some(false),
+            kind if kind.is_handoff_or_structure() => Some(false),
             _ => Some(true),
         }
     }
@@ -102,7 +95,14 @@ impl LockKind {
     /// Waits on condition variables, channels, joins, barriers and semaphores are not
     /// contention.
     pub fn is_lock(&self) -> bool {
-        !matches!(
+        !self.is_handoff_or_structure() && !self.is_blocked_wait() && *self != LockKind::Idle
+    }
+
+    /// A wait for another thread's hand-off (a condition variable, a channel, a semaphore,
+    /// a one-time initialization) or for the program's structure (a join, a barrier): no
+    /// one holds it.
+    fn is_handoff_or_structure(&self) -> bool {
+        matches!(
             self,
             LockKind::Condvar
                 | LockKind::Join
@@ -112,8 +112,7 @@ impl LockKind {
                 | LockKind::Chan(_)
                 | LockKind::Once
                 | LockKind::GoCond
-        ) && !self.is_blocked_wait()
-            && *self != LockKind::Idle
+        )
     }
 
     /// Off-CPU waits that are not a lock: sleeping, I/O, another system call.

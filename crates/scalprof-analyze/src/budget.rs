@@ -63,10 +63,7 @@ pub fn budgets(
             continue;
         };
         let useful = e.clamp(0.0, 1.0);
-        let overhead = overhead_ns[i]
-            .map_or(0.0, |o| o / t)
-            .clamp(0.0, 1.0 - useful);
-        let room = (1.0 - useful - overhead).max(0.0);
+        let room = 1.0 - useful;
         let mut causes = point_causes(series, i, t);
         take_from_cpu_wait(&mut causes);
         crate::stability::move_interference(&mut causes, &points[i], cpus);
@@ -79,12 +76,18 @@ pub fn budgets(
                 .then_with(|| a.subject.cmp(&b.subject))
         });
         let explained: f64 = causes.iter().map(|c| c.share).sum();
+        // The observer's cost is the traced repeats' alone: the clean ones, whose loss this
+        // splits, never paid it. It takes what the measured causes leave, never their room
+        // (a probe trapping at every hand-off would otherwise crowd out the channel it
+        // measures).
+        let left = (room - explained).max(0.0);
+        let overhead = overhead_ns[i].map_or(0.0, |o| o / t).clamp(0.0, left);
         out[i] = Some(Budget {
             useful_interval: None,
             unexplained_interval: None,
             useful,
             overhead,
-            unexplained: (room - explained).max(0.0),
+            unexplained: left - overhead,
             causes,
         });
     }
@@ -289,6 +292,33 @@ pub(crate) mod tests {
         assert!((b.unexplained - 0.115).abs() < 1e-9);
         let sum = b.useful + b.overhead + b.unexplained + b.causes[0].share;
         assert!((sum - 1.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_observer_s_cost_takes_only_what_the_causes_leave() {
+        // 2 threads lose 57%; the traced repeats measured a channel that explains all of it,
+        // and probes whose cost, on the clean clock, would be more than the whole loss.
+        let points = [point(1, 1000.0, 1.0), point(2, 860.0, 0.43)];
+        let t = 2.0 / 860.0 * 1e9;
+        let b = budgets(
+            &points,
+            &[None, Some(0.9 * t)],
+            &[lock("chan", [0.0, 0.57 * t])],
+            0,
+        );
+        let b = b[1].as_ref().unwrap();
+        assert!((b.causes[0].share - 0.57).abs() < 1e-6, "{b:?}");
+        assert!(
+            b.overhead.abs() < 1e-6 && b.unexplained.abs() < 1e-6,
+            "{b:?}"
+        );
+        // With no cause measured, the loss the observer could explain is its.
+        let b = budgets(&points, &[None, Some(0.2 * t)], &[], 0);
+        let b = b[1].as_ref().unwrap();
+        assert!(
+            (b.overhead - 0.2).abs() < 1e-6 && (b.unexplained - 0.37).abs() < 1e-6,
+            "{b:?}"
+        );
     }
 
     #[test]

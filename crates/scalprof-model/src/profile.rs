@@ -276,6 +276,26 @@ pub struct PointProfile {
     pub folded: Vec<FoldedStack>,
 }
 
+impl PointProfile {
+    /// Moves the stacks that pass through scalprof's own frames ([`is_tool_frame`]: a BPF
+    /// program, a uprobe's trap) to the overhead counters. Recording does this per sample;
+    /// a profile recorded before a frame joined the list gets the same split when read.
+    ///
+    /// [`is_tool_frame`]: crate::vocabulary::is_tool_frame
+    pub fn set_aside_tool_frames(&mut self) {
+        let stats = &mut self.stats;
+        self.folded.retain(|s| {
+            let tool = folded::frames(&s.stack)
+                .any(|f| f.ends_with(folded::KERNEL_SUFFIX) && crate::vocabulary::is_tool_frame(f));
+            if tool {
+                stats.overhead_samples += s.samples;
+                stats.overhead_weight = stats.overhead_weight.saturating_add(s.weight);
+            }
+            !tool
+        });
+    }
+}
+
 /// One function's cost per operation at every point of the sweep.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FunctionGrowth {
@@ -370,4 +390,47 @@ pub struct ComplexityReport {
     pub total_cost: Vec<f64>,
     pub overall: PowerFit,
     pub functions: Vec<FunctionComplexity>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stack(s: &str, weight: u64) -> FoldedStack {
+        FoldedStack {
+            stack: s.into(),
+            samples: 1,
+            weight,
+        }
+    }
+
+    #[test]
+    fn a_uprobe_trap_is_the_tool_s_cost_and_the_rest_stays() {
+        let mut p = PointProfile {
+            event: "cpu-clock".into(),
+            frequency: 999,
+            stats: ProfileStats::default(),
+            serial: SerialStats::default(),
+            repeats: 1,
+            hot: Vec::new(),
+            folded: vec![
+                stack("go;main.worker;runtime.semrelease1;asm_exc_int3_[k];exc_int3_[k];irqentry_exit_to_user_mode_[k]", 30),
+                stack("go;runtime.ready;exc_int3_[k];uprobe_notify_resume_[k];handler_chain_[k];uprobe_dispatcher_[k];__uprobe_perf_func_[k];[unknown]_[k];htab_map_update_elem_[k]", 20),
+                stack("go;main.worker;runtime.mapassign_fast64", 50),
+                // A user function that shares a name with a tool frame is the program's.
+                stack("go;main.worker;handler_chain", 7),
+            ],
+        };
+        p.set_aside_tool_frames();
+        assert_eq!(p.stats.overhead_weight, 50);
+        assert_eq!(p.stats.overhead_samples, 2);
+        let left: Vec<&str> = p.folded.iter().map(|s| s.stack.as_str()).collect();
+        assert_eq!(
+            left,
+            [
+                "go;main.worker;runtime.mapassign_fast64",
+                "go;main.worker;handler_chain"
+            ]
+        );
+    }
 }

@@ -54,6 +54,9 @@ pub fn load(store: &Store, id: i64) -> Result<RunInputs> {
     let counts = |v: &u64, i: &u32| counted.contains(&(*v, *i));
     let mut profiles = store.load_profiles(id)?;
     profiles.retain(|(v, i, _)| counts(v, i));
+    for (_, _, p) in &mut profiles {
+        p.set_aside_tool_frames();
+    }
     let mut locks = store.load_locks(id)?;
     locks.retain(|(v, i, _)| counts(v, i));
     // The baseline is the sweep's first measured point, in the sweep's order.

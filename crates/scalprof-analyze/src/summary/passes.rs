@@ -282,7 +282,10 @@ pub(super) fn time_budget(
         findings.extend(cause.findings(points, header.host.cpus));
     }
     name_the_cpu_limit(header, findings);
-    if let Some(last) = points.last() {
+    // Scored at the last point the tracer saw: a sweep stopped during a point's traced
+    // repeats keeps that point's clean figures, but nothing there could name a cause.
+    let traced = points.iter().rev().find(|p| !p.traced_repeats.is_empty());
+    if let Some(last) = traced.or(points.last()) {
         crate::causes::score_findings(findings, last, header.host.cpus as u64);
     }
     unexplained_warning(header, points)

@@ -31,6 +31,12 @@ pub struct ProfileStats {
     /// Their weight (ns of CPU time for cpu-clock, cycles with a PMU).
     #[serde(default)]
     pub overhead_weight: u64,
+    /// Of the overhead samples: those in a uprobe's trap, and those in the kernel's
+    /// side-band records for the sampler ([`ToolCost`](crate::vocabulary::ToolCost)).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub probe_samples: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub side_band_samples: u64,
     /// scalprof's own CPU time reading the samples while the workload ran (the reader
     /// thread), and turning them into stacks after it exited (indexing, unwinding,
     /// symbolizing, on every builder thread), in ns: the observer's cost per sample.
@@ -53,6 +59,18 @@ fn is_zero(n: &u64) -> bool {
 pub const MAX_UNREADABLE: usize = 8;
 
 impl ProfileStats {
+    /// Counts samples taken in scalprof's own frames, by what they cost.
+    pub fn count_overhead(&mut self, cost: crate::vocabulary::ToolCost, samples: u64, weight: u64) {
+        use crate::vocabulary::ToolCost;
+        self.overhead_samples += samples;
+        self.overhead_weight = self.overhead_weight.saturating_add(weight);
+        match cost {
+            ToolCost::Probe => self.probe_samples += samples,
+            ToolCost::SideBand => self.side_band_samples += samples,
+            ToolCost::Tracer => {}
+        }
+    }
+
     pub fn add(&mut self, o: &ProfileStats) {
         self.samples += o.samples;
         self.lost_samples += o.lost_samples;
@@ -65,6 +83,8 @@ impl ProfileStats {
         self.kernel_stacks |= o.kernel_stacks;
         self.overhead_samples += o.overhead_samples;
         self.overhead_weight += o.overhead_weight;
+        self.probe_samples += o.probe_samples;
+        self.side_band_samples += o.side_band_samples;
         self.record_cpu_ns += o.record_cpu_ns;
         self.process_cpu_ns += o.process_cpu_ns;
         for b in &o.unreadable_binaries {
@@ -285,13 +305,12 @@ impl PointProfile {
     pub fn set_aside_tool_frames(&mut self) {
         let stats = &mut self.stats;
         self.folded.retain(|s| {
-            let tool = folded::frames(&s.stack)
-                .any(|f| f.ends_with(folded::KERNEL_SUFFIX) && crate::vocabulary::is_tool_frame(f));
-            if tool {
-                stats.overhead_samples += s.samples;
-                stats.overhead_weight = stats.overhead_weight.saturating_add(s.weight);
-            }
-            !tool
+            let kernel = folded::frames(&s.stack).filter(|f| f.ends_with(folded::KERNEL_SUFFIX));
+            let Some(cost) = crate::vocabulary::stack_tool_cost(kernel) else {
+                return true;
+            };
+            stats.count_overhead(cost, s.samples, s.weight);
+            false
         });
     }
 }
@@ -424,6 +443,7 @@ mod tests {
         p.set_aside_tool_frames();
         assert_eq!(p.stats.overhead_weight, 50);
         assert_eq!(p.stats.overhead_samples, 2);
+        assert_eq!((p.stats.probe_samples, p.stats.side_band_samples), (2, 0));
         let left: Vec<&str> = p.folded.iter().map(|s| s.stack.as_str()).collect();
         assert_eq!(
             left,

@@ -534,28 +534,25 @@ pub fn conventional_name(frames: &[&str], flags: u32) -> Option<&'static str> {
         .map(|(name, _, _)| *name)
 }
 
-/// Kernel frames (`name_[k]`) that only run because a profiler or tracer is attached: BPF
-/// trampolines and programs (and the stack unwinds, ring-buffer and map work they call),
-/// the perf sample handler, and a uprobe's trap: the breakpoint's exception, its return to
-/// user mode (where the probe's handlers run), and the single step over the probed
-/// instruction. The trap's samples mostly stop at the exception's return, with no uprobe
-/// frame below it; a breakpoint in a traced program is scalprof's own. And the sampler's
-/// side-band: while any event asks for mapping, name or task records, the kernel builds
-/// one at every mmap and brk (a name for every mapping, executable or not), every fork
-/// and exit, and copies or frees the inherited events of each new or finished thread.
-/// The clean repeats pay none of it; will-it-scale's brk2 spends 6% of its time there.
-pub const TOOL_FRAMES: &[Pat] = &[
-    Prefix("perf_event_mmap"),
-    Exact("perf_event_comm"),
-    Exact("perf_event_fork"),
-    Exact("perf_event_task"),
-    Exact("perf_event_namespaces"),
-    Exact("perf_event_init_task"),
-    Exact("perf_event_exit_task"),
-    Exact("perf_event_free_task"),
-    Exact("perf_event_exec"),
-    Prefix("__perf_event_task_sched"),
-    Exact("inherit_task_group"),
+/// What one of scalprof's own costs in a traced program is (see [`tool_cost`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ToolCost {
+    /// A uprobe's trap: the breakpoint's exception, its return to user mode (where the
+    /// probe's handlers and BPF program run) and the single step over the probed
+    /// instruction. The trap's samples mostly stop at the exception's return, with no
+    /// uprobe frame below it; a breakpoint in a traced program is scalprof's own.
+    Probe,
+    /// The sampler's side-band: while any event asks for mapping, name or task records,
+    /// the kernel builds one at every mmap and brk (a name for every mapping, executable
+    /// or not), every fork and exit, and copies, switches or frees the inherited events of
+    /// each thread. will-it-scale's brk2 spends 6% of its time there.
+    SideBand,
+    /// BPF programs on tracepoints (and the stack walks, ring-buffer and map work they
+    /// call), and the perf sample handler.
+    Tracer,
+}
+
+const PROBE_FRAMES: &[Pat] = &[
     Exact("asm_exc_int3"),
     Exact("exc_int3"),
     Exact("uprobe_notify_resume"),
@@ -569,6 +566,23 @@ pub const TOOL_FRAMES: &[Pat] = &[
     Prefix("arch_uprobe_"),
     Exact("uprobe_handle_trampoline"),
     Exact("__x64_sys_uretprobe"),
+];
+
+const SIDE_BAND_FRAMES: &[Pat] = &[
+    Prefix("perf_event_mmap"),
+    Exact("perf_event_comm"),
+    Exact("perf_event_fork"),
+    Exact("perf_event_task"),
+    Exact("perf_event_namespaces"),
+    Exact("perf_event_init_task"),
+    Exact("perf_event_exit_task"),
+    Exact("perf_event_free_task"),
+    Exact("perf_event_exec"),
+    Prefix("__perf_event_task_sched"),
+    Exact("inherit_task_group"),
+];
+
+const TRACER_FRAMES: &[Pat] = &[
     Prefix("bpf_prog_"),
     Prefix("bpf_trace_run"),
     Prefix("__bpf_trace_"),
@@ -583,11 +597,30 @@ pub const TOOL_FRAMES: &[Pat] = &[
     Exact("perf_output_sample"),
 ];
 
-/// Whether a frame only runs because a profiler or tracer is attached: a sample with one of
-/// these on its stack is scalprof's cost, whatever ran below it.
-pub fn is_tool_frame(name: &str) -> bool {
+/// Which of scalprof's own costs a kernel frame (`name_[k]`) is, if it only runs because
+/// a profiler or tracer is attached: a sample with one on its stack is scalprof's cost,
+/// whatever ran below it. The clean repeats pay none of it.
+pub fn tool_cost(name: &str) -> Option<ToolCost> {
     let f = name.strip_suffix("_[k]").unwrap_or(name);
-    matches_any(TOOL_FRAMES, f)
+    [
+        (ToolCost::Probe, PROBE_FRAMES),
+        (ToolCost::SideBand, SIDE_BAND_FRAMES),
+        (ToolCost::Tracer, TRACER_FRAMES),
+    ]
+    .into_iter()
+    .find(|(_, pats)| matches_any(pats, f))
+    .map(|(cost, _)| cost)
+}
+
+/// Whether a frame is one of scalprof's own ([`tool_cost`]).
+pub fn is_tool_frame(name: &str) -> bool {
+    tool_cost(name).is_some()
+}
+
+/// The cost a stack's tool frames make it: the trap or side-band that led into a tracer's
+/// program is that trap's; `None` for the program's own stack.
+pub fn stack_tool_cost<'a>(frames: impl Iterator<Item = &'a str>) -> Option<ToolCost> {
+    frames.filter_map(tool_cost).min_by_key(|c| *c as u8)
 }
 
 #[cfg(test)]

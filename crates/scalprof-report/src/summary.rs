@@ -358,6 +358,31 @@ pub fn foreign_processes(processes: &[scalprof_model::ForeignProcess]) -> String
         .join(", ")
 }
 
+/// The parts of scalprof's sampled cost that are not its tracers' programs: the probes'
+/// traps and the kernel's records for the sampler, as shares of all samples.
+fn overhead_parts(p: &Point) -> String {
+    let Some(stats) = p.profile.as_ref().map(|pr| &pr.stats) else {
+        return String::new();
+    };
+    let pct = |n: u64| 100.0 * n as f64 / stats.samples.max(1) as f64;
+    let parts: Vec<String> = [
+        (stats.probe_samples, "probe traps"),
+        (
+            stats.side_band_samples,
+            "the kernel's mapping and task records",
+        ),
+    ]
+    .into_iter()
+    .filter(|(n, _)| pct(*n) >= 0.1)
+    .map(|(n, what)| format!("{what} {:.1}%", pct(n)))
+    .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join(", "))
+    }
+}
+
 /// Per point: how much slower (or faster) the traced repeats ran than the clean ones, and
 /// scalprof's own cost in them (samples in its frames; its BPF programs' run time as a
 /// share of the traced repeats' CPU time).
@@ -373,7 +398,10 @@ pub(crate) fn tracing_line(doc: &RunDocument) -> Option<String> {
                 None => bits.push("traced throughput unknown".into()),
             }
             if let Some(overhead) = PointView::of(p).overhead_pct {
-                bits.push(format!("overhead (scalprof) {overhead:.1}% of samples"));
+                bits.push(format!(
+                    "overhead (scalprof) {overhead:.1}% of samples{}",
+                    overhead_parts(p)
+                ));
             }
             // The program's threads runnable while scalprof's own threads held the CPU.
             let behind: u64 = p.locks.as_ref().map_or(0, |l| {

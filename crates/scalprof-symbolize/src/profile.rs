@@ -147,7 +147,7 @@ pub struct ProfileBuilder {
     /// Interned frame names.
     names: Vec<String>,
     /// Per interned name: whether it is scalprof's own frame (`is_tool_frame`).
-    tool_names: Vec<bool>,
+    tool_names: Vec<Option<scalprof_model::vocabulary::ToolCost>>,
     name_ids: FastMap<String, u32>,
     stacks: FastMap<Vec<u32>, (u64, u64)>,
     stats: ProfileStats,
@@ -351,7 +351,7 @@ impl ProfileBuilder {
         let id = self.names.len() as u32;
         self.names.push(name.to_string());
         self.tool_names
-            .push(scalprof_model::vocabulary::is_tool_frame(name));
+            .push(scalprof_model::vocabulary::tool_cost(name));
         self.name_ids.insert(name.to_string(), id);
         id
     }

@@ -3,6 +3,7 @@
 
 use linux_perf_event_reader::{CpuMode, SampleRecord};
 use scalprof_debuginfo::Kallsyms;
+use scalprof_model::vocabulary::ToolCost;
 
 use super::user::file_address;
 use super::{ProfileBuilder, Symbols, MIN_CODE_ADDRESS, PERF_CONTEXT_MAX, PERF_CONTEXT_USER};
@@ -38,9 +39,12 @@ impl ProfileBuilder {
                 self.blame_sample(pid, tid, t, weight, &user_addrs, &frames);
             }
         }
-        if interposer || kernel.iter().any(|&id| self.tool_names[id as usize]) {
-            self.stats.overhead_samples += 1;
-            self.stats.overhead_weight = self.stats.overhead_weight.saturating_add(weight);
+        let tool = kernel
+            .iter()
+            .filter_map(|&id| self.tool_names[id as usize])
+            .min_by_key(|c| *c as u8);
+        if let Some(cost) = tool.or(interposer.then_some(ToolCost::Tracer)) {
+            self.stats.count_overhead(cost, 1, weight);
         } else {
             if kernel.is_empty() {
                 if let Some(&ip) = user_addrs.first() {

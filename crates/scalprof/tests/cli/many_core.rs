@@ -274,4 +274,5 @@ fn a_goroutine_trap_is_scalprof_s_cost_not_the_kernel_s() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(0.0);
     assert!(first > 30.0, "{line}");
+    assert!(line.contains("(probe traps "), "{line}");
 }

@@ -8,9 +8,16 @@ use std::path::Path;
 use scalprof_model::{RunDocument, RunInputs};
 
 fn fixture() -> (tempfile::TempDir, scalprof_store::Store) {
-    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scalprof/tests/fixtures/corpus16.db");
+    recording("corpus16.db")
+}
+
+/// A private copy of the 16-CPU store `name`.
+fn recording(name: &str) -> (tempfile::TempDir, scalprof_store::Store) {
+    let from = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../scalprof/tests/fixtures")
+        .join(name);
     let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("corpus16.db");
+    let db = dir.path().join(name);
     std::fs::copy(&from, &db).unwrap();
     let store = scalprof_store::Store::open(&db).unwrap();
     (dir, store)
@@ -105,4 +112,27 @@ fn a_lock_that_no_operation_takes_bounds_nothing() {
         "{:?}",
         p.unseen
     );
+}
+
+#[test]
+fn a_housekeeper_s_lock_timed_once_bounds_nothing() {
+    // The second recording's side_lock timed one hold of stats_lock at 4 threads (2 ms, 33
+    // acquisitions): it bounded the workers at 1.75G/s, 70% under what 16 threads did.
+    let (_dir, store) = recording("second16.db");
+    let run = store
+        .list()
+        .unwrap()
+        .into_iter()
+        .find(|r| r.label == "side_lock")
+        .unwrap();
+    let inputs = scalprof_pipeline::load(&store, run.id).unwrap();
+    let truth = scalprof_analyze::assemble(&inputs);
+    let mut small = cut(inputs, 4);
+    small.predict_to = Some(16);
+    let doc = scalprof_analyze::assemble(&small);
+    let p = doc.model.unwrap().prediction.unwrap();
+    assert!(p.bound.is_none(), "{:?}", p.bound);
+    assert!(p.limiting.is_none(), "{:?}", p.limiting);
+    let error = p.points.last().unwrap().throughput / throughput(&truth, 16) - 1.0;
+    assert!(error.abs() < 0.25, "{error}");
 }

@@ -199,7 +199,20 @@ impl Target {
             self.last,
             score * 100.0
         );
-        let (kind, evidence, suggestion) = self.diagnosis(&growth, &fields, &written, line)?;
+        // The lines the object's fields lie on: an index per thread into fewer lines than
+        // threads puts two threads on one line, however it is padded.
+        let lines = obj.map_or(0, |o| {
+            let mut l: Vec<u64> = o
+                .members
+                .iter()
+                .map(|m| (o.address + m.offset) / line)
+                .collect();
+            l.sort_unstable();
+            l.dedup();
+            l.len() as u64
+        });
+        let (kind, evidence, suggestion) =
+            self.diagnosis(&growth, &fields, &written, line, (lines, v1))?;
         Some(Finding {
             score_interval: None,
             kind,
@@ -233,6 +246,7 @@ impl Target {
         fields: &[String],
         written: &[String],
         line: u64,
+        (lines, threads): (u64, u64),
     ) -> Option<(FindingKind, String, String)> {
         let false_sharing = (self.indexed || self.offsets.len() >= 2) && fields.len() >= 2;
         if false_sharing {
@@ -258,8 +272,105 @@ impl Target {
                     self.object
                 ),
             ))
+        } else if self.indexed && fields.is_empty() && lines > 0 && lines < threads {
+            Some((
+                FindingKind::TrueSharing,
+                format!(
+                    "{growth}; they write {} at an offset indexed per thread, and its fields lie on {lines} cache lines for {threads} threads: threads share a field's line",
+                    self.object
+                ),
+                format!(
+                    "give every thread its own slot of {}: as many padded fields as threads (or per-thread/per-CPU counters), not an index that wraps",
+                    self.object
+                ),
+            ))
         } else {
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use scalprof_model::layout::FileObject;
+    use scalprof_model::profile::{HotInstruction, ProfileStats, SerialStats};
+
+    /// counters_padded: 8 counters, each on its own 64-byte line, bumped at
+    /// `vm_cnt[id % 8]` by a locked add at 0x1200 (sampled at 0x1204).
+    fn padded() -> SharingInputs {
+        let members = (0..8)
+            .map(|i| Member {
+                name: format!("c{i}"),
+                offset: i * 64,
+                size: 8,
+                type_name: "struct padded_counter".into(),
+            })
+            .collect();
+        SharingInputs {
+            line: 64,
+            sites: vec![SharingSite {
+                file: "/opt/corpus/counters_padded".into(),
+                sampled: 0x1204,
+                ip: 0x1200,
+                address: 0x4000,
+                indexed: true,
+                object: "vm_cnt".into(),
+                functions: vec!["worker".into()],
+            }],
+            objects: vec![FileObject {
+                file: "/opt/corpus/counters_padded".into(),
+                object: DataObject {
+                    name: "vm_cnt".into(),
+                    address: 0x4000,
+                    size: 512,
+                    type_name: Some("struct vmmeter_padded".into()),
+                    members,
+                    atomic_target: true,
+                    lock_type: false,
+                },
+            }],
+        }
+    }
+
+    /// A profile whose samples on the locked add weigh `weight` of `total`.
+    fn profile(weight: u64, total: u64) -> PointProfile {
+        PointProfile {
+            event: "cpu-clock".into(),
+            frequency: 999,
+            stats: ProfileStats::default(),
+            serial: SerialStats::default(),
+            repeats: 1,
+            hot: vec![HotInstruction {
+                file: "/opt/corpus/counters_padded".into(),
+                address: 0x1204,
+                samples: 1,
+                weight,
+            }],
+            folded: vec![scalprof_model::profile::FoldedStack {
+                stack: "counters_padded;worker".into(),
+                samples: 1,
+                weight: total,
+            }],
+        }
+    }
+
+    #[test]
+    fn an_index_that_wraps_over_padded_fields_is_sharing_past_as_many_threads() {
+        let (p1, p16) = (profile(7, 10), profile(36, 40));
+        let f = sharing_findings(&[(1, 1.0, &p1), (16, 1.0, &p16)], &padded());
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(
+            (f[0].kind, f[0].subject.as_str()),
+            (FindingKind::TrueSharing, "vm_cnt")
+        );
+        assert!(
+            f[0].evidence.contains("8 cache lines for 16 threads"),
+            "{}",
+            f[0].evidence
+        );
+        // As many lines as threads: padding works, and whatever grew is not sharing.
+        let f = sharing_findings(&[(1, 1.0, &p1), (8, 1.0, &p16)], &padded());
+        assert!(f.is_empty(), "{f:?}");
     }
 }

@@ -87,11 +87,25 @@ fn one_point_line(parameter: &str, p: &Point) -> String {
 /// The verdict of each point past the first, under a heading; empty when none has one.
 fn verdicts(doc: &RunDocument) -> String {
     // The baseline's budget is useful work and scalprof's cost only: no verdict to read.
+    let traced = doc.points.iter().any(|p| !p.traced_repeats.is_empty());
     let lines: Vec<String> = doc
         .points
         .iter()
         .skip(1)
-        .filter_map(|p| point_verdict(doc.sweep.parameter.as_str(), p))
+        .filter_map(|p| {
+            if traced && p.traced_repeats.is_empty() {
+                // Its clean repeats ran and the sweep stopped (or failed) before the
+                // traced ones: the budget there has nothing to name a cause from.
+                let useful = p.budget.as_ref().map(|b| b.useful).or(p.efficiency)?;
+                return Some(format!(
+                    "{} {}: {:.0}% useful · not traced (the sweep stopped before this point's traced repeats)",
+                    p.value,
+                    doc.sweep.parameter.as_str(),
+                    useful * 100.0
+                ));
+            }
+            point_verdict(doc.sweep.parameter.as_str(), p)
+        })
         .collect();
     if lines.is_empty() {
         return String::new();

@@ -276,3 +276,27 @@ fn a_goroutine_trap_is_scalprof_s_cost_not_the_kernel_s() {
     assert!(first > 30.0, "{line}");
     assert!(line.contains("(probe traps "), "{line}");
 }
+
+#[test]
+fn a_point_the_sweep_stopped_before_tracing_says_so_and_the_findings_stand() {
+    // index_rebuild's sweep hit its time limit during the 16-thread point's traced
+    // repeats: the point keeps its clean figures, the findings come from 8 threads.
+    let tmp = tempfile::tempdir().unwrap();
+    let db = store(tmp.path(), "second16.db");
+    let out = crate::common::scalprof(&db)
+        .args(["show", "index_rebuild"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("16 threads: 2% useful · not traced (the sweep stopped"),
+        "{text}"
+    );
+    let doc = show_json(&db, "index_rebuild");
+    assert_eq!(doc["status"], "interrupted");
+    assert_eq!(
+        doc["findings"][0]["subject"], "index_lock",
+        "{}",
+        doc["findings"]
+    );
+}

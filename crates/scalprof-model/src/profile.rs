@@ -32,7 +32,7 @@ pub struct ProfileStats {
     #[serde(default)]
     pub overhead_weight: u64,
     /// Of the overhead samples: those in a uprobe's trap, and those in the kernel's
-    /// side-band records for the sampler ([`ToolCost`](crate::vocabulary::ToolCost)).
+    /// side-band records for the sampler ([`ToolCost`]).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub probe_samples: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -58,10 +58,27 @@ fn is_zero(n: &u64) -> bool {
 /// Unreadable binaries kept in [`ProfileStats`].
 pub const MAX_UNREADABLE: usize = 8;
 
+/// What one of scalprof's own costs in a traced program is (see [`tool_cost`](crate::vocabulary::tool_cost)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ToolCost {
+    /// A uprobe's trap: the breakpoint's exception, its return to user mode (where the
+    /// probe's handlers and BPF program run) and the single step over the probed
+    /// instruction. The trap's samples mostly stop at the exception's return, with no
+    /// uprobe frame below it; a breakpoint in a traced program is scalprof's own.
+    Probe,
+    /// The sampler's side-band: while any event asks for mapping, name or task records,
+    /// the kernel builds one at every mmap and brk (a name for every mapping, executable
+    /// or not), every fork and exit, and copies, switches or frees the inherited events of
+    /// each thread. will-it-scale's brk2 spends 6% of its time there.
+    SideBand,
+    /// BPF programs on tracepoints (and the stack walks, ring-buffer and map work they
+    /// call), and the perf sample handler.
+    Tracer,
+}
+
 impl ProfileStats {
     /// Counts samples taken in scalprof's own frames, by what they cost.
-    pub fn count_overhead(&mut self, cost: crate::vocabulary::ToolCost, samples: u64, weight: u64) {
-        use crate::vocabulary::ToolCost;
+    pub fn count_overhead(&mut self, cost: ToolCost, samples: u64, weight: u64) {
         self.overhead_samples += samples;
         self.overhead_weight = self.overhead_weight.saturating_add(weight);
         match cost {
@@ -296,25 +313,6 @@ pub struct PointProfile {
     pub folded: Vec<FoldedStack>,
 }
 
-impl PointProfile {
-    /// Moves the stacks that pass through scalprof's own frames ([`is_tool_frame`]: a BPF
-    /// program, a uprobe's trap) to the overhead counters. Recording does this per sample;
-    /// a profile recorded before a frame joined the list gets the same split when read.
-    ///
-    /// [`is_tool_frame`]: crate::vocabulary::is_tool_frame
-    pub fn set_aside_tool_frames(&mut self) {
-        let stats = &mut self.stats;
-        self.folded.retain(|s| {
-            let kernel = folded::frames(&s.stack).filter(|f| f.ends_with(folded::KERNEL_SUFFIX));
-            let Some(cost) = crate::vocabulary::stack_tool_cost(kernel) else {
-                return true;
-            };
-            stats.count_overhead(cost, s.samples, s.weight);
-            false
-        });
-    }
-}
-
 /// One function's cost per operation at every point of the sweep.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FunctionGrowth {
@@ -409,48 +407,4 @@ pub struct ComplexityReport {
     pub total_cost: Vec<f64>,
     pub overall: PowerFit,
     pub functions: Vec<FunctionComplexity>,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn stack(s: &str, weight: u64) -> FoldedStack {
-        FoldedStack {
-            stack: s.into(),
-            samples: 1,
-            weight,
-        }
-    }
-
-    #[test]
-    fn a_uprobe_trap_is_the_tool_s_cost_and_the_rest_stays() {
-        let mut p = PointProfile {
-            event: "cpu-clock".into(),
-            frequency: 999,
-            stats: ProfileStats::default(),
-            serial: SerialStats::default(),
-            repeats: 1,
-            hot: Vec::new(),
-            folded: vec![
-                stack("go;main.worker;runtime.semrelease1;asm_exc_int3_[k];exc_int3_[k];irqentry_exit_to_user_mode_[k]", 30),
-                stack("go;runtime.ready;exc_int3_[k];uprobe_notify_resume_[k];handler_chain_[k];uprobe_dispatcher_[k];__uprobe_perf_func_[k];[unknown]_[k];htab_map_update_elem_[k]", 20),
-                stack("go;main.worker;runtime.mapassign_fast64", 50),
-                // A user function that shares a name with a tool frame is the program's.
-                stack("go;main.worker;handler_chain", 7),
-            ],
-        };
-        p.set_aside_tool_frames();
-        assert_eq!(p.stats.overhead_weight, 50);
-        assert_eq!(p.stats.overhead_samples, 2);
-        assert_eq!((p.stats.probe_samples, p.stats.side_band_samples), (2, 0));
-        let left: Vec<&str> = p.folded.iter().map(|s| s.stack.as_str()).collect();
-        assert_eq!(
-            left,
-            [
-                "go;main.worker;runtime.mapassign_fast64",
-                "go;main.worker;handler_chain"
-            ]
-        );
-    }
 }

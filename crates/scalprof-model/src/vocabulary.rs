@@ -10,7 +10,7 @@
 //! kernel function or runtime is one more row, not one more `||`.
 
 use crate::locks::{LockKind, Side};
-use crate::profile::folded;
+use crate::profile::{folded, ToolCost};
 
 /// How a frame name matches one row of a table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -534,24 +534,6 @@ pub fn conventional_name(frames: &[&str], flags: u32) -> Option<&'static str> {
         .map(|(name, _, _)| *name)
 }
 
-/// What one of scalprof's own costs in a traced program is (see [`tool_cost`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ToolCost {
-    /// A uprobe's trap: the breakpoint's exception, its return to user mode (where the
-    /// probe's handlers and BPF program run) and the single step over the probed
-    /// instruction. The trap's samples mostly stop at the exception's return, with no
-    /// uprobe frame below it; a breakpoint in a traced program is scalprof's own.
-    Probe,
-    /// The sampler's side-band: while any event asks for mapping, name or task records,
-    /// the kernel builds one at every mmap and brk (a name for every mapping, executable
-    /// or not), every fork and exit, and copies, switches or frees the inherited events of
-    /// each thread. will-it-scale's brk2 spends 6% of its time there.
-    SideBand,
-    /// BPF programs on tracepoints (and the stack walks, ring-buffer and map work they
-    /// call), and the perf sample handler.
-    Tracer,
-}
-
 const PROBE_FRAMES: &[Pat] = &[
     Exact("asm_exc_int3"),
     Exact("exc_int3"),
@@ -623,6 +605,22 @@ pub fn stack_tool_cost<'a>(frames: impl Iterator<Item = &'a str>) -> Option<Tool
     frames.filter_map(tool_cost).min_by_key(|c| *c as u8)
 }
 
+/// Moves the stacks of `p` that pass through scalprof's own kernel frames ([`tool_cost`]:
+/// a BPF program, a uprobe's trap, the sampler's side-band) to its overhead counters.
+/// Recording does this per sample; a profile recorded before a frame joined these lists
+/// gets the same split when read.
+pub fn set_aside_tool_frames(p: &mut crate::PointProfile) {
+    let stats = &mut p.stats;
+    p.folded.retain(|s| {
+        let kernel = folded::frames(&s.stack).filter(|f| f.ends_with(folded::KERNEL_SUFFIX));
+        let Some(cost) = stack_tool_cost(kernel) else {
+            return true;
+        };
+        stats.count_overhead(cost, s.samples, s.weight);
+        false
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -644,6 +642,45 @@ mod tests {
             "refcount::get",
         ])));
         assert!(!is_lock_word_write(&chain(&["counters_bump"])));
+    }
+
+    fn stack(s: &str, weight: u64) -> crate::profile::FoldedStack {
+        crate::profile::FoldedStack {
+            stack: s.into(),
+            samples: 1,
+            weight,
+        }
+    }
+
+    #[test]
+    fn a_uprobe_trap_is_the_tool_s_cost_and_the_rest_stays() {
+        let mut p = crate::PointProfile {
+            event: "cpu-clock".into(),
+            frequency: 999,
+            stats: crate::profile::ProfileStats::default(),
+            serial: crate::profile::SerialStats::default(),
+            repeats: 1,
+            hot: Vec::new(),
+            folded: vec![
+                stack("go;main.worker;runtime.semrelease1;asm_exc_int3_[k];exc_int3_[k];irqentry_exit_to_user_mode_[k]", 30),
+                stack("go;runtime.ready;exc_int3_[k];uprobe_notify_resume_[k];handler_chain_[k];uprobe_dispatcher_[k];__uprobe_perf_func_[k];[unknown]_[k];htab_map_update_elem_[k]", 20),
+                stack("go;main.worker;runtime.mapassign_fast64", 50),
+                // A user function that shares a name with a tool frame is the program's.
+                stack("go;main.worker;handler_chain", 7),
+            ],
+        };
+        set_aside_tool_frames(&mut p);
+        assert_eq!(p.stats.overhead_weight, 50);
+        assert_eq!(p.stats.overhead_samples, 2);
+        assert_eq!((p.stats.probe_samples, p.stats.side_band_samples), (2, 0));
+        let left: Vec<&str> = p.folded.iter().map(|s| s.stack.as_str()).collect();
+        assert_eq!(
+            left,
+            [
+                "go;main.worker;runtime.mapassign_fast64",
+                "go;main.worker;handler_chain"
+            ]
+        );
     }
 
     #[test]

@@ -55,7 +55,7 @@ pub fn load(store: &Store, id: i64) -> Result<RunInputs> {
     let mut profiles = store.load_profiles(id)?;
     profiles.retain(|(v, i, _)| counts(v, i));
     for (_, _, p) in &mut profiles {
-        p.set_aside_tool_frames();
+        scalprof_model::vocabulary::set_aside_tool_frames(p);
     }
     let mut locks = store.load_locks(id)?;
     locks.retain(|(v, i, _)| counts(v, i));

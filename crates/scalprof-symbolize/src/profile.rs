@@ -147,7 +147,7 @@ pub struct ProfileBuilder {
     /// Interned frame names.
     names: Vec<String>,
     /// Per interned name: whether it is scalprof's own frame (`is_tool_frame`).
-    tool_names: Vec<Option<scalprof_model::vocabulary::ToolCost>>,
+    tool_names: Vec<Option<scalprof_model::profile::ToolCost>>,
     name_ids: FastMap<String, u32>,
     stacks: FastMap<Vec<u32>, (u64, u64)>,
     stats: ProfileStats,

@@ -3,7 +3,7 @@
 
 use linux_perf_event_reader::{CpuMode, SampleRecord};
 use scalprof_debuginfo::Kallsyms;
-use scalprof_model::vocabulary::ToolCost;
+use scalprof_model::profile::ToolCost;
 
 use super::user::file_address;
 use super::{ProfileBuilder, Symbols, MIN_CODE_ADDRESS, PERF_CONTEXT_MAX, PERF_CONTEXT_USER};

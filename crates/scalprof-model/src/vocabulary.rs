@@ -610,10 +610,19 @@ pub fn stack_tool_cost<'a>(frames: impl Iterator<Item = &'a str>) -> Option<Tool
 /// Recording does this per sample; a profile recorded before a frame joined these lists
 /// gets the same split when read.
 pub fn set_aside_tool_frames(p: &mut crate::PointProfile) {
+    // A profile holds many stacks over few frame names: each name is matched once.
+    let mut known: std::collections::HashMap<String, Option<ToolCost>> =
+        std::collections::HashMap::new();
     let stats = &mut p.stats;
     p.folded.retain(|s| {
-        let kernel = folded::frames(&s.stack).filter(|f| f.ends_with(folded::KERNEL_SUFFIX));
-        let Some(cost) = stack_tool_cost(kernel) else {
+        let cost = folded::frames(&s.stack)
+            .filter(|f| f.ends_with(folded::KERNEL_SUFFIX))
+            .filter_map(|f| match known.get(f) {
+                Some(c) => *c,
+                None => *known.entry(f.to_string()).or_insert_with(|| tool_cost(f)),
+            })
+            .min_by_key(|c| *c as u8);
+        let Some(cost) = cost else {
             return true;
         };
         stats.count_overhead(cost, s.samples, s.weight);

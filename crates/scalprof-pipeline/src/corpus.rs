@@ -151,12 +151,26 @@ pub fn build(dir: &Path) -> Result<Vec<(&'static str, PathBuf)>> {
     for &(name, source, how) in OTHER_PROGRAMS {
         match how {
             Build::StaticC => built.push((name, compile_with(&dir, name, source, &["-static"])?)),
-            Build::Rust => match compile_rust(&dir, name, source)? {
-                Some(bin) => built.push((name, bin)),
-                None => eprintln!(
+            // The Rust programs are extras: a compiler that is missing or fails (rustup with
+            // no default toolchain) skips them, and says why, rather than the whole corpus.
+            Build::Rust => match compile_rust(&dir, name, source) {
+                Ok(Some(bin)) => built.push((name, bin)),
+                Ok(None) => eprintln!(
                     "scalprof: skipped {name}: no Rust compiler (`rustc`) found; install \
                      Rust (apt-get install -y rustc, or rustup) or set RUSTC"
                 ),
+                Err(e) => {
+                    let why = format!("{e:#}");
+                    let why: Vec<&str> = why
+                        .lines()
+                        .filter(|l| !l.trim().is_empty())
+                        .take(3)
+                        .collect();
+                    eprintln!(
+                        "scalprof: skipped {name}: the Rust compiler failed ({}); fix it or set RUSTC",
+                        why.join(" ")
+                    );
+                }
             },
         }
     }

@@ -252,3 +252,25 @@ fn help_says_what_locks_and_all_cpus_do_and_fit_prints_plain_decimals() {
     });
     assert!(!exponent, "{text}");
 }
+
+#[test]
+fn a_rust_compiler_that_fails_skips_the_rust_programs_and_builds_the_rest() {
+    // rustup with no default toolchain answers every `rustc` with an error: the Rust
+    // programs are extras, and the demo's C programs still build.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("corpus");
+    let output = scalprof(&dir.path().join("runs.db"))
+        .env("RUSTC", "false")
+        .args(["corpus", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = stderr_of(&output);
+    assert!(output.status.success(), "{err}");
+    assert!(
+        err.contains("skipped rust_mutex: the Rust compiler failed"),
+        "{err}"
+    );
+    assert!(out.join("counters_packed").exists() && out.join("counters_padded").exists());
+    assert!(!out.join("rust_mutex").exists());
+}

@@ -23,6 +23,16 @@ fn recording(name: &str) -> (tempfile::TempDir, scalprof_store::Store) {
     (dir, store)
 }
 
+/// The store's run labelled `label`.
+fn run_labelled(store: &scalprof_store::Store, label: &str) -> scalprof_store::RunSummary {
+    store
+        .list()
+        .unwrap()
+        .into_iter()
+        .find(|r| r.label == label)
+        .unwrap()
+}
+
 /// The run as if the sweep had stopped after `upto` threads.
 fn cut(mut inputs: RunInputs, upto: u64) -> RunInputs {
     inputs.repeats.retain(|r| r.value <= upto);
@@ -93,12 +103,7 @@ fn a_lock_that_no_operation_takes_bounds_nothing() {
     // side_lock's housekeeping threads hold stats_lock 2 ms at a time, a few dozen times
     // per run: a cost per run, not per operation. Its workers scale.
     let (_dir, store) = fixture();
-    let run = store
-        .list()
-        .unwrap()
-        .into_iter()
-        .find(|r| r.label == "side_lock")
-        .unwrap();
+    let run = run_labelled(&store, "side_lock");
     let mut small = cut(scalprof_pipeline::load(&store, run.id).unwrap(), 4);
     small.predict_to = Some(16);
     let doc = scalprof_analyze::assemble(&small);
@@ -119,12 +124,7 @@ fn a_housekeeper_s_lock_timed_once_bounds_nothing() {
     // The second recording's side_lock timed one hold of stats_lock at 4 threads (2 ms, 33
     // acquisitions): it bounded the workers at 1.75G/s, 70% under what 16 threads did.
     let (_dir, store) = recording("second16.db");
-    let run = store
-        .list()
-        .unwrap()
-        .into_iter()
-        .find(|r| r.label == "side_lock")
-        .unwrap();
+    let run = run_labelled(&store, "side_lock");
     let inputs = scalprof_pipeline::load(&store, run.id).unwrap();
     let truth = scalprof_analyze::assemble(&inputs);
     let mut small = cut(inputs, 4);

@@ -41,6 +41,16 @@ const EXPECTED: [(&str, Option<&str>); 11] = [
 /// Unexplained thread-time above this at a point is a verdict that fell short.
 const MOST_UNEXPLAINED: f64 = 0.20;
 
+/// The subjects of a run document's findings, in its order.
+fn finding_subjects(doc: &Value) -> Vec<&str> {
+    doc["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|f| f["subject"].as_str())
+        .collect()
+}
+
 /// What is wrong with one run's document, in sentences (none: all good).
 fn defects(doc: &Value, expected: Option<&str>) -> Vec<String> {
     let mut wrong = Vec::new();
@@ -66,12 +76,7 @@ fn defects(doc: &Value, expected: Option<&str>) -> Vec<String> {
             }
         }
     }
-    let findings: Vec<&str> = doc["findings"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|f| f["subject"].as_str())
-        .collect();
+    let findings = finding_subjects(doc);
     match expected {
         None if !findings.is_empty() => wrong.push(format!(
             "{label}: findings {findings:?} on a program that scales"
@@ -159,12 +164,7 @@ fn later_defects(doc: &Value, e: &Expect) -> Vec<String> {
             ));
         }
     }
-    let findings: Vec<&str> = doc["findings"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|f| f["subject"].as_str())
-        .collect();
+    let findings = finding_subjects(doc);
     if findings.first().copied() != e.cause {
         wrong.push(format!("{label}: findings {findings:?}, not {:?}", e.cause));
     }

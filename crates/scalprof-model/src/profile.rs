@@ -59,7 +59,9 @@ fn is_zero(n: &u64) -> bool {
 pub const MAX_UNREADABLE: usize = 8;
 
 /// What one of scalprof's own costs in a traced program is (see [`tool_cost`](crate::vocabulary::tool_cost)).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Ordered: a stack with frames of several kinds is the first kind's (the trap that led into
+/// a tracer's program is the trap's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ToolCost {
     /// A uprobe's trap: the breakpoint's exception, its return to user mode (where the
     /// probe's handlers and BPF program run) and the single step over the probed

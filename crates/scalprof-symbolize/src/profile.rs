@@ -146,7 +146,7 @@ pub struct ProfileBuilder {
     cache: CacheX86_64,
     /// Interned frame names.
     names: Vec<String>,
-    /// Per interned name: whether it is scalprof's own frame (`is_tool_frame`).
+    /// Per interned name: which of scalprof's own costs it is, if it is one (`tool_cost`).
     tool_names: Vec<Option<scalprof_model::profile::ToolCost>>,
     name_ids: FastMap<String, u32>,
     stacks: FastMap<Vec<u32>, (u64, u64)>,

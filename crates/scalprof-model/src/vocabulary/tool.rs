@@ -73,7 +73,7 @@ pub fn is_tool_frame(name: &str) -> bool {
 /// The cost a stack's tool frames make it: the trap or side-band that led into a tracer's
 /// program is that trap's; `None` for the program's own stack.
 pub fn stack_tool_cost<'a>(frames: impl Iterator<Item = &'a str>) -> Option<ToolCost> {
-    frames.filter_map(tool_cost).min_by_key(|c| *c as u8)
+    frames.filter_map(tool_cost).min()
 }
 
 /// Moves the stacks of `p` that pass through scalprof's own kernel frames ([`tool_cost`]:
@@ -92,7 +92,7 @@ pub fn set_aside_tool_frames(p: &mut crate::PointProfile) {
                 Some(c) => *c,
                 None => *known.entry(f.to_string()).or_insert_with(|| tool_cost(f)),
             })
-            .min_by_key(|c| *c as u8);
+            .min();
         let Some(cost) = cost else {
             return true;
         };
@@ -157,6 +157,13 @@ mod tests {
             "perf_event_exit_task_[k]",
         ] {
             assert!(is_tool_frame(f), "{f}");
+        }
+        // A trap that led into a tracer's program is the trap's, in either order.
+        for stack in [
+            ["exc_int3_[k]", "bpf_prog_1a2b_go_ready_[k]"],
+            ["bpf_prog_1a2b_go_ready_[k]", "exc_int3_[k]"],
+        ] {
+            assert_eq!(stack_tool_cost(stack.into_iter()), Some(ToolCost::Probe));
         }
         // The work the program asked for is its own.
         for f in [

@@ -42,7 +42,7 @@ impl ProfileBuilder {
         let tool = kernel
             .iter()
             .filter_map(|&id| self.tool_names[id as usize])
-            .min_by_key(|c| *c as u8);
+            .min();
         if let Some(cost) = tool.or(interposer.then_some(ToolCost::Tracer)) {
             self.stats.count_overhead(cost, 1, weight);
         } else {

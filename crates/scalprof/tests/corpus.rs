@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Command as StdCommand;
 
 use scalprof_model::compare::{Comparison, Metric, MetricComparison};
-use scalprof_model::locks::{HolderState, LockKind, LockRow, Scope};
+use scalprof_model::locks::{HolderState, LockKind, LockRow, Scope, CPU_WAIT};
 use scalprof_model::{
     FindingDetails, FindingKind, RunDocument, RunStatus, ThroughputSource, WarningKind,
 };
@@ -260,20 +260,23 @@ fn a_rust_channel_funnel_is_named_by_its_ends_and_its_twin_has_no_finding() {
             && r.lock_type == LockKind::Chan(Some(scalprof_model::locks::ChanSide::Send))),
         "{names:?}"
     );
-    // Where the sweep lost throughput, the channel is one of its causes. On this 2-CPU
-    // machine the collector is a third thread, and std's channel backs off with
-    // sched_yield before it parks: the wait for a CPU takes a large part of the loss
-    // (28% against the channel's 2% in one CI run; 1 run in 3 the collector kept pace,
-    // efficiency 0.68).
+    // Where the sweep lost throughput, the channel is one of its causes, or the wait for
+    // a CPU is the first: on this 2-CPU machine the collector is a third thread, and
+    // std's channel backs off with sched_yield before it parks, so three runnable threads
+    // share two CPUs (28% against the channel's 2% in one CI run; 30% and no channel
+    // cause in another, efficiency 0.59; 1 run in 3 the collector kept pace, efficiency
+    // 0.68). On 16 CPUs the channel is the first cause (`many_core.rs`).
     let e2 = efficiency_at(&doc, 2);
-    let channel_cause = last_budget(&doc)
+    let budget = last_budget(&doc);
+    let channel_cause = budget
         .causes
         .iter()
         .any(|c| c.subject == channel && c.share > 0.0);
+    let cpu_wait_first = budget.causes.first().is_some_and(|c| c.subject == CPU_WAIT);
     assert!(
-        e2 >= 0.6 || channel_cause,
-        "efficiency {e2:.2}, and the channel is no cause: {}",
-        json(last_budget(&doc))
+        e2 >= 0.6 || channel_cause || cpu_wait_first,
+        "efficiency {e2:.2}, and neither the channel nor the wait for a CPU is its cause: {}",
+        json(budget)
     );
     for r in rows.iter().filter(|r| r.count >= 100) {
         assert!(!r.name.contains("std::"), "a row named by std: {names:?}");

@@ -595,6 +595,7 @@ mod tests {
                 pmu: false,
                 limits: None,
                 topology: None,
+                sample_cost_ns: None,
             },
             tests: tests
                 .iter()

@@ -427,6 +427,7 @@ pub(crate) mod tests {
                 pmu: false,
                 limits: None,
                 topology: None,
+                sample_cost_ns: None,
             },
             scaling: Some(ThroughputSource::Weak),
             ops_regex: r"ops=(\d+)".into(),

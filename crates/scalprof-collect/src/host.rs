@@ -13,6 +13,7 @@ pub fn probe() -> Host {
         pmu: has_cycles_pmu(),
         limits: Some(crate::limits::probe(cpus)),
         topology: Some(crate::topology::probe()),
+        sample_cost_ns: None,
     }
 }
 

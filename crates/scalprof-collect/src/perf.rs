@@ -22,7 +22,9 @@ use sys::bindings as b;
 use crate::exec::Attach;
 use crate::{CollectError, ProfilingError};
 
+mod cost;
 mod stacks;
+pub use cost::sample_cost_ns;
 pub use stacks::delta_encoded;
 use stacks::{copy_wrapped, RecordView, StackKeys};
 
@@ -492,6 +494,18 @@ impl Ring {
             }
         }
         Err(ProfilingError::Map(std::io::Error::last_os_error()).into())
+    }
+
+    /// Drops what the buffer holds unread.
+    fn discard(&self) {
+        let meta = self.base.cast::<b::perf_event_mmap_page>();
+        // SAFETY: meta is the kernel-shared control page of our mapping; the tail is
+        // written after the head it copies (release).
+        unsafe {
+            let head = std::ptr::read_volatile(std::ptr::addr_of!((*meta).data_head));
+            fence(Ordering::Release);
+            std::ptr::write_volatile(std::ptr::addr_of_mut!((*meta).data_tail), head);
+        }
     }
 
     fn drain(&mut self, out: &mut Vec<u8>, keys: &mut StackKeys, samples: &mut u64, bad: &mut u64) {

@@ -130,6 +130,11 @@ pub struct Host {
     /// they were read).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology: Option<Topology>,
+    /// What one sample takes of the sampled thread's time here, in nanoseconds: the
+    /// sampler's timer, callchain and stack copy, invisible to the samples themselves
+    /// (measured before the sweep; absent without a profile, or where it could not be).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample_cost_ns: Option<f64>,
 }
 
 /// How the online CPUs are built: SMT siblings share a core (two threads on one core are

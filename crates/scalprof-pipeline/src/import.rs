@@ -67,6 +67,7 @@ pub fn import(store: &Store, path: &Path, label: Option<String>) -> Result<i64> 
             pmu: info.event.contains("cycles") || info.event.contains("instructions"),
             limits: None,
             topology: None,
+            sample_cost_ns: None,
         },
         scaling: Some(ThroughputSource::Strong),
         ops_regex: String::new(),

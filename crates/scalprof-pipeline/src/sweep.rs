@@ -98,9 +98,18 @@ pub fn record_with(
     // What the workload leaves running is reparented to scalprof, and reported.
     scalprof_collect::exec::become_subreaper();
     crate::check::place_workloads(opts)?;
-    let host = scalprof_collect::host::probe();
+    let mut host = scalprof_collect::host::probe();
     let usable = host.limits.as_ref().map_or(host.cpus, |l| l.usable_cpus);
     let checked = crate::check::check_for(opts, usable)?;
+    // Once the command is known to run: what a sample costs here (see `Host`).
+    if opts.diagnose > 0 {
+        host.sample_cost_ns = opts.sampling.as_ref().and_then(|c| {
+            scalprof_collect::perf::sample_cost_ns(&scalprof_collect::perf::SamplingConfig {
+                use_pmu: host.pmu,
+                ..c.clone()
+            })
+        });
+    }
     let (id, plan) = create_run(store, opts, &checked, host)?;
     // Traced repeats run only with a profiler or a tracer to attach.
     let tracing = plan.sampling.is_some() || plan.locks.is_some();

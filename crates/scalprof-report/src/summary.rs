@@ -457,5 +457,28 @@ pub(crate) fn tracing_line(doc: &RunDocument) -> Option<String> {
             format!("{} {}: {}", doc.sweep.parameter, p.value, bits.join(", "))
         })
         .collect();
-    (!parts.is_empty()).then(|| parts.join("; "))
+    if parts.is_empty() {
+        return None;
+    }
+    Some(match sampler_cost(doc) {
+        Some(cost) => format!("{cost}; {}", parts.join("; ")),
+        None => parts.join("; "),
+    })
+}
+
+/// The sampler's interrupts, as a share of each running thread's time: what the samples
+/// cannot show of their own cost (measured before the sweep, see `Host::sample_cost_ns`).
+fn sampler_cost(doc: &RunDocument) -> Option<String> {
+    let cost_ns = doc.host.sample_cost_ns?;
+    let hz = doc.sampling.as_ref()?.frequency;
+    let share = 100.0 * cost_ns * hz as f64 / 1e9;
+    let lower = if share >= 1.0 && hz > 99 {
+        format!("; -F {} halves it", hz / 2)
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "the sampler's interrupts take {share:.1}% of each running thread's time ({:.1} µs a sample at {hz} Hz, measured here{lower})",
+        cost_ns / 1e3
+    ))
 }

@@ -116,6 +116,7 @@ fn inputs() -> scalprof_model::RunInputs {
             pmu: false,
             limits: None,
             topology: None,
+            sample_cost_ns: Some(13_800.0),
         },
         scaling: Some(ThroughputSource::Weak),
         ops_regex: r"ops=(\d+)".into(),

@@ -41,6 +41,7 @@ fn new_run() -> NewRun {
             pmu: false,
             limits: None,
             topology: None,
+            sample_cost_ns: None,
         },
         scaling: Some(ThroughputSource::Weak),
         ops_regex: r"ops=(\d+)".into(),

@@ -22,6 +22,7 @@ pub(crate) fn new_run(label: &str) -> NewRun {
             pmu: false,
             limits: None,
             topology: None,
+            sample_cost_ns: None,
         },
         scaling: Some(ThroughputSource::Weak),
         ops_regex: r"ops=(\d+)".into(),

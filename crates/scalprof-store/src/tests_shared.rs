@@ -26,6 +26,7 @@ fn new_run() -> NewRun {
             pmu: false,
             limits: None,
             topology: None,
+            sample_cost_ns: None,
         },
         scaling: None,
         ops_regex: r"ops=(\d+)".into(),

@@ -355,6 +355,11 @@ pub struct LockRow {
     /// whether the waiters do the workload's work at all.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waiter_roots: Vec<LockCaller>,
+    /// A channel row: how many channels its waits were on. About one wait per channel is
+    /// a chain of one-shot hand-offs (each task waits for the result of the one before
+    /// it), not one channel many items pass through.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channels: Option<u64>,
 }
 
 /// A holder's own wait is told (and lengthened by `verify`) from this share of the
@@ -453,6 +458,7 @@ impl LockRow {
             holder_stacks: Vec::new(),
             hold: None,
             waiter_roots: Vec::new(),
+            channels: None,
         }
     }
 

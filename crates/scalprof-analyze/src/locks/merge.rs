@@ -123,6 +123,7 @@ pub(crate) fn combine_sides<'a>(rows: impl Iterator<Item = &'a LockRow>) -> Opti
         out.count += r.count;
         out.total_wait_ns += r.total_wait_ns;
         out.max_wait_ns = out.max_wait_ns.max(r.max_wait_ns);
+        out.channels = add_channels(out.channels, r.channels);
         out.hold = HoldTimes::merge(out.hold.as_ref(), r.hold.as_ref());
         if let Some(spin) = r.spin_ns {
             *out.spin_ns.get_or_insert(0) += spin;
@@ -132,6 +133,14 @@ pub(crate) fn combine_sides<'a>(rows: impl Iterator<Item = &'a LockRow>) -> Opti
         }
     }
     Some(out)
+}
+
+/// The channels of two rows' waits (distinct objects: each repeat, each side has its own).
+fn add_channels(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+    }
 }
 
 /// (scope, name, type): what makes two rows the same lock.
@@ -163,6 +172,7 @@ impl RowSum {
         row.max_wait_ns = 0;
         row.callers.clear();
         row.hold = None;
+        row.channels = None;
         RowSum {
             row,
             callers: HashMap::new(),
@@ -182,6 +192,7 @@ impl RowSum {
         self.row.count += r.count;
         self.row.total_wait_ns += r.total_wait_ns;
         self.row.max_wait_ns = self.row.max_wait_ns.max(r.max_wait_ns);
+        self.row.channels = add_channels(self.row.channels, r.channels);
         for c in &r.callers {
             *self.callers.entry(c.function.clone()).or_default() +=
                 c.share * r.total_wait_ns as f64;

@@ -165,7 +165,7 @@ impl Executable {
     /// Whether the dynamic loader starts it (a PT_INTERP program header), so that
     /// `LD_PRELOAD` reaches its libc calls.
     fn is_dynamic(&self) -> bool {
-        has_interpreter(&self.path).unwrap_or(false)
+        scalprof_debuginfo::elf::has_interpreter(&self.path).unwrap_or(false)
     }
 
     pub(super) fn open(command: &[String], doc: &RunDocument) -> Option<Executable> {
@@ -240,29 +240,6 @@ pub(super) fn not_lengthened(doc: &RunDocument, subject: &str, point: u64) -> Ex
         held_share: None,
         saturation_slowdown: None,
     }
-}
-
-/// Whether an ELF file has a PT_INTERP program header (64-bit, little-endian), read from
-/// its first 4 KiB, where linkers put the program headers.
-fn has_interpreter(path: &std::path::Path) -> Option<bool> {
-    use std::io::Read;
-    let mut head = [0u8; 4096];
-    let n = scalprof_debuginfo::open_regular(path)
-        .ok()?
-        .read(&mut head)
-        .ok()?;
-    let h = &head[..n];
-    if h.get(..4)? != b"\x7fELF" || *h.get(4)? != 2 || *h.get(5)? != 1 {
-        return None;
-    }
-    let u16_at = |o: usize| Some(u16::from_le_bytes(h.get(o..o + 2)?.try_into().ok()?));
-    let phoff = usize::try_from(u64::from_le_bytes(h.get(0x20..0x28)?.try_into().ok()?)).ok()?;
-    let (size, count) = (usize::from(u16_at(0x36)?), usize::from(u16_at(0x38)?));
-    (0..count).try_fold(false, |found, i| {
-        let at = phoff.checked_add(i.checked_mul(size)?)?;
-        let kind = u32::from_le_bytes(h.get(at..at + 4)?.try_into().ok()?);
-        Some(found || kind == 3)
-    })
 }
 
 #[cfg(test)]

@@ -80,6 +80,32 @@ struct ChanEnds {
 }
 
 impl ChanEnds {
+    /// Both ends seen.
+    fn complete(&self) -> bool {
+        !self.senders.is_empty() && !self.receivers.is_empty()
+    }
+
+    /// Adds another channel's ends.
+    fn absorb(&mut self, other: &ChanEnds) {
+        for (mine, theirs) in [
+            (&mut self.senders, &other.senders),
+            (&mut self.receivers, &other.receivers),
+        ] {
+            for (f, ns) in theirs {
+                *mine.entry(f.clone()).or_default() += ns;
+            }
+        }
+    }
+
+    /// Whether `other`'s ends do not contradict these (an end either left unseen is no
+    /// contradiction).
+    fn agrees_with(&self, other: &ChanEnds) -> bool {
+        let top = super::rows::top_caller;
+        let agree = |a: Option<&str>, b: Option<&str>| a.is_none() || b.is_none() || a == b;
+        agree(top(&self.senders), top(&other.senders))
+            && agree(top(&self.receivers), top(&other.receivers))
+    }
+
     fn name(&self) -> String {
         super::rows::chan_name(
             super::rows::top_caller(&self.senders),
@@ -184,7 +210,10 @@ pub(super) fn add_go_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<
         ends,
         mut sampled,
     } = GoSamples::read(raw, symbols);
+    let one_shot = one_shot_channels(raw);
+    let pooled = pooled_ends(raw, &ends, &one_shot, symbols);
     let mut by_name: HashMap<RowKey, (RowBuilder, HashMap<String, u64>)> = HashMap::new();
+    let mut channels: HashMap<RowKey, u64> = HashMap::new();
     for w in raw.go_waits.iter().filter(|w| !w.sampled) {
         let maps = raw.maps.get(&w.tgid).map(Vec::as_slice).unwrap_or(&[]);
         let (f, callers) = sampled
@@ -193,8 +222,19 @@ pub(super) fn add_go_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<
         let kind = kind_of(w.kind, &f);
         let base = w.addr.saturating_sub(sema_offset(w.kind));
         let who = super::rows::top_caller(&callers).map(str::to_string);
-        let mut name = match ends.get(&(w.tgid, w.addr)) {
-            Some(e) if is_chan(w.kind) => e.name(),
+        let own = ends.get(&(w.tgid, w.addr));
+        let mut name = match (own, pooled.get(&w.tgid)) {
+            // A channel whose own waits left an end unseen, in allocated memory: the ends
+            // of the process's other allocated channels, where they agree with its own.
+            (own, Some(pool))
+                if one_shot.contains(&(w.tgid, w.addr))
+                    && !own.is_some_and(ChanEnds::complete)
+                    && own.is_none_or(|e| e.agrees_with(pool))
+                    && is_dynamic_address_name(&name_user_address(base, maps, symbols)) =>
+            {
+                pool.name()
+            }
+            (Some(e), _) if is_chan(w.kind) => e.name(),
             _ => name_user_address(base, maps, symbols),
         };
         if kind == LockKind::Idle {
@@ -205,6 +245,9 @@ pub(super) fn add_go_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<
                 Some(c) => format!("{kind}@{c} ({place})"),
                 None => format!("{kind} ({place})"),
             };
+        }
+        if is_chan(w.kind) {
+            *channels.entry((name.clone(), kind.clone())).or_default() += 1;
         }
         let (b, holders) = by_name
             .entry((name.clone(), kind.clone()))
@@ -225,12 +268,65 @@ pub(super) fn add_go_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<
             *holders.entry(h).or_default() += ns;
         }
     }
-    for (_, (b, holders)) in by_name {
+    for (key, (b, holders)) in by_name {
         let mut row = b.finish(raw);
+        row.channels = channels.get(&key).copied();
         let total: u64 = holders.values().sum();
         row.holders = with_state(top_callers(holders, total), HolderState::AtRelease);
         rows.push(row);
     }
+}
+
+/// A channel waited on this often or less was used once (or twice: a result, and then
+/// its close).
+const ONE_SHOT_WAITS: u64 = 2;
+
+/// One-shot channels whose ends were seen that a process needs before their pooled ends
+/// name its other one-shot channels.
+const ONE_SHOT_POOL: usize = 8;
+
+/// The channels waited on at most [`ONE_SHOT_WAITS`] times, by (process, address).
+fn one_shot_channels(raw: &RawLocks) -> std::collections::HashSet<(u32, u64)> {
+    let mut waits: HashMap<(u32, u64), u64> = HashMap::new();
+    for w in raw
+        .go_waits
+        .iter()
+        .filter(|w| !w.sampled && is_chan(w.kind))
+    {
+        *waits.entry((w.tgid, w.addr)).or_default() += w.count;
+    }
+    waits
+        .into_iter()
+        .filter(|&(_, n)| n <= ONE_SHOT_WAITS)
+        .map(|(k, _)| k)
+        .collect()
+}
+
+/// The ends of each process's one-shot channels in allocated memory, pooled. A program
+/// that makes a channel per task (a result handed over once: gofmt's sequencer) waits on
+/// thousands of channels once each; the probes copy stacks at 1 park or hand-off in 16,
+/// so most of those channels have no end seen, and a few one end. Their pattern is one,
+/// and the pooled ends name it. Only where [`ONE_SHOT_POOL`] of them showed their ends.
+fn pooled_ends(
+    raw: &RawLocks,
+    ends: &HashMap<(u32, u64), ChanEnds>,
+    one_shot: &std::collections::HashSet<(u32, u64)>,
+    symbols: &mut Symbols,
+) -> HashMap<u32, ChanEnds> {
+    let mut pooled: HashMap<u32, (ChanEnds, usize)> = HashMap::new();
+    for (&(tgid, addr), e) in ends.iter().filter(|(k, _)| one_shot.contains(k)) {
+        let maps = raw.maps.get(&tgid).map(Vec::as_slice).unwrap_or(&[]);
+        if is_dynamic_address_name(&name_user_address(addr, maps, symbols)) {
+            let p = pooled.entry(tgid).or_default();
+            p.0.absorb(e);
+            p.1 += 1;
+        }
+    }
+    pooled
+        .into_iter()
+        .filter(|(_, (_, n))| *n >= ONE_SHOT_POOL)
+        .map(|(tgid, (e, _))| (tgid, e))
+        .collect()
 }
 
 /// What the Go runtime's own threads wait for, as the futex tracer sees them: an idle
@@ -310,6 +406,55 @@ mod tests {
             .collect();
         assert_eq!(left, ["runtime.sched", "main.mu", "table_lock"]);
         assert_eq!(rows[2].attributed_to.as_deref(), Some(GO_IDLE_SLEEP));
+    }
+
+    #[test]
+    fn one_shot_channels_are_those_waited_on_once_or_twice() {
+        let w = |addr, count, sampled| GoWaitRaw {
+            addr,
+            tgid: 7,
+            kind: GoSema::ChanRecv,
+            sampled,
+            stack: Vec::new(),
+            count,
+            total_ns: 1,
+            max_ns: 1,
+        };
+        let raw = RawLocks {
+            go_waits: vec![
+                w(0x10, 1, false),
+                w(0x20, 2, false),
+                w(0x30, 40, false),
+                w(0x40, 1, true),
+            ],
+            ..RawLocks::default()
+        };
+        let got = one_shot_channels(&raw);
+        assert!(
+            got.contains(&(7, 0x10)) && got.contains(&(7, 0x20)),
+            "{got:?}"
+        );
+        assert!(
+            !got.contains(&(7, 0x30)) && !got.contains(&(7, 0x40)),
+            "{got:?}"
+        );
+    }
+
+    #[test]
+    fn a_channel_takes_the_pooled_ends_only_where_its_own_agree() {
+        let ends = |s: &[&str], r: &[&str]| ChanEnds {
+            senders: s.iter().map(|f| (f.to_string(), 1)).collect(),
+            receivers: r.iter().map(|f| (f.to_string(), 1)).collect(),
+        };
+        let mut pool = ends(&["main.run"], &[]);
+        pool.absorb(&ends(&[], &["main.run"]));
+        assert!(pool.complete());
+        assert_eq!(pool.name(), "chan main.run → main.run");
+        assert!(!ends(&[], &["main.run"]).complete());
+        assert!(ends(&[], &["main.run"]).agrees_with(&pool));
+        assert!(ends(&[], &[]).agrees_with(&pool));
+        // main's one wait for the last result is not one of the tasks'.
+        assert!(!ends(&[], &["main.main"]).agrees_with(&pool));
     }
 
     #[test]

@@ -76,6 +76,17 @@ fn chan_advice(name: &str, side: Option<ChanSide>, last: &LockRow) -> String {
         .holders
         .first()
         .map_or("the goroutine at its other end", |h| h.function.as_str());
+    if let Some(channels) = last.channels.filter(|&c| is_one_shot(c, last.count)) {
+        return format!(
+            "{name} is {channels} channels used about once each ({} waits): every task \
+             waits for one result handed over once, a chain that keeps the tasks' output in \
+             order (each waits for the one before it). A buffer or batches do not shorten \
+             it; let the tasks finish out of order (each writes its result to its own slot, \
+             printed in order at the end), or hand the wait to one goroutine that prints, so \
+             that no task holds its resources while it waits",
+            last.count
+        );
+    }
     match side {
         Some(ChanSide::Send) => format!(
             "the senders wait for {other} to take their results from {name}, one at a time: \
@@ -89,6 +100,12 @@ fn chan_advice(name: &str, side: Option<ChanSide>, last: &LockRow) -> String {
              the channel a buffer"
         ),
     }
+}
+
+/// Waits spread over channels one or two each: one-shot hand-offs, not one channel that
+/// many items pass through (enough of them that the pattern is the program's).
+fn is_one_shot(channels: u64, waits: u64) -> bool {
+    waits >= 8 && channels * 2 >= waits
 }
 
 /// The advice for an idle wait ([`idle_wait`]): look at what feeds the sleepers.
@@ -431,4 +448,41 @@ fn a_worker_pool_s_long_sleeps_are_idle_waits_and_a_hand_off_is_not() {
     row.total_wait_ns = 10_857 * 66_300_000;
     row.lock_type = LockKind::Mutex;
     assert_eq!(idle_wait(&row), None);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chan_row(count: u64, channels: Option<u64>) -> LockRow {
+        LockRow {
+            count,
+            channels,
+            ..LockRow::new(
+                Scope::User,
+                "chan main.run → main.run",
+                LockKind::Chan(Some(ChanSide::Recv)),
+            )
+        }
+    }
+
+    #[test]
+    fn one_shot_channels_are_told_to_give_up_the_order_not_to_batch() {
+        let name = "chan main.run → main.run";
+        let chain = chan_advice(name, Some(ChanSide::Recv), &chan_row(1400, Some(1390)));
+        assert!(
+            chain.contains("1390 channels") && chain.contains("out of order"),
+            "{chain}"
+        );
+        // One channel that many items pass through: a hand-off per item.
+        let funnel = chan_advice(name, Some(ChanSide::Recv), &chan_row(1400, Some(1)));
+        assert!(
+            funnel.contains("batches") && !funnel.contains("out of order"),
+            "{funnel}"
+        );
+        // Too few waits to tell a pattern, or not counted (an older run).
+        for row in [chan_row(4, Some(4)), chan_row(1400, None)] {
+            assert!(chan_advice(name, Some(ChanSide::Recv), &row).contains("batches"));
+        }
+    }
 }

@@ -32,12 +32,18 @@ pub fn sample_cost_ns(config: &SamplingConfig) -> Option<f64> {
     let event = open_on_self(&config)?;
     let ring = Ring::map(event, 256).ok()?;
     spin_for(WINDOW); // warm the loop and the CPU's frequency
+                      // Once more where other work on the CPUs hid it the first time.
+    measure(&ring).or_else(|| measure(&ring))
+}
+
+/// One measurement: the median over [`ROUNDS`] pairs of windows.
+fn measure(ring: &Ring) -> Option<f64> {
     let mut ratios = Vec::with_capacity(ROUNDS);
     for _ in 0..ROUNDS {
         let clean = spin_for(WINDOW);
-        set_enabled(&ring, true);
+        set_enabled(ring, true);
         let sampled = spin_for(WINDOW);
-        set_enabled(&ring, false);
+        set_enabled(ring, false);
         ring.discard();
         if clean > 0.0 {
             ratios.push(sampled / clean);
@@ -116,10 +122,12 @@ mod tests {
 
     /// Runs wherever perf events may be opened on one's own thread (user space only is
     /// enough: perf_event_paranoid up to 2): the cost is positive and below a
-    /// millisecond (a sample costs 1–20 µs on the machines measured).
+    /// millisecond (a sample costs 1–20 µs on the machines measured). Three tries: the
+    /// tests beside it share the CPUs.
     #[test]
     fn a_sample_costs_a_measurable_positive_time() {
-        let Some(cost) = sample_cost_ns(&SamplingConfig::default()) else {
+        let measured = (0..3).find_map(|_| sample_cost_ns(&SamplingConfig::default()));
+        let Some(cost) = measured else {
             assert!(
                 std::env::var_os("CI").is_none()
                     || open_on_self(&SamplingConfig::default()).is_none(),

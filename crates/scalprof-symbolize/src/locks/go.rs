@@ -3,7 +3,7 @@
 //! takes it; the kind from the runtime wrapper the probe saw and the sync frames; the
 //! callers from the parked goroutine's stack, the holders from the releasing one's.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use scalprof_model::locks::{top_callers, ChanSide, LockAddress, Scope, Side};
 use scalprof_model::locks::{GoSema, GoWaitRaw, HolderState, LockKind, LockRow, RawLocks};
@@ -223,19 +223,20 @@ pub(super) fn add_go_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<
         let base = w.addr.saturating_sub(sema_offset(w.kind));
         let who = super::rows::top_caller(&callers).map(str::to_string);
         let own = ends.get(&(w.tgid, w.addr));
+        let place = name_user_address(base, maps, symbols);
         let mut name = match (own, pooled.get(&w.tgid)) {
-            // A channel whose own waits left an end unseen, in allocated memory: the ends
-            // of the process's other allocated channels, where they agree with its own.
+            // A one-shot channel in allocated memory whose waits left an end unseen: the
+            // pooled ends of the process's one-shot channels, where they agree with its own.
             (own, Some(pool))
                 if one_shot.contains(&(w.tgid, w.addr))
                     && !own.is_some_and(ChanEnds::complete)
                     && own.is_none_or(|e| e.agrees_with(pool))
-                    && is_dynamic_address_name(&name_user_address(base, maps, symbols)) =>
+                    && is_dynamic_address_name(&place) =>
             {
                 pool.name()
             }
             (Some(e), _) if is_chan(w.kind) => e.name(),
-            _ => name_user_address(base, maps, symbols),
+            _ => place,
         };
         if kind == LockKind::Idle {
             name = format!("select@{}", who.as_deref().unwrap_or("?"));
@@ -286,7 +287,7 @@ const ONE_SHOT_WAITS: u64 = 2;
 const ONE_SHOT_POOL: usize = 8;
 
 /// The channels waited on at most [`ONE_SHOT_WAITS`] times, by (process, address).
-fn one_shot_channels(raw: &RawLocks) -> std::collections::HashSet<(u32, u64)> {
+fn one_shot_channels(raw: &RawLocks) -> HashSet<(u32, u64)> {
     let mut waits: HashMap<(u32, u64), u64> = HashMap::new();
     for w in raw
         .go_waits
@@ -310,7 +311,7 @@ fn one_shot_channels(raw: &RawLocks) -> std::collections::HashSet<(u32, u64)> {
 fn pooled_ends(
     raw: &RawLocks,
     ends: &HashMap<(u32, u64), ChanEnds>,
-    one_shot: &std::collections::HashSet<(u32, u64)>,
+    one_shot: &HashSet<(u32, u64)>,
     symbols: &mut Symbols,
 ) -> HashMap<u32, ChanEnds> {
     let mut pooled: HashMap<u32, (ChanEnds, usize)> = HashMap::new();

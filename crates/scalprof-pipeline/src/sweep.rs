@@ -104,7 +104,7 @@ pub fn record_with(
     // Once the command is known to run: what a sample costs here (see `Host`).
     if opts.diagnose > 0 {
         host.sample_cost_ns = opts.sampling.as_ref().and_then(|c| {
-            scalprof_collect::perf::sample_cost_ns(&scalprof_collect::perf::SamplingConfig {
+            scalprof_collect::perf::cached_sample_cost_ns(&scalprof_collect::perf::SamplingConfig {
                 use_pmu: host.pmu,
                 ..c.clone()
             })

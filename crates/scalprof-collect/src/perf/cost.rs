@@ -8,6 +8,7 @@
 //! it gives the cost. Written by hand: no library measures its own sampling interrupt.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use perf_event_open_sys as sys;
@@ -20,6 +21,56 @@ const CALIBRATION_HZ: u64 = 3_999;
 /// Windows with and without the event; the median of their pairs is kept.
 const ROUNDS: usize = 9;
 const WINDOW: Duration = Duration::from_millis(15);
+
+/// [`sample_cost_ns`], measured once a boot: kept in this user's runtime directory (root's
+/// `/run/scalprof`, else `$XDG_RUNTIME_DIR/scalprof`, checked to be private), which the
+/// boot empties, for the same kernel, event and stack copy. Measured again where there is
+/// no such directory.
+pub fn cached_sample_cost_ns(config: &SamplingConfig) -> Option<f64> {
+    // SAFETY: geteuid has no preconditions.
+    let base = if unsafe { libc::geteuid() } == 0 {
+        Some(PathBuf::from("/run"))
+    } else {
+        std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from)
+    };
+    match base.and_then(|b| crate::private::private_dir(&b.join("scalprof")).ok()) {
+        Some(dir) => cached_in(&dir, config),
+        None => sample_cost_ns(config),
+    }
+}
+
+/// [`cached_sample_cost_ns`] with its file in `dir` (a private directory).
+fn cached_in(dir: &Path, config: &SamplingConfig) -> Option<f64> {
+    let file = dir.join("sample-cost");
+    let key = cache_key(config);
+    let kept = std::fs::read_to_string(&file).ok();
+    if let Some(cost) = kept.as_deref().and_then(|t| kept_cost(t, &key)) {
+        return Some(cost);
+    }
+    let cost = sample_cost_ns(config)?;
+    // Not kept is measured again next time.
+    let _ = crate::private::write_user_file(&file, format!("{key}\t{cost:.0}\n").as_bytes());
+    Some(cost)
+}
+
+/// What the measurement depends on: this boot, the kernel, the event and the stack copy.
+fn cache_key(config: &SamplingConfig) -> String {
+    let read = |p: &str| std::fs::read_to_string(p).map(|s| s.trim().to_string());
+    format!(
+        "boot={} kernel={} pmu={} stack={}",
+        read("/proc/sys/kernel/random/boot_id").unwrap_or_default(),
+        read("/proc/sys/kernel/osrelease").unwrap_or_default(),
+        config.use_pmu,
+        config.stack_bytes
+    )
+}
+
+/// The cost kept for `key` in a cache file's text, if it is one a measurement could give.
+fn kept_cost(text: &str, key: &str) -> Option<f64> {
+    let (k, v) = text.lines().next()?.split_once('\t')?;
+    let cost: f64 = v.parse().ok()?;
+    (k == key && cost > 0.0 && cost < 1e6).then_some(cost)
+}
 
 /// Nanoseconds of the sampled thread's time one sample takes, with the sampler's event,
 /// stack copy and callchain as `config` has them (`use_pmu`: the cycles event). `None`
@@ -119,6 +170,52 @@ fn spin_for(window: Duration) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kept_cost_is_read_for_its_own_key_only() {
+        let key = cache_key(&SamplingConfig::default());
+        assert!(
+            key.starts_with("boot=") && key.contains(" stack=8192"),
+            "{key}"
+        );
+        assert_eq!(kept_cost(&format!("{key}\t13800\n"), &key), Some(13_800.0));
+        assert_eq!(kept_cost(&format!("{key}\t13800\n"), "boot=other"), None);
+        for text in [
+            "",
+            "garbage",
+            &format!("{key}\t-5\n"),
+            &format!("{key}\tNaN\n"),
+        ] {
+            assert_eq!(kept_cost(text, &key), None, "{text:?}");
+        }
+        let other = SamplingConfig {
+            stack_bytes: 32 * 1024,
+            ..SamplingConfig::default()
+        };
+        assert_ne!(cache_key(&other), key);
+    }
+
+    /// A kept cost for this boot is read, not measured again; a new measurement is kept.
+    #[test]
+    fn a_measured_cost_is_kept_for_the_next_run() {
+        let config = SamplingConfig::default();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("sample-cost");
+        std::fs::write(&file, format!("{}\t12345\n", cache_key(&config))).unwrap();
+        assert_eq!(cached_in(dir.path(), &config), Some(12_345.0));
+        // Another kernel's (or boot's) figure is measured again, and replaced.
+        std::fs::write(&file, "boot=old kernel=old pmu=false stack=8192\t12345\n").unwrap();
+        let Some(cost) = (0..3).find_map(|_| cached_in(dir.path(), &config)) else {
+            eprintln!("skipped: perf events cannot be opened here, or the cost was noise");
+            return;
+        };
+        let kept = std::fs::read_to_string(&file).unwrap();
+        assert_eq!(
+            kept_cost(&kept, &cache_key(&config)),
+            Some(cost.round()),
+            "{kept}"
+        );
+    }
 
     /// Runs wherever perf events may be opened on one's own thread (user space only is
     /// enough: perf_event_paranoid up to 2): the cost is positive and below a

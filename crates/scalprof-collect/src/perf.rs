@@ -24,7 +24,7 @@ use crate::{CollectError, ProfilingError};
 
 mod cost;
 mod stacks;
-pub use cost::{cached_sample_cost_ns, sample_cost_ns};
+pub use cost::cached_sample_cost_ns;
 pub use stacks::delta_encoded;
 use stacks::{copy_wrapped, RecordView, StackKeys};
 

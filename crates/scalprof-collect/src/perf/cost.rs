@@ -75,7 +75,7 @@ fn kept_cost(text: &str, key: &str) -> Option<f64> {
 /// Nanoseconds of the sampled thread's time one sample takes, with the sampler's event,
 /// stack copy and callchain as `config` has them (`use_pmu`: the cycles event). `None`
 /// where the event cannot be opened or the measurement is lost in noise (a loaded CPU).
-pub fn sample_cost_ns(config: &SamplingConfig) -> Option<f64> {
+fn sample_cost_ns(config: &SamplingConfig) -> Option<f64> {
     let config = SamplingConfig {
         frequency: CALIBRATION_HZ,
         ..config.clone()

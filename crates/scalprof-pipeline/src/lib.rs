@@ -30,6 +30,7 @@ pub mod import;
 pub mod label;
 mod options;
 mod packages;
+pub mod recording;
 pub mod runtimes;
 pub mod sampling;
 pub mod seal;
@@ -49,15 +50,25 @@ pub use sweep::{record, Event, Observer, RunOptions, RunOutcome};
 /// Everything the run document of a stored run is computed from.
 pub fn load(store: &Store, id: i64) -> Result<RunInputs> {
     let stored = store.load(id)?;
+    let profiles = store.load_profiles(id)?;
+    let locks = store.load_locks(id)?;
+    Ok(inputs_of(stored, profiles, locks))
+}
+
+/// What a run document is computed from: a run's rows (each traced repeat's profile and
+/// lock table, by value and index), each point's repeats merged.
+fn inputs_of(
+    stored: scalprof_store::StoredRun,
+    mut profiles: Vec<(u64, u32, PointProfile)>,
+    mut locks: Vec<(u64, u32, scalprof_model::locks::LockProfile)>,
+) -> RunInputs {
     // Only the traced repeats the diagnosis counts: a disturbed one was measured again.
     let counted = counted_repeats(&stored.repeats);
     let counts = |v: &u64, i: &u32| counted.contains(&(*v, *i));
-    let mut profiles = store.load_profiles(id)?;
     profiles.retain(|(v, i, _)| counts(v, i));
     for (_, _, p) in &mut profiles {
         scalprof_model::vocabulary::set_aside_tool_frames(p);
     }
-    let mut locks = store.load_locks(id)?;
     locks.retain(|(v, i, _)| counts(v, i));
     // The baseline is the sweep's first measured point, in the sweep's order.
     let first = stored
@@ -81,7 +92,7 @@ pub fn load(store: &Store, id: i64) -> Result<RunInputs> {
         .last()
         .map(|(_, p)| packages::of_unnamed(p))
         .unwrap_or_default();
-    Ok(RunInputs {
+    RunInputs {
         header: stored.header,
         repeats: stored.repeats,
         profiles,
@@ -92,7 +103,7 @@ pub fn load(store: &Store, id: i64) -> Result<RunInputs> {
         experiments: stored.experiments,
         packages,
         predict_to: None,
-    })
+    }
 }
 
 /// The run document of a stored run.
@@ -117,8 +128,13 @@ impl LoadedRun {
     pub fn load_predicting(store: &Store, id: i64, predict: Option<u64>) -> Result<LoadedRun> {
         let mut inputs = load(store, id)?;
         inputs.predict_to = predict;
+        Ok(LoadedRun::of(inputs))
+    }
+
+    /// The run computed from `inputs` (read from a store, or as this process recorded it).
+    pub fn of(inputs: RunInputs) -> LoadedRun {
         let doc = scalprof_analyze::assemble(&inputs);
-        Ok(LoadedRun { inputs, doc })
+        LoadedRun { inputs, doc }
     }
 
     /// The work (in throughput units) the profiled repeats of a point did: what a

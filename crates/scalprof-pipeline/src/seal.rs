@@ -1,9 +1,11 @@
-//! Who recorded a run: a keyed hash (HMAC-SHA256) over what `verify` would execute again
-//! (the command, the sweep parameter, the ops regex) with the recorder's uid and host,
-//! keyed by a secret only that user on that host reads (`$XDG_DATA_HOME/scalprof/seal.key`,
-//! mode 0600). A teammate with write access to a shared store can change a run's command,
-//! but cannot make a seal that this user's key accepts: `verify` runs a stored command only
-//! when the seal holds, and otherwise shows it and asks (see [`crate::verify`]).
+//! Who recorded a run: a keyed hash (HMAC-SHA256) over what decides what `verify` would
+//! execute again — which store and which run, the command, the sweep's parameter and its
+//! values, the ops regex — with the recorder's uid and host, keyed by a secret only that
+//! user on that host reads (`$XDG_DATA_HOME/scalprof/seal.key`, mode 0600). A teammate
+//! with write access to a shared store can change a run's command or add a point, or copy
+//! a sealed run's command and seal into a run of their own, but cannot make a seal that
+//! this user's key accepts: `verify` runs a stored command only when the seal holds, and
+//! otherwise shows it and asks (see [`crate::verify`]).
 
 use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -13,31 +15,45 @@ use hmac::{Hmac, KeyInit, Mac};
 use sha2::Sha256;
 
 use scalprof_model::{RunHeader, SweepParameter};
+use scalprof_store::Store;
 
-/// What a seal covers: what `verify` would execute again.
-#[derive(Clone, Copy, Debug)]
+/// What a seal covers: what decides what `verify` would execute again.
+#[derive(Clone, Debug)]
 pub struct Sealed<'a> {
+    /// The store's identity on this machine: the folder of its outputs (beside an SQLite
+    /// store, named by a team store's UUID).
+    pub store: String,
+    /// The run's number in that store.
+    pub run: &'a str,
     pub command: &'a [String],
     pub parameter: SweepParameter,
+    /// The sweep's values: `verify` runs at one of them only.
+    pub values: &'a [u64],
     pub ops_regex: &'a str,
 }
 
-impl<'a> From<&'a RunHeader> for Sealed<'a> {
-    fn from(h: &'a RunHeader) -> Sealed<'a> {
-        Sealed {
-            command: &h.command,
-            parameter: h.sweep.parameter,
-            ops_regex: &h.ops_regex,
-        }
+impl<'a> Sealed<'a> {
+    /// What the seal of `header`, a run of `store`, covers; an error where the store has
+    /// no identity yet (a team store opened read-only before its first run).
+    pub fn of(store: &Store, header: &'a RunHeader) -> std::io::Result<Sealed<'a>> {
+        let folder = store.outputs_folder().map_err(std::io::Error::other)?;
+        Ok(Sealed {
+            store: folder.display().to_string(),
+            run: &header.id,
+            command: &header.command,
+            parameter: header.sweep.parameter,
+            values: &header.sweep.values,
+            ops_regex: &header.ops_regex,
+        })
     }
 }
 
 /// Why a run's command is not known to be this user's.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Provenance {
-    /// Recorded by this user on this host, and unchanged since.
+    /// Recorded by this user on this host, in this store as this run, and unchanged since.
     Ours,
-    /// Anything else, in words: no seal, another user or host, or changed since.
+    /// Anything else, in words: no seal, another user, host, store or run, or changed since.
     Foreign(String),
 }
 
@@ -79,7 +95,10 @@ fn provenance_at(path: &Path, header: Sealed, stored: Option<&str>) -> Provenanc
     match m.verify_slice(&tag) {
         Ok(()) => Provenance::Ours,
         Err(_) => Provenance::Foreign(
-            "it was recorded by another user or host, or its command was changed since".into(),
+            "its seal is not this user's seal of this run: it was recorded by another user or \
+             host, or as another run or in another store, or its command, points or ops regex \
+             were changed since"
+                .into(),
         ),
     }
 }
@@ -95,12 +114,16 @@ fn feed(m: &mut Hmac<Sha256>, header: Sealed<'_>) {
     let uid = current_uid().to_string();
     let host = hostname();
     let command = serde_json::to_string(&header.command).expect("strings serialize");
-    let fields: [&[u8]; 6] = [
-        b"scalprof run seal 1",
+    let values = serde_json::to_string(&header.values).expect("numbers serialize");
+    let fields: [&[u8]; 9] = [
+        b"scalprof run seal 2",
         uid.as_bytes(),
         host.as_bytes(),
+        header.store.as_bytes(),
+        header.run.as_bytes(),
         command.as_bytes(),
         header.parameter.as_str().as_bytes(),
+        values.as_bytes(),
         header.ops_regex.as_bytes(),
     ];
     for f in fields {
@@ -202,8 +225,11 @@ mod tests {
 
     fn sealed(command: &[String]) -> Sealed<'_> {
         Sealed {
+            store: "/home/ann/.local/share/scalprof/runs.db.d".into(),
+            run: "7",
             command,
             parameter: SweepParameter::Threads,
+            values: &[1, 2, 4],
             ops_regex: "ops=(\\d+)",
         }
     }
@@ -235,6 +261,26 @@ mod tests {
             provenance_at(&key, other, Some(&s)),
             Provenance::Foreign(_)
         ));
+        // Another run, store or set of points: another seal. A teammate who copies this
+        // run's command and seal into a run of their own, or adds a point, breaks it.
+        let other_run = Sealed {
+            run: "8",
+            ..sealed(&ours)
+        };
+        let other_store = Sealed {
+            store: "/srv/theirs/runs.db.d".into(),
+            ..sealed(&ours)
+        };
+        let more_points = Sealed {
+            values: &[1, 2, 4, 4_000_000_000],
+            ..sealed(&ours)
+        };
+        for changed in [other_run, other_store, more_points] {
+            assert!(matches!(
+                provenance_at(&key, changed, Some(&s)),
+                Provenance::Foreign(_)
+            ));
+        }
         // A key folder another user owns is refused, nothing made in it (root can chown).
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } == 0 {

@@ -10,6 +10,8 @@ use scalprof_collect::sweep::{
 use scalprof_model::{Repeat, RunDocument, RunStatus, Sweep, SweepParameter};
 use scalprof_store::{NewRun, Store};
 
+use crate::recording::{Recorder, Recording};
+
 pub use crate::options::{RunOptions, DIAGNOSE, DIAGNOSE_MAX};
 use scalprof_symbolize::convert::Converted;
 use scalprof_symbolize::profile::{ProfileError, Symbols};
@@ -19,6 +21,9 @@ pub struct RunOutcome {
     pub id: i64,
     pub doc: RunDocument,
     pub end: SweepEnd,
+    /// The run as this process recorded it: what comes after the sweep (`--verify`, the
+    /// JSON document, the report) reads this, not the store ([`crate::recording`]).
+    pub recording: Recording,
 }
 
 /// How many executions a sweep runs.
@@ -57,6 +62,12 @@ pub enum Event<'a> {
     ProfileUnusable { value: u64, error: &'a ProfileError },
     /// A collector lost what it recorded of one repeat (`what` says which and why).
     CollectorLost { value: u64, what: &'a str },
+    /// The git checkout the run started in belongs to another user: its HEAD is not the
+    /// run's commit (see [`crate::commit`]).
+    UntrustedCheckout(&'a crate::commit::UntrustedCheckout),
+    /// The run's seal could not be made: `verify` will show its command and ask before
+    /// running it again (see [`crate::seal`]).
+    Unsealed { why: &'a str },
     /// A point's `done` traced repeats leave its verdict unsettled: another one runs.
     Unsettled {
         value: u64,
@@ -110,7 +121,16 @@ pub fn record_with(
             })
         });
     }
-    let (id, plan) = create_run(store, opts, &checked, host)?;
+    let commit = crate::commit::commit_of(
+        opts.commit.as_deref(),
+        &opts.command,
+        &std::env::current_dir().unwrap_or_default(),
+    );
+    if let Some(untrusted) = &commit.untrusted {
+        observer.event(&Event::UntrustedCheckout(untrusted));
+    }
+    let (recorder, plan, unsealed) = create_run(store, opts, &checked, host, commit.commit)?;
+    let id = recorder.id();
     // Traced repeats run only with a profiler or a tracer to attach.
     let tracing = plan.sampling.is_some() || plan.locks.is_some();
     let diagnose = if tracing { opts.diagnose } else { 0 };
@@ -124,9 +144,11 @@ pub fn record_with(
             traced: diagnose,
         },
     });
+    if let Some(why) = &unsealed {
+        observer.event(&Event::Unsealed { why });
+    }
     let mut sink = StoreSink {
-        store,
-        id,
+        recorder,
         observer,
         symbols: tracing.then(Symbols::load),
         profile_error_shown: false,
@@ -150,41 +172,71 @@ pub fn record_with(
     };
     let end = sweep::execute_plan_with(&plan, collectors, &mut sink, interrupt);
     let symbols = sink.symbols.take();
-    let end = record_end(store, id, end)?;
-    let mut inputs = crate::load(store, id)?;
-    inputs.predict_to = opts.predict;
+    let mut recorder = sink.recorder;
+    let end = record_end(&mut recorder, end)?;
     if opts.sampling.is_some() && opts.parameter == SweepParameter::Threads {
         if let Some(symbols) = symbols {
-            sharing_sites(store, id, &mut inputs, symbols)?;
+            sharing_sites(&mut recorder, symbols)?;
         }
     }
+    let recording = recorder.into_recording();
+    let mut inputs = recording.inputs();
+    inputs.predict_to = opts.predict;
     let doc = scalprof_analyze::assemble(&inputs);
-    Ok(RunOutcome { id, doc, end })
+    Ok(RunOutcome {
+        id,
+        doc,
+        end,
+        recording,
+    })
 }
 
-/// The run in the store (status running) and the plan its sweep executes.
-fn create_run(
-    store: &Store,
+/// The run in the store (status running), its recorder, the plan its sweep executes, and
+/// why the run has no seal, if it has none.
+fn create_run<'a>(
+    store: &'a Store,
     opts: &RunOptions,
     checked: &crate::check::Checked,
     host: scalprof_model::Host,
-) -> Result<(i64, SweepPlan)> {
+    commit: Option<String>,
+) -> Result<(Recorder<'a>, SweepPlan, Option<String>)> {
     let host_pmu = host.pmu;
-    let id = store.create_run(&new_run(opts, checked, host))?;
-    // `verify` runs this command again only under this user's seal (seal.rs); a run
-    // without one is shown and confirmed first, so a failure here costs a question later.
-    let sealed = crate::seal::Sealed {
-        command: &opts.command,
-        parameter: opts.parameter,
-        ops_regex: &opts.ops_regex,
-    };
-    if let Ok(seal) = crate::seal::seal(sealed) {
-        store.set_seal(id, &seal)?;
-    }
+    let new = new_run(opts, checked, host, commit);
+    let id = store.create_run(&new)?;
     // Checked to be ours and made owner-only, not through another user's link.
     let output_dir = store.run_output_dir(id)?;
     store.set_output_dir(id, &output_dir)?;
-    Ok((id, sweep_plan(opts, checked, host_pmu, output_dir)))
+    let header = header_of(id, new, &output_dir);
+    // `verify` runs this command again only under this user's seal (seal.rs); a run
+    // without one is shown and confirmed first, so a failure here costs a question later,
+    // and is said now.
+    let unsealed = match crate::seal::Sealed::of(store, &header).and_then(crate::seal::seal) {
+        Ok(seal) => {
+            store.set_seal(id, &seal)?;
+            None
+        }
+        Err(e) => Some(e.to_string()),
+    };
+    let plan = sweep_plan(opts, checked, host_pmu, output_dir);
+    Ok((Recorder::new(store, header), plan, unsealed))
+}
+
+/// The header of run `id` as created from `new`: what `show` would read back from an
+/// untouched store.
+fn header_of(id: i64, new: NewRun, output_dir: &std::path::Path) -> scalprof_model::RunHeader {
+    scalprof_model::RunHeader {
+        id: id.to_string(),
+        label: new.label,
+        created: new.created,
+        command: new.command,
+        status: RunStatus::Running,
+        sweep: new.sweep,
+        host: new.host,
+        scaling: new.scaling,
+        ops_regex: new.ops_regex,
+        output_dir: output_dir.display().to_string(),
+        commit: new.commit,
+    }
 }
 
 /// The run's header as the store first keeps it: what was asked, on which machine, at
@@ -193,6 +245,7 @@ fn new_run(
     opts: &RunOptions,
     checked: &crate::check::Checked,
     host: scalprof_model::Host,
+    commit: Option<String>,
 ) -> NewRun {
     NewRun {
         label: checked.label.clone(),
@@ -205,11 +258,7 @@ fn new_run(
         host,
         scaling: opts.scaling,
         ops_regex: opts.ops_regex.clone(),
-        commit: crate::commit::commit_of(
-            opts.commit.as_deref(),
-            &opts.command,
-            &std::env::current_dir().unwrap_or_default(),
-        ),
+        commit,
     }
 }
 
@@ -274,16 +323,16 @@ fn sweep_plan(
 /// The run's status from how its sweep ended. An error still leaves every repeat
 /// measured so far in the store.
 fn record_end(
-    store: &Store,
-    id: i64,
+    recorder: &mut Recorder<'_>,
     end: Result<SweepEnd, scalprof_collect::CollectError>,
 ) -> Result<SweepEnd> {
+    let id = recorder.id();
     let end = match end {
         Ok(end) => end,
         Err(e) => {
             // The sweep's error says why it stopped: a store that cannot take the status
             // (the disk the workload's output filled) must not hide it.
-            let marked = match store.set_status(id, RunStatus::Failed) {
+            let marked = match recorder.set_status(RunStatus::Failed) {
                 Ok(()) => String::new(),
                 Err(s) => format!(" (and could not be marked failed in the store: {s})"),
             };
@@ -297,18 +346,16 @@ fn record_end(
         SweepEnd::Interrupted(_) => RunStatus::Interrupted,
         SweepEnd::Failed { .. } => RunStatus::Failed,
     };
-    store.set_status(id, status)?;
+    recorder.set_status(status)?;
     Ok(end)
 }
 
 /// The sharing analysis reads the binaries, so its sites are read now, while the files
 /// are here, and stored with the run (the findings are computed from them on each load).
-fn sharing_sites(
-    store: &Store,
-    id: i64,
-    inputs: &mut scalprof_model::RunInputs,
-    mut symbols: Symbols,
-) -> Result<()> {
+fn sharing_sites(recorder: &mut Recorder<'_>, mut symbols: Symbols) -> Result<()> {
+    // The hot instructions this process recorded: paths it saw mapped, not what the
+    // store's rows say now.
+    let inputs = recorder.recording().inputs();
     let Some((_, last)) = inputs.profiles.last() else {
         return Ok(());
     };
@@ -318,16 +365,14 @@ fn sharing_sites(
         scalprof_debuginfo::cache_line_size(),
     );
     if !sites.sites.is_empty() {
-        store.set_sharing(id, &sites)?;
-        inputs.sharing = Some(sites);
+        recorder.set_sharing(sites)?;
     }
     Ok(())
 }
 
 /// Commits each repeat as the sweep reports it.
 struct StoreSink<'a> {
-    store: &'a Store,
-    id: i64,
+    recorder: Recorder<'a>,
     observer: &'a mut dyn Observer,
     /// Kernel and ELF symbols, loaded once for the whole sweep.
     symbols: Option<Symbols>,
@@ -380,9 +425,7 @@ impl StoreSink<'_> {
         repeat: &Repeat,
         collected: Collected,
     ) -> Result<(), scalprof_collect::SinkError> {
-        self.store
-            .add_repeat(self.id, value, repeat)
-            .map_err(Box::new)?;
+        self.recorder.add_repeat(value, repeat).map_err(Box::new)?;
         for what in &collected.lost {
             self.observer.event(&Event::CollectorLost { value, what });
         }
@@ -425,8 +468,8 @@ impl StoreSink<'_> {
         };
         match converted.profile {
             Some(Ok(p)) => self
-                .store
-                .add_profile(self.id, value, index, &p)
+                .recorder
+                .add_profile(value, index, &p)
                 .map_err(Box::new)?,
             Some(Err(error)) if !self.profile_error_shown => {
                 self.profile_error_shown = true;
@@ -442,8 +485,8 @@ impl StoreSink<'_> {
             self.contended
                 .entry(value)
                 .or_insert_with(|| user_lock_contended(&table));
-            self.store
-                .add_locks(self.id, value, index, &table)
+            self.recorder
+                .add_locks(value, index, &table)
                 .map_err(Box::new)?;
         }
         Ok(())
@@ -501,9 +544,7 @@ impl SweepSink for StoreSink<'_> {
         if self.symbols.is_none() || Some(value) == self.first {
             return false;
         }
-        let Ok(inputs) = crate::load(self.store, self.id) else {
-            return false;
-        };
+        let inputs = self.recorder.recording().inputs();
         // A cause on the edge of the threshold matters only where findings are scored:
         // the last point (mid-sweep, the document's last point is this one).
         let last = Some(value) == self.last;

@@ -48,6 +48,9 @@ pub struct VerifyOptions {
 pub struct Approval {
     pub run: i64,
     pub command: Vec<String>,
+    /// The sweep's parameter and the value it would run at.
+    pub parameter: scalprof_model::SweepParameter,
+    pub value: u64,
     pub causes: Vec<String>,
     /// Why it is not known to be this user's.
     pub why: String,
@@ -76,27 +79,75 @@ pub fn verify(
     approve: &mut dyn FnMut(&Approval) -> Result<bool>,
 ) -> Result<Vec<Experiment>> {
     let run = LoadedRun::load(store, id)?;
-    let doc = &run.doc;
-    let point = chosen_point(doc, opts.point)?;
+    let point = chosen_point(&run.inputs.header, &run.doc, opts.point)?;
+    let causes = causes_of(&run.doc, opts)?;
+    let command = command_to_run(store, id, &run, opts, point, &causes, approve)?;
+    experiments(
+        store, &run, &command, point, &causes, opts, interrupt, progress,
+    )
+}
+
+/// `run --verify`: the run this process has just recorded, as it holds it in memory (a
+/// teammate's rewrite of its rows in a shared store meanwhile changes nothing here), with
+/// the command the user gave.
+pub fn verify_recorded(
+    store: &Store,
+    recording: &crate::recording::Recording,
+    opts: &VerifyOptions,
+    interrupt: &Interrupt,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Vec<Experiment>> {
+    let run = LoadedRun::of(recording.inputs());
+    let point = chosen_point(&run.inputs.header, &run.doc, opts.point)?;
+    let causes = causes_of(&run.doc, opts)?;
+    let command = recording.header().command.clone();
+    experiments(
+        store, &run, &command, point, &causes, opts, interrupt, progress,
+    )
+}
+
+/// The causes to lengthen: those named, else the run's top findings.
+fn causes_of(doc: &RunDocument, opts: &VerifyOptions) -> Result<Vec<String>> {
     let causes = if opts.causes.is_empty() {
         top_causes(doc)
     } else {
         opts.causes.clone()
     };
     if causes.is_empty() {
-        bail!("run {id} has no finding to verify: name a cause with --cause (a system call such as fdatasync)");
+        bail!(
+            "run {} has no finding to verify: name a cause with --cause (a system call such \
+             as fdatasync)",
+            doc.id
+        );
     }
-    let command = command_to_run(store, id, &run, opts, &causes, approve)?;
+    Ok(causes)
+}
+
+/// Runs the experiments on `run`'s causes with `command` at `point`, and stores them.
+#[allow(clippy::too_many_arguments)]
+fn experiments(
+    store: &Store,
+    run: &LoadedRun,
+    command: &[String],
+    point: u64,
+    causes: &[String],
+    opts: &VerifyOptions,
+    interrupt: &Interrupt,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Vec<Experiment>> {
+    let doc = &run.doc;
+    let id: i64 = run.inputs.header.id.parse().unwrap_or_default();
     progress(&format!(
-        "the command: {}",
-        scalprof_model::units::shell_line(&command)
+        "the command: {} at {} {point}",
+        scalprof_model::units::shell_line(command),
+        doc.sweep.parameter
     ));
     // The store's own folder for the run, never the stored `output_dir` (a teammate's
     // text): root makes no folder where a shared store says.
     let dir = scalprof_collect::private::private_dir(&store.run_output_dir(id)?.join("verify"))?;
-    let exe = Executable::open(&command, doc);
+    let exe = Executable::open(command, doc);
     let mut done = Vec::new();
-    for subject in &causes {
+    for subject in causes {
         if interrupt.requested() {
             break;
         }
@@ -105,7 +156,7 @@ pub fn verify(
             Some(how) => {
                 let regex = &run.inputs.header.ops_regex;
                 let bench =
-                    Bench::new(doc, &command, regex, point, dir.clone(), how.target.clone())?;
+                    Bench::new(doc, command, regex, point, dir.clone(), how.target.clone())?;
                 lengthen(
                     &bench,
                     doc,
@@ -132,6 +183,7 @@ fn command_to_run(
     id: i64,
     run: &LoadedRun,
     opts: &VerifyOptions,
+    point: u64,
     causes: &[String],
     approve: &mut dyn FnMut(&Approval) -> Result<bool>,
 ) -> Result<Vec<String>> {
@@ -139,12 +191,18 @@ fn command_to_run(
         return Ok(given.clone());
     }
     let header = &run.inputs.header;
-    match crate::seal::provenance(header.into(), store.seal(id)?.as_deref()) {
+    let provenance = match crate::seal::Sealed::of(store, header) {
+        Ok(sealed) => crate::seal::provenance(sealed, store.seal(id)?.as_deref()),
+        Err(e) => crate::seal::Provenance::Foreign(format!("the store has no identity ({e})")),
+    };
+    match provenance {
         crate::seal::Provenance::Ours => Ok(header.command.clone()),
         crate::seal::Provenance::Foreign(why) => {
             let ask = Approval {
                 run: id,
                 command: header.command.clone(),
+                parameter: header.sweep.parameter,
+                value: point,
                 causes: causes.to_vec(),
                 why,
             };
@@ -163,12 +221,18 @@ fn command_to_run(
     }
 }
 
-/// The point to run at: the one asked for, if the run measured it, else the largest.
-fn chosen_point(doc: &RunDocument, asked: Option<u64>) -> Result<u64> {
+/// The point to run at: the one asked for, if the run measured it, else the largest. Only
+/// the sweep's own values count (those the seal covers): a point added to the run's
+/// repeats afterwards is no point to run at.
+fn chosen_point(
+    header: &scalprof_model::RunHeader,
+    doc: &RunDocument,
+    asked: Option<u64>,
+) -> Result<u64> {
     let measured: Vec<u64> = doc
         .points
         .iter()
-        .filter(|p| p.throughput.is_some())
+        .filter(|p| p.throughput.is_some() && header.sweep.values.contains(&p.value))
         .map(|p| p.value)
         .collect();
     match asked {

@@ -133,10 +133,35 @@ struct Notices {
     no_profiling: u32,
     no_locks: u32,
     lost: Vec<(u64, String)>,
+    /// A teammate with write access to the store, who rewrites the run being recorded
+    /// after every repeat.
+    teammate: Option<std::path::PathBuf>,
+}
+
+impl Notices {
+    /// What a teammate sharing the store would write over the run being recorded: another
+    /// command, a point never measured, a profile's file paths.
+    fn rewrite(&self) {
+        let Some(db) = &self.teammate else { return };
+        let conn = rusqlite::Connection::open(db).unwrap();
+        conn.busy_timeout(std::time::Duration::from_secs(5))
+            .unwrap();
+        conn.execute_batch(
+            r#"UPDATE runs SET command = '["sh","-c","touch /tmp/scalprof-teammate-ran"]',
+                              sweep_values = '[1,2,4000000000]',
+                              ops_regex = '(\d)';
+               UPDATE repeats SET ops = 1;
+               UPDATE locks SET profile = replace(profile, '"count":3', '"count":999');"#,
+        )
+        .unwrap();
+    }
 }
 
 impl Observer for Notices {
     fn event(&mut self, event: &Event<'_>) {
+        if let Event::Sweep(SweepEvent::RepeatDone { .. }) = event {
+            self.rewrite();
+        }
         match event {
             Event::Sweep(SweepEvent::NoProfiling(ProfilingError::Open { .. })) => {
                 self.no_profiling += 1
@@ -170,12 +195,35 @@ static ONE_SWEEP_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// One sweep of `options()` into a fresh store with these collectors: its outcome and
 /// what it noticed.
 fn sweep(collectors: &mut dyn Collectors) -> (RunOutcome, Notices) {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, notices) = sweep_in(dir.path(), collectors, None);
+    // What the sweep returns is what the store, untouched, gives back.
+    let stored =
+        scalprof_pipeline::document(&Store::open(&dir.path().join("runs.db")).unwrap(), out.id)
+            .unwrap();
+    assert_eq!(
+        serde_json::to_value(&out.doc).unwrap(),
+        serde_json::to_value(&stored).unwrap(),
+        "the run held in memory is the stored run"
+    );
+    (out, notices)
+}
+
+/// [`sweep`] into the store in `dir`, with a teammate rewriting it when `teammate`.
+fn sweep_in(
+    dir: &std::path::Path,
+    collectors: &mut dyn Collectors,
+    teammate: Option<()>,
+) -> (RunOutcome, Notices) {
     let _one = ONE_SWEEP_AT_A_TIME
         .lock()
         .unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("runs.db")).unwrap();
-    let mut notices = Notices::default();
+    let db = dir.join("runs.db");
+    let store = Store::open(&db).unwrap();
+    let mut notices = Notices {
+        teammate: teammate.map(|()| db),
+        ..Notices::default()
+    };
     let out = record_with(
         &store,
         &options(),
@@ -212,6 +260,41 @@ fn options() -> RunOptions {
         predict: None,
         hold_times_everywhere: true,
     }
+}
+
+#[test]
+fn what_a_teammate_writes_over_the_run_being_recorded_changes_nothing_the_sweep_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut collectors = Fake {
+        locks_work: true,
+        samplers_made: 0,
+    };
+    let (out, _) = sweep_in(dir.path(), &mut collectors, Some(()));
+    // The teammate did write: the store now says otherwise.
+    let stored =
+        scalprof_pipeline::document(&Store::open(&dir.path().join("runs.db")).unwrap(), out.id)
+            .unwrap();
+    assert!(stored.command.iter().any(|w| w.contains("teammate-ran")));
+    // What the sweep returns, and what `--verify`, `--json` and `--report` read after it,
+    // is the run as recorded.
+    let header = out.recording.header();
+    assert_eq!(header.command, options().command);
+    assert_eq!(header.sweep.values, vec![1, 2]);
+    assert_eq!(header.ops_regex, options().ops_regex);
+    assert_eq!(out.doc.command, options().command);
+    let values: Vec<u64> = out.doc.points.iter().map(|p| p.value).collect();
+    assert_eq!(values, vec![1, 2]);
+    for p in &out.doc.points {
+        assert!(p.repeats.iter().all(|r| r.ops == Some(1000)));
+        assert_eq!(
+            p.locks.as_ref().expect("the scripted table").rows[0].count,
+            3
+        );
+    }
+    assert_eq!(
+        serde_json::to_value(&out.doc).unwrap(),
+        serde_json::to_value(scalprof_pipeline::LoadedRun::of(out.recording.inputs()).doc).unwrap()
+    );
 }
 
 #[test]

@@ -10,7 +10,11 @@ use scalprof_report::html::{DiffFlame, PointFunctions, FUNCTION_ROWS};
 use scalprof_store::Store;
 
 pub fn write_report(store: &Store, id: i64, out: &Path) -> Result<()> {
-    let run = LoadedRun::load(store, id)?;
+    write_report_of(&LoadedRun::load(store, id)?, out)
+}
+
+/// The HTML report of `run` (one loaded from a store, or the one this process recorded).
+pub fn write_report_of(run: &LoadedRun, out: &Path) -> Result<()> {
     let profiles = &run.inputs.profiles;
     let flames: Vec<(u64, &PointProfile)> = profiles.iter().map(|(v, p)| (*v, p)).collect();
     // What changed per operation between the first and the last profiled point.

@@ -114,10 +114,18 @@ impl Observer for Progress {
                 "scalprof: profile of {} {value} unusable: {error}\n",
                 self.parameter
             )),
+            Event::Unsealed { why } => self.print(&format!(
+                "scalprof: warning: the run has no seal ({}): `scalprof verify` will show its \
+                 command and ask before running it again\n",
+                scalprof_report::terminal_safe(why)
+            )),
             Event::CollectorLost { value, what } => self.print(&format!(
                 "scalprof: warning: at {} {value}, {what}\n",
                 self.parameter
             )),
+            Event::UntrustedCheckout(untrusted) => {
+                self.print(&format!("scalprof: warning: {untrusted}\n"))
+            }
             Event::Unsettled {
                 value,
                 done,

@@ -36,14 +36,21 @@ pub fn run(db: &Option<PathBuf>, args: cli::RunArgs) -> Result<ExitCode> {
         json: args.json.clone().filter(|_| !args.verify),
     };
     let outcome = crate::run::record_and_show(&store, &opts, &show, &interrupt)?;
+    // What follows reads the run this process recorded, never the store's rows, which a
+    // teammate sharing the store may have rewritten meanwhile (`recording.rs`).
+    let mut inputs = outcome.recording.inputs();
+    inputs.predict_to = opts.predict;
     if args.verify {
-        verify_after(&store, &outcome, &interrupt)?;
+        inputs.experiments = verify_after(&store, &outcome, &interrupt)?;
+    }
+    let run = scalprof_pipeline::LoadedRun::of(inputs);
+    if args.verify {
         if let Some(path) = &args.json {
-            crate::run::write_json(path, &scalprof_pipeline::document(&store, outcome.id)?)?;
+            crate::run::write_json(path, &run.doc)?;
         }
     }
     if let Some(path) = &args.report {
-        crate::report::write_report(&store, outcome.id, path)?;
+        crate::report::write_report_of(&run, path)?;
     }
     Ok(exit_code_for(&outcome.doc, &interrupt))
 }
@@ -53,24 +60,31 @@ fn verify_after(
     store: &scalprof_store::Store,
     outcome: &scalprof_pipeline::RunOutcome,
     interrupt: &Interrupt,
-) -> Result<()> {
+) -> Result<Vec<scalprof_model::experiment::Experiment>> {
     let id = outcome.id;
     if interrupt.requested() || outcome.doc.status != scalprof_model::RunStatus::Complete {
         eprintln!("scalprof: verify: skipped, the sweep did not complete");
-        return Ok(());
+        return Ok(Vec::new());
     }
     if outcome.doc.findings.is_empty() {
         eprintln!(
             "scalprof: verify: no finding to prove (scalprof verify {id} --cause NAME tries one)"
         );
-        return Ok(());
+        return Ok(Vec::new());
     }
     let opts = scalprof_pipeline::verify::VerifyOptions {
         causes: Vec::new(),
         point: None,
         rounds: 6,
-        // The command this process just ran, not what the store now says.
-        command: Some(outcome.doc.command.clone()),
+        command: None,
     };
-    super::verify::print_experiments(store, id, &opts, interrupt, false)
+    let done = scalprof_pipeline::verify::verify_recorded(
+        store,
+        &outcome.recording,
+        &opts,
+        interrupt,
+        &mut super::verify::progress,
+    )?;
+    super::verify::print(id, &done, outcome.doc.sweep.parameter, false)?;
+    Ok(done)
 }

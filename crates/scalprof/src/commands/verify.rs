@@ -40,24 +40,36 @@ pub fn print_experiments(
     interrupt: &Interrupt,
     json: bool,
 ) -> Result<()> {
-    let experiments = scalprof_pipeline::verify::verify(
-        store,
-        id,
-        opts,
-        interrupt,
-        &mut |m| eprintln!("scalprof: verify: {}", scalprof_report::terminal_safe(m)),
-        &mut ask,
-    )?;
+    let experiments =
+        scalprof_pipeline::verify::verify(store, id, opts, interrupt, &mut progress, &mut ask)?;
+    let parameter = scalprof_pipeline::document(store, id)?.sweep.parameter;
+    print(id, &experiments, parameter, json)
+}
+
+/// What an experiment reports as it goes.
+pub fn progress(message: &str) {
+    eprintln!(
+        "scalprof: verify: {}",
+        scalprof_report::terminal_safe(message)
+    );
+}
+
+/// Prints run `id`'s experiments: one line each, or `experiments[]` as JSON.
+pub fn print(
+    id: i64,
+    experiments: &[scalprof_model::experiment::Experiment],
+    parameter: scalprof_model::SweepParameter,
+    json: bool,
+) -> Result<()> {
     if json {
         out::data(&(serde_json::to_string_pretty(&experiments)? + "\n"))?;
     } else {
-        let doc = scalprof_pipeline::document(store, id)?;
-        for e in &experiments {
+        for e in experiments {
             outln!(
                 "{}",
                 scalprof_report::terminal_safe(&scalprof_report::experiment_line(
                     e,
-                    doc.sweep.parameter.as_str()
+                    parameter.as_str()
                 ))
             );
         }
@@ -83,9 +95,11 @@ fn ask(a: &Approval) -> Result<bool> {
     )?;
     writeln!(
         err,
-        "scalprof: verify: it would run, as uid {}, several times:\n    {}",
+        "scalprof: verify: it would run, as uid {}, several times, at {} {}:\n    {}",
         // SAFETY: getuid has no preconditions and cannot fail.
         unsafe { libc::getuid() },
+        a.parameter,
+        a.value,
         safe(&scalprof_report::shell_line(&a.command))
     )?;
     if !a.causes.is_empty() {

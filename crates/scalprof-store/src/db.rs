@@ -259,7 +259,7 @@ impl Db {
     pub(crate) fn batch(&self, sql: &str) -> Result<(), StoreError> {
         match self {
             Db::Sqlite(conn) => Ok(conn.execute_batch(sql)?),
-            Db::Postgres(conn) => Ok(conn.borrow_mut().client.batch_execute(sql)?),
+            Db::Postgres(conn) => Ok(conn.borrow_mut().client.batch_execute(&postgres_sql(sql))?),
         }
     }
 
@@ -327,17 +327,46 @@ pub(crate) fn upsert_sql(postgres: bool, table: &str, columns: &[&str], key: usi
     )
 }
 
-/// A statement in SQLite's dialect with PostgreSQL's placeholders: `?3` becomes `$3`.
-/// (No statement of the store has a `?` in a string literal.)
+/// The aggregates that statements shared with SQLite call. PostgreSQL's form of such a
+/// statement names them with their schema (`pg_catalog.COUNT(`), which SQLite would not
+/// understand: a bare `COUNT(value)` on PostgreSQL resolves to any `count` in the store's
+/// schema whose argument type matches better than pg_catalog's (`count(bigint)` beats the
+/// built-in `count("any")`), run as us. Statements for PostgreSQL alone name the
+/// functions they call with their schema themselves (see `crate::pg::guard`).
+const SHARED_AGGREGATES: [&str; 4] = ["COUNT", "SUM", "MIN", "MAX"];
+
+/// A statement in SQLite's dialect in PostgreSQL's: `?3` becomes `$3`, and a call of one
+/// of the [`SHARED_AGGREGATES`] names pg_catalog's (`COUNT(*)` becomes
+/// `pg_catalog.COUNT(*)`; a name already qualified, or in quotes, is left as it is).
+/// Nothing in a string literal changes.
 pub(crate) fn postgres_sql(sql: &str) -> String {
-    let mut out = String::with_capacity(sql.len());
-    let mut chars = sql.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '?' && chars.peek().is_some_and(char::is_ascii_digit) {
+    let is_name = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut out = String::with_capacity(sql.len() + 16);
+    let mut rest = sql;
+    let mut in_literal = false;
+    while let Some(c) = rest.chars().next() {
+        if c == '\'' {
+            in_literal = !in_literal;
+        } else if !in_literal && c == '?' && rest[1..].starts_with(|d: char| d.is_ascii_digit()) {
             out.push('$');
-        } else {
-            out.push(c);
+            rest = &rest[1..];
+            continue;
+        } else if !in_literal && (c.is_ascii_alphabetic() || c == '_') {
+            let (word, after) = rest.split_at(rest.find(|d| !is_name(d)).unwrap_or(rest.len()));
+            let builtin = after.starts_with('(')
+                && !out.ends_with(['.', '"'])
+                && SHARED_AGGREGATES
+                    .iter()
+                    .any(|a| a.eq_ignore_ascii_case(word));
+            if builtin {
+                out.push_str("pg_catalog.");
+            }
+            out.push_str(word);
+            rest = after;
+            continue;
         }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
     }
     out
 }
@@ -405,6 +434,26 @@ mod tests {
             "UPDATE runs SET status = $2 WHERE id = $1 AND x ? y"
         );
         assert_eq!(postgres_sql("VALUES (?10, ?11)"), "VALUES ($10, $11)");
+        assert_eq!(postgres_sql("SELECT '?1', ?1"), "SELECT '?1', $1");
+    }
+
+    #[test]
+    fn shared_aggregates_are_pg_catalogs_on_postgres() {
+        assert_eq!(
+            postgres_sql(
+                "SELECT COUNT(*), (SELECT COUNT(DISTINCT value) FROM repeats), sum(x), max (y)"
+            ),
+            "SELECT pg_catalog.COUNT(*), (SELECT pg_catalog.COUNT(DISTINCT value) FROM repeats), \
+             pg_catalog.sum(x), max (y)"
+        );
+        // Already qualified, quoted, part of a longer name, a column, or in a literal: as is.
+        for same in [
+            "SELECT pg_catalog.count(*) FROM runs",
+            "SELECT \"count\"(x), recount(x), count FROM t",
+            "SELECT 'COUNT(x)' FROM t",
+        ] {
+            assert_eq!(postgres_sql(same), same);
+        }
     }
 
     #[test]

@@ -9,8 +9,10 @@
 //!   unless the URL says `options=-c%20search_path%3Dteam`), and the session's search_path
 //!   is then pinned to that schema alone ([`guard`]).
 //! - **Trust.** Before any row is read or written, tables that another role owns, or that
-//!   carry triggers or rules, are refused ([`guard`]): they would run that role's code as
-//!   ours. A team names its owner role in SCALPROF_PG_OWNER.
+//!   carry triggers or rules, and a schema that another role owns or may create in, are
+//!   refused ([`guard`]): they would run that role's code as ours. A team names its owner
+//!   role in SCALPROF_PG_OWNER. Every built-in function is called by its full name
+//!   (`pg_catalog.…`).
 //! - **Ids** come from the database (an identity column, `RETURNING id`): runners on many
 //!   hosts write at once and none loses a run. Each repeat commits on its own, as on SQLite.
 //! - **A run being recorded** is one whose recorder's connection, the backend recorded in
@@ -167,8 +169,9 @@ pub(crate) fn open_trusting(
         source,
     })?;
     let path = PathBuf::from(&shown);
-    let schema = guard::pin_schema(&mut client, &shown)?;
+    let schema = guard::store_schema(&mut client, &shown)?;
     guard::check(&mut client, &schema, &shown, team_owner)?;
+    guard::pin(&mut client, &schema)?;
     let version = schema_version(&mut client)?;
     if read_only && version.is_none() {
         return Err(if has_table(&mut client, "runs")? {
@@ -231,7 +234,8 @@ fn schema_version(client: &mut postgres::Client) -> Result<Option<i64>, StoreErr
 /// table itself, not through `to_regclass`: after waiting for the schema lock a session's
 /// cached lookups may still miss the tables another session just created.
 const HAS_TABLE: &str = "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_tables
-                                        WHERE schemaname = current_schema() AND tablename = $1)";
+                                        WHERE schemaname = pg_catalog.current_schema()
+                                          AND tablename = $1)";
 
 fn has_table(client: &mut impl postgres::GenericClient, name: &str) -> Result<bool, StoreError> {
     Ok(client.query_one(HAS_TABLE, &[&name])?.get(0))
@@ -242,7 +246,7 @@ fn has_table(client: &mut impl postgres::GenericClient, name: &str) -> Result<bo
 fn migrate(client: &mut postgres::Client, path: &Path) -> Result<(), StoreError> {
     let mut tx = client.transaction()?;
     tx.execute(
-        "SELECT pg_advisory_xact_lock($1, $2)",
+        "SELECT pg_catalog.pg_advisory_xact_lock($1, $2)",
         &[&LOCK_SPACE, &SCHEMA_LOCK],
     )?;
     let current = match schema_version_in(&mut tx)? {

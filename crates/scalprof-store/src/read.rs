@@ -147,6 +147,7 @@ impl Store {
 
     /// Every stored run, oldest first.
     pub fn list(&self) -> Result<Vec<RunSummary>, StoreError> {
+        // On PostgreSQL the Db layer calls pg_catalog's COUNT (see `db::postgres_sql`).
         let rows = self.db.query(
             "SELECT r.id, r.label, r.command, r.created, r.status, r.recorder_pid, r.sweep_values,
                     (SELECT COUNT(DISTINCT value) FROM repeats WHERE run_id = r.id),

@@ -85,10 +85,12 @@ impl Store {
             return self
                 .db
                 .query_opt(
-                    "SELECT COALESCE(SUM(pg_total_relation_size(c.oid)), 0)::bigint
-                     FROM pg_class c
-                     WHERE c.oid IN (to_regclass('runs'), to_regclass('repeats'),
-                                     to_regclass('profiles'), to_regclass('locks'))",
+                    "SELECT COALESCE(pg_catalog.sum(pg_catalog.pg_total_relation_size(t.rel)), 0)
+                            ::bigint
+                     FROM (VALUES (pg_catalog.to_regclass('runs')),
+                                  (pg_catalog.to_regclass('repeats')),
+                                  (pg_catalog.to_regclass('profiles')),
+                                  (pg_catalog.to_regclass('locks'))) t(rel)",
                     &[],
                 )
                 .ok()

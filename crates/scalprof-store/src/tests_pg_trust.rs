@@ -171,14 +171,19 @@ fn the_store_lives_in_the_schema_the_url_names_and_its_session_searches_no_other
         .unwrap()
         .get(0);
     assert!(backend.is_some_and(|b| b > 0), "{backend:?}");
-    // The session's search_path: the store's schema alone (pg_catalog is searched first
-    // without being named); public, where a teammate may create functions, is gone.
+    // While the checks run, the session searches pg_catalog alone; then the store's schema
+    // alone (pg_catalog is searched first without being named); public, where a teammate
+    // may create functions, is gone.
     let (config, tls) = pg::connection(&in_b, "test").unwrap();
     let mut session = config.connect(tls).unwrap();
-    assert_eq!(
-        pg::guard::pin_schema(&mut session, "test").unwrap(),
-        "b".to_string()
-    );
+    let schema = pg::guard::store_schema(&mut session, "test").unwrap();
+    assert_eq!(schema, "b");
+    let schemas: Vec<String> = session
+        .query_one("SELECT pg_catalog.current_schemas(true)::text[]", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(schemas, ["pg_catalog"]);
+    pg::guard::pin(&mut session, &schema).unwrap();
     let path: String = session.query_one("SHOW search_path", &[]).unwrap().get(0);
     assert_eq!(path, "b");
     let schemas: Vec<String> = session
@@ -550,4 +555,154 @@ fn a_team_records_with_the_documented_roles_and_grants() {
     store.compact().unwrap();
     store.delete_run(id).unwrap();
     assert!(store.list().unwrap().is_empty());
+}
+
+#[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
+fn a_teammates_count_in_a_schema_others_may_create_in_is_refused_and_never_run() {
+    let Some((_server, url)) = database("shadow") else {
+        return;
+    };
+    let db = url.rsplit('/').next().unwrap().to_string();
+    let carol = format!("{db}_carol");
+    let mut admin = pg_client(&url);
+    // public as PostgreSQL 14 and older made it (and pg_upgrade keeps it): every role may
+    // create in it. And a marker each of carol's functions leaves where it runs.
+    admin
+        .batch_execute(&format!(
+            "CREATE ROLE {carol};
+             GRANT CREATE ON SCHEMA public TO PUBLIC;
+             GRANT CREATE ON SCHEMA public TO {carol};
+             CREATE TABLE public.marker (who TEXT, what TEXT);
+             GRANT INSERT ON public.marker TO PUBLIC;"
+        ))
+        .unwrap();
+    // Where an argument's type matches exactly, carol's function beats pg_catalog's,
+    // whatever the order of the search_path: `scalprof runs` ran her count, and `gc`
+    // her pg_total_relation_size.
+    admin.batch_execute(&format!("SET ROLE {carol}")).unwrap();
+    admin
+        .batch_execute(
+            "CREATE FUNCTION public.mark_count(s BIGINT, v BIGINT) RETURNS BIGINT
+               LANGUAGE plpgsql AS
+               $$ BEGIN INSERT INTO public.marker VALUES (current_user, 'count');
+                  RETURN s + 1; END $$;
+             CREATE AGGREGATE public.count(BIGINT)
+               (SFUNC = public.mark_count, STYPE = BIGINT, INITCOND = '0');
+             CREATE FUNCTION public.pg_total_relation_size(OID) RETURNS BIGINT
+               LANGUAGE plpgsql AS
+               $$ BEGIN INSERT INTO public.marker VALUES (current_user, 'size');
+                  RETURN 0; END $$;
+             CREATE FUNCTION public.pg_advisory_xact_lock(TEXT, TEXT) RETURNS VOID
+               LANGUAGE plpgsql AS
+               $$ BEGIN INSERT INTO public.marker VALUES (current_user, 'lock'); END $$;
+             CREATE FUNCTION public.oid_is(OID, INTEGER) RETURNS BOOLEAN LANGUAGE plpgsql AS
+               $$ BEGIN INSERT INTO public.marker VALUES (current_user, 'oid ='); 
+                  RETURN $1 = $2::oid; END $$;
+             CREATE OPERATOR public.= (LEFTARG = OID, RIGHTARG = INTEGER,
+                                       FUNCTION = public.oid_is);",
+        )
+        .unwrap();
+    admin.batch_execute("RESET ROLE").unwrap();
+    let marks = |admin: &mut postgres::Client| -> Vec<String> {
+        admin
+            .query("SELECT who || ' ran ' || what FROM public.marker", &[])
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+    };
+
+    // Refused, for writing and for reading, naming who may create there and the fix.
+    for read_only in [false, true] {
+        let e = match read_only {
+            false => Store::open(Path::new(&url)),
+            true => Store::open_read_only(Path::new(&url)),
+        }
+        .err()
+        .expect("a schema every role may create in was trusted");
+        let text = said(&e);
+        assert!(matches!(e, StoreError::Untrusted { .. }), "{text}");
+        assert!(
+            text.contains(&format!(
+                "PUBLIC (every role) and {carol} may create in schema public"
+            )) && text.contains(&format!(
+                "REVOKE CREATE ON SCHEMA public FROM PUBLIC, {carol};"
+            )),
+            "{text}"
+        );
+    }
+    assert_eq!(marks(&mut admin), Vec::<String>::new());
+    assert_eq!(
+        count(
+            &mut admin,
+            "SELECT COUNT(*) FROM pg_tables WHERE tablename = 'runs'"
+        ),
+        0,
+        "nothing was created"
+    );
+
+    // The fix the refusal names. carol's functions stay where they are: none of them is
+    // run by what the command line does with the store, from its creation to gc.
+    admin
+        .batch_execute(&format!(
+            "REVOKE CREATE ON SCHEMA public FROM PUBLIC, {carol}"
+        ))
+        .unwrap();
+    let store = Store::open(Path::new(&url)).unwrap();
+    let id = write_everything(&store);
+    drop(store);
+    // The checks themselves use none of carol's operators (`=(oid, integer)` is a better
+    // match for an oid compared with 0 than pg_catalog's `=(oid, oid)`).
+    admin
+        .batch_execute(&format!("GRANT TRIGGER ON runs TO {carol}"))
+        .unwrap();
+    let e = Store::open(Path::new(&url))
+        .err()
+        .expect("a TRIGGER grant was trusted");
+    assert!(
+        said(&e).contains(&format!("REVOKE TRIGGER ON public.runs FROM {carol}")),
+        "{}",
+        said(&e)
+    );
+    assert_eq!(marks(&mut admin), Vec::<String>::new());
+    admin
+        .batch_execute(&format!("REVOKE TRIGGER ON runs FROM {carol}"))
+        .unwrap();
+    let mut store = Store::open(Path::new(&url)).unwrap();
+    let other = store.create_run(&new_run("other")).unwrap();
+    store.set_status(other, RunStatus::Failed).unwrap();
+    let listed = store.list().unwrap();
+    assert_eq!(listed.len(), 2);
+    assert_eq!(listed[0].points, 2, "{:?}", listed[0]);
+    assert_eq!(store.resolve("latest~1").unwrap(), id);
+    assert_eq!(store.labelled("everything").unwrap(), vec![id]);
+    assert_eq!(store.load(id).unwrap().header.status, RunStatus::Complete);
+    assert_eq!(store.load_profiles(id).unwrap().len(), 1);
+    assert_eq!(store.load_locks(id).unwrap().len(), 1);
+    assert!(
+        store.bytes_on_disk() > 0,
+        "the sizes came from carol's function"
+    );
+    let outputs = store.outputs_folder().unwrap();
+    let orphan = outputs.join((other + 100).to_string());
+    let result = (|| {
+        std::fs::create_dir_all(outputs.join(id.to_string()))?;
+        std::fs::create_dir_all(&orphan)?;
+        assert_eq!(store.orphan_output_folders().unwrap(), vec![orphan.clone()]);
+        Ok::<_, std::io::Error>(())
+    })();
+    let reader = Store::open_read_only(Path::new(&url)).unwrap();
+    assert_eq!(reader.list().unwrap().len(), 2);
+    drop(reader);
+    store.compact().unwrap();
+    store.delete_run(other).unwrap();
+    store.delete_run(id).unwrap();
+    let _ = std::fs::remove_dir_all(&outputs);
+    result.unwrap();
+    assert!(store.list().unwrap().is_empty());
+    assert_eq!(marks(&mut admin), Vec::<String>::new());
 }

@@ -40,15 +40,29 @@ pub fn comparison_causes(c: &Comparison) -> Vec<String> {
     out
 }
 
-/// Markdown cells hold no `|` nor a line break, and no HTML: a label's `<!--` would hide
-/// the rest of the summary on GitHub's page, so `<`, `>` and `&` are entities; control
-/// characters (an ESC in a commit) are shown as in a terminal.
+/// Text of the step summary, in a table cell or not. It holds no `|` nor a line break,
+/// and no HTML: a label's `<!--` would hide the rest of the summary on GitHub's page, so
+/// `<`, `>` and `&` are entities. Nor any markdown of its own: a teammate's label of
+/// `[text](url)` would put a link in the gate's summary, so link, image, code and
+/// emphasis characters are backslash-escaped (and a backslash itself, which would
+/// otherwise undo the escape after it). Control characters (an ESC in a commit) are
+/// shown as in a terminal.
 fn cell(s: &str) -> String {
-    crate::terminal_line(s)
-        .replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('|', "\\|")
+    let line = crate::terminal_line(s);
+    let mut out = String::with_capacity(line.len());
+    for c in line.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '\\' | '|' | '[' | ']' | '(' | ')' | '!' | '`' | '*' | '_' | '~' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// The step summary of a comparison: the gate's outcome as the headline, a table of the
@@ -235,23 +249,9 @@ fn junit(suite: &str, cases: &[Case]) -> String {
     out
 }
 
-/// Text for an XML attribute or element: the five escapes, and no control characters
-/// (XML 1.0 allows none but tab and line breaks).
+/// Text for an XML attribute or element: escaped, and only characters XML 1.0 allows.
 fn xml(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for ch in s.chars() {
-        match ch {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            '\t' | '\n' | '\r' => out.push(ch),
-            c if c.is_control() => out.push('\u{fffd}'),
-            c => out.push(c),
-        }
-    }
-    out
+    crate::safe::markup_text(s)
 }
 
 #[cfg(test)]
@@ -276,9 +276,42 @@ mod tests {
         assert!(x.contains("tests=\"2\" failures=\"1\""), "{x}");
         assert!(x.contains("name=\"s &lt;&amp;&gt;\""), "{x}");
         assert!(x.contains("name=\"a &quot;quoted&quot;\"/>"), "{x}");
+        assert!(x.contains(">lock &lt;table_lock&gt;^A</failure>"), "{x}");
+        crate::safe::assert_well_formed(&x);
+    }
+
+    #[test]
+    fn markdown_text_renders_no_link_image_or_emphasis() {
+        assert_eq!(
+            cell("[click](https://x.example) ![i](y) `c` *b* _i_ ~s~"),
+            "\\[click\\]\\(https://x.example\\) \\!\\[i\\]\\(y\\) \\`c\\` \\*b\\* \\_i\\_ \\~s\\~"
+        );
+        // A backslash cannot undo the escape of the `|` after it; HTML stays text.
+        assert_eq!(cell("a\\|b <!-- &"), "a\\\\\\|b &lt;\\!-- &amp;");
+        // Control characters as a terminal shows them, their brackets escaped too.
+        assert_eq!(cell("x\u{1b}[1m\ny"), "x^\\[\\[1m\\\\ny");
+    }
+
+    #[test]
+    fn junit_is_well_formed_whatever_the_names_hold() {
+        let hostile = crate::safe::HOSTILE;
+        let x = junit(
+            hostile,
+            &[
+                Case {
+                    name: hostile.into(),
+                    failure: None,
+                },
+                Case {
+                    name: format!("b {hostile}"),
+                    failure: Some(format!("lock {hostile}")),
+                },
+            ],
+        );
+        crate::safe::assert_well_formed(&x);
         assert!(
-            x.contains(">lock &lt;table_lock&gt;\u{fffd}</failure>"),
-            "{x}"
+            x.contains("a\\u{ffff}b\\u{fffe}c"),
+            "shown as its code: {x}"
         );
     }
 }

@@ -232,5 +232,24 @@ mod tests {
             svg.contains("evil^[[31m"),
             "the frame is shown in caret notation"
         );
+        crate::safe::assert_well_formed(&svg);
+    }
+
+    #[test]
+    fn characters_xml_forbids_in_frames_and_titles_keep_the_svg_well_formed() {
+        let hostile = crate::safe::HOSTILE;
+        let frame = format!("main;{hostile};x");
+        let p = prof(&[(&frame, 3000), ("main;ok", 1000)]);
+        let q = prof(&[(&frame, 1000), ("main;ok", 3000)]);
+        let graphs = [
+            svg(&p, hostile, Some(hostile.into())).unwrap(),
+            svg_of(&[(&frame, 3)], hostile, Some(hostile.into())).unwrap(),
+            diff_svg(&p, 1.0, &q, 1.0, hostile, Some(hostile.into())).unwrap(),
+        ];
+        for graph in graphs {
+            let graph = String::from_utf8(graph).unwrap();
+            crate::safe::assert_well_formed(&graph);
+            assert!(graph.contains("a\\u{ffff}b"), "shown as its code");
+        }
     }
 }

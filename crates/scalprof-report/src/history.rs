@@ -183,10 +183,7 @@ pub fn history_html(h: &History) -> String {
 }
 
 fn html_text(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
+    crate::safe::markup_text(s)
 }
 
 #[cfg(test)]

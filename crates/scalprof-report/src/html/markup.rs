@@ -142,17 +142,9 @@ macro_rules! numbers {
 }
 numbers!(u8, u16, u32, u64, usize, i8, i16, i32, i64, isize, f32, f64);
 
+/// Text in the page: escaped as all of scalprof's markup is ([`crate::safe::markup_text`]).
 fn escape_into(out: &mut String, s: &str) {
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
+    crate::safe::markup_text_into(out, s);
 }
 
 /// Appends to an [`Html`]: the format string is markup, every argument is rendered
@@ -192,6 +184,14 @@ mod tests {
             "<p><b>&lt;script&gt;&quot;a&quot; &amp; &#39;b&#39;&lt;/script&gt;</b> 1.23 42 \
              &lt;script&gt;&quot;a&quot; &amp; &#39;b&#39;&lt;/script&gt;</p>"
         );
+    }
+
+    #[test]
+    fn text_holds_only_characters_xml_allows() {
+        let hostile = crate::safe::HOSTILE;
+        let h = markup!("<p title=\"{}\">{}</p>", hostile, hostile).into_string();
+        crate::safe::assert_well_formed(&h);
+        assert!(h.contains("a\\u{ffff}b"), "{h}");
     }
 
     #[test]

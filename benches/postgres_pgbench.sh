@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # PostgreSQL under pgbench, swept over client counts with the server attached
-# (`--attach-name postgres`), with and without a flush of the WAL at every commit. First the
-# same sweep untraced (pgbench alone), so that the traced figures can be compared with it.
+# (`--attach-name postgres --attach-uid postgres`: the server's processes are the postgres
+# user's), with and without a flush of the WAL at every commit. First the same sweep untraced (pgbench alone), so that the traced figures can be compared with it.
 #
 #   benches/postgres_pgbench.sh            # needs root and Debian's postgresql (15)
 #
@@ -28,8 +28,8 @@ for commit in on off; do
         printf '  %s client(s): ' "$c"
         as_pg pgbench -n -c "$c" -j "$c" -T "$seconds" bench 2>/dev/null | sed -n 's/^tps = \([0-9.]*\).*/\1/p'
     done
-    echo "== synchronous_commit=$commit: scalprof run --attach-name postgres"
-    "$scalprof" --db "$db" run -t 1,2 --repeat 3 --attach-name postgres \
+    echo "== synchronous_commit=$commit: scalprof run --attach-name postgres --attach-uid postgres"
+    "$scalprof" --db "$db" run -t 1,2 --repeat 3 --attach-name postgres --attach-uid postgres \
         --label "pgbench-commit-$commit" \
         --ops-regex 'number of transactions actually processed: (\d+)' \
         -- runuser -u postgres -- pgbench -n -c '{threads}' -j '{threads}' -T "$seconds" bench \

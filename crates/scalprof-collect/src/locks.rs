@@ -339,8 +339,9 @@ pub fn parse_proc_maps(text: &str) -> Vec<ProcMap> {
         .filter_map(|line| {
             let mut it = line.split_whitespace();
             let (range, perms, offset) = (it.next()?, it.next()?, it.next()?);
-            let _dev = it.next()?;
-            let _inode = it.next()?;
+            // The device is major:minor in hex, as the kernel prints it.
+            let (major, minor) = it.next()?.split_once(':')?;
+            let inode = it.next()?.parse().ok()?;
             let path = it.collect::<Vec<_>>().join(" ");
             let (a, b) = range.split_once('-')?;
             Some(ProcMap {
@@ -349,6 +350,11 @@ pub fn parse_proc_maps(text: &str) -> Vec<ProcMap> {
                 offset: u64::from_str_radix(offset, 16).ok()?,
                 executable: perms.contains('x'),
                 path,
+                dev: (
+                    u32::from_str_radix(major, 16).ok()?,
+                    u32::from_str_radix(minor, 16).ok()?,
+                ),
+                inode,
             })
         })
         .collect()
@@ -366,6 +372,9 @@ mod tests {
              7f00-7f10 r-xp 0 08:01 2 /usr/lib/libc.so.6\n\
              7f20-7f30 rw-p 0 00:00 0 \n",
         );
+        // The device (hex major:minor) and inode: what the file opened must be.
+        assert_eq!((full[1].dev, full[1].inode), ((8, 1), 2));
+        assert_eq!(maps("1-2 r-xp 0 fe:1a 7 /x")[0].dev, (0xfe, 0x1a));
         // Mid-exit: libc already gone from the listing, the binary still there.
         let partial = maps("55d0-55d1 r-xp 0 08:01 1 /usr/bin/app\n");
         let merged = merge_maps(full.clone(), partial);

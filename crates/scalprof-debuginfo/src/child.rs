@@ -7,12 +7,13 @@ use std::os::fd::FromRawFd;
 use std::path::Path;
 
 use crate::sandbox::{
-    current_limit, cut_name, use_broker_at, Wire, BROKER_FD, CPU_CAP_S, FILE_FD, MEMORY_CAP,
+    cpu_cap_s, current_limit, cut_name, use_broker_at, Wire, BROKER_FD, CPU_CAP_S, FILE_FD,
+    MEMORY_CAP,
 };
 
 /// The child's main: confine, then run `job` on the file at descriptor 3. Never returns.
 pub fn serve(job: &str) -> ! {
-    if let Err(e) = confine(MEMORY_CAP) {
+    if let Err(e) = confine(MEMORY_CAP).and_then(|()| limit_cpu(cpu_cap_s(job))) {
         let _ = writeln!(std::io::stderr(), "cannot drop privileges: {e}");
         std::process::exit(3);
     }
@@ -32,23 +33,8 @@ pub fn serve(job: &str) -> ! {
 /// privileges, then the system-call filter: what a parser child does before it reads
 /// anything.
 pub fn confine(memory_cap: u64) -> std::io::Result<()> {
-    let limit = |resource, value: u64| {
-        // Lower only: a limit the user set lower (`ulimit -v`) stays, and raising one
-        // above its hard limit needs CAP_SYS_RESOURCE, which root in a container lacks.
-        let inherited = current_limit(resource).map_or(u64::MAX, |(_, hard)| hard);
-        let value = value.min(inherited);
-        let rl = libc::rlimit {
-            rlim_cur: value,
-            rlim_max: value,
-        };
-        // SAFETY: setrlimit reads the struct it is given; no memory is shared.
-        if unsafe { libc::setrlimit(resource, &rl) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(())
-    };
     limit(libc::RLIMIT_AS, memory_cap)?;
-    limit(libc::RLIMIT_CPU, CPU_CAP_S)?;
+    limit_cpu(CPU_CAP_S)?;
     // Room for a DWARF server's memory file only; [`no_more_files`] closes it.
     limit(libc::RLIMIT_FSIZE, MEMORY_CAP / 2)?;
     limit(libc::RLIMIT_CORE, 0)?;
@@ -88,6 +74,34 @@ pub fn confine(memory_cap: u64) -> std::io::Result<()> {
         return Err(std::io::Error::last_os_error());
     }
     crate::seccomp::install()
+}
+
+/// Sets a resource's limit to `value`, soft and hard, or lowers it there.
+fn limit(resource: libc::__rlimit_resource_t, value: u64) -> std::io::Result<()> {
+    limit_to(resource, value, value)
+}
+
+/// Sets a resource's soft and hard limits, lowering only: a limit the user set lower
+/// (`ulimit -v`) stays, and raising one above its hard limit needs CAP_SYS_RESOURCE,
+/// which root in a container lacks.
+fn limit_to(resource: libc::__rlimit_resource_t, soft: u64, hard: u64) -> std::io::Result<()> {
+    let (inherited_soft, inherited_hard) = current_limit(resource).unwrap_or((u64::MAX, u64::MAX));
+    let hard = hard.min(inherited_hard);
+    let rl = libc::rlimit {
+        rlim_cur: soft.min(inherited_soft).min(hard),
+        rlim_max: hard,
+    };
+    // SAFETY: setrlimit reads the struct it is given; no memory is shared.
+    if unsafe { libc::setrlimit(resource, &rl) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Caps the CPU time at `seconds`: SIGXCPU then (the parent says the child ran over its
+/// CPU time), SIGKILL a second later at the hard limit, should SIGXCPU be caught.
+pub(crate) fn limit_cpu(seconds: u64) -> std::io::Result<()> {
+    limit_to(libc::RLIMIT_CPU, seconds, seconds.saturating_add(1))
 }
 
 /// From here on the child can write no byte to any file.
@@ -210,4 +224,22 @@ fn dwarf_job(file: File) -> i32 {
         }
     }
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_child_over_its_cpu_cap_ends_on_sigxcpu_not_sigkill() {
+        use std::os::unix::process::{CommandExt, ExitStatusExt};
+        let mut spin = std::process::Command::new("sh");
+        spin.args(["-c", "while :; do :; done"]);
+        // SAFETY: getrlimit and setrlimit only, between fork and exec.
+        unsafe { spin.pre_exec(|| limit_cpu(1)) };
+        let status = spin.status().unwrap();
+        // Not SIGKILL: at a hard limit equal to the soft one the kernel sends that, and the
+        // parent took it for the out-of-memory killer.
+        assert_eq!(status.signal(), Some(libc::SIGXCPU), "{status:?}");
+    }
 }

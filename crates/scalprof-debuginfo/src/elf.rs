@@ -139,11 +139,14 @@ impl ElfInfo {
     /// child without privileges when separation is on ([`crate::sandbox`]), else here,
     /// from bytes read (never a mapping: a file truncated under it would raise SIGBUS).
     pub fn open(path: &Path) -> Result<ElfInfo, DebugInfoError> {
-        let parse = |p: &Path| -> Result<Tables, DebugInfoError> {
-            let file = crate::open_regular(p).map_err(|source| DebugInfoError::Read {
-                path: p.to_path_buf(),
-                source,
-            })?;
+        ElfInfo::from_file(path, open_file(path)?)
+    }
+
+    /// [`ElfInfo::open`] of `file`, opened at `path` ([`crate::open_regular`]): the file
+    /// read is the one opened, whatever `path` names by now.
+    pub fn from_file(path: &Path, file: std::fs::File) -> Result<ElfInfo, DebugInfoError> {
+        let _reading = crate::sandbox::Reading::start(path);
+        let parse = |p: &Path, file: std::fs::File| -> Result<Tables, DebugInfoError> {
             let tables = match crate::sandbox::parser() {
                 Some(exe) => parse_elf(exe, &file),
                 None => read_all(file).and_then(|data| Tables::parse(&data)),
@@ -153,9 +156,11 @@ impl ElfInfo {
                 reason,
             })
         };
-        let main = parse(path)?;
+        let main = parse(path, file)?;
         let debug_file = main.build_id.as_deref().and_then(separate_debug_file);
-        let debug = debug_file.as_deref().and_then(|d| parse(d).ok());
+        let debug = debug_file
+            .as_deref()
+            .and_then(|d| parse(d, open_file(d).ok()?).ok());
 
         let mut symbols = main.sym_text;
         let mut objects = main.sym_data;
@@ -330,6 +335,14 @@ impl ElfInfo {
             .find(|s| s.name == name)
             .map(|s| s.start)
     }
+}
+
+/// The file at `path`, opened to be read ([`crate::open_regular`]).
+fn open_file(path: &Path) -> Result<std::fs::File, DebugInfoError> {
+    crate::open_regular(path).map_err(|source| DebugInfoError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// What one ELF file says, before its symbols are chosen and sorted: what a parser child
@@ -581,7 +594,7 @@ pub(crate) fn debug_file_under(root: &Path, build_id: &[u8]) -> Option<PathBuf> 
 pub(crate) fn parse_elf(exe: &Path, file: &std::fs::File) -> Result<Tables, String> {
     let mut parser = crate::sandbox::Parser::spawn(exe, "elf", file).map_err(|e| e.to_string())?;
     parser.close_input();
-    let mut w = parser.reply()?;
+    let mut w = parser.reply_within(crate::sandbox::ELF_REPLY_TIMEOUT)?;
     w.get_status()?;
     Tables::decode(&mut w)
 }

@@ -4,8 +4,9 @@
 //! scalprof usually runs as root. The privileged process opens a file (a regular file only,
 //! never a FIFO or device) and hands the open descriptor to a child, scalprof's own binary
 //! run as [`PARSER_ARG`]. Before it reads a byte, the child ([`crate::child::serve`]):
-//! - caps its address space ([`MEMORY_CAP`]), CPU time ([`CPU_CAP_S`]), open files, and the
-//!   size of any file it could write (zero), and asks to be the OOM killer's first victim;
+//! - caps its address space ([`MEMORY_CAP`]), CPU time ([`CPU_CAP_S`]; [`ELF_CPU_S`] to read
+//!   symbol tables), open files, and the size of any file it could write (zero), and asks
+//!   to be the OOM killer's first victim;
 //! - when it is root: drops every supplementary group and changes to the `nobody` user;
 //! - sets `no_new_privs`, is not dumpable (no other process of `nobody` can trace it), and
 //!   dies with its parent;
@@ -39,8 +40,20 @@ pub const PARSER_ARG: &str = "__scalprof-parse";
 pub const MEMORY_CAP: u64 = 1 << 30;
 /// The child's CPU-time cap, in seconds (a DWARF server's lookups add up).
 pub const CPU_CAP_S: u64 = 300;
+/// The CPU-time cap of an `elf` child, which reads one file's symbol tables, segments and
+/// unwind sections, in seconds: a parse that loops costs that one file its names within
+/// seconds, not a minute per path. Chosen with room to spare: a 195 MB binary with its
+/// DWARF (scalprof's own debug build) takes the child 0.2 s in user space and 0.3–0.9 s in
+/// the kernel (reading it), libLLVM-15 (117 MB) 0.5 s, and it reads nothing over 512 MiB.
+pub const ELF_CPU_S: u64 = 10;
 /// How long the parent waits for one answer.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long the parent waits for an `elf` child's answer: twice its CPU cap, for a machine
+/// whose CPUs are busy.
+pub(crate) const ELF_REPLY_TIMEOUT: Duration = Duration::from_secs(2 * ELF_CPU_S);
+/// A parse that has run this long is shown by [`slowest_read`] (a progress line names
+/// the file it waits for).
+pub const SLOW_READ: Duration = Duration::from_secs(1);
 /// The descriptor the child finds its file on.
 pub(crate) const FILE_FD: i32 = 3;
 /// The longest name that crosses back (longer ones are cut): one pathological symbol must
@@ -95,6 +108,46 @@ pub(crate) fn current_limit(resource: libc::__rlimit_resource_t) -> Option<(u64,
 
 // ---- the parent -------------------------------------------------------------------------
 
+/// The CPU seconds a child of `job` may use (see [`crate::child::serve`]).
+pub(crate) fn cpu_cap_s(job: &str) -> u64 {
+    match job {
+        "elf" => ELF_CPU_S,
+        _ => CPU_CAP_S,
+    }
+}
+
+/// The files being read now (by a parser child, or here), and since when.
+static READING: std::sync::Mutex<Vec<(u64, PathBuf, Instant)>> = std::sync::Mutex::new(Vec::new());
+
+/// The file that has been read longest of those being read now, and for how long, when
+/// that is [`SLOW_READ`] or more: what a progress line says it waits for.
+pub fn slowest_read() -> Option<(PathBuf, Duration)> {
+    let reading = READING.lock().unwrap_or_else(|e| e.into_inner());
+    let (_, path, since) = reading.iter().min_by_key(|(_, _, since)| *since)?;
+    let took = since.elapsed();
+    (took >= SLOW_READ).then(|| (path.clone(), took))
+}
+
+/// A file in [`slowest_read`]'s list while this lives.
+pub(crate) struct Reading(u64);
+
+impl Reading {
+    pub(crate) fn start(path: &Path) -> Reading {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut reading = READING.lock().unwrap_or_else(|e| e.into_inner());
+        reading.push((id, path.to_path_buf(), Instant::now()));
+        Reading(id)
+    }
+}
+
+impl Drop for Reading {
+    fn drop(&mut self) {
+        let mut reading = READING.lock().unwrap_or_else(|e| e.into_inner());
+        reading.retain(|(id, _, _)| *id != self.0);
+    }
+}
+
 /// A running parser child.
 pub struct Parser {
     child: Child,
@@ -102,6 +155,10 @@ pub struct Parser {
     stdout: ChildStdout,
     /// What it said before it ended (a line: why it stopped).
     stderr: Option<std::process::ChildStderr>,
+    /// Its CPU-time cap, in seconds.
+    cpu_s: u64,
+    /// How long the last answer was waited for.
+    waited: Duration,
 }
 
 impl Parser {
@@ -168,6 +225,8 @@ impl Parser {
             stdin,
             stdout,
             stderr,
+            cpu_s: cpu_cap_s(job),
+            waited: REPLY_TIMEOUT,
         })
     }
 
@@ -192,6 +251,7 @@ impl Parser {
     /// The next answer, within `timeout`.
     pub fn reply_within(&mut self, timeout: Duration) -> Result<Wire, String> {
         let deadline = Instant::now() + timeout;
+        self.waited = timeout;
         let mut len = [0u8; 8];
         if !read_by(&mut self.stdout, &mut len, deadline) {
             return Err(self.ended());
@@ -224,7 +284,10 @@ impl Parser {
                     Ok(Some(s)) => Some(s),
                     _ => {
                         self.kill();
-                        return "its parser did not answer in time and was stopped".into();
+                        return format!(
+                            "its parser did not answer within {} s and was stopped",
+                            self.waited.as_secs()
+                        );
                     }
                 }
             }
@@ -249,7 +312,7 @@ impl Parser {
                 ),
             },
             Some(libc::SIGKILL) => "its parser was killed (out of memory)".into(),
-            Some(libc::SIGXCPU) => format!("its parser ran over {} s of CPU", CPU_CAP_S),
+            Some(libc::SIGXCPU) => format!("its parser ran over {} s of CPU", self.cpu_s),
             Some(sig) => format!("its parser ended on {}", scalprof_model::signal::name(sig)),
             None => {
                 // It exited: the last line it wrote says why (at most 4 KiB is read).
@@ -313,6 +376,7 @@ pub(crate) struct DwarfServer {
 
 impl DwarfServer {
     pub(crate) fn start(exe: &Path, path: &Path) -> Result<DwarfServer, String> {
+        let _reading = Reading::start(path);
         let file = crate::open_regular(path).map_err(|e| format!("cannot read it: {e}"))?;
         let mut parser = Parser::spawn(exe, "dwarf", &file).map_err(|e| e.to_string())?;
         drop(file);

@@ -181,6 +181,10 @@ pub struct ProcMap {
     pub offset: u64,
     pub executable: bool,
     pub path: String,
+    /// The mapped file's device, (major, minor), and inode; (0, 0) and 0 for memory
+    /// without a file. What a file opened by `path` must be to be this mapping's.
+    pub dev: (u32, u32),
+    pub inode: u64,
 }
 
 /// What the BPF side could not record; shown with the lock tables.

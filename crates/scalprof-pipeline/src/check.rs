@@ -134,7 +134,6 @@ fn attachable(opts: &RunOptions) -> Result<Vec<i32>, Refusal> {
     if opts.attach.is_empty() {
         return Ok(Vec::new());
     }
-    let found = opts.attach.resolve().map_err(Refusal::Attach)?;
     if opts.diagnose == 0 || (opts.sampling.is_none() && opts.locks.is_none()) {
         return Err(Refusal::AttachUntraced);
     }
@@ -146,7 +145,9 @@ fn attachable(opts: &RunOptions) -> Result<Vec<i32>, Refusal> {
     if opts.locks.is_some() && !caps::may_load_bpf() {
         return Err(Refusal::AttachMayTrace);
     }
-    Ok(found)
+    // After the capabilities: a user who may not attach at all hears that first, not
+    // which of the processes are theirs.
+    opts.attach.resolve().map_err(Refusal::Attach)
 }
 
 /// Whether locks can be traced at all: for a command whose point is the lock tables

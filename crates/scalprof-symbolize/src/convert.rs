@@ -73,8 +73,9 @@ fn symbolize_live(
     symbols: &mut Symbols,
 ) -> Result<ProfileBuilder, ProfileError> {
     let make = |symbols: &mut Symbols| {
-        let mut b =
-            ProfileBuilder::new(&raw.event, raw.frequency, raw.kernel_stacks).blame(windows);
+        let mut b = ProfileBuilder::new(&raw.event, raw.frequency, raw.kernel_stacks)
+            .blame(windows)
+            .recorded_here();
         if let Some(only) = &raw.only {
             b = b.only(only);
         }

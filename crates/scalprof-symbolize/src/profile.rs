@@ -34,7 +34,9 @@ use std::sync::Arc;
 
 use framehop::x86_64::{CacheX86_64, UnwinderX86_64};
 use framehop::Unwinder;
+use linux_perf_event_reader::Mmap2FileId;
 use linux_perf_event_reader::{EventRecord, RawData, RawEventRecord, RecordParseInfo, RecordType};
+use scalprof_debuginfo::mapped::Mapped;
 use scalprof_debuginfo::{ElfInfo, Kallsyms, SymbolCache};
 
 use crate::perf_map::PerfMap;
@@ -170,6 +172,10 @@ pub struct ProfileBuilder {
     /// When the records come from every task on the machine (attached processes): the
     /// processes to keep, grown by their forks.
     only: Option<HashSet<i32>>,
+    /// Whether the records are this machine's, now (a live recording, not an import):
+    /// mapped files are then opened as the file the mapping's device and inode name,
+    /// through the process while it runs ([`SymbolCache::get_mapped`]).
+    live: bool,
     /// Per holder thread: the waits its samples are blamed for (start, end, lock), by start.
     blame_windows: FastMap<i32, Vec<(u64, u64, usize)>>,
     /// Waits with no known holder (a sleep in a retry loop): every other thread's samples
@@ -236,6 +242,7 @@ impl ProfileBuilder {
             // SAFETY: geteuid has no preconditions.
             perf_map_owners: vec![unsafe { libc::geteuid() }],
             only: None,
+            live: false,
             blame_windows: FastMap::default(),
             blame_others: Vec::new(),
             blamed: HashMap::new(),
@@ -281,6 +288,13 @@ impl ProfileBuilder {
         self
     }
 
+    /// The records were recorded here and now, not imported: each mapped
+    /// file is read only if it is the file the process mapped.
+    pub fn recorded_here(mut self) -> ProfileBuilder {
+        self.live = true;
+        self
+    }
+
     /// A process that ran before the records began: its name and executable mappings
     /// (from /proc, read when sampling began).
     pub fn add_process(
@@ -300,6 +314,7 @@ impl ProfileBuilder {
                 m.end.saturating_sub(m.start),
                 m.offset,
                 m.path.clone(),
+                Some((m.dev, m.inode)),
                 symbols,
             );
         }
@@ -412,11 +427,17 @@ impl ProfileBuilder {
             EventRecord::Sample(s) => self.handle_sample(&s, symbols),
             EventRecord::Mmap(m) if m.is_executable => {
                 let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
-                self.add_mapping(m.pid, m.address, m.length, m.page_offset, path, symbols);
+                let (pid, start, len, pgoff) = (m.pid, m.address, m.length, m.page_offset);
+                self.add_mapping(pid, start, len, pgoff, path, None, symbols);
             }
             EventRecord::Mmap2(m) if m.protection & PROT_EXEC != 0 => {
                 let path = String::from_utf8_lossy(&m.path.as_slice()).into_owned();
-                self.add_mapping(m.pid, m.address, m.length, m.page_offset, path, symbols);
+                let id = match &m.file_id {
+                    Mmap2FileId::InodeAndVersion(f) => Some(((f.major, f.minor), f.inode)),
+                    Mmap2FileId::BuildId(_) => None,
+                };
+                let (pid, start, len, pgoff) = (m.pid, m.address, m.length, m.page_offset);
+                self.add_mapping(pid, start, len, pgoff, path, id, symbols);
             }
             EventRecord::Comm(c) => {
                 let name = String::from_utf8_lossy(&c.name.as_slice()).into_owned();
@@ -455,6 +476,10 @@ impl ProfileBuilder {
         }
     }
 
+    /// A mapping of process `pid`; `file` is the mapped file's device and inode where the
+    /// record gave them.
+    // The record's fields, passed one by one: a struct for them would exist for this call.
+    #[allow(clippy::too_many_arguments)]
     fn add_mapping(
         &mut self,
         pid: i32,
@@ -462,9 +487,31 @@ impl ProfileBuilder {
         len: u64,
         pgoff: u64,
         path: String,
+        file: Option<((u32, u32), u64)>,
         symbols: &mut Symbols,
     ) {
-        let elf = if path.starts_with('/') && !is_anonymous(&path) {
+        let live_file = file.filter(|_| self.live);
+        let file_backed = path.starts_with('/') && !is_anonymous(&path);
+        let elf = if let (Some((dev, inode)), true) = (live_file, file_backed) {
+            let mapped = Mapped {
+                path: &path,
+                dev,
+                inode,
+                live: Some((pid, start, start.saturating_add(len))),
+            };
+            match symbols.files.get_mapped(&mapped) {
+                Ok(elf) => Some(elf),
+                Err(why) => {
+                    let st = &mut self.stats;
+                    if st.unreadable_binaries.len() < scalprof_model::MAX_UNREADABLE
+                        && !st.unreadable_binaries.contains(&why)
+                    {
+                        st.unreadable_binaries.push(why);
+                    }
+                    None
+                }
+            }
+        } else if file_backed {
             let file = PathBuf::from(&path);
             let elf = symbols.files.get(&file);
             let st = &mut self.stats;
@@ -629,12 +676,42 @@ mod tests {
                 0x1000,
                 0,
                 "/nonexistent/app".into(),
+                None,
                 &mut symbols,
             );
         }
-        b.add_mapping(1, 0x9000, 0x1000, 0, "[vdso]".into(), &mut symbols);
+        b.add_mapping(1, 0x9000, 0x1000, 0, "[vdso]".into(), None, &mut symbols);
         let p = b.finish();
         assert_eq!(p.stats.unreadable_binaries.len(), 1, "{:?}", p.stats);
         assert!(p.stats.unreadable_binaries[0].starts_with("/nonexistent/app: "));
+    }
+
+    #[test]
+    fn a_live_mapping_whose_path_names_another_file_gets_no_names() {
+        use std::os::unix::fs::MetadataExt;
+        let mut symbols = Symbols {
+            kernel: Default::default(),
+            files: SymbolCache::default(),
+        };
+        let exe = std::env::current_exe().unwrap();
+        let meta = std::fs::metadata(&exe).unwrap();
+        let dev = (libc::major(meta.dev()), libc::minor(meta.dev()));
+        let path = exe.to_str().unwrap().to_string();
+        let mut b = ProfileBuilder::new("cpu-clock", 1000, false).recorded_here();
+        // Another inode than the path's: the file there is not the one mapped. (PID 0:
+        // no process to open it through.)
+        let other = Some((dev, meta.ino() + 1));
+        b.add_mapping(0, 0x1000, 0x1000, 0, path.clone(), other, &mut symbols);
+        // The right one is read.
+        let same = Some((dev, meta.ino()));
+        b.add_mapping(0, 0x10000, 0x1000, 0, path.clone(), same, &mut symbols);
+        let p = &b.processes[&0];
+        assert!(p.mappings[&0x1000].elf.is_none());
+        assert!(p.mappings[&0x10000].elf.is_some());
+        let stats = b.finish().stats;
+        assert_eq!(stats.unreadable_binaries.len(), 1, "{stats:?}");
+        let why = &stats.unreadable_binaries[0];
+        assert!(why.starts_with(&format!("{path}: ")), "{why}");
+        assert!(why.contains("not the file the process mapped"), "{why}");
     }
 }

@@ -83,6 +83,20 @@ fn human_duration(s: f64) -> String {
     }
 }
 
+/// The bar's estimate of the time left; while a file's symbols take a second or more to
+/// read, that file instead: the estimate cannot know how long it will take.
+fn time_left(state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write) {
+    let _ = match scalprof_pipeline::facade::sandbox::slowest_read() {
+        Some((path, took)) => write!(
+            w,
+            "reading symbols of {} ({:.0} s)",
+            scalprof_report::terminal_line(&path.to_string_lossy()),
+            took.as_secs_f64().floor()
+        ),
+        None => write!(w, "~{:#} left", indicatif::HumanDuration(state.eta())),
+    };
+}
+
 /// The progress bar, and the messages printed above it.
 struct Progress {
     bar: ProgressBar,
@@ -162,11 +176,15 @@ impl Progress {
         self.started = Some((std::time::Instant::now(), shape.steps()));
         self.bar.set_style(
             ProgressStyle::with_template(
-                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} ~{eta} left {msg}",
+                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {left} {msg}",
             )
             .expect("static template")
+            .with_key("left", time_left)
             .progress_chars("=> "),
         );
+        // Redrawn while the sweep waits (on a parser child, say), not only when it reports.
+        self.bar
+            .enable_steady_tick(std::time::Duration::from_millis(500));
     }
 
     /// What the sweep said: the bar's message and position, and what went wrong.

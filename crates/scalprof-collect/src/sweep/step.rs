@@ -55,13 +55,15 @@ pub(super) fn run_step(
         return Ok(Stepped::End(SweepEnd::Interrupted(interrupt.signal())));
     }
     announce(plan, step, sink)?;
-    let spec = exec_spec(plan, step)?;
+    let (spec, dropped) = exec_spec(plan, step)?;
     // Outside the timed window, before and after, whatever the repeat's outcome.
     hooks::run_hook(plan, Hook::Prepare, step, &spec, interrupt)?;
     if interrupt.requested() {
         return Ok(Stepped::End(SweepEnd::Interrupted(interrupt.signal())));
     }
-    let stepped = execute(plan, step, &spec, collectors, sink, interrupt, state)?;
+    let stepped = execute(
+        plan, step, &spec, dropped, collectors, sink, interrupt, state,
+    )?;
     if !interrupt.requested() {
         hooks::run_hook(plan, Hook::Cleanup, step, &spec, interrupt)?;
     }
@@ -69,11 +71,14 @@ pub(super) fn run_step(
 }
 
 /// Executes one step's workload with the collectors that are on, and hands what it
-/// measured to the sink.
+/// measured to the sink; `dropped` says which attached processes it no longer observes.
+// The step's parts, passed one by one: a struct for them would exist for this call alone.
+#[allow(clippy::too_many_arguments)]
 fn execute(
     plan: &SweepPlan,
     step: &Step,
     spec: &ExecSpec,
+    dropped: Vec<String>,
     collectors: &mut dyn Collectors,
     sink: &mut dyn SweepSink,
     interrupt: &Interrupt,
@@ -90,7 +95,7 @@ fn execute(
         .as_ref()
         .filter(|_| !warmup)
         .map(QuotaMeter::read);
-    let (r, collected) = run_collected(
+    let (r, mut collected) = run_collected(
         spec,
         &plan.output,
         interrupt,
@@ -104,6 +109,7 @@ fn execute(
         &mut counter,
         sink,
     )?;
+    collected.lost.extend(dropped);
     let interference =
         before.map(|before| interference_since(&before, plan, value, spec, &r, state));
     let throttling = state
@@ -246,8 +252,9 @@ fn tell_capped(
 }
 
 /// How to execute a step: its command and environment for the point, its output files
-/// (named after the point, kind and index), and the processes a traced repeat attaches to.
-fn exec_spec(plan: &SweepPlan, step: &Step) -> Result<ExecSpec, CollectError> {
+/// (named after the point, kind and index), and the processes a traced repeat attaches to,
+/// with a line for each attached process it drops (one whose uids changed).
+fn exec_spec(plan: &SweepPlan, step: &Step) -> Result<(ExecSpec, Vec<String>), CollectError> {
     let Step {
         value, kind, index, ..
     } = *step;
@@ -256,7 +263,14 @@ fn exec_spec(plan: &SweepPlan, step: &Step) -> Result<ExecSpec, CollectError> {
         RepeatKind::Clean => format!("p{value}-r{index}"),
         RepeatKind::Traced => format!("p{value}-r{index}-traced"),
     };
-    Ok(ExecSpec {
+    // Found again for every traced repeat: a server's processes come and go.
+    let (attached, dropped) = if kind == RepeatKind::Traced && !plan.attach.is_empty() {
+        let found = plan.attach.resolve_noting()?;
+        (found.pids, found.dropped)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let spec = ExecSpec {
         argv: substitute(&plan.command, plan.parameter.as_str(), value),
         env: std::iter::once((parameter_env(plan.parameter.as_str()), value.to_string()))
             .chain(
@@ -269,14 +283,10 @@ fn exec_spec(plan: &SweepPlan, step: &Step) -> Result<ExecSpec, CollectError> {
         stdout: plan.output_dir.join(format!("{stem}.stdout")),
         stderr: plan.output_dir.join(format!("{stem}.stderr")),
         timeout: plan.timeout,
-        // Found again for every traced repeat: a server's processes come and go.
-        attached: if kind == RepeatKind::Traced && !plan.attach.is_empty() {
-            plan.attach.resolve()?
-        } else {
-            Vec::new()
-        },
+        attached,
         inherit: Vec::new(),
-    })
+    };
+    Ok((spec, dropped))
 }
 
 /// What other processes took of the CPUs the workload wanted since `before`: a thread

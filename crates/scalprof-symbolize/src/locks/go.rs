@@ -156,7 +156,10 @@ impl GoSamples {
         let mut spaces: HashMap<u32, UserSpace> = HashMap::new();
         for w in raw.go_waits.iter().chain(&raw.go_wakers) {
             if let (false, Some(maps)) = (spaces.contains_key(&w.tgid), raw.maps.get(&w.tgid)) {
-                spaces.insert(w.tgid, UserSpace::from_maps(maps, &mut symbols.files));
+                spaces.insert(
+                    w.tgid,
+                    UserSpace::from_maps(w.tgid, maps, &mut symbols.files),
+                );
             }
         }
         let frames_of = |w: &GoWaitRaw| {

@@ -80,7 +80,7 @@ pub(super) fn unwind_copy<'a>(
     let maps = raw.maps.get(&s.tgid)?;
     let space = spaces
         .entry(s.tgid)
-        .or_insert_with(|| UserSpace::from_maps(maps, &mut symbols.files).with_jit(s.tgid));
+        .or_insert_with(|| UserSpace::from_maps(s.tgid, maps, &mut symbols.files).with_jit(s.tgid));
     let addrs = space.unwind(s.ip, s.sp, s.bp, &s.stack);
     Some((space, addrs))
 }

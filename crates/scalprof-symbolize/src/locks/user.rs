@@ -38,7 +38,14 @@ pub(super) fn name_user_address(addr: u64, maps: &[ProcMap], symbols: &mut Symbo
         None
     };
     if let Some(fm) = file_map {
-        if let Some(elf) = symbols.files.get(std::path::Path::new(&fm.path)) {
+        // The file the process mapped, or none: a path may name another file by now.
+        let mapped = scalprof_debuginfo::mapped::Mapped {
+            path: &fm.path,
+            dev: fm.dev,
+            inode: fm.inode,
+            live: None,
+        };
+        if let Ok(elf) = symbols.files.get_mapped(&mapped) {
             // Load bias from the file's first mapping (file offset 0).
             let base = maps
                 .iter()

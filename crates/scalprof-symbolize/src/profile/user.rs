@@ -5,8 +5,8 @@
 use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder};
 use linux_perf_event_reader::SampleRecord;
+use scalprof_debuginfo::mapped::Mapped;
 use scalprof_debuginfo::{ElfInfo, SymbolCache};
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::{Mapping, Process, ProfileBuilder, MAX_FRAMES, REG_BP, REG_IP, REG_SP};
@@ -192,17 +192,38 @@ pub struct UserSpace {
     cache: CacheX86_64,
     /// The process's JIT perf map (`/tmp/perf-PID.map`), for code in anonymous memory.
     jit: Option<crate::perf_map::PerfMap>,
+    /// Mapped files that got no names, each with why ("not the file the process mapped").
+    refused: Vec<String>,
 }
 
 impl UserSpace {
+    /// Process `tgid`'s mappings, read from its /proc/PID/maps while it ran: each file is
+    /// opened as the one it mapped ([`SymbolCache::get_mapped`]), through the process while
+    /// it still runs; another file at the path gets no names ([`UserSpace::refused`]).
     pub fn from_maps(
+        tgid: u32,
         maps: &[scalprof_model::locks::ProcMap],
         files: &mut SymbolCache,
     ) -> UserSpace {
         let mut process = Process::default();
+        let mut refused = Vec::new();
         for m in maps.iter().filter(|m| m.executable) {
-            let elf = if m.path.starts_with('/') {
-                files.get(&PathBuf::from(&m.path))
+            let elf = if m.path.starts_with('/') && !is_anonymous(&m.path) {
+                let mapped = Mapped {
+                    path: &m.path,
+                    dev: m.dev,
+                    inode: m.inode,
+                    live: Some((tgid as i32, m.start, m.end)),
+                };
+                match files.get_mapped(&mapped) {
+                    Ok(elf) => Some(elf),
+                    Err(why) => {
+                        if !refused.contains(&why) {
+                            refused.push(why);
+                        }
+                        None
+                    }
+                }
             } else {
                 None
             };
@@ -218,7 +239,13 @@ impl UserSpace {
             process,
             cache: CacheX86_64::new(),
             jit: None,
+            refused,
         }
+    }
+
+    /// The mapped files that got no names, with why.
+    pub fn refused(&self) -> &[String] {
+        &self.refused
     }
 
     /// Names JIT code through process `tgid`'s perf map, when it wrote one that root or

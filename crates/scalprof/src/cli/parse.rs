@@ -111,9 +111,31 @@ pub(super) fn parse_stack_size(s: &str) -> Result<u32, String> {
     Ok(n)
 }
 
+/// `1000` or `postgres`: a user whose processes `--attach` may take, by uid or by a name
+/// `/etc/passwd` gives.
+pub(super) fn parse_user(s: &str) -> Result<u32, String> {
+    let t = s.trim();
+    if let Ok(uid) = t.parse::<u32>() {
+        return Ok(uid);
+    }
+    scalprof_pipeline::facade::AttachSpec::uid_of_user(t).ok_or_else(|| {
+        format!("{s:?} is neither a uid nor a user /etc/passwd names (`id -u NAME` gives a uid)")
+    })
+}
+
 #[cfg(test)]
 mod tests {
-    use super::parse_percent;
+    use super::{parse_percent, parse_user};
+
+    #[test]
+    fn a_user_is_a_uid_or_a_name_from_passwd() {
+        assert_eq!(parse_user("1000"), Ok(1000));
+        assert_eq!(parse_user(" 65534 "), Ok(65534));
+        assert_eq!(parse_user("root"), Ok(0));
+        let e = parse_user("no-such-user-here").unwrap_err();
+        assert!(e.contains("neither a uid nor a user"), "{e}");
+        assert!(parse_user("-1").is_err());
+    }
 
     #[test]
     fn a_percentage_is_taken_as_people_type_it() {

@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
-use super::parse::{parse_duration, parse_list, parse_output_path, parse_regex, parse_stack_size};
+use super::parse::{
+    parse_duration, parse_list, parse_output_path, parse_regex, parse_stack_size, parse_user,
+};
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
@@ -125,14 +127,25 @@ pub struct RunArgs {
 
     /// Also profile and trace these running processes (a server the swept command is a
     /// client of) in the traced repeats, with their children and the processes they start
-    /// meanwhile: `--attach 1234,5678`. Throughput still comes from the command.
+    /// meanwhile: `--attach 1234,5678`. Throughput still comes from the command. Only your
+    /// own processes (all their uids yours; root's for root) unless --attach-uid names
+    /// another user.
     #[arg(long, value_name = "PID[,PID…]", value_delimiter = ',')]
     pub attach: Vec<i32>,
 
     /// Like --attach, for every process with this command name (`ps -eo comm`), found
-    /// again before each traced repeat: `--attach-name postgres`.
+    /// again before each traced repeat: `--attach-name postgres`. Other users' processes
+    /// of that name are left out unless --attach-uid names their user (a name only they
+    /// have is refused, saying whose).
     #[arg(long, value_name = "COMM")]
     pub attach_name: Vec<String>,
+
+    /// Let --attach and --attach-name take this user's processes too (a uid or a user
+    /// name): use it when the server runs as another user, `--attach-name postgres
+    /// --attach-uid postgres` as root. A process whose uids differ (a setuid program) is
+    /// never taken, and one that changes its uids after it was attached to is dropped.
+    #[arg(long, value_name = "USER[,USER…]", value_delimiter = ',', value_parser = parse_user)]
+    pub attach_uid: Vec<u32>,
 
     /// The commit of the code measured, for `scalprof history`; by default HEAD of the git
     /// checkout the workload runs from, else $GITHUB_SHA or $CI_COMMIT_SHA.
@@ -223,11 +236,11 @@ impl RunArgs {
                     hold_times: !self.no_hold_times,
                     ..Default::default()
                 }),
-                attach: scalprof_pipeline::facade::AttachSpec {
-                    pids: self.attach.clone(),
-                    names: self.attach_name.clone(),
-                    started: Vec::new(),
-                }
+                attach: scalprof_pipeline::facade::AttachSpec::new(
+                    self.attach.clone(),
+                    self.attach_name.clone(),
+                    self.attach_uid.clone(),
+                )
                 .pinned(),
                 cgroups: self.cgroup.clone(),
                 commit: self.commit.clone(),

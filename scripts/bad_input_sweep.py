@@ -2339,6 +2339,441 @@ def _():
         f"{first_line(err or out)}"
 
 
+# ---- the fifth hardening round: nothing others wrote decides what root runs, opens or
+# attaches to (t01-t08, one per attack of the review) ----------------------------------------
+
+
+@h3case("t02 a teammate's count() in a schema it may create in is refused, never run (#2)")
+def _():
+    server = pg()
+    url = server.database("teamt02")
+    env = own_home("t02/home")
+    rc, _, err, _ = pg_quick(url, env=env)
+    assert rc == 0, err
+    # public as PostgreSQL 14 made it: every role may create in it. The teammate's count()
+    # and pg_total_relation_size() take exact argument types, so they beat pg_catalog's.
+    server.psql("teamt02", "CREATE ROLE t02mate LOGIN; GRANT CREATE ON SCHEMA public TO PUBLIC")
+    server.psql("teamt02", "CREATE FUNCTION public.up(s bigint, v bigint) RETURNS bigint "
+                           "LANGUAGE plpgsql AS $$ BEGIN EXECUTE 'ALTER ROLE t02mate SUPERUSER'; "
+                           "RETURN s + 1; END $$; "
+                           "CREATE AGGREGATE public.count(bigint) (SFUNC = public.up, "
+                           "STYPE = bigint, INITCOND = '0'); "
+                           "CREATE FUNCTION public.pg_total_relation_size(oid) RETURNS bigint "
+                           "LANGUAGE plpgsql AS $$ BEGIN EXECUTE 'ALTER ROLE t02mate SUPERUSER'; "
+                           "RETURN 0; END $$", user="t02mate")
+    superuser = lambda: server.psql("teamt02", "SELECT rolsuper FROM pg_roles "
+                                               "WHERE rolname = 't02mate'")
+    rc_list, _, err_list, _ = run(["runs"], url, env=env)
+    rc_gc, _, err_gc, _ = run(["gc", "--keep", "0", "--dry-run"], url, env=env)
+    fix = "REVOKE CREATE ON SCHEMA public FROM PUBLIC;"
+    refused = all(rc == 2 and "PUBLIC (every role)" in e and fix in e
+                  for rc, e in ((rc_list, err_list), (rc_gc, err_gc)))
+    su_refused = superuser()
+    # Revoked, the teammate's functions still there: every command works, none runs them.
+    server.psql("teamt02", "REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+    rc_ok, err_ok = 0, ""
+    for args in (["runs"], ["gc", "--keep", "0", "--dry-run"], ["show", "1"], ["runs", "rm", "1"],
+                 QUICK + ["--", "sh", "-c", "echo ops=1"], ["gc", "--keep", "0"]):
+        if rc_ok == 0:
+            rc_ok, _, err_ok, _ = run(args, url, env=env)
+    su_after = superuser()
+    left = server.psql("teamt02", "SELECT count(*) FROM runs")
+    return refused and su_refused == "f" and rc_ok == 0 and su_after == "f" and left == "0", \
+        (f"refused {refused} (runs rc {rc_list}, gc rc {rc_gc}), superuser {su_refused}/"
+         f"{su_after}, after the REVOKE rc {rc_ok}, {left} runs left: "
+         f"{first_line(err_list)} {first_line(err_ok)}")
+
+
+SHA06 = "0123456789abcdef0123456789abcdef01234567"
+
+
+@case("t06 another user's /tmp/.git does not decide root's commit (#6)")
+def _():
+    t = d("t06")
+    git = os.path.join(t, ".git")
+    heads = os.path.join(git, "refs", "heads")
+    os.makedirs(heads, exist_ok=True)
+    open(os.path.join(git, "HEAD"), "w").write("ref: refs/heads/main\n")
+    open(os.path.join(heads, "main"), "w").write(SHA06 + "\n")
+    planted = [git, os.path.join(git, "refs"), heads, os.path.join(git, "HEAD"),
+               os.path.join(heads, "main")]
+    chown_nobody(*planted)
+    work = d("t06/work")
+    db = os.path.join(t, "r.db")
+    env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_SHA", "CI_COMMIT_SHA")}
+
+    def commit_of_a_run():
+        rc, _, err, _ = run(QUICK + ["--", "sh", "-c", "echo ops=1"], db, cwd=work, env=env)
+        _, shown, _, _ = run(["show", "latest", "--json"], db)
+        return rc, err, json.loads(shown).get("commit") if shown.strip() else "?"
+
+    rc, err, commit = commit_of_a_run()
+    warned = next((l for l in err.splitlines() if "not trusted" in l), "")
+    # The same checkout, root's own: its HEAD is the run's commit (the case can fail).
+    for p in planted:
+        os.lchown(p, 0, 0)
+    rc2, _, own = commit_of_a_run()
+    ok = (rc == 0 and commit != SHA06 and t in warned and "--commit" in warned
+          and "65534" in warned and rc2 == 0 and own == SHA06)
+    return ok, f"nobody's .git: rc {rc}, commit {commit!r}, warned {bool(warned)}; " \
+        f"root's own: rc {rc2}, commit {own!r}: {warned or first_line(err)}"
+
+
+# What XML 1.0 forbids (its Char production), and the noncharacters no text should carry.
+XML_FORBIDDEN = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]"
+                           "|[\ufdd0-\ufdef]|[\ufffe\uffff]|[\U0001fffe\U0001ffff]")
+
+
+def well_formed_xml(path):
+    """Parsed by Python's XML parser, and free of noncharacters: an error, or None."""
+    if not os.path.exists(path):
+        return f"{os.path.basename(path)} not written"
+    text = open(path, encoding="utf-8").read()
+    try:
+        import xml.dom.minidom
+        xml.dom.minidom.parseString(text.encode())
+    except Exception as e:  # any parse error is the finding
+        return f"{os.path.basename(path)}: {e}"
+    bad = XML_FORBIDDEN.search(text)
+    return f"{os.path.basename(path)} holds U+{ord(bad.group()):04X}" if bad else None
+
+
+@case("t07 U+FFFF in a frame or label leaves the SVG, JUnit and HTML well-formed (#7)")
+def _():
+    import base64
+    t = d("t07")
+    hostile = "\uffff\ufffe\ufdd0\U0001ffff\x01]]>"
+    label = "lbl" + hostile
+    # The process name is a flame graph's root frame.
+    prog = os.path.join(t, "x\uffff]]>")
+    shutil.copy("/bin/sh", prog)
+    db = os.path.join(t, "r.db")
+    for _ in range(2):
+        rc, _, err, _ = run(["run", "-t", "1", "--repeat", "2", "--no-locks", "--label", label,
+                             "--", prog, "-c", "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); "
+                             "done; echo ops=1"], db, timeout=120)
+        if rc != 0:
+            return False, f"run rc {rc}: {first_line(err)}"
+    out = lambda name: os.path.join(t, name)
+    done = [run(["flame", "1", "-o", out("f.svg")], db),
+            run(["compare", "1", "2", "--fail-if-slower", "99", "--junit", out("c.xml"),
+                 "--flame", out("d.svg"), "--report", out("c.html")], db),
+            run(["history", label, "--junit", out("h.xml"), "--report", out("h.html")], db),
+            run(["report", "1", "-o", out("r.html")], db)]
+    errors = [f"rc {rc}: {first_line(err)}" for rc, _, err, _ in done if rc not in (0, 1)]
+    _, folded, _, _ = run(["flame", "1", "--folded"], db)
+    errors += [e for e in map(well_formed_xml, [out(n) for n in ("f.svg", "d.svg", "c.xml",
+                                                                  "h.xml")]) if e]
+    graphs = 0
+    for page in ("r.html", "c.html", "h.html"):
+        html = open(out(page), encoding="utf-8").read() if os.path.exists(out(page)) else ""
+        bad = XML_FORBIDDEN.search(html)
+        if not html or bad:
+            errors.append(f"{page}: {'not written' if not html else f'U+{ord(bad.group()):04X}'}")
+        # The page's flame graphs are SVG documents of their own, as data: URIs.
+        for svg in re.findall(r"data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)", html):
+            graphs += 1
+            open(out("g.svg"), "wb").write(base64.b64decode(svg))
+            errors += [e for e in [well_formed_xml(out("g.svg"))] if e]
+    shown = "\\u{ffff}" in open(out("f.svg"), encoding="utf-8").read() \
+        if os.path.exists(out("f.svg")) else False
+    profiled = "\uffff" in folded
+    return not errors and shown and profiled and graphs > 0, \
+        f"frame profiled {profiled}, shown as its code {shown}, {graphs} graphs in the " \
+        f"pages: {'; '.join(errors) or 'all well-formed'}"
+
+
+@case("t03 --attach-name takes only the user's own processes; another user's FIFO at a mapped "
+      "path is not opened (#3)")
+def _():
+    t = d("t03")
+    bindir = os.path.join(t, "bin")
+    os.makedirs(bindir, exist_ok=True)
+    os.chmod(t, 0o755)
+    name = "spt03other"  # a command name no other process has (at most 15 bytes)
+    prog = os.path.join(bindir, name)
+    shutil.copy(shutil.which("sleep"), prog)
+    os.chmod(prog, 0o755)
+    chown_nobody(bindir, prog)
+    as_nobody = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    theirs = subprocess.Popen(as_nobody + [prog, "60"])
+    watcher = None
+    try:
+        deadline = time.monotonic() + 10
+        while open(f"/proc/{theirs.pid}/comm").read().strip() != name:
+            if time.monotonic() > deadline:
+                return False, "the other user's sleeper did not start"
+            time.sleep(0.02)
+        db = os.path.join(t, "r.db")
+        quick = ["run", "-t", "1", "--repeat", "1", "--diagnose", "1", "--no-locks"]
+        rc, _, err, _ = run(quick + ["--attach-name", name, "--", "true"], db, timeout=60)
+        refused_ok, said = clean(rc, err, 2, "uid 65534", "--attach-uid 65534")
+        # Taken on purpose (--attach-uid), with its binary swapped for a FIFO: the file it
+        # mapped is read through the process, and the FIFO is never opened by root.
+        subprocess.run(as_nobody + ["sh", "-c", f"rm -f '{prog}' && mkfifo -m 666 '{prog}'"],
+                       check=True)
+        opened = []
+
+        def watch():
+            # Opening a FIFO to write without blocking succeeds only while a reader has it.
+            while not stop:
+                try:
+                    fd = os.open(prog, os.O_WRONLY | os.O_NONBLOCK)
+                    opened.append(1)
+                    os.close(fd)
+                except OSError:
+                    pass
+                time.sleep(0.001)
+        stop = False
+        import threading
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        rc2, _, err2, _ = run(quick + ["--attach-name", name, "--attach-uid", str(NOBODY), "--",
+                                       "sh", "-c", "echo ops=1"], db, timeout=120)
+        stop = True
+        watcher.join()
+        taken_ok = rc2 == 0 and "panicked" not in err2 and not opened
+        return refused_ok and taken_ok, \
+            f"with --attach-uid: rc {rc2}, FIFO opened {len(opened)} times " \
+            f"{first_line(err2) if rc2 else ''}; without: {said}"
+    finally:
+        theirs.kill()
+        theirs.wait()
+
+
+class Teammate:
+    """A teammate with the documented grants on a shared PostgreSQL store (read and write the
+    rows, nothing else), who, while root's scalprof works, keeps rewriting every column of
+    every table it may write with values that leave a marker if root ran, opened or followed
+    them: a command that writes `ran`, a point of 4000000000, a FIFO and a root-only binary
+    as the files of profiles' hot instructions, another output folder. `markers()` says
+    which were left."""
+
+    def __init__(self, server, db, name, where):
+        self.server, self.db, self.name, self.where = server, db, name, where
+        server.psql(db, f"CREATE ROLE {name} LOGIN; "
+                        f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public "
+                        f"TO {name}; GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public "
+                        f"TO {name}")
+        self.ran = os.path.join(where, "ran")
+        self.fifo = os.path.join(where, "fifo")
+        os.mkfifo(self.fifo)
+        # A binary only root may read, with a global whose name the teammate must not learn.
+        secret_dir = os.path.join(where, "root-only")
+        os.makedirs(secret_dir, mode=0o700)
+        self.secret = cc("long TOP_SECRET_7c1d[4096];\nint main(void) { return 0; }\n",
+                         os.path.join(secret_dir, "secret"))
+        self.fifo_opened = False
+        self.rounds = 0
+        self.stop_event = None
+
+    def statements(self):
+        command = json.dumps(["sh", "-c", f"id > {self.ran}; echo ops=1"])
+        hot = json.dumps([{"file": f, "address": 4096, "samples": 1000, "weight": 1000000}
+                          for f in (self.fifo, self.secret)])
+        cols = ("run_id, idx, wall_s, user_s, sys_s, ops, exit_code, signal, timed_out, "
+                "voluntary_csw, involuntary_csw, minor_faults, major_faults, traced")
+        return (
+            f"UPDATE runs SET command = '{command}', sweep_values = '[1, 2, 4000000000]', "
+            f"ops_regex = '(\\d+)', output_dir = '{self.where}', label = 'x'; "
+            f"UPDATE profiles SET hot = '{hot}'; "
+            f"INSERT INTO repeats (value, {cols}) SELECT 4000000000, {cols} FROM repeats "
+            f"WHERE value < 4000000000 ON CONFLICT DO NOTHING; "
+            f"UPDATE repeats SET stdout_path = '{self.fifo}', stderr_path = '{self.fifo}'")
+
+    def start(self):
+        import threading
+        self.stop_event = threading.Event()
+
+        def rewrite():
+            while not self.stop_event.is_set():
+                try:
+                    self.server.psql(self.db, self.statements(), user=self.name)
+                    self.rounds += 1
+                except (RuntimeError, subprocess.TimeoutExpired):
+                    pass  # no run yet, or its rows are being written
+                self.stop_event.wait(0.2)
+
+        def watch_fifo():
+            # Opening a FIFO to write without blocking succeeds only while a reader has it
+            # open: that reader is root, following a path the teammate wrote.
+            while not self.stop_event.is_set():
+                try:
+                    os.close(os.open(self.fifo, os.O_WRONLY | os.O_NONBLOCK))
+                    self.fifo_opened = True
+                except OSError:
+                    pass
+                self.stop_event.wait(0.005)
+
+        self.threads = [threading.Thread(target=f, daemon=True) for f in (rewrite, watch_fifo)]
+        for th in self.threads:
+            th.start()
+        return self
+
+    def stop(self):
+        self.stop_event.set()
+        for th in self.threads:
+            th.join(30)
+
+    def markers(self):
+        """What root did on the teammate's word: ran its command, opened its FIFO, or put the
+        root-only binary's names where the teammate reads them."""
+        left = []
+        if os.path.exists(self.ran):
+            left.append(f"ran the teammate's command ({open(self.ran).read().strip()})")
+        if self.fifo_opened:
+            left.append("opened the teammate's FIFO")
+        shared = self.server.psql(self.db, "SELECT coalesce(string_agg(sharing::text, ''), '') "
+                                           "FROM runs", user=self.name)
+        if "TOP_SECRET" in shared:
+            left.append("stored the root-only binary's names for the teammate")
+        return left
+
+
+def journal(where):
+    """The corpus's lock held across fdatasync, built here: a run with findings to verify."""
+    out = os.path.join(where, "journal_sync")
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "corpus")
+    subprocess.run(["gcc", "-O2", "-g", "-pthread", "-I", src, "-o", out,
+                    os.path.join(src, "journal_sync.c")], check=True)
+    return out
+
+
+TEAM_RUN = None
+
+
+def team_run():
+    """Root's `run --verify` of the journal on a shared store while a teammate rewrites it
+    (t01, t04): the run's outcome and what the teammate's markers say, run once."""
+    global TEAM_RUN
+    if TEAM_RUN is None:
+        server = pg()
+        url = server.database("teamt01")
+        where = d("t01")
+        os.chmod(where, 0o755)
+        env = {**own_home("t01/home"), "CORPUS_SCALE": "0.05"}
+        rc, _, err, _ = pg_quick(url, env=env)  # makes the tables the teammate is granted
+        assert rc == 0, err
+        mate = Teammate(server, "teamt01", "mallory", where).start()
+        prog = journal(where)
+        try:
+            rc, out, err, took = run(["run", "-t", "1,2", "--repeat", "1", "--diagnose", "1",
+                                      "--verify", "--json", os.path.join(where, "doc.json"),
+                                      "--", prog, "{threads}"], url, env=env, timeout=600)
+        finally:
+            mate.stop()
+        doc = {}
+        try:
+            doc = json.load(open(os.path.join(where, "doc.json")))
+        except (OSError, ValueError):
+            pass
+        TEAM_RUN = (rc, err, doc, mate, prog, took)
+    return TEAM_RUN
+
+
+@h3case("t01 a teammate rewriting the run being recorded decides nothing run --verify runs (#1)")
+def _():
+    rc, err, doc, mate, prog, took = team_run()
+    said = [l for l in err.splitlines() if "verify:" in l]
+    ran_ours = any(f"the command: {prog}" in l for l in said)
+    markers = mate.markers()
+    ok = rc == 0 and mate.rounds > 3 and not any("command" in m for m in markers) \
+        and doc.get("command") == [prog, "{threads}"] and ran_ours \
+        and all(p["value"] in (1, 2) for p in doc.get("points", []))
+    return ok, f"rc {rc} in {took:.0f} s, {mate.rounds} rewrites; markers: {markers or 'none'}; " \
+        f"document's command ours {doc.get('command') == [prog, '{threads}']}; " \
+        f"{said[0] if said else first_line(err)}"
+
+
+@h3case("t04 paths a teammate stores are never opened: no FIFO, no root-only names (#4)")
+def _():
+    rc, err, doc, mate, _, _ = team_run()
+    markers = [m for m in mate.markers() if "command" not in m]
+    return rc == 0 and not markers, f"rc {rc}; markers: {markers or 'none'}"
+
+
+@h3case("t05 verify refuses a point added to a sealed run, and a seal copied into another run (#5)")
+def _():
+    server = pg()
+    url = server.database("teamt05")
+    where = d("t05")
+    os.chmod(where, 0o755)
+    env = own_home("t05/home")
+    ran = os.path.join(where, "ran")
+    ours = ["sh", "-c", f"echo $SCALPROF_THREADS >> {ran}; echo ops=1"]
+    for _ in range(2):
+        rc, _, err, _ = pg_quick(url, env=env, cmd=ours)
+        assert rc == 0, err
+    server.psql("teamt05", "CREATE ROLE trudy LOGIN; GRANT SELECT, INSERT, UPDATE, DELETE ON "
+                           "ALL TABLES IN SCHEMA public TO trudy; GRANT USAGE, SELECT ON ALL "
+                           "SEQUENCES IN SCHEMA public TO trudy")
+    os.unlink(ran)
+    # (a) A point of 4000000000 added to root's sealed run 1.
+    server.psql("teamt05", "UPDATE runs SET sweep_values = '[1, 4000000000]' WHERE id = 1; "
+                           "INSERT INTO repeats (run_id, value, idx, wall_s, user_s, sys_s, ops, "
+                           "exit_code, signal, timed_out, voluntary_csw, involuntary_csw, "
+                           "minor_faults, major_faults, traced) SELECT run_id, 4000000000, idx, "
+                           "wall_s, user_s, sys_s, ops, exit_code, signal, timed_out, "
+                           "voluntary_csw, involuntary_csw, minor_faults, major_faults, traced "
+                           "FROM repeats WHERE run_id = 1", user="trudy")
+    verify = ["--cause", "fdatasync", "--rounds", "2"]
+    rc_a, _, err_a, _ = run(["verify", "1", *verify], url, env=env, timeout=120)
+    ran_a = open(ran).read() if os.path.exists(ran) else ""
+    # (b) Root's command and seal copied into run 2, the teammate's own (its label, its
+    # output folder), whose sweep is the teammate's to choose.
+    server.psql("teamt05", "UPDATE runs SET label = 'trudy', sweep_values = '[1]', seal = "
+                           "(SELECT seal FROM runs WHERE id = 1), command = (SELECT command "
+                           "FROM runs WHERE id = 1) WHERE id = 2", user="trudy")
+    rc_b, _, err_b, _ = run(["verify", "2", *verify], url, env=env, timeout=120)
+    ran_b = open(ran).read() if os.path.exists(ran) else ""
+    refused = lambda rc, err: rc == 2 and "not run" in err
+    ok = refused(rc_a, err_a) and not ran_a and "4000000000" in err_a \
+        and refused(rc_b, err_b) and not ran_b
+    return ok, f"added point: rc {rc_a}, ran at {ran_a.split() or 'nothing'}; copied seal: " \
+        f"rc {rc_b}, ran at {ran_b.split() or 'nothing'}: {first_line(err_a)}"
+
+
+def crafted_gopclntab(size=32 << 20, n=1 << 20):
+    """The `.gopclntab` (Go 1.20's layout) of a stripped Go program as it was crafted to
+    stall the parser: `n` functions, each named by the same run of bytes that fills the
+    table, its NUL at its very end (after a byte that is no UTF-8, so that no name is kept).
+    Read name by name to its NUL, that is `n` times the table's size."""
+    functab = size - (n + 2) * 8
+    head = struct.pack("<IBBBB8Q", 0xfffffff1, 0, 0, 1, 8, n, 0, 0, 72, 0, 0, 0, functab)
+    names = b"a" * (functab - len(head) - 2) + b"\xff\x00"
+    record = (n + 1) * 8  # every function's `_func`, after the table: entry 0, name 0
+    table = struct.pack(f"<{2 * (n + 1)}I", *(v for i in range(n + 1) for v in (16 * i, record)))
+    return head + names + table + struct.pack("<Ii", 0, 0)
+
+
+@h3case("t08 a crafted .gopclntab and its hard links cost seconds, not minutes (#8)")
+def _():
+    need("gcc", "strip", "objcopy")
+    t = d("t08")
+    # A stripped program with the crafted table: scalprof reads a `.gopclntab` for the
+    # names of any ELF file without a symbol table, and unlike a Go program's runtime,
+    # this one runs with any table.
+    prog = cc("int main(void) { volatile unsigned long i = 0; while (i < 300000000UL) i++; "
+              "return 0; }\n", os.path.join(t, "spin"))
+    tab = os.path.join(t, "gopclntab.bin")
+    open(tab, "wb").write(crafted_gopclntab())
+    subprocess.run(["strip", prog], check=True)
+    subprocess.run(["objcopy", "--add-section", f".gopclntab={tab}", prog], check=True)
+    links = [os.path.join(t, f"link{i}") for i in range(1, 4)]
+    for link in links:
+        os.link(prog, link)
+    db = os.path.join(t, "r.db")
+    rc, out, err, took = run(["run", "-t", "1", "--repeat", "1", "--diagnose", "1",
+                              "--no-locks", "--", "sh", "-c",
+                              "; ".join(links) + "; echo ops=1"], db, timeout=120)
+    said = out + err
+    warned = next((l for l in said.splitlines() if "without names in" in l), "")
+    named = [os.path.basename(l) for l in links if os.path.basename(l) in warned]
+    ok = rc == 0 and took < 30 and named and "panicked" not in err
+    return ok, f"rc {rc} in {took:.1f} s, warned of {named or 'none'}: " \
+        f"{warned.strip()[:120] or first_line(err)}"
+
+
 def main():
     if os.geteuid() != 0:
         sys.exit("run as root: the hostile cases act as uid 65534 through setpriv")

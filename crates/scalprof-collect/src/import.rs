@@ -159,6 +159,7 @@ pub fn for_each_raw_record_of(
     read_records(&f.name, file, f.size, Some(&mut handle))
 }
 
+#[allow(clippy::disallowed_methods)] // opens: the perf.data the user named, checked regular and handed to a parser child
 fn open(path: &Path) -> Result<(String, std::fs::File, u64), ImportError> {
     let name = path.display().to_string();
     // Never a FIFO or device: it would block, or never end.

@@ -65,6 +65,7 @@ static KEEPER: Mutex<Option<ChildStdin>> = Mutex::new(None);
 /// it first, and sends it this process's token as the first line on its pipe. Call once,
 /// before the first workload starts (the keeper is a child of scalprof and must not be
 /// taken for a workload's leftover).
+#[allow(clippy::disallowed_methods)] // runs: scalprof's own binary (/proc/self/exe) as the keeper
 pub fn start(program: &Path) -> std::io::Result<()> {
     use std::os::unix::process::CommandExt;
     let mut held = KEEPER.lock().unwrap_or_else(|e| e.into_inner());
@@ -145,6 +146,7 @@ pub fn serve() -> ! {
 
 /// SIGKILLs every process of this process's uids whose environment carries `token` in
 /// [`TREE_ENV`]; how many.
+#[allow(clippy::disallowed_methods)] // opens: /proc/PID/environ, kernel-made, read with a cap
 pub fn kill_carriers(token: &str) -> usize {
     let own = std::process::id() as i32;
     let Some(own_uids) = uids(Path::new("/proc/self")) else {

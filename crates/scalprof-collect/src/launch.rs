@@ -181,6 +181,7 @@ impl Suspended {
     /// Forks a child in its own process group with stdin from /dev/null, stdout/stderr
     /// to the given files and the descriptors `inherit` (above 2) left open across its
     /// exec. The child dies if scalprof dies (parent-death signal).
+    #[allow(clippy::disallowed_methods)] // opens: /dev/null
     pub fn spawn(
         program: &Path,
         argv: &[String],

@@ -146,6 +146,7 @@ pub fn check_private(canon: &Path) -> Result<(), PrivateError> {
 /// Creates (or truncates) a file for writing, owner-only (0600), refusing a symlink, and
 /// anything but a regular file with one link that we own: what another user planted at
 /// the path is never written through.
+#[allow(clippy::disallowed_methods)] // opens: a file of ours in a checked private folder, O_NOFOLLOW
 pub fn create_file(path: &Path) -> io::Result<File> {
     let f = OpenOptions::new()
         .write(true)
@@ -274,6 +275,7 @@ fn write_in_place(mut f: File, bytes: &[u8]) -> io::Result<()> {
 /// a cgroup's files): never through a link in its last component, never blocking on a
 /// FIFO (opened O_NONBLOCK, and only a regular file is read), and never more than `cap`
 /// bytes (a link to /dev/zero, or a huge file, is refused rather than read whole).
+#[allow(clippy::disallowed_methods)] // opens: O_NOFOLLOW|O_NONBLOCK, then checked regular and owned
 pub fn read_shared(path: &Path, cap: usize) -> io::Result<Vec<u8>> {
     use std::io::Read;
     let f = OpenOptions::new()

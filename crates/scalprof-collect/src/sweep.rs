@@ -164,6 +164,7 @@ pub fn match_ops(stdout: &str, re: &Regex) -> Result<Option<u64>, String> {
 }
 
 /// Reads at most the last 4 MiB of a workload's stdout (where `ops=` lines are).
+#[allow(clippy::disallowed_methods)] // opens: a workload output in the run's private folder
 pub fn read_tail(path: &PathBuf, max: u64) -> String {
     use std::io::{Read, Seek, SeekFrom};
     let Ok(mut f) = std::fs::File::open(path) else {

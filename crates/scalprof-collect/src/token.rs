@@ -5,6 +5,7 @@ use std::io::Read;
 use std::sync::OnceLock;
 
 /// This process's token: its pid and a random part, so that one token never names two runs.
+#[allow(clippy::disallowed_methods)] // opens: /dev/urandom
 pub fn token() -> &'static str {
     static TOKEN: OnceLock<String> = OnceLock::new();
     TOKEN.get_or_init(|| {

@@ -1,6 +1,9 @@
 //! The hold times of user locks, timed by the interposer in a real program (no privileges
 //! needed: it is preloaded, not attached).
 
+// Tests build, run and open what they made themselves: the action checks are for the product.
+#![allow(clippy::disallowed_methods)]
+
 use std::path::Path;
 
 use scalprof_collect::delay::{HoldRecords, HoldTimer};

@@ -1,5 +1,8 @@
 //! Every file in tests/import-cases must be rejected (or read) cleanly: no panic.
 
+// Tests build, run and open what they made themselves: the action checks are for the product.
+#![allow(clippy::disallowed_methods)]
+
 use scalprof_collect::import::{for_each_record, ImportError};
 
 #[test]

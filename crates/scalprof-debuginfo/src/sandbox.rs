@@ -179,6 +179,7 @@ impl Parser {
         Ok(parser)
     }
 
+    #[allow(clippy::disallowed_methods)] // runs: scalprof's own binary as a parser child
     fn start(exe: &Path, job: &str, file: &File, broker: Option<i32>) -> std::io::Result<Parser> {
         use std::os::unix::process::CommandExt;
         let fd = file.as_raw_fd();

@@ -202,6 +202,7 @@ fn compile_with(dir: &Path, name: &str, source: &str, flags: &[&str]) -> Result<
 
 /// Writes `source` to `dir/file` and runs `compiler FLAGS -o dir/NAME dir/file` unless the
 /// source is unchanged and the binary exists. `None` when the compiler is not installed.
+#[allow(clippy::disallowed_methods)] // runs: the system's cc on the corpus, in a checked private folder
 fn compile_source(
     dir: &Path,
     file: &str,

@@ -148,6 +148,7 @@ fn key_path() -> PathBuf {
 }
 
 /// This user's key: read (owner-only, ours, not through a link), or made when `create`.
+#[allow(clippy::disallowed_methods)] // opens: this user's seal key, O_NOFOLLOW, checked owner-only
 fn key(path: &Path, create: bool) -> std::io::Result<Vec<u8>> {
     let open = std::fs::OpenOptions::new()
         .read(true)

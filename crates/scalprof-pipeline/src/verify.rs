@@ -18,6 +18,7 @@ use scalprof_collect::exec::{self, Attach, ExecSpec};
 use scalprof_collect::interrupt::Interrupt;
 use scalprof_collect::sweep::{match_ops, parameter_env, read_tail, substitute, OutputPolicy};
 use scalprof_model::experiment::Experiment;
+use scalprof_model::foreign::Foreign;
 use scalprof_model::locks::HoldTimes;
 use scalprof_model::{Repeat, RunDocument};
 use scalprof_store::Store;
@@ -81,7 +82,7 @@ pub fn verify(
     let run = LoadedRun::load(store, id)?;
     let point = chosen_point(&run.inputs.header, &run.doc, opts.point)?;
     let causes = causes_of(&run.doc, opts)?;
-    let command = command_to_run(store, id, &run, opts, point, &causes, approve)?;
+    let command = command_to_run(store, &run, opts, point, &causes, approve)?;
     experiments(
         store, &run, &command, point, &causes, opts, interrupt, progress,
     )
@@ -176,11 +177,10 @@ fn experiments(
     Ok(done)
 }
 
-/// The command the experiments execute: the user's, or the stored one when this user's
-/// seal holds on it or `approve` says yes after seeing it.
+/// The command the experiments execute: the user's, or the stored one once
+/// [`stored_command_if_sealed_or_approved`] lets it through.
 fn command_to_run(
     store: &Store,
-    id: i64,
     run: &LoadedRun,
     opts: &VerifyOptions,
     point: u64,
@@ -190,35 +190,60 @@ fn command_to_run(
     if let Some(given) = &opts.command {
         return Ok(given.clone());
     }
+    // Read from the store: a teammate's words until the seal or the user says otherwise.
+    let stored = Foreign::new(run.inputs.header.command.clone());
+    stored_command_if_sealed_or_approved(store, run, stored, point, causes, approve)
+}
+
+/// The checked function between a stored command and `exec`: the command, when this
+/// user's seal holds on the run (recorded by this user on this host, as this run of this
+/// store, unchanged), or when `approve` says yes after seeing it and the point.
+#[allow(clippy::disallowed_methods)] // Foreign::into_checked, after the seal or the user.
+fn stored_command_if_sealed_or_approved(
+    store: &Store,
+    run: &LoadedRun,
+    stored: Foreign<Vec<String>>,
+    point: u64,
+    causes: &[String],
+    approve: &mut dyn FnMut(&Approval) -> Result<bool>,
+) -> Result<Vec<String>> {
     let header = &run.inputs.header;
+    let id: i64 = header.id.parse().unwrap_or_default();
     let provenance = match crate::seal::Sealed::of(store, header) {
-        Ok(sealed) => crate::seal::provenance(sealed, store.seal(id)?.as_deref()),
+        // The seal is computed over the command being let through, not a copy of it.
+        Ok(sealed) => crate::seal::provenance(
+            crate::seal::Sealed {
+                command: stored.shown(),
+                ..sealed
+            },
+            store.seal(id)?.as_deref(),
+        ),
         Err(e) => crate::seal::Provenance::Foreign(format!("the store has no identity ({e})")),
     };
-    match provenance {
-        crate::seal::Provenance::Ours => Ok(header.command.clone()),
-        crate::seal::Provenance::Foreign(why) => {
-            let ask = Approval {
-                run: id,
-                command: header.command.clone(),
-                parameter: header.sweep.parameter,
-                value: point,
-                causes: causes.to_vec(),
-                why,
-            };
-            if approve(&ask)? {
-                Ok(header.command.clone())
-            } else {
-                bail!(
-                    "run {id}'s stored command was not run: {}; it is `{}`. To run it, give \
-                     the command again after `--` (scalprof verify {id} -- COMMAND…), or \
-                     confirm it on a terminal",
-                    ask.why,
-                    scalprof_model::units::shell_line(&ask.command)
-                )
-            }
-        }
+    let why = match provenance {
+        crate::seal::Provenance::Ours => return Ok(stored.into_checked()),
+        crate::seal::Provenance::Foreign(why) => why,
+    };
+    let ask = Approval {
+        run: id,
+        command: stored.shown().clone(),
+        parameter: header.sweep.parameter,
+        value: point,
+        causes: causes.to_vec(),
+        why,
+    };
+    if approve(&ask)? {
+        return Ok(stored.into_checked());
     }
+    bail!(
+        "run {id}'s stored command was not run: {}; it is `{}`, at {} {}. To run it, give the \
+         command again after `--` (scalprof verify {id} -- COMMAND…), or confirm it on a \
+         terminal",
+        ask.why,
+        scalprof_model::units::shell_line(&ask.command),
+        ask.parameter,
+        ask.value
+    )
 }
 
 /// The point to run at: the one asked for, if the run measured it, else the largest. Only

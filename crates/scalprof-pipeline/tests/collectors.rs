@@ -1,6 +1,9 @@
 //! The collector fallback paths, with injected collectors: a profiler that cannot open
 //! its events and a lock tracer that records a scripted table. Runs unprivileged.
 
+// Tests build, run and open what they made themselves: the action checks are for the product.
+#![allow(clippy::disallowed_methods)]
+
 use scalprof_collect::exec::Attach;
 use scalprof_collect::interrupt::Interrupt;
 use scalprof_collect::locks::LockConfig;

@@ -2,6 +2,9 @@
 //! `golden/golden.c`) through the import, the converter and the store, against its
 //! expected folded stacks. `SCALPROF_BLESS=1` rewrites the expected file.
 
+// Tests build, run and open what they made themselves: the action checks are for the product.
+#![allow(clippy::disallowed_methods)]
+
 use std::path::{Path, PathBuf};
 
 /// Where the program was when it was recorded: the file's mmap records name this path.

@@ -3,6 +3,9 @@
 //! programs must land within ±25% at 16 threads with the right limiting cause, and the
 //! scaling ones must name none.
 
+// Tests build, run and open what they made themselves: the action checks are for the product.
+#![allow(clippy::disallowed_methods)]
+
 use std::path::Path;
 
 use scalprof_model::{RunDocument, RunInputs};

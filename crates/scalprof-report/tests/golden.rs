@@ -2,6 +2,9 @@
 //! analysis (`scalprof_analyze::assemble`). A change of wording or layout shows as a diff;
 //! when it is intended, regenerate them with `SCALPROF_BLESS=1 cargo test -p scalprof-report`.
 
+// Tests build, run and open what they made themselves: the action checks are for the product.
+#![allow(clippy::disallowed_methods)]
+
 use scalprof_model::locks::{LockKind, Scope};
 use scalprof_report::html::PointFunctions;
 use std::path::Path;

@@ -106,6 +106,7 @@ pub(crate) const ENSURE_IDENTITY_PG: &str =
 /// A new random UUID (version 4, RFC 9562 section 5.4), from the kernel's random source;
 /// without it (no /dev/urandom), from the time and this process's id, which still differ
 /// between any two stores made on one machine.
+#[allow(clippy::disallowed_methods)] // opens: /dev/urandom
 pub(crate) fn new_uuid() -> String {
     use std::io::Read;
     let mut b = [0u8; 16];

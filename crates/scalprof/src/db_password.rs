@@ -109,6 +109,7 @@ fn split(value: &OsStr, inline: bool) -> Option<(OsString, Vec<u8>)> {
 
 /// Replaces this process with scalprof run with `args`, `secret` in its environment.
 /// Returns only if that fails: the password is then used from memory, still visible.
+#[allow(clippy::disallowed_methods)] // runs: scalprof's own binary again, without the password in its argv
 fn reexec_without(args: &[OsString], secret: Vec<u8>) {
     use std::os::unix::process::CommandExt;
     let moved = OsString::from_vec(secret.clone());

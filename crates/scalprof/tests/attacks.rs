@@ -4,6 +4,9 @@
 //! 65534 (nobody), whose files root makes with chown. Each test reproduces its defect
 //! first, and was seen failing before the fix.
 
+// Tests build, run and open what they made themselves: the action checks are for the product.
+#![allow(clippy::disallowed_methods)]
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command as StdCommand;

@@ -3,6 +3,9 @@
 //! competes for the CPUs while it measures scaling. Most pathologies are a row of the
 //! table below ([`Case`]); the rest need a look of their own.
 
+// Tests build, run and open what they made themselves: the action checks are for the product.
+#![allow(clippy::disallowed_methods)]
+
 use std::path::Path;
 use std::process::Command as StdCommand;
 

@@ -2,6 +2,9 @@
 //! pruned, and a fixed-work tool's speedup is its wall time's, on a quiet and on a busy
 //! machine.
 
+// Tests build, run and open what they made themselves: the action checks are for the product.
+#![allow(clippy::disallowed_methods)]
+
 use std::path::Path;
 use std::process::{Child, Command as StdCommand, Stdio};
 

@@ -3,6 +3,9 @@
 //! Each test reproduces one defect found by hand; "another user" is uid 65534 (nobody),
 //! whose files root makes with chown.
 
+// Tests build, run and open what they made themselves: the action checks are for the product.
+#![allow(clippy::disallowed_methods)]
+
 use std::path::Path;
 use std::process::{Command as StdCommand, Stdio};
 use std::time::{Duration, Instant};

@@ -3,6 +3,9 @@
 //! turn it against their processes or root's. Its unit tests cover what it kills; these
 //! cover how scalprof starts it.
 
+// Tests build, run and open what they made themselves: the action checks are for the product.
+#![allow(clippy::disallowed_methods)]
+
 use std::process::{Command as StdCommand, Stdio};
 use std::time::{Duration, Instant};
 

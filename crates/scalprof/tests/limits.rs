@@ -2,6 +2,9 @@
 //! with a quota (in the host record; throttling as a cause), and inside a `cpuset` group
 //! of one CPU.
 
+// Tests build, run and open what they made themselves: the action checks are for the product.
+#![allow(clippy::disallowed_methods)]
+
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 

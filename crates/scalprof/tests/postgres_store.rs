@@ -2,6 +2,9 @@
 //! SCALPROF_DB), against a private server the test starts (see the store's test_server).
 //! The workload is a trivial one, run once.
 
+// Tests build, run and open what they made themselves: the action checks are for the product.
+#![allow(clippy::disallowed_methods)]
+
 use std::path::Path;
 
 use predicates::str::contains;

@@ -3,6 +3,9 @@
 //! runs in a browser, and `layout` reads the binaries' data. Apart from `corpus.rs`, which
 //! measures scaling, so that these do not compete with its measurements.
 
+// Tests build, run and open what they made themselves: the action checks are for the product.
+#![allow(clippy::disallowed_methods)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command as StdCommand;
 

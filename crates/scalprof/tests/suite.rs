@@ -2,6 +2,9 @@
 //! give (issue 14): mmap_lock, i_rwsem and the file's record lock are named; the tests that
 //! scale get no cause of 0.10 or more.
 
+// Tests build, run and open what they made themselves: the action checks are for the product.
+#![allow(clippy::disallowed_methods)]
+
 use std::path::Path;
 
 use serde_json::Value;

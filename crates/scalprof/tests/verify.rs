@@ -1,6 +1,9 @@
 //! `scalprof verify` on the corpus: causes lengthened by known delays, and the verdicts
 //! the throughput's answer gives (root needed for BPF; CI runs as root).
 
+// Tests build, run and open what they made themselves: the action checks are for the product.
+#![allow(clippy::disallowed_methods)]
+
 use std::path::Path;
 
 use scalprof_model::experiment::{Experiment, Verdict};

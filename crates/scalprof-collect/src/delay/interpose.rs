@@ -106,6 +106,7 @@ pub(super) fn prepare(
 /// own folder (mode 0700), where the path alone made ld.so answer "cannot be preloaded".
 /// A file, not a memfd: its mappings keep its name and path, by which the symbolizer
 /// unwinds through it and counts its time as scalprof's.
+#[allow(clippy::disallowed_methods)] // opens: scalprof's own interposer, just written in its private folder
 fn preload_object(dir: &Path) -> Result<Arc<OwnedFd>, DelayError> {
     let object = dir.join("libscalprof-delay.so");
     let failed = |source| DelayError::Interposer {
@@ -424,6 +425,7 @@ impl HoldArea {
 
     /// How many processes said on `stderr` that they could not record: the interposer's
     /// line, or ld.so's when it could not load this interposer.
+    #[allow(clippy::disallowed_methods)] // opens: the experiment's stderr, in the run's private folder
     fn unmapped_in(&self, stderr: &Path) -> u64 {
         let Ok(file) = File::open(stderr) else {
             return 0;

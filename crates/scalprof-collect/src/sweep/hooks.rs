@@ -48,6 +48,7 @@ impl Hook {
 /// value put in for `{parameter}` and in the environment, as the workload gets it. Its
 /// standard error goes to a file beside the step's outputs, kept only when it fails.
 /// Stopped by Ctrl-C it is no failure: the caller sees the interrupt.
+#[allow(clippy::disallowed_methods)] // runs: --prepare/--cleanup as the user typed them
 pub(super) fn run_hook(
     plan: &SweepPlan,
     hook: Hook,

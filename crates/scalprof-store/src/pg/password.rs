@@ -132,6 +132,7 @@ fn passfile(url: &PgUrl<'_>) -> Option<PathBuf> {
 /// The password file's text; `None` when there is none. A file others may read (or one
 /// that is not a plain file) is an error that says how to fix it: libpq ignores such a
 /// file with a warning, and a password in it is no longer secret.
+#[allow(clippy::disallowed_methods)] // opens: the user's own password file, checked owner-only
 fn read_passfile(path: &Path, shown: &str) -> Result<Option<String>, StoreError> {
     let refuse = |reason: String| StoreError::Password {
         url: shown.to_string(),

@@ -4,6 +4,9 @@
 //! program's timing, so these tests may run side by side; the measuring tests keep their
 //! own binaries (`corpus.rs`, `everyday.rs`, `keeper.rs`, …), whose tests take turns.
 
+// Tests build, run and open what they made themselves: the action checks are for the product.
+#![allow(clippy::disallowed_methods)]
+
 #[path = "../common/mod.rs"]
 mod common;
 

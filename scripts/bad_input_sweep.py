@@ -16,7 +16,10 @@ Needs root (to act as nobody via setpriv), gcc, python3, perf (the import cases)
 of the third hardening review, numbered as in its list) also want a cgroup v1 memory
 controller for their memory fences, zstd, objcopy and nm; the fourth review's (f01-f21,
 numbered as its rows) a v1 freezer, and PostgreSQL and openssl for a private server of
-their own; a case that cannot run says "skipped" and why. Takes about 3 minutes with a
+their own; the fifth's (t01-t08, one per attack) a hostile teammate who rewrites every
+column it may write of a shared PostgreSQL store while root records, and a hostile neighbour
+(another user's process named like the target, FIFOs at mapped paths); a case that cannot run
+says "skipped" and why. Takes about 3 minutes with a
 debug build on 2 CPUs (the h cases build their own helpers and a 4.6 MB binary of long
 symbols); no bound in it is about a release build's speed.
 """
@@ -2561,16 +2564,23 @@ class Teammate:
         # A binary only root may read, with a global whose name the teammate must not learn.
         secret_dir = os.path.join(where, "root-only")
         os.makedirs(secret_dir, mode=0o700)
-        self.secret = cc("long TOP_SECRET_7c1d[4096];\nint main(void) { return 0; }\n",
-                         os.path.join(secret_dir, "secret"))
+        self.secret = cc("long TOP_SECRET_7c1d[4096];\nint main(void) {\n"
+                         "    __atomic_fetch_add(&TOP_SECRET_7c1d[1], 1, __ATOMIC_SEQ_CST);\n"
+                         "    return 0;\n}\n", os.path.join(secret_dir, "secret"))
+        # The locked add's address: a hot instruction the sharing analysis would resolve to
+        # the secret global, were it to open the binary.
+        dump = subprocess.run(["objdump", "-d", "--no-show-raw-insn", self.secret],
+                              stdout=subprocess.PIPE, check=True).stdout.decode()
+        self.secret_at = next(int(l.split(":")[0], 16) for l in dump.splitlines()
+                              if "lock " in l and ":" in l)
         self.fifo_opened = False
         self.rounds = 0
         self.stop_event = None
 
     def statements(self):
         command = json.dumps(["sh", "-c", f"id > {self.ran}; echo ops=1"])
-        hot = json.dumps([{"file": f, "address": 4096, "samples": 1000, "weight": 1000000}
-                          for f in (self.fifo, self.secret)])
+        hot = json.dumps([{"file": f, "address": at, "samples": 1000, "weight": 1000000}
+                          for f, at in ((self.fifo, 4096), (self.secret, self.secret_at))])
         cols = ("run_id, idx, wall_s, user_s, sys_s, ops, exit_code, signal, timed_out, "
                 "voluntary_csw, involuntary_csw, minor_faults, major_faults, traced")
         return (
@@ -2582,8 +2592,11 @@ class Teammate:
             f"UPDATE repeats SET stdout_path = '{self.fifo}', stderr_path = '{self.fifo}'")
 
     def start(self):
+        """Starts rewriting (again); markers() then names only what is left from now on."""
         import threading
         self.stop_event = threading.Event()
+        self.fifo_opened = False
+        self.before = set(self.markers()) if self.rounds else set()
 
         def rewrite():
             while not self.stop_event.is_set():
@@ -2595,15 +2608,21 @@ class Teammate:
                 self.stop_event.wait(0.2)
 
         def watch_fifo():
-            # Opening a FIFO to write without blocking succeeds only while a reader has it
-            # open: that reader is root, following a path the teammate wrote.
-            while not self.stop_event.is_set():
-                try:
-                    os.close(os.open(self.fifo, os.O_WRONLY | os.O_NONBLOCK))
-                    self.fifo_opened = True
-                except OSError:
-                    pass
-                self.stop_event.wait(0.005)
+            # Any open of the FIFO (an O_PATH look at it is none) is root following a path
+            # the teammate wrote: inotify's IN_OPEN sees even one closed at once.
+            import ctypes
+            import select
+            libc = ctypes.CDLL(None, use_errno=True)
+            fd = libc.inotify_init1(os.O_NONBLOCK)
+            if fd < 0 or libc.inotify_add_watch(fd, self.fifo.encode(), 0x20) < 0:
+                raise OSError(ctypes.get_errno(), "inotify")
+            try:
+                while not self.stop_event.is_set():
+                    if select.select([fd], [], [], 0.1)[0]:
+                        os.read(fd, 4096)
+                        self.fifo_opened = True
+            finally:
+                os.close(fd)
 
         self.threads = [threading.Thread(target=f, daemon=True) for f in (rewrite, watch_fifo)]
         for th in self.threads:
@@ -2627,7 +2646,7 @@ class Teammate:
                                            "FROM runs", user=self.name)
         if "TOP_SECRET" in shared:
             left.append("stored the root-only binary's names for the teammate")
-        return left
+        return [m for m in left if m not in getattr(self, "before", set())]
 
 
 def journal(where):
@@ -2646,18 +2665,24 @@ def team_run():
     """Root's `run --verify` of the journal on a shared store while a teammate rewrites it
     (t01, t04): the run's outcome and what the teammate's markers say, run once."""
     global TEAM_RUN
+    if isinstance(TEAM_RUN, Exception):
+        raise TEAM_RUN
     if TEAM_RUN is None:
+        TEAM_RUN = RuntimeError("the shared run of t01 did not complete")
         server = pg()
         url = server.database("teamt01")
         where = d("t01")
         os.chmod(where, 0o755)
-        env = {**own_home("t01/home"), "CORPUS_SCALE": "0.05"}
+        env = {**own_home("t01/home"), "CORPUS_SCALE": "0.2"}
         rc, _, err, _ = pg_quick(url, env=env)  # makes the tables the teammate is granted
         assert rc == 0, err
         mate = Teammate(server, "teamt01", "mallory", where).start()
         prog = journal(where)
         try:
-            rc, out, err, took = run(["run", "-t", "1,2", "--repeat", "1", "--diagnose", "1",
+            # Two traced repeats a point: the first one's rows are the teammate's for the
+            # whole of the second.
+            rc, out, err, took = run(["run", "-t", "1,2", "--repeat", "1", "--diagnose", "2",
+                                      "--diagnose-max", "2",
                                       "--verify", "--json", os.path.join(where, "doc.json"),
                                       "--", prog, "{threads}"], url, env=env, timeout=600)
         finally:
@@ -2690,6 +2715,32 @@ def _():
     rc, err, doc, mate, _, _ = team_run()
     markers = [m for m in mate.markers() if "command" not in m]
     return rc == 0 and not markers, f"rc {rc}; markers: {markers or 'none'}"
+
+
+@h3case("t09 report, compare, history, show, flame and gc on a store a teammate keeps rewriting: no marker (#9)")
+def _():
+    rc, _, _, mate, _, _ = team_run()
+    assert rc == 0, "t01's run failed"
+    server = pg()
+    url = server.url("teamt01")
+    env = own_home("t01/home")
+    where = d("t09")
+    mate.start()
+    said = []
+    try:
+        for args in (["report", "latest", "-o", os.path.join(where, "r.html")],
+                     ["compare", "1", "2", "--json"],
+                     ["history", "x"],
+                     ["show", "latest", "--json"],
+                     ["flame", "latest", "-o", os.path.join(where, "f.svg")],
+                     ["gc", "--keep", "1", "--dry-run"],
+                     ["verify", "latest", "--cause", "fdatasync", "--rounds", "2"]):
+            rc, _, err, _ = run(args, url, env=env, timeout=120)
+            said.append(f"{args[0]} {rc}")
+    finally:
+        mate.stop()
+    markers = mate.markers()
+    return not markers and "verify 2" in said and "gc 0" in said, f"{', '.join(said)}; markers: {markers or 'none'}"
 
 
 @h3case("t05 verify refuses a point added to a sealed run, and a seal copied into another run (#5)")

@@ -103,6 +103,16 @@ impl AttachSpec {
         .map(|r| r.pids)
     }
 
+    /// [`AttachSpec::resolve`], with the other users' processes it left alone in words.
+    pub fn resolve_found(&self) -> Result<Resolved, CollectError> {
+        self.resolve_in(
+            Path::new("/proc"),
+            std::process::id() as i32,
+            real_uid(),
+            false,
+        )
+    }
+
     /// [`AttachSpec::resolve`], remembering the targets: one attached to before that now
     /// runs with other uids is dropped, and said so in [`Resolved::dropped`]. Called
     /// before each traced repeat.

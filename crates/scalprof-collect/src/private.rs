@@ -272,23 +272,22 @@ fn write_in_place(mut f: File, bytes: &[u8]) -> io::Result<()> {
 }
 
 /// Reads a small file from a place another user may control (a checkout's `.git/HEAD`,
-/// a cgroup's files): never through a link in its last component, never blocking on a
-/// FIFO (opened O_NONBLOCK, and only a regular file is read), and never more than `cap`
-/// bytes (a link to /dev/zero, or a huge file, is refused rather than read whole).
-#[allow(clippy::disallowed_methods)] // opens: O_NOFOLLOW|O_NONBLOCK, then checked regular and owned
+/// a cgroup's files): never through a link in its last component, never opening a FIFO
+/// or a device (looked at with O_PATH first, and only a regular file is opened), and never
+/// more than `cap` bytes (a link to /dev/zero, or a huge file, is refused rather than read whole).
 pub fn read_shared(path: &Path, cap: usize) -> io::Result<Vec<u8>> {
     use std::io::Read;
-    let f = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)?;
-    let m = f.metadata()?;
-    if !m.is_file() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("{} is not a regular file: not read", path.display()),
-        ));
-    }
+    // O_PATH first: a device planted there never has its driver opened.
+    let f = scalprof_debuginfo::open_regular_nofollow(path).map_err(|e| {
+        if e.kind() == io::ErrorKind::InvalidInput || e.raw_os_error() == Some(libc::ELOOP) {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{} is not a regular file: not read", path.display()),
+            )
+        } else {
+            e
+        }
+    })?;
     let mut bytes = Vec::new();
     f.take(cap as u64 + 1).read_to_end(&mut bytes)?;
     if bytes.len() > cap {

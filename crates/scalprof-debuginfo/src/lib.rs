@@ -43,12 +43,24 @@ pub fn open_regular(path: &std::path::Path) -> std::io::Result<std::fs::File> {
 /// [`open_regular`] in this process. The path is opened first with `O_PATH`, which runs no
 /// driver's open and waits for no FIFO's writer; only a regular file is then opened for
 /// reading, through `/proc/self/fd` (the same inode, whatever the path names meanwhile).
-#[allow(clippy::disallowed_methods)] // opens: O_PATH, fstat'ed regular, then reopened through /proc/self/fd
 pub(crate) fn open_direct(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    open_checked(path, 0)
+}
+
+/// [`open_regular`] in this process, refusing a link in the path's last component (a
+/// place another user may write, where a link could point anywhere).
+pub fn open_regular_nofollow(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    open_checked(path, libc::O_NOFOLLOW)
+}
+
+/// The one open of a file another user may have put there: `O_PATH` (with `flags`), an
+/// fstat that it is regular, then a reopen through `/proc/self/fd`.
+#[allow(clippy::disallowed_methods)] // opens: O_PATH, fstat'ed regular, then reopened through /proc/self/fd
+fn open_checked(path: &std::path::Path, flags: i32) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt;
     let handle = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_PATH | libc::O_CLOEXEC)
+        .custom_flags(libc::O_PATH | libc::O_CLOEXEC | flags)
         .open(path)?;
     // fstat works on an O_PATH descriptor.
     if !handle.metadata()?.is_file() {

@@ -69,6 +69,8 @@ pub struct Checked {
     pub label: String,
     /// The processes attached to now (empty without `attach`).
     pub attached: Vec<i32>,
+    /// Other users' processes that matched and are left alone, in words (`None`: none).
+    pub attach_skipped: Option<String>,
 }
 
 /// Puts the workloads in the cgroups given for them (before their limits are read).
@@ -119,20 +121,21 @@ pub fn check_for(opts: &RunOptions, cpus: u32) -> Result<Checked, Refusal> {
         .label
         .clone()
         .unwrap_or_else(|| crate::label::default_label(&opts.command));
-    let attached = attachable(opts)?;
+    let found = attachable(opts)?;
     Ok(Checked {
         values,
         ops_regex,
         label,
-        attached,
+        attached: found.pids,
+        attach_skipped: found.skipped,
     })
 }
 
 /// The processes to attach to, found now, where the sweep may observe them: refused
 /// before anything runs, rather than a run without the profiles it was for.
-fn attachable(opts: &RunOptions) -> Result<Vec<i32>, Refusal> {
+fn attachable(opts: &RunOptions) -> Result<scalprof_collect::attach::Resolved, Refusal> {
     if opts.attach.is_empty() {
-        return Ok(Vec::new());
+        return Ok(scalprof_collect::attach::Resolved::default());
     }
     if opts.diagnose == 0 || (opts.sampling.is_none() && opts.locks.is_none()) {
         return Err(Refusal::AttachUntraced);
@@ -147,7 +150,7 @@ fn attachable(opts: &RunOptions) -> Result<Vec<i32>, Refusal> {
     }
     // After the capabilities: a user who may not attach at all hears that first, not
     // which of the processes are theirs.
-    opts.attach.resolve().map_err(Refusal::Attach)
+    opts.attach.resolve_found().map_err(Refusal::Attach)
 }
 
 /// Whether locks can be traced at all: for a command whose point is the lock tables

@@ -150,22 +150,32 @@ impl GoExecWatch {
 
     /// A traced process executed a program: probes it if it is a Go program not probed
     /// yet. Its first milliseconds (until this round of the drain) go unseen. The file is
-    /// reached through `/proc/PID/exe`, the very file the process runs, for its identity,
-    /// its reading and the probes alike: a path read from the link could be swapped for
-    /// another file (one the workload's user may write) between them.
+    /// `/proc/PID/exe` opened once, the very file the process runs, and that one
+    /// descriptor (as `/proc/self/fd/N`) serves its identity, its reading and the probes
+    /// alike: the process may exec again, and a path read from the link could be swapped
+    /// for another file (one the workload's user may write), between them.
     fn exec(&mut self, skel: &LocksSkel<'_>, tgid: u32) {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::MetadataExt;
         let Some(probes_of) = &self.probes_of else {
             return;
         };
-        let exe = std::path::PathBuf::from(format!("/proc/{tgid}/exe"));
-        let Some(id) = file_id(&exe) else { return };
-        if !self.probed.insert(id) {
+        let Ok(exe) =
+            scalprof_debuginfo::open_regular(std::path::Path::new(&format!("/proc/{tgid}/exe")))
+        else {
+            return;
+        };
+        let Ok(meta) = exe.metadata() else { return };
+        if !self.probed.insert((meta.dev(), meta.ino())) {
             return;
         }
-        let probes = (probes_of.0)(&exe);
+        let held = std::path::PathBuf::from(format!("/proc/self/fd/{}", exe.as_raw_fd()));
+        let probes = (probes_of.0)(&held);
         if let Ok(links) = attach_go_probes(skel, &probes) {
             self.links.extend(links);
         }
+        // The probes hold the inode now; the descriptor may go.
+        drop(exe);
     }
 }
 

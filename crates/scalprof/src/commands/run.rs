@@ -28,6 +28,9 @@ pub fn run(db: &Option<PathBuf>, args: cli::RunArgs) -> Result<ExitCode> {
             if n == 1 { "" } else { "es" }
         );
     }
+    if let Some(skipped) = &checked.attach_skipped {
+        eprintln!("scalprof: {}", scalprof_report::terminal_safe(skipped));
+    }
     let store = open_store(db)?;
     let interrupt = Interrupt::install()?;
     // With --verify the document is written once the experiments are in it.

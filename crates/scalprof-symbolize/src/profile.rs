@@ -34,8 +34,8 @@ use std::sync::Arc;
 
 use framehop::x86_64::{CacheX86_64, UnwinderX86_64};
 use framehop::Unwinder;
+use linux_perf_event_reader::EventRecord;
 use linux_perf_event_reader::Mmap2FileId;
-use linux_perf_event_reader::{EventRecord, RawData, RawEventRecord, RecordParseInfo, RecordType};
 use scalprof_debuginfo::mapped::Mapped;
 use scalprof_debuginfo::{ElfInfo, Kallsyms, SymbolCache};
 
@@ -581,22 +581,6 @@ impl ProfileBuilder {
             folded,
         }
     }
-}
-
-fn raw_record(
-    records: &[u8],
-    pos: usize,
-    size: usize,
-    parse_info: RecordParseInfo,
-) -> RawEventRecord<'_> {
-    let ty = u32::from_ne_bytes(records[pos..pos + 4].try_into().expect("4 bytes"));
-    let misc = u16::from_ne_bytes(records[pos + 4..pos + 6].try_into().expect("2 bytes"));
-    RawEventRecord::new(
-        RecordType(ty),
-        misc,
-        RawData::Single(&records[pos + 8..pos + size]),
-        parse_info,
-    )
 }
 
 /// PROT_EXEC on Linux (all architectures).

@@ -4,10 +4,10 @@
 use std::sync::Arc;
 
 use linux_perf_event_reader::{Endianness, EventRecord, PerfEventAttr, RawData};
-use linux_perf_event_reader::{RecordParseInfo, SampleRecord};
+use linux_perf_event_reader::{RawEventRecord, RecordParseInfo, RecordType, SampleRecord};
 use scalprof_model::ProfileStats;
 
-use super::{raw_record, Blamed, FastMap, ProfileBuilder, ProfileError, Symbols};
+use super::{Blamed, FastMap, ProfileBuilder, ProfileError, Symbols};
 use super::{PERF_RECORD_SAMPLE, REG_SP};
 
 /// One of several builders over the same records ([`parallel`]): every builder handles
@@ -288,4 +288,21 @@ pub fn parallel(
         first.share = None;
         first
     })
+}
+
+/// The record of `size` bytes at `pos` in `records`, its header read in place.
+fn raw_record(
+    records: &[u8],
+    pos: usize,
+    size: usize,
+    parse_info: RecordParseInfo,
+) -> RawEventRecord<'_> {
+    let ty = u32::from_ne_bytes(records[pos..pos + 4].try_into().expect("4 bytes"));
+    let misc = u16::from_ne_bytes(records[pos + 4..pos + 6].try_into().expect("2 bytes"));
+    RawEventRecord::new(
+        RecordType(ty),
+        misc,
+        RawData::Single(&records[pos + 8..pos + size]),
+        parse_info,
+    )
 }

@@ -625,20 +625,7 @@ mod tests {
         assert!(e.contains("200 (solo) now runs as uids 0/1000/0/0"), "{e}");
     }
 
-    /// Tests that start another user's processes run as root; elsewhere than CI, without
-    /// root, they say they skip.
-    fn need_root(test: &str) -> bool {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } == 0 {
-            return true;
-        }
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{test}: CI runs as root; this test needs it"
-        );
-        eprintln!("{test}: skipped, needs root to start a process as another user");
-        false
-    }
+    use crate::test_support::need_root;
 
     #[test]
     fn another_user_s_process_with_the_same_name_is_not_a_target() {

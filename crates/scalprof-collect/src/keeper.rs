@@ -371,20 +371,7 @@ mod tests {
         let _ = other.wait();
     }
 
-    /// The root of the machine's process tree runs these tests; another user's processes
-    /// are made with setresuid, which needs root.
-    fn need_root(test: &str) -> bool {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } == 0 {
-            return true;
-        }
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "{test}: CI runs as root; this test needs it"
-        );
-        eprintln!("{test}: skipped, needs root to start processes as another user");
-        false
-    }
+    use crate::test_support::need_root;
 
     /// A `sleep 30` carrying `token`, started with the real, effective and saved uids
     /// `uids` (as a setuid program of another user's would run).

@@ -37,6 +37,25 @@ pub mod sweep;
 mod token;
 pub mod topology;
 
+/// What the crate's unit tests share.
+#[cfg(test)]
+pub(crate) mod test_support {
+    /// Whether this test may start processes as another user (it runs as root); outside
+    /// CI, without root, it says it skips; in CI, which runs as root, it fails.
+    pub(crate) fn need_root(test: &str) -> bool {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            return true;
+        }
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{test}: CI runs as root; this test needs it"
+        );
+        eprintln!("{test}: skipped, needs root to start processes as another user");
+        false
+    }
+}
+
 use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]

@@ -20,6 +20,8 @@ pub struct Recorder<'a> {
 /// A run as this process wrote it.
 #[derive(Clone, Debug)]
 pub struct Recording {
+    /// The run's number in the store.
+    id: i64,
     header: RunHeader,
     repeats: Vec<PointRepeat>,
     /// Per traced repeat: (value, index, profile), as stored, in the order written.
@@ -29,11 +31,12 @@ pub struct Recording {
 }
 
 impl<'a> Recorder<'a> {
-    /// The recorder of run `header.id`, which the store already holds.
-    pub fn new(store: &'a Store, header: RunHeader) -> Recorder<'a> {
+    /// The recorder of run `id`, which the store already holds as `header`.
+    pub fn new(store: &'a Store, id: i64, header: RunHeader) -> Recorder<'a> {
         Recorder {
             store,
             run: Recording {
+                id,
                 header,
                 repeats: Vec::new(),
                 profiles: Vec::new(),
@@ -117,8 +120,7 @@ fn replace<T>(list: &mut Vec<(u64, u32, T)>, value: u64, index: u32, item: T) {
 
 impl Recording {
     pub fn id(&self) -> i64 {
-        // The header's id is the store's number, written by this process.
-        self.header.id.parse().unwrap_or_default()
+        self.id
     }
 
     pub fn header(&self) -> &RunHeader {

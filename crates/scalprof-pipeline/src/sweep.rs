@@ -218,7 +218,7 @@ fn create_run<'a>(
         Err(e) => Some(e.to_string()),
     };
     let plan = sweep_plan(opts, checked, host_pmu, output_dir);
-    Ok((Recorder::new(store, header), plan, unsealed))
+    Ok((Recorder::new(store, id, header), plan, unsealed))
 }
 
 /// The header of run `id` as created from `new`: what `show` would read back from an

@@ -82,9 +82,9 @@ pub fn verify(
     let run = LoadedRun::load(store, id)?;
     let point = chosen_point(&run.inputs.header, &run.doc, opts.point)?;
     let causes = causes_of(&run.doc, opts)?;
-    let command = command_to_run(store, &run, opts, point, &causes, approve)?;
+    let command = command_to_run(store, id, &run, opts, point, &causes, approve)?;
     experiments(
-        store, &run, &command, point, &causes, opts, interrupt, progress,
+        store, id, &run, &command, point, &causes, opts, interrupt, progress,
     )
 }
 
@@ -102,8 +102,9 @@ pub fn verify_recorded(
     let point = chosen_point(&run.inputs.header, &run.doc, opts.point)?;
     let causes = causes_of(&run.doc, opts)?;
     let command = recording.header().command.clone();
+    let id = recording.id();
     experiments(
-        store, &run, &command, point, &causes, opts, interrupt, progress,
+        store, id, &run, &command, point, &causes, opts, interrupt, progress,
     )
 }
 
@@ -128,6 +129,7 @@ fn causes_of(doc: &RunDocument, opts: &VerifyOptions) -> Result<Vec<String>> {
 #[allow(clippy::too_many_arguments)]
 fn experiments(
     store: &Store,
+    id: i64,
     run: &LoadedRun,
     command: &[String],
     point: u64,
@@ -137,7 +139,6 @@ fn experiments(
     progress: &mut dyn FnMut(&str),
 ) -> Result<Vec<Experiment>> {
     let doc = &run.doc;
-    let id: i64 = run.inputs.header.id.parse().unwrap_or_default();
     progress(&format!(
         "the command: {} at {} {point}",
         scalprof_model::units::shell_line(command),
@@ -181,6 +182,7 @@ fn experiments(
 /// [`stored_command_if_sealed_or_approved`] lets it through.
 fn command_to_run(
     store: &Store,
+    id: i64,
     run: &LoadedRun,
     opts: &VerifyOptions,
     point: u64,
@@ -192,15 +194,17 @@ fn command_to_run(
     }
     // Read from the store: a teammate's words until the seal or the user says otherwise.
     let stored = Foreign::new(run.inputs.header.command.clone());
-    stored_command_if_sealed_or_approved(store, run, stored, point, causes, approve)
+    stored_command_if_sealed_or_approved(store, id, run, stored, point, causes, approve)
 }
 
 /// The checked function between a stored command and `exec`: the command, when this
 /// user's seal holds on the run (recorded by this user on this host, as this run of this
 /// store, unchanged), or when `approve` says yes after seeing it and the point.
 #[allow(clippy::disallowed_methods)] // Foreign::into_checked, after the seal or the user.
+#[allow(clippy::too_many_arguments)]
 fn stored_command_if_sealed_or_approved(
     store: &Store,
+    id: i64,
     run: &LoadedRun,
     stored: Foreign<Vec<String>>,
     point: u64,
@@ -208,7 +212,6 @@ fn stored_command_if_sealed_or_approved(
     approve: &mut dyn FnMut(&Approval) -> Result<bool>,
 ) -> Result<Vec<String>> {
     let header = &run.inputs.header;
-    let id: i64 = header.id.parse().unwrap_or_default();
     let provenance = match crate::seal::Sealed::of(store, header) {
         // The seal is computed over the command being let through, not a copy of it.
         Ok(sealed) => crate::seal::provenance(

@@ -258,6 +258,8 @@ mod tests;
 #[cfg(test)]
 mod tests_pg;
 #[cfg(test)]
+mod tests_pg_tls;
+#[cfg(test)]
 mod tests_pg_trust;
 #[cfg(test)]
 mod tests_shared;

@@ -1041,7 +1041,13 @@ fn a_syscall_heavy_program_that_scales_gets_no_finding_and_is_measured_clean() {
         // the perturbation warning below reports the rest to the user.
         assert!(x > -0.35, "traced {:.0}% slower than clean", -100.0 * x);
         // The warning is there exactly when the perturbation exceeds 5% and lies outside
-        // the noise: even the repeats' most favourable pairing shows it.
+        // the noise: even the repeats' most favourable pairing shows it, and it is larger
+        // than the clean repeats' own spread (a CI run measured -9.6% with clean repeats
+        // 13% apart: no warning, rightly).
+        let clean_spread = p
+            .throughput_spread
+            .filter(|s| s.median > 0.0)
+            .map_or(0.0, |s| (s.max - s.min) / s.median);
         let warned = doc
             .warnings
             .iter()
@@ -1051,8 +1057,8 @@ fn a_syscall_heavy_program_that_scales_gets_no_finding_and_is_measured_clean() {
         let outside = lo > 0.0 || hi < 0.0;
         assert_eq!(
             warned,
-            x.abs() > 0.05 && outside,
-            "{x} {}",
+            x.abs() > 0.05f64.max(clean_spread) && outside,
+            "{x} spread {clean_spread} {}",
             json(&doc.warnings)
         );
     }

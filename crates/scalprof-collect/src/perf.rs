@@ -23,8 +23,11 @@ use crate::exec::Attach;
 use crate::{CollectError, ProfilingError};
 
 mod cost;
+mod maps;
 mod stacks;
 pub use cost::cached_sample_cost_ns;
+pub use maps::MapStats;
+use maps::{MapSource, MapTracker, ProcSource};
 pub use stacks::delta_encoded;
 use stacks::{copy_wrapped, RecordView, StackKeys};
 
@@ -44,6 +47,41 @@ pub struct SamplingConfig {
     /// Keep each thread's stack copies as differences from its last full one (see
     /// [`scalprof_model::stack_delta`]); false keeps every copy whole (tests compare).
     pub delta_stacks: bool,
+    /// Ask the kernel for mapping records (MMAP2) as perf does, instead of reading the
+    /// workload's maps from /proc (perf/maps.rs): what the benchmarks compare, to price
+    /// the records. Default: `SCALPROF_MAPPING_RECORDS=1` in the environment, else off.
+    pub mapping_records: bool,
+    /// Choose each point's rate from its clean repeats ([`point_frequency`]), with
+    /// `frequency` the most: false where the user chose the rate.
+    pub adaptive: bool,
+}
+
+/// Samples a point's traced repeat should hold, in all its threads: enough for a cause's
+/// share to be known within about half a percentage point (a 5% share from 4000 samples
+/// has a binomial standard error of 0.34 points), few enough that a long run pays little.
+pub const TARGET_SAMPLES: f64 = 4000.0;
+
+/// The lowest rate chosen by itself: continuous profilers sample at 19–100 Hz.
+pub const MIN_ADAPTIVE_HZ: u64 = 49;
+
+/// The rate for a point whose clean repeats took `cpu_s` CPU seconds each (user and
+/// system, all threads; the median): what gives about [`TARGET_SAMPLES`] samples, between
+/// [`MIN_ADAPTIVE_HZ`] and `ceiling` (the default or the data-rate limit). A one-second
+/// run at one thread keeps the ceiling; a 16-thread run of 10 s samples at 49 Hz. The
+/// sampler's cost falls with the rate: at 14 µs a sample, 1.4% of a thread at 999 Hz,
+/// 0.07% at 49 Hz.
+pub fn point_frequency(cpu_s: f64, ceiling: u64) -> u64 {
+    if !(cpu_s.is_finite() && cpu_s > 0.0) {
+        return ceiling;
+    }
+    let hz = (TARGET_SAMPLES / cpu_s).round() as u64;
+    // Odd rates, as 999 is, so that sampling does not run in lockstep with timers.
+    let hz = hz.clamp(MIN_ADAPTIVE_HZ, ceiling.max(MIN_ADAPTIVE_HZ));
+    if hz == ceiling || hz % 2 == 1 {
+        hz
+    } else {
+        hz - 1
+    }
 }
 
 /// The most a stack copy grows to by itself (`--stack-size` goes to 63 KiB): 32 KiB walked
@@ -63,6 +101,8 @@ impl Default for SamplingConfig {
             grow_stack: true,
             use_pmu: false,
             delta_stacks: true,
+            mapping_records: std::env::var_os("SCALPROF_MAPPING_RECORDS").is_some_and(|v| v == "1"),
+            adaptive: false,
         }
     }
 }
@@ -85,6 +125,8 @@ pub struct RawProfile {
     pub bad_records: u64,
     /// The reader thread's CPU time while sampling: scalprof's own recording cost.
     pub record_cpu_ns: u64,
+    /// The mappings the reader read from /proc (the sampler asks for no mapping records).
+    pub maps: MapStats,
     /// With attached processes the sampler samples every CPU and these are the processes
     /// to keep (the command and the attached ones; their children are followed through
     /// the fork records). `None`: the records are the command's tree only.
@@ -134,6 +176,7 @@ struct Drained {
     bad: u64,
     /// The thread's own CPU time, reading included.
     cpu_ns: u64,
+    maps: MapStats,
 }
 
 /// A sampler for one execution: attach before exec, finish after exit, then take.
@@ -205,10 +248,14 @@ impl Sampler {
             a.set_enable_on_exec(1);
             a.set_inherit(1);
         }
-        a.set_mmap(1);
-        a.set_mmap2(1);
-        a.set_comm(1);
-        a.set_comm_exec(1);
+        // No mmap/mmap2 unless asked: they would make every mapping on the machine pay
+        // for a record (see perf/maps.rs); the reader reads the workload's from /proc.
+        if self.config.mapping_records {
+            a.set_mmap(1);
+            a.set_mmap2(1);
+            a.set_comm(1);
+            a.set_comm_exec(1);
+        }
         a.set_task(1);
         a.set_sample_id_all(1);
         a.set_exclude_hv(1);
@@ -267,6 +314,9 @@ impl Sampler {
                     for fd in opened {
                         self.buffers.push(Ring::map(fd, pages)?);
                     }
+                    if !self.config.mapping_records {
+                        self.open_names(&attr, target, &cpus)?;
+                    }
                     return Ok(());
                 }
                 Some(e) => {
@@ -293,6 +343,55 @@ impl Sampler {
         }
     }
 }
+
+impl Sampler {
+    /// Beside each CPU's sampling event, one that records the workload's names and execs
+    /// (COMM records) and wakes the reader at each: so that it reads a new program's
+    /// maps while the program runs, however short its life (see perf/maps.rs). Its
+    /// records carry the same fields as the samples' (`sample_type`, `sample_id_all`), so
+    /// one parser reads both.
+    fn open_names(
+        &mut self,
+        sampling: &b::perf_event_attr,
+        target: i32,
+        cpus: &[u32],
+    ) -> Result<(), CollectError> {
+        let mut attr = *sampling;
+        attr.type_ = b::PERF_TYPE_SOFTWARE;
+        attr.config = b::PERF_COUNT_SW_DUMMY as u64;
+        attr.set_task(0);
+        attr.set_comm(1);
+        attr.set_comm_exec(1);
+        // Woken at every record: one byte of watermark.
+        attr.__bindgen_anon_2.wakeup_watermark = 1;
+        for &cpu in cpus {
+            // SAFETY: attr is a fully initialized perf_event_attr.
+            let fd = unsafe {
+                sys::perf_event_open(
+                    &mut attr,
+                    target,
+                    cpu as i32,
+                    -1,
+                    b::PERF_FLAG_FD_CLOEXEC as _,
+                )
+            };
+            if fd < 0 {
+                return Err(ProfilingError::Open {
+                    source: std::io::Error::last_os_error(),
+                    hint: paranoia_hint(),
+                }
+                .into());
+            }
+            // SAFETY: a fresh descriptor we own.
+            let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+            self.buffers.push(Ring::map(fd, NAME_RING_PAGES)?);
+        }
+        Ok(())
+    }
+}
+
+/// Data pages of a CPU's ring of names and execs (64 KiB: a thousand COMM records).
+const NAME_RING_PAGES: usize = 16;
 
 /// How to get permission to profile, from the current `perf_event_paranoid`.
 pub fn paranoia_hint() -> String {
@@ -335,9 +434,11 @@ impl Attach for Sampler {
         let buffers = std::mem::take(&mut self.buffers);
         let stop = self.stop.clone();
         let keys = StackKeys::new(self.config.delta_stacks);
+        let tracker = MapTracker::new(self.only.as_deref(), &self.initial)
+            .enabled(!self.config.mapping_records);
         let handle = std::thread::Builder::new()
             .name("scalprof-sampler".into())
-            .spawn(move || read_loop(buffers, keys, &stop))
+            .spawn(move || read_loop(buffers, keys, tracker, &mut ProcSource::new(), &stop))
             .map_err(ProfilingError::Thread)?;
         self.reader = Some(handle);
         Ok(())
@@ -359,6 +460,7 @@ impl Attach for Sampler {
                     samples: d.samples,
                     bad_records: d.bad,
                     record_cpu_ns: d.cpu_ns,
+                    maps: d.maps,
                     only: self.only.take(),
                     initial: std::mem::take(&mut self.initial),
                 });
@@ -367,7 +469,13 @@ impl Attach for Sampler {
     }
 }
 
-fn read_loop(mut rings: Vec<Ring>, mut keys: StackKeys, stop: &AtomicBool) -> Drained {
+fn read_loop(
+    mut rings: Vec<Ring>,
+    mut keys: StackKeys,
+    mut tracker: MapTracker,
+    source: &mut dyn MapSource,
+    stop: &AtomicBool,
+) -> Drained {
     // The reader competes with a workload that keeps every CPU busy; when it waits for a
     // CPU the rings fill and samples are lost. A little more weight than the workload's
     // threads (nice −5: about three times a default thread's share when they contend);
@@ -390,14 +498,20 @@ fn read_loop(mut rings: Vec<Ring>, mut keys: StackKeys, stop: &AtomicBool) -> Dr
     loop {
         let done = stop.load(Ordering::SeqCst);
         for r in &mut rings {
-            r.drain(&mut out, &mut keys, &mut samples, &mut bad);
+            r.drain(&mut out, &mut keys, &mut tracker, &mut samples, &mut bad);
         }
+        tracker.resolve(source, &mut out);
         if done {
             break;
         }
+        // Sooner where a process's maps are due to be read.
+        let wait_ms = tracker.next_due_ns().map_or(POLL_MS, |due| {
+            let ms = due.saturating_sub(source.now_ns()).div_ceil(1_000_000);
+            (ms as i32).clamp(0, POLL_MS)
+        });
         // SAFETY: pollfds is a valid array of pollfd for descriptors we own.
         unsafe {
-            libc::poll(pollfds.as_mut_ptr(), pollfds.len() as libc::nfds_t, POLL_MS);
+            libc::poll(pollfds.as_mut_ptr(), pollfds.len() as libc::nfds_t, wait_ms);
         }
     }
     Drained {
@@ -406,6 +520,7 @@ fn read_loop(mut rings: Vec<Ring>, mut keys: StackKeys, stop: &AtomicBool) -> Dr
         samples,
         bad,
         cpu_ns: thread_cpu_ns(),
+        maps: tracker.stats(),
     }
 }
 
@@ -508,7 +623,14 @@ impl Ring {
         }
     }
 
-    fn drain(&mut self, out: &mut Vec<u8>, keys: &mut StackKeys, samples: &mut u64, bad: &mut u64) {
+    fn drain(
+        &mut self,
+        out: &mut Vec<u8>,
+        keys: &mut StackKeys,
+        tracker: &mut MapTracker,
+        samples: &mut u64,
+        bad: &mut u64,
+    ) {
         let meta = self.base.cast::<b::perf_event_mmap_page>();
         // SAFETY: meta points at the kernel-shared control page of our mapping; head is
         // read before the data it covers (acquire), tail written after (release).
@@ -543,6 +665,8 @@ impl Ring {
                 len: size as usize,
             };
             let kind = u32::from_ne_bytes([hdr[0], hdr[1], hdr[2], hdr[3]]);
+            let misc = u16::from_ne_bytes([hdr[4], hdr[5]]);
+            tracker.see(maps::seen(kind, misc, view.len, |off| view.u64_at(off)));
             if kind == b::PERF_RECORD_SAMPLE {
                 *samples += 1;
                 keys.append_sample(&view, out);

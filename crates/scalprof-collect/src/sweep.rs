@@ -270,6 +270,8 @@ pub fn execute_plan_with(
         count_pmu: true,
         cpus: crate::host::online_cpus(),
         quota: crate::limits::QuotaMeter::probe(),
+        ceiling_hz: plan.sampling.as_ref().map(|c| c.frequency),
+        clean_cpu_s: Vec::new(),
     };
     for &value in &plan.values {
         let ended = match warm_up(plan, value, collectors, sink, interrupt, &mut state)? {

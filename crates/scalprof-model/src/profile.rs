@@ -45,6 +45,10 @@ pub struct ProfileStats {
     pub record_cpu_ns: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub process_cpu_ns: u64,
+    /// Programs that exited before the sampler could read their mappings (it reads
+    /// `/proc/PID/maps` at each exec): their user frames have no names.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unmapped_processes: u64,
     /// Executable files the samples ran in that could not be read ("path: reason", at
     /// most [`MAX_UNREADABLE`]): their frames have no names.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -106,6 +110,7 @@ impl ProfileStats {
         self.side_band_samples += o.side_band_samples;
         self.record_cpu_ns += o.record_cpu_ns;
         self.process_cpu_ns += o.process_cpu_ns;
+        self.unmapped_processes += o.unmapped_processes;
         for b in &o.unreadable_binaries {
             if self.unreadable_binaries.len() < MAX_UNREADABLE
                 && !self.unreadable_binaries.contains(b)

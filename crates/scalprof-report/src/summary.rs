@@ -470,7 +470,27 @@ pub(crate) fn tracing_line(doc: &RunDocument) -> Option<String> {
 /// cannot show of their own cost (measured before the sweep, see `Host::sample_cost_ns`).
 fn sampler_cost(doc: &RunDocument) -> Option<String> {
     let cost_ns = doc.host.sample_cost_ns?;
-    let hz = doc.sampling.as_ref()?.frequency;
+    // Each point's rate (chosen per point unless -F set it), else the run's.
+    let rates: Vec<u64> = doc
+        .points
+        .iter()
+        .filter_map(|p| Some(p.profile.as_ref()?.frequency))
+        .filter(|&hz| hz > 0)
+        .collect();
+    let run_hz = doc.sampling.as_ref()?.frequency;
+    let (lo, hz) = match (rates.iter().min(), rates.iter().max()) {
+        (Some(&lo), Some(&hi)) => (lo, hi),
+        _ => (run_hz, run_hz),
+    };
+    if lo != hz {
+        let share = |hz: u64| 100.0 * cost_ns * hz as f64 / 1e9;
+        return Some(format!(
+            "the sampler's interrupts take {:.2}–{:.1}% of each running thread's time ({:.1} µs a sample, measured here, at {lo}–{hz} Hz as each point's runs needed)",
+            share(lo),
+            share(hz),
+            cost_ns / 1e3
+        ));
+    }
     let share = 100.0 * cost_ns * hz as f64 / 1e9;
     let lower = if share >= 1.0 && hz > 99 {
         format!("; -F {} halves it", hz / 2)

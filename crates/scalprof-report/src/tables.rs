@@ -133,8 +133,12 @@ pub(crate) fn profile_line(doc: &RunDocument) -> Option<String> {
                     100.0 * a as f64 / b as f64
                 }
             };
+            let unmapped = match st.unmapped_processes {
+                0 => String::new(),
+                n => format!(", {n} programs gone before their maps were read"),
+            };
             Some(format!(
-                "{} {}: {} samples ({} lost, {:.1}% truncated, {:.1}% unresolved)",
+                "{} {}: {} samples ({} lost, {:.1}% truncated, {:.1}% unresolved{unmapped})",
                 doc.sweep.parameter,
                 p.value,
                 st.samples,

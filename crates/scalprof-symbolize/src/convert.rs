@@ -55,6 +55,7 @@ pub fn repeat(
         let mut p = b.finish();
         p.stats.bad_records += raw.bad_records;
         p.stats.record_cpu_ns = raw.record_cpu_ns;
+        p.stats.unmapped_processes = raw.maps.unmapped_exits;
         p.stats.process_cpu_ns =
             scalprof_collect::perf::process_cpu_ns().saturating_sub(cpu_before);
         Ok(p)

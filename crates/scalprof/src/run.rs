@@ -284,6 +284,15 @@ impl Progress {
                 from >> 10,
                 to >> 10
             ),
+            SweepEvent::RateChosen {
+                value,
+                hz,
+                cpu_s,
+                target,
+            } => format!(
+                "scalprof: at {} {value}, sampling at {hz} Hz: about {target} samples from {cpu_s:.1} CPU seconds a run (-F sets the rate)",
+                self.parameter
+            ),
             SweepEvent::OpsNotANumber { value, matched } => format!(
                 "scalprof: warning: at {} {value}, the ops regex matched {matched:?}, but what it captures is not a number: capture the count, e.g. --ops-regex 'ops=(\\d+)'",
                 self.parameter

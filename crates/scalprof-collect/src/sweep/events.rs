@@ -79,6 +79,14 @@ pub enum SweepEvent<'a> {
         from: u32,
         to: u32,
     },
+    /// The traced repeats at `value` sample at `hz`: what gives about `target` samples
+    /// from clean repeats of `cpu_s` CPU seconds.
+    RateChosen {
+        value: u64,
+        hz: u64,
+        cpu_s: f64,
+        target: u64,
+    },
 }
 
 /// Where a sweep's events go.

@@ -26,6 +26,10 @@ pub(super) struct SweepState {
     pub(super) cpus: u32,
     /// The cgroups whose CPU quota applies to the workload (`None`: no quota).
     pub(super) quota: Option<QuotaMeter>,
+    /// The sampling rate chosen per point is at most this (the rate the sweep began with).
+    pub(super) ceiling_hz: Option<u64>,
+    /// The CPU seconds of the clean repeats so far, by point: what sets its rate.
+    pub(super) clean_cpu_s: Vec<(u64, f64)>,
 }
 
 /// How one execution went.
@@ -88,6 +92,9 @@ fn execute(
     let warmup = kind == RepeatKind::Warmup;
     let traced = kind == RepeatKind::Traced;
     let mut counter = EventCounter::new(state.count_pmu);
+    if traced {
+        choose_rate(value, sink, state)?;
+    }
     // Outside the timed window: what other processes used while the workload ran.
     let before = (!warmup).then(Snapshot::take);
     let quota_before = state
@@ -143,11 +150,55 @@ fn execute(
     tell_capped(plan, spec, &r, sink)?;
     let mut repeat = repeat_of(step, &r, ops, counter.take(), spec, interference);
     repeat.throttling = throttling;
+    if kind == RepeatKind::Clean && r.exit_code == Some(0) {
+        state.clean_cpu_s.push((value, r.user_s + r.sys_s));
+    }
     hand_over(sink, step, &repeat, collected)?;
     if traced {
         grow_stack(value, sink, state)?;
     }
     Ok(outcome(plan, value, repeat))
+}
+
+/// Sets the sampler's rate for point `value` from its clean repeats where the user did
+/// not choose it ([`crate::perf::point_frequency`]), once per point, and says so when it
+/// changes.
+pub(super) fn choose_rate(
+    value: u64,
+    sink: &mut dyn SweepSink,
+    state: &mut SweepState,
+) -> Result<(), CollectError> {
+    let (Some(ceiling), Some(config)) = (
+        state.ceiling_hz,
+        state.on.sampling.as_mut().filter(|c| c.adaptive),
+    ) else {
+        return Ok(());
+    };
+    let mut cpu: Vec<f64> = state
+        .clean_cpu_s
+        .iter()
+        .filter(|(v, _)| *v == value)
+        .map(|(_, s)| *s)
+        .collect();
+    if cpu.is_empty() {
+        return Ok(()); // no clean repeat succeeded: keep the rate
+    }
+    cpu.sort_by(f64::total_cmp);
+    let cpu_s = cpu[cpu.len() / 2];
+    let hz = crate::perf::point_frequency(cpu_s, ceiling);
+    if hz == config.frequency {
+        return Ok(());
+    }
+    config.frequency = hz;
+    tell(
+        sink,
+        SweepEvent::RateChosen {
+            value,
+            hz,
+            cpu_s,
+            target: crate::perf::TARGET_SAMPLES as u64,
+        },
+    )
 }
 
 /// Doubles the sampler's stack copy for the rest of the sweep where the traced repeat just

@@ -286,3 +286,68 @@ fn cut_stacks_double_the_copy_up_to_32k_unless_the_user_chose_it() {
     p.sampling.as_mut().unwrap().grow_stack = false;
     assert_eq!(run(&p, 0.5), (vec![8192; 4], vec![]));
 }
+
+/// A sink that keeps the rates the sweep chose.
+struct Rates(Vec<(u64, u64)>);
+
+impl SweepSink for Rates {
+    fn event(&mut self, event: SweepEvent<'_>) -> Result<(), crate::SinkError> {
+        if let SweepEvent::RateChosen { value, hz, .. } = event {
+            self.0.push((value, hz));
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn each_point_samples_at_the_rate_its_clean_repeats_call_for_unless_the_user_chose_it() {
+    let sampling = crate::perf::SamplingConfig {
+        adaptive: true,
+        ..Default::default()
+    };
+    let mut state = super::step::SweepState {
+        on: super::Enabled {
+            sampling: Some(sampling),
+            locks: None,
+        },
+        count_pmu: false,
+        cpus: 2,
+        quota: None,
+        ceiling_hz: Some(999),
+        // Point 1: a disturbed repeat among three (the median counts); point 2 long.
+        clean_cpu_s: vec![(1, 0.5), (1, 8.0), (4, 40.0), (1, 9.0), (8, 0.9)],
+    };
+    let mut sink = Rates(Vec::new());
+    let rate = |state: &super::step::SweepState| state.on.sampling.as_ref().unwrap().frequency;
+    // 4000 samples from 8 CPU seconds: 500 Hz, odd.
+    super::step::choose_rate(1, &mut sink, &mut state).unwrap();
+    assert_eq!(rate(&state), 499);
+    super::step::choose_rate(4, &mut sink, &mut state).unwrap();
+    assert_eq!(rate(&state), 99);
+    // A short point keeps the ceiling: the default rate.
+    super::step::choose_rate(8, &mut sink, &mut state).unwrap();
+    assert_eq!(rate(&state), 999);
+    // A point without a clean repeat that succeeded keeps the last rate, unsaid.
+    super::step::choose_rate(16, &mut sink, &mut state).unwrap();
+    assert_eq!(rate(&state), 999);
+    assert_eq!(sink.0, [(1, 499), (4, 99), (8, 999)]);
+    // -F: the rate stays.
+    state.on.sampling.as_mut().unwrap().adaptive = false;
+    super::step::choose_rate(4, &mut sink, &mut state).unwrap();
+    assert_eq!(rate(&state), 999);
+}
+
+#[test]
+fn the_rate_rule_keeps_between_its_floor_and_the_ceiling() {
+    use crate::perf::{point_frequency, MIN_ADAPTIVE_HZ};
+    assert_eq!(point_frequency(1.0, 999), 999);
+    assert_eq!(point_frequency(4.0, 999), 999);
+    assert_eq!(point_frequency(10.0, 999), 399);
+    assert_eq!(point_frequency(160.0, 999), MIN_ADAPTIVE_HZ);
+    assert_eq!(point_frequency(1e6, 999), MIN_ADAPTIVE_HZ);
+    // The data-rate limit lowered the ceiling: never above it.
+    assert_eq!(point_frequency(0.5, 255), 255);
+    // Nothing measured: the ceiling.
+    assert_eq!(point_frequency(0.0, 999), 999);
+    assert_eq!(point_frequency(f64::NAN, 999), 999);
+}

@@ -226,6 +226,7 @@ impl RunArgs {
                 keep_output: self.keep_output,
                 sampling: (!self.no_profile).then(|| scalprof_pipeline::facade::SamplingConfig {
                     frequency: freq,
+                    adaptive: self.freq.is_none(),
                     stack_bytes: self.stack_bytes(),
                     grow_stack: self.stack_size.is_none(),
                     ..Default::default()

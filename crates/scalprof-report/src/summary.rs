@@ -397,6 +397,34 @@ fn overhead_parts(p: &Point) -> String {
     }
 }
 
+/// What of a point's measured slowdown the parts scalprof can see do not explain: the
+/// sampler's interrupts at the point's rate (measured before the sweep) and the samples in
+/// scalprof's own frames (probe traps, the kernel's records, its programs). Said where the
+/// traced repeats ran more than 1% slower; the rest is what the tracers cost that no sample
+/// shows (the hold-timing interposer's calls, cache and timing effects) or noise.
+fn unaccounted(doc: &RunDocument, p: &Point) -> Option<String> {
+    let slowdown = -100.0 * p.perturbation?;
+    let profile = p.profile.as_ref()?;
+    if slowdown < 1.0 {
+        return None;
+    }
+    let sampler = doc
+        .host
+        .sample_cost_ns
+        .map_or(0.0, |ns| 100.0 * ns * profile.frequency as f64 / 1e9);
+    let own = 100.0 * profile.stats.overhead_samples as f64 / profile.stats.samples.max(1) as f64;
+    let seen = sampler + own;
+    Some(if seen >= slowdown {
+        format!("all of it accounted for ({seen:.1}% seen)")
+    } else {
+        format!(
+            "{:.1} of its {slowdown:.1} points accounted for, {:.1} not",
+            seen,
+            slowdown - seen
+        )
+    })
+}
+
 /// Per point: how much slower (or faster) the traced repeats ran than the clean ones, and
 /// scalprof's own cost in them (samples in its frames; its BPF programs' run time as a
 /// share of the traced repeats' CPU time).
@@ -416,6 +444,9 @@ pub(crate) fn tracing_line(doc: &RunDocument) -> Option<String> {
                     "overhead (scalprof) {overhead:.1}% of samples{}",
                     overhead_parts(p)
                 ));
+            }
+            if let Some(left) = unaccounted(doc, p) {
+                bits.push(left);
             }
             // The program's threads runnable while scalprof's own threads held the CPU.
             let behind: u64 = p.locks.as_ref().map_or(0, |l| {

@@ -1,8 +1,8 @@
 /* Hold times of user locks, sampled: the same preloaded object as interpose.c, in the
  * traced repeats of a sweep. It interposes the acquire functions of pthread mutexes,
- * rwlocks and spinlocks (the releases are interpose.c's, which call hold_released), and
- * for every lock address a thread takes it counts the acquisitions and times a sample of
- * the holds: from the acquire's return to the release's call.
+ * rwlocks and spinlocks (the releases are interpose.c's, which call hold_releasing and
+ * hold_released), and for every lock address a thread takes it counts the acquisitions
+ * and times a sample of the holds: from the acquire's return to the release's call.
  *
  * Written by hand: no library times the holds of every lock of a program (lockmeter's
  * HOLD columns were a kernel patch; mutrace counts contention, not holds, and needs its
@@ -29,17 +29,45 @@
  * with the top bit set, the acquisitions a thread made of that lock. The layout below is
  * read by interpose.rs: keep the two in step.
  *
- * Overhead, bounded: an acquisition costs a lookup in the thread's own table (no atomic,
- * no shared line); an acquisition is timed with a chance of one in SAMPLE_EVERY, drawn
- * from the thread's own xorshift generator, each timing two reads of the vDSO clock.
- * Every thread's holds are sampled at one rate, so the samples weigh each thread's holds
- * as often as it takes them, and at random, so that a program's own period cannot alias
- * with the sampling's: timing each thread's first 256 and then every 256th let a lock
- * rebuilt under every 2000th acquisition (index_rebuild) be timed 8 times as often as its
- * lookups, and its mean hold read 9 times the wall time the lock was held. The acquisitions go
- * to the area at the thread's exit and at the process's (a thread still running then is
- * written out by the exiting one); the samples as they are taken, so a process killed by
- * a signal, or that calls _exit, loses only its counts.
+ * Overhead, bounded, and kept out of the holds: whatever lengthens a hold slows a
+ * contended lock's hand-off (each hold is the wait of the threads behind it). Between
+ * the real acquire's return and the real release's call, a hold that is not timed costs
+ * one thread-local test at the release (the acquire ends in a tail call to the real
+ * one), and a timed one a read of the vDSO clock at each end. The rest happens outside
+ * the hold: before the real acquire, the thread's own table (no atomic, no shared line;
+ * one comparison with the lock it took last, else a lookup) counts the acquisition and a
+ * countdown says whether it is timed; after the real release returns, a timed hold's
+ * record is stored. A blocking acquire is counted before it is called, so one that fails
+ * (a program's error, such as an error-checking mutex it holds already) counts too; a
+ * trylock or timedlock, which fail as a matter of course, is taken back when it fails.
+ * Counting and timing inside the holds, as this file first did, cost two threads taking
+ * one pthread mutex in a loop 55-60% of their throughput on 2 CPUs, and hash_global_mutex
+ * at 2 threads 30% (benches/hold-cost.sh); this way 20-30% and 12-17%, of which the
+ * preload alone (two calls more per acquisition and release) takes 10-20% and 5-8%. A
+ * timed hold costs some 120 ns, over half of it the two clock reads: 2 ns an
+ * acquisition at one in 64.
+ *
+ * Which holds are timed: each acquisition with a chance of one in SAMPLE_EVERY,
+ * independently, drawn as a countdown whose length is geometric (one draw of the
+ * thread's own xorshift generator and a logarithm per timed hold, a decrement per
+ * acquisition). Every thread's holds are sampled at this one rate, fixed for the whole
+ * run, so that the samples, which the reader (interpose.rs) averages with equal weights,
+ * weigh each thread's holds as often as it takes them; and at random, so that a
+ * program's own period cannot alias with the sampling's: timing each thread's first 256
+ * and then every 256th let a lock rebuilt under every 2000th acquisition (index_rebuild)
+ * be timed 8 times as often as its lookups, and its mean hold read 9 times the wall time
+ * the lock was held. The rate does not adapt to how often a thread takes its locks: a
+ * rarer rate for the busy threads would give a rare long holder's holds more weight than
+ * the lookups' in the mean (the same error), and the records carry no weight to correct
+ * it. At one in 64 a lock taken 10^8 times gives 1.5 M samples, more than the reader
+ * keeps (interpose.rs: HOLDS_KEPT), and a lock taken 10^4 times still some 150.
+ *
+ * A thread times holds of several locks at once (nested), but a lock taken again
+ * before its release (a recursive mutex, a second read lock) drops its timing and is
+ * drawn anew. The acquisitions go to the area at the thread's exit and at the
+ * process's (a thread still running then is written out by the exiting one); the
+ * samples as they are taken, so a process killed by a signal, or that calls _exit,
+ * loses only its counts.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -93,29 +121,37 @@ _Static_assert(sizeof(struct chunk) == CHUNK_BYTES, "a chunk is a page");
 struct slot {
 	uintptr_t lock;
 	uint64_t acquired;
-	uint64_t since; /* when the sampled hold began; 0 when not sampled */
+	uint64_t since; /* when the timed hold began; 1 while in a condition wait; 0: not timed */
 };
 
 struct table {
 	struct table *next;
 	int free; /* its thread exited: another may take it */
-	unsigned timing;    /* holds being timed now: a release looks only then */
-	struct slot *last; /* the slot of the lock last taken */
 	struct chunk *chunk; /* where this thread's records go; NULL until its first */
 	uint64_t random; /* the sampling's xorshift state; 0 until the first draw */
 	struct slot slots[SLOTS];
 };
 
 int hold_timing; /* set once this process has the area mapped */
-/* An acquisition is timed when the thread's next random number has these bits clear:
- * one in SAMPLE_EVERY, or every one with SCALPROF_HOLDS_EVERY=1 (tests that count the
- * timed holds of a few acquisitions). */
-static uint64_t sample_mask = SAMPLE_EVERY - 1;
+/* An acquisition is timed with a chance of one in sample_every: SAMPLE_EVERY, or 1 with
+ * SCALPROF_HOLDS_EVERY=1 (tests that count the timed holds of a few acquisitions). */
+static unsigned sample_every = SAMPLE_EVERY;
+static double per_ln_untimed; /* 1 / ln(1 - 1/sample_every), for next_gap (set with it) */
 static struct header *area;
 static uint64_t chunks; /* in the area, from its size (not from the shared header) */
 static struct table *tables; /* every thread's, to write out the running ones at exit */
 static pthread_key_t exit_key;
-static __thread __attribute__((tls_model("initial-exec"))) struct table *mine;
+#define LOCAL __thread __attribute__((tls_model("initial-exec")))
+LOCAL unsigned holds_timed;
+/* The rest of the calling thread's state, in one block (its offset looked up once). */
+static LOCAL struct {
+	struct table *table; /* NULL until its first acquisition */
+	uintptr_t last_lock; /* the lock last counted, and its slot; 0 while its hold is timed */
+	struct slot *last_slot;
+	uint32_t countdown; /* acquisitions until the next timed one, the next included */
+	uintptr_t ended_lock; /* the hold hold_releasing ended, for hold_released */
+	uint64_t ended_ns;
+} me;
 
 static uint64_t now_ns(void)
 {
@@ -176,35 +212,9 @@ static void at_thread_exit(void *p)
 	struct table *t = p;
 	write_counts(t, t);
 	memset(t->slots, 0, sizeof t->slots);
-	t->timing = 0;
-	t->last = NULL;
-	mine = NULL;
+	memset(&me, 0, sizeof me);
+	holds_timed = 0;
 	__atomic_store_n(&t->free, 1, __ATOMIC_RELEASE);
-}
-
-static struct table *table(void)
-{
-	if (mine)
-		return mine;
-	/* A table an exited thread left (with its chunk: the same process's), else a new one. */
-	for (struct table *t = __atomic_load_n(&tables, __ATOMIC_ACQUIRE); t; t = t->next) {
-		if (__atomic_load_n(&t->free, __ATOMIC_RELAXED) &&
-		    __atomic_exchange_n(&t->free, 0, __ATOMIC_ACQ_REL)) {
-			pthread_setspecific(exit_key, t);
-			return mine = t;
-		}
-	}
-	void *m = mmap(NULL, sizeof(struct table), PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (m == MAP_FAILED)
-		return NULL;
-	struct table *t = m;
-	t->next = __atomic_load_n(&tables, __ATOMIC_ACQUIRE);
-	while (!__atomic_compare_exchange_n(&tables, &t->next, t, 0, __ATOMIC_ACQ_REL,
-					    __ATOMIC_ACQUIRE))
-		;
-	pthread_setspecific(exit_key, t);
-	return mine = t;
 }
 
 /* The thread's next pseudo-random number (xorshift64), seeded from its table's address. */
@@ -217,68 +227,176 @@ static uint64_t next_random(struct table *t)
 	return t->random = x;
 }
 
-static struct slot *slot_of(struct table *t, uintptr_t lock)
+/* ln x for x in (0, 1], without libm, whose `log` a program's own exported function of
+ * that name would take the place of: x = m 2^e with m in [1, 2), and ln m = 2 atanh(z),
+ * z = (m - 1)/(m + 1) <= 1/3, by its series to z^11 (error below 1e-7). */
+static double ln(double x)
 {
-	if (t->last && t->last->lock == lock)
-		return t->last;
+	union {
+		double d;
+		uint64_t u;
+	} v = { .d = x };
+	int e = (int)((v.u >> 52) & 0x7ff) - 1023;
+	v.u = (v.u & ((1ull << 52) - 1)) | (1023ull << 52);
+	double z = (v.d - 1) / (v.d + 1), z2 = z * z;
+	double series = 1 + z2 * (1. / 3 + z2 * (1. / 5 + z2 * (1. / 7 + z2 * (1. / 9 + z2 / 11))));
+	return e * 0.6931471805599453 + 2 * z * series;
+}
+
+/* Acquisitions until the next timed one, the next included: geometric, so that each is
+ * timed with a chance of 1/sample_every independently of the others (Knuth, TAOCP vol. 2,
+ * 3.4.1: the number of trials up to a success is 1 + floor(ln U / ln(1 - p)) for U
+ * uniform in (0, 1]). */
+static uint32_t next_gap(struct table *t)
+{
+	if (sample_every <= 1)
+		return 1;
+	double u = (double)((next_random(t) >> 11) + 1) * 0x1p-53;
+	double gap = 1 + ln(u) * per_ln_untimed;
+	return gap > 1e9 ? 1000000000u : (uint32_t)gap;
+}
+
+/* The calling thread's table, taken at its first acquisition: one an exited thread left
+ * (with its chunk: the same process's), else a new one. */
+static struct table *table(void)
+{
+	if (me.table)
+		return me.table;
+	struct table *t;
+	for (t = __atomic_load_n(&tables, __ATOMIC_ACQUIRE); t; t = t->next) {
+		if (__atomic_load_n(&t->free, __ATOMIC_RELAXED) &&
+		    __atomic_exchange_n(&t->free, 0, __ATOMIC_ACQ_REL))
+			break;
+	}
+	if (!t) {
+		void *m = mmap(NULL, sizeof(struct table), PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (m == MAP_FAILED)
+			return NULL;
+		t = m;
+		t->next = __atomic_load_n(&tables, __ATOMIC_ACQUIRE);
+		while (!__atomic_compare_exchange_n(&tables, &t->next, t, 0, __ATOMIC_ACQ_REL,
+						    __ATOMIC_ACQUIRE))
+			;
+	}
+	pthread_setspecific(exit_key, t);
+	me.countdown = next_gap(t);
+	return me.table = t;
+}
+
+/* The slot of `lock` in the thread's table (taken if new, when `take`); NULL when it has no
+ * table or the lock no slot. */
+static struct slot *lookup(uintptr_t lock, int take)
+{
+	struct table *t = take ? table() : me.table;
+	if (!t)
+		return NULL;
 	unsigned h = (unsigned)(((uint64_t)lock * 0x9e3779b97f4a7c15ull) >> 56) & (SLOTS - 1);
 	for (unsigned i = 0; i < PROBES; i++) {
 		struct slot *s = &t->slots[(h + i) & (SLOTS - 1)];
-		if (s->lock == lock)
-			return t->last = s;
-		if (!s->lock) {
+		if (!s->lock && take)
 			s->lock = lock;
-			return t->last = s;
-		}
+		if (s->lock == lock)
+			return s;
+		if (!s->lock)
+			return NULL;
 	}
 	return NULL;
 }
 
-void hold_acquired(const volatile void *lock)
+/* The slot of a lock the thread is releasing or waiting on, if it has one. */
+static struct slot *slot_of(const volatile void *lock)
 {
-	struct table *t = table();
-	struct slot *s = t ? slot_of(t, (uintptr_t)lock) : NULL;
+	uintptr_t l = (uintptr_t)lock;
+	return l == me.last_lock ? me.last_slot : lookup(l, 0);
+}
+
+/* Before the real acquire: counts the acquisition in the thread's table (*slot: its slot,
+ * NULL when it has none), and says whether it is timed. The slot becomes the one the
+ * next acquisition looks at first (me.last_slot), unless its hold is timed: that one
+ * never is, so that counted_quickly need not look. */
+static inline __attribute__((always_inline)) int counted(const volatile void *lock,
+							 struct slot **slot)
+{
+	uintptr_t l = (uintptr_t)lock;
+	struct slot *s = *slot = l == me.last_lock ? me.last_slot : lookup(l, 1);
 	if (!s)
-		return;
+		return 0;
 	s->acquired++;
-	if (s->since)
-		t->timing--; /* taken again before its release was seen (a recursive mutex) */
-	s->since = 0;
-	if ((next_random(t) & sample_mask) == 0) {
-		s->since = now_ns();
-		t->timing++;
+	if (s->since) { /* taken again before its release (a recursive mutex): not timed */
+		s->since = 0;
+		holds_timed--;
 	}
+	if (--me.countdown) {
+		me.last_lock = l;
+		me.last_slot = s;
+		return 0;
+	}
+	me.countdown = next_gap(me.table);
+	return 1;
+}
+
+/* counted(), in the common case only: the lock the thread took last (whose hold is not
+ * being timed), and this acquisition not timed; 0 (nothing done) otherwise. */
+static inline __attribute__((always_inline)) int counted_quickly(const volatile void *lock)
+{
+	if ((uintptr_t)lock != me.last_lock || me.countdown <= 1)
+		return 0;
+	me.last_slot->acquired++;
+	me.countdown--;
+	return 1;
+}
+
+/* After the real acquire of a timed acquisition returned `r`: its hold starts (inside the
+ * critical section, one read of the clock), or it failed and is not counted. */
+static void timed_from_here(struct slot *s, int r)
+{
+	if (r != 0) {
+		s->acquired--;
+		return;
+	}
+	s->since = now_ns();
+	holds_timed++;
+	if (me.last_slot == s)
+		me.last_lock = 0;
+}
+
+int hold_releasing(const volatile void *lock)
+{
+	struct slot *s = slot_of(lock);
+	if (!s || s->since <= 1)
+		return 0;
+	me.ended_ns = now_ns() - s->since;
+	me.ended_lock = s->lock;
+	s->since = 0;
+	holds_timed--;
+	return 1;
+}
+
+void hold_released(void)
+{
+	put(me.table, me.ended_lock, me.ended_ns & ~COUNT_BIT);
+}
+
+/* A condition wait releases the mutex inside the C library, which no interposer sees:
+ * the hold ends here (its record stored at once, still inside it: a wait is no hand-off
+ * to hurry), and resumes when the wait returns (marked 1 meanwhile). */
+static void hold_suspended(const volatile void *lock)
+{
+	struct slot *s = slot_of(lock);
+	if (!s || s->since <= 1)
+		return;
+	put(me.table, s->lock, (now_ns() - s->since) & ~COUNT_BIT);
+	s->since = 1;
 }
 
 /* The hold goes on after a condition wait gave the lock up and took it back: timed again
  * from here when its acquisition was, not counted as an acquisition. */
 static void hold_resumed(const volatile void *lock)
 {
-	struct slot *s = mine ? slot_of(mine, (uintptr_t)lock) : NULL;
+	struct slot *s = slot_of(lock);
 	if (s && s->since == 1)
 		s->since = now_ns();
-}
-
-void hold_released(const volatile void *lock)
-{
-	struct slot *s = mine ? slot_of(mine, (uintptr_t)lock) : NULL;
-	if (!s || !s->since)
-		return;
-	uint64_t held = now_ns() - s->since;
-	s->since = 0;
-	put(mine, s->lock, held & ~COUNT_BIT);
-}
-
-/* A condition wait releases the mutex inside the C library, which no interposer sees:
- * the hold ends here, and resumes when the wait returns (marked 1 meanwhile). */
-static void hold_suspended(const volatile void *lock)
-{
-	struct slot *s = mine && mine->timing ? slot_of(mine, (uintptr_t)lock) : NULL;
-	if (!s || !s->since)
-		return;
-	hold_released(lock);
-	s->since = 1;
-	mine->timing++;
 }
 
 /* A forked child has the parent's counts in its copy of the tables: it starts over with
@@ -286,15 +404,18 @@ static void hold_suspended(const volatile void *lock)
  * mapping is the parent's, shared. */
 static void after_fork(void)
 {
-	if (mine) {
-		memset(mine->slots, 0, sizeof mine->slots);
-		mine->free = 0;
-		mine->timing = 0;
-		mine->last = NULL;
-		mine->next = NULL;
-		mine->chunk = NULL;
+	struct table *t = me.table;
+	if (t) {
+		memset(t->slots, 0, sizeof t->slots);
+		t->free = 0;
+		t->next = NULL;
+		t->chunk = NULL;
+		/* Its own draws, not a copy of the parent's. */
+		t->random ^= (uint64_t)getpid() * 0x9e3779b97f4a7c15ull;
 	}
-	tables = mine;
+	me.last_lock = 0;
+	holds_timed = 0;
+	tables = t;
 	__atomic_fetch_add(&area->processes, 1, __ATOMIC_RELAXED);
 }
 
@@ -382,21 +503,57 @@ __attribute__((constructor)) static void start(void)
 	__atomic_fetch_add(&area->processes, 1, __ATOMIC_RELAXED);
 	const char *every = getenv("SCALPROF_HOLDS_EVERY");
 	if (every && strcmp(every, "1") == 0)
-		sample_mask = 0;
+		sample_every = 1;
+	else
+		per_ln_untimed = 1 / ln(1 - 1. / sample_every);
 	hold_timing = 1;
 }
 
 /* The acquire functions: the real one looked up at first use (a library constructor that
- * ran before ours may take a lock already), the acquisition counted when it succeeded. */
+ * ran before ours may take a lock already), the acquisition counted before it (a trylock
+ * or timedlock taken back when it failed). A blocking acquire does the common case inline
+ * and the rest, and the look-up, out of line (NAME_more, NAME_first), so that the common
+ * case needs no stack frame. */
 #define ACQUIRE(name, type)                                                   \
+	static int (*real_##name)(type *);                                    \
+	static __attribute__((noinline)) int name##_more(type *lock)          \
+	{                                                                     \
+		struct slot *s;                                               \
+		if (!counted(lock, &s))                                       \
+			return real_##name(lock);                             \
+		int r = real_##name(lock);                                    \
+		timed_from_here(s, r);                                        \
+		return r;                                                     \
+	}                                                                     \
+	static __attribute__((noinline)) int name##_first(type *lock)         \
+	{                                                                     \
+		real_##name = dlsym(RTLD_NEXT, #name);                        \
+		return name(lock);                                            \
+	}                                                                     \
+	int name(type *lock)                                                  \
+	{                                                                     \
+		if (__builtin_expect(!real_##name, 0))                        \
+			return name##_first(lock);                            \
+		if (hold_timing && !counted_quickly(lock))                    \
+			return name##_more(lock);                             \
+		return real_##name(lock);                                     \
+	}
+
+#define ACQUIRE_TRY(name, type)                                               \
 	int name(type *lock)                                                  \
 	{                                                                     \
 		static int (*real)(type *);                                   \
 		if (!real)                                                    \
 			real = dlsym(RTLD_NEXT, #name);                       \
+		if (!hold_timing)                                             \
+			return real(lock);                                    \
+		struct slot *s;                                               \
+		int timed = counted(lock, &s);                                \
 		int r = real(lock);                                           \
-		if (r == 0 && hold_timing)                                    \
-			hold_acquired(lock);                                  \
+		if (timed)                                                    \
+			timed_from_here(s, r);                                \
+		else if (r != 0 && s)                                         \
+			s->acquired--;                                        \
 		return r;                                                     \
 	}
 
@@ -406,23 +563,29 @@ __attribute__((constructor)) static void start(void)
 		static int (*real)(type *, const struct timespec *);          \
 		if (!real)                                                    \
 			real = dlsym(RTLD_NEXT, #name);                       \
+		if (!hold_timing)                                             \
+			return real(lock, until);                             \
+		struct slot *s;                                               \
+		int timed = counted(lock, &s);                                \
 		int r = real(lock, until);                                    \
-		if (r == 0 && hold_timing)                                    \
-			hold_acquired(lock);                                  \
+		if (timed)                                                    \
+			timed_from_here(s, r);                                \
+		else if (r != 0 && s)                                         \
+			s->acquired--;                                        \
 		return r;                                                     \
 	}
 
 ACQUIRE(pthread_mutex_lock, pthread_mutex_t)
-ACQUIRE(pthread_mutex_trylock, pthread_mutex_t)
+ACQUIRE_TRY(pthread_mutex_trylock, pthread_mutex_t)
 ACQUIRE_TIMED(pthread_mutex_timedlock, pthread_mutex_t)
 ACQUIRE(pthread_rwlock_rdlock, pthread_rwlock_t)
 ACQUIRE(pthread_rwlock_wrlock, pthread_rwlock_t)
-ACQUIRE(pthread_rwlock_tryrdlock, pthread_rwlock_t)
-ACQUIRE(pthread_rwlock_trywrlock, pthread_rwlock_t)
+ACQUIRE_TRY(pthread_rwlock_tryrdlock, pthread_rwlock_t)
+ACQUIRE_TRY(pthread_rwlock_trywrlock, pthread_rwlock_t)
 ACQUIRE_TIMED(pthread_rwlock_timedrdlock, pthread_rwlock_t)
 ACQUIRE_TIMED(pthread_rwlock_timedwrlock, pthread_rwlock_t)
 ACQUIRE(pthread_spin_lock, pthread_spinlock_t)
-ACQUIRE(pthread_spin_trylock, pthread_spinlock_t)
+ACQUIRE_TRY(pthread_spin_trylock, pthread_spinlock_t)
 
 /* The condition waits, the current versions (a program built against the pre-2.3.2 ones
  * calls those directly: its holds include its waits). */
@@ -433,10 +596,10 @@ int pthread_cond_wait(pthread_cond_t *cond, pthread_mutex_t *mutex)
 		real = dlvsym(RTLD_NEXT, "pthread_cond_wait", "GLIBC_2.3.2");
 	if (!real)
 		real = dlsym(RTLD_NEXT, "pthread_cond_wait");
-	if (hold_timing)
+	if (holds_timed)
 		hold_suspended(mutex);
 	int r = real(cond, mutex);
-	if (hold_timing)
+	if (holds_timed)
 		hold_resumed(mutex);
 	return r;
 }
@@ -449,10 +612,10 @@ int pthread_cond_timedwait(pthread_cond_t *cond, pthread_mutex_t *mutex,
 		real = dlvsym(RTLD_NEXT, "pthread_cond_timedwait", "GLIBC_2.3.2");
 	if (!real)
 		real = dlsym(RTLD_NEXT, "pthread_cond_timedwait");
-	if (hold_timing)
+	if (holds_timed)
 		hold_suspended(mutex);
 	int r = real(cond, mutex, until);
-	if (hold_timing)
+	if (holds_timed)
 		hold_resumed(mutex);
 	return r;
 }

@@ -5,7 +5,12 @@
 
 /* Non-zero once this process has scalprof's records area mapped (SCALPROF_HOLDS was set). */
 HIDDEN extern int hold_timing;
-HIDDEN void hold_acquired(const volatile void *lock);
-HIDDEN void hold_released(const volatile void *lock);
+/* Holds this thread is timing now: a release looks for its own only then. */
+HIDDEN extern __thread __attribute__((tls_model("initial-exec"))) unsigned holds_timed;
+/* A release is about to be called, the lock still held: ends its hold if it is timed, and
+ * then says so (1), and the caller calls hold_released once the release has returned,
+ * which stores the hold out of the critical section. */
+HIDDEN int hold_releasing(const volatile void *lock);
+HIDDEN void hold_released(void);
 /* Whether this copy of the interposer is the one the program's calls reach (interpose.c). */
 HIDDEN int first_copy(void);

@@ -8,7 +8,7 @@
  * uprobe traps into the kernel at every release of every lock of every process (16 µs a
  * hit measured on this project's machine: a lock-bound loop ran 350 times slower with the
  * probe attached and no delay). Here a release that is not the named lock costs one
- * comparison.
+ * comparison (and one thread-local test for the hold times, holds.c).
  *
  * Set by scalprof (nothing happens when any is missing or the program is not the one):
  *   SCALPROF_DELAY_EXE      "DEV:INO" of the executable whose global the lock is;
@@ -50,7 +50,7 @@
 
 #include "holds.h"
 
-static uintptr_t target; /* 0 until this process is the one and the lock is known */
+static uintptr_t target; /* 0 until this process is the one and the lock is known (no lock is at 0) */
 static uint64_t delay_ns;
 static uint64_t *counts; /* [releases, ns spun] */
 
@@ -209,20 +209,39 @@ __attribute__((constructor)) static void init(void)
 }
 
 /* Each release function: the real one looked up (a library constructor that ran before
- * ours may release a lock already), the named lock held longer, its release counted. */
+ * ours may release a lock already), the named lock held longer, its release counted. A
+ * hold being timed (holds.c) ends before the real release, and its record is stored
+ * after it, out of the critical section. Those two, and the look-up, are out of line
+ * (NAME_more, NAME_first), so that any other release is a few tests and a tail call to
+ * the real one, with no stack frame. */
 #define INTERPOSE(name, type, real)                                  \
+	static __attribute__((noinline)) int name##_more(type *lock)  \
+	{                                                             \
+		int ended = holds_timed && hold_releasing(lock);      \
+		int r;                                                \
+		if (target && (uintptr_t)lock == target) {            \
+			lengthen();                                   \
+			r = real(lock);                               \
+			count();                                      \
+		} else {                                              \
+			r = real(lock);                               \
+		}                                                     \
+		if (ended)                                            \
+			hold_released();                              \
+		return r;                                             \
+	}                                                             \
+	static __attribute__((noinline)) int name##_first(type *lock) \
+	{                                                             \
+		real = dlsym(RTLD_NEXT, #name);                       \
+		return name(lock);                                    \
+	}                                                             \
 	int name(type *lock)                                          \
 	{                                                             \
-		if (!real)                                            \
-			real = dlsym(RTLD_NEXT, #name);               \
-		if (hold_timing)                                      \
-			hold_released(lock);                          \
-		if (!target || (uintptr_t)lock != target)             \
-			return real(lock);                            \
-		lengthen();                                           \
-		int r = real(lock);                                   \
-		count();                                              \
-		return r;                                             \
+		if (__builtin_expect(!real, 0))                       \
+			return name##_first(lock);                    \
+		if (holds_timed || (uintptr_t)lock == target)         \
+			return name##_more(lock);                     \
+		return real(lock);                                    \
 	}
 
 INTERPOSE(pthread_mutex_unlock, pthread_mutex_t, real_mutex_unlock)

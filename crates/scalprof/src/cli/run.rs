@@ -98,9 +98,11 @@ pub struct RunArgs {
     #[arg(long)]
     pub verify: bool,
 
-    /// Sampling frequency of the profiler (samples per second per CPU). Default 999, lowered
-    /// where the points' CPUs × frequency × stack copies would exceed 512 MiB/s (above 64
-    /// busy CPUs with 8k copies), and said so. Raise it for short runs.
+    /// Sampling frequency of the profiler (samples per second per CPU), the same at every
+    /// point. Default: chosen per point, about 4000 samples a traced repeat from its clean
+    /// repeats' CPU time, between 49 and 999 Hz (lower where the points' CPUs × frequency ×
+    /// stack copies would exceed 512 MiB/s), and said when it changes. Raise it for short
+    /// runs.
     #[arg(short = 'F', long, value_name = "HZ", value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub freq: Option<u64>,
 

@@ -12,7 +12,7 @@
 //! parsed or symbolized until the workload has exited.
 
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::atomic::{fence, AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -24,12 +24,16 @@ use crate::{CollectError, ProfilingError};
 
 mod cost;
 mod maps;
+mod rate;
+mod ring;
 mod stacks;
 pub use cost::cached_sample_cost_ns;
 pub use maps::MapStats;
 use maps::{MapSource, MapTracker, ProcSource};
+pub use rate::{point_frequency, MIN_ADAPTIVE_HZ, TARGET_SAMPLES};
+use ring::Ring;
 pub use stacks::delta_encoded;
-use stacks::{copy_wrapped, RecordView, StackKeys};
+use stacks::StackKeys;
 
 /// What to sample and how.
 #[derive(Clone, Debug)]
@@ -54,34 +58,6 @@ pub struct SamplingConfig {
     /// Choose each point's rate from its clean repeats ([`point_frequency`]), with
     /// `frequency` the most: false where the user chose the rate.
     pub adaptive: bool,
-}
-
-/// Samples a point's traced repeat should hold, in all its threads: enough for a cause's
-/// share to be known within about half a percentage point (a 5% share from 4000 samples
-/// has a binomial standard error of 0.34 points), few enough that a long run pays little.
-pub const TARGET_SAMPLES: f64 = 4000.0;
-
-/// The lowest rate chosen by itself: continuous profilers sample at 19–100 Hz.
-pub const MIN_ADAPTIVE_HZ: u64 = 49;
-
-/// The rate for a point whose clean repeats took `cpu_s` CPU seconds each (user and
-/// system, all threads; the median): what gives about [`TARGET_SAMPLES`] samples, between
-/// [`MIN_ADAPTIVE_HZ`] and `ceiling` (the default or the data-rate limit). A one-second
-/// run at one thread keeps the ceiling; a 16-thread run of 10 s samples at 49 Hz. The
-/// sampler's cost falls with the rate: at 14 µs a sample, 1.4% of a thread at 999 Hz,
-/// 0.07% at 49 Hz.
-pub fn point_frequency(cpu_s: f64, ceiling: u64) -> u64 {
-    if !(cpu_s.is_finite() && cpu_s > 0.0) {
-        return ceiling;
-    }
-    let hz = (TARGET_SAMPLES / cpu_s).round() as u64;
-    // Odd rates, as 999 is, so that sampling does not run in lockstep with timers.
-    let hz = hz.clamp(MIN_ADAPTIVE_HZ, ceiling.max(MIN_ADAPTIVE_HZ));
-    if hz == ceiling || hz % 2 == 1 {
-        hz
-    } else {
-        hz - 1
-    }
 }
 
 /// The most a stack copy grows to by itself (`--stack-size` goes to 63 KiB): 32 KiB walked
@@ -571,128 +547,7 @@ fn ring_pages(config: &SamplingConfig, cpus: usize) -> usize {
     (bytes / page_size() as u64).max(1) as usize
 }
 
-/// One CPU's ring buffer.
-struct Ring {
-    fd: OwnedFd,
-    base: *mut u8,
-    len: usize,
-}
-
-// SAFETY: the mapping is owned by this struct and only touched by the thread holding it.
-unsafe impl Send for Ring {}
-
-impl Ring {
-    /// Maps `pages` of data (a power of two), or fewer if the locked-memory limit
-    /// refuses them.
-    fn map(fd: OwnedFd, pages: usize) -> Result<Ring, CollectError> {
-        let page = page_size();
-        let tries = [pages, 1024, 256, 64, 16];
-        for pages in tries.into_iter().filter(|&p| p <= pages.max(1024)) {
-            let len = (pages + 1) * page;
-            // SAFETY: mapping a perf event fd as its documented ring buffer.
-            let base = unsafe {
-                libc::mmap(
-                    std::ptr::null_mut(),
-                    len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_SHARED,
-                    fd.as_raw_fd(),
-                    0,
-                )
-            };
-            if base != libc::MAP_FAILED {
-                return Ok(Ring {
-                    fd,
-                    base: base.cast(),
-                    len,
-                });
-            }
-        }
-        Err(ProfilingError::Map(std::io::Error::last_os_error()).into())
-    }
-
-    /// Drops what the buffer holds unread.
-    fn discard(&self) {
-        let meta = self.base.cast::<b::perf_event_mmap_page>();
-        // SAFETY: meta is the kernel-shared control page of our mapping; the tail is
-        // written after the head it copies (release).
-        unsafe {
-            let head = std::ptr::read_volatile(std::ptr::addr_of!((*meta).data_head));
-            fence(Ordering::Release);
-            std::ptr::write_volatile(std::ptr::addr_of_mut!((*meta).data_tail), head);
-        }
-    }
-
-    fn drain(
-        &mut self,
-        out: &mut Vec<u8>,
-        keys: &mut StackKeys,
-        tracker: &mut MapTracker,
-        samples: &mut u64,
-        bad: &mut u64,
-    ) {
-        let meta = self.base.cast::<b::perf_event_mmap_page>();
-        // SAFETY: meta points at the kernel-shared control page of our mapping; head is
-        // read before the data it covers (acquire), tail written after (release).
-        let (head, tail, data_off, data_size) = unsafe {
-            let head = std::ptr::read_volatile(&(*meta).data_head);
-            fence(Ordering::Acquire);
-            (
-                head,
-                (*meta).data_tail,
-                (*meta).data_offset as usize,
-                (*meta).data_size as usize,
-            )
-        };
-        if data_size == 0 || data_off + data_size > self.len {
-            return;
-        }
-        // SAFETY: data_off..data_off+data_size lies within the mapping (checked above).
-        let data = unsafe { std::slice::from_raw_parts(self.base.add(data_off), data_size) };
-        let mut pos = tail;
-        while pos + 8 <= head {
-            let mut hdr = [0u8; 8];
-            copy_wrapped(data, pos, &mut hdr);
-            let size = u16::from_ne_bytes([hdr[6], hdr[7]]) as u64;
-            if size < 8 || pos + size > head {
-                *bad += 1;
-                pos = head;
-                break;
-            }
-            let view = RecordView {
-                data,
-                pos,
-                len: size as usize,
-            };
-            let kind = u32::from_ne_bytes([hdr[0], hdr[1], hdr[2], hdr[3]]);
-            let misc = u16::from_ne_bytes([hdr[4], hdr[5]]);
-            tracker.see(maps::seen(kind, misc, view.len, |off| view.u64_at(off)));
-            if kind == b::PERF_RECORD_SAMPLE {
-                *samples += 1;
-                keys.append_sample(&view, out);
-            } else {
-                view.append(0..view.len, out);
-            }
-            pos += size;
-        }
-        fence(Ordering::Release);
-        // SAFETY: as above; publishing how far we have read.
-        unsafe {
-            std::ptr::write_volatile(&mut (*meta).data_tail, pos);
-        }
-    }
-}
-
-impl Drop for Ring {
-    fn drop(&mut self) {
-        // SAFETY: unmapping the mapping created in `map`.
-        unsafe {
-            libc::munmap(self.base.cast(), self.len);
-        }
-    }
-}
-
-fn page_size() -> usize {
+pub(super) fn page_size() -> usize {
     // SAFETY: sysconf has no memory-safety preconditions.
     unsafe { libc::sysconf(libc::_SC_PAGESIZE) as usize }
 }

@@ -257,35 +257,19 @@ impl Sampler {
             let mut opened = Vec::new();
             let mut failure = None;
             for &cpu in &cpus {
-                // SAFETY: attr is a fully initialized perf_event_attr.
-                let fd = unsafe {
-                    sys::perf_event_open(
-                        &mut attr,
-                        target,
-                        cpu as i32,
-                        -1,
-                        b::PERF_FLAG_FD_CLOEXEC as _,
-                    )
-                };
-                if fd < 0 {
-                    failure = Some(std::io::Error::last_os_error());
-                    break;
+                match open_event(&mut attr, target, cpu) {
+                    Ok(fd) => opened.push(fd),
+                    Err(e) => {
+                        failure = Some(e);
+                        break;
+                    }
                 }
-                // SAFETY: a fresh descriptor we own.
-                opened.push(unsafe { OwnedFd::from_raw_fd(fd) });
             }
             match failure {
                 None => {
                     self.event = if cycles { "cycles" } else { "cpu-clock" }.to_string();
                     self.kernel = kernel;
-                    // SAFETY: viewing a plain-data struct as bytes.
-                    self.attr = unsafe {
-                        std::slice::from_raw_parts(
-                            (&attr as *const b::perf_event_attr).cast::<u8>(),
-                            std::mem::size_of::<b::perf_event_attr>(),
-                        )
-                    }
-                    .to_vec();
+                    self.attr = attr_bytes(&attr);
                     let pages = ring_pages(&self.config, cpus.len());
                     for fd in opened {
                         self.buffers.push(Ring::map(fd, pages)?);
@@ -341,29 +325,49 @@ impl Sampler {
         // Woken at every record: one byte of watermark.
         attr.__bindgen_anon_2.wakeup_watermark = 1;
         for &cpu in cpus {
-            // SAFETY: attr is a fully initialized perf_event_attr.
-            let fd = unsafe {
-                sys::perf_event_open(
-                    &mut attr,
-                    target,
-                    cpu as i32,
-                    -1,
-                    b::PERF_FLAG_FD_CLOEXEC as _,
-                )
-            };
-            if fd < 0 {
-                return Err(ProfilingError::Open {
-                    source: std::io::Error::last_os_error(),
-                    hint: paranoia_hint(),
-                }
-                .into());
-            }
-            // SAFETY: a fresh descriptor we own.
-            let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+            let fd = open_event(&mut attr, target, cpu).map_err(|source| ProfilingError::Open {
+                source,
+                hint: paranoia_hint(),
+            })?;
             self.buffers.push(Ring::map(fd, NAME_RING_PAGES)?);
         }
         Ok(())
     }
+}
+
+/// The bytes of `attr`, as the record parser reads them.
+fn attr_bytes(attr: &b::perf_event_attr) -> Vec<u8> {
+    // SAFETY: viewing a plain-data struct as bytes.
+    unsafe {
+        std::slice::from_raw_parts(
+            (attr as *const b::perf_event_attr).cast::<u8>(),
+            std::mem::size_of::<b::perf_event_attr>(),
+        )
+    }
+    .to_vec()
+}
+
+/// How the records of a default sampler (no PMU, kernel stacks, one process tree) are
+/// parsed: what the tests of its record writers read them back with.
+#[cfg(test)]
+pub(crate) fn test_parse_info() -> linux_perf_event_reader::RecordParseInfo {
+    use linux_perf_event_reader::{Endianness, PerfEventAttr, RecordParseInfo};
+    let attr = Sampler::new(SamplingConfig::default()).attr(false, true, false);
+    let bytes = attr_bytes(&attr);
+    let (attr, _) = PerfEventAttr::parse::<_, byteorder::NativeEndian>(&bytes[..]).unwrap();
+    RecordParseInfo::new(&attr, Endianness::NATIVE)
+}
+
+/// Opens `attr` for `target` (a process, or -1: every task) on `cpu`.
+fn open_event(attr: &mut b::perf_event_attr, target: i32, cpu: u32) -> std::io::Result<OwnedFd> {
+    // SAFETY: attr is a fully initialized perf_event_attr.
+    let fd =
+        unsafe { sys::perf_event_open(attr, target, cpu as i32, -1, b::PERF_FLAG_FD_CLOEXEC as _) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// Data pages of a CPU's ring of names and execs (64 KiB: a thousand COMM records).

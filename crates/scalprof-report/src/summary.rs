@@ -411,7 +411,7 @@ fn unaccounted(doc: &RunDocument, p: &Point) -> Option<String> {
     let sampler = doc
         .host
         .sample_cost_ns
-        .map_or(0.0, |ns| 100.0 * ns * profile.frequency as f64 / 1e9);
+        .map_or(0.0, |ns| sampler_share(ns, profile.frequency));
     let own = 100.0 * profile.stats.overhead_samples as f64 / profile.stats.samples.max(1) as f64;
     let seen = sampler + own;
     Some(if seen >= slowdown {
@@ -423,6 +423,12 @@ fn unaccounted(doc: &RunDocument, p: &Point) -> Option<String> {
             slowdown - seen
         )
     })
+}
+
+/// The share of each running thread's time, in %, that `hz` samples a second of `cost_ns`
+/// each take.
+fn sampler_share(cost_ns: f64, hz: u64) -> f64 {
+    100.0 * cost_ns * hz as f64 / 1e9
 }
 
 /// Per point: how much slower (or faster) the traced repeats ran than the clean ones, and
@@ -514,7 +520,7 @@ fn sampler_cost(doc: &RunDocument) -> Option<String> {
         _ => (run_hz, run_hz),
     };
     if lo != hz {
-        let share = |hz: u64| 100.0 * cost_ns * hz as f64 / 1e9;
+        let share = |hz: u64| sampler_share(cost_ns, hz);
         return Some(format!(
             "the sampler's interrupts take {:.2}–{:.1}% of each running thread's time ({:.1} µs a sample, measured here, at {lo}–{hz} Hz as each point's runs needed)",
             share(lo),
@@ -522,7 +528,7 @@ fn sampler_cost(doc: &RunDocument) -> Option<String> {
             cost_ns / 1e3
         ));
     }
-    let share = 100.0 * cost_ns * hz as f64 / 1e9;
+    let share = sampler_share(cost_ns, hz);
     let lower = if share >= 1.0 && hz > 99 {
         format!("; -F {} halves it", hz / 2)
     } else {

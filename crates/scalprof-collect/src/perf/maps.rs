@@ -452,12 +452,8 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Sampler, SamplingConfig};
     use super::*;
-    use linux_perf_event_reader::{
-        Endianness, EventRecord, Mmap2FileId, PerfEventAttr, RawData, RawEventRecord,
-        RecordParseInfo, RecordType,
-    };
+    use linux_perf_event_reader::{EventRecord, Mmap2FileId, RawData, RawEventRecord, RecordType};
 
     /// Maps a test gives per PID, read as often as asked; a PID missing is gone.
     struct Given {
@@ -495,16 +491,7 @@ mod tests {
     /// The records `out` holds, parsed as the symbolizer parses them, with the sampler's
     /// own attributes: (pid, start, length, offset, path, inode, time).
     fn parsed(out: &[u8]) -> Vec<(i32, u64, u64, u64, String, u64, u64)> {
-        let attr = Sampler::new(SamplingConfig::default()).attr(false, true, false);
-        // SAFETY: viewing a plain-data struct as bytes.
-        let bytes = unsafe {
-            std::slice::from_raw_parts(
-                (&attr as *const b::perf_event_attr).cast::<u8>(),
-                std::mem::size_of::<b::perf_event_attr>(),
-            )
-        };
-        let (attr, _) = PerfEventAttr::parse::<_, byteorder::NativeEndian>(bytes).unwrap();
-        let info = RecordParseInfo::new(&attr, Endianness::NATIVE);
+        let info = super::super::test_parse_info();
         let mut got = Vec::new();
         let mut pos = 0;
         while pos < out.len() {

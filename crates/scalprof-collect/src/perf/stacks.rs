@@ -179,7 +179,6 @@ pub fn delta_encoded(records: &[u8]) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Sampler, SamplingConfig};
     use super::*;
 
     #[test]
@@ -223,10 +222,7 @@ mod tests {
 
     #[test]
     fn trimming_keeps_only_the_copied_stack_and_stays_parseable() {
-        use linux_perf_event_reader::{
-            Endianness, EventRecord, PerfEventAttr, RawData, RawEventRecord, RecordParseInfo,
-            RecordType,
-        };
+        use linux_perf_event_reader::{EventRecord, RawData, RawEventRecord, RecordType};
         let rec = sample_record(4096, 100);
         let mut out = Vec::new();
         let view = RecordView {
@@ -252,17 +248,7 @@ mod tests {
         let size = u16::from_ne_bytes([out[6], out[7]]) as usize;
         assert_eq!(size, out.len());
 
-        let sampler = Sampler::new(SamplingConfig::default());
-        let attr = sampler.attr(false, true, false);
-        // SAFETY: viewing a plain-data struct as bytes.
-        let bytes = unsafe {
-            std::slice::from_raw_parts(
-                (&attr as *const b::perf_event_attr).cast::<u8>(),
-                std::mem::size_of::<b::perf_event_attr>(),
-            )
-        };
-        let (attr, _) = PerfEventAttr::parse::<_, byteorder::NativeEndian>(bytes).unwrap();
-        let info = RecordParseInfo::new(&attr, Endianness::NATIVE);
+        let info = super::super::test_parse_info();
         let raw = RawEventRecord::new(
             RecordType(b::PERF_RECORD_SAMPLE),
             0,

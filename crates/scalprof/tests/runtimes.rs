@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command as StdCommand;
 use std::sync::OnceLock;
 
-use scalprof_model::locks::LockKind;
+use scalprof_model::locks::{LockKind, CPU_WAIT};
 use scalprof_model::{FindingDetails, FindingKind, RunDocument};
 
 mod common;
-use common::corpus::{can_profile, json, last_budget, last_point, read_run};
+use common::corpus::{can_profile, cause_share, json, last_budget, last_point, read_run};
 use common::{exclusive, scalprof};
 
 /// The runtime programs' sources.
@@ -214,8 +214,24 @@ fn a_channel_funnel_names_the_channel_and_the_goroutine_at_its_other_end() {
     let _turn = exclusive();
     let doc = sweep(&[go_program("go_funnel").to_str().unwrap(), "{threads}"]);
     let budget = last_budget(&doc);
-    let top = top_cause(&doc);
-    assert_eq!(top, "chan main.produce → main.collect", "{}", json(budget));
+    let top = "chan main.produce → main.collect";
+    // The channel is the first cause, or the second after the wait for a CPU: with the
+    // probes in bursts the program runs at its own speed, and on this 2-CPU machine the
+    // runtime's threads (a woken M, sysmon) beside the two running Ps wait for a CPU
+    // (23% against the channel's 19% in one run; the channel first in another). Before
+    // the bursts, the probes slowed every hand-off 20-46 times and hid it.
+    let first_two: Vec<&str> = budget
+        .causes
+        .iter()
+        .take(2)
+        .map(|c| c.subject.as_str())
+        .collect();
+    assert!(
+        first_two.first() == Some(&top) || first_two == [CPU_WAIT, top],
+        "{}",
+        json(budget)
+    );
+    assert!(cause_share(&doc, top) >= 0.10, "{}", json(budget));
     assert!(budget.unexplained <= 0.20, "{}", json(budget));
     let f = doc
         .findings

@@ -263,6 +263,8 @@ fn add_header(o: &mut LockProfile, p: LockProfile) {
     f.undecoded += p.failures.undecoded;
     o.tracer.bpf_run_ns += p.tracer.bpf_run_ns;
     o.tracer.bpf_runs += p.tracer.bpf_runs;
+    o.tracer.go_probed_ns += p.tracer.go_probed_ns;
+    o.tracer.go_span_ns += p.tracer.go_span_ns;
     for a in p.attached {
         if !o.attached.contains(&a) {
             o.attached.push(a);

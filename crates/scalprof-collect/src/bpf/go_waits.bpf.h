@@ -149,6 +149,20 @@ static __always_inline int go_seen_sampled(u32 tgid, u32 kind)
 /* A channel's lock (or a notifyList's) lies this close past its start. */
 #define GO_LOCK_WITHIN 256
 
+/* The probes' hits in traced processes, read by user space to run them in bursts: each hit
+ * is a trap that costs the program microseconds, so where they come fast the probes are
+ * attached only part of the time (see locks/bpf/bursts.rs). */
+u64 go_hits = 0;
+
+/* Whether a probe hit a traced process, counted. */
+static __always_inline int go_hit(u32 tgid)
+{
+	if (!is_tracked(tgid))
+		return 0;
+	__sync_fetch_and_add(&go_hits, 1);
+	return 1;
+}
+
 /* Whether the next wait on this semaphore carries stacks (see GO_STACKS_FIRST). */
 static __always_inline int go_sampled(u64 addr, u32 tgid, u32 kind)
 {
@@ -180,11 +194,11 @@ static __always_inline void park_goroutine(struct pt_regs *ctx, u32 tgid, u64 ad
 		__sync_fetch_and_add(&fail_agg_map, 1);
 }
 
-SEC("uprobe")
+SEC("uprobe.multi")
 int go_acquire(struct pt_regs *ctx)
 {
 	u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	if (!is_tracked(tgid))
+	if (!go_hit(tgid))
 		return 0;
 	u64 addr = BPF_CORE_READ(ctx, ax);
 	u32 kind = (u32)bpf_get_attach_cookie(ctx);
@@ -192,11 +206,11 @@ int go_acquire(struct pt_regs *ctx)
 	return 0;
 }
 
-SEC("uprobe")
+SEC("uprobe.multi")
 int go_release(struct pt_regs *ctx)
 {
 	u64 id = bpf_get_current_pid_tgid();
-	if (!is_tracked(id >> 32))
+	if (!go_hit(id >> 32))
 		return 0;
 	u32 tid = (u32)id;
 	struct go_release r = { .addr = BPF_CORE_READ(ctx, ax), .stack_id = -1 };
@@ -209,11 +223,11 @@ int go_release(struct pt_regs *ctx)
 
 /* A call of gopark from a channel operation or sync.Cond.Wait: the goroutine parks on the
  * lock of its second argument (none for a select). */
-SEC("uprobe")
+SEC("uprobe.multi")
 int go_park(struct pt_regs *ctx)
 {
 	u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	if (!is_tracked(tgid))
+	if (!go_hit(tgid))
 		return 0;
 	u32 kind = (u32)bpf_get_attach_cookie(ctx);
 	park_goroutine(ctx, tgid, BPF_CORE_READ(ctx, bx), kind, go_seen_sampled(tgid, kind));
@@ -221,11 +235,11 @@ int go_park(struct pt_regs *ctx)
 }
 
 /* A hand-off on a channel or a sync.Cond (its first argument), whose ready follows. */
-SEC("uprobe")
+SEC("uprobe.multi")
 int go_handoff(struct pt_regs *ctx)
 {
 	u64 id = bpf_get_current_pid_tgid();
-	if (!is_tracked(id >> 32))
+	if (!go_hit(id >> 32))
 		return 0;
 	u32 tid = (u32)id;
 	u32 handoff = (u32)bpf_get_attach_cookie(ctx);
@@ -262,7 +276,7 @@ static __always_inline struct go_park *parked_goroutine(struct pt_regs *ctx, u64
 							 struct go_gkey *key)
 {
 	u32 tgid = id >> 32;
-	if (!is_tracked(tgid))
+	if (!go_hit(tgid))
 		return NULL;
 	key->g = BPF_CORE_READ(ctx, ax);
 	key->tgid = tgid;
@@ -272,7 +286,7 @@ static __always_inline struct go_park *parked_goroutine(struct pt_regs *ctx, u64
 
 /* runtime.ready(gp, …): gp is runnable again. Notes who released it, if it was parked on
  * a semaphore and the releaser is this thread. */
-SEC("uprobe")
+SEC("uprobe.multi")
 int go_ready(struct pt_regs *ctx)
 {
 	u64 id = bpf_get_current_pid_tgid();
@@ -292,7 +306,7 @@ int go_ready(struct pt_regs *ctx)
 
 /* runtime.execute(gp, …): gp runs again. Ends its wait, if it was parked on a semaphore
  * and readied since (a park whose acquire did not block is never readied). */
-SEC("uprobe")
+SEC("uprobe.multi")
 int go_execute(struct pt_regs *ctx)
 {
 	u64 id = bpf_get_current_pid_tgid();

@@ -132,6 +132,26 @@ fn limits_line(doc: &RunDocument) -> String {
     format!("limits:  {}\n", parts.join(" · "))
 }
 
+/// ", on 4% of the traced time in bursts (their waits scaled to all of it)": where the Go
+/// probes' hits cost more than their budget and they ran in bursts; empty where they were
+/// on throughout.
+fn go_bursts(doc: &RunDocument) -> String {
+    let (probed, span) = doc
+        .points
+        .iter()
+        .filter_map(|p| p.locks.as_ref())
+        .fold((0u64, 0u64), |(p, s), l| {
+            (p + l.tracer.go_probed_ns, s + l.tracer.go_span_ns)
+        });
+    if probed == 0 || probed >= span {
+        return String::new();
+    }
+    format!(
+        ", on {:.0}% of the traced time in bursts (their waits scaled to all of it)",
+        100.0 * probed as f64 / span as f64
+    )
+}
+
 /// "runtime: Go (go_mutex) · …": the language runtimes the traced processes ran, with
 /// what scalprof did for each; empty when none was recognized.
 fn runtimes_line(doc: &RunDocument) -> String {
@@ -146,13 +166,18 @@ fn runtimes_line(doc: &RunDocument) -> String {
     if seen.is_empty() {
         return String::new();
     }
+    let bursts = go_bursts(doc);
     let parts: Vec<String> = seen
         .iter()
         .map(|r| {
             let note = match r.runtime {
                 Runtime::Go => {
-                    " — goroutines' waits from the runtime's probes; GOMAXPROCS={threads} \
-                     sweeps its threads"
+                    return format!(
+                        "{} ({}) — goroutines' waits from the runtime's probes{bursts}; \
+                         GOMAXPROCS={{threads}} sweeps its threads",
+                        r.title(),
+                        one_line(&r.process)
+                    );
                 }
                 Runtime::HotSpot => {
                     " — traced repeats ran with -XX:+PreserveFramePointer \

@@ -216,7 +216,10 @@ pub(super) fn add_go_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<
     let one_shot = one_shot_channels(raw);
     let pooled = pooled_ends(raw, &ends, &one_shot, symbols);
     let mut by_name: HashMap<RowKey, (RowBuilder, HashMap<String, u64>)> = HashMap::new();
-    let mut channels: HashMap<RowKey, u64> = HashMap::new();
+    let mut channels: HashMap<RowKey, f64> = HashMap::new();
+    // Seen in the probes' bursts: the rows stand for the whole execution.
+    let scale = raw.tracer.go_scale();
+    let scaled = |n: u64| (n as f64 * scale).round() as u64;
     for w in raw.go_waits.iter().filter(|w| !w.sampled) {
         let maps = raw.maps.get(&w.tgid).map(Vec::as_slice).unwrap_or(&[]);
         let (f, callers) = sampled
@@ -251,7 +254,14 @@ pub(super) fn add_go_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<
             };
         }
         if is_chan(w.kind) {
-            *channels.entry((name.clone(), kind.clone())).or_default() += 1;
+            // One-shot channels are made as often as they are waited on: those seen in the
+            // probes' bursts stand for as many more as their waits do.
+            let n = if one_shot.contains(&(w.tgid, w.addr)) {
+                scale
+            } else {
+                1.0
+            };
+            *channels.entry((name.clone(), kind.clone())).or_default() += n;
         }
         let (b, holders) = by_name
             .entry((name.clone(), kind.clone()))
@@ -262,7 +272,7 @@ pub(super) fn add_go_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<
                 };
                 (RowBuilder::new(row), HashMap::new())
             });
-        b.add_wait(w.tgid, w.count, w.total_ns, w.max_ns);
+        b.add_wait(w.tgid, scaled(w.count), scaled(w.total_ns), w.max_ns);
         b.add_callers(Some(&callers));
         for (h, ns) in released
             .remove(&(w.tgid, w.addr, w.kind))
@@ -274,7 +284,7 @@ pub(super) fn add_go_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<
     }
     for (key, (b, holders)) in by_name {
         let mut row = b.finish(raw);
-        row.channels = channels.get(&key).copied();
+        row.channels = channels.get(&key).map(|&n| n.round() as u64);
         let total: u64 = holders.values().sum();
         row.holders = with_state(top_callers(holders, total), HolderState::AtRelease);
         rows.push(row);

@@ -202,8 +202,17 @@ pub(super) struct Drain<'a> {
     fd_paths: HashMap<(u32, u64), String>,
     /// When the memory maps were last read.
     refreshed: Instant,
-    /// Told of each process that executed a program (the Go probes' watch).
-    on_exec: Box<dyn FnMut(u32) + 'a>,
+    /// Told of each process that executed a program, and of each round (the Go probes'
+    /// watch).
+    watch: &'a mut dyn DrainWatch,
+}
+
+/// What the drain tells as it goes.
+pub(super) trait DrainWatch {
+    /// A traced process executed a program.
+    fn exec(&mut self, tgid: u32);
+    /// A round of the drain ended (every 10 ms or so).
+    fn round(&mut self);
 }
 
 impl<'a> Drain<'a> {
@@ -211,7 +220,7 @@ impl<'a> Drain<'a> {
     pub fn new(
         maps: &'a LocksMaps<'_>,
         tgids: &'a [u32],
-        on_exec: Box<dyn FnMut(u32) + 'a>,
+        watch: &'a mut dyn DrainWatch,
     ) -> Result<Self, libbpf_rs::Error> {
         let received = Rc::<RefCell<Received>>::default();
         let sink = received.clone();
@@ -227,7 +236,7 @@ impl<'a> Drain<'a> {
             tgids,
             fd_paths: HashMap::new(),
             refreshed: Instant::now() - MAPS_REFRESH,
-            on_exec,
+            watch,
         })
     }
 
@@ -257,8 +266,9 @@ impl<'a> Drain<'a> {
         let _ = self.ring.consume();
         let execs = std::mem::take(&mut self.received.borrow_mut().execs);
         for tgid in execs {
-            (self.on_exec)(tgid);
+            self.watch.exec(tgid);
         }
+        self.watch.round();
         // Keep the memory maps of the traced processes fresh while they live (a copy may
         // be read after its process has exited, and the maps die with it), but not at
         // every round: reading a process's maps takes its mmap_lock, and every 10 ms cost

@@ -107,7 +107,7 @@ CASES = [
     ("striped_locks", "corpus", None, r"^stripes", [], None),
     # Real programs.
     ("cpython_threads", "real", py(PY_LOOP.format(mod="threading", ctor="threading.Thread")),
-     r"_PyRuntime|gil", [], None),
+     r"_PyRuntime|^GIL$|gil", [], None),
     ("cpython_processes", "real",
      py(PY_LOOP.format(mod="multiprocessing", ctor="multiprocessing.Process")), NONE, [], None),
     ("sqlite_full_sync", "real", py(SQLITE.format(sync="FULL", shared=True, rows=400)),

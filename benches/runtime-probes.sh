@@ -3,7 +3,8 @@
 # default go_mutex: one sync.Mutex) at each of THREADS (default "1 2", GOMAXPROCS) timed
 # untraced, in scalprof's traced repeat with the profiler alone (--no-locks), and with the
 # lock tracer and its Go runtime probes (a mutex's park, release, ready, execute: four
-# uprobe traps per contended hand-off; a channel's park, hand-off, ready, execute).
+# uprobe traps per contended hand-off; a channel's park, hand-off, ready, execute), which
+# run in bursts where their hits would cost more than 1% of the CPUs.
 # Medians of ROUNDS alternating runs, in one session; the ratios are the observer's cost.
 # Usage: [PROGRAM=go_funnel] [THREADS="1 2"] benches/runtime-probes.sh [ROUNDS]   (root; go)
 set -euo pipefail

@@ -219,7 +219,17 @@ pub(super) fn add_go_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<
     let mut channels: HashMap<RowKey, f64> = HashMap::new();
     // Seen in the probes' bursts: the rows stand for the whole execution.
     let scale = raw.tracer.go_scale();
-    let scaled = |n: u64| (n as f64 * scale).round() as u64;
+    // The count rounded, the time scaled with it: a row's average stays its seen waits'
+    // average, never above their longest.
+    let scaled = |count: u64, total_ns: u64| {
+        let n = (count as f64 * scale).round().max(count as f64);
+        let total = if count == 0 {
+            total_ns as f64 * scale
+        } else {
+            total_ns as f64 * n / count as f64
+        };
+        (n as u64, total.round() as u64)
+    };
     for w in raw.go_waits.iter().filter(|w| !w.sampled) {
         let maps = raw.maps.get(&w.tgid).map(Vec::as_slice).unwrap_or(&[]);
         let (f, callers) = sampled
@@ -272,7 +282,8 @@ pub(super) fn add_go_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<
                 };
                 (RowBuilder::new(row), HashMap::new())
             });
-        b.add_wait(w.tgid, scaled(w.count), scaled(w.total_ns), w.max_ns);
+        let (count, total_ns) = scaled(w.count, w.total_ns);
+        b.add_wait(w.tgid, count, total_ns, w.max_ns);
         b.add_callers(Some(&callers));
         for (h, ns) in released
             .remove(&(w.tgid, w.addr, w.kind))

@@ -254,6 +254,13 @@ pub struct TracerCost {
     /// The time from the first Go probes' attach to the end of the execution.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub go_span_ns: u64,
+    /// The Go probes' hits in the traced processes.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub go_hits: u64,
+    /// What one hit costs the goroutine it traps, measured on this machine (once a boot):
+    /// `go_hits × go_hit_ns` is the probes' share of the slowdown.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub go_hit_ns: u64,
 }
 
 fn is_zero(v: &u64) -> bool {

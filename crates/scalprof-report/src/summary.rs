@@ -413,6 +413,8 @@ fn unaccounted(doc: &RunDocument, p: &Point) -> Option<String> {
         .sample_cost_ns
         .map_or(0.0, |ns| sampler_share(ns, profile.frequency));
     let own = 100.0 * profile.stats.overhead_samples as f64 / profile.stats.samples.max(1) as f64;
+    // The Go probes' traps are in `own` where samples fell in them ("probe traps"): their
+    // measured cost, shown beside it, is not added again.
     let seen = sampler + own;
     Some(if seen >= slowdown {
         format!("all of it accounted for ({seen:.1}% seen)")
@@ -423,6 +425,22 @@ fn unaccounted(doc: &RunDocument, p: &Point) -> Option<String> {
             slowdown - seen
         )
     })
+}
+
+/// The share of the traced repeats' CPU time, in %, that the Go runtime's probe hits took
+/// (their count times the cost of one, measured on the host), where there were any.
+fn go_probe_share(p: &Point) -> Option<f64> {
+    let t = &p.locks.as_ref()?.tracer;
+    if t.go_hits == 0 || t.go_hit_ns == 0 {
+        return None;
+    }
+    let cpu_ns: f64 = p
+        .traced_repeats
+        .iter()
+        .filter(|r| r.succeeded())
+        .map(|r| (r.user_s + r.sys_s) * 1e9)
+        .sum();
+    (cpu_ns > 0.0).then(|| 100.0 * t.go_hits as f64 * t.go_hit_ns as f64 / cpu_ns)
 }
 
 /// The share of each running thread's time, in %, that `hz` samples a second of `cost_ns`
@@ -449,6 +467,13 @@ pub(crate) fn tracing_line(doc: &RunDocument) -> Option<String> {
                 bits.push(format!(
                     "overhead (scalprof) {overhead:.1}% of samples{}",
                     overhead_parts(p)
+                ));
+            }
+            if let (Some(share), Some(l)) = (go_probe_share(p), p.locks.as_ref()) {
+                bits.push(format!(
+                    "Go probes' hits {share:.1}% of CPU time ({} × {})",
+                    l.tracer.go_hits,
+                    ns(l.tracer.go_hit_ns as f64)
                 ));
             }
             if let Some(left) = unaccounted(doc, p) {

@@ -232,6 +232,18 @@ fn a_channel_funnel_names_the_channel_and_the_goroutine_at_its_other_end() {
         json(budget)
     );
     assert!(cause_share(&doc, top) >= 0.10, "{}", json(budget));
+    // Its probes hit hundreds of thousands of times a second: they ran in bursts, and
+    // what a hit costs was measured here.
+    let tracer = last_point(&doc).locks.as_ref().unwrap().tracer;
+    assert!(
+        tracer.go_probed_ns > 0 && tracer.go_probed_ns < tracer.go_span_ns / 2,
+        "{tracer:?}"
+    );
+    assert!(tracer.go_hits > 1000, "{tracer:?}");
+    assert!(
+        tracer.go_hit_ns > 0 && tracer.go_hit_ns < 1_000_000,
+        "{tracer:?}"
+    );
     assert!(budget.unexplained <= 0.20, "{}", json(budget));
     let f = doc
         .findings

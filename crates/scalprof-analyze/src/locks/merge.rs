@@ -265,6 +265,8 @@ fn add_header(o: &mut LockProfile, p: LockProfile) {
     o.tracer.bpf_runs += p.tracer.bpf_runs;
     o.tracer.go_probed_ns += p.tracer.go_probed_ns;
     o.tracer.go_span_ns += p.tracer.go_span_ns;
+    o.tracer.go_hits += p.tracer.go_hits;
+    o.tracer.go_hit_ns = o.tracer.go_hit_ns.max(p.tracer.go_hit_ns);
     for a in p.attached {
         if !o.attached.contains(&a) {
             o.attached.push(a);

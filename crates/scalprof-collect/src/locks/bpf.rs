@@ -17,6 +17,7 @@ use super::{bpf_cause, LockConfig, RawLocks, TracerCost};
 
 mod bursts;
 mod drain;
+mod hit_cost;
 mod read;
 
 use drain::{Drain, DrainWatch};
@@ -112,7 +113,7 @@ pub(super) fn trace(
     };
     let _ = ready.send(Ok(()));
     let drained = drain.run(stop);
-    let (probed, span) = watch.bursts.finish();
+    let seen = watch.bursts.finish(&tracer.skel);
     let mut out = RawLocks {
         snapshots: drained.snapshots,
         maps: drained.maps,
@@ -123,8 +124,10 @@ pub(super) fn trace(
     // The waits stay as seen in the bursts: the rows made of them are scaled to the span
     // (`TracerCost::go_scale`), once one-shot channels are told apart by their waits.
     out.tracer = tracer.cost();
-    out.tracer.go_probed_ns = probed.as_nanos() as u64;
-    out.tracer.go_span_ns = span.as_nanos() as u64;
+    out.tracer.go_probed_ns = seen.probed.as_nanos() as u64;
+    out.tracer.go_span_ns = seen.span.as_nanos() as u64;
+    out.tracer.go_hits = seen.hits;
+    out.tracer.go_hit_ns = seen.hit_ns.round() as u64;
     out
 }
 
@@ -165,7 +168,7 @@ impl<'a, 'obj> GoExecWatch<'a, 'obj> {
             skel,
             probes_of: config.go_probes_of.clone(),
             probed,
-            bursts: bursts::Bursts::new(config.go_probes.clone(), links),
+            bursts: bursts::Bursts::new(skel, config.go_probes.clone(), links),
         }
     }
 

@@ -30,18 +30,20 @@ pub(super) const MAX_PAUSE: Duration = Duration::from_secs(1);
 /// and tens of milliseconds of grace periods, not to be done more than a few times a
 /// second.
 pub(super) const MIN_PAUSE: Duration = Duration::from_millis(100);
-/// What one probe hit costs the program: a uprobe's trap, its BPF program and the return
-/// (1–3 µs on the virtual machines measured; 0.3–1.4 µs on bare metal).
+/// What one probe hit costs the program where it could not be measured
+/// ([`super::hit_cost`]): a uprobe's trap, its BPF program and the return (1–3 µs on the
+/// virtual machines measured; 0.3–1.4 µs on bare metal).
 pub(super) const HIT_COST_NS: f64 = 2000.0;
 
 /// How long to take the probes off after a burst of `on` in which they were hit `hits`
-/// times on a machine of `cpus` CPUs: none while they cost at most [`BUDGET`].
-pub(super) fn pause_after(hits: u64, on: Duration, cpus: usize) -> Option<Duration> {
+/// times, `hit_ns` each, on a machine of `cpus` CPUs: none while they cost at most
+/// [`BUDGET`].
+pub(super) fn pause_after(hits: u64, on: Duration, cpus: usize, hit_ns: f64) -> Option<Duration> {
     let on_ns = on.as_nanos() as f64;
     if on_ns <= 0.0 {
         return None;
     }
-    let share = hits as f64 * HIT_COST_NS / (on_ns * cpus.max(1) as f64);
+    let share = hits as f64 * hit_ns / (on_ns * cpus.max(1) as f64);
     if share <= BUDGET {
         return None;
     }
@@ -73,11 +75,25 @@ pub(super) struct Bursts {
     /// When the first probes were attached.
     first: Option<Instant>,
     cpus: usize,
+    /// What a hit costs, measured when the first probes are attached.
+    hit_ns: Option<f64>,
+}
+
+/// What the probes did over one execution.
+pub(super) struct BurstsSeen {
+    /// The time they were on.
+    pub probed: Duration,
+    /// The time since the first were attached.
+    pub span: Duration,
+    /// Their hits in traced processes.
+    pub hits: u64,
+    /// What one hit costs, measured (zero where nothing was probed).
+    pub hit_ns: f64,
 }
 
 impl Bursts {
     /// Starts with the probes attached at load (`links`, for `probes`).
-    pub fn new(probes: Vec<GoProbe>, links: Vec<Link>) -> Bursts {
+    pub fn new(skel: &LocksSkel<'_>, probes: Vec<GoProbe>, links: Vec<Link>) -> Bursts {
         let now = Instant::now();
         let mut bursts = Bursts {
             sets: Vec::new(),
@@ -89,9 +105,12 @@ impl Bursts {
             probed: Duration::ZERO,
             first: None,
             cpus: crate::host::online_cpus() as usize,
+            hit_ns: None,
         };
         if !probes.is_empty() {
-            bursts.first = Some(now);
+            bursts.measure(skel);
+            bursts.first = Some(Instant::now());
+            bursts.since = Instant::now();
             bursts.sets.push(ProbeSet {
                 probes,
                 _file: None,
@@ -106,6 +125,7 @@ impl Bursts {
         if probes.is_empty() {
             return;
         }
+        self.measure(skel);
         if self.on {
             if let Ok(links) = super::attach_go_probes(skel, &probes) {
                 self.links.extend(links);
@@ -138,7 +158,8 @@ impl Bursts {
             self.probed += elapsed;
             self.since = now;
             self.hits_at = seen;
-            if let Some(pause) = pause_after(burst, elapsed, self.cpus) {
+            let hit_ns = self.hit_ns.unwrap_or(HIT_COST_NS);
+            if let Some(pause) = pause_after(burst, elapsed, self.cpus, hit_ns) {
                 detach(&mut self.links);
                 self.on = false;
                 self.pause = pause;
@@ -158,19 +179,35 @@ impl Bursts {
         }
     }
 
-    /// Takes the probes off: the time they were on and the time since the first were
-    /// attached (both zero where nothing was probed).
-    pub fn finish(&mut self) -> (Duration, Duration) {
+    /// What a probe hit costs, measured once (once a boot, kept) before the first probes.
+    fn measure(&mut self, skel: &LocksSkel<'_>) {
+        if self.hit_ns.is_none() {
+            self.hit_ns = Some(super::hit_cost::cached_hit_cost_ns(skel).unwrap_or(HIT_COST_NS));
+        }
+    }
+
+    /// Takes the probes off, and says what they did.
+    pub fn finish(&mut self, skel: &LocksSkel<'_>) -> BurstsSeen {
         detach(&mut self.links);
         let Some(first) = self.first else {
-            return (Duration::ZERO, Duration::ZERO);
+            return BurstsSeen {
+                probed: Duration::ZERO,
+                span: Duration::ZERO,
+                hits: 0,
+                hit_ns: 0.0,
+            };
         };
         let now = Instant::now();
         if self.on {
             self.probed += now - self.since;
             self.on = false;
         }
-        (self.probed, now - first)
+        BurstsSeen {
+            probed: self.probed,
+            span: now - first,
+            hits: hits(skel),
+            hit_ns: self.hit_ns.unwrap_or(HIT_COST_NS),
+        }
     }
 }
 
@@ -218,24 +255,25 @@ mod tests {
     #[test]
     fn cheap_probes_stay_on() {
         // 100 hits in 20 ms on 2 CPUs: 0.5% of the machine.
-        assert_eq!(pause_after(100, BURST, 2), None);
-        assert_eq!(pause_after(0, BURST, 2), None);
+        assert_eq!(pause_after(100, BURST, 2, HIT_COST_NS), None);
+        assert_eq!(pause_after(0, BURST, 2, HIT_COST_NS), None);
     }
 
     #[test]
     fn costly_probes_pause_to_keep_the_average_at_the_budget() {
         // 2,000 hits in 20 ms on 2 CPUs: 10% of the machine, ten times the budget: off
         // nine times as long as on.
-        let pause = pause_after(2000, BURST, 2).unwrap();
+        let pause = pause_after(2000, BURST, 2, HIT_COST_NS).unwrap();
         assert!(
             (pause.as_secs_f64() - 9.0 * BURST.as_secs_f64()).abs() < 1e-6,
             "{pause:?}"
         );
         // Just over the budget: off for the shortest pause, not on and off at every round.
-        assert_eq!(pause_after(400, BURST, 2), Some(MIN_PAUSE));
+        assert_eq!(pause_after(400, BURST, 2, HIT_COST_NS), Some(MIN_PAUSE));
         // A hand-off-heavy program's 20,000 hits: the longest pause.
-        assert_eq!(pause_after(20_000, BURST, 2), Some(MAX_PAUSE));
-        // The same hits cost less of a bigger machine.
-        assert!(pause_after(400, BURST, 16).is_none());
+        assert_eq!(pause_after(20_000, BURST, 2, HIT_COST_NS), Some(MAX_PAUSE));
+        // The same hits cost less of a bigger machine, and where a hit is cheaper.
+        assert!(pause_after(400, BURST, 16, HIT_COST_NS).is_none());
+        assert!(pause_after(400, BURST, 2, 500.0).is_none());
     }
 }

@@ -1,0 +1,190 @@
+//! What one Go runtime probe hit costs the goroutine it traps, measured on this machine.
+//!
+//! A uprobe hit is a breakpoint trap, the kernel's lookup of the probe, the BPF program and
+//! the return: 0.3–1.4 µs on bare metal, several times that on a virtual machine. The
+//! bursts ([`super::bursts`]) keep the probes' cost within a budget, and the tracing line
+//! accounts for it, from this figure. It is measured: this thread calls two identical
+//! functions in turns of short windows, one of them probed (by one of the Go programs,
+//! which returns at once for an untracked process: the trap is what is measured, a floor
+//! for a traced goroutine's hit), and the difference of their windows gives the cost. Kept
+//! once a boot, as the sampler's cost is. Written by hand: no library measures a uprobe.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use super::skel::LocksSkel;
+
+/// Calls per window and pairs of windows; the median pair is kept.
+const CALLS: u32 = 2000;
+const ROUNDS: usize = 9;
+
+// The functions the calibration calls: the probed one and its twin, each a `nop` (the
+// probe's place: the kernel emulates it, as it emulates the branch after a Go function's
+// stack check where the Go probes sit, rather than single-stepping it out of line; on the
+// first instruction of a compiled function a hit cost 16.6 µs here, out of line), then
+// `x + 1`. In assembly so that the probed instruction is that `nop`.
+#[cfg(target_arch = "x86_64")]
+std::arch::global_asm!(
+    ".pushsection .text.scalprof_probe_calls,\"ax\",@progbits",
+    ".globl scalprof_probed_call",
+    ".type scalprof_probed_call,@function",
+    "scalprof_probed_call:",
+    "nop",
+    "lea rax, [rdi + 1]",
+    "ret",
+    ".size scalprof_probed_call, . - scalprof_probed_call",
+    ".globl scalprof_unprobed_call",
+    ".type scalprof_unprobed_call,@function",
+    "scalprof_unprobed_call:",
+    "nop",
+    "lea rax, [rdi + 1]",
+    "ret",
+    ".size scalprof_unprobed_call, . - scalprof_unprobed_call",
+    ".popsection",
+);
+
+#[cfg(target_arch = "x86_64")]
+extern "C" {
+    fn scalprof_probed_call(x: u64) -> u64;
+    fn scalprof_unprobed_call(x: u64) -> u64;
+}
+
+/// [`hit_cost_ns`], measured once a boot and kept beside the sampler's cost (root's
+/// `/run/scalprof`, else `$XDG_RUNTIME_DIR/scalprof`, checked private).
+pub(super) fn cached_hit_cost_ns(skel: &LocksSkel<'_>) -> Option<f64> {
+    // SAFETY: geteuid has no preconditions.
+    let base = if unsafe { libc::geteuid() } == 0 {
+        Some(PathBuf::from("/run"))
+    } else {
+        std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from)
+    };
+    let dir = base.and_then(|b| crate::private::private_dir(&b.join("scalprof")).ok());
+    let Some(dir) = dir else {
+        return hit_cost_ns(skel);
+    };
+    let file = dir.join("probe-hit-cost");
+    let key = cache_key();
+    if let Some(cost) = std::fs::read_to_string(&file)
+        .ok()
+        .and_then(|t| kept_cost(&t, &key))
+    {
+        return Some(cost);
+    }
+    let cost = hit_cost_ns(skel)?;
+    let _ = crate::private::write_user_file(&file, format!("{key}\t{cost:.0}\n").as_bytes());
+    Some(cost)
+}
+
+/// What the measurement depends on: this boot and the kernel.
+fn cache_key() -> String {
+    let read = |p: &str| std::fs::read_to_string(p).map(|s| s.trim().to_string());
+    format!(
+        "boot={} kernel={}",
+        read("/proc/sys/kernel/random/boot_id").unwrap_or_default(),
+        read("/proc/sys/kernel/osrelease").unwrap_or_default()
+    )
+}
+
+/// The cost kept for `key` in a cache file's text, if it is one a measurement could give.
+fn kept_cost(text: &str, key: &str) -> Option<f64> {
+    let (k, v) = text.lines().next()?.split_once('\t')?;
+    let cost: f64 = v.parse().ok()?;
+    (k == key && cost > 0.0 && cost < 1e6).then_some(cost)
+}
+
+/// Nanoseconds one probe hit adds to the call it traps, or `None` where the probe could not
+/// be attached or the difference is lost in noise.
+#[cfg(not(target_arch = "x86_64"))]
+fn hit_cost_ns(_skel: &LocksSkel<'_>) -> Option<f64> {
+    // The Go probes read x86-64 registers: there is nothing to measure elsewhere.
+    None
+}
+
+#[cfg(target_arch = "x86_64")]
+fn hit_cost_ns(skel: &LocksSkel<'_>) -> Option<f64> {
+    let exe = Path::new("/proc/self/exe");
+    let offset = file_offset(scalprof_probed_call as *const () as usize)?;
+    // SAFETY: getpid has no preconditions.
+    let pid = unsafe { libc::getpid() };
+    let link = skel
+        .progs
+        .go_release
+        .attach_uprobe_multi_with_opts(
+            pid,
+            exe,
+            "",
+            libbpf_rs::UprobeMultiOpts {
+                offsets: vec![offset],
+                cookies: vec![0],
+                ..Default::default()
+            },
+        )
+        .ok()?;
+    let window = |f: unsafe extern "C" fn(u64) -> u64| {
+        let start = Instant::now();
+        let mut x = 1u64;
+        for _ in 0..CALLS {
+            // SAFETY: the assembly above: it reads rdi and writes rax, as the C ABI has it.
+            x = unsafe { f(std::hint::black_box(x)) };
+        }
+        std::hint::black_box(x);
+        start.elapsed().as_nanos() as f64
+    };
+    let mut diffs: Vec<f64> = (0..ROUNDS)
+        .map(|_| window(scalprof_probed_call) - window(scalprof_unprobed_call))
+        .collect();
+    drop(link);
+    diffs.sort_by(f64::total_cmp);
+    let cost = diffs[ROUNDS / 2] / f64::from(CALLS);
+    (cost > 0.0).then_some(cost)
+}
+
+#[cfg(target_arch = "x86_64")]
+/// The offset in its file of the code at `addr` of this process (its executable mapping).
+fn file_offset(addr: usize) -> Option<usize> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    maps.lines().find_map(|line| {
+        let mut f = line.split_whitespace();
+        let (range, perms, off) = (f.next()?, f.next()?, f.next()?);
+        let (lo, hi) = range.split_once('-')?;
+        let (lo, hi) = (
+            usize::from_str_radix(lo, 16).ok()?,
+            usize::from_str_radix(hi, 16).ok()?,
+        );
+        let off = usize::from_str_radix(off, 16).ok()?;
+        (perms.contains('x') && addr >= lo && addr < hi).then(|| addr - lo + off)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kept_cost_is_read_for_its_own_key_only() {
+        assert_eq!(
+            kept_cost("boot=a kernel=b\t1830\n", "boot=a kernel=b"),
+            Some(1830.0)
+        );
+        assert_eq!(
+            kept_cost("boot=a kernel=b\t1830\n", "boot=c kernel=b"),
+            None
+        );
+        assert_eq!(kept_cost("boot=a kernel=b\t0\n", "boot=a kernel=b"), None);
+        assert_eq!(kept_cost("garbage", "boot=a kernel=b"), None);
+    }
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn the_probed_function_is_found_in_this_executable() {
+        let off =
+            file_offset(scalprof_probed_call as *const () as usize).expect("an executable mapping");
+        let twin = file_offset(scalprof_unprobed_call as *const () as usize).unwrap();
+        assert_ne!(off, twin);
+        // The offset is where the function's bytes are in the file.
+        let exe = std::fs::read("/proc/self/exe").unwrap();
+        // SAFETY: the function's first 8 bytes are mapped, readable code.
+        let code = unsafe { std::slice::from_raw_parts(scalprof_probed_call as *const u8, 8) };
+        assert_eq!(&exe[off..off + 8], code);
+    }
+}

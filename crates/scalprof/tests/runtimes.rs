@@ -472,10 +472,13 @@ fn python_threads_wait_for_the_gil_and_processes_do_not() {
         .unwrap();
     assert!(gil.suggestion.contains("GIL"), "{}", gil.suggestion);
     let processes = sweep(&["python3", &script("py_processes.py"), "{threads}"]);
-    assert_eq!(
-        lock_findings(&processes),
-        Vec::<&str>::new(),
-        "{}",
-        json(&processes.findings)
-    );
+    // No lock and no wait of their own. The wait for a CPU is not theirs to fix: two
+    // busy processes on this 2-CPU machine, with scalprof's threads beside them, were put
+    // on one CPU at times, and in two whole-binary runs that read as 13% and 7% "waiting
+    // for a CPU" behind each other (30-43 ms of it, under 1%, in runs alone).
+    let waits: Vec<&str> = lock_findings(&processes)
+        .into_iter()
+        .filter(|&s| s != CPU_WAIT)
+        .collect();
+    assert_eq!(waits, Vec::<&str>::new(), "{}", json(&processes.findings));
 }

@@ -194,7 +194,7 @@ static __always_inline void park_goroutine(struct pt_regs *ctx, u32 tgid, u64 ad
 		__sync_fetch_and_add(&fail_agg_map, 1);
 }
 
-SEC("uprobe.multi")
+SEC("uprobe")
 int go_acquire(struct pt_regs *ctx)
 {
 	u32 tgid = bpf_get_current_pid_tgid() >> 32;
@@ -206,7 +206,7 @@ int go_acquire(struct pt_regs *ctx)
 	return 0;
 }
 
-SEC("uprobe.multi")
+SEC("uprobe")
 int go_release(struct pt_regs *ctx)
 {
 	u64 id = bpf_get_current_pid_tgid();
@@ -223,7 +223,7 @@ int go_release(struct pt_regs *ctx)
 
 /* A call of gopark from a channel operation or sync.Cond.Wait: the goroutine parks on the
  * lock of its second argument (none for a select). */
-SEC("uprobe.multi")
+SEC("uprobe")
 int go_park(struct pt_regs *ctx)
 {
 	u32 tgid = bpf_get_current_pid_tgid() >> 32;
@@ -235,7 +235,7 @@ int go_park(struct pt_regs *ctx)
 }
 
 /* A hand-off on a channel or a sync.Cond (its first argument), whose ready follows. */
-SEC("uprobe.multi")
+SEC("uprobe")
 int go_handoff(struct pt_regs *ctx)
 {
 	u64 id = bpf_get_current_pid_tgid();
@@ -286,7 +286,7 @@ static __always_inline struct go_park *parked_goroutine(struct pt_regs *ctx, u64
 
 /* runtime.ready(gp, …): gp is runnable again. Notes who released it, if it was parked on
  * a semaphore and the releaser is this thread. */
-SEC("uprobe.multi")
+SEC("uprobe")
 int go_ready(struct pt_regs *ctx)
 {
 	u64 id = bpf_get_current_pid_tgid();
@@ -306,7 +306,7 @@ int go_ready(struct pt_regs *ctx)
 
 /* runtime.execute(gp, …): gp runs again. Ends its wait, if it was parked on a semaphore
  * and readied since (a park whose acquire did not block is never readied). */
-SEC("uprobe.multi")
+SEC("uprobe")
 int go_execute(struct pt_regs *ctx)
 {
 	u64 id = bpf_get_current_pid_tgid();

@@ -382,6 +382,22 @@ fn load_and_attach<'obj>(
     let holds = config.hold_times && mmap_lock_events();
     open.progs.on_mmap_acquired.set_autoload(holds);
     open.progs.on_mmap_released.set_autoload(holds);
+    // The Go probes go on as multi-uprobe links where the kernel has them (6.6 and
+    // later); a kernel without them would refuse the programs, so they are asked for only
+    // there, and older kernels get a link per probe.
+    if uprobe_multi() {
+        let p = &mut open.progs;
+        for prog in [
+            &mut p.go_acquire,
+            &mut p.go_release,
+            &mut p.go_ready,
+            &mut p.go_execute,
+            &mut p.go_park,
+            &mut p.go_handoff,
+        ] {
+            prog.set_attach_type(libbpf_rs::ProgramAttachType::TraceUprobeMulti);
+        }
+    }
     let mut skel = open.load()?;
     for tgid in tgids {
         skel.maps
@@ -393,10 +409,30 @@ fn load_and_attach<'obj>(
     Ok((skel, links))
 }
 
+/// Whether the kernel has multi-uprobe links (Linux 6.6 and later).
+fn uprobe_multi() -> bool {
+    static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HAS.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .ok()
+            .and_then(|r| kernel_at_least(&r, (6, 6)))
+            .unwrap_or(false)
+    })
+}
+
+/// Whether a kernel release ("6.18.44-fc") is `want` (major, minor) or later; `None` where
+/// it does not read as one.
+fn kernel_at_least(release: &str, want: (u32, u32)) -> Option<bool> {
+    let mut parts = release.trim().split(['.', '-']);
+    let major: u32 = parts.next()?.parse().ok()?;
+    let minor: u32 = parts.next()?.parse().ok()?;
+    Some((major, minor) >= want)
+}
+
 /// The Go runtime probes, on every process that maps the executable (-1): the `tracked`
-/// map picks the workload's. One multi-uprobe link per program: taking one off removes
-/// all of its probes and then waits for one grace period, where a link per probe waited
-/// for two each, in turn (1.5 s for 20 probes here).
+/// map picks the workload's. One multi-uprobe link per program where the kernel has them:
+/// taking one off removes all of its probes and then waits for one grace period, where a
+/// link per probe waited for two each, in turn (1.5 s for 20 probes here).
 fn attach_go_probes(
     skel: &LocksSkel<'_>,
     probes: &[crate::locks::GoProbe],
@@ -431,6 +467,23 @@ fn attach_go_probes(
         };
         groups[i].2.push(p.offset as usize);
         groups[i].3.push(cookie);
+    }
+    if !uprobe_multi() {
+        let mut links = Vec::new();
+        for (prog, exe, offsets, cookies) in groups {
+            for (offset, cookie) in offsets.into_iter().zip(cookies) {
+                links.push(prog.attach_uprobe_with_opts(
+                    -1,
+                    exe,
+                    offset,
+                    libbpf_rs::UprobeOpts {
+                        cookie,
+                        ..Default::default()
+                    },
+                )?);
+            }
+        }
+        return Ok(links);
     }
     groups
         .into_iter()
@@ -469,6 +522,15 @@ fn map_scale(cpus: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn multi_uprobe_links_are_asked_for_from_linux_6_6() {
+        assert_eq!(kernel_at_least("6.18.44-fc-v657\n", (6, 6)), Some(true));
+        assert_eq!(kernel_at_least("6.6.0", (6, 6)), Some(true));
+        assert_eq!(kernel_at_least("6.5.13-generic", (6, 6)), Some(false));
+        assert_eq!(kernel_at_least("5.15.0-91-generic", (6, 6)), Some(false));
+        assert_eq!(kernel_at_least("garbage", (6, 6)), None);
+    }
 
     #[test]
     fn maps_grow_with_the_cpus_in_powers_of_two() {

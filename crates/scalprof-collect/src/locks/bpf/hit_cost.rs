@@ -106,10 +106,10 @@ fn hit_cost_ns(skel: &LocksSkel<'_>) -> Option<f64> {
     let offset = file_offset(scalprof_probed_call as *const () as usize)?;
     // SAFETY: getpid has no preconditions.
     let pid = unsafe { libc::getpid() };
-    let link = skel
-        .progs
-        .go_release
-        .attach_uprobe_multi_with_opts(
+    let prog = &skel.progs.go_release;
+    // Attached as the Go probes are: a multi-uprobe link where the kernel has them.
+    let link = if super::uprobe_multi() {
+        prog.attach_uprobe_multi_with_opts(
             pid,
             exe,
             "",
@@ -119,7 +119,10 @@ fn hit_cost_ns(skel: &LocksSkel<'_>) -> Option<f64> {
                 ..Default::default()
             },
         )
-        .ok()?;
+    } else {
+        prog.attach_uprobe_with_opts(pid, exe, offset, libbpf_rs::UprobeOpts::default())
+    }
+    .ok()?;
     let window = |f: unsafe extern "C" fn(u64) -> u64| {
         let start = Instant::now();
         let mut x = 1u64;

@@ -22,7 +22,7 @@ use sys::bindings as b;
 use crate::exec::Attach;
 use crate::{CollectError, ProfilingError};
 
-mod cost;
+pub(crate) mod cost;
 mod maps;
 mod rate;
 mod ring;

@@ -434,13 +434,17 @@ fn go_probe_share(p: &Point) -> Option<f64> {
     if t.go_hits == 0 || t.go_hit_ns == 0 {
         return None;
     }
-    let cpu_ns: f64 = p
-        .traced_repeats
+    let cpu_ns = traced_cpu_ns(p);
+    (cpu_ns > 0.0).then(|| 100.0 * t.go_hits as f64 * t.go_hit_ns as f64 / cpu_ns)
+}
+
+/// The CPU time of a point's traced repeats that succeeded, in ns.
+fn traced_cpu_ns(p: &Point) -> f64 {
+    p.traced_repeats
         .iter()
         .filter(|r| r.succeeded())
         .map(|r| (r.user_s + r.sys_s) * 1e9)
-        .sum();
-    (cpu_ns > 0.0).then(|| 100.0 * t.go_hits as f64 * t.go_hit_ns as f64 / cpu_ns)
+        .sum()
 }
 
 /// The share of each running thread's time, in %, that `hz` samples a second of `cost_ns`
@@ -496,12 +500,7 @@ pub(crate) fn tracing_line(doc: &RunDocument) -> Option<String> {
                 ));
             }
             if let Some(l) = p.locks.as_ref().filter(|l| l.tracer.bpf_runs > 0) {
-                let cpu_ns: f64 = p
-                    .traced_repeats
-                    .iter()
-                    .filter(|r| r.succeeded())
-                    .map(|r| (r.user_s + r.sys_s) * 1e9)
-                    .sum();
+                let cpu_ns = traced_cpu_ns(p);
                 let share = if cpu_ns > 0.0 {
                     format!(
                         " ({:.2}% of CPU time)",

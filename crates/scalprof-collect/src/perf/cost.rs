@@ -27,30 +27,48 @@ const WINDOW: Duration = Duration::from_millis(15);
 /// boot empties, for the same kernel, event and stack copy. Measured again where there is
 /// no such directory.
 pub fn cached_sample_cost_ns(config: &SamplingConfig) -> Option<f64> {
+    match runtime_dir() {
+        Some(dir) => cached_in(&dir, config),
+        None => sample_cost_ns(config),
+    }
+}
+
+/// This user's private runtime directory for figures measured once a boot: root's
+/// `/run/scalprof`, else `$XDG_RUNTIME_DIR/scalprof` (checked private), which the boot
+/// empties; `None` where there is none.
+pub(crate) fn runtime_dir() -> Option<PathBuf> {
     // SAFETY: geteuid has no preconditions.
     let base = if unsafe { libc::geteuid() } == 0 {
         Some(PathBuf::from("/run"))
     } else {
         std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from)
     };
-    match base.and_then(|b| crate::private::private_dir(&b.join("scalprof")).ok()) {
-        Some(dir) => cached_in(&dir, config),
-        None => sample_cost_ns(config),
+    base.and_then(|b| crate::private::private_dir(&b.join("scalprof")).ok())
+}
+
+/// A figure kept in `dir`'s `name` for `key`, else `measure`d now and kept (a figure not
+/// kept is measured again next time).
+pub(crate) fn kept_or_measured(
+    dir: &Path,
+    name: &str,
+    key: &str,
+    measure: impl FnOnce() -> Option<f64>,
+) -> Option<f64> {
+    let file = dir.join(name);
+    let kept = std::fs::read_to_string(&file).ok();
+    if let Some(cost) = kept.as_deref().and_then(|t| kept_cost(t, key)) {
+        return Some(cost);
     }
+    let cost = measure()?;
+    let _ = crate::private::write_user_file(&file, format!("{key}\t{cost:.0}\n").as_bytes());
+    Some(cost)
 }
 
 /// [`cached_sample_cost_ns`] with its file in `dir` (a private directory).
 fn cached_in(dir: &Path, config: &SamplingConfig) -> Option<f64> {
-    let file = dir.join("sample-cost");
-    let key = cache_key(config);
-    let kept = std::fs::read_to_string(&file).ok();
-    if let Some(cost) = kept.as_deref().and_then(|t| kept_cost(t, &key)) {
-        return Some(cost);
-    }
-    let cost = sample_cost_ns(config)?;
-    // Not kept is measured again next time.
-    let _ = crate::private::write_user_file(&file, format!("{key}\t{cost:.0}\n").as_bytes());
-    Some(cost)
+    kept_or_measured(dir, "sample-cost", &cache_key(config), || {
+        sample_cost_ns(config)
+    })
 }
 
 /// What the measurement depends on: this boot, the kernel, the event and the stack copy.

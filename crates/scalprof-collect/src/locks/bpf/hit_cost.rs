@@ -9,7 +9,7 @@
 //! for a traced goroutine's hit), and the difference of their windows gives the cost. Kept
 //! once a boot, as the sampler's cost is. Written by hand: no library measures a uprobe.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use super::skel::LocksSkel;
@@ -52,27 +52,14 @@ extern "C" {
 /// [`hit_cost_ns`], measured once a boot and kept beside the sampler's cost (root's
 /// `/run/scalprof`, else `$XDG_RUNTIME_DIR/scalprof`, checked private).
 pub(super) fn cached_hit_cost_ns(skel: &LocksSkel<'_>) -> Option<f64> {
-    // SAFETY: geteuid has no preconditions.
-    let base = if unsafe { libc::geteuid() } == 0 {
-        Some(PathBuf::from("/run"))
-    } else {
-        std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from)
-    };
-    let dir = base.and_then(|b| crate::private::private_dir(&b.join("scalprof")).ok());
-    let Some(dir) = dir else {
-        return hit_cost_ns(skel);
-    };
-    let file = dir.join("probe-hit-cost");
-    let key = cache_key();
-    if let Some(cost) = std::fs::read_to_string(&file)
-        .ok()
-        .and_then(|t| kept_cost(&t, &key))
-    {
-        return Some(cost);
+    match crate::perf::cost::runtime_dir() {
+        Some(dir) => {
+            crate::perf::cost::kept_or_measured(&dir, "probe-hit-cost", &cache_key(), || {
+                hit_cost_ns(skel)
+            })
+        }
+        None => hit_cost_ns(skel),
     }
-    let cost = hit_cost_ns(skel)?;
-    let _ = crate::private::write_user_file(&file, format!("{key}\t{cost:.0}\n").as_bytes());
-    Some(cost)
 }
 
 /// What the measurement depends on: this boot and the kernel.
@@ -83,13 +70,6 @@ fn cache_key() -> String {
         read("/proc/sys/kernel/random/boot_id").unwrap_or_default(),
         read("/proc/sys/kernel/osrelease").unwrap_or_default()
     )
-}
-
-/// The cost kept for `key` in a cache file's text, if it is one a measurement could give.
-fn kept_cost(text: &str, key: &str) -> Option<f64> {
-    let (k, v) = text.lines().next()?.split_once('\t')?;
-    let cost: f64 = v.parse().ok()?;
-    (k == key && cost > 0.0 && cost < 1e6).then_some(cost)
 }
 
 /// Nanoseconds one probe hit adds to the call it traps, or `None` where the probe could not
@@ -162,20 +142,6 @@ fn file_offset(addr: usize) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_kept_cost_is_read_for_its_own_key_only() {
-        assert_eq!(
-            kept_cost("boot=a kernel=b\t1830\n", "boot=a kernel=b"),
-            Some(1830.0)
-        );
-        assert_eq!(
-            kept_cost("boot=a kernel=b\t1830\n", "boot=c kernel=b"),
-            None
-        );
-        assert_eq!(kept_cost("boot=a kernel=b\t0\n", "boot=a kernel=b"), None);
-        assert_eq!(kept_cost("garbage", "boot=a kernel=b"), None);
-    }
 
     #[test]
     #[cfg(target_arch = "x86_64")]

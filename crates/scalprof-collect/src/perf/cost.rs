@@ -73,13 +73,21 @@ fn cached_in(dir: &Path, config: &SamplingConfig) -> Option<f64> {
 
 /// What the measurement depends on: this boot, the kernel, the event and the stack copy.
 fn cache_key(config: &SamplingConfig) -> String {
-    let read = |p: &str| std::fs::read_to_string(p).map(|s| s.trim().to_string());
     format!(
-        "boot={} kernel={} pmu={} stack={}",
-        read("/proc/sys/kernel/random/boot_id").unwrap_or_default(),
-        read("/proc/sys/kernel/osrelease").unwrap_or_default(),
+        "{} pmu={} stack={}",
+        boot_key(),
         config.use_pmu,
         config.stack_bytes
+    )
+}
+
+/// This boot and the kernel, what every figure kept once a boot depends on.
+pub(crate) fn boot_key() -> String {
+    let read = |p: &str| std::fs::read_to_string(p).map(|s| s.trim().to_string());
+    format!(
+        "boot={} kernel={}",
+        read("/proc/sys/kernel/random/boot_id").unwrap_or_default(),
+        read("/proc/sys/kernel/osrelease").unwrap_or_default()
     )
 }
 

@@ -75,8 +75,9 @@ pub(super) struct Bursts {
     /// When the first probes were attached.
     first: Option<Instant>,
     cpus: usize,
-    /// What a hit costs, measured when the first probes are attached.
-    hit_ns: Option<f64>,
+    /// What a hit costs, measured when the first probes are attached: `Some(None)` where
+    /// it could not be (the budget then assumes [`HIT_COST_NS`]).
+    hit_ns: Option<Option<f64>>,
 }
 
 /// What the probes did over one execution.
@@ -87,7 +88,7 @@ pub(super) struct BurstsSeen {
     pub span: Duration,
     /// Their hits in traced processes.
     pub hits: u64,
-    /// What one hit costs, measured (zero where nothing was probed).
+    /// What one hit costs, measured (zero where nothing was probed or it could not be).
     pub hit_ns: f64,
 }
 
@@ -158,7 +159,7 @@ impl Bursts {
             self.probed += elapsed;
             self.since = now;
             self.hits_at = seen;
-            let hit_ns = self.hit_ns.unwrap_or(HIT_COST_NS);
+            let hit_ns = self.hit_ns.flatten().unwrap_or(HIT_COST_NS);
             if let Some(pause) = pause_after(burst, elapsed, self.cpus, hit_ns) {
                 detach(&mut self.links);
                 self.on = false;
@@ -182,7 +183,7 @@ impl Bursts {
     /// What a probe hit costs, measured once (once a boot, kept) before the first probes.
     fn measure(&mut self, skel: &LocksSkel<'_>) {
         if self.hit_ns.is_none() {
-            self.hit_ns = Some(super::hit_cost::cached_hit_cost_ns(skel).unwrap_or(HIT_COST_NS));
+            self.hit_ns = Some(super::hit_cost::cached_hit_cost_ns(skel));
         }
     }
 
@@ -206,7 +207,7 @@ impl Bursts {
             probed: self.probed,
             span: now - first,
             hits: hits(skel),
-            hit_ns: self.hit_ns.unwrap_or(HIT_COST_NS),
+            hit_ns: self.hit_ns.flatten().unwrap_or(0.0),
         }
     }
 }

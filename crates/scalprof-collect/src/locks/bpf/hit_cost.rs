@@ -53,23 +53,14 @@ extern "C" {
 /// `/run/scalprof`, else `$XDG_RUNTIME_DIR/scalprof`, checked private).
 pub(super) fn cached_hit_cost_ns(skel: &LocksSkel<'_>) -> Option<f64> {
     match crate::perf::cost::runtime_dir() {
-        Some(dir) => {
-            crate::perf::cost::kept_or_measured(&dir, "probe-hit-cost", &cache_key(), || {
-                hit_cost_ns(skel)
-            })
-        }
+        Some(dir) => crate::perf::cost::kept_or_measured(
+            &dir,
+            "probe-hit-cost",
+            &crate::perf::cost::boot_key(),
+            || hit_cost_ns(skel),
+        ),
         None => hit_cost_ns(skel),
     }
-}
-
-/// What the measurement depends on: this boot and the kernel.
-fn cache_key() -> String {
-    let read = |p: &str| std::fs::read_to_string(p).map(|s| s.trim().to_string());
-    format!(
-        "boot={} kernel={}",
-        read("/proc/sys/kernel/random/boot_id").unwrap_or_default(),
-        read("/proc/sys/kernel/osrelease").unwrap_or_default()
-    )
 }
 
 /// Nanoseconds one probe hit adds to the call it traps, or `None` where the probe could not
@@ -125,18 +116,11 @@ fn hit_cost_ns(skel: &LocksSkel<'_>) -> Option<f64> {
 #[cfg(target_arch = "x86_64")]
 /// The offset in its file of the code at `addr` of this process (its executable mapping).
 fn file_offset(addr: usize) -> Option<usize> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    maps.lines().find_map(|line| {
-        let mut f = line.split_whitespace();
-        let (range, perms, off) = (f.next()?, f.next()?, f.next()?);
-        let (lo, hi) = range.split_once('-')?;
-        let (lo, hi) = (
-            usize::from_str_radix(lo, 16).ok()?,
-            usize::from_str_radix(hi, 16).ok()?,
-        );
-        let off = usize::from_str_radix(off, 16).ok()?;
-        (perms.contains('x') && addr >= lo && addr < hi).then(|| addr - lo + off)
-    })
+    let addr = addr as u64;
+    crate::locks::read_proc_maps(std::process::id())
+        .into_iter()
+        .find(|m| m.executable && addr >= m.start && addr < m.end)
+        .map(|m| (addr - m.start + m.offset) as usize)
 }
 
 #[cfg(test)]

@@ -22,7 +22,8 @@ mod bpf;
 pub struct LockConfig {
     /// Trace every process, not only the workload's tree (`-a`).
     pub system_wide: bool,
-    /// Have the kernel time every run of the tracer's BPF programs (`BPF_ENABLE_STATS`).
+    /// Have the kernel time every run of the tracer's BPF programs (`BPF_ENABLE_STATS`),
+    /// not only in windows (`bpf::timing`).
     pub bpf_stats: bool,
     /// Time the user locks' holds with the interposer preloaded into the traced repeats.
     pub hold_times: bool,

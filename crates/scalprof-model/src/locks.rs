@@ -18,7 +18,7 @@ pub use rows::{sort_rows, top_callers, TOP_CALLERS};
 pub use run_queue::{
     RunQueueBehind, RunQueueRaw, CPU_WAIT, CPU_WAIT_OBSERVER, CPU_WAIT_OTHER, IDLE_WAKEUP,
 };
-pub use tracer::TracerCost;
+pub use tracer::{FamilyCost, ProbeFamily, TracerCost};
 
 /// One kernel lock, one caller stack, one lock type.
 #[derive(Clone, Debug, PartialEq)]

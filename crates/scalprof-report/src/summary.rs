@@ -3,19 +3,19 @@
 
 use scalprof_model::{Point, RunDocument, Settling, LISTED_SHARE};
 
-use crate::format::ns;
 use crate::locks::{lock_growth, lock_table, row_share};
 use crate::safe::one_line;
 use crate::tables::{
     complexity_table, counters_line, model_line, points_table, profile_line, split_line, what_grew,
     MIN_SHARE_SHOWN,
 };
-use crate::view::PointView;
 
 mod header;
+mod tracing;
 use header::header;
 pub(crate) use header::plural;
 pub use header::short_commit;
+use tracing::tracing_line;
 
 /// The terminal summary of a run.
 pub fn summary(doc: &RunDocument) -> String {
@@ -370,196 +370,4 @@ pub fn foreign_processes(processes: &[scalprof_model::ForeignProcess]) -> String
         .map(|p| format!("{} {:.2} s (pid {})", one_line(&p.comm), p.cpu_s, p.pid))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-/// The parts of scalprof's sampled cost that are not its tracers' programs: the probes'
-/// traps and the kernel's records for the sampler, as shares of all samples.
-fn overhead_parts(p: &Point) -> String {
-    let Some(stats) = p.profile.as_ref().map(|pr| &pr.stats) else {
-        return String::new();
-    };
-    let pct = |n: u64| 100.0 * n as f64 / stats.samples.max(1) as f64;
-    let parts: Vec<String> = [
-        (stats.probe_samples, "probe traps"),
-        (
-            stats.side_band_samples,
-            "the kernel's mapping and task records",
-        ),
-    ]
-    .into_iter()
-    .filter(|(n, _)| pct(*n) >= 0.1)
-    .map(|(n, what)| format!("{what} {:.1}%", pct(n)))
-    .collect();
-    if parts.is_empty() {
-        String::new()
-    } else {
-        format!(" ({})", parts.join(", "))
-    }
-}
-
-/// What of a point's measured slowdown the parts scalprof can see do not explain: the
-/// sampler's interrupts at the point's rate (measured before the sweep) and the samples in
-/// scalprof's own frames (probe traps, the kernel's records, its programs). Said where the
-/// traced repeats ran more than 1% slower; the rest is what the tracers cost that no sample
-/// shows (the hold-timing interposer's calls, cache and timing effects) or noise.
-fn unaccounted(doc: &RunDocument, p: &Point) -> Option<String> {
-    let slowdown = -100.0 * p.perturbation?;
-    let profile = p.profile.as_ref()?;
-    if slowdown < 1.0 {
-        return None;
-    }
-    let sampler = doc
-        .host
-        .sample_cost_ns
-        .map_or(0.0, |ns| sampler_share(ns, profile.frequency));
-    let own = 100.0 * profile.stats.overhead_samples as f64 / profile.stats.samples.max(1) as f64;
-    // The Go probes' traps are in `own` where samples fell in them ("probe traps"): their
-    // measured cost, shown beside it, is not added again.
-    let seen = sampler + own;
-    Some(if seen >= slowdown {
-        format!("all of it accounted for ({seen:.1}% seen)")
-    } else {
-        format!(
-            "{:.1} of its {slowdown:.1} points accounted for, {:.1} not",
-            seen,
-            slowdown - seen
-        )
-    })
-}
-
-/// The share of the traced repeats' CPU time, in %, that the Go runtime's probe hits took
-/// (their count times the cost of one, measured on the host), where there were any.
-fn go_probe_share(p: &Point) -> Option<f64> {
-    let t = &p.locks.as_ref()?.tracer;
-    if t.go_hits == 0 || t.go_hit_ns == 0 {
-        return None;
-    }
-    let cpu_ns = traced_cpu_ns(p);
-    (cpu_ns > 0.0).then(|| 100.0 * t.go_hits as f64 * t.go_hit_ns as f64 / cpu_ns)
-}
-
-/// The CPU time of a point's traced repeats that succeeded, in ns.
-fn traced_cpu_ns(p: &Point) -> f64 {
-    p.traced_repeats
-        .iter()
-        .filter(|r| r.succeeded())
-        .map(|r| (r.user_s + r.sys_s) * 1e9)
-        .sum()
-}
-
-/// The share of each running thread's time, in %, that `hz` samples a second of `cost_ns`
-/// each take.
-fn sampler_share(cost_ns: f64, hz: u64) -> f64 {
-    100.0 * cost_ns * hz as f64 / 1e9
-}
-
-/// Per point: how much slower (or faster) the traced repeats ran than the clean ones, and
-/// scalprof's own cost in them (samples in its frames; its BPF programs' run time as a
-/// share of the traced repeats' CPU time).
-pub(crate) fn tracing_line(doc: &RunDocument) -> Option<String> {
-    let parts: Vec<String> = doc
-        .points
-        .iter()
-        .filter(|p| !p.traced_repeats.is_empty())
-        .map(|p| {
-            let mut bits = Vec::new();
-            match p.perturbation {
-                Some(x) => bits.push(format!("traced {:+.1}% vs clean", 100.0 * x)),
-                None => bits.push("traced throughput unknown".into()),
-            }
-            if let Some(overhead) = PointView::of(p).overhead_pct {
-                bits.push(format!(
-                    "overhead (scalprof) {overhead:.1}% of samples{}",
-                    overhead_parts(p)
-                ));
-            }
-            if let (Some(share), Some(l)) = (go_probe_share(p), p.locks.as_ref()) {
-                bits.push(format!(
-                    "Go probes' hits {share:.1}% of CPU time ({} × {})",
-                    l.tracer.go_hits,
-                    ns(l.tracer.go_hit_ns as f64)
-                ));
-            }
-            if let Some(left) = unaccounted(doc, p) {
-                bits.push(left);
-            }
-            // The program's threads runnable while scalprof's own threads held the CPU.
-            let behind: u64 = p.locks.as_ref().map_or(0, |l| {
-                l.rows
-                    .iter()
-                    .filter(|r| {
-                        r.run_queue() == Some(scalprof_model::locks::RunQueueBehind::Observer)
-                    })
-                    .map(|r| r.total_wait_ns)
-                    .sum()
-            });
-            if behind > 0 {
-                bits.push(format!(
-                    "{} waiting for a CPU behind scalprof",
-                    ns(behind as f64)
-                ));
-            }
-            if let Some(l) = p.locks.as_ref().filter(|l| l.tracer.bpf_runs > 0) {
-                let cpu_ns = traced_cpu_ns(p);
-                let share = if cpu_ns > 0.0 {
-                    format!(
-                        " ({:.2}% of CPU time)",
-                        100.0 * l.tracer.bpf_run_ns as f64 / cpu_ns
-                    )
-                } else {
-                    String::new()
-                };
-                bits.push(format!(
-                    "BPF {:.1} ms in {} runs{share}",
-                    l.tracer.bpf_run_ns as f64 / 1e6,
-                    l.tracer.bpf_runs
-                ));
-            }
-            format!("{} {}: {}", doc.sweep.parameter, p.value, bits.join(", "))
-        })
-        .collect();
-    if parts.is_empty() {
-        return None;
-    }
-    Some(match sampler_cost(doc) {
-        Some(cost) => format!("{cost}; {}", parts.join("; ")),
-        None => parts.join("; "),
-    })
-}
-
-/// The sampler's interrupts, as a share of each running thread's time: what the samples
-/// cannot show of their own cost (measured before the sweep, see `Host::sample_cost_ns`).
-fn sampler_cost(doc: &RunDocument) -> Option<String> {
-    let cost_ns = doc.host.sample_cost_ns?;
-    // Each point's rate (chosen per point unless -F set it), else the run's.
-    let rates: Vec<u64> = doc
-        .points
-        .iter()
-        .filter_map(|p| Some(p.profile.as_ref()?.frequency))
-        .filter(|&hz| hz > 0)
-        .collect();
-    let run_hz = doc.sampling.as_ref()?.frequency;
-    let (lo, hz) = match (rates.iter().min(), rates.iter().max()) {
-        (Some(&lo), Some(&hi)) => (lo, hi),
-        _ => (run_hz, run_hz),
-    };
-    if lo != hz {
-        let share = |hz: u64| sampler_share(cost_ns, hz);
-        return Some(format!(
-            "the sampler's interrupts take {:.2}–{:.1}% of each running thread's time ({:.1} µs a sample, measured here, at {lo}–{hz} Hz as each point's runs needed)",
-            share(lo),
-            share(hz),
-            cost_ns / 1e3
-        ));
-    }
-    let share = sampler_share(cost_ns, hz);
-    let lower = if share >= 1.0 && hz > 99 {
-        format!("; -F {} halves it", hz / 2)
-    } else {
-        String::new()
-    };
-    Some(format!(
-        "the sampler's interrupts take {share:.1}% of each running thread's time ({:.1} µs a sample at {hz} Hz, measured here{lower})",
-        cost_ns / 1e3
-    ))
 }

@@ -9,7 +9,9 @@ use scalprof_model::locks::{LockKind, Scope};
 use scalprof_report::html::PointFunctions;
 use std::path::Path;
 
-use scalprof_model::locks::{LockCaller, LockProfile, LockRow};
+use scalprof_model::locks::{
+    FamilyCost, LockCaller, LockProfile, LockRow, ProbeFamily, TracerCost,
+};
 use scalprof_model::{
     FoldedStack, Host, PointProfile, PointRepeat, ProfileStats, Repeat, RunHeader, RunStatus,
     Sweep, SweepParameter, ThroughputSource,
@@ -96,6 +98,26 @@ fn locks(wait_ns: u64, count: u64) -> LockProfile {
         repeats: 1,
         snapshots: 40,
         snapshots_resolved: 40,
+        // The programs timed by the kernel in one 50 ms window of a traced repeat, scaled.
+        tracer: TracerCost {
+            bpf_run_ns: count * 300,
+            bpf_runs: count * 3,
+            bpf_families: vec![
+                FamilyCost {
+                    family: ProbeFamily::Scheduler,
+                    run_ns: count * 100,
+                    runs: count * 2,
+                },
+                FamilyCost {
+                    family: ProbeFamily::KernelLocks,
+                    run_ns: count * 200,
+                    runs: count,
+                },
+            ],
+            bpf_timed_ns: 50_000_000,
+            bpf_span_ns: 500_000_000,
+            ..Default::default()
+        },
         ..Default::default()
     }
 }

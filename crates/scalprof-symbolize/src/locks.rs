@@ -51,7 +51,7 @@ pub fn lock_profile(raw: &RawLocks, symbols: &mut Symbols, on_cpu: &HolderSample
         snapshots,
         snapshots_resolved: resolved,
         repeats: 1,
-        tracer: raw.tracer,
+        tracer: raw.tracer.clone(),
         attached: raw.attached_comms.clone(),
         runtimes: runtimes::runtimes_seen(raw, symbols),
     }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command as StdCommand;
 use std::sync::OnceLock;
 
-use scalprof_model::locks::{LockKind, CPU_WAIT};
+use scalprof_model::locks::{LockKind, ProbeFamily, CPU_WAIT};
 use scalprof_model::{FindingDetails, FindingKind, RunDocument};
 
 mod common;
@@ -238,7 +238,7 @@ fn a_channel_funnel_names_the_channel_and_the_goroutine_at_its_other_end() {
     // Its probes hit hundreds of thousands of times a second: they ran in bursts, and
     // what a hit costs was measured here (the document keeps no figure it did not
     // measure: a failed calibration leaves it zero).
-    let tracer = last_point(&doc).locks.as_ref().unwrap().tracer;
+    let tracer = &last_point(&doc).locks.as_ref().unwrap().tracer;
     assert!(
         tracer.go_probed_ns > 0 && tracer.go_probed_ns < tracer.go_span_ns / 2,
         "{tracer:?}"
@@ -246,6 +246,22 @@ fn a_channel_funnel_names_the_channel_and_the_goroutine_at_its_other_end() {
     assert!(tracer.go_hits > 1000, "{tracer:?}");
     assert!(
         tracer.go_hit_ns > 0 && tracer.go_hit_ns < 1_000_000,
+        "{tracer:?}"
+    );
+    // The programs' run time, timed by the kernel in windows: the scheduler's and the
+    // Go probes' programs ran, and were timed for part of the execution only.
+    let ran = |family| {
+        tracer
+            .bpf_families
+            .iter()
+            .any(|f| f.family == family && f.runs > 0 && f.run_ns > 0)
+    };
+    assert!(
+        ran(ProbeFamily::Scheduler) && ran(ProbeFamily::GoRuntime),
+        "{tracer:?}"
+    );
+    assert!(
+        tracer.bpf_timed_ns > 0 && tracer.bpf_timed_ns < tracer.bpf_span_ns,
         "{tracer:?}"
     );
     assert!(budget.unexplained <= 0.20, "{}", json(budget));

@@ -261,12 +261,7 @@ fn add_header(o: &mut LockProfile, p: LockProfile) {
     f.nested += p.failures.nested;
     f.lost_snapshots += p.failures.lost_snapshots;
     f.undecoded += p.failures.undecoded;
-    o.tracer.bpf_run_ns += p.tracer.bpf_run_ns;
-    o.tracer.bpf_runs += p.tracer.bpf_runs;
-    o.tracer.go_probed_ns += p.tracer.go_probed_ns;
-    o.tracer.go_span_ns += p.tracer.go_span_ns;
-    o.tracer.go_hits += p.tracer.go_hits;
-    o.tracer.go_hit_ns = o.tracer.go_hit_ns.max(p.tracer.go_hit_ns);
+    o.tracer.add(&p.tracer);
     for a in p.attached {
         if !o.attached.contains(&a) {
             o.attached.push(a);

@@ -4,7 +4,6 @@
 //! afterwards (`read`).
 
 use std::mem::MaybeUninit;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc;
 
@@ -19,6 +18,7 @@ mod bursts;
 mod drain;
 mod hit_cost;
 mod read;
+mod timing;
 
 use drain::{Drain, DrainWatch};
 use read::MapReader;
@@ -103,7 +103,10 @@ pub(super) fn trace(
         }
     };
     let attached_comms = comms_of(&tgids[1..]);
-    let mut watch = GoExecWatch::new(config, &tracer.skel, go_links);
+    let mut watch = Rounds {
+        go: GoExecWatch::new(config, &tracer.skel, go_links),
+        timing: timing::RunTiming::start(&tracer.skel, config.bpf_stats),
+    };
     let drain = match Drain::new(&tracer.skel.maps, tgids, &mut watch) {
         Ok(d) => d,
         Err(e) => {
@@ -113,7 +116,7 @@ pub(super) fn trace(
     };
     let _ = ready.send(Ok(()));
     let drained = drain.run(stop);
-    let seen = watch.bursts.finish(&tracer.skel);
+    let seen = watch.go.bursts.finish(&tracer.skel);
     let mut out = RawLocks {
         snapshots: drained.snapshots,
         maps: drained.maps,
@@ -123,7 +126,7 @@ pub(super) fn trace(
     };
     // The waits stay as seen in the bursts: the rows made of them are scaled to the span
     // (`TracerCost::go_scale`), once one-shot channels are told apart by their waits.
-    out.tracer = tracer.cost();
+    out.tracer = watch.timing.finish();
     out.tracer.go_probed_ns = seen.probed.as_nanos() as u64;
     out.tracer.go_span_ns = seen.span.as_nanos() as u64;
     out.tracer.go_hits = seen.hits;
@@ -142,13 +145,21 @@ struct GoExecWatch<'a, 'obj> {
     bursts: bursts::Bursts,
 }
 
-impl DrainWatch for GoExecWatch<'_, '_> {
+/// What the drain does besides draining: probe the Go programs as they start, and time
+/// the programs in windows.
+struct Rounds<'a, 'obj> {
+    go: GoExecWatch<'a, 'obj>,
+    timing: timing::RunTiming,
+}
+
+impl DrainWatch for Rounds<'_, '_> {
     fn exec(&mut self, tgid: u32) {
-        GoExecWatch::exec(self, tgid);
+        self.go.exec(tgid);
     }
 
     fn round(&mut self) {
-        self.bursts.round(self.skel);
+        self.go.bursts.round(self.go.skel);
+        self.timing.round();
     }
 }
 
@@ -216,10 +227,9 @@ fn comms_of(tgids: &[u32]) -> Vec<String> {
     comms
 }
 
-/// The programs, loaded and attached, and the kernel's timing of them when asked for.
+/// The programs, loaded and attached.
 struct Tracer<'obj> {
     skel: LocksSkel<'obj>,
-    stats: Option<BpfStats>,
 }
 
 impl<'obj> Tracer<'obj> {
@@ -237,38 +247,7 @@ impl<'obj> Tracer<'obj> {
         libbpf_rs::set_print(previous);
         let log = std::mem::take(&mut *LIBBPF_LOG.lock().unwrap_or_else(|e| e.into_inner()));
         let (skel, go_links) = loaded.map_err(|e| load_error(&e, &log))?;
-        // BPF run-time statistics for as long as this fd is open: the tracer's own cost,
-        // exactly. Opt-in: timing every program run adds two clock reads to each, which
-        // cost 10% of CPU time on a program with millions of lock contentions. By default
-        // the tracer's cost is what the sampler sees in its frames (`overhead_samples`).
-        let stats = if config.bpf_stats {
-            BpfStats::enable()
-        } else {
-            None
-        };
-        Ok((Tracer { skel, stats }, go_links))
-    }
-
-    /// What the programs cost so far, if the kernel timed them.
-    fn cost(&self) -> TracerCost {
-        let Some(stats) = &self.stats else {
-            return TracerCost::default();
-        };
-        let progs = &self.skel.progs;
-        stats.read(&[
-            progs.on_fork.as_fd(),
-            progs.on_contention_begin.as_fd(),
-            progs.on_contention_end.as_fd(),
-            progs.on_switch.as_fd(),
-            progs.on_wakeup.as_fd(),
-            progs.on_wakeup_new.as_fd(),
-            progs.go_acquire.as_fd(),
-            progs.go_release.as_fd(),
-            progs.go_ready.as_fd(),
-            progs.go_execute.as_fd(),
-            progs.go_park.as_fd(),
-            progs.go_handoff.as_fd(),
-        ])
+        Ok((Tracer { skel }, go_links))
     }
 }
 
@@ -288,43 +267,6 @@ fn load_error(e: &libbpf_rs::Error, log: &str) -> LockTracerError {
         }
     }
     LockTracerError::Load { cause, message }
-}
-
-/// `bpf(BPF_ENABLE_STATS)`: the kernel times every BPF program run while the returned
-/// descriptor is open (and stops when it closes, also if scalprof dies).
-struct BpfStats(OwnedFd);
-
-impl BpfStats {
-    fn enable() -> Option<BpfStats> {
-        // SAFETY: a plain system call wrapper; it returns a new descriptor or a negative errno.
-        let fd = unsafe { libbpf_sys::bpf_enable_stats(libbpf_sys::BPF_STATS_RUN_TIME) };
-        // SAFETY: fd is a fresh descriptor that nothing else owns.
-        (fd >= 0).then(|| BpfStats(unsafe { OwnedFd::from_raw_fd(fd) }))
-    }
-
-    /// Run time and run count summed over the given programs.
-    fn read(&self, progs: &[BorrowedFd<'_>]) -> TracerCost {
-        let _ = &self.0;
-        let mut cost = TracerCost::default();
-        for fd in progs {
-            // SAFETY: bpf_prog_info is plain old data; zeroed is a valid value.
-            let mut info: libbpf_sys::bpf_prog_info = unsafe { std::mem::zeroed() };
-            let mut len = std::mem::size_of::<libbpf_sys::bpf_prog_info>() as u32;
-            // SAFETY: info is a valid, writable buffer of `len` bytes; fd is a program fd.
-            let r = unsafe {
-                libbpf_sys::bpf_prog_get_info_by_fd(
-                    fd.as_raw_fd(),
-                    (&mut info as *mut libbpf_sys::bpf_prog_info).cast(),
-                    &mut len,
-                )
-            };
-            if r == 0 {
-                cost.bpf_run_ns += info.run_time_ns;
-                cost.bpf_runs += info.run_cnt;
-            }
-        }
-        cost
-    }
 }
 
 /// What libbpf printed while the tracer loaded (at most 64 KiB).

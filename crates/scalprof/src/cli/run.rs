@@ -165,9 +165,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "PATH")]
     pub cgroup: Vec<std::path::PathBuf>,
 
-    /// Have the kernel time every run of scalprof's BPF programs (BPF_ENABLE_STATS) and
-    /// report it as the tracer's cost. Exact, but it adds two clock reads to every run:
-    /// without it, the tracer's cost is the share of samples taken in its own frames.
+    /// Have the kernel time every run of scalprof's BPF programs (BPF_ENABLE_STATS), not
+    /// only in 50 ms windows a second scaled to the whole run: exact, but it adds two
+    /// clock reads to every run of them.
     #[arg(long)]
     pub bpf_stats: bool,
     /// Do not time the user locks' holds: the traced repeats then run without scalprof's

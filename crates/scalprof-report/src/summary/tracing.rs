@@ -1,0 +1,286 @@
+//! The tracing line: per point, how much slower the traced repeats ran than the clean
+//! ones, and what of it each of scalprof's parts accounts for, each measured on this run
+//! or this host: the sampler's interrupts, the kernel's records for the sampler, the
+//! probes' traps and the tracer's BPF programs by the events they hook.
+
+use scalprof_model::locks::RunQueueBehind;
+use scalprof_model::{Point, RunDocument};
+
+use crate::format::ns;
+use crate::view::PointView;
+
+/// Per point: how much slower (or faster) the traced repeats ran than the clean ones,
+/// scalprof's own cost in them, and what of the difference that cost accounts for.
+pub(crate) fn tracing_line(doc: &RunDocument) -> Option<String> {
+    let parts: Vec<String> = doc
+        .points
+        .iter()
+        .filter(|p| !p.traced_repeats.is_empty())
+        .map(|p| {
+            let mut bits = Vec::new();
+            match p.perturbation {
+                Some(x) => bits.push(format!("traced {:+.1}% vs clean", 100.0 * x)),
+                None => bits.push("traced throughput unknown".into()),
+            }
+            if let Some(overhead) = PointView::of(p).overhead_pct {
+                bits.push(format!(
+                    "overhead (scalprof) {overhead:.1}% of samples{}",
+                    overhead_parts(p)
+                ));
+            }
+            if let (Some(share), Some(l)) = (go_probe_share(p), p.locks.as_ref()) {
+                bits.push(format!(
+                    "Go probes' hits {share:.1}% of CPU time ({} × {})",
+                    l.tracer.go_hits,
+                    ns(l.tracer.go_hit_ns as f64)
+                ));
+            }
+            if let Some(programs) = programs(p) {
+                bits.push(programs);
+            }
+            if let Some(left) = unaccounted(doc, p) {
+                bits.push(left);
+            }
+            // The program's threads runnable while scalprof's own threads held the CPU.
+            let behind: u64 = p.locks.as_ref().map_or(0, |l| {
+                l.rows
+                    .iter()
+                    .filter(|r| r.run_queue() == Some(RunQueueBehind::Observer))
+                    .map(|r| r.total_wait_ns)
+                    .sum()
+            });
+            if behind > 0 {
+                bits.push(format!(
+                    "{} waiting for a CPU behind scalprof",
+                    ns(behind as f64)
+                ));
+            }
+            format!("{} {}: {}", doc.sweep.parameter, p.value, bits.join(", "))
+        })
+        .collect();
+    if parts.is_empty() {
+        return None;
+    }
+    Some(match sampler_cost(doc) {
+        Some(cost) => format!("{cost}; {}", parts.join("; ")),
+        None => parts.join("; "),
+    })
+}
+
+/// The parts of scalprof's sampled cost that are not its tracers' programs: the probes'
+/// traps and the kernel's records for the sampler, as shares of all samples.
+fn overhead_parts(p: &Point) -> String {
+    let Some(stats) = p.profile.as_ref().map(|pr| &pr.stats) else {
+        return String::new();
+    };
+    let pct = |n: u64| 100.0 * n as f64 / stats.samples.max(1) as f64;
+    let parts: Vec<String> = [
+        (stats.probe_samples, "probe traps"),
+        (
+            stats.side_band_samples,
+            "the kernel's mapping and task records",
+        ),
+    ]
+    .into_iter()
+    .filter(|(n, _)| pct(*n) >= 0.1)
+    .map(|(n, what)| format!("{what} {:.1}%", pct(n)))
+    .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join(", "))
+    }
+}
+
+/// The tracer's BPF programs as the kernel timed them: their time, runs and share of the
+/// traced repeats' CPU time, by the events they hook, and how much of the run was timed.
+fn programs(p: &Point) -> Option<String> {
+    let t = &p.locks.as_ref()?.tracer;
+    if t.bpf_runs == 0 {
+        return None;
+    }
+    let cpu_ns = traced_cpu_ns(p);
+    let pct = |run_ns: u64| 100.0 * run_ns as f64 / cpu_ns;
+    let mut out = format!(
+        "BPF {:.1} ms in {} runs",
+        t.bpf_run_ns as f64 / 1e6,
+        t.bpf_runs
+    );
+    if cpu_ns > 0.0 {
+        out += &format!(" ({:.2}% of CPU time", pct(t.bpf_run_ns));
+        let families: Vec<String> = t
+            .bpf_families
+            .iter()
+            .map(|f| format!("{} {:.2}%", f.family.label(), pct(f.run_ns)))
+            .collect();
+        if !families.is_empty() {
+            out += &format!(": {}", families.join(", "));
+        }
+        out += ")";
+    }
+    if t.bpf_timed_ns > 0 && t.bpf_timed_ns < t.bpf_span_ns {
+        out += &format!(
+            ", timed in windows over {:.0}% of the run",
+            100.0 * t.bpf_timed_ns as f64 / t.bpf_span_ns as f64
+        );
+    }
+    Some(out)
+}
+
+/// What each of scalprof's parts cost a point's traced repeats, in % of their CPU time
+/// (the sampler's, of each running thread's time).
+#[derive(Debug, Default, PartialEq)]
+struct Costs {
+    /// The sampler's interrupts at the point's rate (measured before the sweep): no
+    /// sample shows them.
+    sampler: f64,
+    /// The samples in the kernel's records for the sampler.
+    records: f64,
+    /// The uprobes' traps: the Go probes' hits times the measured cost of one, or the
+    /// samples in the traps where more.
+    traps: f64,
+    /// The tracer's programs: their run time as the kernel timed it, or the samples in
+    /// them where more. The scheduler's tracepoints run with interrupts off, where the
+    /// sampler's timer cannot land: only the kernel's timing sees their programs.
+    programs: f64,
+}
+
+impl Costs {
+    fn of(doc: &RunDocument, p: &Point) -> Option<Costs> {
+        let profile = p.profile.as_ref()?;
+        let stats = &profile.stats;
+        let pct = |n: u64| 100.0 * n as f64 / stats.samples.max(1) as f64;
+        let in_programs = stats
+            .overhead_samples
+            .saturating_sub(stats.probe_samples + stats.side_band_samples);
+        let cpu_ns = traced_cpu_ns(p);
+        let timed = p
+            .locks
+            .as_ref()
+            .filter(|_| cpu_ns > 0.0)
+            .map_or(0.0, |l| 100.0 * l.tracer.bpf_run_ns as f64 / cpu_ns);
+        Some(Costs {
+            sampler: doc
+                .host
+                .sample_cost_ns
+                .map_or(0.0, |ns| sampler_share(ns, profile.frequency)),
+            records: pct(stats.side_band_samples),
+            traps: pct(stats.probe_samples).max(go_probe_share(p).unwrap_or(0.0)),
+            programs: pct(in_programs).max(timed),
+        })
+    }
+
+    fn total(&self) -> f64 {
+        self.sampler + self.records + self.traps + self.programs
+    }
+
+    /// `sampler 0.7, BPF programs 0.3`: the parts of 0.05 points or more.
+    fn parts(&self) -> String {
+        [
+            (self.sampler, "sampler"),
+            (self.records, "kernel records"),
+            (self.traps, "probe traps"),
+            (self.programs, "BPF programs"),
+        ]
+        .into_iter()
+        .filter(|(v, _)| *v >= 0.05)
+        .map(|(v, what)| format!("{what} {v:.1}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+    }
+}
+
+/// What of a point's measured slowdown scalprof's parts account for ([`Costs`]), and what
+/// they do not. Said where the traced repeats ran more than 1% slower; the rest is what
+/// no part measures (the hold-timing interposer's calls, cache and timing effects) or
+/// noise.
+fn unaccounted(doc: &RunDocument, p: &Point) -> Option<String> {
+    let slowdown = -100.0 * p.perturbation?;
+    if slowdown < 1.0 {
+        return None;
+    }
+    let costs = Costs::of(doc, p)?;
+    let seen = costs.total();
+    let parts = costs.parts();
+    Some(if seen >= slowdown {
+        let parts = if parts.is_empty() {
+            String::new()
+        } else {
+            format!(": {parts}")
+        };
+        format!("all of it accounted for ({seen:.1}% seen{parts})")
+    } else {
+        let parts = if parts.is_empty() {
+            String::new()
+        } else {
+            format!(" ({parts})")
+        };
+        format!(
+            "{seen:.1} of its {slowdown:.1} points accounted for{parts}, {:.1} not",
+            slowdown - seen
+        )
+    })
+}
+
+/// The share of the traced repeats' CPU time, in %, that the Go runtime's probe hits took
+/// (their count times the cost of one, measured on the host), where there were any.
+fn go_probe_share(p: &Point) -> Option<f64> {
+    let t = &p.locks.as_ref()?.tracer;
+    if t.go_hits == 0 || t.go_hit_ns == 0 {
+        return None;
+    }
+    let cpu_ns = traced_cpu_ns(p);
+    (cpu_ns > 0.0).then(|| 100.0 * t.go_hits as f64 * t.go_hit_ns as f64 / cpu_ns)
+}
+
+/// The CPU time of a point's traced repeats that succeeded, in ns.
+fn traced_cpu_ns(p: &Point) -> f64 {
+    p.traced_repeats
+        .iter()
+        .filter(|r| r.succeeded())
+        .map(|r| (r.user_s + r.sys_s) * 1e9)
+        .sum()
+}
+
+/// The share of each running thread's time, in %, that `hz` samples a second of `cost_ns`
+/// each take.
+fn sampler_share(cost_ns: f64, hz: u64) -> f64 {
+    100.0 * cost_ns * hz as f64 / 1e9
+}
+
+/// The sampler's interrupts, as a share of each running thread's time: what the samples
+/// cannot show of their own cost (measured before the sweep, see `Host::sample_cost_ns`).
+fn sampler_cost(doc: &RunDocument) -> Option<String> {
+    let cost_ns = doc.host.sample_cost_ns?;
+    // Each point's rate (chosen per point unless -F set it), else the run's.
+    let rates: Vec<u64> = doc
+        .points
+        .iter()
+        .filter_map(|p| Some(p.profile.as_ref()?.frequency))
+        .filter(|&hz| hz > 0)
+        .collect();
+    let run_hz = doc.sampling.as_ref()?.frequency;
+    let (lo, hz) = match (rates.iter().min(), rates.iter().max()) {
+        (Some(&lo), Some(&hi)) => (lo, hi),
+        _ => (run_hz, run_hz),
+    };
+    if lo != hz {
+        let share = |hz: u64| sampler_share(cost_ns, hz);
+        return Some(format!(
+            "the sampler's interrupts take {:.2}–{:.1}% of each running thread's time ({:.1} µs a sample, measured here, at {lo}–{hz} Hz as each point's runs needed)",
+            share(lo),
+            share(hz),
+            cost_ns / 1e3
+        ));
+    }
+    let share = sampler_share(cost_ns, hz);
+    let lower = if share >= 1.0 && hz > 99 {
+        format!("; -F {} halves it", hz / 2)
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "the sampler's interrupts take {share:.1}% of each running thread's time ({:.1} µs a sample at {hz} Hz, measured here{lower})",
+        cost_ns / 1e3
+    ))
+}

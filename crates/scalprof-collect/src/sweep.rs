@@ -460,6 +460,7 @@ fn run_collected(
                     let records = timer.read(&timed_spec.stderr);
                     lost.extend(records.lost());
                     l.holds = records.holds;
+                    l.holds_timed = true;
                 }
                 let collected = Collected {
                     profile: sampler.as_mut().and_then(|s| s.take()),

@@ -215,6 +215,8 @@ pub struct RawLocks {
     pub go_wakers: Vec<GoWaitRaw>,
     /// The user locks' holds, where the interposer timed them.
     pub holds: Vec<UserHoldRaw>,
+    /// The interposer was preloaded into this execution (whether or not a lock was taken).
+    pub holds_timed: bool,
     /// The mmap_lock's holds, where the kernel's events timed them.
     pub kernel_holds: Vec<KernelHoldRaw>,
     pub snapshots: Vec<StackSnapshot>,
@@ -494,6 +496,15 @@ pub struct LockProfile {
     /// know them (goroutines, monitors, the GIL).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub runtimes: Vec<RuntimeSeen>,
+    /// The traced repeats (`Repeat::index`) that ran with the hold-timing interposer
+    /// preloaded; the point's first traced repeat runs without it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hold_timed_repeats: Vec<u32>,
+    /// What the interposer cost: the median throughput of the traced repeats that timed
+    /// the holds over that of those that did not, − 1 (negative: slower). `None` unless
+    /// the point has traced repeats of both kinds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold_timing_cost: Option<f64>,
 }
 
 /// A language runtime and the process (command name) that ran it.

@@ -435,12 +435,17 @@ impl StoreSink<'_> {
         }
         if let Some(symbols) = self.symbols.as_mut() {
             let observer = &mut *self.observer;
-            let converted = scalprof_symbolize::convert::repeat(
+            let mut converted = scalprof_symbolize::convert::repeat(
                 collected.profile,
                 collected.locks.as_ref(),
                 symbols,
                 &mut |samples| observer.event(&Event::Symbolizing { value, samples }),
             );
+            if let Some(l) = converted.locks.as_mut() {
+                if collected.locks.as_ref().is_some_and(|raw| raw.holds_timed) {
+                    l.hold_timed_repeats = vec![repeat.index];
+                }
+            }
             self.record_converted(value, repeat.index, converted)?;
         }
         if self.jvm_perf_maps {

@@ -54,6 +54,9 @@ pub fn lock_profile(raw: &RawLocks, symbols: &mut Symbols, on_cpu: &HolderSample
         tracer: raw.tracer.clone(),
         attached: raw.attached_comms.clone(),
         runtimes: runtimes::runtimes_seen(raw, symbols),
+        // Which repeat this was is the recorder's to say.
+        hold_timed_repeats: Vec::new(),
+        hold_timing_cost: None,
     }
 }
 

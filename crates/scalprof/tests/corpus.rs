@@ -82,6 +82,17 @@ diagnosis!(
         let (one, last) = (&run.doc.points[0], run.doc.points.last().unwrap());
         assert_eq!((one.value, holds(one)), (1, Vec::<String>::new()), "{}", json(one));
         assert!(holds(last).contains(&"table_lock".to_string()), "{}", json(last));
+        // The interposer's cost is measured there: its first traced repeat ran without it,
+        // the later ones with it.
+        let l = last.locks.as_ref().unwrap();
+        assert!(
+            !l.hold_timed_repeats.is_empty()
+                && !l.hold_timed_repeats.contains(&last.traced_repeats[0].index),
+            "{:?} of {:?}",
+            l.hold_timed_repeats,
+            last.traced_repeats.iter().map(|r| r.index).collect::<Vec<_>>()
+        );
+        assert!(l.hold_timing_cost.is_some_and(f64::is_finite), "{:?}", l.hold_timing_cost);
         // The sharded twin: what is left of the lock cost is the lock array's (its 256
         // locks are one cause, `shards`), less than the global lock's (its share varies
         // on 2 CPUs: 7% to 44% in CI), with advice that fits an array already sharded.

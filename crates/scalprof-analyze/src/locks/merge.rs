@@ -262,6 +262,7 @@ fn add_header(o: &mut LockProfile, p: LockProfile) {
     f.lost_snapshots += p.failures.lost_snapshots;
     f.undecoded += p.failures.undecoded;
     o.tracer.add(&p.tracer);
+    o.hold_timed_repeats.extend(p.hold_timed_repeats);
     for a in p.attached {
         if !o.attached.contains(&a) {
             o.attached.push(a);

@@ -190,9 +190,28 @@ pub(super) fn lock_tables(points: &mut [Point], inputs: &RunInputs, source: Thro
                     h.acquisitions_per_op = (timed > 0.0).then(|| h.acquisitions as f64 / timed);
                 }
             }
+            lp.hold_timing_cost = hold_timing_cost(p, &lp.hold_timed_repeats, source);
             p.locks = Some(lp);
         }
     }
+}
+
+/// What the hold-timing interposer cost a point: the median throughput of its traced
+/// repeats that timed the holds over that of those that did not, − 1. The same program,
+/// traced alike but for the interposer: the difference is its cost, within the repeats'
+/// noise (one against one, by default).
+fn hold_timing_cost(p: &Point, timed: &[u32], source: ThroughputSource) -> Option<f64> {
+    let kept = scalprof_model::stability::kept(&p.traced_repeats);
+    let median = |with: bool| {
+        scalprof_model::Spread::of(
+            kept.iter()
+                .filter(|r| timed.contains(&r.index) == with)
+                .filter_map(|r| super::repeat_throughput(p.value, r, source)),
+        )
+        .map(|s| s.median)
+    };
+    let (with, without) = (median(true)?, median(false)?);
+    (without > 0.0).then(|| with / without - 1.0)
 }
 
 /// The locks whose waits grew, added to the findings; a named lock's spin paths and the
@@ -467,5 +486,32 @@ fn no_complexity(points: &[Point], input: &[(u64, u32, &PointProfile)]) -> scalp
 pub(super) fn add_prediction(model: Option<&mut Model>, inputs: &RunInputs, points: &[Point]) {
     if let Some(m) = model {
         m.prediction = crate::predict::predict(&inputs.header, points, inputs.predict_to);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use scalprof_model::Repeat;
+
+    #[test]
+    fn the_interposer_s_cost_is_its_repeats_against_the_others() {
+        let traced = |index, wall_s| Repeat {
+            traced: true,
+            ..Repeat::ok(index, wall_s)
+        };
+        let mut p = crate::budget::tests::point(2, 1.0, 1.0);
+        // The first traced repeat without the interposer; two with it, 25% and 15% longer.
+        p.traced_repeats = vec![traced(0, 1.0), traced(1, 1.25), traced(2, 1.15)];
+        let cost = hold_timing_cost(&p, &[1, 2], ThroughputSource::Weak).unwrap();
+        // The median of their throughputs against the one without.
+        let with = (1.0 / 1.25 + 1.0 / 1.15) / 2.0;
+        assert!((cost - (with - 1.0)).abs() < 1e-9, "{cost}");
+        // All traced repeats alike: nothing to measure it against.
+        assert_eq!(hold_timing_cost(&p, &[], ThroughputSource::Weak), None);
+        assert_eq!(
+            hold_timing_cost(&p, &[0, 1, 2], ThroughputSource::Weak),
+            None
+        );
     }
 }

@@ -365,6 +365,10 @@ pub struct LockRow {
 /// waiters' wait on.
 pub const HOLDER_WAIT_SHARE: f64 = 0.05;
 
+/// `LockRow::attributed_to` of a wait scalprof itself caused (its threads holding a CPU,
+/// its probes' traps waiting on a lock they take): listed, never a cause.
+pub const THE_OBSERVER: &str = "the observer";
+
 /// A wait of a lock's holders while they held it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HolderWait {

@@ -264,7 +264,7 @@ mod tests {
         observer.name = CPU_WAIT_OBSERVER.into();
         observer.lock_type = LockKind::CpuWait;
         observer.total_wait_ns = 100_000_000;
-        observer.attributed_to = Some("the observer".into());
+        observer.attributed_to = Some(scalprof_model::locks::THE_OBSERVER.into());
         rows.push(observer);
         assert_eq!(
             lock_series(&points, &[None, None], &[1000.0, 1000.0]).len(),

@@ -4,7 +4,7 @@
 //! probes' traps, the tracer's BPF programs by the events they hook, and the hold-timing
 //! interposer.
 
-use scalprof_model::locks::RunQueueBehind;
+use scalprof_model::locks::{RunQueueBehind, THE_OBSERVER};
 use scalprof_model::{Point, RunDocument};
 
 use crate::format::ns;
@@ -57,6 +57,22 @@ pub(crate) fn tracing_line(doc: &RunDocument) -> Option<String> {
                 bits.push(format!(
                     "{} waiting for a CPU behind scalprof",
                     ns(behind as f64)
+                ));
+            }
+            // Kernel locks waited for inside scalprof's probes' traps.
+            let in_traps: u64 = p.locks.as_ref().map_or(0, |l| {
+                l.rows
+                    .iter()
+                    .filter(|r| {
+                        r.run_queue().is_none() && r.attributed_to.as_deref() == Some(THE_OBSERVER)
+                    })
+                    .map(|r| r.total_wait_ns)
+                    .sum()
+            });
+            if in_traps > 0 {
+                bits.push(format!(
+                    "{} waiting on kernel locks in its probes' traps",
+                    ns(in_traps as f64)
                 ));
             }
             format!("{} {}: {}", doc.sweep.parameter, p.value, bits.join(", "))

@@ -5,11 +5,13 @@ use std::collections::HashMap;
 
 use scalprof_debuginfo::Kallsyms;
 use scalprof_model::locks::top_callers;
+use scalprof_model::locks::THE_OBSERVER;
 use scalprof_model::locks::{
     HoldTimes, HolderState, KernelLockRaw, LockAddress, LockKind, LockRow, RawLocks, Scope, Side,
 };
+use scalprof_model::profile::ToolCost;
 use scalprof_model::vocabulary::{
-    conventional_name, is_lock_internal, is_scheduler_frame, kernel_lock_type,
+    conventional_name, is_lock_internal, is_scheduler_frame, kernel_lock_type, tool_cost,
 };
 
 use super::holders::with_state;
@@ -21,18 +23,22 @@ pub(super) fn add_kernel_rows(raw: &RawLocks, kallsyms: &Kallsyms, rows: &mut Ve
     let mut by_name: HashMap<RowKey, RowBuilder> = HashMap::new();
     // Which row each (lock, flags) went to, for its wakers.
     let mut row_of: HashMap<(u64, u32), RowKey> = HashMap::new();
+    // The rows some of whose waits were the program's own, not in scalprof's probes.
+    let mut own: std::collections::HashSet<RowKey> = std::collections::HashSet::new();
     for k in &raw.kernel {
         let (name, lock_type, caller) = name_kernel_lock(k, kallsyms);
-        row_of.insert((k.lock, k.flags), (name.clone(), lock_type.clone()));
-        let b = by_name
-            .entry((name.clone(), lock_type.clone()))
-            .or_insert_with(|| {
-                RowBuilder::new(LockRow {
-                    attributed_to: (name == "futex hash bucket").then(|| "user locks".to_string()),
-                    address: LockAddress::Traced(k.lock),
-                    ..LockRow::new(Scope::Kernel, name, lock_type)
-                })
-            });
+        let key: RowKey = (name.clone(), lock_type.clone());
+        row_of.insert((k.lock, k.flags), key.clone());
+        if !in_probe(k, kallsyms) {
+            own.insert(key.clone());
+        }
+        let b = by_name.entry(key).or_insert_with(|| {
+            RowBuilder::new(LockRow {
+                attributed_to: (name == "futex hash bucket").then(|| "user locks".to_string()),
+                address: LockAddress::Traced(k.lock),
+                ..LockRow::new(Scope::Kernel, name, lock_type)
+            })
+        });
         b.add_wait(k.tgid, k.count, k.total_ns, k.max_ns);
         b.add_caller(&caller, k.total_ns);
     }
@@ -40,6 +46,11 @@ pub(super) fn add_kernel_rows(raw: &RawLocks, kallsyms: &Kallsyms, rows: &mut Ve
     let first = rows.len();
     for (key, b) in by_name {
         let mut row = b.finish(raw);
+        // Waited for only inside a probe's trap (a uprobe's lookup waiting on the mmap_lock
+        // while scalprof puts its probes on or takes them off): the observer's.
+        if !own.contains(&key) && row.attributed_to.is_none() {
+            row.attributed_to = Some(THE_OBSERVER.into());
+        }
         if let Some(h) = held.remove(&key) {
             let total = h.values().sum();
             row.holders = with_state(top_callers(h, total), HolderState::AtRelease);
@@ -107,6 +118,15 @@ fn name_kernel_lock(k: &KernelLockRaw, kallsyms: &Kallsyms) -> (String, LockKind
     (name, lock_type, caller)
 }
 
+/// Whether a wait's stack passes through a uprobe's trap or the kernel's records for the
+/// sampler: it only waited because scalprof was attached.
+fn in_probe(k: &KernelLockRaw, kallsyms: &Kallsyms) -> bool {
+    k.stack
+        .iter()
+        .filter_map(|&a| kallsyms.lookup(a))
+        .any(|f| matches!(tool_cost(f), Some(ToolCost::Probe | ToolCost::SideBand)))
+}
+
 /// The holders: the first function of each waker's stack outside the lock and wakeup
 /// machinery (`__vm_munmap` releasing mmap_lock), by the wait its release ended, per row.
 fn released_by(
@@ -143,4 +163,62 @@ fn is_wakeup_frame(f: &str) -> bool {
         || f.starts_with("ttwu")
         || f.contains("trace")
         || f == "downgrade_write"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_wait_inside_a_probe_s_trap_is_the_observer_s_and_the_program_s_own_is_not() {
+        let kallsyms = Kallsyms::parse(
+            "ffffffff81000000 T down_read\n\
+             ffffffff81000100 T find_active_uprobe_rcu\n\
+             ffffffff81000200 T handle_swbp\n\
+             ffffffff81000300 T uprobe_notify_resume\n\
+             ffffffff81000400 T do_user_addr_fault\n\
+             ffffffff81000500 T exc_page_fault\n\
+             ffffffff81000600 T _etext\n",
+        );
+        let wait = |lock, stack: Vec<u64>| KernelLockRaw {
+            lock,
+            tgid: 7,
+            flags: 0x2, // LCB_F_READ
+            stack,
+            count: 10,
+            total_ns: 1000,
+            max_ns: 200,
+        };
+        let raw = RawLocks {
+            kernel: vec![
+                wait(
+                    0x1000,
+                    vec![
+                        0xffffffff81000010,
+                        0xffffffff81000110,
+                        0xffffffff81000210,
+                        0xffffffff81000310,
+                    ],
+                ),
+                wait(
+                    0x2000,
+                    vec![0xffffffff81000010, 0xffffffff81000410, 0xffffffff81000510],
+                ),
+            ],
+            ..RawLocks::default()
+        };
+        let mut rows = Vec::new();
+        add_kernel_rows(&raw, &kallsyms, &mut rows);
+        let attributed = |caller: &str| {
+            rows.iter()
+                .find(|r| r.callers[0].function == caller)
+                .map(|r| r.attributed_to.clone())
+                .unwrap_or_else(|| panic!("no row of {caller}: {rows:?}"))
+        };
+        assert_eq!(
+            attributed("find_active_uprobe_rcu"),
+            Some(THE_OBSERVER.to_string())
+        );
+        assert_eq!(attributed("do_user_addr_fault"), None);
+    }
 }

@@ -11,7 +11,7 @@ pub(super) fn add_runqueue_row(raw: &RawLocks, rows: &mut Vec<LockRow>) {
     for behind in RunQueueBehind::ALL {
         let attributed_to = match behind {
             RunQueueBehind::Own | RunQueueBehind::Other => None,
-            RunQueueBehind::Observer => Some("the observer"),
+            RunQueueBehind::Observer => Some(scalprof_model::locks::THE_OBSERVER),
             // Part of the waits the wakeups ended (a lock's hand-off, a server's answer):
             // listed to say how much of them is waking a CPU, never a cause of its own.
             RunQueueBehind::IdleWakeup => Some("the waits it ended"),

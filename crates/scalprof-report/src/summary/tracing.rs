@@ -45,30 +45,15 @@ pub(crate) fn tracing_line(doc: &RunDocument) -> Option<String> {
             if let Some(left) = unaccounted(doc, p) {
                 bits.push(left);
             }
-            // The program's threads runnable while scalprof's own threads held the CPU.
-            let behind: u64 = p.locks.as_ref().map_or(0, |l| {
-                l.rows
-                    .iter()
-                    .filter(|r| r.run_queue() == Some(RunQueueBehind::Observer))
-                    .map(|r| r.total_wait_ns)
-                    .sum()
-            });
+            // The waits scalprof itself caused: the program's threads runnable while its
+            // own threads held the CPU, and kernel locks waited for inside its probes' traps.
+            let (behind, in_traps) = observer_waits(p);
             if behind > 0 {
                 bits.push(format!(
                     "{} waiting for a CPU behind scalprof",
                     ns(behind as f64)
                 ));
             }
-            // Kernel locks waited for inside scalprof's probes' traps.
-            let in_traps: u64 = p.locks.as_ref().map_or(0, |l| {
-                l.rows
-                    .iter()
-                    .filter(|r| {
-                        r.run_queue().is_none() && r.attributed_to.as_deref() == Some(THE_OBSERVER)
-                    })
-                    .map(|r| r.total_wait_ns)
-                    .sum()
-            });
             if in_traps > 0 {
                 bits.push(format!(
                     "{} waiting on kernel locks in its probes' traps",
@@ -85,6 +70,20 @@ pub(crate) fn tracing_line(doc: &RunDocument) -> Option<String> {
         Some(cost) => format!("{cost}; {}", parts.join("; ")),
         None => parts.join("; "),
     })
+}
+
+/// The wait a point's rows attribute to the observer, in ns: for a CPU behind scalprof's
+/// threads, and on kernel locks inside its probes' traps.
+fn observer_waits(p: &Point) -> (u64, u64) {
+    let mut waits = (0, 0);
+    for r in p.locks.iter().flat_map(|l| &l.rows) {
+        match r.run_queue() {
+            Some(RunQueueBehind::Observer) => waits.0 += r.total_wait_ns,
+            None if r.attributed_to.as_deref() == Some(THE_OBSERVER) => waits.1 += r.total_wait_ns,
+            _ => {}
+        }
+    }
+    waits
 }
 
 /// The parts of scalprof's sampled cost that are not its tracers' programs: the probes'

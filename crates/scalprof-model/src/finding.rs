@@ -157,6 +157,19 @@ pub enum FindingKind {
 }
 
 impl FindingKind {
+    /// Every kind, in the order of the enum.
+    pub const ALL: [FindingKind; 9] = [
+        FindingKind::LockContention,
+        FindingKind::FalseSharing,
+        FindingKind::TrueSharing,
+        FindingKind::SuperlinearCost,
+        FindingKind::KernelHotspot,
+        FindingKind::UserHotspot,
+        FindingKind::SerialFraction,
+        FindingKind::BlockedWait,
+        FindingKind::CpuThrottling,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             FindingKind::LockContention => "lock_contention",

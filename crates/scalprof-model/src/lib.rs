@@ -71,19 +71,30 @@ mod tests {
 
     #[test]
     fn finding_kinds_serialize_as_their_contract_names() {
-        for k in [
-            FindingKind::LockContention,
-            FindingKind::FalseSharing,
-            FindingKind::TrueSharing,
-            FindingKind::SuperlinearCost,
-            FindingKind::KernelHotspot,
-            FindingKind::UserHotspot,
-            FindingKind::SerialFraction,
-            FindingKind::BlockedWait,
-        ] {
+        for k in FindingKind::ALL {
             let v = serde_json::to_value(k).unwrap();
             assert_eq!(v, serde_json::Value::String(k.as_str().into()));
             assert_eq!(serde_json::from_value::<FindingKind>(v).unwrap(), k);
+        }
+    }
+
+    #[test]
+    fn every_kind_is_in_the_list_of_all_kinds() {
+        // A kind added to the enum and not to `ALL` fails here, by the match (which the
+        // compiler holds to every variant) or by the position.
+        let position = |k: FindingKind| match k {
+            FindingKind::LockContention => 0,
+            FindingKind::FalseSharing => 1,
+            FindingKind::TrueSharing => 2,
+            FindingKind::SuperlinearCost => 3,
+            FindingKind::KernelHotspot => 4,
+            FindingKind::UserHotspot => 5,
+            FindingKind::SerialFraction => 6,
+            FindingKind::BlockedWait => 7,
+            FindingKind::CpuThrottling => 8,
+        };
+        for (i, k) in FindingKind::ALL.into_iter().enumerate() {
+            assert_eq!(position(k), i, "{k}");
         }
     }
 

@@ -109,6 +109,23 @@ pub fn score_findings(findings: &mut Vec<Finding>, last: &Point, cpus: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_kind_is_a_cause_of_the_registry_but_the_size_sweeps() {
+        // Superlinear cost is found by fitting each function's cost to the input size
+        // (`complexity`), not from a budget of the thread-time.
+        for kind in FindingKind::ALL {
+            let causes = REGISTRY
+                .iter()
+                .filter(|c| c.kinds().contains(&kind))
+                .count();
+            let expected = usize::from(kind != FindingKind::SuperlinearCost);
+            assert_eq!(
+                causes, expected,
+                "{kind}: in {causes} causes of the registry"
+            );
+        }
+    }
     use crate::budget::budgets;
     use crate::budget::tests::{lock, point};
     use scalprof_model::locks::Scope;

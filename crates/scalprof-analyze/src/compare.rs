@@ -6,7 +6,7 @@
 use scalprof_model::compare::{
     Comparison, Gate, LockChange, Metric, MetricComparison, PointComparison, Ratio,
 };
-use scalprof_model::locks::{LockRow, Scope};
+use scalprof_model::locks::{LockRow, Scope, THE_OBSERVER};
 use scalprof_model::suite::{
     SuiteComparison, SuiteDocument, TestComparison, TestResult, SUITE_COMPARE_SCHEMA,
 };
@@ -239,10 +239,15 @@ fn compare_point(
 }
 
 /// The locks whose wait per operation changed by more than 5% (and more than 1 ns)
-/// between A's rows and B's, in the order first seen.
+/// between A's rows and B's, in the order first seen. The waits scalprof itself caused
+/// are not the program's change.
 fn lock_changes(la: &[LockRow], lb: &[LockRow]) -> Vec<LockChange> {
     let mut names: Vec<(Scope, String)> = Vec::new();
-    for r in la.iter().chain(lb).filter(|r| r.is_lock()) {
+    for r in la
+        .iter()
+        .chain(lb)
+        .filter(|r| r.is_lock() && r.attributed_to.as_deref() != Some(THE_OBSERVER))
+    {
         let k = (r.scope, r.name.clone());
         if !names.contains(&k) {
             names.push(k);

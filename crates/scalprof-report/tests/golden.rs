@@ -10,7 +10,7 @@ use scalprof_report::html::PointFunctions;
 use std::path::Path;
 
 use scalprof_model::locks::{
-    FamilyCost, LockCaller, LockProfile, LockRow, ProbeFamily, TracerCost,
+    FamilyCost, LockCaller, LockProfile, LockRow, ProbeFamily, Side, TracerCost, THE_OBSERVER,
 };
 use scalprof_model::{
     FoldedStack, Host, PointProfile, PointRepeat, ProfileStats, Repeat, RunHeader, RunStatus,
@@ -86,15 +86,33 @@ fn profile(worker_ns: u64, lock_ns: u64, overhead: u64) -> PointProfile {
 }
 
 fn locks(wait_ns: u64, count: u64) -> LockProfile {
+    let mut rows = vec![LockRow {
+        address: scalprof_model::locks::LockAddress::Traced(0x4040),
+        count,
+        total_wait_ns: wait_ns,
+        max_wait_ns: wait_ns / count.max(1) * 4,
+        callers: vec![LockCaller::new("table_lookup", 1.0)],
+        ..LockRow::new(Scope::User, "table_lock", LockKind::from("mutex"))
+    }];
+    if count > 0 {
+        // A uprobe's lookup waiting on the mmap_lock while the probes were put on: the
+        // observer's, on the tracing line, never a cause.
+        rows.push(LockRow {
+            address: scalprof_model::locks::LockAddress::Traced(0x8080),
+            count: 14,
+            total_wait_ns: 3_800_000,
+            max_wait_ns: 900_000,
+            callers: vec![LockCaller::new("find_active_uprobe_rcu", 1.0)],
+            attributed_to: Some(THE_OBSERVER.into()),
+            ..LockRow::new(
+                Scope::Kernel,
+                "rwsem:R@find_active_uprobe_rcu",
+                LockKind::Rwsem(Some(Side::Read)),
+            )
+        });
+    }
     LockProfile {
-        rows: vec![LockRow {
-            address: scalprof_model::locks::LockAddress::Traced(0x4040),
-            count,
-            total_wait_ns: wait_ns,
-            max_wait_ns: wait_ns / count.max(1) * 4,
-            callers: vec![LockCaller::new("table_lookup", 1.0)],
-            ..LockRow::new(Scope::User, "table_lock", LockKind::from("mutex"))
-        }],
+        rows,
         repeats: 1,
         snapshots: 40,
         snapshots_resolved: 40,

@@ -366,8 +366,10 @@ fn verdict(e: &Experiment, mid: f64) -> (Verdict, String) {
     }
     // Beyond what a bottleneck gives: only a cause on the path does that, with a knock-on
     // cost (a lock held longer is contended more often, and each waiter put to sleep and
-    // woken adds its hand-off to the path).
-    if lo > predicted * WITHIN && lo > burn * WITHIN {
+    // woken adds its hand-off to the path). Past the bottleneck's range by its middle with
+    // its low end still inside it counts too: both readings say "on the path".
+    let beyond = lo > predicted * WITHIN || (mid > predicted * WITHIN && lo >= predicted / WITHIN);
+    if beyond && lo > burn * WITHIN && mid > between {
         return (
             Verdict::OnCriticalPath,
             format!(
@@ -579,6 +581,23 @@ mod tests {
         let e = judge(&bounded, &runs(4e-6, 4e-6, 3.0, &[0, 20_000, 40_000]));
         let w = e.calibrated_what_if.expect("a what-if");
         assert!(w.speedup <= 1.5 && w.interval[1] <= 1.5, "{w:?}");
+    }
+
+    #[test]
+    fn a_cost_straddling_twice_a_bottleneck_s_is_on_the_path() {
+        // A lock held all the time, measured 75% (73%–77%) against a bottleneck's 37%: the
+        // middle past twice the prediction, the low end just short of it.
+        let mut e = judge(&setting(), &runs(4e-6, 1e-6, 1.0, &[0, 100_000, 200_000]));
+        e.predicted_slowdown = 0.3673;
+        e.burn_slowdown = 0.0;
+        e.measured_slowdown = [0.733, 0.769];
+        let (v, reason) = verdict(&e, 0.75);
+        assert_eq!(v, Verdict::OnCriticalPath, "{reason}");
+        assert!(reason.contains("knock-on"), "{reason}");
+        // Its low end under half a bottleneck's: no longer on the path by either rule.
+        e.measured_slowdown = [0.15, 1.3];
+        let (v, reason) = verdict(&e, 0.75);
+        assert_ne!(v, Verdict::OnCriticalPath, "{reason}");
     }
 
     #[test]

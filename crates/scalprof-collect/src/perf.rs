@@ -30,7 +30,7 @@ mod stacks;
 pub use cost::cached_sample_cost_ns;
 pub use maps::MapStats;
 use maps::{MapSource, MapTracker, ProcSource};
-pub use rate::{point_frequency, MIN_ADAPTIVE_HZ, TARGET_SAMPLES};
+pub use rate::{cost_ceiling, point_frequency, MIN_ADAPTIVE_HZ, SAMPLER_SHARE, TARGET_SAMPLES};
 use ring::Ring;
 pub use stacks::delta_encoded;
 use stacks::StackKeys;

@@ -68,6 +68,14 @@ pub enum Event<'a> {
     /// The run's seal could not be made: `verify` will show its command and ask before
     /// running it again (see [`crate::seal`]).
     Unsealed { why: &'a str },
+    /// The sampler's rate is kept at or under `hz`, not the default `was`: a sample costs
+    /// `cost_ns` of the sampled thread here, and the sampler keeps to `share` of it.
+    SamplerCeiling {
+        hz: u64,
+        was: u64,
+        cost_ns: f64,
+        share: f64,
+    },
     /// A point's `done` traced repeats leave its verdict unsettled: another one runs.
     Unsettled {
         value: u64,
@@ -129,6 +137,7 @@ pub fn record_with(
     if let Some(untrusted) = &commit.untrusted {
         observer.event(&Event::UntrustedCheckout(untrusted));
     }
+    let plan_cost_ns = host.sample_cost_ns;
     let (recorder, plan, unsealed) = create_run(store, opts, &checked, host, commit.commit)?;
     let id = recorder.id();
     // Traced repeats run only with a profiler or a tracer to attach.
@@ -146,6 +155,18 @@ pub fn record_with(
     });
     if let Some(why) = &unsealed {
         observer.event(&Event::Unsealed { why });
+    }
+    if let (Some(asked), Some(chosen), Some(cost_ns)) =
+        (opts.sampling.as_ref(), plan.sampling.as_ref(), plan_cost_ns)
+    {
+        if chosen.frequency < asked.frequency {
+            observer.event(&Event::SamplerCeiling {
+                hz: chosen.frequency,
+                was: asked.frequency,
+                cost_ns,
+                share: scalprof_collect::perf::SAMPLER_SHARE,
+            });
+        }
     }
     let mut sink = StoreSink {
         recorder,
@@ -200,7 +221,7 @@ fn create_run<'a>(
     host: scalprof_model::Host,
     commit: Option<String>,
 ) -> Result<(Recorder<'a>, SweepPlan, Option<String>)> {
-    let host_pmu = host.pmu;
+    let (host_pmu, sample_cost_ns) = (host.pmu, host.sample_cost_ns);
     let new = new_run(opts, checked, host, commit);
     let id = store.create_run(&new)?;
     // Checked to be ours and made owner-only, not through another user's link.
@@ -217,7 +238,7 @@ fn create_run<'a>(
         }
         Err(e) => Some(e.to_string()),
     };
-    let plan = sweep_plan(opts, checked, host_pmu, output_dir);
+    let plan = sweep_plan(opts, checked, host_pmu, sample_cost_ns, output_dir);
     Ok((Recorder::new(store, id, header), plan, unsealed))
 }
 
@@ -269,6 +290,7 @@ fn sweep_plan(
     opts: &RunOptions,
     checked: &crate::check::Checked,
     host_pmu: bool,
+    sample_cost_ns: Option<f64>,
     output_dir: std::path::PathBuf,
 ) -> SweepPlan {
     let tracing = (opts.sampling.is_some() || opts.locks.is_some()) && opts.diagnose > 0;
@@ -299,6 +321,14 @@ fn sweep_plan(
         },
         sampling: opts.sampling.clone().filter(|_| tracing).map(|mut c| {
             c.use_pmu = host_pmu;
+            // Where the rate is not the user's: no more samples a second than keep the
+            // sampler to its share of a thread at what a sample costs here.
+            if let Some(most) = sample_cost_ns
+                .filter(|_| c.adaptive)
+                .and_then(scalprof_collect::perf::cost_ceiling)
+            {
+                c.frequency = c.frequency.min(most);
+            }
             c
         }),
         locks: opts.locks.clone().filter(|_| tracing).map(|mut c| {

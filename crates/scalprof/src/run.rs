@@ -133,6 +133,18 @@ impl Observer for Progress {
                  command and ask before running it again\n",
                 scalprof_report::terminal_safe(why)
             )),
+            Event::SamplerCeiling {
+                hz,
+                was,
+                cost_ns,
+                share,
+            } => self.print(&format!(
+                "scalprof: sampling at {hz} Hz at most, not {was}: a sample costs {:.1} µs of \
+                 the sampled thread on this machine, and the sampler keeps to {:.0}% of a \
+                 thread (-F sets the rate)\n",
+                cost_ns / 1e3,
+                share * 100.0
+            )),
             Event::CollectorLost { value, what } => self.print(&format!(
                 "scalprof: warning: at {} {value}, {what}\n",
                 self.parameter
@@ -290,8 +302,9 @@ impl Progress {
                 cpu_s,
                 target,
             } => format!(
-                "scalprof: at {} {value}, sampling at {hz} Hz: about {target} samples from {cpu_s:.1} CPU seconds a run (-F sets the rate)",
-                self.parameter
+                "scalprof: at {} {value}, sampling at {hz} Hz: about {} samples from {cpu_s:.1} CPU seconds a run, for a target of {target} (-F sets the rate)",
+                self.parameter,
+                (hz as f64 * cpu_s).round()
             ),
             SweepEvent::OpsNotANumber { value, matched } => format!(
                 "scalprof: warning: at {} {value}, the ops regex matched {matched:?}, but what it captures is not a number: capture the count, e.g. --ops-regex 'ops=(\\d+)'",

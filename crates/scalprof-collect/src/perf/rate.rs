@@ -8,6 +8,22 @@ pub const TARGET_SAMPLES: f64 = 4000.0;
 /// The lowest rate chosen by itself: continuous profilers sample at 19–100 Hz.
 pub const MIN_ADAPTIVE_HZ: u64 = 49;
 
+/// The share of a sampled thread's time the sampler may take where the rate is not chosen
+/// by the user: continuous profilers keep to about 1% of the CPU.
+pub const SAMPLER_SHARE: f64 = 0.01;
+
+/// The highest rate that keeps a sampler whose samples cost `cost_ns` each of the sampled
+/// thread's time within [`SAMPLER_SHARE`] of it, odd, never under [`MIN_ADAPTIVE_HZ`]: at
+/// 2 µs a sample (bare metal) 4999 Hz, at 35 µs (a virtual machine's emulated timer) 285.
+pub fn cost_ceiling(cost_ns: f64) -> Option<u64> {
+    if !(cost_ns.is_finite() && cost_ns > 0.0) {
+        return None;
+    }
+    let hz = (SAMPLER_SHARE / (cost_ns * 1e-9)).floor() as u64;
+    let hz = hz.max(MIN_ADAPTIVE_HZ);
+    Some(if hz % 2 == 1 { hz } else { hz - 1 })
+}
+
 /// The rate for a point whose clean repeats took `cpu_s` CPU seconds each (user and
 /// system, all threads; the median): what gives about [`TARGET_SAMPLES`] samples, between
 /// [`MIN_ADAPTIVE_HZ`] and `ceiling` (the default or the data-rate limit). A one-second
@@ -25,5 +41,23 @@ pub fn point_frequency(cpu_s: f64, ceiling: u64) -> u64 {
         hz
     } else {
         hz - 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cost_ceiling_keeps_the_sampler_to_its_share_of_a_thread() {
+        // 35 µs a sample: 285 samples a second take 0.9975% of a thread.
+        assert_eq!(cost_ceiling(35_000.0), Some(285));
+        assert!(285.0 * 35_000e-9 <= SAMPLER_SHARE);
+        // Bare metal's 2 µs leaves the default's 999 well under it.
+        assert_eq!(cost_ceiling(2_000.0), Some(4999));
+        // A sample costing a millisecond still gets the lowest adaptive rate.
+        assert_eq!(cost_ceiling(1e6), Some(MIN_ADAPTIVE_HZ));
+        assert_eq!(cost_ceiling(0.0), None);
+        assert_eq!(cost_ceiling(f64::NAN), None);
     }
 }

@@ -100,9 +100,10 @@ pub struct RunArgs {
 
     /// Sampling frequency of the profiler (samples per second per CPU), the same at every
     /// point. Default: chosen per point, about 4000 samples a traced repeat from its clean
-    /// repeats' CPU time, between 49 and 999 Hz (lower where the points' CPUs × frequency ×
-    /// stack copies would exceed 512 MiB/s), and said when it changes. Raise it for short
-    /// runs.
+    /// repeats' CPU time, between 49 and 999 Hz, and at most what keeps the sampler to 1% of
+    /// a thread at the cost of a sample measured on this machine (lower too where the points'
+    /// CPUs × frequency × stack copies would exceed 512 MiB/s); said when it changes. Raise
+    /// it for short runs.
     #[arg(short = 'F', long, value_name = "HZ", value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub freq: Option<u64>,
 

@@ -625,14 +625,13 @@ mod tests {
         assert!(e.contains("200 (solo) now runs as uids 0/1000/0/0"), "{e}");
     }
 
-    use crate::test_support::need_root;
+    use crate::test_support::require_root;
 
     #[test]
+    #[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
     fn another_user_s_process_with_the_same_name_is_not_a_target() {
         let test = "another_user_s_process_with_the_same_name_is_not_a_target";
-        if !need_root(test) {
-            return;
-        }
+        require_root(test);
         use std::os::unix::fs::PermissionsExt;
         // A copy of sleep with a name no other process has, that nobody may run too.
         let dir = tempfile::tempdir().unwrap();

@@ -371,7 +371,7 @@ mod tests {
         let _ = other.wait();
     }
 
-    use crate::test_support::need_root;
+    use crate::test_support::require_root;
 
     /// A `sleep 30` carrying `token`, started with the real, effective and saved uids
     /// `uids` (as a setuid program of another user's would run).
@@ -392,10 +392,9 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
     fn processes_of_other_uids_are_spared_even_with_the_token() {
-        if !need_root("processes_of_other_uids_are_spared_even_with_the_token") {
-            return;
-        }
+        require_root("processes_of_other_uids_are_spared_even_with_the_token");
         let token = format!("{}-other-uids-test", std::process::id());
         // Another user's own process that copied the token, and a setuid-root program that
         // user started with it (real uid theirs, effective root: `chfn` waiting for a

@@ -42,17 +42,13 @@ pub mod topology;
 pub(crate) mod test_support {
     /// Whether this test may start processes as another user (it runs as root); outside
     /// CI, without root, it says it skips; in CI, which runs as root, it fails.
-    pub(crate) fn need_root(test: &str) -> bool {
+    pub(crate) fn require_root(test: &str) {
         // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } == 0 {
-            return true;
-        }
+        let root = unsafe { libc::geteuid() } == 0;
         assert!(
-            std::env::var_os("CI").is_none(),
-            "{test}: CI runs as root; this test needs it"
+            root,
+            "{test}: needs root (it starts processes as another user); as another user, cargo test lists it as ignored unless CI is set"
         );
-        eprintln!("{test}: skipped, needs root to start processes as another user");
-        false
     }
 }
 

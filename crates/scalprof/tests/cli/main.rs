@@ -1,8 +1,10 @@
 //! The command line end to end, in one test binary (as ripgrep keeps its integration
 //! tests): short shell scripts run and recorded for real, the habits a user of perf and
-//! hyperfine expects, and the 16-CPU recordings re-analysed. Nothing here measures a
-//! program's timing, so these tests may run side by side; the measuring tests keep their
-//! own binaries (`corpus.rs`, `everyday.rs`, `keeper.rs`, …), whose tests take turns.
+//! hyperfine expects, the 16-CPU recordings re-analysed, perf.data imports, the team
+//! store on PostgreSQL, the sandbox, and the hardening reviews' attacks (another local
+//! user, a teammate with write access to the store, scalprof stopped part-way). Nothing
+//! here measures a program's timing, so these tests may run side by side; the measuring
+//! tests are in `tests/measured/`, where they take turns.
 
 // Tests build, run and open what they made themselves: the action checks are for the product.
 #![allow(clippy::disallowed_methods)]
@@ -10,6 +12,11 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod attacks;
 mod end_to_end;
 mod habits;
+mod hardening;
+mod import;
 mod many_core;
+mod postgres_store;
+mod sandbox;

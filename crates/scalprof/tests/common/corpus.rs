@@ -1,6 +1,6 @@
 //! The pathology corpus in tests: built once per test binary, swept, and its run
 //! documents read back; and [`Case`], one row per pathology with the diagnosis it must
-//! get, checked by [`diagnose`] (the corpus test binary makes a test of each row).
+//! get, checked by [`diagnose`] (`measured/corpus.rs` makes a test of each row).
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -17,6 +17,29 @@ use super::{exclusive, scalprof};
 
 /// Profiling needs root or perf_event_paranoid ≤ 1. In CI it must work; elsewhere the
 /// test is skipped, and says why.
+/// Asserts that this test may profile (root, or perf_event_paranoid ≤ 1). A test that
+/// calls it is marked `#[cfg_attr(not(privileged), ignore = "…")]`: built for another
+/// user outside CI it is listed as ignored, never run to pass without checking.
+pub fn require_profiling() {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let paranoid = paranoid();
+    assert!(
+        root || paranoid <= 1,
+        "this test profiles: run it as root or with kernel.perf_event_paranoid <= 1 (it is \
+         {paranoid}); as another user, cargo test lists it as ignored unless CI is set"
+    );
+}
+
+fn paranoid() -> i32 {
+    std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|s| s.trim().parse::<i32>().ok())
+        .unwrap_or(4)
+}
+
+/// Whether this test may profile: for a check a test makes only where it can (the
+/// measurement around it needs no privileges).
 pub fn can_profile() -> bool {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
@@ -279,12 +302,9 @@ pub fn corpus_dir() -> String {
     corpus().canonicalize().unwrap().display().to_string()
 }
 
-/// Sweeps the case's program and checks its diagnosis; `None` where profiling is not
-/// allowed outside CI (said by [`can_profile`]).
-pub fn diagnose(case: &Case) -> Option<Diagnosed> {
-    if !can_profile() {
-        return None;
-    }
+/// Sweeps the case's program and checks its diagnosis.
+pub fn diagnose(case: &Case) -> Diagnosed {
+    require_profiling();
     let turn = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let doc = sweep_corpus(
@@ -322,12 +342,12 @@ pub fn diagnose(case: &Case) -> Option<Diagnosed> {
             json(budget)
         );
     }
-    Some(Diagnosed {
+    Diagnosed {
         doc,
         subject: name,
         dir,
         _turn: turn,
-    })
+    }
 }
 
 /// Checks that `subject` is the top cause; or, where the traced repeats could not tell it

@@ -17,6 +17,19 @@ pub fn scalprof(db: &Path) -> Command {
     c
 }
 
+/// Asserts that this test runs as root (`what` needs it). A test that calls it is marked
+/// `#[cfg_attr(not(privileged), ignore = "…")]`: built for another user outside CI it is
+/// listed as ignored, never run to pass without checking.
+pub fn require_root(what: &str) {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    assert!(
+        root,
+        "{what}: this test needs root; as another user, cargo test lists it as ignored \
+         unless CI is set"
+    );
+}
+
 /// Measurements must not overlap: the tests of one binary that measure take turns.
 pub fn exclusive() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());

@@ -2,15 +2,15 @@
 //! against root's scalprof.
 
 use super::*;
+use crate::common::require_root;
 
 /// Row 1: a teammate rewrote a stored run's command; root's `verify` ran it as uid 0,
 /// without showing it. Now a command this user did not record runs only when given again
 /// (or confirmed on a terminal), and it is always shown first.
 #[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn verify_never_runs_a_command_a_teammate_rewrote() {
-    if !need_root("verify_never_runs_a_command_a_teammate_rewrote") {
-        return;
-    }
+    require_root("verify_never_runs_a_command_a_teammate_rewrote");
     let tmp = tempfile::tempdir().unwrap();
     let home = tmp.path().join("home");
     let db = tmp.path().join("runs.db");
@@ -103,10 +103,9 @@ fn gate_into(db: &Path, summary: &Path) -> std::process::Output {
 /// UTF-8 was replaced, earlier steps' text lost. Now only a regular file is appended to,
 /// and what it held stays as it was.
 #[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn the_step_summary_is_appended_to_never_read_or_waited_on() {
-    if !need_root("the_step_summary_is_appended_to_never_read_or_waited_on") {
-        return;
-    }
+    require_root("the_step_summary_is_appended_to_never_read_or_waited_on");
     let tmp = tempfile::tempdir().unwrap();
     let db = store_with_two_runs(tmp.path());
     let fifo = tmp.path().join("fifo");
@@ -142,10 +141,9 @@ fn the_step_summary_is_appended_to_never_read_or_waited_on() {
 /// deaf to SIGTERM; a HEAD linked to /dev/zero was read without bound. Now neither is
 /// read, and the run records no commit.
 #[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn a_planted_git_head_never_hangs_a_run() {
-    if !need_root("a_planted_git_head_never_hangs_a_run") {
-        return;
-    }
+    require_root("a_planted_git_head_never_hangs_a_run");
     let tmp = tempfile::tempdir().unwrap();
     let shared = nobodys_folder(&tmp.path().join("shared"));
     let git = shared.join(".git");
@@ -195,10 +193,9 @@ fn a_planted_git_head_never_hangs_a_run() {
 /// Row 10: another user's frozen freezer cgroup given to `--cgroup` hung the sweep past
 /// `--timeout` and SIGTERM. Now a frozen cgroup, or another user's, is refused up front.
 #[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn a_frozen_or_foreign_cgroup_is_refused_before_the_sweep() {
-    if !need_root("a_frozen_or_foreign_cgroup_is_refused_before_the_sweep") {
-        return;
-    }
+    require_root("a_frozen_or_foreign_cgroup_is_refused_before_the_sweep");
     let freezer = Path::new("/sys/fs/cgroup/freezer");
     if !freezer.join("cgroup.procs").exists() {
         eprintln!("a_frozen_or_foreign_cgroup_is_refused_before_the_sweep: skipped, no v1 freezer");

@@ -4,9 +4,6 @@
 //! without a lock finding. Go, a JDK and Python come from apt in CI (`.ci/run`); elsewhere
 //! a missing one skips its test, and says so.
 
-// Tests build, run and open what they made themselves: the action checks are for the product.
-#![allow(clippy::disallowed_methods)]
-
 use std::path::{Path, PathBuf};
 use std::process::Command as StdCommand;
 use std::sync::OnceLock;
@@ -14,9 +11,10 @@ use std::sync::OnceLock;
 use scalprof_model::locks::{LockKind, ProbeFamily, CPU_WAIT};
 use scalprof_model::{FindingDetails, FindingKind, RunDocument};
 
-mod common;
-use common::corpus::{can_profile, cause_share, json, last_budget, last_point, read_run};
-use common::{exclusive, scalprof};
+use crate::common::corpus::{
+    cause_share, json, last_budget, last_point, read_run, require_profiling,
+};
+use crate::common::{exclusive, scalprof};
 
 /// The runtime programs' sources.
 fn sources() -> PathBuf {
@@ -158,7 +156,8 @@ fn lock_findings(doc: &RunDocument) -> Vec<&str> {
     ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
 )]
 fn a_go_mutex_is_named_by_its_variable_and_the_function_that_locks_it() {
-    if !can_profile() || !have("go", &["version"]) {
+    require_profiling();
+    if !have("go", &["version"]) {
         return;
     }
     let _turn = exclusive();
@@ -188,7 +187,8 @@ fn a_go_mutex_is_named_by_its_variable_and_the_function_that_locks_it() {
     ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
 )]
 fn sharded_go_mutexes_give_no_lock_finding() {
-    if !can_profile() || !have("go", &["version"]) {
+    require_profiling();
+    if !have("go", &["version"]) {
         return;
     }
     let _turn = exclusive();
@@ -208,7 +208,8 @@ fn sharded_go_mutexes_give_no_lock_finding() {
     ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
 )]
 fn a_channel_funnel_names_the_channel_and_the_goroutine_at_its_other_end() {
-    if !can_profile() || !have("go", &["version"]) {
+    require_profiling();
+    if !have("go", &["version"]) {
         return;
     }
     let _turn = exclusive();
@@ -296,7 +297,8 @@ fn a_channel_funnel_names_the_channel_and_the_goroutine_at_its_other_end() {
     ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
 )]
 fn one_shot_channels_of_ordered_tasks_are_one_row_named_by_their_ends() {
-    if !can_profile() || !have("go", &["version"]) {
+    require_profiling();
+    if !have("go", &["version"]) {
         return;
     }
     let _turn = exclusive();
@@ -340,7 +342,8 @@ fn one_shot_channels_of_ordered_tasks_are_one_row_named_by_their_ends() {
     ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
 )]
 fn a_buffered_sharded_funnel_gives_no_lock_or_channel_finding() {
-    if !can_profile() || !have("go", &["version"]) {
+    require_profiling();
+    if !have("go", &["version"]) {
         return;
     }
     let _turn = exclusive();
@@ -363,7 +366,8 @@ fn a_buffered_sharded_funnel_gives_no_lock_or_channel_finding() {
     ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
 )]
 fn a_go_program_started_by_a_shell_is_probed_as_it_starts() {
-    if !can_profile() || !have("go", &["version"]) {
+    require_profiling();
+    if !have("go", &["version"]) {
         return;
     }
     let _turn = exclusive();
@@ -380,7 +384,8 @@ fn a_go_program_started_by_a_shell_is_probed_as_it_starts() {
     ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
 )]
 fn a_stripped_go_program_is_probed_and_named_from_its_function_table() {
-    if !can_profile() || !have("go", &["version"]) {
+    require_profiling();
+    if !have("go", &["version"]) {
         return;
     }
     let _turn = exclusive();
@@ -403,7 +408,8 @@ fn a_stripped_go_program_is_probed_and_named_from_its_function_table() {
     ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
 )]
 fn a_synchronized_java_method_is_named_by_its_class_not_by_the_jvm_s_threads() {
-    if !can_profile() || !have("javac", &["-version"]) {
+    require_profiling();
+    if !have("javac", &["-version"]) {
         return;
     }
     let _turn = exclusive();
@@ -430,7 +436,8 @@ fn a_synchronized_java_method_is_named_by_its_class_not_by_the_jvm_s_threads() {
     ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
 )]
 fn a_reentrant_lock_s_park_is_named_by_the_java_method_that_locks() {
-    if !can_profile() || !have("javac", &["-version"]) {
+    require_profiling();
+    if !have("javac", &["-version"]) {
         return;
     }
     let _turn = exclusive();
@@ -452,7 +459,8 @@ fn a_reentrant_lock_s_park_is_named_by_the_java_method_that_locks() {
     ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
 )]
 fn a_longadder_gives_no_lock_finding() {
-    if !can_profile() || !have("javac", &["-version"]) {
+    require_profiling();
+    if !have("javac", &["-version"]) {
         return;
     }
     let _turn = exclusive();
@@ -473,7 +481,8 @@ fn a_longadder_gives_no_lock_finding() {
     ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
 )]
 fn python_threads_wait_for_the_gil_and_processes_do_not() {
-    if !can_profile() || !have("python3", &["--version"]) {
+    require_profiling();
+    if !have("python3", &["--version"]) {
         return;
     }
     let _turn = exclusive();

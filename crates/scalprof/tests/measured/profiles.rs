@@ -3,17 +3,13 @@
 //! runs in a browser, and `layout` reads the binaries' data. Apart from `corpus.rs`, which
 //! measures scaling, so that these do not compete with its measurements.
 
-// Tests build, run and open what they made themselves: the action checks are for the product.
-#![allow(clippy::disallowed_methods)]
-
 use std::path::{Path, PathBuf};
 use std::process::Command as StdCommand;
 
 use assert_cmd::Command;
 
-mod common;
-use common::corpus::{can_profile, corpus, folded, run_corpus};
-use common::{exclusive, scalprof};
+use crate::common::corpus::{corpus, folded, require_profiling, run_corpus};
+use crate::common::{exclusive, scalprof};
 
 /// `go`, where Go is installed (on PATH or in its default place).
 fn go_tool() -> Option<PathBuf> {
@@ -114,9 +110,7 @@ fn export_reads_back(db: &Path, dir: &Path) {
 #[test]
 #[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn mmap_churn_profiles_name_the_munmap_and_fault_paths() {
-    if !can_profile() {
-        return;
-    }
+    require_profiling();
     let _turn = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.db");
@@ -307,9 +301,7 @@ fn mmap_churn_profiles_name_the_munmap_and_fault_paths() {
 #[test]
 #[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn clean_program_stacks_reach_the_thread_function_and_raise_no_finding() {
-    if !can_profile() {
-        return;
-    }
+    require_profiling();
     let _turn = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.db");
@@ -350,9 +342,7 @@ fn clean_program_stacks_reach_the_thread_function_and_raise_no_finding() {
 #[test]
 #[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn jit_code_is_named_from_the_perf_map_and_unwound_by_frame_pointer() {
-    if !can_profile() {
-        return;
-    }
+    require_profiling();
     let _turn = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.db");
@@ -401,9 +391,7 @@ fn remove_perf_maps(marker: &str) {
 #[test]
 #[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn node_worker_threads_name_the_hot_js_function_and_reach_the_thread_root() {
-    if !can_profile() {
-        return;
-    }
+    require_profiling();
     let node = StdCommand::new("node")
         .arg("--version")
         .output()
@@ -470,9 +458,7 @@ fn node_worker_threads_name_the_hot_js_function_and_reach_the_thread_root() {
 #[test]
 #[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn profiles_follow_forked_children() {
-    if !can_profile() {
-        return;
-    }
+    require_profiling();
     let _turn = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.db");
@@ -525,9 +511,7 @@ fn chromium() -> Option<&'static str> {
 #[test]
 #[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn the_html_report_loads_in_chromium_with_plot_and_flame_graphs() {
-    if !can_profile() {
-        return;
-    }
+    require_profiling();
     let Some(browser) = chromium() else { return };
     let _turn = exclusive();
     let dir = tempfile::tempdir().unwrap();

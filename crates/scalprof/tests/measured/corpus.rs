@@ -1,10 +1,7 @@
 //! Diagnoses of the pathology corpus: each program swept at 1 and 2 threads and the
-//! cause it must be given. Kept in a test binary of its own so that no other test
-//! competes for the CPUs while it measures scaling. Most pathologies are a row of the
+//! cause it must be given. Each takes its turn with the other measuring tests so that
+//! none competes for the CPUs while it measures scaling. Most pathologies are a row of the
 //! table below ([`Case`]); the rest need a look of their own.
-
-// Tests build, run and open what they made themselves: the action checks are for the product.
-#![allow(clippy::disallowed_methods)]
 
 use std::path::Path;
 use std::process::Command as StdCommand;
@@ -15,13 +12,12 @@ use scalprof_model::{
     FindingDetails, FindingKind, RunDocument, RunStatus, ThroughputSource, WarningKind,
 };
 
-mod common;
-use common::corpus::{
+use crate::common::corpus::{
     can_profile, cause_share, corpus, diagnose, efficiency_at, folded, is_tool_frame, json,
-    last_budget, last_point, lock_rows, read_run, sweep_corpus, top_cause_and_residual, Case,
-    Within,
+    last_budget, last_point, lock_rows, read_run, require_profiling, sweep_corpus,
+    top_cause_and_residual, Case, Within,
 };
-use common::{exclusive, scalprof};
+use crate::common::{exclusive, scalprof};
 
 /// A test per row: the case is swept and checked by [`diagnose`], then `then` looks further
 /// at the run (its document and store) where a row cannot say it.
@@ -32,9 +28,8 @@ macro_rules! diagnosis {
         #[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
         fn $name() {
             #[allow(unused_variables)]
-            if let Some(run) = diagnose(&$case) {
-                $( let then: fn(&common::corpus::Diagnosed) = $then; then(&run); )?
-            }
+            let run = diagnose(&$case);
+            $( let then: fn(&crate::common::corpus::Diagnosed) = $then; then(&run); )?
         }
     };
 }
@@ -150,10 +145,8 @@ fn no_finding_names_lock_code(doc: &RunDocument) {
 #[test]
 #[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn a_rust_std_mutex_is_named_by_its_static_and_the_function_that_locks_it() {
-    if !have_rust_program("rust_mutex") {
-        return;
-    }
-    let Some(run) = diagnose(&Case {
+    require_rust_program("rust_mutex");
+    let run = diagnose(&Case {
         first: true,
         ..Case::new(
             "rust_mutex",
@@ -163,9 +156,7 @@ fn a_rust_std_mutex_is_named_by_its_static_and_the_function_that_locks_it() {
                 "rust_mutex::ROUTES",
             ),
         )
-    }) else {
-        return;
-    };
+    });
     let lock = run.lock();
     assert_eq!(
         lock.callers[0].function,
@@ -227,17 +218,13 @@ fn a_rust_std_mutex_is_named_by_its_static_and_the_function_that_locks_it() {
     );
 }
 
-/// Whether the corpus has the Rust program `name` (rustc built it); in CI it must.
-fn have_rust_program(name: &str) -> bool {
-    if corpus().join(name).exists() {
-        return true;
-    }
+/// Asserts that the corpus has the Rust program `name`: its build makes it with rustc, which
+/// comes with the toolchain that builds these tests.
+fn require_rust_program(name: &str) {
     assert!(
-        std::env::var_os("CI").is_none(),
-        "CI must build {name}: rustc comes with the Rust toolchain that builds scalprof"
+        corpus().join(name).exists(),
+        "the corpus build made no {name}: is rustc on the PATH?"
     );
-    eprintln!("skipped: rustc is not installed, so the corpus has no {name}");
-    false
 }
 
 /// Producers hand every result to one collector over a bounded `std::sync::mpsc` channel
@@ -249,9 +236,8 @@ fn have_rust_program(name: &str) -> bool {
 #[test]
 #[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn a_rust_channel_funnel_is_named_by_its_ends_and_its_twin_has_no_finding() {
-    if !can_profile() || !have_rust_program("rust_funnel") {
-        return;
-    }
+    require_profiling();
+    require_rust_program("rust_funnel");
     let _turn = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.db");
@@ -735,9 +721,7 @@ fn client_wait(rows: &[LockRow]) -> &LockRow {
 #[test]
 #[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn an_attached_server_s_lock_is_named_with_its_caller_and_process() {
-    if !can_profile() {
-        return;
-    }
+    require_profiling();
     let _turn = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.db");
@@ -851,9 +835,7 @@ fn an_attached_server_s_lock_is_named_with_its_caller_and_process() {
 #[test]
 #[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn a_forking_server_s_workers_disk_waits_are_recorded_at_every_point() {
-    if !can_profile() {
-        return;
-    }
+    require_profiling();
     let _turn = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let doc = client_sweep(&dir.path().join("runs.db"), "sync_server", 2, Some("0.25"));
@@ -894,9 +876,7 @@ fn a_forking_server_s_workers_disk_waits_are_recorded_at_every_point() {
 #[test]
 #[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn a_saturated_event_loop_in_an_attached_server_is_the_cause() {
-    if !can_profile() {
-        return;
-    }
+    require_profiling();
     let _turn = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let doc = client_sweep(&dir.path().join("runs.db"), "loop_server", 2, Some("0.25"));
@@ -986,9 +966,7 @@ fn exponent(doc: &RunDocument, function: &str) -> f64 {
 #[test]
 #[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn the_quadratic_flow_expiry_loop_is_named_and_its_fix_is_linear() {
-    if !can_profile() {
-        return;
-    }
+    require_profiling();
     let _turn = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.db");
@@ -1031,9 +1009,7 @@ fn the_quadratic_flow_expiry_loop_is_named_and_its_fix_is_linear() {
 #[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn a_syscall_heavy_program_that_scales_gets_no_finding_and_is_measured_clean() {
     let _turn = exclusive();
-    if !can_profile() {
-        return;
-    }
+    require_profiling();
     let dir = tempfile::tempdir().unwrap();
     let doc = sweep_corpus(
         &dir.path().join("runs.db"),
@@ -1095,9 +1071,7 @@ fn a_syscall_heavy_program_that_scales_gets_no_finding_and_is_measured_clean() {
 #[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn the_tracers_own_frames_are_overhead_never_what_grew() {
     let _turn = exclusive();
-    if !can_profile() {
-        return;
-    }
+    require_profiling();
     let dir = tempfile::tempdir().unwrap();
     // dup/close contends the fd table's spinlock millions of times a second: every
     // contention runs the lock tracer's programs, and the sampler catches them.
@@ -1145,9 +1119,7 @@ fn the_tracers_own_frames_are_overhead_never_what_grew() {
 #[test]
 #[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn more_threads_than_cpus_is_a_wait_for_a_cpu_and_nothing_else() {
-    if !can_profile() {
-        return;
-    }
+    require_profiling();
     let _turn = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.db");
@@ -1204,9 +1176,7 @@ fn more_threads_than_cpus_is_a_wait_for_a_cpu_and_nothing_else() {
 #[test]
 #[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn a_process_spinning_beside_the_sweep_is_named_and_never_the_program_s_cause() {
-    if !can_profile() {
-        return;
-    }
+    require_profiling();
     let _turn = exclusive();
     let dir = tempfile::tempdir().unwrap();
     // A process outside the workload busy on one CPU for the whole sweep.
@@ -1260,9 +1230,7 @@ fn a_process_spinning_beside_the_sweep_is_named_and_never_the_program_s_cause() 
 #[test]
 #[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn a_contended_lock_off_the_workers_path_is_no_finding() {
-    if !can_profile() {
-        return;
-    }
+    require_profiling();
     let _turn = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let doc = sweep_corpus(

@@ -4,32 +4,15 @@
 //! 65534 (nobody), whose files root makes with chown. Each test reproduces its defect
 //! first, and was seen failing before the fix.
 
-// Tests build, run and open what they made themselves: the action checks are for the product.
-#![allow(clippy::disallowed_methods)]
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command as StdCommand;
 
-mod common;
-use common::cli::{scalprof_process, show_json, stderr_of, store_with_a_run, QUICK_RUN};
-use common::scalprof;
+use crate::common::cli::{scalprof_process, show_json, stderr_of, store_with_a_run, QUICK_RUN};
+use crate::common::require_root;
+use crate::common::scalprof;
 
 const NOBODY: u32 = 65534;
-
-/// Tests that plant another user's files need root; outside CI they may skip, and say so.
-fn need_root(test: &str) -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{test}: CI runs as root; this test needs it"
-    );
-    eprintln!("{test}: skipped, needs root to plant another user's files (chown)");
-    false
-}
 
 fn mode(path: &Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
@@ -66,10 +49,9 @@ mod planted_paths {
     /// another user's link; a link in a folder of the path made root replace its own
     /// 0600 file, in a folder the other user chose.
     #[test]
+    #[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
     fn an_output_is_never_written_through_a_link_in_one_of_its_folders() {
-        if !need_root("an_output_is_never_written_through_a_link_in_one_of_its_folders") {
-            return;
-        }
+        require_root("an_output_is_never_written_through_a_link_in_one_of_its_folders");
         let tmp = tempfile::tempdir().unwrap();
         let db = store_with_a_run(tmp.path());
         let victim_dir = tmp.path().join("victimdir");
@@ -135,10 +117,9 @@ mod planted_paths {
     /// a folder another user owns (their TMPDIR) moved root's corpus build into a root
     /// folder of their choice, where root wrote 25 programs.
     #[test]
+    #[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
     fn a_link_in_another_users_tmpdir_does_not_move_the_corpus_build() {
-        if !need_root("a_link_in_another_users_tmpdir_does_not_move_the_corpus_build") {
-            return;
-        }
+        require_root("a_link_in_another_users_tmpdir_does_not_move_the_corpus_build");
         let tmp = tempfile::tempdir().unwrap();
         let victim = tmp.path().join("victimroot");
         std::fs::create_dir(&victim).unwrap();
@@ -186,10 +167,9 @@ mod planted_paths {
     /// Defect 20: a refused `sudo -E scalprof demo` (HOME is another user's) left a
     /// root-owned ~/.cache/scalprof in their home, which then broke their own runs.
     #[test]
+    #[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
     fn a_refused_home_is_left_as_it_was() {
-        if !need_root("a_refused_home_is_left_as_it_was") {
-            return;
-        }
+        require_root("a_refused_home_is_left_as_it_was");
         let tmp = tempfile::tempdir().unwrap();
         let home = nobodys_folder(&tmp.path().join("home"));
         let out = bare_scalprof(&[("HOME", &home)])
@@ -321,7 +301,7 @@ mod interruptions {
     /// the paused repeat is dropped, said, and measured again.
     #[test]
     fn a_suspended_scalprof_does_not_count_the_pause_as_wall_time() {
-        let _turn = common::exclusive();
+        let _turn = crate::common::exclusive();
         let tmp = tempfile::tempdir().unwrap();
         let db = tmp.path().join("runs.db");
         let child = scalprof_process(&db)
@@ -404,7 +384,7 @@ mod limits {
     /// file never holds more than the limit, even while the workload writes.
     #[test]
     fn a_big_writer_is_cut_while_it_writes() {
-        let _turn = common::exclusive();
+        let _turn = crate::common::exclusive();
         let tmp = tempfile::tempdir().unwrap();
         let db = tmp.path().join("runs.db");
         // All output is kept only on request; by default only the ops lines are.
@@ -451,10 +431,9 @@ mod limits {
     /// Defect 21 too: when the output cannot be written (a full disk), that is said, not
     /// "exited with status 1 (nothing on stderr)" (the workload's own writes failed).
     #[test]
+    #[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
     fn a_full_disk_under_the_output_is_said_as_such() {
-        if !need_root("a_full_disk_under_the_output_is_said_as_such") {
-            return;
-        }
+        require_root("a_full_disk_under_the_output_is_said_as_such");
         let tmp = tempfile::tempdir().unwrap();
         let fs = Tmpfs::mount(&tmp.path().join("tfs"), 20);
         // Kept output (by default only the ops lines are written).
@@ -589,5 +568,4 @@ mod limits {
 
 /// The fourth review's defects: what a teammate wrote to a shared store, or another user
 /// planted in a shared place, is data, never code.
-#[path = "attacks/teammates.rs"]
 mod teammates;

@@ -2,16 +2,12 @@
 //! with a quota (in the host record; throttling as a cause), and inside a `cpuset` group
 //! of one CPU.
 
-// Tests build, run and open what they made themselves: the action checks are for the product.
-#![allow(clippy::disallowed_methods)]
-
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
-mod common;
-use common::cli::{scalprof_process, stderr_of};
-use common::corpus::{can_profile, corpus, read_json};
-use common::exclusive;
+use crate::common::cli::{scalprof_process, stderr_of};
+use crate::common::corpus::{corpus, read_json, require_profiling};
+use crate::common::exclusive;
 
 /// A cgroup of a v1 hierarchy, removed when dropped.
 struct CpuGroup(PathBuf);
@@ -181,9 +177,7 @@ fn warning_kinds(doc: &serde_json::Value) -> Vec<String> {
     ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
 )]
 fn a_one_cpu_quota_is_the_top_cause_of_a_program_that_scales() {
-    if !can_profile() {
-        return;
-    }
+    require_profiling();
     let _guard = exclusive();
     let name = format!("scalprof-quota-test-{}", std::process::id());
     let Some(group) = CpuGroup::make(&name, 100_000) else {
@@ -287,9 +281,7 @@ fn a_one_cpu_set_leaves_one_usable_cpu_and_the_default_sweep_stops_there() {
         "{text}"
     );
     // Past it: the warning names the CPU set, and no quota is blamed.
-    if !can_profile() {
-        return;
-    }
+    require_profiling();
     let json = dir.path().join("run.json");
     let text = sweep_clean(dir.path(), &group, &json);
     let doc = read_json(&json);

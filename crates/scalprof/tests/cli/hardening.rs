@@ -3,42 +3,20 @@
 //! Each test reproduces one defect found by hand; "another user" is uid 65534 (nobody),
 //! whose files root makes with chown.
 
-// Tests build, run and open what they made themselves: the action checks are for the product.
-#![allow(clippy::disallowed_methods)]
-
 use std::path::Path;
 use std::process::{Command as StdCommand, Stdio};
 use std::time::{Duration, Instant};
 
-mod common;
-use common::cli::{scalprof_process, show_json, stderr_of, store_with_a_run, QUICK_RUN};
-use common::scalprof;
+use crate::common::cli::{scalprof_process, show_json, stderr_of, store_with_a_run, QUICK_RUN};
+use crate::common::require_root;
+use crate::common::scalprof;
 
 const NOBODY: u32 = 65534;
 
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// Tests that chown files to another user need root; outside CI they may skip, and say so.
-fn need_root(test: &str) -> bool {
-    if is_root() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{test}: CI runs as root; this test needs it"
-    );
-    eprintln!("{test}: skipped, needs root to plant another user's files (chown)");
-    false
-}
-
 #[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn another_users_build_directory_is_refused_not_run() {
-    if !need_root("another_users_build_directory_is_refused_not_run") {
-        return;
-    }
+    require_root("another_users_build_directory_is_refused_not_run");
     // With HOME and XDG_CACHE_HOME unset the corpus is built under $TMPDIR/scalprof-UID;
     // another user made that directory first and planted a "program" there.
     let tmp = tempfile::tempdir().unwrap();
@@ -84,11 +62,10 @@ fn another_users_build_directory_is_refused_not_run() {
 }
 
 #[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn the_suite_never_writes_through_a_planted_link() {
-    if !need_root("the_suite_never_writes_through_a_planted_link") {
-        return;
-    }
-    let _turn = common::exclusive();
+    require_root("the_suite_never_writes_through_a_planted_link");
+    let _turn = crate::common::exclusive();
     let tmp = tempfile::tempdir().unwrap();
     let victim = tmp.path().join("victim");
     std::fs::write(&victim, "root's secret").unwrap();
@@ -132,7 +109,7 @@ fn the_suite_never_writes_through_a_planted_link() {
 
 #[test]
 fn timeout_and_sigterm_reach_a_workload_that_left_the_process_group() {
-    let _turn = common::exclusive();
+    let _turn = crate::common::exclusive();
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("runs.db");
     // Parent and child both leave scalprof's process group; both sleep.
@@ -200,7 +177,7 @@ fn timeout_and_sigterm_reach_a_workload_that_left_the_process_group() {
 /// kills the processes that carry its token, grandchildren that left the group included.
 #[test]
 fn a_sigkilled_scalprof_leaves_nothing_of_its_workload_running() {
-    let _turn = common::exclusive();
+    let _turn = crate::common::exclusive();
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("runs.db");
     // A grandchild in a process group and session of its own, detached from the tree.
@@ -389,11 +366,10 @@ int main(int argc, char **argv) {
 /// scalprof's own store cannot grow, it stops with an error that names the limit. Never
 /// with the workload killed.
 #[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn a_file_size_limit_never_kills_the_workload_for_its_hold_records() {
     // The traced repeats trace locks with BPF: root.
-    if !need_root("a_file_size_limit_never_kills_the_workload_for_its_hold_records") {
-        return;
-    }
+    require_root("a_file_size_limit_never_kills_the_workload_for_its_hold_records");
     let tmp = tempfile::tempdir().unwrap();
     let src = tmp.path().join("lockloop.c");
     std::fs::write(&src, LOCKLOOP).unwrap();
@@ -469,10 +445,9 @@ fn a_file_size_limit_never_kills_the_workload_for_its_hold_records() {
 /// through another user's link or into another user's file in a shared folder; a FIFO no
 /// one reads is refused at once. The user's own links and pipes still work.
 #[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn an_output_file_is_never_written_through_another_users_link() {
-    if !need_root("an_output_file_is_never_written_through_another_users_link") {
-        return;
-    }
+    require_root("an_output_file_is_never_written_through_another_users_link");
     let tmp = tempfile::tempdir().unwrap();
     let db = store_with_a_run(tmp.path());
     let victim = tmp.path().join("victim");
@@ -550,7 +525,7 @@ fn a_jit_map_planted_by_another_user_is_neither_read_nor_waited_on() {
     // The FIFO case needs no second user: a FIFO at perf-PID.map would block a plain read.
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("runs.db");
-    let _turn = common::exclusive();
+    let _turn = crate::common::exclusive();
     // A JIT (generated code in an anonymous executable mapping, named only by a perf map)
     // whose map's name holds a FIFO: symbolizing its samples must not open and block on it.
     let script = "import ctypes, mmap, os\n\
@@ -696,11 +671,10 @@ fn a_label_or_argument_cannot_forge_summary_lines() {
 }
 
 #[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn folded_stacks_reach_a_terminal_escaped() {
-    if !need_root("folded_stacks_reach_a_terminal_escaped") {
-        return;
-    }
-    let _turn = common::exclusive();
+    require_root("folded_stacks_reach_a_terminal_escaped");
+    let _turn = crate::common::exclusive();
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("runs.db");
     let bin = binary_with_symbol(
@@ -750,10 +724,8 @@ fn folded_stacks_reach_a_terminal_escaped() {
 }
 
 /// Runs scalprof as nobody (setpriv), in a folder nobody may write.
-fn as_nobody(args: &[&str]) -> Option<std::process::Output> {
-    if !need_root("as_nobody") {
-        return None;
-    }
+fn as_nobody(args: &[&str]) -> std::process::Output {
+    require_root("as_nobody");
     let dir = tempfile::tempdir().unwrap().keep();
     std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let out = StdCommand::new("setpriv")
@@ -765,15 +737,13 @@ fn as_nobody(args: &[&str]) -> Option<std::process::Output> {
         .output()
         .unwrap();
     let _ = std::fs::remove_dir_all(&dir);
-    Some(out)
+    out
 }
 
 #[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn unprivileged_locks_and_attach_fail_before_running_and_say_why() {
-    let Some(out) = as_nobody(&["locks", "--", "sh", "-c", "touch /tmp/scalprof-ran-anyway"])
-    else {
-        return;
-    };
+    let out = as_nobody(&["locks", "--", "sh", "-c", "touch /tmp/scalprof-ran-anyway"]);
     let err = stderr_of(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("needs root"), "{err}");
@@ -791,8 +761,7 @@ fn unprivileged_locks_and_attach_fail_before_running_and_say_why() {
             "sleep",
             "--",
             "true",
-        ])
-        .unwrap();
+        ]);
         let mut sleeper = sleeper;
         let _ = sleeper.kill();
         let _ = sleeper.wait();

@@ -1,16 +1,12 @@
 //! `scalprof verify` on the corpus: causes lengthened by known delays, and the verdicts
 //! the throughput's answer gives (root needed for BPF; CI runs as root).
 
-// Tests build, run and open what they made themselves: the action checks are for the product.
-#![allow(clippy::disallowed_methods)]
-
 use std::path::Path;
 
 use scalprof_model::experiment::{Experiment, Verdict};
 
-mod common;
-use common::corpus::{can_profile, corpus, json, read_run, sweep_corpus};
-use common::{exclusive, scalprof};
+use crate::common::corpus::{corpus, json, read_run, require_profiling, sweep_corpus};
+use crate::common::{exclusive, scalprof};
 
 /// `scalprof verify RUN ARGS… --json`: the experiments.
 fn verify(db: &Path, args: &[&str]) -> Vec<Experiment> {
@@ -33,9 +29,7 @@ fn verify(db: &Path, args: &[&str]) -> Vec<Experiment> {
     ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
 )]
 fn a_lock_held_across_fdatasync_is_on_the_critical_path() {
-    if !can_profile() {
-        return;
-    }
+    require_profiling();
     let _turn = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.db");
@@ -117,9 +111,7 @@ fn a_lock_held_across_fdatasync_is_on_the_critical_path() {
     ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
 )]
 fn a_lock_contended_off_the_workers_path_is_not_on_the_critical_path() {
-    if !can_profile() {
-        return;
-    }
+    require_profiling();
     let _turn = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.db");
@@ -163,9 +155,7 @@ fn a_lock_contended_off_the_workers_path_is_not_on_the_critical_path() {
     ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
 )]
 fn a_global_mutex_every_lookup_takes_is_on_the_critical_path() {
-    if !can_profile() {
-        return;
-    }
+    require_profiling();
     let _turn = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.db");
@@ -196,9 +186,7 @@ fn a_global_mutex_every_lookup_takes_is_on_the_critical_path() {
     ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
 )]
 fn a_rare_long_holder_s_lock_is_on_the_critical_path_on_busy_cpus() {
-    if !can_profile() {
-        return;
-    }
+    require_profiling();
     let _turn = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.db");

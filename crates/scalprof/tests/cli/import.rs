@@ -1,8 +1,5 @@
 //! `scalprof import` on files recorded by Linux perf on this machine.
 
-// Tests build, run and open what they made themselves: the action checks are for the product.
-#![allow(clippy::disallowed_methods)]
-
 use std::path::Path;
 use std::process::Command as StdCommand;
 

@@ -3,34 +3,13 @@
 //! memory cap; a hostile file costs its own symbols, never the run; and what inflates
 //! (compressed sections, compressed perf.data records) is measured before it is believed.
 
-// Tests build, run and open what they made themselves: the action checks are for the product.
-#![allow(clippy::disallowed_methods)]
-
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-mod common;
-use common::scalprof;
-
-fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// Tests of the change of user need root; outside CI they may skip, and say so.
-fn need_root(test: &str) -> bool {
-    if is_root() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{test}: CI runs as root; this test needs it"
-    );
-    eprintln!("{test}: skipped, needs root to check the change of user");
-    false
-}
+use crate::common::require_root;
+use crate::common::scalprof;
 
 fn scalprof_bin() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_BIN_EXE_scalprof"))
@@ -117,10 +96,9 @@ fn with_bomb(bin: &Path) -> std::path::PathBuf {
 }
 
 #[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn a_decompression_bomb_in_debug_info_costs_only_its_dwarf() {
-    if !common::corpus::can_profile() {
-        return;
-    }
+    crate::common::corpus::require_profiling();
     let dir = tempfile::tempdir().unwrap();
     let bomb = with_bomb(&spin(dir.path()));
     let json = dir.path().join("run.json");
@@ -147,14 +125,14 @@ fn a_decompression_bomb_in_debug_info_costs_only_its_dwarf() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let doc = common::corpus::read_json(&json);
+    let doc = crate::common::corpus::read_json(&json);
     assert_eq!(doc["status"], "complete", "{stdout}");
     // The warning names the file and why its DWARF was not read; its symbols still are.
     assert!(
         stdout.contains("spin_zbomb: its DWARF: its compressed section .debug_str would inflate"),
         "{stdout}"
     );
-    let folded = common::corpus::folded(&dir.path().join("runs.db"), 1);
+    let folded = crate::common::corpus::folded(&dir.path().join("runs.db"), 1);
     assert!(
         folded.iter().any(|(stack, _)| stack.ends_with(";main")),
         "the symbol table still names the function: {folded:?}"
@@ -162,10 +140,9 @@ fn a_decompression_bomb_in_debug_info_costs_only_its_dwarf() {
 }
 
 #[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn a_parser_runs_as_nobody_without_privileges_under_a_memory_cap() {
-    if !need_root("a_parser_runs_as_nobody_without_privileges_under_a_memory_cap") {
-        return;
-    }
+    require_root("a_parser_runs_as_nobody_without_privileges_under_a_memory_cap");
     // A root-only file: root opens it and hands the descriptor over; the child, as
     // nobody, could not open it itself.
     let dir = tempfile::tempdir().unwrap();
@@ -360,10 +337,9 @@ fn sample_id(pid: u32, t: u64) -> Vec<u8> {
 }
 
 #[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
 fn a_jit_map_is_trusted_as_the_perf_data_owners_not_a_live_pids() {
-    if !need_root("a_jit_map_is_trusted_as_the_perf_data_owners_not_a_live_pids") {
-        return;
-    }
+    require_root("a_jit_map_is_trusted_as_the_perf_data_owners_not_a_live_pids");
     // Another user runs a process and writes a perf map for its PID, naming code that
     // root's perf.data samples at that PID.
     let sleeper = Command::new("sleep")

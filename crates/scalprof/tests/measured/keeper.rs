@@ -3,14 +3,10 @@
 //! turn it against their processes or root's. Its unit tests cover what it kills; these
 //! cover how scalprof starts it.
 
-// Tests build, run and open what they made themselves: the action checks are for the product.
-#![allow(clippy::disallowed_methods)]
-
 use std::process::{Command as StdCommand, Stdio};
 use std::time::{Duration, Instant};
 
-mod common;
-use common::cli::{scalprof_process, QUICK_RUN};
+use crate::common::cli::{scalprof_process, QUICK_RUN};
 
 /// Every process's command line, as any user reads it.
 fn command_lines() -> Vec<(String, Vec<u8>)> {
@@ -33,7 +29,7 @@ fn command_lines() -> Vec<(String, Vec<u8>)> {
     ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
 )]
 fn the_keepers_token_is_in_no_command_line() {
-    let _turn = common::exclusive();
+    let _turn = crate::common::exclusive();
     let tmp = tempfile::tempdir().unwrap();
     let seen = tmp.path().join("token");
     // The workload writes down the token it carries, then waits while we look.
@@ -130,20 +126,15 @@ fn workload_cgroups() -> Vec<std::path::PathBuf> {
 }
 
 /// Whether scalprof can make its workload cgroup here: probed the way scalprof does it.
-fn cgroup_capable() -> bool {
+fn require_cgroups() {
     // A name per call: the tests of this file probe at the same time.
     static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let probe = scalprof_collect::cgroup::path_for(&format!("probe{}-{call}", std::process::id()));
-    if probe.is_some_and(|d| std::fs::create_dir(&d).is_ok() && std::fs::remove_dir(&d).is_ok()) {
-        return true;
-    }
     assert!(
-        std::env::var_os("CI").is_none(),
-        "CI runs as root with a cgroup hierarchy; this test needs both"
+        probe.is_some_and(|d| std::fs::create_dir(&d).is_ok() && std::fs::remove_dir(&d).is_ok()),
+        "this test needs root and a writable cgroup hierarchy; as another user, cargo test lists it as ignored unless CI is set"
     );
-    eprintln!("skipped: needs root and a writable cgroup hierarchy");
-    false
 }
 
 #[test]
@@ -152,10 +143,8 @@ fn cgroup_capable() -> bool {
     ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
 )]
 fn a_daemon_that_clears_its_environment_does_not_outlive_its_repeat() {
-    if !cgroup_capable() {
-        return;
-    }
-    let _turn = common::exclusive();
+    require_cgroups();
+    let _turn = crate::common::exclusive();
     let before = workload_cgroups();
     let tmp = tempfile::tempdir().unwrap();
     let tag = format!("{}.{}", 300 + std::process::id() % 600, std::process::id());
@@ -187,10 +176,8 @@ fn a_daemon_that_clears_its_environment_does_not_outlive_its_repeat() {
     ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
 )]
 fn a_process_that_keeps_forking_does_not_outlive_a_killed_scalprof() {
-    if !cgroup_capable() {
-        return;
-    }
-    let _turn = common::exclusive();
+    require_cgroups();
+    let _turn = crate::common::exclusive();
     let tmp = tempfile::tempdir().unwrap();
     // Forks, and the parent exits, every few milliseconds, its environment cleared:
     // neither the token nor a process tree keeps up with it.

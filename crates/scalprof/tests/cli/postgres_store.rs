@@ -2,19 +2,15 @@
 //! SCALPROF_DB), against a private server the test starts (see the store's test_server).
 //! The workload is a trivial one, run once.
 
-// Tests build, run and open what they made themselves: the action checks are for the product.
-#![allow(clippy::disallowed_methods)]
-
 use std::path::Path;
 
 use predicates::str::contains;
 use serde_json::Value;
 
-mod common;
-use common::cli::{quick_run, show_json, stderr_of};
-use common::{check_shape, scalprof};
+use crate::common::cli::{quick_run, show_json, stderr_of};
+use crate::common::{check_shape, scalprof};
 
-#[path = "../../scalprof-store/src/test_server.rs"]
+#[path = "../../../scalprof-store/src/test_server.rs"]
 mod test_server;
 
 #[test]
@@ -74,7 +70,7 @@ fn every_store_command_works_on_postgres_with_the_same_run_document() {
     // The run document keeps its contract, and says what an SQLite store's says of the
     // same run (its optional parts, such as interference, depend on the machine's noise).
     let contract: Value =
-        serde_json::from_str(include_str!("contract/run-document.shape.json")).unwrap();
+        serde_json::from_str(include_str!("../contract/run-document.shape.json")).unwrap();
     check_shape(&show_json(db, "2"), &contract, "$");
     let doc = show_json(db, "1");
     let lite_dir = tempfile::tempdir().unwrap();
@@ -218,7 +214,7 @@ fn the_password_reaches_neither_the_command_line_nor_the_workload() {
         if let Some(url) = db_arg {
             c.arg("--db").arg(url);
         }
-        c.args(common::cli::QUICK_RUN)
+        c.args(crate::common::cli::QUICK_RUN)
             .args(["sh", "-c", script])
             .env_remove("SCALPROF_DB")
             .env_remove("PGPASSWORD")

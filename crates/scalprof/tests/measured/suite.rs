@@ -2,30 +2,12 @@
 //! give (issue 14): mmap_lock, i_rwsem and the file's record lock are named; the tests that
 //! scale get no cause of 0.10 or more.
 
-// Tests build, run and open what they made themselves: the action checks are for the product.
-#![allow(clippy::disallowed_methods)]
-
 use std::path::Path;
 
 use serde_json::Value;
 
-mod common;
-use common::{exclusive, scalprof};
-
-/// Profiling and lock tracing need root (or perf_event_paranoid ≤ 1 and CAP_BPF); in CI
-/// they must work, elsewhere the test is skipped and says why.
-fn privileged() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI must run as root: the suite's diagnoses need BPF and perf events"
-    );
-    eprintln!("skipped: the suite's diagnoses need root (BPF lock tracing)");
-    false
-}
+use crate::common::require_root;
+use crate::common::{exclusive, scalprof};
 
 fn test<'a>(doc: &'a Value, name: &str, mode: &str) -> &'a Value {
     doc["tests"]
@@ -42,9 +24,7 @@ fn test<'a>(doc: &'a Value, name: &str, mode: &str) -> &'a Value {
     ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
 )]
 fn the_quick_suite_names_the_kernel_s_locks_and_clears_what_scales() {
-    if !privileged() {
-        return;
-    }
+    require_root("the suite's diagnoses (BPF lock tracing)");
     let _turn = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.db");
@@ -170,9 +150,7 @@ fn a_hung_test_is_recorded_as_timed_out_and_the_suite_goes_on() {
     ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
 )]
 fn two_suites_are_compared_test_by_test_and_a_suite_is_one_html_page() {
-    if !privileged() {
-        return;
-    }
+    require_root("the suite's diagnoses (BPF lock tracing)");
     let _turn = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.db");

@@ -3,14 +3,10 @@
 //! the change point at the fourth commit and name the lock; the gate must pass A/A and
 //! fail the regression, with a JUnit failure and a GitHub step summary that name it.
 
-// Tests build, run and open what they made themselves: the action checks are for the product.
-#![allow(clippy::disallowed_methods)]
-
 use std::path::Path;
 
-mod common;
-use common::corpus::{can_profile, corpus};
-use common::{exclusive, scalprof};
+use crate::common::corpus::{corpus, require_profiling};
+use crate::common::{exclusive, scalprof};
 
 fn commit(i: usize) -> String {
     format!("{:040x}", 0xabc0 + i)
@@ -61,9 +57,7 @@ fn gate(db: &Path, runs: [&str; 2], junit: &Path, summary: &Path) -> (Option<i32
     ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
 )]
 fn history_finds_the_commit_that_took_a_global_lock_and_the_gate_fails_it() {
-    if !can_profile() {
-        return;
-    }
+    require_profiling();
     let _guard = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.db");

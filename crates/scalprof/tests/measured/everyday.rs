@@ -2,17 +2,13 @@
 //! pruned, and a fixed-work tool's speedup is its wall time's, on a quiet and on a busy
 //! machine.
 
-// Tests build, run and open what they made themselves: the action checks are for the product.
-#![allow(clippy::disallowed_methods)]
-
 use std::path::Path;
 use std::process::{Child, Command as StdCommand, Stdio};
 
 use serde_json::Value;
 
-mod common;
-use common::cli::{quick_run, show_json, stderr_of};
-use common::{exclusive, scalprof};
+use crate::common::cli::{quick_run, show_json, stderr_of};
+use crate::common::{exclusive, scalprof};
 
 /// Bytes under `dir`, recursively.
 fn bytes_under(dir: &Path) -> u64 {
@@ -75,6 +71,7 @@ fn a_chatty_sweep_keeps_its_ops_lines_and_not_its_output() {
 
 #[test]
 fn runs_are_listed_as_json_and_deleted_with_their_outputs() {
+    let _turn = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.db");
     for _ in 0..4 {

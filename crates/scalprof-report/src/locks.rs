@@ -7,20 +7,11 @@ use scalprof_model::{Point, RunDocument, LISTED_SHARE};
 
 use crate::format::ns;
 
-/// A row's wait plus on-CPU time per operation, from its wait per operation.
-pub(crate) fn cost_per_op(r: &LockRow, wait_per_op: f64) -> f64 {
-    if r.total_wait_ns > 0 {
-        wait_per_op * (r.total_wait_ns + r.spin_ns.unwrap_or(0)) as f64 / r.total_wait_ns as f64
-    } else {
-        wait_per_op
-    }
-}
-
 /// A lock row's waits and on-CPU time as a share of its point's thread-time per operation
 /// (`None` when the point has no throughput).
 pub(crate) fn row_share(p: &scalprof_model::Point, r: &LockRow) -> Option<f64> {
     let t = p.thread_ns_per_op()?;
-    let with_cpu = cost_per_op(r, r.wait_ns_per_op?);
+    let with_cpu = r.cost_per_op()?;
     // Rows made from samples alone have no wait: keep them when they spun at all.
     if r.total_wait_ns == 0 && r.spin_ns.unwrap_or(0) > 0 {
         return None;
@@ -202,7 +193,7 @@ pub fn lock_growth(doc: &RunDocument) -> String {
                     .find(|x| x.scope == r.scope && x.name == r.name && x.lock_type == r.lock_type)
             });
             let per_op = match x {
-                Some(x) => x.wait_ns_per_op.map(|w| cost_per_op(x, w)),
+                Some(x) => x.cost_per_op(),
                 None => Some(0.0),
             };
             let share = p.budget.as_ref().map(|b| {

@@ -43,8 +43,7 @@ fn lock_series(points: &[Point], profiles: &[Option<&PointProfile>], work: &[f64
             }
             // Waits are on the traced clock (dilated back); the sampled on-CPU part is
             // already on the clean one (`sampled_to_ns` maps it to clean CPU per unit).
-            let ns = r.total_wait_ns as f64 / work[i] * dilation(p)
-                + r.spin_ns.unwrap_or(0) as f64 * scale[i].unwrap_or(dilation(p)) / work[i];
+            let ns = r.cost_per_op_over(work[i], dilation(p), scale[i].unwrap_or(dilation(p)));
             let k = series_of(&mut out, r, points.len());
             if k == spin_at_last.len() {
                 // A new series: no lock code of its own seen yet.

@@ -113,14 +113,7 @@ fn lock_waits(p: &Point) -> Vec<(String, f64)> {
                 && r.lock_type != LockKind::Idle
         })
         .filter(|r| r.is_lock() || r.lock_type.is_blocked_wait())
-        .filter_map(|r| {
-            let wait = r.wait_ns_per_op?;
-            let spin = match r.spin_ns {
-                Some(s) if r.total_wait_ns > 0 => s as f64 * wait / r.total_wait_ns as f64,
-                _ => 0.0,
-            };
-            Some((format!("{} {}", r.scope, r.name), wait + spin))
-        })
+        .filter_map(|r| Some((format!("{} {}", r.scope, r.name), r.cost_per_op()?)))
         .collect()
 }
 

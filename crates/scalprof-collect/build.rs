@@ -18,7 +18,12 @@ fn main() {
 /// sweep's traced repeats, for the hold times) write out and preload into the workload.
 fn build_interposer() {
     let src = "src/delay/interpose.c";
-    let parts = ["src/delay/holds.c", "src/delay/holds.h"];
+    let parts = [
+        "src/delay/holds.c",
+        "src/delay/copy.c",
+        "src/delay/holds.h",
+        "src/delay/copy.h",
+    ];
     println!("cargo:rerun-if-changed={src}");
     for part in parts {
         println!("cargo:rerun-if-changed={part}");
@@ -32,6 +37,7 @@ fn build_interposer() {
         .arg(&out)
         .arg(src)
         .arg(parts[0])
+        .arg(parts[1])
         .arg("-ldl")
         .status();
     match status {

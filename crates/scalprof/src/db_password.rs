@@ -1,4 +1,4 @@
-//! The team store's password kept out of sight (hardening review, row 3).
+//! The team store's password kept out of sight.
 //!
 //! A password in `--db postgres://user:secret@…` is in scalprof's command line, which every
 //! user of the machine reads (`ps`, /proc/PID/cmdline) for as long as scalprof runs. So

@@ -83,6 +83,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "copy.h"
 #include "holds.h"
 
 #define SLOTS 256	/* locks a thread may hold records of (a power of 2) */

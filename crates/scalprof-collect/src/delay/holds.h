@@ -1,4 +1,4 @@
-/* What interpose.c and holds.c share: the end of a hold, and which copy acts. */
+/* What holds.c gives interpose.c: whether holds are timed, and the end of a hold. */
 #pragma once
 
 #define HIDDEN __attribute__((visibility("hidden")))
@@ -12,5 +12,3 @@ HIDDEN extern __thread __attribute__((tls_model("initial-exec"))) unsigned holds
  * which stores the hold out of the critical section. */
 HIDDEN int hold_releasing(const volatile void *lock);
 HIDDEN void hold_released(void);
-/* Whether this copy of the interposer is the one the program's calls reach (interpose.c). */
-HIDDEN int first_copy(void);

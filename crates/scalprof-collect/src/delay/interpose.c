@@ -48,6 +48,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "copy.h"
 #include "holds.h"
 
 static uintptr_t target; /* 0 until this process is the one and the lock is known (no lock is at 0) */
@@ -152,18 +153,6 @@ static int is_the_executable(const char *want)
 		return 0;
 	unsigned long long ino = strtoull(end + 1, &end, 10);
 	return *end == '\0' && st.st_dev == dev && st.st_ino == ino;
-}
-
-/* Whether this copy of the interposer is the one the program's calls reach: a tree can
- * preload two (a sweep's traced repeat times holds with its own copy while the workload's
- * environment already preloads one), and only the first in the search order may act, or
- * a lock would be lengthened twice. The others pass every call on. */
-int first_copy(void)
-{
-	Dl_info mine, theirs;
-	void *reached = dlsym(RTLD_DEFAULT, "pthread_mutex_unlock");
-	return dladdr((void *)first_copy, &mine) && reached && dladdr(reached, &theirs) &&
-	       mine.dli_fbase == theirs.dli_fbase;
 }
 
 __attribute__((constructor)) static void init(void)

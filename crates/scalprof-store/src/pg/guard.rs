@@ -4,7 +4,7 @@
 //! PostgreSQL runs a table's triggers, rules, column defaults and row-security policies
 //! with the rights of whoever writes (or reads) the table: a teammate who created the
 //! tables first, with a `BEFORE INSERT` trigger, would run their code as every user of the
-//! store, a superuser's role included (hardening review, row 2). So scalprof refuses:
+//! store, a superuser's role included. So scalprof refuses:
 //!
 //! - a table of its own (runs, repeats, profiles, locks, scalprof_schema, store_identity)
 //!   that is not a plain table, or that belongs to a role it does not trust: the

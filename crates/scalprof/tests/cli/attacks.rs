@@ -1,4 +1,4 @@
-//! The third hardening review's defects, grouped by how they are provoked: paths another
+//! Attacks on scalprof, grouped by how they are provoked: paths another
 //! local user controls (`planted_paths`), scalprof stopped or killed part-way
 //! (`interruptions`), and limits on memory and disk (`limits`). "Another user" is uid
 //! 65534 (nobody), whose files root makes with chown. Each test reproduces its defect
@@ -566,6 +566,6 @@ mod limits {
     }
 }
 
-/// The fourth review's defects: what a teammate wrote to a shared store, or another user
+/// What a teammate wrote to a shared store, or another user
 /// planted in a shared place, is data, never code.
 mod teammates;

@@ -1,7 +1,7 @@
 //! The command line end to end, in one test binary (as ripgrep keeps its integration
 //! tests): short shell scripts run and recorded for real, the habits a user of perf and
 //! hyperfine expects, the 16-CPU recordings re-analysed, perf.data imports, the team
-//! store on PostgreSQL, the sandbox, and the hardening reviews' attacks (another local
+//! store on PostgreSQL, the sandbox, and the attacks on it (another local
 //! user, a teammate with write access to the store, scalprof stopped part-way). Nothing
 //! here measures a program's timing, so these tests may run side by side; the measuring
 //! tests are in `tests/measured/`, where they take turns.

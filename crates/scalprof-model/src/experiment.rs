@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::FindingKind;
+
 /// What an experiment found the cause to be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -66,8 +68,9 @@ pub enum ExperimentKind {
     Syscall,
     /// A function of the workload's executable, at its entry (`function`).
     Function,
-    /// Not lengthened: the finding's kind (`false_sharing`), or `unknown`.
-    NotLengthened(String),
+    /// Not lengthened: the finding's kind (`false_sharing`), or `unknown` (`None`) where
+    /// no finding named the cause.
+    NotLengthened(Option<FindingKind>),
 }
 
 impl ExperimentKind {
@@ -77,7 +80,7 @@ impl ExperimentKind {
             ExperimentKind::KernelLock => "kernel_lock",
             ExperimentKind::Syscall => "syscall",
             ExperimentKind::Function => "function",
-            ExperimentKind::NotLengthened(kind) => kind,
+            ExperimentKind::NotLengthened(kind) => kind.map_or("unknown", FindingKind::as_str),
         }
     }
 
@@ -87,7 +90,7 @@ impl ExperimentKind {
             "kernel_lock" => ExperimentKind::KernelLock,
             "syscall" => ExperimentKind::Syscall,
             "function" => ExperimentKind::Function,
-            other => ExperimentKind::NotLengthened(other.into()),
+            other => ExperimentKind::NotLengthened(FindingKind::parse(other)),
         }
     }
 }
@@ -152,4 +155,24 @@ pub struct Experiment {
     /// lower bound of a bottleneck's (no queueing counted), from the hold times.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub saturation_slowdown: Option<f64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cause_not_lengthened_keeps_its_finding_s_kind_through_the_document() {
+        for kind in FindingKind::ALL {
+            assert_eq!(FindingKind::parse(kind.as_str()), Some(kind));
+            let e = ExperimentKind::NotLengthened(Some(kind));
+            let text = serde_json::to_string(&e).unwrap();
+            assert_eq!(text, format!("\"{kind}\""));
+            assert_eq!(serde_json::from_str::<ExperimentKind>(&text).unwrap(), e);
+        }
+        let unknown = ExperimentKind::NotLengthened(None);
+        assert_eq!(serde_json::to_string(&unknown).unwrap(), "\"unknown\"");
+        assert_eq!(ExperimentKind::parse("unknown"), unknown);
+        assert_eq!(ExperimentKind::parse("syscall"), ExperimentKind::Syscall);
+    }
 }

@@ -170,6 +170,11 @@ impl FindingKind {
         FindingKind::CpuThrottling,
     ];
 
+    /// The kind named `name` in a run document (`lock_contention`), if there is one.
+    pub fn parse(name: &str) -> Option<FindingKind> {
+        FindingKind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             FindingKind::LockContention => "lock_contention",

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use scalprof_collect::delay::{DelayTarget, KernelLock};
 use scalprof_collect::sweep::substitute;
 use scalprof_model::experiment::{Experiment, ExperimentKind, Verdict};
-use scalprof_model::locks::HOLDER_WAIT_SHARE;
+use scalprof_model::locks::{LockKind, HOLDER_WAIT_SHARE};
 use scalprof_model::{FindingDetails, FindingKind, RunDocument};
 
 /// How a cause is lengthened.
@@ -194,8 +194,11 @@ fn syscall_of(text: &str) -> Option<(String, u32)> {
 /// A cause this scalprof cannot lengthen, said as such.
 pub(super) fn not_lengthened(doc: &RunDocument, subject: &str, point: u64) -> Experiment {
     let finding = doc.findings.iter().find(|f| f.subject == subject);
-    let kind = finding.map_or("unknown", |f| f.kind.as_str());
+    let kind = finding.map(|f| f.kind);
     let global = matches!(kernel_lock(subject), Some((KernelLock::Address(_), _)));
+    let cpu_wait = finding.is_some_and(
+        |f| matches!(&f.details, FindingDetails::Lock(d) if d.lock_type == LockKind::CpuWait),
+    );
     let why = match finding.map(|f| f.kind) {
         _ if global => {
             "a global kernel lock is lengthened only when named with --cause: the delay holds \
@@ -209,7 +212,7 @@ pub(super) fn not_lengthened(doc: &RunDocument, subject: &str, point: u64) -> Ex
              one is none of them (a kernel lock of a file or an object, such as i_rwsem, has \
              an address no symbol gives)"
         }
-        Some(FindingKind::BlockedWait) if subject.starts_with("waiting for a CPU") => {
+        Some(FindingKind::BlockedWait) if cpu_wait => {
             "a wait for a CPU has no call to lengthen: it comes from more runnable threads \
              than CPUs"
         }
@@ -223,7 +226,7 @@ pub(super) fn not_lengthened(doc: &RunDocument, subject: &str, point: u64) -> Ex
     };
     Experiment {
         subject: subject.into(),
-        kind: ExperimentKind::NotLengthened(kind.into()),
+        kind: ExperimentKind::NotLengthened(kind),
         point,
         primitive: String::new(),
         delays_ns: Vec::new(),

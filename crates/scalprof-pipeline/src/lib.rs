@@ -8,8 +8,9 @@
 //!
 //! - [`sweep::record`] runs a sweep and stores every repeat the moment it finishes; what
 //!   happens along the way is reported to an [`Observer`] (the CLI draws a progress bar).
-//!   [`sweep::record_with`] reads as its steps: validate, create the run, execute, record the
-//!   end, the sharing sites, assemble the document once.
+//!   It takes what [`check()`](check::check) made of the options (checked once, by the caller that says
+//!   what they found); [`sweep::record_with`] reads as its steps: create the run, execute,
+//!   record the end, the sharing sites, assemble the document once.
 //! - [`load`] reads everything a run document is computed from, merging each point's
 //!   profiles and lock tables once; [`document`] computes the document from it. Nothing
 //!   derived is stored: every finding is recomputed on every load.

@@ -10,6 +10,7 @@ use scalprof_collect::sweep::{
 use scalprof_model::{Repeat, RunDocument, RunStatus, Sweep, SweepParameter};
 use scalprof_store::{NewRun, Store};
 
+use crate::check::Checked;
 use crate::recording::{Recorder, Recording};
 
 pub use crate::options::{RunOptions, DIAGNOSE, DIAGNOSE_MAX};
@@ -94,32 +95,40 @@ impl Observer for () {}
 
 /// Runs a sweep into the store and returns its run document. A sweep stopped by a failed
 /// repeat or a signal still returns (with `end` saying why); every finished repeat is kept.
+/// `checked` is what [`crate::check()`] made of `opts`: the options are checked once, before
+/// anything is created, by the caller that says what they found.
 pub fn record(
     store: &Store,
     opts: &RunOptions,
+    checked: &Checked,
     observer: &mut dyn Observer,
     interrupt: &Interrupt,
 ) -> Result<RunOutcome> {
-    record_with(store, opts, &mut SystemCollectors, observer, interrupt)
+    record_with(
+        store,
+        opts,
+        checked,
+        &mut SystemCollectors,
+        observer,
+        interrupt,
+    )
 }
 
 /// [`record`] with the given collectors (tests inject failing or scripted ones). Reads as
-/// its steps: check → create the run → execute the sweep (each repeat committed,
+/// its steps: create the run → execute the sweep (each repeat committed,
 /// its locks named and its samples symbolized as it ends, in [`StoreSink`]) → record the
 /// end → the sharing sites, while the symbols are loaded → assemble the document once.
 pub fn record_with(
     store: &Store,
     opts: &RunOptions,
+    checked: &Checked,
     collectors: &mut dyn Collectors,
     observer: &mut dyn Observer,
     interrupt: &Interrupt,
 ) -> Result<RunOutcome> {
     // What the workload leaves running is reparented to scalprof, and reported.
     scalprof_collect::exec::become_subreaper();
-    crate::check::place_workloads(opts)?;
     let mut host = scalprof_collect::host::probe();
-    let usable = host.limits.as_ref().map_or(host.cpus, |l| l.usable_cpus);
-    let checked = crate::check::check_for(opts, usable)?;
     // Once the command is known to run: what a sample costs here (see `Host`).
     if opts.diagnose > 0 {
         host.sample_cost_ns = opts.sampling.as_ref().and_then(|c| {
@@ -138,7 +147,7 @@ pub fn record_with(
         observer.event(&Event::UntrustedCheckout(untrusted));
     }
     let plan_cost_ns = host.sample_cost_ns;
-    let (recorder, plan, unsealed) = create_run(store, opts, &checked, host, commit.commit)?;
+    let (recorder, plan, unsealed) = create_run(store, opts, checked, host, commit.commit)?;
     let id = recorder.id();
     // Traced repeats run only with a profiler or a tracer to attach.
     let tracing = plan.sampling.is_some() || plan.locks.is_some();

@@ -227,9 +227,12 @@ fn sweep_in(
         teammate: teammate.map(|()| db),
         ..Notices::default()
     };
+    let opts = options();
+    let checked = scalprof_pipeline::check(&opts).unwrap();
     let out = record_with(
         &store,
-        &options(),
+        &opts,
+        &checked,
         collectors,
         &mut notices,
         &Interrupt::manual(),

@@ -24,6 +24,7 @@ pub struct Show {
 pub fn record_and_show(
     store: &Store,
     opts: &RunOptions,
+    checked: &scalprof_pipeline::Checked,
     show: &Show,
     interrupt: &Interrupt,
 ) -> Result<RunOutcome> {
@@ -32,7 +33,7 @@ pub fn record_and_show(
         parameter: opts.parameter,
         started: None,
     };
-    let outcome = scalprof_pipeline::record(store, opts, &mut progress, interrupt);
+    let outcome = scalprof_pipeline::record(store, opts, checked, &mut progress, interrupt);
     progress.bar.finish_and_clear();
     let outcome = outcome.map_err(crate::refusal::reworded)?;
     let id = outcome.id;

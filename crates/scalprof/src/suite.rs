@@ -51,7 +51,8 @@ impl SuiteObserver for Terminal<'_> {
             summary: false,
             json: None,
         };
-        run::record_and_show(self.store, opts, &show, self.interrupt)
+        let checked = scalprof_pipeline::check(opts).map_err(crate::refusal::worded)?;
+        run::record_and_show(self.store, opts, &checked, &show, self.interrupt)
     }
 
     fn test_done(&mut self, result: &TestResult) {

@@ -28,13 +28,13 @@ pub fn complexity(db: &Option<PathBuf>, args: cli::ComplexityArgs) -> Result<Exi
         locks: None,
         ..RunOptions::new(args.command, scalprof_model::SweepParameter::Size)
     };
-    scalprof_pipeline::check(&opts).map_err(worded)?;
+    let checked = scalprof_pipeline::check(&opts).map_err(worded)?;
     let store = open_store(db)?;
     let interrupt = Interrupt::install()?;
     let show = Show {
         summary: true,
         json: args.json,
     };
-    let outcome = crate::run::record_and_show(&store, &opts, &show, &interrupt)?;
+    let outcome = crate::run::record_and_show(&store, &opts, &checked, &show, &interrupt)?;
     Ok(exit_code_for(&outcome.doc, &interrupt))
 }

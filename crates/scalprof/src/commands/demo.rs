@@ -52,7 +52,8 @@ pub fn demo(db: &Option<std::path::PathBuf>, args: cli::DemoArgs) -> Result<Exit
             summary: true,
             json: None,
         };
-        let outcome = crate::run::record_and_show(&store, &opts, &show, &interrupt)?;
+        let checked = scalprof_pipeline::check(&opts).map_err(crate::refusal::worded)?;
+        let outcome = crate::run::record_and_show(&store, &opts, &checked, &show, &interrupt)?;
         if outcome.doc.status != RunStatus::Complete {
             return Ok(exit_code_for(&outcome.doc, &interrupt));
         }

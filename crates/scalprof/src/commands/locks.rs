@@ -34,14 +34,14 @@ pub fn locks(db: &Option<PathBuf>, args: cli::LocksArgs) -> Result<ExitCode> {
         }),
         ..RunOptions::new(args.command, scalprof_model::SweepParameter::Threads)
     };
-    scalprof_pipeline::check(&opts).map_err(worded)?;
+    let checked = scalprof_pipeline::check(&opts).map_err(worded)?;
     let store = open_store(db)?;
     let interrupt = Interrupt::install()?;
     let show = Show {
         summary: false,
         json: args.json,
     };
-    let outcome = crate::run::record_and_show(&store, &opts, &show, &interrupt)?;
+    let outcome = crate::run::record_and_show(&store, &opts, &checked, &show, &interrupt)?;
     let doc = &outcome.doc;
     let mut no_lock_data = doc.points.iter().any(|p| p.locks.is_none());
     // `--json -`: the document alone on standard output.

@@ -38,7 +38,7 @@ pub fn run(db: &Option<PathBuf>, args: cli::RunArgs) -> Result<ExitCode> {
         summary: true,
         json: args.json.clone().filter(|_| !args.verify),
     };
-    let outcome = crate::run::record_and_show(&store, &opts, &show, &interrupt)?;
+    let outcome = crate::run::record_and_show(&store, &opts, &checked, &show, &interrupt)?;
     // What follows reads the run this process recorded, never the store's rows, which a
     // teammate sharing the store may have rewritten meanwhile (`recording.rs`).
     let mut inputs = outcome.recording.inputs();

@@ -16,7 +16,7 @@
 //!   derived is stored: every finding is recomputed on every load.
 //! - [`import::import`] makes a one-point run from a perf.data file.
 //!
-//! - [`check`] says whether a sweep can start, before anything runs; [`suite`] runs the
+//! - [`check()`](check::check) says whether a sweep can start, before anything runs; [`suite`] runs the
 //!   OS suite as a series of sweeps; [`corpus`] builds the pathology corpus.
 //!
 //! The binary (`scalprof`) only parses arguments, calls these, and prints: this crate is its

@@ -454,7 +454,10 @@ impl LockRow {
 
     /// Which run-queue row this is (waiting for a CPU behind whom), if it is one.
     pub fn run_queue(&self) -> Option<RunQueueBehind> {
-        RunQueueBehind::of(Some(self.scope), &self.name)
+        match self.address {
+            LockAddress::RunQueue(behind) if self.scope == Scope::Kernel => Some(behind),
+            _ => None,
+        }
     }
 
     /// A row with no waits yet: counts zero, no callers, holders or attribution, address

@@ -213,7 +213,7 @@ fn fold_critical_sections(series: &mut Vec<Series>, points: &[Point]) {
 
 #[cfg(test)]
 mod tests {
-    use scalprof_model::locks::{LockKind, Scope, CPU_WAIT_OBSERVER};
+    use scalprof_model::locks::{LockAddress, LockKind, RunQueueBehind, Scope, CPU_WAIT_OBSERVER};
     use scalprof_model::{FindingKind, Point};
 
     use super::{fold_critical_sections, lock_series};
@@ -262,6 +262,7 @@ mod tests {
         observer.scope = Scope::Kernel;
         observer.name = CPU_WAIT_OBSERVER.into();
         observer.lock_type = LockKind::CpuWait;
+        observer.address = LockAddress::RunQueue(RunQueueBehind::Observer);
         observer.total_wait_ns = 100_000_000;
         observer.attributed_to = Some(scalprof_model::locks::THE_OBSERVER.into());
         rows.push(observer);

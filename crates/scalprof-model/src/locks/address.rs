@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::run_queue::RunQueueBehind;
+
 /// Where a row's lock or wait is. The run document writes it as one string, as it always
 /// has (`0x7f3c…`, `sampled`, `3 elements; busiest +0xb80 60%, …`, `syscall`, `fd 5`);
 /// code reads the variant, never the text.
@@ -20,10 +22,15 @@ pub enum LockAddress {
     Syscall,
     /// A wait on a file descriptor (`fd 5`).
     Descriptor(u64),
+    /// A run-queue row: waiting for a CPU behind whom, or waking an idle one
+    /// (`runqueue`, `runqueue:other`, `runqueue:scalprof`, `wakeup:idle`).
+    RunQueue(RunQueueBehind),
+    /// A kernel-side blocking wait with no lock (`blocked`).
+    Blocked,
     /// None known (written empty).
     #[default]
     Unknown,
-    /// Anything else, as written (`blocked`, the run queue's `wakeup:idle`).
+    /// Anything else, as written.
     Label(String),
 }
 
@@ -37,6 +44,8 @@ impl std::fmt::Display for LockAddress {
             }
             LockAddress::Syscall => f.write_str("syscall"),
             LockAddress::Descriptor(fd) => write!(f, "fd {fd}"),
+            LockAddress::RunQueue(behind) => f.write_str(behind.address()),
+            LockAddress::Blocked => f.write_str("blocked"),
             LockAddress::Unknown => Ok(()),
             LockAddress::Label(l) => f.write_str(l),
         }
@@ -53,6 +62,10 @@ impl LockAddress {
             LockAddress::Sampled
         } else if s == "syscall" {
             LockAddress::Syscall
+        } else if s == "blocked" {
+            LockAddress::Blocked
+        } else if let Some(behind) = RunQueueBehind::ALL.into_iter().find(|b| b.address() == s) {
+            LockAddress::RunQueue(behind)
         } else if let Some(hex) = s.strip_prefix("0x") {
             u64::from_str_radix(hex, 16).map_or(LockAddress::Label(s.into()), LockAddress::Traced)
         } else if let Some(fd) = s.strip_prefix("fd ") {
@@ -91,7 +104,7 @@ impl<'de> Deserialize<'de> for LockAddress {
 
 #[cfg(test)]
 mod tests {
-    use super::LockAddress;
+    use super::{LockAddress, RunQueueBehind};
 
     #[test]
     fn a_lock_address_writes_back_as_the_document_had_it() {
@@ -108,7 +121,20 @@ mod tests {
                     busiest: "+0xb80 60%, +0x40 30%".into(),
                 },
             ),
-            ("wakeup:idle", LockAddress::Label("wakeup:idle".into())),
+            (
+                "wakeup:idle",
+                LockAddress::RunQueue(RunQueueBehind::IdleWakeup),
+            ),
+            ("runqueue", LockAddress::RunQueue(RunQueueBehind::Own)),
+            (
+                "runqueue:other",
+                LockAddress::RunQueue(RunQueueBehind::Other),
+            ),
+            (
+                "runqueue:scalprof",
+                LockAddress::RunQueue(RunQueueBehind::Observer),
+            ),
+            ("blocked", LockAddress::Blocked),
             // Written otherwise than this build writes it: kept as it was.
             ("0x0040", LockAddress::Label("0x0040".into())),
             ("fd x", LockAddress::Label("fd x".into())),

@@ -21,7 +21,7 @@ pub(super) fn add_runqueue_row(raw: &RawLocks, rows: &mut Vec<LockRow>) {
             continue;
         }
         rows.push(LockRow {
-            address: LockAddress::Label(behind.address().into()),
+            address: LockAddress::RunQueue(behind),
             count: of.iter().map(|r| r.count).sum(),
             total_wait_ns: of.iter().map(|r| r.total_ns).sum(),
             max_wait_ns: of.iter().map(|r| r.max_ns).max().unwrap_or(0),

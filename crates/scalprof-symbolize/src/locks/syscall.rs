@@ -298,7 +298,7 @@ impl CallRow<'_> {
         LockRow {
             address: match self.scope {
                 Scope::File => LockAddress::Descriptor(w.uaddr),
-                Scope::Kernel => LockAddress::Label("blocked".into()),
+                Scope::Kernel => LockAddress::Blocked,
                 Scope::User => LockAddress::Syscall,
             },
             ..LockRow::new(self.scope, self.name.clone(), self.kind.clone())

@@ -30,7 +30,9 @@ fn build_interposer() {
     }
     let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR"))
         .join("libscalprof-delay.so");
-    let compiler = cc::Build::new().opt_level(2).get_compiler();
+    // Without debug info: the object is written to a file for each traced repeat (a
+    // workload's `ulimit -f` applies), and its symbol table names its frames.
+    let compiler = cc::Build::new().opt_level(2).debug(false).get_compiler();
     let status = compiler
         .to_command()
         .args(["-shared", "-fPIC", "-Wall", "-Wextra", "-Werror", "-o"])

@@ -128,8 +128,9 @@ fn point_causes(series: &[Series], i: usize, t: f64) -> Vec<Cause> {
                 }
             };
             (share > 0.0).then(|| Cause {
+                run_queue: s.run_queue,
                 late_share: 0.0,
-                foreign: crate::stability::is_foreign(s.scope, &s.subject),
+                foreign: s.run_queue == Some(RunQueueBehind::Other),
                 share_interval: None,
                 kind: s.kind,
                 scope: s.scope,
@@ -259,6 +260,7 @@ pub(crate) mod tests {
 
     pub(crate) fn lock(subject: &str, per_op: [f64; 2]) -> Series {
         Series {
+            run_queue: None,
             kind: FindingKind::LockContention,
             scope: Some(Scope::User),
             subject: subject.into(),
@@ -340,6 +342,7 @@ pub(crate) mod tests {
         // thread runs alone would claim 47% on its own.
         let points = [point(1, 1000.0, 1.0), point(2, 1000.0, 0.5)];
         let serial = Series {
+            run_queue: None,
             kind: FindingKind::SerialFraction,
             scope: Some(Scope::User),
             subject: "run".into(),
@@ -364,6 +367,7 @@ pub(crate) mod tests {
         // 0.2 late (the same work as the thread that had finished): the sleep's echo.
         let points = [point(1, 1000.0, 1.0), point(2, 1000.0, 0.5)];
         let serial = |late: f64| Series {
+            run_queue: None,
             kind: FindingKind::SerialFraction,
             scope: Some(Scope::User),
             subject: "run".into(),

@@ -361,6 +361,7 @@ pub(crate) fn move_interference(causes: &mut Vec<Cause>, p: &Point, cpus: u32) {
     match causes.iter_mut().find(|c| behind_others(c)) {
         Some(f) => f.share += moved,
         None => causes.push(Cause {
+            run_queue: Some(RunQueueBehind::Other),
             late_share: 0.0,
             kind: FindingKind::BlockedWait,
             scope: Some(Scope::Kernel),
@@ -387,11 +388,6 @@ fn traced_share(traced: &[Repeat]) -> Option<f64> {
     Some(measured.iter().map(|(s, w)| s * w).sum::<f64>() / wall)
 }
 
-/// Whether a budget cause is the time the workload waited behind other processes.
-pub fn is_foreign(scope: Option<Scope>, subject: &str) -> bool {
-    RunQueueBehind::of(scope, subject) == Some(RunQueueBehind::Other)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -408,6 +404,7 @@ mod tests {
             causes: causes
                 .iter()
                 .map(|&(s, share)| Cause {
+                    run_queue: None,
                     late_share: 0.0,
                     kind: FindingKind::LockContention,
                     scope: Some(Scope::User),
@@ -626,6 +623,7 @@ mod tests {
         point.traced_repeats = vec![traced(0, 0.0), traced(1, 0.09), traced(2, 0.0)];
         let mut causes = budget(&[]).causes;
         causes.push(Cause {
+            run_queue: Some(RunQueueBehind::Own),
             late_share: 0.0,
             kind: FindingKind::BlockedWait,
             scope: Some(Scope::Kernel),

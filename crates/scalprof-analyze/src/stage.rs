@@ -81,6 +81,7 @@ pub fn stage_series(points: &[Point], profiles: &[Option<&PointProfile>]) -> Vec
             Some(k) => k,
             None => {
                 out.push(Series {
+                    run_queue: None,
                     kind: FindingKind::SerialFraction,
                     scope: Some(Scope::User),
                     subject: name,

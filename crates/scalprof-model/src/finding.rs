@@ -29,7 +29,13 @@ pub struct Budget {
 /// One cause of lost thread-time: the growth of its time per operation since the first
 /// point, as a share of this point's thread-time per operation.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(from = "StoredCause")]
 pub struct Cause {
+    /// Which wait for a CPU this cause is, where it is one: set from the lock rows'
+    /// addresses by the analysis, from the subject where a document is read back
+    /// ([`StoredCause`]). Not in the document: its subject says it.
+    #[serde(skip)]
+    pub run_queue: Option<locks::RunQueueBehind>,
     pub kind: FindingKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<locks::Scope>,
@@ -56,7 +62,42 @@ impl Cause {
     /// Which wait for a CPU this cause is (behind the workload's own threads, other
     /// processes, scalprof), if it is one.
     pub fn run_queue(&self) -> Option<locks::RunQueueBehind> {
-        locks::RunQueueBehind::of(self.scope, &self.subject)
+        self.run_queue
+    }
+}
+
+/// A budget cause as a run document writes it: read back into a [`Cause`], whose typed
+/// identity is made here, the one place a cause's subject is read.
+#[derive(Deserialize)]
+struct StoredCause {
+    kind: FindingKind,
+    #[serde(default)]
+    scope: Option<locks::Scope>,
+    subject: String,
+    share: f64,
+    #[serde(default)]
+    share_interval: Option<Interval>,
+    #[serde(default)]
+    foreign: bool,
+    #[serde(default)]
+    late_share: f64,
+    #[serde(default)]
+    detail: String,
+}
+
+impl From<StoredCause> for Cause {
+    fn from(c: StoredCause) -> Cause {
+        Cause {
+            run_queue: locks::RunQueueBehind::named(c.scope, &c.subject),
+            kind: c.kind,
+            scope: c.scope,
+            subject: c.subject,
+            share: c.share,
+            share_interval: c.share_interval,
+            foreign: c.foreign,
+            late_share: c.late_share,
+            detail: c.detail,
+        }
     }
 }
 
@@ -219,6 +260,16 @@ pub struct Finding {
     pub experiment: Option<usize>,
 }
 
+impl Finding {
+    /// Which wait for a CPU this finding is, where it is one: its lock row's address.
+    pub fn run_queue(&self) -> Option<locks::RunQueueBehind> {
+        match &self.details {
+            FindingDetails::Lock(d) => d.address.run_queue(),
+            _ => None,
+        }
+    }
+}
+
 /// What each kind of finding carries besides its sentence. The JSON is the same object a
 /// reader always saw (fields in alphabetical order); a `details` this build does not
 /// recognise (an older or newer store) is kept as it was.
@@ -349,6 +400,33 @@ pub struct ThrottlingDetails {
 #[cfg(test)]
 mod details_tests {
     use super::*;
+
+    #[test]
+    fn a_budget_cause_read_back_knows_which_wait_for_a_cpu_it_is_and_writes_as_before() {
+        let made = |run_queue, subject: &str| Cause {
+            run_queue,
+            kind: FindingKind::BlockedWait,
+            scope: Some(locks::Scope::Kernel),
+            subject: subject.into(),
+            share: 0.25,
+            share_interval: None,
+            foreign: false,
+            late_share: 0.0,
+            detail: "cpu-wait".into(),
+        };
+        for behind in locks::RunQueueBehind::ALL {
+            let cause = made(Some(behind), behind.row_name());
+            let text = serde_json::to_string(&cause).unwrap();
+            assert!(!text.contains("run_queue"), "{text}");
+            let back: Cause = serde_json::from_str(&text).unwrap();
+            assert_eq!(back, cause);
+        }
+        // A user-scope cause of the same name is not one.
+        let mut user = made(None, locks::CPU_WAIT);
+        user.scope = Some(locks::Scope::User);
+        let back: Cause = serde_json::from_str(&serde_json::to_string(&user).unwrap()).unwrap();
+        assert_eq!(back.run_queue(), None);
+    }
 
     #[test]
     fn typed_details_write_the_object_readers_always_saw_and_read_back_as_their_kind() {

@@ -454,10 +454,9 @@ impl LockRow {
 
     /// Which run-queue row this is (waiting for a CPU behind whom), if it is one.
     pub fn run_queue(&self) -> Option<RunQueueBehind> {
-        match self.address {
-            LockAddress::RunQueue(behind) if self.scope == Scope::Kernel => Some(behind),
-            _ => None,
-        }
+        self.address
+            .run_queue()
+            .filter(|_| self.scope == Scope::Kernel)
     }
 
     /// A row with no waits yet: counts zero, no callers, holders or attribution, address

@@ -12,6 +12,8 @@ use scalprof_model::{FindingKind, Point, PointProfile};
 /// One candidate cause, with its cost at every point of the sweep.
 #[derive(Clone, Debug)]
 pub struct Series {
+    /// Which wait for a CPU this is, where it is one (from its lock rows' addresses).
+    pub run_queue: Option<RunQueueBehind>,
     pub kind: FindingKind,
     pub scope: Option<Scope>,
     pub subject: String,

@@ -49,6 +49,7 @@ fn hotspot_series(
     kernel
         .chain(user)
         .map(|(r, kernel)| Series {
+            run_queue: None,
             kind: if kernel {
                 FindingKind::KernelHotspot
             } else {

@@ -97,6 +97,7 @@ fn series_of(out: &mut Vec<Series>, r: &LockRow, points: usize) -> usize {
         return k;
     }
     out.push(Series {
+        run_queue: r.run_queue(),
         kind: if r.lock_type.is_blocked_wait() {
             FindingKind::BlockedWait
         } else {
@@ -363,6 +364,7 @@ mod tests {
             ..Default::default()
         });
         let hotspot = |f: &str, per_op: [f64; 2]| Series {
+            run_queue: None,
             kind: FindingKind::UserHotspot,
             ..lock(f, per_op)
         };

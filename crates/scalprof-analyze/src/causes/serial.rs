@@ -38,6 +38,7 @@ fn serial_series(points: &[Point], profiles: &[Option<&PointProfile>]) -> Option
     let late = share_of(scalprof_model::SerialStats::late_share);
     let last = profiles.iter().rev().flatten().next()?;
     shares.iter().any(Option::is_some).then(|| Series {
+        run_queue: None,
         kind: FindingKind::SerialFraction,
         scope: Some(Scope::User),
         subject: last

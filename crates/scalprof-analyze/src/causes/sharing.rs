@@ -66,6 +66,7 @@ fn sharing_series(
     }
     per_op[last] = Some(sampled_growth.max(function_growth(last).unwrap_or(0.0)));
     Some(Series {
+        run_queue: None,
         kind: finding.kind,
         scope: finding.scope,
         subject: finding.subject.clone(),

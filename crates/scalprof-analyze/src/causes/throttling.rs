@@ -95,6 +95,7 @@ fn throttle_series(points: &[Point]) -> Option<Series> {
         })
         .collect();
     Some(Series {
+        run_queue: None,
         kind: FindingKind::CpuThrottling,
         scope: None,
         subject: subject(named),
@@ -220,6 +221,7 @@ mod tests {
 
     fn cpu_wait(per_op: [f64; 2]) -> Series {
         Series {
+            run_queue: Some(scalprof_model::locks::RunQueueBehind::Own),
             kind: FindingKind::BlockedWait,
             scope: Some(Scope::Kernel),
             subject: CPU_WAIT.into(),

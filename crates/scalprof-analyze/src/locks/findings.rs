@@ -1,7 +1,7 @@
 //! Lock findings: the locks whose waits and on-CPU time grew over the sweep, with their
 //! evidence, callers and a suggestion that fits the lock.
 
-use scalprof_model::locks::{LockKind, LockRow, Scope};
+use scalprof_model::locks::{LockKind, LockRow, RunQueueBehind, Scope};
 use scalprof_model::{Finding, FindingDetails, FindingKind, LockDetails, Point};
 
 mod advice;
@@ -104,7 +104,7 @@ fn is_programs_cause(row: &LockRow) -> bool {
         || row.attributed_to.is_some()
         || row.peer_attached
         // Time behind other processes is interference, never the program's cause.
-        || crate::stability::is_foreign(Some(row.scope), &row.name))
+        || row.run_queue() == Some(RunQueueBehind::Other))
 }
 
 /// Each point's cost of one lock per work unit: `cost` of its row over the work.

@@ -322,8 +322,7 @@ fn name_the_cpu_limit(header: &RunHeader, findings: &mut [Finding]) {
         return;
     }
     for f in findings.iter_mut().filter(|f| {
-        f.kind == FindingKind::BlockedWait
-            && RunQueueBehind::of(f.scope, &f.subject) == Some(RunQueueBehind::Own)
+        f.kind == FindingKind::BlockedWait && f.run_queue() == Some(RunQueueBehind::Own)
     }) {
         f.suggestion.push_str(&format!(
             "; the workload may use {usable} of the {} CPUs here, set by {}",

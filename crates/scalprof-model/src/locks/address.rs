@@ -53,6 +53,14 @@ impl std::fmt::Display for LockAddress {
 }
 
 impl LockAddress {
+    /// Which run-queue row's address this is, if it is one.
+    pub fn run_queue(&self) -> Option<RunQueueBehind> {
+        match self {
+            LockAddress::RunQueue(behind) => Some(*behind),
+            _ => None,
+        }
+    }
+
     /// Reads the document's string; what reads back differently is kept as a label, so
     /// that every string writes back as it was.
     pub fn parse(s: &str) -> LockAddress {

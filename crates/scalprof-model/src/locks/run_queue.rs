@@ -65,8 +65,10 @@ impl RunQueueBehind {
         }
     }
 
-    /// The kind a kernel row or cause named `name` is, if it is one of these.
-    pub fn of(scope: Option<Scope>, name: &str) -> Option<RunQueueBehind> {
+    /// The kind a budget cause of a run document read back names (`name` in the kernel
+    /// scope), if it is one of these: what makes a stored cause's typed identity
+    /// (`finding.rs`'s `StoredCause`), and nothing else.
+    pub(crate) fn named(scope: Option<Scope>, name: &str) -> Option<RunQueueBehind> {
         if scope != Some(Scope::Kernel) {
             return None;
         }

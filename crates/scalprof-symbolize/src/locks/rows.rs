@@ -94,10 +94,32 @@ pub(super) fn chan_name(sender: Option<&str>, receiver: Option<&str>) -> String 
     )
 }
 
-/// The ends of a channel named by [`chan_name`], `None` for `?`.
-pub(super) fn chan_ends(name: &str) -> Option<(Option<&str>, Option<&str>)> {
-    let (s, r) = name.strip_prefix("chan ")?.split_once(" → ")?;
-    Some(((s != "?").then_some(s), (r != "?").then_some(r)))
+/// A user row's name while the rows are made: a channel keeps its two ends (an end not
+/// seen is `None`) until every row is named, then all become the row's string.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum RowName {
+    Named(String),
+    Chan {
+        sender: Option<String>,
+        receiver: Option<String>,
+    },
+}
+
+impl RowName {
+    pub(super) fn chan(sender: Option<&str>, receiver: Option<&str>) -> RowName {
+        RowName::Chan {
+            sender: sender.map(Into::into),
+            receiver: receiver.map(Into::into),
+        }
+    }
+
+    /// The row's name in the lock table and the run document.
+    pub(super) fn text(&self) -> String {
+        match self {
+            RowName::Named(name) => name.clone(),
+            RowName::Chan { sender, receiver } => chan_name(sender.as_deref(), receiver.as_deref()),
+        }
+    }
 }
 
 pub(super) fn top_caller(callers: &HashMap<String, u64>) -> Option<&str> {

@@ -11,7 +11,7 @@ use scalprof_model::vocabulary::{is_runtime_service_thread, user_wait_kind};
 
 use super::holders::{blocked_target, holder_of, holder_waits};
 use super::holders::{HolderEvidence, HolderSamples, WaitTarget};
-use super::rows::{chan_ends, chan_name, top_caller, RowBuilder, RowKey};
+use super::rows::{top_caller, RowBuilder, RowKey, RowName};
 use super::stacks::snapshot_frames_rooted;
 use crate::profile::{Symbols, UserSpace};
 
@@ -134,7 +134,7 @@ pub(super) fn add_user_rows(
     // The row each futex went to, to name a holder's wait on another lock.
     let mut row_of: HashMap<Futex, String> = HashMap::new();
     let mut key_of: HashMap<Futex, RowKey> = HashMap::new();
-    let mut named: Vec<(LockKind, String)> = raw
+    let mut named: Vec<(LockKind, RowName)> = raw
         .user
         .iter()
         .map(|u| {
@@ -146,6 +146,7 @@ pub(super) fn add_user_rows(
         .collect();
     complete_chan_names(&mut named);
     for (u, (kind, name)) in raw.user.iter().zip(named) {
+        let name = name.text();
         let futex = (u.tgid, u.uaddr);
         let service = name == RUNTIME_SERVICE_THREADS;
         row_of.insert(futex, name.clone());
@@ -185,28 +186,33 @@ pub(super) fn add_user_rows(
 /// A channel's row with one end unseen (`chan f → ?`: a wait on the channel's own mutex,
 /// which either side takes) takes the name of the channel row that has its known end at
 /// either end, when exactly one has it.
-fn complete_chan_names(named: &mut [(LockKind, String)]) {
-    let mut whole: Vec<String> = named
+fn complete_chan_names(named: &mut [(LockKind, RowName)]) {
+    // The channels seen with both ends, each once.
+    let mut whole: Vec<(String, String)> = named
         .iter()
-        .filter(|(_, n)| matches!(chan_ends(n), Some((Some(_), Some(_)))))
-        .map(|(_, n)| n.clone())
+        .filter_map(|(_, n)| match n {
+            RowName::Chan {
+                sender: Some(s),
+                receiver: Some(r),
+            } => Some((s.clone(), r.clone())),
+            _ => None,
+        })
         .collect();
     whole.sort();
     whole.dedup();
     for (kind, name) in named.iter_mut() {
-        let Some((sender, receiver)) = chan_ends(name) else {
+        let RowName::Chan { sender, receiver } = &*name else {
             continue;
         };
         if !matches!(kind, LockKind::Chan(_)) || (sender.is_some() && receiver.is_some()) {
             continue;
         }
-        let known = sender.or(receiver);
-        let mut same = whole.iter().filter(|w| {
-            let (s, r) = chan_ends(w).unwrap_or_default();
-            known.is_some() && (s == known || r == known)
-        });
-        if let (Some(w), None) = (same.next(), same.clone().next()) {
-            *name = w.clone();
+        let Some(known) = sender.as_deref().or(receiver.as_deref()) else {
+            continue;
+        };
+        let mut same = whole.iter().filter(|(s, r)| s == known || r == known);
+        if let (Some((s, r)), None) = (same.next(), same.clone().next()) {
+            *name = RowName::chan(Some(s), Some(r));
         }
     }
 }
@@ -422,19 +428,19 @@ impl FutexWaits {
         }
     }
 
-    /// A futex's row name: its symbol, the condvar it is a signal word of, or for every
-    /// thread's join one name.
+    /// A futex's row name: its symbol, the condvar it is a signal word of, for every
+    /// thread's join one name, or a channel's two ends.
     fn name(
         &self,
         u: &UserLockRaw,
         kind: &LockKind,
         maps: &[ProcMap],
         symbols: &mut Symbols,
-    ) -> String {
+    ) -> RowName {
         // A runtime's service threads wait on locks and condvars of their own, idly: one
         // row for all of them, which is no cause.
         if self.is_service(u) {
-            return RUNTIME_SERVICE_THREADS.to_string();
+            return RowName::Named(RUNTIME_SERVICE_THREADS.to_string());
         }
         // A channel's waiters park on futexes of their own: the channel by its two ends,
         // the waiters' function and the one that ended their waits.
@@ -449,8 +455,8 @@ impl FutexWaits {
                 .and_then(top_caller)
                 .filter(|o| Some(*o) != caller && side.is_some());
             return match side {
-                Some(ChanSide::Recv) => chan_name(other, caller),
-                _ => chan_name(caller, other),
+                Some(ChanSide::Recv) => RowName::chan(other, caller),
+                _ => RowName::chan(caller, other),
             };
         }
         // Each thread's join waits on its own descriptor: one row for all of them.
@@ -464,23 +470,25 @@ impl FutexWaits {
         };
         // CPython's GIL: a mutex and a condvar inside `_PyRuntime` that take_gil waits on.
         if name.starts_with("_PyRuntime") && self.waits_for_gil(u, kind) {
-            return GIL.to_string();
+            return RowName::Named(GIL.to_string());
         }
         // A lock in allocated memory has a new address in every run (ASLR, the
         // allocator): name it by the function that takes it, so that repeats and points
         // agree. The address stays in the row.
-        match self.callers.get(&(u.tgid, u.uaddr)).and_then(top_caller) {
-            // A Java thread parks on a condvar of its own: the monitor or park is named by
-            // the Java method that waited, as its users know it (`SyncCounter.add`).
-            Some(caller) if matches!(kind, LockKind::JavaMonitor | LockKind::JavaPark) => {
-                format!("{kind}@{}", java_method(caller))
-            }
-            Some(caller) if is_dynamic_address_name(&name) => {
-                let place = name.split(' ').next().unwrap_or("heap");
-                format!("{kind}@{caller} ({place})")
-            }
-            _ => name,
-        }
+        RowName::Named(
+            match self.callers.get(&(u.tgid, u.uaddr)).and_then(top_caller) {
+                // A Java thread parks on a condvar of its own: the monitor or park is named by
+                // the Java method that waited, as its users know it (`SyncCounter.add`).
+                Some(caller) if matches!(kind, LockKind::JavaMonitor | LockKind::JavaPark) => {
+                    format!("{kind}@{}", java_method(caller))
+                }
+                Some(caller) if is_dynamic_address_name(&name) => {
+                    let place = name.split(' ').next().unwrap_or("heap");
+                    format!("{kind}@{caller} ({place})")
+                }
+                _ => name,
+            },
+        )
     }
 }
 
@@ -494,15 +502,15 @@ mod tests {
         let mut named = vec![
             (
                 LockKind::Chan(Some(ChanSide::Send)),
-                chan_name(Some("p"), Some("c")),
+                RowName::chan(Some("p"), Some("c")),
             ),
-            (chan.clone(), chan_name(Some("c"), None)),
-            (chan.clone(), chan_name(None, Some("p"))),
-            (chan.clone(), chan_name(Some("x"), None)),
-            (LockKind::Mutex, chan_name(Some("c"), None)),
+            (chan.clone(), RowName::chan(Some("c"), None)),
+            (chan.clone(), RowName::chan(None, Some("p"))),
+            (chan.clone(), RowName::chan(Some("x"), None)),
+            (LockKind::Mutex, RowName::chan(Some("c"), None)),
         ];
         complete_chan_names(&mut named);
-        let names: Vec<&str> = named.iter().map(|(_, n)| n.as_str()).collect();
+        let names: Vec<String> = named.iter().map(|(_, n)| n.text()).collect();
         assert_eq!(
             names,
             [
@@ -513,15 +521,13 @@ mod tests {
                 "chan c → ?"
             ]
         );
-        assert_eq!(chan_ends("chan p → ?"), Some((Some("p"), None)));
-        assert_eq!(chan_ends("main.mu"), None);
         // Two channels share the end: which one is not known, the name stays.
         let mut two = vec![
-            (chan.clone(), chan_name(Some("p"), Some("c"))),
-            (chan.clone(), chan_name(Some("p"), Some("d"))),
-            (chan.clone(), chan_name(Some("p"), None)),
+            (chan.clone(), RowName::chan(Some("p"), Some("c"))),
+            (chan.clone(), RowName::chan(Some("p"), Some("d"))),
+            (chan.clone(), RowName::chan(Some("p"), None)),
         ];
         complete_chan_names(&mut two);
-        assert_eq!(two[2].1, "chan p → ?");
+        assert_eq!(two[2].1.text(), "chan p → ?");
     }
 }

@@ -2,6 +2,8 @@
 //! to the store before the next starts; at the end, the sharing sites are read from the
 //! binaries while they are still there.
 
+mod plan;
+
 use anyhow::{Context, Result};
 use scalprof_collect::interrupt::Interrupt;
 use scalprof_collect::sweep::{
@@ -12,6 +14,7 @@ use scalprof_store::{NewRun, Store};
 
 use crate::check::Checked;
 use crate::recording::{Recorder, Recording};
+use plan::sweep_plan;
 
 pub use crate::options::{RunOptions, DIAGNOSE, DIAGNOSE_MAX};
 use scalprof_symbolize::convert::Converted;
@@ -289,73 +292,6 @@ fn new_run(
         scaling: opts.scaling,
         ops_regex: opts.ops_regex.clone(),
         commit,
-    }
-}
-
-/// What the sweep executes: the points, repeats and hooks asked for, and the sampler and
-/// tracer only where the traced repeats run (`host_pmu`: whether the sampler may use the
-/// hardware counters).
-fn sweep_plan(
-    opts: &RunOptions,
-    checked: &crate::check::Checked,
-    host_pmu: bool,
-    sample_cost_ns: Option<f64>,
-    output_dir: std::path::PathBuf,
-) -> SweepPlan {
-    let tracing = (opts.sampling.is_some() || opts.locks.is_some()) && opts.diagnose > 0;
-    SweepPlan {
-        command: opts.command.clone(),
-        parameter: opts.parameter,
-        values: checked.values.clone(),
-        repeat: opts.repeat,
-        diagnose: opts.diagnose,
-        // Only a thread sweep's budget has a verdict to settle.
-        diagnose_max: if opts.parameter == SweepParameter::Threads {
-            opts.diagnose_max.max(opts.diagnose)
-        } else {
-            opts.diagnose
-        },
-        max_reruns: scalprof_model::stability::MAX_RERUNS,
-        warmup: opts.warmup,
-        prepare: opts.prepare.clone(),
-        cleanup: opts.cleanup.clone(),
-        timeout: opts.timeout,
-        keep_going: opts.keep_going,
-        output_dir,
-        ops_regex: checked.ops_regex.clone(),
-        output: if opts.keep_output {
-            sweep::OutputPolicy::keep_all()
-        } else {
-            sweep::OutputPolicy::ops_lines(&checked.ops_regex)
-        },
-        sampling: opts.sampling.clone().filter(|_| tracing).map(|mut c| {
-            c.use_pmu = host_pmu;
-            // Where the rate is not the user's: no more samples a second than keep the
-            // sampler to its share of a thread at what a sample costs here.
-            if let Some(most) = sample_cost_ns
-                .filter(|_| c.adaptive)
-                .and_then(scalprof_collect::perf::cost_ceiling)
-            {
-                c.frequency = c.frequency.min(most);
-            }
-            c
-        }),
-        locks: opts.locks.clone().filter(|_| tracing).map(|mut c| {
-            if let Some(&first) = checked.values.first() {
-                c.go_probes =
-                    crate::runtimes::go_probes(&opts.command, opts.parameter.as_str(), first);
-            }
-            c.go_probes_of = Some(scalprof_collect::locks::GoProbesOf(std::sync::Arc::new(
-                crate::runtimes::go_probes_of_file,
-            )));
-            c
-        }),
-        attach: opts.attach.clone(),
-        traced_env: if tracing {
-            crate::runtimes::traced_env(&opts.command, opts.parameter.as_str(), &checked.values)
-        } else {
-            Vec::new()
-        },
     }
 }
 

@@ -21,8 +21,10 @@ fn build_interposer() {
     let parts = [
         "src/delay/holds.c",
         "src/delay/copy.c",
+        "src/delay/gaps.c",
         "src/delay/holds.h",
         "src/delay/copy.h",
+        "src/delay/gaps.h",
     ];
     println!("cargo:rerun-if-changed={src}");
     for part in parts {
@@ -40,6 +42,7 @@ fn build_interposer() {
         .arg(src)
         .arg(parts[0])
         .arg(parts[1])
+        .arg(parts[2])
         .arg("-ldl")
         .status();
     match status {

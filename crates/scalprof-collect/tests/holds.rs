@@ -294,3 +294,32 @@ fn a_file_size_limit_on_the_workload_does_not_stop_its_records() {
     assert!(samples > 7_000, "{samples} samples");
     assert_eq!(records.lost(), None, "{records:?}");
 }
+
+#[test]
+#[cfg_attr(
+    not(privileged),
+    ignore = "measures: runs as root or in CI (SCALPROF_TESTS=fast skips it)"
+)]
+/// The sampling draw (gaps.c): a gap to the next timed acquisition, geometric, so that each
+/// is timed with a chance of 1/64 whatever the others were.
+fn one_acquisition_in_64_is_timed_at_random() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = common::compile(dir.path(), "stages", STAGES);
+    let (records, out, _) = timed_run(dir.path(), &[bin.to_str().unwrap(), "keep", "1000000"]);
+    let a = addresses(&out);
+    let taken = taken(&records, a[0]);
+    let timed: usize = records
+        .holds
+        .iter()
+        .filter(|h| h.uaddr == a[0])
+        .map(|h| h.holds_ns.len())
+        .sum();
+    // 2 M acquisitions, each timed with a chance of 1/64: 31,250 expected, with a
+    // binomial spread of 175; 10% either way is over 17 of them.
+    assert_eq!(taken, 2_000_000, "{records:?}");
+    let expected = taken as f64 / 64.0;
+    assert!(
+        (timed as f64 - expected).abs() < 0.1 * expected,
+        "{timed} holds timed of {taken} acquisitions, where one in 64 is {expected}"
+    );
+}

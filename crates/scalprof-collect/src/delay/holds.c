@@ -84,6 +84,7 @@
 #include <unistd.h>
 
 #include "copy.h"
+#include "gaps.h"
 #include "holds.h"
 
 #define SLOTS 256	/* locks a thread may hold records of (a power of 2) */
@@ -134,10 +135,6 @@ struct table {
 };
 
 int hold_timing; /* set once this process has the area mapped */
-/* An acquisition is timed with a chance of one in sample_every: SAMPLE_EVERY, or 1 with
- * SCALPROF_HOLDS_EVERY=1 (tests that count the timed holds of a few acquisitions). */
-static unsigned sample_every = SAMPLE_EVERY;
-static double per_ln_untimed; /* 1 / ln(1 - 1/sample_every), for next_gap (set with it) */
 static struct header *area;
 static uint64_t chunks; /* in the area, from its size (not from the shared header) */
 static struct table *tables; /* every thread's, to write out the running ones at exit */
@@ -218,45 +215,6 @@ static void at_thread_exit(void *p)
 	__atomic_store_n(&t->free, 1, __ATOMIC_RELEASE);
 }
 
-/* The thread's next pseudo-random number (xorshift64), seeded from its table's address. */
-static uint64_t next_random(struct table *t)
-{
-	uint64_t x = t->random ? t->random : ((uintptr_t)t | 1) * 0x9e3779b97f4a7c15ull;
-	x ^= x << 13;
-	x ^= x >> 7;
-	x ^= x << 17;
-	return t->random = x;
-}
-
-/* ln x for x in (0, 1], without libm, whose `log` a program's own exported function of
- * that name would take the place of: x = m 2^e with m in [1, 2), and ln m = 2 atanh(z),
- * z = (m - 1)/(m + 1) <= 1/3, by its series to z^11 (error below 1e-7). */
-static double ln(double x)
-{
-	union {
-		double d;
-		uint64_t u;
-	} v = { .d = x };
-	int e = (int)((v.u >> 52) & 0x7ff) - 1023;
-	v.u = (v.u & ((1ull << 52) - 1)) | (1023ull << 52);
-	double z = (v.d - 1) / (v.d + 1), z2 = z * z;
-	double series = 1 + z2 * (1. / 3 + z2 * (1. / 5 + z2 * (1. / 7 + z2 * (1. / 9 + z2 / 11))));
-	return e * 0.6931471805599453 + 2 * z * series;
-}
-
-/* Acquisitions until the next timed one, the next included: geometric, so that each is
- * timed with a chance of 1/sample_every independently of the others (Knuth, TAOCP vol. 2,
- * 3.4.1: the number of trials up to a success is 1 + floor(ln U / ln(1 - p)) for U
- * uniform in (0, 1]). */
-static uint32_t next_gap(struct table *t)
-{
-	if (sample_every <= 1)
-		return 1;
-	double u = (double)((next_random(t) >> 11) + 1) * 0x1p-53;
-	double gap = 1 + ln(u) * per_ln_untimed;
-	return gap > 1e9 ? 1000000000u : (uint32_t)gap;
-}
-
 /* The calling thread's table, taken at its first acquisition: one an exited thread left
  * (with its chunk: the same process's), else a new one. */
 static struct table *table(void)
@@ -281,7 +239,7 @@ static struct table *table(void)
 			;
 	}
 	pthread_setspecific(exit_key, t);
-	me.countdown = next_gap(t);
+	me.countdown = next_gap(&t->random, (uintptr_t)t);
 	return me.table = t;
 }
 
@@ -333,7 +291,7 @@ static inline __attribute__((always_inline)) int counted(const volatile void *lo
 		me.last_slot = s;
 		return 0;
 	}
-	me.countdown = next_gap(me.table);
+	me.countdown = next_gap(&me.table->random, (uintptr_t)me.table);
 	return 1;
 }
 
@@ -502,11 +460,10 @@ __attribute__((constructor)) static void start(void)
 	if (pthread_atfork(NULL, NULL, after_fork) != 0)
 		return;
 	__atomic_fetch_add(&area->processes, 1, __ATOMIC_RELAXED);
+	/* One acquisition in SAMPLE_EVERY is timed, or every one with SCALPROF_HOLDS_EVERY=1
+	 * (tests that count the timed holds of a few acquisitions). */
 	const char *every = getenv("SCALPROF_HOLDS_EVERY");
-	if (every && strcmp(every, "1") == 0)
-		sample_every = 1;
-	else
-		per_ln_untimed = 1 / ln(1 - 1. / sample_every);
+	gaps_every(every && strcmp(every, "1") == 0 ? 1 : SAMPLE_EVERY);
 	hold_timing = 1;
 }
 

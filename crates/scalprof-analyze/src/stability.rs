@@ -122,7 +122,7 @@ pub fn add_intervals(
     assemble: impl Fn(&RunInputs) -> RunDocument,
 ) {
     // Only a thread sweep's points have budgets to give intervals to.
-    if doc.sweep.parameter != scalprof_model::SweepParameter::Threads {
+    if !doc.sweep.parameter.scales() {
         return;
     }
     let per_point = variant_budgets(inputs, None, assemble);
@@ -154,7 +154,7 @@ pub fn settling_at(
     value: u64,
     assemble: impl Fn(&RunInputs) -> RunDocument,
 ) -> Option<Settling> {
-    if doc.sweep.parameter != scalprof_model::SweepParameter::Threads {
+    if !doc.sweep.parameter.scales() {
         return None;
     }
     let per_point = variant_budgets(inputs, Some(value), assemble);

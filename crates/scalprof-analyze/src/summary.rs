@@ -1,7 +1,6 @@
 //! From stored repeats to the run document: per-point throughput, speedup, efficiency,
 //! spreads, the scaling model and typed measurement warnings.
 
-use scalprof_model::SweepParameter;
 use scalprof_model::{
     Point, Repeat, RunDocument, RunInputs, Sampling, Spread, ThroughputInfo, ThroughputSource,
     RUN_SCHEMA,
@@ -48,7 +47,7 @@ pub fn settling_at(inputs: &RunInputs, value: u64) -> Option<scalprof_model::Set
 fn assemble_merged(inputs: &RunInputs) -> RunDocument {
     let header = &inputs.header;
     let profiles = inputs.profiles.as_slice();
-    let threads = header.sweep.parameter == SweepParameter::Threads;
+    let threads = header.sweep.parameter.scales();
     // Time: what throughput means, the points, speedups, the model, the warnings.
     let (source, inferred) = throughput_source(header, &inputs.repeats);
     let mut points = passes::points(inputs, source);
@@ -540,7 +539,7 @@ pub(crate) mod tests {
     #[test]
     fn a_size_sweep_gets_no_concurrency_model_or_kernel_hotspot() {
         let mut h = header(vec![1000, 2000, 4000, 8000]);
-        h.sweep.parameter = SweepParameter::Size;
+        h.sweep.parameter = scalprof_model::SweepParameter::Size;
         let reps: Vec<PointRepeat> = [1000u64, 2000, 4000, 8000]
             .iter()
             .map(|&v| rep(v, 0, v as f64 / 1000.0, None, 0))

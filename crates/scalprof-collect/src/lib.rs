@@ -12,6 +12,7 @@
 //! - [`keeper`]: a process that kills what is left of the workloads when scalprof ends.
 //! - [`host`]: facts about the machine recorded with every run.
 //! - [`private`]: directories and files no other user can plant anything in.
+//! - [`watch`]: a running server's curve from its own load, window by window.
 
 // Unit tests build, run and open what they made themselves: the action checks are for
 // the product (clippy.toml).
@@ -36,6 +37,7 @@ pub mod private;
 pub mod sweep;
 mod token;
 pub mod topology;
+pub mod watch;
 
 /// What the crate's unit tests share.
 #[cfg(test)]

@@ -432,7 +432,20 @@ impl std::fmt::Display for Scope {
     }
 }
 
+/// A sleep whose waits average this long or more is a timer's (a housekeeping thread's
+/// period, a server's idle tick), not a retry loop's back-off.
+pub const TIMER_SLEEP_NS: u64 = 10_000_000;
+
 impl LockRow {
+    /// Whether this is a thread sleeping on a timer between rounds of its own (waits of
+    /// [`TIMER_SLEEP_NS`] or more on average): waiting for nothing, as an idle wait does.
+    /// A retry loop's back-off (`sleep_retry`: 100 µs) stays a cause.
+    pub fn is_timer_sleep(&self) -> bool {
+        self.lock_type == LockKind::Sleep
+            && self.count > 0
+            && self.total_wait_ns / self.count >= TIMER_SLEEP_NS
+    }
+
     /// Which run-queue row this is (waiting for a CPU behind whom), if it is one.
     pub fn run_queue(&self) -> Option<RunQueueBehind> {
         self.address

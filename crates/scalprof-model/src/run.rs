@@ -74,7 +74,7 @@ impl ThroughputSource {
     }
 }
 
-/// What a sweep varies; serialized as `threads` or `size` (the contract's
+/// What a sweep varies; serialized as `threads`, `size` or `concurrency` (the contract's
 /// `sweep.parameter`), which also names the `{placeholder}` and `SCALPROF_<NAME>`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -83,6 +83,9 @@ pub enum SweepParameter {
     Threads,
     /// A complexity sweep: input size (`scalprof complexity`).
     Size,
+    /// A running server's own load (`scalprof watch`): each point is a level of busy
+    /// threads the server went through by itself, not one scalprof started it at.
+    Concurrency,
 }
 
 impl SweepParameter {
@@ -90,6 +93,7 @@ impl SweepParameter {
         match self {
             SweepParameter::Threads => "threads",
             SweepParameter::Size => "size",
+            SweepParameter::Concurrency => "concurrency",
         }
     }
 
@@ -97,8 +101,21 @@ impl SweepParameter {
         match s {
             "threads" => Some(SweepParameter::Threads),
             "size" => Some(SweepParameter::Size),
+            "concurrency" => Some(SweepParameter::Concurrency),
             _ => None,
         }
+    }
+
+    /// Whether its points are levels of concurrency, to which the USL, speedups and
+    /// efficiencies apply: a thread sweep's or a watched server's, not a size sweep's.
+    pub fn scales(self) -> bool {
+        self != SweepParameter::Size
+    }
+
+    /// Whether its points were each run by scalprof (a sweep), rather than found in a
+    /// running server's own load (`watch`): only a sweep's command can be run again.
+    pub fn swept(self) -> bool {
+        self != SweepParameter::Concurrency
     }
 }
 

@@ -78,6 +78,10 @@ pub const PROGRAMS: &[(&str, &str)] = &[
     ("kmap_flush", include_str!("../../../corpus/kmap_flush.c")),
     ("sync_server", include_str!("../../../corpus/sync_server.c")),
     ("loop_server", include_str!("../../../corpus/loop_server.c")),
+    (
+        "phase_server",
+        include_str!("../../../corpus/phase_server.c"),
+    ),
 ];
 
 /// Programs built otherwise than as dynamically linked C: (name, source, how).

@@ -28,6 +28,8 @@ pub use scalprof_collect::sweep::parse_values as parse_sweep_list;
 /// What one execution is for, what a sweep says as it goes, and how it ended: what an
 /// [`crate::Observer`] is told.
 pub use scalprof_collect::sweep::{RepeatKind, SweepEnd, SweepEvent};
+// What a watch window reports (`scalprof watch`).
+pub use scalprof_collect::watch::WindowDone;
 /// How a sweep is sampled, traced and attached: parts of [`crate::RunOptions`].
 pub use scalprof_collect::{attach::AttachSpec, locks::LockConfig, perf::SamplingConfig};
 /// The parser children's entry point and switch, and the kernel's symbols and structs.

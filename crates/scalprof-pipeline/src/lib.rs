@@ -42,6 +42,7 @@ pub mod seal;
 pub mod suite;
 pub mod sweep;
 pub mod verify;
+pub mod watch;
 
 use std::path::{Path, PathBuf};
 

@@ -106,6 +106,13 @@ impl<'a> Recorder<'a> {
         Ok(())
     }
 
+    /// The run's sweep values, once known (a watched server's levels).
+    pub fn set_sweep_values(&mut self, values: &[u64]) -> Result<(), StoreError> {
+        self.store.set_sweep_values(self.id(), values)?;
+        self.run.header.sweep.values = values.to_vec();
+        Ok(())
+    }
+
     pub fn set_sharing(&mut self, sharing: SharingInputs) -> Result<(), StoreError> {
         self.store.set_sharing(self.id(), &sharing)?;
         self.run.sharing = Some(sharing);

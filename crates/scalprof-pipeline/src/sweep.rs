@@ -180,32 +180,20 @@ pub fn record_with(
             });
         }
     }
-    let mut sink = StoreSink {
+    let mut sink = StoreSink::new(
         recorder,
         observer,
-        symbols: tracing.then(Symbols::load),
-        profile_error_shown: false,
-        jvm_perf_maps: plan
-            .traced_env
-            .iter()
-            .any(|(k, _)| k == "JAVA_TOOL_OPTIONS"),
-        python_perf_maps: plan
-            .traced_env
-            .iter()
-            .any(|(k, _)| k == crate::runtimes::PYTHON_PERF),
-        maps_before: Default::default(),
-        first: plan.values.first().copied(),
-        last: plan.values.last().copied(),
-        holds: HoldPolicy {
+        tracing,
+        &plan.traced_env,
+        HoldPolicy {
             everywhere: opts.hold_times_everywhere,
             threads: opts.parameter == SweepParameter::Threads,
         },
-        contended: Default::default(),
-        stacks_cut: None,
-    };
+    );
+    sink.first = plan.values.first().copied();
+    sink.last = plan.values.last().copied();
     let end = sweep::execute_plan_with(&plan, collectors, &mut sink, interrupt);
-    let symbols = sink.symbols.take();
-    let mut recorder = sink.recorder;
+    let (mut recorder, symbols) = sink.into_parts();
     let end = record_end(&mut recorder, end)?;
     if opts.sampling.is_some() && opts.parameter == SweepParameter::Threads {
         if let Some(symbols) = symbols {
@@ -297,7 +285,7 @@ fn new_run(
 
 /// The run's status from how its sweep ended. An error still leaves every repeat
 /// measured so far in the store.
-fn record_end(
+pub(crate) fn record_end(
     recorder: &mut Recorder<'_>,
     end: Result<SweepEnd, scalprof_collect::CollectError>,
 ) -> Result<SweepEnd> {
@@ -327,7 +315,7 @@ fn record_end(
 
 /// The sharing analysis reads the binaries, so its sites are read now, while the files
 /// are here, and stored with the run (the findings are computed from them on each load).
-fn sharing_sites(recorder: &mut Recorder<'_>, mut symbols: Symbols) -> Result<()> {
+pub(crate) fn sharing_sites(recorder: &mut Recorder<'_>, mut symbols: Symbols) -> Result<()> {
     // The hot instructions this process recorded: paths it saw mapped, not what the
     // store's rows say now.
     let inputs = recorder.recording().inputs();
@@ -345,8 +333,8 @@ fn sharing_sites(recorder: &mut Recorder<'_>, mut symbols: Symbols) -> Result<()
     Ok(())
 }
 
-/// Commits each repeat as the sweep reports it.
-struct StoreSink<'a> {
+/// Commits each repeat as the sweep (or the watch) reports it.
+pub(crate) struct StoreSink<'a> {
     recorder: Recorder<'a>,
     observer: &'a mut dyn Observer,
     /// Kernel and ELF symbols, loaded once for the whole sweep.
@@ -373,11 +361,11 @@ struct StoreSink<'a> {
 
 /// Where the hold-timing interposer goes. It lengthens every lock call, so it costs most
 /// where no lock is contended and there is nothing for hold times to explain.
-struct HoldPolicy {
+pub(crate) struct HoldPolicy {
     /// `--hold-times-everywhere`: every point, contended or not.
-    everywhere: bool,
+    pub(crate) everywhere: bool,
     /// A thread sweep: its 1-thread point contends for nothing.
-    threads: bool,
+    pub(crate) threads: bool,
 }
 
 /// Whether a repeat's lock table shows a thread waiting on a user lock that lets one
@@ -391,7 +379,40 @@ fn user_lock_contended(table: &scalprof_model::locks::LockProfile) -> bool {
     })
 }
 
-impl StoreSink<'_> {
+impl<'a> StoreSink<'a> {
+    /// A sink that records into `recorder`, symbolizing the traced repeats' samples when
+    /// `tracing`, with the runtimes' perf maps the traced repeats' environment
+    /// (`traced_env`) asked for removed once read.
+    pub(crate) fn new(
+        recorder: Recorder<'a>,
+        observer: &'a mut dyn Observer,
+        tracing: bool,
+        traced_env: &[(String, String)],
+        holds: HoldPolicy,
+    ) -> StoreSink<'a> {
+        StoreSink {
+            recorder,
+            observer,
+            symbols: tracing.then(Symbols::load),
+            profile_error_shown: false,
+            jvm_perf_maps: traced_env.iter().any(|(k, _)| k == "JAVA_TOOL_OPTIONS"),
+            python_perf_maps: traced_env
+                .iter()
+                .any(|(k, _)| k == crate::runtimes::PYTHON_PERF),
+            maps_before: Default::default(),
+            first: None,
+            last: None,
+            holds,
+            contended: Default::default(),
+            stacks_cut: None,
+        }
+    }
+
+    /// The recorder, once the sink's work is done, with the symbols it loaded.
+    pub(crate) fn into_parts(self) -> (Recorder<'a>, Option<Symbols>) {
+        (self.recorder, self.symbols)
+    }
+
     /// Stores a measured repeat, and, when it succeeded and was traced, what its
     /// collectors recorded, converted.
     fn record(

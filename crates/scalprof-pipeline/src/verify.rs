@@ -80,6 +80,14 @@ pub fn verify(
     approve: &mut dyn FnMut(&Approval) -> Result<bool>,
 ) -> Result<Vec<Experiment>> {
     let run = LoadedRun::load(store, id)?;
+    if !run.inputs.header.sweep.parameter.swept() {
+        bail!(
+            "run {id} watched a running server (`scalprof watch`): verify lengthens a cause by \
+             running the command again, and a watched server was not started by scalprof; \
+             sweep a client against it (`scalprof run --attach-name NAME -- CLIENT`) and \
+             verify that run"
+        );
+    }
     let point = chosen_point(&run.inputs.header, &run.doc, opts.point)?;
     let causes = causes_of(&run.doc, opts)?;
     let command = command_to_run(store, id, &run, opts, point, &causes, approve)?;

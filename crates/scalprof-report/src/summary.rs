@@ -331,7 +331,7 @@ pub fn verdict_line(
 pub fn run_model_line(doc: &RunDocument) -> String {
     let measured: Vec<&scalprof_model::Point> =
         doc.points.iter().filter(|p| p.speedup.is_some()).collect();
-    if doc.sweep.parameter == scalprof_model::SweepParameter::Threads && measured.len() == 2 {
+    if doc.sweep.parameter.scales() && measured.len() == 2 {
         let last = measured[1];
         return format!(
             "none fitted: two points fix any model exactly (speedup {:.2}× at {} {}); sweep three or more for the USL",
@@ -340,10 +340,7 @@ pub fn run_model_line(doc: &RunDocument) -> String {
             doc.sweep.parameter
         );
     }
-    if doc.model.is_none()
-        && doc.sweep.parameter == scalprof_model::SweepParameter::Threads
-        && measured.len() > 2
-    {
+    if doc.model.is_none() && doc.sweep.parameter.scales() && measured.len() > 2 {
         return format!(
             "none: no USL or Amdahl curve fits the {} measured points (the fit did not converge); the table above is the measurement",
             measured.len()

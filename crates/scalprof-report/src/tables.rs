@@ -14,7 +14,7 @@ pub(crate) fn points_table(doc: &RunDocument) -> Table {
     // A narrow terminal gets the wall time's spread, not the user and system times'.
     let narrow = crate::width::terminal_width().is_some_and(|w| w < crate::width::NARROW);
     // A size sweep has no speedup or efficiency: each size is its own workload.
-    let threads = doc.sweep.parameter == scalprof_model::SweepParameter::Threads;
+    let threads = doc.sweep.parameter.scales();
     let mut header = vec![doc.sweep.parameter.as_str(), "throughput"];
     if threads {
         header.extend(["speedup", "efficiency"]);

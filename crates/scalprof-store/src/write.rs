@@ -55,6 +55,16 @@ impl Store {
         Ok(())
     }
 
+    /// Sets run `id`'s sweep values: a watched server's levels, known only as it went
+    /// through them (`scalprof watch`).
+    pub fn set_sweep_values(&self, id: i64, values: &[u64]) -> Result<(), StoreError> {
+        self.db.execute(
+            "UPDATE runs SET sweep_values = ?2 WHERE id = ?1",
+            &[id.into(), json(&values).into()],
+        )?;
+        Ok(())
+    }
+
     /// Records where run `id`'s workload outputs are (see [`Store::run_output_dir`]).
     pub fn set_output_dir(&self, id: i64, dir: &Path) -> Result<(), StoreError> {
         self.db.execute(

@@ -8,8 +8,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod parse;
 mod run;
+mod watch;
 use parse::{parse_duration, parse_list, parse_output_path, parse_percent, parse_seconds};
 pub use run::RunArgs;
+pub use watch::WatchArgs;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -70,6 +72,13 @@ pub enum Command {
     ///
     /// Run a command over a sweep of thread counts, measure every point and fit the USL.
     Run(Box<RunArgs>),
+    /// Build a running server's curve from its own load
+    ///
+    /// Attach to a running server and build its scaling curve from its own load, without a
+    /// sweep: windows of its operations (from its log) and busy threads, grouped by
+    /// concurrency level, every other window profiled and lock-traced; the levels are the
+    /// run's points, with their causes.
+    Watch(Box<WatchArgs>),
     /// Fit the USL to your own measurements (CSV)
     ///
     /// Fit the Universal Scalability Law to your own measurements (a two-column CSV).

@@ -182,6 +182,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
     let db = &cli.db;
     match cli.command {
         Command::Run(args) => commands::run(db, *args),
+        Command::Watch(args) => commands::watch(db, *args),
         Command::Fit(args) => commands::fit(args),
         Command::Runs(args) => commands::runs(db, args),
         Command::Gc(args) => commands::gc(db, args),

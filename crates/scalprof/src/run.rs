@@ -32,10 +32,50 @@ pub fn record_and_show(
         bar: ProgressBar::hidden(),
         parameter: opts.parameter,
         started: None,
+        watching: None,
     };
     let outcome = scalprof_pipeline::record(store, opts, checked, &mut progress, interrupt);
     progress.bar.finish_and_clear();
     let outcome = outcome.map_err(crate::refusal::reworded)?;
+    show_outcome(outcome, opts.parameter, show)
+}
+
+/// `scalprof watch` in the terminal: a line per window (on a terminal, the spinner's
+/// message), what the watch noticed, and at the end the summary of the levels it saw.
+pub fn watch_and_show(
+    store: &Store,
+    opts: &scalprof_pipeline::watch::WatchOptions,
+    checked: &scalprof_pipeline::watch::WatchChecked,
+    show: &Show,
+    interrupt: &Interrupt,
+) -> Result<RunOutcome> {
+    let mut progress = Progress {
+        bar: ProgressBar::hidden(),
+        parameter: SweepParameter::Concurrency,
+        started: None,
+        watching: Some(format!(
+            "a window every {}, one in {} traced{}; {} ends it, keeping what it measured",
+            humantime::format_duration(opts.window),
+            opts.trace_every,
+            match &opts.ops_file {
+                Some((path, _)) => format!(", operations from {}", path.display()),
+                None => ", its CPU time as the work (--ops-file gives its operations)".into(),
+            },
+            match opts.duration {
+                Some(d) => format!("--duration {} or Ctrl-C", humantime::format_duration(d)),
+                None => "Ctrl-C (or the server's exit)".into(),
+            }
+        )),
+    };
+    let outcome =
+        scalprof_pipeline::watch::record_watch(store, opts, checked, &mut progress, interrupt);
+    progress.bar.finish_and_clear();
+    let outcome = outcome.map_err(crate::refusal::reworded)?;
+    show_outcome(outcome, SweepParameter::Concurrency, show)
+}
+
+/// The summary, how the run ended, and the document where `--json` asks for it.
+fn show_outcome(outcome: RunOutcome, parameter: SweepParameter, show: &Show) -> Result<RunOutcome> {
     let id = outcome.id;
     let json_to_stdout = show.json.as_deref() == Some(Path::new("-"));
     if show.summary && !json_to_stdout {
@@ -53,7 +93,7 @@ pub fn record_and_show(
         SweepEnd::Failed { value, .. } => eprintln!(
             "scalprof: the sweep stopped at {} {value} because the workload failed \
              (see above); --keep-going continues past failures. Run {id} keeps what was measured.",
-            opts.parameter
+            parameter
         ),
         SweepEnd::Complete => {}
     }
@@ -105,6 +145,8 @@ struct Progress {
     /// When the sweep started and how many executions it has, for the estimate said
     /// once the first one is done.
     started: Option<(std::time::Instant, u64)>,
+    /// A watch, not a sweep: how it goes, said when it starts.
+    watching: Option<String>,
 }
 
 impl Progress {
@@ -172,6 +214,20 @@ impl Observer for Progress {
 impl Progress {
     /// The run's first line, and the bar.
     fn started(&mut self, id: i64, label: &str, shape: &Shape) {
+        if let Some(how) = &self.watching {
+            eprintln!(
+                "scalprof: run {id} ({}): watching the server: {how}",
+                scalprof_report::terminal_line(label)
+            );
+            self.bar = ProgressBar::new_spinner();
+            self.bar.set_style(
+                ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+                    .expect("static template"),
+            );
+            self.bar
+                .enable_steady_tick(std::time::Duration::from_millis(500));
+            return;
+        }
         eprintln!(
             "scalprof: run {id} ({}): {} point{} × {} repeat{}{}",
             scalprof_report::terminal_line(label),
@@ -220,6 +276,8 @@ impl Progress {
                     index + 1
                 ));
             }
+            SweepEvent::Window(w) => self.window_done(w),
+            SweepEvent::RepeatDone { .. } if self.watching.is_some() => {}
             SweepEvent::RepeatDone { value, repeat, .. } => self.step_done(value, repeat, false),
             SweepEvent::WarmupDone { value, repeat } => self.step_done(value, repeat, true),
             SweepEvent::Rerun { value, disturbed } => {
@@ -311,12 +369,45 @@ impl Progress {
                 "scalprof: warning: at {} {value}, the ops regex matched {matched:?}, but what it captures is not a number: capture the count, e.g. --ops-regex 'ops=(\\d+)'",
                 self.parameter
             ),
+            SweepEvent::WatchNote(line) => format!("scalprof: {line}"),
             SweepEvent::Starting { .. }
+            | SweepEvent::Window(_)
             | SweepEvent::RepeatDone { .. }
             | SweepEvent::WarmupDone { .. }
             | SweepEvent::Rerun { .. }
             | SweepEvent::Suspended { .. } => return None,
         })
+    }
+
+    /// A watch window finished: the spinner's message on a terminal, else a line.
+    fn window_done(&mut self, w: &scalprof_pipeline::facade::WindowDone) {
+        let level = match w.level {
+            Some(l) => format!("level {l}"),
+            None => "idle".into(),
+        };
+        let levels: Vec<String> = w
+            .levels
+            .iter()
+            .map(|(l, n)| format!("{l} ({n} window{})", if *n == 1 { "" } else { "s" }))
+            .collect();
+        let line = format!(
+            "window {} at {:.0} s{}: {:.2} busy threads, {level}, {} ops/s; levels so far: {}",
+            w.index + 1,
+            w.elapsed_s,
+            if w.traced { " (traced)" } else { "" },
+            w.concurrency,
+            scalprof_report::si(w.ops_per_s),
+            if levels.is_empty() {
+                "none".into()
+            } else {
+                levels.join(", ")
+            }
+        );
+        if self.bar.is_hidden() {
+            eprintln!("scalprof: {line}");
+        } else {
+            self.bar.set_message(line);
+        }
     }
 
     /// A repeat or warm-up finished: what went wrong if it failed, and a step of the bar

@@ -82,7 +82,8 @@ fn is_budget_lock(r: &LockRow) -> bool {
     !(matches!(
         r.lock_type,
         LockKind::Join | LockKind::Barrier | LockKind::Idle | LockKind::GoWaitGroup
-    ) || r.attributed_to.is_some()
+    ) || r.is_timer_sleep()
+        || r.attributed_to.is_some()
         || r.peer_attached
         || r.count < crate::locks::LOCK_MIN_WAITS)
 }

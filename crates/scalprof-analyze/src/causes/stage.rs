@@ -2,7 +2,7 @@
 //! all its connections, a server's event loop), in the command or an attached process.
 //! Its finding is a serial fraction's; a thread-count sweep only.
 
-use scalprof_model::{Finding, FindingKind, SweepParameter};
+use scalprof_model::{Finding, FindingKind};
 
 use super::{Cause, Run};
 use crate::budget::series::Series;
@@ -15,7 +15,7 @@ impl Cause for Stage {
     }
 
     fn series(&self, run: &Run<'_>, findings: &mut Vec<Finding>) -> Vec<Series> {
-        if run.header.sweep.parameter != SweepParameter::Threads {
+        if !run.header.sweep.parameter.scales() {
             return Vec::new();
         }
         let series = crate::stage::stage_series(run.points, run.profiles);

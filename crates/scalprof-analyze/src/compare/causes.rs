@@ -23,9 +23,7 @@ pub(super) fn cause_changes(
     b: &RunDocument,
     pb: &Point,
 ) -> Vec<CauseChange> {
-    use scalprof_model::SweepParameter;
-    if a.sweep.parameter != SweepParameter::Threads || b.sweep.parameter != SweepParameter::Threads
-    {
+    if !a.sweep.parameter.scales() || !b.sweep.parameter.scales() {
         return Vec::new();
     }
     let per_op = |p: &Point| {

@@ -99,6 +99,8 @@ fn is_programs_cause(row: &LockRow) -> bool {
         row.lock_type,
         LockKind::Join | LockKind::Barrier | LockKind::Idle | LockKind::GoWaitGroup
     )
+        // A housekeeping thread's period waits for nothing.
+        || row.is_timer_sleep()
         // A wait for an attached server's answer is the server's time, which its own
         // rows break down.
         || row.attributed_to.is_some()

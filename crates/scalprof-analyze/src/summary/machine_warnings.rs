@@ -2,14 +2,14 @@
 //! (online, or a CPU quota, CPU set or affinity mask), or past the physical cores where SMT
 //! siblings share them.
 
-use scalprof_model::{Point, RunHeader, SweepParameter, Warning, WarningKind};
+use scalprof_model::{Point, RunHeader, Warning, WarningKind};
 
 /// A thread count above the CPUs the workload may use (online, or fewer where a CPU
 /// quota, CPU set or affinity mask says so): the point measures time-sharing, or the
 /// limit; its efficiency is also judged against those CPUs.
 pub(super) fn oversubscribed_point(header: &RunHeader, p: &Point) -> Option<Warning> {
     let cpus = header.host.cpus as u64;
-    if header.sweep.parameter != SweepParameter::Threads || cpus == 0 {
+    if !header.sweep.parameter.scales() || cpus == 0 {
         return None;
     }
     let limits = header.host.limits.as_ref();

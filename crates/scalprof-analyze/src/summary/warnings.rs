@@ -2,7 +2,7 @@
 //! sweep that swept nothing, a weak-scaling assumption the CPU time contradicts, and an
 //! unexplained share that needs a reason (the profile's own are in `profile_warnings`).
 
-use scalprof_model::{Point, RunHeader, SweepParameter, ThroughputSource, Warning, WarningKind};
+use scalprof_model::{Point, RunHeader, ThroughputSource, Warning, WarningKind};
 
 use super::machine_warnings::{limiting, oversubscribed_point};
 use super::{NOISY_SPREAD, PERTURBATION_LIMIT};
@@ -70,8 +70,12 @@ pub(super) fn unexplained_warning(header: &RunHeader, points: &[Point]) -> Optio
     })
 }
 
-/// The command has no placeholder for the swept parameter.
+/// The command has no placeholder for the swept parameter (a watched server's points are
+/// its own load: nothing to place).
 pub(super) fn not_swept(header: &RunHeader) -> Option<Warning> {
+    if !header.sweep.parameter.swept() {
+        return None;
+    }
     let p = header.sweep.parameter.as_str();
     let placeholder = format!("{{{p}}}");
     if header.sweep.values.len() < 2 || header.command.iter().any(|a| a.contains(&placeholder)) {
@@ -95,7 +99,7 @@ pub(super) fn fixed_work(
     points: &[Point],
     source: ThroughputSource,
 ) -> Option<Warning> {
-    if source != ThroughputSource::Weak || header.sweep.parameter != SweepParameter::Threads {
+    if source != ThroughputSource::Weak || !header.sweep.parameter.scales() {
         return None;
     }
     if let Some(w) = slower_but_faster(header, points) {
@@ -407,7 +411,7 @@ fn too_few_points(header: &RunHeader, points: &[Point]) -> Option<Warning> {
     let measured = points.iter().filter(|p| p.throughput.is_some()).count();
     // A sweep that stopped before it measured anything: the stop says why, not this.
     let stopped_empty = measured == 0 && header.status != scalprof_model::RunStatus::Complete;
-    if !(measured < 3 && !stopped_empty && header.sweep.parameter == SweepParameter::Threads) {
+    if !(measured < 3 && !stopped_empty && header.sweep.parameter.scales()) {
         return None;
     }
     let usable = header

@@ -87,6 +87,11 @@ pub enum SweepEvent<'a> {
         cpu_s: f64,
         target: u64,
     },
+    /// A watch window finished (`scalprof watch`): its level, concurrency and throughput.
+    /// A window that joins a level was handed over as a repeat of its point just before.
+    Window(&'a crate::watch::WindowDone),
+    /// What a watch noticed, in a sentence: the log rotated, the server exited.
+    WatchNote(&'a str),
 }
 
 /// Where a sweep's events go.

@@ -70,7 +70,7 @@ pub fn scaling_plot(doc: &RunDocument) -> Html {
     axes(&mut svg, (w, h, ml, mr, mt, mb), ymax, &y, &xs, &x);
     html!(svg, "<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\">{}</text><text x=\"14\" y=\"{}\" font-size=\"12\" transform=\"rotate(-90 14 {})\" text-anchor=\"middle\">throughput ({})</text>", (ml + w - mr) / 2.0, h - 8.0, doc.sweep.parameter.as_str(), (mt + h - mb) / 2.0, (mt + h - mb) / 2.0, &doc.throughput.unit);
     // Linear scaling from the first point: what the measured points fall short of.
-    if doc.sweep.parameter == scalprof_model::SweepParameter::Threads {
+    if doc.sweep.parameter.scales() {
         if let Some(&(n0, x0, _, _)) = pts.first() {
             let end = xmax.min(ymax * n0 / x0.max(f64::MIN_POSITIVE));
             html!(svg, "<line id=\"linear\" x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#999\" stroke-dasharray=\"2 3\"><title>linear scaling</title></line>", x(n0), y(x0), x(end), y(x0 * end / n0));
@@ -95,7 +95,7 @@ pub fn scaling_plot(doc: &RunDocument) -> Html {
     }
     // Where the points start to outnumber the machine's CPUs.
     let cpus = doc.host.cpus as f64;
-    if doc.sweep.parameter == scalprof_model::SweepParameter::Threads && cpus > 0.0 && cpus < xmax {
+    if doc.sweep.parameter.scales() && cpus > 0.0 && cpus < xmax {
         html!(svg, "<line id=\"cpus\" x1=\"{:.1}\" y1=\"{}\" x2=\"{:.1}\" y2=\"{}\" stroke=\"#a60\" stroke-dasharray=\"1 4\"/><text x=\"{:.1}\" y=\"{}\" font-size=\"11\" fill=\"#a60\">{} CPUs</text>", x(cpus), mt, x(cpus), h - mb, x(cpus) + 4.0, h - mb - 6.0, doc.host.cpus);
     }
     // The legend, top left inside the axes (the curves start at the first point, right of it).

@@ -19,6 +19,7 @@ mod runs;
 mod show;
 mod suite;
 mod verify;
+mod watch;
 
 pub use compare::compare;
 pub use complexity::complexity;
@@ -39,6 +40,7 @@ pub use runs::runs;
 pub use show::show;
 pub use suite::suite;
 pub use verify::verify;
+pub use watch::watch;
 
 use std::process::ExitCode;
 

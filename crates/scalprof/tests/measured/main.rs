@@ -19,3 +19,4 @@ mod regressions;
 mod runtimes;
 mod suite;
 mod verify;
+mod watch;

@@ -38,7 +38,8 @@ pub struct WatchPlan {
     pub duration: Option<Duration>,
     pub sampling: Option<SamplingConfig>,
     pub locks: Option<LockConfig>,
-    /// One window in this many is traced (the last of each group): 2 alternates.
+    /// One window in this many is traced (the last of each group), besides the first
+    /// [`TRACED_PER_LEVEL`] of each level, which follow the level's first untraced ones.
     pub trace_every: u32,
 }
 
@@ -50,6 +51,10 @@ pub enum WatchOps {
     /// No operations given: the server's CPU time, in microseconds, is its work.
     Cpu,
 }
+
+/// Each level's first this many traced windows come as soon as it has had an untraced
+/// one, whatever `trace_every` says: every level the server goes through gets its causes.
+pub const TRACED_PER_LEVEL: u32 = 2;
 
 /// A window below this many busy threads is idle: not a level.
 pub const IDLE_BELOW: f64 = 0.5;
@@ -207,6 +212,7 @@ pub fn execute_watch(
     let mut pending: VecDeque<Measured> = VecDeque::new();
     let mut levels: BTreeMap<u64, u32> = BTreeMap::new();
     let mut end = SweepEnd::Complete;
+    let mut schedule = Schedule::default();
     // The log's first ops line marks where counting starts: the lines before it cover
     // a time before the watch.
     if matches!(plan.ops, WatchOps::Log { .. }) {
@@ -228,7 +234,20 @@ pub fn execute_watch(
                 for line in &found.dropped {
                     note(sink, line)?;
                 }
-                found.pids
+                // An exited process its parent has not reaped yet runs nothing.
+                let live: Vec<i32> = found
+                    .pids
+                    .into_iter()
+                    .filter(|&pid| !load::exited(pid))
+                    .collect();
+                if live.is_empty() {
+                    note(
+                        sink,
+                        "the server is gone (it exited): the watch ends with what it measured",
+                    )?;
+                    break;
+                }
+                live
             }
             Err(e) => {
                 note(
@@ -239,11 +258,23 @@ pub fn execute_watch(
             }
         };
         watcher.set_pids(&pids);
-        let every = plan.trace_every.max(1);
-        let traced = (on.0.is_some() || on.1.is_some()) && index % every == every - 1;
+        let traced = (on.0.is_some() || on.1.is_some()) && schedule.traces(index, plan.trace_every);
         let window = measure_window(
             plan, index, &pids, traced, collectors, &mut on, sink, interrupt,
         )?;
+        // Its level as far as known now (the waits sampled so far): what the next
+        // window's tracing is decided on.
+        let level = {
+            let t = watcher.timeline();
+            let waits = blocked_shares(&t.waits, window.t0, window.t1);
+            let wall_s = (window.t1 - window.t0).as_secs_f64();
+            level_of(
+                window
+                    .busy
+                    .concurrency(wall_s, |th| waits.get(&th).copied().unwrap_or(0.0)),
+            )
+        };
+        schedule.measured(level, window.traced);
         pending.push_back(window);
         tell_notes(&watcher, sink)?;
         hand_over_ready(
@@ -290,6 +321,37 @@ pub fn execute_watch(
         )?;
     }
     Ok(end)
+}
+
+/// Which windows are traced: every `trace_every`-th, and each level's first
+/// [`TRACED_PER_LEVEL`] after an untraced window at that level.
+#[derive(Default)]
+struct Schedule {
+    /// The last window's level and whether it was traced.
+    last: Option<(Option<u64>, bool)>,
+    traced: BTreeMap<u64, u32>,
+}
+
+impl Schedule {
+    fn traces(&self, index: u32, every: u32) -> bool {
+        let every = every.max(1);
+        if index % every == every - 1 {
+            return true;
+        }
+        match self.last {
+            Some((Some(level), false)) => {
+                self.traced.get(&level).copied().unwrap_or(0) < TRACED_PER_LEVEL
+            }
+            _ => false,
+        }
+    }
+
+    fn measured(&mut self, level: Option<u64>, traced: bool) {
+        if let (Some(l), true) = (level, traced) {
+            *self.traced.entry(l).or_default() += 1;
+        }
+        self.last = Some((level, traced));
+    }
 }
 
 /// Waits (up to three windows) for the log's first ops line, and says so if none came.
@@ -581,6 +643,26 @@ mod tests {
         );
         // A window inside one line's span gets its share.
         assert!((ops_between(&entries, at(450), at(500)) - 25.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn each_level_gets_its_first_traced_windows_then_one_in_every() {
+        let mut s = Schedule::default();
+        let mut traced = Vec::new();
+        // Level 1 for 12 windows, then level 2 for 12.
+        for index in 0..24u32 {
+            let t = s.traces(index, 8);
+            traced.push(t);
+            s.measured(Some(if index < 12 { 1 } else { 2 }), t);
+        }
+        let at: Vec<u32> = (0..24).filter(|&i| traced[i as usize]).collect();
+        // 1, 3 (level 1's two), 7 (every 8th), 13, 15 (level 2's two after its first
+        // untraced window), 23.
+        assert_eq!(at, vec![1, 3, 7, 13, 15, 23]);
+        // Idle windows trace nothing of their own.
+        let mut idle = Schedule::default();
+        idle.measured(None, false);
+        assert!(!idle.traces(1, 8));
     }
 
     #[test]

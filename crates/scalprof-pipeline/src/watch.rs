@@ -38,8 +38,8 @@ pub struct WatchOptions {
 }
 
 impl WatchOptions {
-    /// A watch of `attach` with `scalprof watch`'s defaults: 1-second windows, every
-    /// other one traced, profiled and lock-traced, CPU time as the work.
+    /// A watch of `attach` with `scalprof watch`'s defaults: 1-second windows, one in 8
+    /// traced (and each level's first two), profiled and lock-traced, CPU time as the work.
     pub fn new(attach: AttachSpec) -> WatchOptions {
         WatchOptions {
             attach,
@@ -49,7 +49,7 @@ impl WatchOptions {
             label: None,
             sampling: Some(SamplingConfig::default()),
             locks: Some(LockConfig::default()),
-            trace_every: 2,
+            trace_every: 8,
             predict: None,
         }
     }
@@ -78,11 +78,9 @@ pub fn check_watch(opts: &WatchOptions) -> Result<WatchChecked, Refusal> {
                 regex: regex.clone(),
                 error,
             })?;
-            if compiled.captures_len() < 2 {
-                return Err(Refusal::OpsRegexNoGroup {
-                    regex: regex.clone(),
-                });
-            }
+            // Followed from the watch's start; refused now if it cannot be.
+            scalprof_collect::watch::follow::Follower::open(path, compiled.clone())
+                .map_err(|why| Refusal::Attach(scalprof_collect::CollectError::Attach(why)))?;
             WatchOps::Log {
                 path: path.clone(),
                 regex: compiled,

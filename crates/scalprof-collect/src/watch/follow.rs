@@ -1,4 +1,5 @@
-//! Following a server's log for its operations (`watch --ops-file PATH --ops-regex RE`), as
+//! Following a server's log for its operations (`watch --ops-file PATH --ops-regex RE`: a
+//! matching line adds its first group, or counts one where the regex has none), as
 //! `tail -F` follows it: from its end when the watch starts, through rotation (a new file
 //! at the path), truncation and disappearance, a bounded read at a time.
 //!
@@ -180,6 +181,13 @@ impl Follower {
                 continue;
             }
             let text = String::from_utf8_lossy(line);
+            // A regex without a group counts its lines: one operation each.
+            if self.regex.captures_len() < 2 {
+                if self.regex.is_match(&text) {
+                    polled.ops = Some(polled.ops.unwrap_or(0).saturating_add(1));
+                }
+                continue;
+            }
             match crate::sweep::match_ops(&text, &self.regex) {
                 Ok(Some(n)) => polled.ops = Some(polled.ops.unwrap_or(0).saturating_add(n)),
                 Ok(None) => {}
@@ -255,6 +263,16 @@ mod tests {
         append(&path, "served x\nserved 4\n");
         let p = words.poll();
         assert_eq!((p.ops, p.not_numbers), (Some(4), 1));
+    }
+
+    #[test]
+    fn a_regex_without_a_group_counts_the_lines_it_matches() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("access.log");
+        std::fs::write(&path, "GET /old\n").unwrap();
+        let mut f = Follower::open(&path, Regex::new(r#""GET "#).unwrap()).unwrap();
+        append(&path, "\"GET /a\" 200\n\"POST /b\" 200\n\"GET /c\" 404\n");
+        assert_eq!(f.poll().ops, Some(2));
     }
 
     #[test]

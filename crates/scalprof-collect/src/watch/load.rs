@@ -181,6 +181,14 @@ pub(crate) fn classify_syscall(line: &str) -> Waiting {
     }
 }
 
+/// Whether process `pid` has exited (gone, or a zombie its parent has not reaped).
+pub fn exited(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| state_of(&stat))
+        .is_none_or(|state| state == 'Z' || state == 'X')
+}
+
 /// The state letter of a `/proc/…/stat` line (after the command name in parentheses).
 fn state_of(stat: &str) -> Option<char> {
     let rest = &stat[stat.rfind(')')? + 1..];

@@ -11,6 +11,9 @@ use crate::cli;
 use crate::refusal::worded;
 use crate::run::Show;
 
+/// The niceness a watch runs at: the lowest priority, below every default thread.
+const WATCH_NICE: libc::c_int = 19;
+
 pub fn watch(db: &Option<PathBuf>, args: cli::WatchArgs) -> Result<ExitCode> {
     let opts = args.options();
     // Checked before touching the store: a server that is not running, a log that is not
@@ -26,6 +29,13 @@ pub fn watch(db: &Option<PathBuf>, args: cli::WatchArgs) -> Result<ExitCode> {
     }
     let store = open_store(db)?;
     let interrupt = Interrupt::install()?;
+    // The server comes first: what scalprof does between windows (loading the tracer,
+    // naming stacks) waits for CPUs the server leaves idle. Threads and children made
+    // from now on inherit it.
+    // SAFETY: setpriority on this thread has no memory-safety preconditions.
+    unsafe {
+        libc::setpriority(libc::PRIO_PROCESS, 0, WATCH_NICE);
+    }
     let show = Show {
         summary: true,
         json: args.json.clone(),

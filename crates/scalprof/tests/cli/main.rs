@@ -20,3 +20,4 @@ mod import;
 mod many_core;
 mod postgres_store;
 mod sandbox;
+mod watch;

@@ -1,0 +1,164 @@
+//! `scalprof watch` given what a user gets wrong, and a server that goes away: a clear
+//! error before anything is stored, and the windows measured kept.
+
+use std::process::{Child, Command as StdCommand, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::cli::stderr_of;
+use crate::common::corpus::corpus;
+use crate::common::scalprof;
+
+/// A process to watch that lives until dropped.
+struct Sleeper(Child);
+
+impl Sleeper {
+    fn start() -> Sleeper {
+        Sleeper(StdCommand::new("sleep").arg("60").spawn().unwrap())
+    }
+}
+
+impl Drop for Sleeper {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn watch_names_what_is_missing_before_anything_is_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let server = Sleeper::start();
+    let pid = server.0.id().to_string();
+    let log = dir.path().join("server.log");
+    std::fs::write(&log, "").unwrap();
+    // No server named: clap says which flags name one.
+    scalprof(&db)
+        .args(["watch", "--duration", "1s"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("--attach"));
+    // A log without the regex of its lines, and the other way round.
+    scalprof(&db)
+        .args(["watch", "--attach", &pid, "--ops-file"])
+        .arg(&log)
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("--ops-regex"));
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["--attach", "999999999"],
+            "--attach 999999999: no such process",
+        ),
+        (
+            &[
+                "--attach",
+                &pid,
+                "--ops-file",
+                "/nonexistent/server.log",
+                "--ops-regex",
+                r"(\d+)",
+            ],
+            "--ops-file /nonexistent/server.log: no such file",
+        ),
+        (
+            &[
+                "--attach",
+                &pid,
+                "--ops-file",
+                dir.path().to_str().unwrap(),
+                "--ops-regex",
+                r"(\d+)",
+            ],
+            "not a regular file",
+        ),
+        (
+            &["--attach", &pid, "--ops-regex", r"(\d+"],
+            "not a valid regex",
+        ),
+    ];
+    for (args, said) in cases {
+        let out = scalprof(&db)
+            .arg("watch")
+            .args(args)
+            .args(["--duration", "1s", "--no-profile", "--no-locks"])
+            .output()
+            .unwrap();
+        let stderr = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(said), "{args:?}: {stderr}");
+    }
+    // Nothing was stored by any of them.
+    let listed = scalprof(&db).args(["runs", "--json"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&listed.stdout).trim(), "[]");
+}
+
+#[test]
+fn a_fifo_given_as_the_log_is_refused_without_waiting_for_a_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Sleeper::start();
+    let fifo = dir.path().join("fifo");
+    assert!(StdCommand::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let started = Instant::now();
+    let out = scalprof(&dir.path().join("runs.db"))
+        .args([
+            "watch",
+            "--attach",
+            &server.0.id().to_string(),
+            "--ops-file",
+        ])
+        .arg(&fifo)
+        .args(["--ops-regex", r"(\d+)", "--no-profile", "--no-locks"])
+        .timeout(Duration::from_secs(20))
+        .output()
+        .unwrap();
+    let stderr = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("not a regular file"), "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+/// The server exits part-way: the watch ends there, says so, and keeps every window.
+#[test]
+fn a_server_that_exits_ends_the_watch_with_what_it_measured() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let log = dir.path().join("server.log");
+    let out = std::fs::File::create(&log).unwrap();
+    let mut server = StdCommand::new(corpus().join("phase_server"))
+        .args(["--phases", "1:4"])
+        .stdout(Stdio::from(out))
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let watched = scalprof(&db)
+        .args(["watch", "--attach", &server.id().to_string(), "--ops-file"])
+        .arg(&log)
+        .args(["--ops-regex", r"served (\d+)", "--window", "500ms"])
+        // Untraced: this test runs without privileges too.
+        .args(["--no-profile", "--no-locks", "--json", "-"])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    server.wait().unwrap();
+    let stderr = stderr_of(&watched);
+    assert!(watched.status.success(), "{stderr}");
+    assert!(stderr.contains("the server is gone"), "{stderr}");
+    let doc: serde_json::Value = serde_json::from_slice(&watched.stdout).unwrap();
+    assert_eq!(doc["status"], "complete", "{stderr}");
+    assert_eq!(doc["sweep"]["parameter"], "concurrency");
+    let level1 = doc["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["value"] == 1)
+        .unwrap_or_else(|| panic!("no level 1: {}", doc["points"]));
+    // About 3.5 s of one busy worker in half-second windows.
+    let windows = level1["repeats"].as_array().unwrap().len();
+    assert!((4..=9).contains(&windows), "{windows} windows: {stderr}");
+    assert!(level1["throughput"].as_f64().unwrap() > 1000.0, "{level1}");
+}

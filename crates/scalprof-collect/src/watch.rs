@@ -26,6 +26,7 @@ use crate::CollectError;
 
 pub mod follow;
 pub mod load;
+pub mod scrape;
 
 /// What a watch observes, and how.
 #[derive(Clone, Debug)]
@@ -48,6 +49,8 @@ pub struct WatchPlan {
 pub enum WatchOps {
     /// Lines of the server's log that match `regex` add its first group.
     Log { path: PathBuf, regex: Regex },
+    /// A counter of a metrics endpoint on this host (`URL#METRIC`), its increase.
+    Url { spec: String },
     /// No operations given: the server's CPU time, in microseconds, is its work.
     Cpu,
 }
@@ -61,6 +64,15 @@ pub const IDLE_BELOW: f64 = 0.5;
 
 /// How often the watcher reads the log and samples the threads' waits (at most).
 const TICK: Duration = Duration::from_millis(40);
+
+/// How often a metrics endpoint is read.
+const SCRAPE_EVERY: Duration = Duration::from_millis(250);
+
+/// Where the watcher reads the operations.
+enum OpsSource {
+    Log(follow::Follower),
+    Url(scrape::Scraper),
+}
 
 /// The watcher keeps its thread-wait sampling under this share of one CPU.
 const SAMPLING_SHARE: f64 = 0.01;
@@ -108,10 +120,7 @@ struct Watcher {
 }
 
 impl Watcher {
-    fn start(
-        mut follower: Option<follow::Follower>,
-        pids: Vec<i32>,
-    ) -> Result<Watcher, CollectError> {
+    fn start(mut source: Option<OpsSource>, pids: Vec<i32>) -> Result<Watcher, CollectError> {
         let stop = Arc::new(AtomicBool::new(false));
         let pids = Arc::new(Mutex::new(pids));
         let timeline = Arc::new(Mutex::new(Timeline::default()));
@@ -120,9 +129,17 @@ impl Watcher {
             .name("scalprof-watch".into())
             .spawn(move || {
                 let mut next_wait_sample = Instant::now();
+                let mut next_scrape = Instant::now();
                 let mut wait_every = TICK;
                 while !s.load(Ordering::SeqCst) {
-                    let polled = follower.as_mut().map(follow::Follower::poll);
+                    let polled = match source.as_mut() {
+                        Some(OpsSource::Log(f)) => Some(f.poll()),
+                        Some(OpsSource::Url(scraper)) if Instant::now() >= next_scrape => {
+                            next_scrape = Instant::now() + SCRAPE_EVERY;
+                            Some(scraper.poll())
+                        }
+                        _ => None,
+                    };
                     let now = Instant::now();
                     let sample = (now >= next_wait_sample).then(|| {
                         let targets = p.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -199,14 +216,17 @@ pub fn execute_watch(
     sink: &mut dyn SweepSink,
     interrupt: &Interrupt,
 ) -> Result<SweepEnd, CollectError> {
-    let follower = match &plan.ops {
-        WatchOps::Log { path, regex } => {
-            Some(follow::Follower::open(path, regex.clone()).map_err(CollectError::Attach)?)
-        }
+    let source = match &plan.ops {
+        WatchOps::Log { path, regex } => Some(OpsSource::Log(
+            follow::Follower::open(path, regex.clone()).map_err(CollectError::Attach)?,
+        )),
+        WatchOps::Url { spec } => Some(OpsSource::Url(
+            scrape::Scraper::open(spec).map_err(CollectError::Attach)?,
+        )),
         WatchOps::Cpu => None,
     };
     let first = plan.attach.resolve_noting()?;
-    let watcher = Watcher::start(follower, first.pids)?;
+    let watcher = Watcher::start(source, first.pids)?;
     let started = Instant::now();
     let mut on = (plan.sampling.clone(), plan.locks.clone());
     let mut pending: VecDeque<Measured> = VecDeque::new();
@@ -215,7 +235,7 @@ pub fn execute_watch(
     let mut schedule = Schedule::default();
     // The log's first ops line marks where counting starts: the lines before it cover
     // a time before the watch.
-    if matches!(plan.ops, WatchOps::Log { .. }) {
+    if !matches!(plan.ops, WatchOps::Cpu) {
         wait_for_first_line(&watcher, plan, interrupt, sink)?;
     }
     for index in 0u32.. {
@@ -368,15 +388,20 @@ fn wait_for_first_line(
         }
         std::thread::sleep(TICK);
     }
-    if let WatchOps::Log { path, regex } = &plan.ops {
-        note(
+    match &plan.ops {
+        WatchOps::Log { path, regex } => note(
             sink,
             &format!(
                 "no new line of {} matches {} yet: a window's operations are counted from the first that does",
                 path.display(),
                 regex.as_str()
             ),
-        )?;
+        )?,
+        WatchOps::Url { spec } => note(
+            sink,
+            &format!("{spec} has not been read yet: a window's operations are counted from its first answer"),
+        )?,
+        WatchOps::Cpu => {}
     }
     Ok(())
 }
@@ -481,7 +506,7 @@ fn hand_over_ready(
             let mut t = watcher.timeline();
             let ops = match plan.ops {
                 WatchOps::Cpu => Some(w.busy.on_cpu_s * 1e6),
-                WatchOps::Log { .. } => t
+                WatchOps::Log { .. } | WatchOps::Url { .. } => t
                     .ops
                     .last()
                     .filter(|(at, _)| *at >= w.t1)

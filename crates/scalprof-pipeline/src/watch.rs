@@ -24,8 +24,11 @@ use crate::sweep::{record_end, sharing_sites, Event, HoldPolicy, Observer, RunOu
 #[derive(Clone, Debug)]
 pub struct WatchOptions {
     pub attach: AttachSpec,
-    /// The server's log and the regex of its ops lines; `None`: CPU time is the work.
+    /// The server's log and the regex of its ops lines; `None`: CPU time is the work
+    /// (or `ops_url`'s counter).
     pub ops_file: Option<(PathBuf, String)>,
+    /// A counter of a metrics endpoint on this host, `URL#METRIC`.
+    pub ops_url: Option<String>,
     pub window: Duration,
     pub duration: Option<Duration>,
     pub label: Option<String>,
@@ -44,6 +47,7 @@ impl WatchOptions {
         WatchOptions {
             attach,
             ops_file: None,
+            ops_url: None,
             window: Duration::from_secs(1),
             duration: None,
             label: None,
@@ -72,7 +76,16 @@ pub struct WatchChecked {
 /// privileges the collectors need, and the server.
 pub fn check_watch(opts: &WatchOptions) -> Result<WatchChecked, Refusal> {
     let ops = match &opts.ops_file {
-        None => WatchOps::Cpu,
+        None => match &opts.ops_url {
+            None => WatchOps::Cpu,
+            Some(spec) => {
+                // Read once now: an endpoint that is not there, or lacks the counter, is
+                // said before anything is created.
+                scalprof_collect::watch::scrape::Scraper::open(spec)
+                    .map_err(|why| Refusal::Attach(scalprof_collect::CollectError::Attach(why)))?;
+                WatchOps::Url { spec: spec.clone() }
+            }
+        },
         Some((path, regex)) => {
             let compiled = Regex::new(regex).map_err(|error| Refusal::OpsRegex {
                 regex: regex.clone(),
@@ -189,6 +202,7 @@ pub fn record_watch_with(
         scaling: None,
         ops_regex: match &checked.ops {
             WatchOps::Log { regex, .. } => regex.as_str().to_string(),
+            WatchOps::Url { spec } => spec.clone(),
             WatchOps::Cpu => String::new(),
         },
         commit: None,

@@ -57,9 +57,13 @@ pub fn watch_and_show(
             "a window every {}, one in {} traced{}; {} ends it, keeping what it measured",
             humantime::format_duration(opts.window),
             opts.trace_every,
-            match &opts.ops_file {
-                Some((path, _)) => format!(", operations from {}", path.display()),
-                None => ", its CPU time as the work (--ops-file gives its operations)".into(),
+            match (&opts.ops_file, &opts.ops_url) {
+                (Some((path, _)), _) => format!(", operations from {}", path.display()),
+                (None, Some(url)) => format!(", operations from {url}"),
+                (None, None) => {
+                    ", its CPU time as the work (--ops-file or --ops-url gives its operations)"
+                        .into()
+                }
             },
             match opts.duration {
                 Some(d) => format!("--duration {} or Ctrl-C", humantime::format_duration(d)),

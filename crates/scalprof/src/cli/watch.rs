@@ -30,7 +30,12 @@ pub struct WatchArgs {
     /// The server's log, followed as `tail -F` follows it (from its end, through rotation):
     /// each new line --ops-regex matches adds its first group to the window's operations.
     /// Without it, the server's CPU time is its work (CPU-µs per second).
-    #[arg(long, value_name = "PATH", requires = "ops_regex")]
+    #[arg(
+        long,
+        value_name = "PATH",
+        requires = "ops_regex",
+        conflicts_with = "ops_url"
+    )]
     pub ops_file: Option<PathBuf>,
 
     /// Regex of the log's operations lines; its first capture group is the count the line
@@ -38,6 +43,13 @@ pub struct WatchArgs {
     /// one operation (`'"GET '` in an access log).
     #[arg(long, value_name = "REGEX", value_parser = parse_regex, requires = "ops_file")]
     pub ops_regex: Option<String>,
+
+    /// A Prometheus counter on this host: `http://127.0.0.1:9100/metrics#http_requests_total`
+    /// (with labels: `#http_requests_total{code="200"}`, the matching series summed); its
+    /// increase is the window's operations (a reset counts from zero). Read every 250 ms,
+    /// plain HTTP, no proxy or redirect.
+    #[arg(long, value_name = "URL#METRIC")]
+    pub ops_url: Option<String>,
 
     /// Stop after this long (`20s`, `10m`, `2h`). Default: at Ctrl-C or when the server
     /// exits; either way every window measured is kept.
@@ -101,6 +113,7 @@ impl WatchArgs {
         use scalprof_pipeline::facade::{AttachSpec, LockConfig, SamplingConfig};
         scalprof_pipeline::watch::WatchOptions {
             ops_file: self.ops_file.clone().zip(self.ops_regex.clone()),
+            ops_url: self.ops_url.clone(),
             window: self.window,
             duration: self.duration,
             label: self.label.clone(),

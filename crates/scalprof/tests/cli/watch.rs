@@ -162,3 +162,110 @@ fn a_server_that_exits_ends_the_watch_with_what_it_measured() {
     assert!((4..=9).contains(&windows), "{windows} windows: {stderr}");
     assert!(level1["throughput"].as_f64().unwrap() > 1000.0, "{level1}");
 }
+
+/// A counter served on this host as Prometheus's text format: 1000 a second since it
+/// started, reset to zero after `reset_after`.
+fn serve_counter(reset_after: Duration) -> u16 {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let started = Instant::now();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { continue };
+            let mut request = [0u8; 2048];
+            let _ = s.read(&mut request);
+            let mut elapsed = started.elapsed();
+            if elapsed > reset_after {
+                elapsed -= reset_after;
+            }
+            let body = format!(
+                "# TYPE requests_total counter\nrequests_total{{code=\"200\"}} {}\nrequests_total{{code=\"500\"}} 7\n",
+                (elapsed.as_secs_f64() * 1000.0).round()
+            );
+            let _ = write!(
+                s,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    port
+}
+
+/// `--ops-url`: a counter's increase per window, through a reset; an endpoint elsewhere,
+/// or without the counter, is refused before anything is stored.
+#[test]
+fn a_metrics_counter_on_this_host_gives_the_operations() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let port = serve_counter(Duration::from_millis(2500));
+    let mut server = StdCommand::new(corpus().join("phase_server"))
+        .args(["--phases", "1:4"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}/metrics#requests_total{{code=\"200\"}}");
+    let watched = scalprof(&db)
+        .args([
+            "watch",
+            "--attach",
+            &server.id().to_string(),
+            "--ops-url",
+            &url,
+        ])
+        .args([
+            "--window",
+            "500ms",
+            "--no-profile",
+            "--no-locks",
+            "--json",
+            "-",
+        ])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    server.wait().unwrap();
+    let stderr = stderr_of(&watched);
+    assert!(watched.status.success(), "{stderr}");
+    let doc: serde_json::Value = serde_json::from_slice(&watched.stdout).unwrap();
+    let level1 = doc["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["value"] == 1)
+        .unwrap_or_else(|| panic!("no level 1: {stderr}"));
+    // 1000 a second, the reset counted from zero, not as a fall.
+    let x = level1["throughput"].as_f64().unwrap();
+    assert!((850.0..1150.0).contains(&x), "{x} ops/s: {stderr}");
+    for (spec, said) in [
+        (
+            "http://10.1.2.3:9100/metrics#requests_total".to_string(),
+            "is not this host",
+        ),
+        (
+            format!("http://127.0.0.1:{port}/metrics#missing_total"),
+            "no series of missing_total",
+        ),
+        (
+            format!("http://127.0.0.1:{port}/metrics"),
+            "name the counter after a #",
+        ),
+    ] {
+        let sleeper = Sleeper::start();
+        let out = scalprof(&db)
+            .args([
+                "watch",
+                "--attach",
+                &sleeper.0.id().to_string(),
+                "--ops-url",
+                &spec,
+            ])
+            .args(["--duration", "1s", "--no-profile", "--no-locks"])
+            .output()
+            .unwrap();
+        let stderr = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(2), "{spec}: {stderr}");
+        assert!(stderr.contains(said), "{spec}: {stderr}");
+    }
+}

@@ -39,6 +39,10 @@ pub struct WatchPlan {
     pub duration: Option<Duration>,
     pub sampling: Option<SamplingConfig>,
     pub locks: Option<LockConfig>,
+    /// Lines of the log whose first group is one operation's latency in milliseconds: a
+    /// window's concurrency is then Little's law's, its throughput × its mean latency,
+    /// rather than its busy threads.
+    pub latency: Option<Regex>,
     /// One window in this many is traced (the last of each group), besides the first
     /// [`TRACED_PER_LEVEL`] of each level, which follow the level's first untraced ones.
     pub trace_every: u32,
@@ -105,6 +109,8 @@ struct Timeline {
     unknown_waits: u32,
     /// Lines for the user (log rotated, skipped, …), not yet told.
     notes: Vec<String>,
+    /// Polls that read latency lines: when, the latencies' sum in seconds, how many.
+    latencies: Vec<(Instant, f64, u64)>,
     /// Ops lines whose group was not a number, not yet told.
     not_numbers: u64,
     /// When the log was last read.
@@ -158,6 +164,9 @@ impl Watcher {
                                 t.ops.push((now, n));
                             }
                             t.not_numbers += polled.not_numbers;
+                            if polled.latencies > 0 {
+                                t.latencies.push((now, polled.latency_s, polled.latencies));
+                            }
                             t.notes.extend(polled.notes);
                         }
                         if let Some((blocked, unknown)) = sample {
@@ -218,7 +227,9 @@ pub fn execute_watch(
 ) -> Result<SweepEnd, CollectError> {
     let source = match &plan.ops {
         WatchOps::Log { path, regex } => Some(OpsSource::Log(
-            follow::Follower::open(path, regex.clone()).map_err(CollectError::Attach)?,
+            follow::Follower::open(path, regex.clone())
+                .map_err(CollectError::Attach)?
+                .with_latency(plan.latency.clone()),
         )),
         WatchOps::Url { spec } => Some(OpsSource::Url(
             scrape::Scraper::open(spec).map_err(CollectError::Attach)?,
@@ -502,7 +513,7 @@ fn hand_over_ready(
     last: bool,
 ) -> Result<(), CollectError> {
     while let Some(w) = pending.front() {
-        let (ops, waits) = {
+        let (ops, waits, latency) = {
             let mut t = watcher.timeline();
             let ops = match plan.ops {
                 WatchOps::Cpu => Some(w.busy.on_cpu_s * 1e6),
@@ -516,12 +527,14 @@ fn hand_over_ready(
                 return Ok(());
             }
             let waits = blocked_shares(&t.waits, w.t0, w.t1);
+            let latency = mean_latency(&t.latencies, w.t0, w.t1);
+            t.latencies.retain(|(at, _, _)| *at > w.t0);
             // What no later window needs: before this one's start (one ops entry kept,
             // the start of the next's spread).
             let keep_from = t.ops.iter().rposition(|(at, _)| *at < w.t0).unwrap_or(0);
             t.ops.drain(..keep_from);
             t.waits.retain(|(at, _)| *at >= w.t0);
-            (ops, waits)
+            (ops, waits, latency)
         };
         let Some(w) = pending.pop_front() else { break };
         let Some(ops) = ops else {
@@ -534,7 +547,7 @@ fn hand_over_ready(
             )?;
             continue;
         };
-        hand_over(w, ops, waits, levels, started, sink)?;
+        hand_over(w, ops, waits, latency, levels, started, sink)?;
     }
     Ok(())
 }
@@ -544,14 +557,20 @@ fn hand_over(
     w: Measured,
     ops: f64,
     waits: std::collections::HashMap<load::ThreadId, f64>,
+    latency: Option<f64>,
     levels: &mut BTreeMap<u64, u32>,
     started: Instant,
     sink: &mut dyn SweepSink,
 ) -> Result<(), CollectError> {
     let wall_s = (w.t1 - w.t0).as_secs_f64().max(1e-9);
-    let concurrency = w
-        .busy
-        .concurrency(wall_s, |t| waits.get(&t).copied().unwrap_or(0.0));
+    // Little's law where the log gives latencies: requests in the server = throughput ×
+    // time each spends there.
+    let concurrency = match latency {
+        Some(r) => ops / wall_s * r,
+        None => w
+            .busy
+            .concurrency(wall_s, |t| waits.get(&t).copied().unwrap_or(0.0)),
+    };
     let level = level_of(concurrency);
     if let Some(value) = level {
         let index = levels.entry(value).or_default();
@@ -602,6 +621,15 @@ pub(crate) fn ops_between(entries: &[(Instant, u64)], a: Instant, b: Instant) ->
         total += n as f64 * overlap / span;
     }
     total
+}
+
+/// The mean latency of the latency lines read in `(a, b]`; `None` without one.
+fn mean_latency(polls: &[(Instant, f64, u64)], a: Instant, b: Instant) -> Option<f64> {
+    let (sum, n) = polls
+        .iter()
+        .filter(|(at, _, _)| *at > a && *at <= b)
+        .fold((0.0, 0u64), |(s, n), (_, sum, count)| (s + sum, n + count));
+    (n > 0).then(|| sum / n as f64)
 }
 
 /// Per thread, the share of the samples taken in `[a, b]` that found it blocked.

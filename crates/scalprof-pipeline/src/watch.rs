@@ -29,6 +29,9 @@ pub struct WatchOptions {
     pub ops_file: Option<(PathBuf, String)>,
     /// A counter of a metrics endpoint on this host, `URL#METRIC`.
     pub ops_url: Option<String>,
+    /// The regex of the log's latency lines (the first group in milliseconds): the
+    /// windows' concurrency by Little's law.
+    pub latency_regex: Option<String>,
     pub window: Duration,
     pub duration: Option<Duration>,
     pub label: Option<String>,
@@ -48,6 +51,7 @@ impl WatchOptions {
             attach,
             ops_file: None,
             ops_url: None,
+            latency_regex: None,
             window: Duration::from_secs(1),
             duration: None,
             label: None,
@@ -63,6 +67,7 @@ impl WatchOptions {
 #[derive(Debug)]
 pub struct WatchChecked {
     pub ops: WatchOps,
+    pub latency: Option<Regex>,
     /// The server's processes now.
     pub attached: Vec<i32>,
     /// Other users' processes that matched and are left alone, in words.
@@ -100,6 +105,21 @@ pub fn check_watch(opts: &WatchOptions) -> Result<WatchChecked, Refusal> {
             }
         }
     };
+    let latency = match &opts.latency_regex {
+        None => None,
+        Some(regex) => {
+            let compiled = Regex::new(regex).map_err(|error| Refusal::OpsRegex {
+                regex: regex.clone(),
+                error,
+            })?;
+            if compiled.captures_len() < 2 {
+                return Err(Refusal::OpsRegexNoGroup {
+                    regex: regex.clone(),
+                });
+            }
+            Some(compiled)
+        }
+    };
     if opts.sampling.is_some() && !scalprof_collect::caps::may_sample_every_cpu() {
         return Err(Refusal::AttachMaySample {
             paranoid: scalprof_collect::caps::paranoid(),
@@ -121,6 +141,7 @@ pub fn check_watch(opts: &WatchOptions) -> Result<WatchChecked, Refusal> {
     });
     Ok(WatchChecked {
         ops,
+        latency,
         attached: found.pids,
         skipped: found.skipped,
         command,
@@ -237,6 +258,7 @@ pub fn record_watch_with(
     let plan = WatchPlan {
         attach: opts.attach.clone(),
         ops: checked.ops.clone(),
+        latency: checked.latency.clone(),
         window: opts.window,
         duration: opts.duration,
         sampling,

@@ -23,6 +23,8 @@ const LONGEST_LINE: usize = 64 << 10;
 pub struct Follower {
     path: PathBuf,
     regex: Regex,
+    /// Lines whose first group is one operation's latency, in milliseconds.
+    latency: Option<Regex>,
     /// The file followed, with its device and inode.
     file: Option<(File, (u64, u64))>,
     /// Where the next read starts.
@@ -41,6 +43,9 @@ pub struct Polled {
     pub ops: Option<u64>,
     /// Matching lines whose group is not a number.
     pub not_numbers: u64,
+    /// The latencies the latency lines gave: their sum in seconds, and how many.
+    pub latency_s: f64,
+    pub latencies: u64,
     /// What happened to the log, a sentence each (rotated, truncated, gone, skipped).
     pub notes: Vec<String>,
 }
@@ -54,12 +59,20 @@ impl Follower {
         Ok(Follower {
             path: path.to_path_buf(),
             regex,
+            latency: None,
             file: Some(file),
             offset,
             partial: Vec::new(),
             said_gone: false,
             said_long: false,
         })
+    }
+
+    /// Also reads latencies: each line `latency` matches gives one operation's, in
+    /// milliseconds, in its first group.
+    pub fn with_latency(mut self, latency: Option<Regex>) -> Follower {
+        self.latency = latency;
+        self
     }
 
     /// Reads what was appended since the last poll (of the file at the path now, after the
@@ -181,6 +194,15 @@ impl Follower {
                 continue;
             }
             let text = String::from_utf8_lossy(line);
+            if let Some(ms) = self
+                .latency
+                .as_ref()
+                .and_then(|re| re.captures(&text)?.get(1)?.as_str().parse::<f64>().ok())
+                .filter(|ms| ms.is_finite() && *ms >= 0.0)
+            {
+                polled.latency_s += ms / 1e3;
+                polled.latencies += 1;
+            }
             // A regex without a group counts its lines: one operation each.
             if self.regex.captures_len() < 2 {
                 if self.regex.is_match(&text) {
@@ -273,6 +295,20 @@ mod tests {
         let mut f = Follower::open(&path, Regex::new(r#""GET "#).unwrap()).unwrap();
         append(&path, "\"GET /a\" 200\n\"POST /b\" 200\n\"GET /c\" 404\n");
         assert_eq!(f.poll().ops, Some(2));
+    }
+
+    #[test]
+    fn latency_lines_give_their_milliseconds_beside_the_operations() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("access.log");
+        std::fs::write(&path, "").unwrap();
+        let mut f = Follower::open(&path, Regex::new("GET").unwrap())
+            .unwrap()
+            .with_latency(Some(Regex::new(r"took ([0-9.]+)ms").unwrap()));
+        append(&path, "GET / took 4ms\nGET /a took 2.5ms\nPOST took xms\n");
+        let p = f.poll();
+        assert_eq!((p.ops, p.latencies), (Some(2), 2));
+        assert!((p.latency_s - 0.0065).abs() < 1e-12, "{p:?}");
     }
 
     #[test]

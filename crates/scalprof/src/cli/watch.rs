@@ -44,6 +44,13 @@ pub struct WatchArgs {
     #[arg(long, value_name = "REGEX", value_parser = parse_regex, requires = "ops_file")]
     pub ops_regex: Option<String>,
 
+    /// Regex of the log's latency lines, its first group one operation's latency in
+    /// milliseconds (`'took ([0-9.]+) ?ms'`): each window's concurrency is then Little's law's,
+    /// its throughput × its mean latency (the requests in the server), rather than its busy
+    /// threads: for an event loop, or a server whose threads do not show its load.
+    #[arg(long, value_name = "REGEX", value_parser = parse_regex, requires = "ops_file")]
+    pub latency_regex: Option<String>,
+
     /// A Prometheus counter on this host: `http://127.0.0.1:9100/metrics#http_requests_total`
     /// (with labels: `#http_requests_total{code="200"}`, the matching series summed); its
     /// increase is the window's operations (a reset counts from zero). Read every 250 ms,
@@ -114,6 +121,7 @@ impl WatchArgs {
         scalprof_pipeline::watch::WatchOptions {
             ops_file: self.ops_file.clone().zip(self.ops_regex.clone()),
             ops_url: self.ops_url.clone(),
+            latency_regex: self.latency_regex.clone(),
             window: self.window,
             duration: self.duration,
             label: self.label.clone(),

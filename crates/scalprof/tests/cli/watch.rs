@@ -269,3 +269,59 @@ fn a_metrics_counter_on_this_host_gives_the_operations() {
         assert!(stderr.contains(said), "{spec}: {stderr}");
     }
 }
+
+/// `--latency-regex`: Little's law gives each window's concurrency (throughput × mean
+/// latency), whatever the server's threads do (here it is asleep: an event loop's shape).
+#[test]
+fn latencies_in_the_log_give_the_levels_by_littles_law() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("access.log");
+    std::fs::write(&log, "").unwrap();
+    let server = Sleeper::start();
+    let writer = {
+        let log = log.clone();
+        std::thread::spawn(move || {
+            let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+            // 100 requests a second: 10 ms each (1 in the server), then 30 ms (3).
+            for ms in [10, 30] {
+                let until = Instant::now() + Duration::from_millis(3000);
+                while Instant::now() < until {
+                    for _ in 0..10 {
+                        writeln!(f, "GET / 200 took {ms}.0ms").unwrap();
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let out = scalprof(&dir.path().join("runs.db"))
+        .args([
+            "watch",
+            "--attach",
+            &server.0.id().to_string(),
+            "--ops-file",
+        ])
+        .arg(&log)
+        .args(["--ops-regex", "GET", "--latency-regex", r"took ([0-9.]+)ms"])
+        .args(["--window", "500ms", "--duration", "5s"])
+        .args(["--no-profile", "--no-locks", "--json", "-"])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    writer.join().unwrap();
+    let stderr = stderr_of(&out);
+    assert!(out.status.success(), "{stderr}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let levels: Vec<u64> = doc["sweep"]["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert!(
+        levels.contains(&1) && levels.contains(&3),
+        "{levels:?}: {stderr}"
+    );
+}

@@ -75,9 +75,9 @@ pub enum Command {
     /// Build a running server's curve from its own load
     ///
     /// Attach to a running server and build its scaling curve from its own load, without a
-    /// sweep: windows of its operations (from its log) and busy threads, grouped by
-    /// concurrency level, every other window profiled and lock-traced; the levels are the
-    /// run's points, with their causes.
+    /// sweep: windows of its operations (from its log or a metrics counter) and busy threads
+    /// (or Little's law from its latencies), grouped by concurrency level, some windows
+    /// profiled and lock-traced; the levels are the run's points, with their causes.
     Watch(Box<WatchArgs>),
     /// Fit the USL to your own measurements (CSV)
     ///

@@ -17,6 +17,10 @@ use crate::out;
 pub fn verify(db: &Option<PathBuf>, args: cli::VerifyArgs) -> Result<ExitCode> {
     let store = open_store(db)?;
     let id = store.resolve(&args.run)?;
+    let doc = scalprof_pipeline::document(&store, id)?;
+    if !doc.sweep.parameter.swept() {
+        return what_if(&doc, &args.causes);
+    }
     let interrupt = Interrupt::install()?;
     let opts = VerifyOptions {
         causes: args.causes,
@@ -27,6 +31,55 @@ pub fn verify(db: &Option<PathBuf>, args: cli::VerifyArgs) -> Result<ExitCode> {
     print_experiments(&store, id, &opts, &interrupt, args.json)?;
     if interrupt.requested() {
         return Ok(ExitCode::from(130));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A watched server was not started by scalprof, and is not restarted to lengthen a
+/// cause: what its budget says of removing each cause (named, else every finding) is said
+/// instead, as what it is.
+fn what_if(doc: &scalprof_model::RunDocument, causes: &[String]) -> Result<ExitCode> {
+    let chosen: Vec<&scalprof_model::Finding> = if causes.is_empty() {
+        doc.findings.iter().collect()
+    } else {
+        let mut chosen = Vec::new();
+        for name in causes {
+            let Some(f) = doc.findings.iter().find(|f| &f.subject == name) else {
+                let names: Vec<&str> = doc.findings.iter().map(|f| f.subject.as_str()).collect();
+                anyhow::bail!(
+                    "run {} has no finding {name:?} (its findings: {})",
+                    doc.id,
+                    if names.is_empty() {
+                        "none".into()
+                    } else {
+                        names.join(", ")
+                    }
+                );
+            };
+            chosen.push(f);
+        }
+        chosen
+    };
+    eprintln!(
+        "scalprof: verify: run {} watched a running server, which verify does not restart to lengthen a cause; what its measured budget says instead (an upper bound, not an experiment; sweep a client against the server with `run --attach-name` to prove one):",
+        doc.id
+    );
+    if chosen.is_empty() {
+        out!("no finding: nothing bends the curve enough to name\n");
+    }
+    for f in chosen {
+        let line = match f.what_if {
+            Some(w) => format!(
+                "{}: without it, up to {:.2}× at concurrency {}\n",
+                f.subject, w.speedup, w.value
+            ),
+            None => format!(
+                "{}: {:.0}% of the thread-time; no what-if from this run\n",
+                f.subject,
+                f.score * 100.0
+            ),
+        };
+        out!("{}", scalprof_report::terminal_safe(&line));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -126,10 +126,16 @@ fn a_watched_server_s_levels_are_its_points_and_its_big_lock_bends_the_curve() {
         "watch {watch_e:.2} against sweep {sweep_e:.2} at 2"
     );
 
-    // verify refuses a watched run, saying why and what to do instead.
+    // verify does not restart a watched server: the budget's what-if, said as one.
     scalprof(&db)
-        .args(["verify", &doc.id])
+        .args(["verify", &doc.id, "--cause", "table_lock"])
+        .assert()
+        .success()
+        .stderr(predicates::str::contains("watched a running server"))
+        .stdout(predicates::str::contains("table_lock: without it, up to"));
+    scalprof(&db)
+        .args(["verify", &doc.id, "--cause", "no_such_lock"])
         .assert()
         .code(2)
-        .stderr(predicates::str::contains("watched a running server"));
+        .stderr(predicates::str::contains("has no finding \"no_such_lock\""));
 }

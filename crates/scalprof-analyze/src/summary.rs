@@ -52,7 +52,12 @@ fn assemble_merged(inputs: &RunInputs) -> RunDocument {
     let (source, inferred) = throughput_source(header, &inputs.repeats);
     let mut points = passes::points(inputs, source);
     passes::speedups(&mut points, threads);
-    let mut model = passes::model(&points, source, threads);
+    let min_repeats = if header.sweep.parameter.swept() {
+        0
+    } else {
+        scalprof_model::MIN_LEVEL_WINDOWS
+    };
+    let mut model = passes::model(&points, source, threads, min_repeats);
     let mut warnings = passes::measurement_warnings(header, &points, source);
     // Profiles: what grew, and the findings the samples support.
     let with_work = passes::attach_profiles(&mut points, profiles, source);
@@ -947,5 +952,39 @@ pub(crate) mod tests {
         let s = Spread::of([4.0, 1.0, 2.0, 3.0].into_iter()).unwrap();
         assert_eq!(s.median, 2.5);
         assert!(Spread::of(std::iter::empty()).is_none());
+    }
+
+    #[test]
+    fn a_watched_levels_brief_points_are_listed_not_fitted() {
+        use scalprof_model::{Repeat, SweepParameter};
+        let mut h = header(vec![1, 2, 3]);
+        h.sweep.parameter = SweepParameter::Concurrency;
+        h.scaling = None;
+        let mut reps = Vec::new();
+        // Levels 1 and 2 seen for 4 windows each, 3 for one (an outlier of a curve).
+        for (value, windows, per_s) in [(1u64, 4u32, 1000.0), (2, 4, 1800.0), (3, 1, 100.0)] {
+            for index in 0..windows {
+                reps.push(PointRepeat {
+                    value,
+                    repeat: Repeat {
+                        ops: Some(per_s as u64),
+                        ..Repeat::ok(index, 1.0)
+                    },
+                });
+            }
+        }
+        let doc = assemble(&RunInputs::timing(h, reps));
+        let brief: Vec<_> = doc
+            .warnings
+            .iter()
+            .filter(|w| w.kind == WarningKind::BriefLevel)
+            .collect();
+        assert_eq!(brief.len(), 1, "{:?}", doc.warnings);
+        assert!(
+            brief[0].message.contains("3 (1 window)"),
+            "{}",
+            brief[0].message
+        );
+        assert!(doc.points.iter().any(|p| p.value == 3), "listed");
     }
 }

@@ -160,7 +160,13 @@ pub enum WarningKind {
     /// The verdict names a cause above 10% of the thread-time that has no finding: the
     /// message says why (the loss is within the clean repeats' noise, …).
     FindingsWithheld,
+    /// A watched server's level with fewer untraced windows than a point needs
+    /// ([`MIN_LEVEL_WINDOWS`]): listed, not fitted.
+    BriefLevel,
 }
+
+/// A watched server's level is fitted from this many untraced windows or more.
+pub const MIN_LEVEL_WINDOWS: usize = 3;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Warning {

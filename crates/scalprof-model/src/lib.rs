@@ -37,7 +37,7 @@ pub mod stability;
 pub use finding::{
     Budget, Cause, ComplexityDetails, Finding, FindingDetails, FindingKind, HotspotDetails,
     LockDetails, SerialDetails, SharingDetails, ThrottlingDetails, Warning, WarningKind, WhatIf,
-    LISTED_SHARE,
+    LISTED_SHARE, MIN_LEVEL_WINDOWS,
 };
 pub use fit::{Estimate, Model, ModelKind};
 pub use prediction::Prediction;

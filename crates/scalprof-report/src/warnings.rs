@@ -40,7 +40,7 @@ fn rank(kind: WarningKind) -> u8 {
         WarningKind::FindingsWithheld | WarningKind::Unexplained => 7,
         WarningKind::ProfileQuality => 8,
         WarningKind::OversubscribedPoint => 9,
-        WarningKind::SingleRepeat | WarningKind::TooFewPoints => 10,
+        WarningKind::SingleRepeat | WarningKind::TooFewPoints | WarningKind::BriefLevel => 10,
     }
 }
 

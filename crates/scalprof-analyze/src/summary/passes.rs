@@ -77,9 +77,16 @@ pub(super) fn speedups(points: &mut [Point], threads: bool) {
 
 /// The USL (or Amdahl) fitted to every repeat's throughput. The USL models concurrency;
 /// a size sweep gets power-law fits instead ([`complexity_report`]).
-pub(super) fn model(points: &[Point], source: ThroughputSource, threads: bool) -> Option<Model> {
+pub(super) fn model(
+    points: &[Point],
+    source: ThroughputSource,
+    threads: bool,
+    min_repeats: usize,
+) -> Option<Model> {
     let observations: Vec<(f64, f64)> = points
         .iter()
+        // A watched server's brief levels are listed, not fitted.
+        .filter(|p| p.repeats.len() >= min_repeats)
         .flat_map(|p| {
             p.repeats.iter().filter_map(move |r| {
                 repeat_throughput(p.value, r, source).map(|x| (p.value as f64, x))

@@ -177,7 +177,35 @@ pub(super) fn warnings(header: &RunHeader, points: &[Point]) -> Vec<Warning> {
     }
     out.extend(too_few_points(header, points));
     out.extend(single_repeat(header, points));
+    out.extend(brief_levels(header, points));
     out
+}
+
+/// A watched server's levels with too few untraced windows to fit: listed, not fitted.
+fn brief_levels(header: &RunHeader, points: &[Point]) -> Option<Warning> {
+    if header.sweep.parameter.swept() {
+        return None;
+    }
+    let brief: Vec<String> = points
+        .iter()
+        .filter(|p| p.repeats.len() < scalprof_model::MIN_LEVEL_WINDOWS)
+        .map(|p| {
+            let n = p.repeats.len();
+            format!("{} ({n} window{})", p.value, if n == 1 { "" } else { "s" })
+        })
+        .collect();
+    if brief.is_empty() {
+        return None;
+    }
+    Some(Warning {
+        kind: WarningKind::BriefLevel,
+        point: None,
+        message: format!(
+            "levels seen for fewer than {} untraced windows are listed, not fitted: {} (watch longer, or with a shorter --window)",
+            scalprof_model::MIN_LEVEL_WINDOWS,
+            brief.join(", ")
+        ),
+    })
 }
 
 /// The wall time of a point's successful repeats spreads beyond the noise.

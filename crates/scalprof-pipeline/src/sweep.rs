@@ -244,7 +244,11 @@ fn create_run<'a>(
 
 /// The header of run `id` as created from `new`: what `show` would read back from an
 /// untouched store.
-fn header_of(id: i64, new: NewRun, output_dir: &std::path::Path) -> scalprof_model::RunHeader {
+pub(crate) fn header_of(
+    id: i64,
+    new: NewRun,
+    output_dir: &std::path::Path,
+) -> scalprof_model::RunHeader {
     scalprof_model::RunHeader {
         id: id.to_string(),
         label: new.label,

@@ -13,7 +13,7 @@ use scalprof_collect::locks::LockConfig;
 use scalprof_collect::perf::SamplingConfig;
 use scalprof_collect::sweep::{Collectors, SystemCollectors};
 use scalprof_collect::watch::{WatchOps, WatchPlan};
-use scalprof_model::{RunStatus, Sweep, SweepParameter};
+use scalprof_model::{Sweep, SweepParameter};
 use scalprof_store::{NewRun, Store};
 
 use crate::check::Refusal;
@@ -231,19 +231,7 @@ pub fn record_watch_with(
     let id = store.create_run(&new)?;
     let output_dir = store.run_output_dir(id)?;
     store.set_output_dir(id, &output_dir)?;
-    let header = scalprof_model::RunHeader {
-        id: id.to_string(),
-        label: new.label,
-        created: new.created,
-        command: new.command,
-        status: RunStatus::Running,
-        sweep: new.sweep,
-        host: new.host,
-        scaling: new.scaling,
-        ops_regex: new.ops_regex,
-        output_dir: output_dir.display().to_string(),
-        commit: new.commit,
-    };
+    let header = crate::sweep::header_of(id, new, &output_dir);
     let tracing = sampling.is_some() || opts.locks.is_some();
     observer.event(&Event::Started {
         id,

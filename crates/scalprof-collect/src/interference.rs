@@ -176,7 +176,8 @@ fn steal_ticks(stat: &str) -> Option<u64> {
     line.split_whitespace().nth(8)?.parse().ok()
 }
 
-fn ticks_per_second() -> f64 {
+/// Clock ticks per second (`_SC_CLK_TCK`; 100 where it cannot be read).
+pub(crate) fn ticks_per_second() -> f64 {
     // SAFETY: sysconf has no preconditions.
     let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     if t > 0 {

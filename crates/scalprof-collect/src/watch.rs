@@ -10,8 +10,6 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use regex::Regex;
@@ -27,6 +25,9 @@ use crate::CollectError;
 pub mod follow;
 pub mod load;
 pub mod scrape;
+mod watcher;
+
+use watcher::{OpsSource, Watcher, TICK};
 
 /// What a watch observes, and how.
 #[derive(Clone, Debug)]
@@ -66,21 +67,6 @@ pub const TRACED_PER_LEVEL: u32 = 2;
 /// A window below this many busy threads is idle: not a level.
 pub const IDLE_BELOW: f64 = 0.5;
 
-/// How often the watcher reads the log and samples the threads' waits (at most).
-const TICK: Duration = Duration::from_millis(40);
-
-/// How often a metrics endpoint is read.
-const SCRAPE_EVERY: Duration = Duration::from_millis(250);
-
-/// Where the watcher reads the operations.
-enum OpsSource {
-    Log(follow::Follower),
-    Url(scrape::Scraper),
-}
-
-/// The watcher keeps its thread-wait sampling under this share of one CPU.
-const SAMPLING_SHARE: f64 = 0.01;
-
 /// One finished window, as the progress line shows it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct WindowDone {
@@ -96,114 +82,6 @@ pub struct WindowDone {
     pub levels: Vec<(u64, u32)>,
     /// Seconds since the watch started.
     pub elapsed_s: f64,
-}
-
-/// What the watcher thread has seen, on the monotonic clock.
-#[derive(Default)]
-struct Timeline {
-    /// Polls that read at least one ops line: when, and the sum of their counts.
-    ops: Vec<(Instant, u64)>,
-    /// Samples of the threads waiting on a lock or the kernel.
-    waits: Vec<(Instant, Vec<load::ThreadId>)>,
-    /// The most sleeping threads whose wait could not be read, in one sample.
-    unknown_waits: u32,
-    /// Lines for the user (log rotated, skipped, …), not yet told.
-    notes: Vec<String>,
-    /// Polls that read latency lines: when, the latencies' sum in seconds, how many.
-    latencies: Vec<(Instant, f64, u64)>,
-    /// Ops lines whose group was not a number, not yet told.
-    not_numbers: u64,
-    /// When the log was last read.
-    polled: Option<Instant>,
-}
-
-/// The thread that reads the log and samples the threads' waits.
-struct Watcher {
-    stop: Arc<AtomicBool>,
-    pids: Arc<Mutex<Vec<i32>>>,
-    timeline: Arc<Mutex<Timeline>>,
-    handle: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Watcher {
-    fn start(mut source: Option<OpsSource>, pids: Vec<i32>) -> Result<Watcher, CollectError> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let pids = Arc::new(Mutex::new(pids));
-        let timeline = Arc::new(Mutex::new(Timeline::default()));
-        let (s, p, t) = (stop.clone(), pids.clone(), timeline.clone());
-        let handle = std::thread::Builder::new()
-            .name("scalprof-watch".into())
-            .spawn(move || {
-                let mut next_wait_sample = Instant::now();
-                let mut next_scrape = Instant::now();
-                let mut wait_every = TICK;
-                while !s.load(Ordering::SeqCst) {
-                    let polled = match source.as_mut() {
-                        Some(OpsSource::Log(f)) => Some(f.poll()),
-                        Some(OpsSource::Url(scraper)) if Instant::now() >= next_scrape => {
-                            next_scrape = Instant::now() + SCRAPE_EVERY;
-                            Some(scraper.poll())
-                        }
-                        _ => None,
-                    };
-                    let now = Instant::now();
-                    let sample = (now >= next_wait_sample).then(|| {
-                        let targets = p.lock().unwrap_or_else(|e| e.into_inner()).clone();
-                        let took = Instant::now();
-                        let waiting = load::waiting_threads(&targets);
-                        // The sampling's own CPU stays under its share, however many threads.
-                        wait_every = TICK.max(took.elapsed().div_f64(SAMPLING_SHARE));
-                        next_wait_sample = now + wait_every;
-                        waiting
-                    });
-                    {
-                        let mut t = t.lock().unwrap_or_else(|e| e.into_inner());
-                        if let Some(polled) = polled {
-                            t.polled = Some(now);
-                            if let Some(n) = polled.ops {
-                                t.ops.push((now, n));
-                            }
-                            t.not_numbers += polled.not_numbers;
-                            if polled.latencies > 0 {
-                                t.latencies.push((now, polled.latency_s, polled.latencies));
-                            }
-                            t.notes.extend(polled.notes);
-                        }
-                        if let Some((blocked, unknown)) = sample {
-                            t.waits.push((now, blocked));
-                            t.unknown_waits = t.unknown_waits.max(unknown);
-                        }
-                    }
-                    std::thread::sleep(TICK);
-                }
-            })
-            .map_err(|e| {
-                CollectError::Attach(format!("could not start the watch's thread: {e}"))
-            })?;
-        Ok(Watcher {
-            stop,
-            pids,
-            timeline,
-            handle: Some(handle),
-        })
-    }
-
-    fn set_pids(&self, pids: &[i32]) {
-        *self.pids.lock().unwrap_or_else(|e| e.into_inner()) = pids.to_vec();
-    }
-
-    fn timeline(&self) -> std::sync::MutexGuard<'_, Timeline> {
-        self.timeline.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-impl Drop for Watcher {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(h) = self.handle.take() {
-            let _ = h.join();
-        }
-    }
 }
 
 /// A window measured, its operations not yet known.

@@ -90,7 +90,7 @@ impl Snapshot {
     /// What happened since `before`. A thread not in `before` started since (its whole
     /// time counts); one that exited since is lost with what it did last.
     pub fn since(&self, before: &Snapshot) -> Busy {
-        let tick = clock_tick();
+        let tick = crate::interference::ticks_per_second();
         let mut busy = Busy::default();
         for (key, now) in &self.threads {
             let was = before.threads.get(key).copied().unwrap_or_default();
@@ -224,16 +224,6 @@ fn tasks(pid: i32) -> Vec<i32> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-fn clock_tick() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 {
-        t as f64
-    } else {
-        100.0
-    }
 }
 
 #[cfg(test)]

@@ -139,3 +139,115 @@ fn a_housekeeper_s_lock_timed_once_bounds_nothing() {
     let error = p.points.last().unwrap().throughput / throughput(&truth, 16) - 1.0;
     assert!(error.abs() < 0.25, "{error}");
 }
+
+/// Each run of `store` cut to `upto` threads predicts 16: (label, predicted, interval,
+/// measured) at 16 threads, for the runs measured there.
+fn predicted_at_16(store: &scalprof_store::Store, upto: u64) -> Vec<(String, f64, [f64; 2], f64)> {
+    let mut out = Vec::new();
+    for run in store.list().unwrap() {
+        let inputs = scalprof_pipeline::load(store, run.id).unwrap();
+        let truth = scalprof_analyze::assemble(&inputs);
+        let Some(measured) = truth
+            .points
+            .iter()
+            .find(|p| p.value == 16)
+            .and_then(|p| p.throughput)
+        else {
+            continue;
+        };
+        let mut small = cut(inputs, upto);
+        small.predict_to = Some(16);
+        let doc = scalprof_analyze::assemble(&small);
+        let p = doc.model.and_then(|m| m.prediction).unwrap();
+        let at16 = p.points.last().unwrap();
+        out.push((run.label, at16.throughput, at16.interval, measured));
+    }
+    out
+}
+
+#[test]
+fn two_threads_predict_sixteen_and_the_intervals_hold_what_sixteen_did() {
+    // The second 16-CPU recording has a 2-thread point: from 1 and 2 threads alone, a
+    // saturated lock's plateau and a scalable program's line hold to 16.
+    let (_dir, store) = recording("second16.db");
+    let all = predicted_at_16(&store, 2);
+    let said: String = all
+        .iter()
+        .map(|(l, x, i, m)| {
+            format!(
+                "{l}: {:+.0}% ({:.2}–{:.2} of measured)\n",
+                (x / m - 1.0) * 100.0,
+                i[0] / m,
+                i[1] / m
+            )
+        })
+        .collect();
+    let within = all
+        .iter()
+        .filter(|(_, x, _, m)| (x / m - 1.0).abs() <= 0.25)
+        .count();
+    let inside = all
+        .iter()
+        .filter(|(_, _, i, m)| i[0] <= *m && *m <= i[1])
+        .count();
+    assert_eq!(all.len(), 12, "{said}");
+    assert!(within >= 9, "within ±25% on {within} of 12:\n{said}");
+    assert!(
+        inside >= 10,
+        "inside the interval on {inside} of 12:\n{said}"
+    );
+}
+
+#[test]
+fn the_cpus_the_sweep_ran_on_do_not_cap_the_prediction() {
+    // clean_parallel at 1 and 2 threads, as if swept on a 2-CPU machine: at 16 threads
+    // it is predicted at no less than its 2-thread efficiency, not at 2 CPUs' worth.
+    let (_dir, store) = recording("second16.db");
+    let run = run_labelled(&store, "clean_parallel");
+    let mut small = cut(scalprof_pipeline::load(&store, run.id).unwrap(), 2);
+    small.header.host.cpus = 2;
+    small.predict_to = Some(16);
+    let doc = scalprof_analyze::assemble(&small);
+    let efficiency = doc.points[1].efficiency.unwrap();
+    let x1 = throughput(&doc, 1);
+    let p = doc.model.unwrap().prediction.unwrap();
+    let speedup = p.points.last().unwrap().throughput / x1;
+    assert!(
+        speedup >= 16.0 * efficiency * 0.999,
+        "{speedup} < 16 × {efficiency}"
+    );
+    assert!(p.limiting.is_none(), "{:?}", p.limiting);
+    assert!(
+        p.unseen.iter().any(|u| u.contains("2 measured CPUs")),
+        "{:?}",
+        p.unseen
+    );
+}
+
+#[test]
+fn a_lock_that_saturated_holds_its_throughput_rather_than_falling_as_the_usl_would() {
+    // hash_global_mutex at 2 threads already runs at 30% of 1 thread: the USL's σ read
+    // from that point would keep falling toward 1/σ; the lock passes what it passes.
+    let (_dir, store) = recording("second16.db");
+    let run = run_labelled(&store, "hash_global_mutex");
+    let inputs = scalprof_pipeline::load(&store, run.id).unwrap();
+    let truth = scalprof_analyze::assemble(&inputs);
+    let mut small = cut(inputs, 2);
+    small.predict_to = Some(16);
+    let doc = scalprof_analyze::assemble(&small);
+    let p = doc.model.unwrap().prediction.unwrap();
+    assert!(
+        p.method.starts_with("saturated: table_lock"),
+        "{}",
+        p.method
+    );
+    assert_eq!(
+        p.limiting.as_ref().map(|l| l.subject.as_str()),
+        Some("table_lock")
+    );
+    let error = p.points.last().unwrap().throughput / throughput(&truth, 16) - 1.0;
+    assert!(error.abs() < 0.25, "{error}");
+    // Its waiters queue from 3 threads on: the interval reaches far below.
+    let at16 = p.points.last().unwrap();
+    assert!(at16.interval[0] <= 0.3 * at16.throughput, "{:?}", at16);
+}

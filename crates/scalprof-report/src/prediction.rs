@@ -19,7 +19,15 @@ pub fn prediction_lines(doc: &RunDocument, verbose: bool) -> String {
         .iter()
         .map(|q| format!("{} {parameter} {}", q.threads, per_second(q)))
         .collect();
-    let mut out = format!("prediction: {}\n", points.join(" · "));
+    let target = p.points.last().map_or(0, |q| q.threads);
+    let cpus = u64::from(doc.host.cpus);
+    // Past this machine's CPUs the prediction is for a bigger one like it.
+    let on = if target > cpus && cpus > 0 {
+        format!(" (on {target} CPUs like this machine's)")
+    } else {
+        String::new()
+    };
+    let mut out = format!("prediction{on}: {}\n", points.join(" · "));
     out += &format!("  {} · {}", limiting(p, parameter), p.method);
     match p.unseen.len() {
         0 => out.push('\n'),

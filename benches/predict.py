@@ -169,7 +169,7 @@ def local_part(scalprof, store, work):
         if not os.path.exists(program):
             continue
         if not recorded(scalprof, local, r["label"]):
-            subprocess.run([scalprof, "--db", local, "run", "-t", "1,2", "--repeat", "5",
+            subprocess.run([scalprof, "--db", local, "run", "-t", "1,2", "--repeat", "5", "--predict", "16",
                             "--label", r["label"], "--", program, "{threads}"],
                            env=env, check=True, capture_output=True)
         truth = {p["value"]: p["throughput"] for p in show(scalprof, full, r["id"])["points"]}

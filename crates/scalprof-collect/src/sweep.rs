@@ -41,6 +41,9 @@ pub struct SweepPlan {
     pub values: Vec<u64>,
     /// Clean (untraced) repeats per point: throughput, speedup and the model.
     pub repeat: u32,
+    /// More clean repeats run while the sink's [`SweepSink::more_clean`] asks for them
+    /// (the point's throughput is not yet known closely enough), up to this many in all.
+    pub repeat_max: u32,
     /// Diagnosis repeats per point, with the collectors attached (none when no collector
     /// is on).
     pub diagnose: u32,
@@ -364,7 +367,8 @@ fn measure(
 }
 
 /// Whether a point wants another repeat of `kind` after `done`: the ones asked for, then
-/// traced ones while the sink finds the verdict unsettled (up to `diagnose_max`).
+/// clean ones while the sink finds the throughput unsteady (up to `repeat_max`) and
+/// traced ones while it finds the verdict unsettled (up to `diagnose_max`).
 fn wants_another(
     plan: &SweepPlan,
     kind: RepeatKind,
@@ -379,6 +383,7 @@ fn wants_another(
         _ => plan.diagnose,
     };
     done < wanted
+        || (kind == RepeatKind::Clean && done < plan.repeat_max && sink.more_clean(value, done))
         || (kind == RepeatKind::Traced
             && wanted > 0
             && done < plan.diagnose_max

@@ -16,6 +16,12 @@ pub struct RunOptions {
     pub values: Option<Vec<u64>>,
     /// Clean (untraced) repeats per point.
     pub repeat: u32,
+    /// While a point's clean repeats leave its throughput unsteady (the 80% interval of
+    /// their mean wider than ±[`STEADY`]), more run, up to this many in
+    /// all; `None`: `repeat` (never more), or with `predict` 3 × `repeat`: a prediction
+    /// from small points is only as good as their throughput.
+    /// [`STEADY`]: crate::options::STEADY
+    pub repeat_max: Option<u32>,
     /// Diagnosis repeats per point (profiler and tracers attached); 0 = timing only.
     pub diagnose: u32,
     /// While a point's traced repeats disagree on its verdict, more run, up to this many
@@ -64,6 +70,7 @@ impl RunOptions {
             parameter,
             values: None,
             repeat: 3,
+            repeat_max: None,
             diagnose: DIAGNOSE,
             diagnose_max: DIAGNOSE_MAX,
             warmup: 0,
@@ -85,6 +92,10 @@ impl RunOptions {
         }
     }
 }
+
+/// A point's throughput is steady once the 80% interval of its clean repeats' mean is
+/// within this share of the mean (adaptive repeats, `repeat_max`).
+pub const STEADY: f64 = 0.05;
 
 /// Traced repeats per point by default: two, so that every share has an interval.
 pub const DIAGNOSE: u32 = 2;

@@ -3,6 +3,7 @@
 //! binaries while they are still there.
 
 mod plan;
+mod steady;
 
 use anyhow::{Context, Result};
 use scalprof_collect::interrupt::Interrupt;
@@ -16,7 +17,7 @@ use crate::check::Checked;
 use crate::recording::{Recorder, Recording};
 use plan::sweep_plan;
 
-pub use crate::options::{RunOptions, DIAGNOSE, DIAGNOSE_MAX};
+pub use crate::options::{RunOptions, DIAGNOSE, DIAGNOSE_MAX, STEADY};
 use scalprof_symbolize::convert::Converted;
 use scalprof_symbolize::profile::{ProfileError, Symbols};
 
@@ -80,6 +81,9 @@ pub enum Event<'a> {
         cost_ns: f64,
         share: f64,
     },
+    /// A point's `done` clean repeats leave its throughput unsteady: the 80% interval of
+    /// their mean is ±`spread` of it (more than [`STEADY`]), so another one runs.
+    Unsteady { value: u64, done: u32, spread: f64 },
     /// A point's `done` traced repeats leave its verdict unsettled: another one runs.
     Unsettled {
         value: u64,
@@ -534,6 +538,33 @@ impl SweepSink for StoreSink<'_> {
 
     fn stacks_cut(&mut self) -> Option<f64> {
         self.stacks_cut.take()
+    }
+
+    fn more_clean(&mut self, value: u64, done: u32) -> bool {
+        let inputs = self.recorder.recording().inputs();
+        let clean: Vec<&scalprof_model::Repeat> = inputs
+            .repeats
+            .iter()
+            .filter(|r| r.value == value && !r.repeat.traced && r.repeat.succeeded())
+            .filter(|r| r.repeat.wall_s > 0.0)
+            .map(|r| &r.repeat)
+            .collect();
+        // Operations a second where every repeat printed them, else runs a second (the
+        // same spread whether the work is fixed or grows with the threads).
+        let ops = clean.iter().all(|r| r.ops.is_some());
+        let x: Vec<f64> = clean
+            .iter()
+            .map(|r| if ops { r.ops.unwrap_or(0) as f64 } else { 1.0 } / r.wall_s)
+            .collect();
+        let Some(spread) = steady::relative_half_width(&x).filter(|s| *s > STEADY) else {
+            return false;
+        };
+        self.observer.event(&Event::Unsteady {
+            value,
+            done,
+            spread,
+        });
+        true
     }
 
     fn time_holds(&mut self, value: u64) -> bool {

@@ -247,6 +247,7 @@ fn options() -> RunOptions {
         parameter: SweepParameter::Threads,
         values: Some(vec![1, 2]),
         repeat: 2,
+        repeat_max: None,
         diagnose: 1,
         diagnose_max: 1,
         warmup: 0,

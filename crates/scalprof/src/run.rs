@@ -199,6 +199,19 @@ impl Observer for Progress {
             Event::UntrustedCheckout(untrusted) => {
                 self.print(&format!("scalprof: warning: {untrusted}\n"))
             }
+            Event::Unsteady {
+                value,
+                done,
+                spread,
+            } => {
+                self.bar.inc_length(1);
+                self.print(&format!(
+                    "scalprof: at {} {value}, {done} clean repeats leave the throughput within ±{:.0}% (80%), more than ±{:.0}%; measuring another\n",
+                    self.parameter,
+                    spread * 100.0,
+                    scalprof_pipeline::sweep::STEADY * 100.0
+                ));
+            }
             Event::Unsettled {
                 value,
                 done,

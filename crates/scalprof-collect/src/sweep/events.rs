@@ -103,6 +103,11 @@ pub trait SweepSink {
     fn more_traced(&mut self, _value: u64, _done: u32) -> bool {
         false
     }
+    /// `done` clean repeats of the point have finished: whether its throughput needs
+    /// another (the repeats spread too wide). Asked only below the plan's `repeat_max`.
+    fn more_clean(&mut self, _value: u64, _done: u32) -> bool {
+        false
+    }
     /// Whether the traced repeats of the point after its first time the user locks'
     /// holds (with the lock tracer's hold option on); asked before each.
     fn time_holds(&mut self, _value: u64) -> bool {

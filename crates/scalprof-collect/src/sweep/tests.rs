@@ -78,6 +78,7 @@ pub(super) fn plan(dir: &tempfile::TempDir, script: &str, keep_going: bool) -> S
         parameter: scalprof_model::SweepParameter::Threads,
         values: vec![1, 2, 3],
         repeat: 2,
+        repeat_max: 2,
         diagnose: 1,
         diagnose_max: 1,
         // Exact repeat lists: the tests beside these must not add re-runs.
@@ -350,4 +351,58 @@ fn the_rate_rule_keeps_between_its_floor_and_the_ceiling() {
     // Nothing measured: the ceiling.
     assert_eq!(point_frequency(0.0, 999), 999);
     assert_eq!(point_frequency(f64::NAN, 999), 999);
+}
+
+/// A sink that asks for another clean repeat while fewer than `want` ran at a point, and
+/// keeps how many clean repeats each point got.
+struct Unsteady {
+    want: u32,
+    clean: Vec<u64>,
+    asked: Vec<(u64, u32)>,
+}
+
+impl SweepSink for Unsteady {
+    fn event(&mut self, event: SweepEvent<'_>) -> Result<(), crate::SinkError> {
+        if let SweepEvent::RepeatDone { value, repeat, .. } = event {
+            if !repeat.traced {
+                self.clean.push(value);
+            }
+        }
+        Ok(())
+    }
+    fn more_clean(&mut self, value: u64, done: u32) -> bool {
+        self.asked.push((value, done));
+        done < self.want
+    }
+}
+
+#[test]
+fn unsteady_clean_repeats_go_on_up_to_repeat_max_and_are_asked_about_only_past_repeat() {
+    let _turn = one_sweep_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = plan(&dir, "echo ops=1", false);
+    p.values = vec![1, 2];
+    p.warmup = 0;
+    p.repeat = 2;
+    p.repeat_max = 4;
+    let run = |p: &SweepPlan, want: u32| {
+        let mut sink = Unsteady {
+            want,
+            clean: Vec::new(),
+            asked: Vec::new(),
+        };
+        execute_plan(p, &mut sink, &Interrupt::manual()).unwrap();
+        (sink.clean, sink.asked)
+    };
+    // Steady after 3: one more each, asked at 2 and 3.
+    let (clean, asked) = run(&p, 3);
+    assert_eq!(clean, [1, 1, 1, 2, 2, 2]);
+    assert_eq!(asked, [(1, 2), (1, 3), (2, 2), (2, 3)]);
+    // Never steady: repeat_max in all, and not asked at repeat_max.
+    let (clean, asked) = run(&p, 100);
+    assert_eq!(clean, [1, 1, 1, 1, 2, 2, 2, 2]);
+    assert_eq!(asked, [(1, 2), (1, 3), (2, 2), (2, 3)]);
+    // repeat_max at repeat: never asked.
+    p.repeat_max = 2;
+    assert_eq!(run(&p, 100), (vec![1, 1, 2, 2], vec![]));
 }

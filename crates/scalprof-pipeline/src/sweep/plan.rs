@@ -22,6 +22,14 @@ pub(super) fn sweep_plan(
         parameter: opts.parameter,
         values: checked.values.clone(),
         repeat: opts.repeat,
+        repeat_max: opts
+            .repeat_max
+            .unwrap_or(if opts.predict.is_some() {
+                3 * opts.repeat
+            } else {
+                opts.repeat
+            })
+            .max(opts.repeat),
         diagnose: opts.diagnose,
         // Only a thread sweep's budget has a verdict to settle.
         diagnose_max: if opts.parameter == SweepParameter::Threads {

@@ -21,6 +21,13 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 3, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub repeat: u32,
 
+    /// While a point's clean runs spread too wide (the 80% interval of their mean throughput
+    /// wider than ±5%), more follow, up to this many in all. Default: --repeat (never more),
+    /// or 3 × --repeat with --predict, whose prediction is only as good as the small points'
+    /// throughput.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeat_max: Option<u32>,
+
     /// Traced runs per point, after the clean ones: profiles, lock tables and findings come
     /// from these, and their throughput against the clean runs' is the perturbation tracing
     /// caused. Each share's interval spans them; 0 measures time only.
@@ -213,6 +220,7 @@ impl RunArgs {
             scalprof_pipeline::RunOptions {
                 values,
                 repeat: self.repeat,
+                repeat_max: self.repeat_max,
                 diagnose: self.diagnose,
                 diagnose_max: self.diagnose_max,
                 warmup: self.warmup,

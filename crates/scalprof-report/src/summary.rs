@@ -1,7 +1,7 @@
 //! The run summary: the header, the verdict line, the default screen and `-v`'s details,
 //! warnings and findings with what to do.
 
-use scalprof_model::{Point, RunDocument, Settling, LISTED_SHARE};
+use scalprof_model::{Point, RunDocument, Settling, SweepParameter, LISTED_SHARE};
 
 use crate::locks::{lock_growth, lock_table, row_share};
 use crate::safe::one_line;
@@ -346,7 +346,19 @@ pub fn run_model_line(doc: &RunDocument) -> String {
             measured.len()
         );
     }
-    model_line(doc.model.as_ref(), doc.sweep.parameter.as_str())
+    let line = model_line(doc.model.as_ref(), doc.sweep.parameter.as_str());
+    // A peak fitted through points past the CPUs is where this machine ran out of them.
+    let cpus = doc.host.limits.as_ref().map_or(doc.host.cpus, |l| {
+        l.usable_cpus.clamp(1, doc.host.cpus.max(1))
+    });
+    let past = measured.iter().any(|p| p.value > u64::from(cpus));
+    match doc.model.as_ref().and_then(|m| m.peak) {
+        Some(_) if doc.sweep.parameter == SweepParameter::Threads && past && cpus > 0 => format!(
+            "{line}; fitted through points past this machine's {cpus} CPUs, so the peak is where \
+             it ran out of them (--predict N says what N CPUs would do)"
+        ),
+        _ => line,
+    }
 }
 
 /// Efficiency above this is super-linear, not noise around linear.

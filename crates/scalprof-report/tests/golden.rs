@@ -326,3 +326,40 @@ fn two_equal_runs_say_that_no_function_changed_instead_of_drawing_it() {
     assert!(html.contains("no function changed per operation"), "{html}");
     assert!(!html.contains("id=\"flame-diff\""));
 }
+
+#[test]
+fn a_peak_fitted_through_points_past_the_cpus_is_called_the_machine_s() {
+    // 1 to 4 threads on 2 CPUs: the throughput rises to 3 and falls at 4, where two
+    // threads share each CPU.
+    let mut i = inputs();
+    i.header.sweep.values = vec![1, 2, 3, 4];
+    i.profiles.clear();
+    i.locks.clear();
+    i.repeats.clear();
+    for (value, wall) in [(1u64, 0.100), (2, 0.105), (3, 0.125), (4, 0.182)] {
+        for k in 0..3u32 {
+            i.repeats.push(PointRepeat {
+                value,
+                repeat: repeat(k, wall * (1.0 + 0.002 * f64::from(k)), value, false),
+            });
+        }
+    }
+    let doc = scalprof_analyze::assemble(&i);
+    assert!(
+        doc.model.as_ref().and_then(|m| m.peak).is_some(),
+        "{:?}",
+        doc.model
+    );
+    let line = scalprof_report::run_model_line(&doc);
+    assert!(
+        line.contains("past this machine's 2 CPUs, so the peak is where it ran out of them"),
+        "{line}"
+    );
+    // On 4 CPUs the same curve is the program's.
+    i.header.host.cpus = 4;
+    let line = scalprof_report::run_model_line(&scalprof_analyze::assemble(&i));
+    assert!(
+        line.contains("peak ≈") && !line.contains("ran out"),
+        "{line}"
+    );
+}

@@ -206,7 +206,7 @@ impl Observer for Progress {
             } => {
                 self.bar.inc_length(1);
                 self.print(&format!(
-                    "scalprof: at {} {value}, {done} clean repeats leave the throughput within ±{:.0}% (80%), more than ±{:.0}%; measuring another\n",
+                    "scalprof: at {} {value}, {done} clean repeats leave the throughput within ±{:.1}% (80%), more than ±{:.0}%; measuring another\n",
                     self.parameter,
                     spread * 100.0,
                     scalprof_pipeline::sweep::STEADY * 100.0

@@ -45,6 +45,19 @@ fn cut(mut inputs: RunInputs, upto: u64) -> RunInputs {
     inputs
 }
 
+/// The recording `name`'s run `label`, whole, and its prediction of 16 threads from the
+/// points up to `upto`.
+fn predicted_from(name: &str, label: &str, upto: u64) -> (RunDocument, scalprof_model::Prediction) {
+    let (_dir, store) = recording(name);
+    let run = run_labelled(&store, label);
+    let inputs = scalprof_pipeline::load(&store, run.id).unwrap();
+    let truth = scalprof_analyze::assemble(&inputs);
+    let mut small = cut(inputs, upto);
+    small.predict_to = Some(16);
+    let doc = scalprof_analyze::assemble(&small);
+    (truth, doc.model.unwrap().prediction.unwrap())
+}
+
 fn throughput(doc: &RunDocument, threads: u64) -> f64 {
     let p = doc.points.iter().find(|p| p.value == threads).unwrap();
     p.throughput.unwrap()
@@ -126,14 +139,7 @@ fn a_lock_that_no_operation_takes_bounds_nothing() {
 fn a_housekeeper_s_lock_timed_once_bounds_nothing() {
     // The second recording's side_lock timed one hold of stats_lock at 4 threads (2 ms, 33
     // acquisitions): it bounded the workers at 1.75G/s, 70% under what 16 threads did.
-    let (_dir, store) = recording("second16.db");
-    let run = run_labelled(&store, "side_lock");
-    let inputs = scalprof_pipeline::load(&store, run.id).unwrap();
-    let truth = scalprof_analyze::assemble(&inputs);
-    let mut small = cut(inputs, 4);
-    small.predict_to = Some(16);
-    let doc = scalprof_analyze::assemble(&small);
-    let p = doc.model.unwrap().prediction.unwrap();
+    let (truth, p) = predicted_from("second16.db", "side_lock", 4);
     assert!(p.bound.is_none(), "{:?}", p.bound);
     assert!(p.limiting.is_none(), "{:?}", p.limiting);
     let error = p.points.last().unwrap().throughput / throughput(&truth, 16) - 1.0;
@@ -228,14 +234,7 @@ fn the_cpus_the_sweep_ran_on_do_not_cap_the_prediction() {
 fn a_lock_that_saturated_holds_its_throughput_rather_than_falling_as_the_usl_would() {
     // hash_global_mutex at 2 threads already runs at 30% of 1 thread: the USL's σ read
     // from that point would keep falling toward 1/σ; the lock passes what it passes.
-    let (_dir, store) = recording("second16.db");
-    let run = run_labelled(&store, "hash_global_mutex");
-    let inputs = scalprof_pipeline::load(&store, run.id).unwrap();
-    let truth = scalprof_analyze::assemble(&inputs);
-    let mut small = cut(inputs, 2);
-    small.predict_to = Some(16);
-    let doc = scalprof_analyze::assemble(&small);
-    let p = doc.model.unwrap().prediction.unwrap();
+    let (truth, p) = predicted_from("second16.db", "hash_global_mutex", 2);
     assert!(
         p.method.starts_with("saturated: table_lock"),
         "{}",

@@ -1,15 +1,16 @@
 //! Whether a point's clean repeats know its throughput closely enough (adaptive repeats).
 
 /// The 80% interval's half-width of the mean of `x`, relative to the mean; `None` with
-/// fewer than two values or a mean of zero.
+/// fewer than two values or a mean of zero. The interval is the one the shares use
+/// ([`scalprof_model::stability::interval`]), of the values over their mean (its low
+/// end: the high one is clamped at 1).
 pub(super) fn relative_half_width(x: &[f64]) -> Option<f64> {
-    let n = x.len();
-    let mean = x.iter().sum::<f64>() / n as f64;
-    if n < 2 || mean <= 0.0 {
+    let mean = x.iter().sum::<f64>() / x.len() as f64;
+    if x.len() < 2 || mean <= 0.0 {
         return None;
     }
-    let var = x.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-    Some(scalprof_model::stability::t80(n - 1) * (var / n as f64).sqrt() / mean)
+    let relative: Vec<f64> = x.iter().map(|v| v / mean).collect();
+    Some(1.0 - scalprof_model::stability::interval(1.0, &relative)[0])
 }
 
 #[cfg(test)]

@@ -754,6 +754,32 @@ pub(crate) mod tests {
         let p = &doc.points[1];
         assert!((p.speedup.unwrap() - 0.87).abs() < 0.01, "{:?}", p.speedup);
         assert!((p.speedup.unwrap() - p.wall_speedup.unwrap()).abs() < 1e-9);
+        // The same on a machine a busy loop shares (half the CPUs its 2 threads needed):
+        // preemptions cost xz CPU time, 1.33× in every repeat, and the wall time grew.
+        // Without the sharing the growth reads as work added; with it, as fixed work.
+        let shared = |share: f64| {
+            let mut r = reps(&[
+                (1, 0.300, 0.27),
+                (1, 0.301, 0.27),
+                (1, 0.302, 0.27),
+                (2, 0.361, 0.37),
+                (2, 0.362, 0.36),
+                (2, 0.363, 0.38),
+            ]);
+            for x in r.iter_mut().filter(|x| x.value == 2) {
+                x.repeat.interference = Some(scalprof_model::Interference {
+                    share,
+                    ..Default::default()
+                });
+            }
+            assemble(&RunInputs::timing(h.clone(), r)).throughput
+        };
+        assert_eq!(shared(0.0).source, ThroughputSource::Weak);
+        let t = shared(0.5);
+        assert_eq!(t.source, ThroughputSource::Strong);
+        let why = t.inferred.unwrap();
+        assert!(why.contains("took 50% of the CPUs"), "{why}");
+        assert!(why.contains("1.59×"), "{why}");
         // Weak only when every pairing of repeats shows the growth: one repeat at 2
         // threads as cheap as the dearest at 1 leaves it fixed work.
         let unstable = reps(&[

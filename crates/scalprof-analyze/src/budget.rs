@@ -196,7 +196,7 @@ fn fold_late_run(causes: &mut [Cause], series: &[Series], i: usize) {
     {
         let late = series
             .iter()
-            .find(|s| s.kind == c.kind && s.subject == c.subject)
+            .find(|s| s.id() == c.id())
             .and_then(|s| s.late.as_ref()?[i])
             .unwrap_or(0.0);
         let m = late.min(c.share).min(waits - moved);

@@ -6,7 +6,7 @@
 use scalprof_model::compare::{
     Comparison, Gate, LockChange, Metric, MetricComparison, PointComparison, Ratio,
 };
-use scalprof_model::locks::{LockRow, Scope, THE_OBSERVER};
+use scalprof_model::locks::{LockRow, THE_OBSERVER};
 use scalprof_model::suite::{
     SuiteComparison, SuiteDocument, TestComparison, TestResult, SUITE_COMPARE_SCHEMA,
 };
@@ -242,29 +242,29 @@ fn compare_point(
 /// between A's rows and B's, in the order first seen. The waits scalprof itself caused
 /// are not the program's change.
 fn lock_changes(la: &[LockRow], lb: &[LockRow]) -> Vec<LockChange> {
-    let mut names: Vec<(Scope, String)> = Vec::new();
+    // Each lock's first row.
+    let mut firsts: Vec<&LockRow> = Vec::new();
     for r in la
         .iter()
         .chain(lb)
         .filter(|r| r.is_lock() && r.attributed_to.as_deref() != Some(THE_OBSERVER))
     {
-        let k = (r.scope, r.name.clone());
-        if !names.contains(&k) {
-            names.push(k);
+        if !firsts.iter().any(|f| f.id() == r.id()) {
+            firsts.push(r);
         }
     }
     let mut locks = Vec::new();
-    for (scope, name) in names {
+    for first in firsts {
         let wait = |rows: &[LockRow]| {
             rows.iter()
-                .filter(|r| r.scope == scope && r.name == name)
+                .filter(|r| r.id() == first.id())
                 .filter_map(|r| r.wait_ns_per_op)
                 .sum::<f64>()
         };
         let (wa, wb) = (wait(la), wait(lb));
         if (wa - wb).abs() > 0.05 * wa.max(wb) && wa.max(wb) > 1.0 {
             locks.push(LockChange {
-                lock: format!("{scope} {name}"),
+                lock: format!("{} {}", first.scope, first.name),
                 a_wait_ns_per_op: wa,
                 b_wait_ns_per_op: wb,
             });

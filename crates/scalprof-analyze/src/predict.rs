@@ -28,9 +28,9 @@
 //! (asymptotic bounds, as in Lazowska et al.'s *Quantitative System Performance*).
 //! No library does this; it is written here.
 
-use scalprof_model::locks::{LockKind, LockRow, Scope};
+use scalprof_model::locks::{LockKind, LockRow};
 use scalprof_model::prediction::{Bound, Limiting, PredictedPoint, Prediction};
-use scalprof_model::{Cause, FindingKind, Point, RunHeader};
+use scalprof_model::{Cause, CauseId, FindingKind, Point, RunHeader};
 
 mod plateau;
 use plateau::{left_out, plateau};
@@ -56,9 +56,7 @@ const CONVOY_LOW: f64 = 0.25;
 /// One cause's growth, relative to the work's own cost per operation.
 #[derive(Debug)]
 struct Growth<'a> {
-    kind: FindingKind,
-    scope: Option<Scope>,
-    subject: &'a str,
+    id: CauseId<'a>,
     sigma: f64,
     kappa: f64,
 }
@@ -170,9 +168,9 @@ fn convoy(last: &Point, growth: &[Growth<'_>]) -> Option<String> {
     b.causes
         .iter()
         .filter(|c| c.kind == FindingKind::LockContention && c.share >= 0.2 * b.useful)
-        .filter(|c| growth.iter().any(|g| g.subject == c.subject))
+        .filter(|c| growth.iter().any(|g| g.id == c.id()))
         .find_map(|c| {
-            let r = rows.iter().find(|r| r.name == c.subject)?;
+            let r = rows.iter().find(|r| r.id() == c.id())?;
             hands_off(&r.lock_type).then(|| r.name.clone())
         })
 }
@@ -222,11 +220,9 @@ fn growths<'a>(used: &[&'a Point], scale: f64) -> Vec<Growth<'a>> {
     for p in used {
         let Some(b) = &p.budget else { continue };
         for c in b.causes.iter().filter(|c| grows(c)) {
-            if !out.iter().any(|g| same(g, c)) {
+            if !out.iter().any(|g| g.id == c.id()) {
                 out.push(Growth {
-                    kind: c.kind,
-                    scope: c.scope,
-                    subject: &c.subject,
+                    id: c.id(),
                     sigma: 0.0,
                     kappa: 0.0,
                 });
@@ -242,7 +238,7 @@ fn growths<'a>(used: &[&'a Point], scale: f64) -> Vec<Growth<'a>> {
                 let share = b
                     .causes
                     .iter()
-                    .find(|c| same(g, c))
+                    .find(|c| c.id() == g.id)
                     .map_or(0.0, |c| c.share);
                 let n = p.value as f64 / scale;
                 Some((n - 1.0, n * (n - 1.0), share / b.useful))
@@ -251,10 +247,6 @@ fn growths<'a>(used: &[&'a Point], scale: f64) -> Vec<Growth<'a>> {
         (g.sigma, g.kappa) = fit(&obs);
     }
     out
-}
-
-fn same(g: &Growth<'_>, c: &Cause) -> bool {
-    g.kind == c.kind && g.scope == c.scope && g.subject == c.subject
 }
 
 /// Least squares of `r = σ·a + κ·b` with σ, κ ≥ 0; σ alone from one observation.
@@ -320,10 +312,7 @@ fn hold_bound(all: &[Point], used: &[&Point]) -> Option<Bound> {
         let Some(serial) = serial_ns_per_op(r) else {
             continue;
         };
-        match least
-            .iter_mut()
-            .find(|(l, _)| l.scope == r.scope && l.name == r.name)
-        {
+        match least.iter_mut().find(|(l, _)| l.id() == r.id()) {
             Some(seen) if serial < seen.1 => *seen = (r, serial),
             Some(_) => {}
             None => least.push((r, serial)),
@@ -333,6 +322,7 @@ fn hold_bound(all: &[Point], used: &[&Point]) -> Option<Bound> {
         .into_iter()
         .max_by(|a, b| a.1.total_cmp(&b.1))
         .map(|(r, serial)| Bound {
+            scope: Some(r.scope),
             subject: r.name.clone(),
             serial_ns_per_op: serial,
             throughput: 1e9 / serial,
@@ -352,7 +342,7 @@ fn bounds(all: &[Point], r: &LockRow) -> bool {
             .as_ref()
             .is_some_and(|h| h.sampled >= MIN_TIMED_HOLDS)
         && serial_ns_per_op(r).is_some()
-        && per_operation(all, &r.name)
+        && per_operation(all, r)
 }
 
 /// A lock row's mean hold × acquisitions per operation.
@@ -368,13 +358,13 @@ fn serial_ns_per_op(r: &LockRow) -> Option<f64> {
 /// operation where twice the operations run), and held no longer than the wall time
 /// (20% slack: the holds come from the traced repeats, the throughput from the clean
 /// ones, and a saturated lock is held all the time).
-fn per_operation(all: &[Point], name: &str) -> bool {
+fn per_operation(all: &[Point], row: &LockRow) -> bool {
     let mut per_op: Vec<f64> = Vec::new();
     for p in all {
         let Some(r) = p
             .locks
             .as_ref()
-            .and_then(|l| l.rows.iter().find(|r| r.name == name))
+            .and_then(|l| l.rows.iter().find(|r| r.id() == row.id()))
         else {
             continue;
         };
@@ -407,8 +397,8 @@ fn limiting(
     let from = |g: &Growth<'_>| (2..=target).find(|&n| g.at(n as f64 / scale) >= 1.0);
     if let Some((g, n)) = top.and_then(|g| Some((g, from(g)?))) {
         return Some(Limiting {
-            kind: g.kind,
-            subject: g.subject.to_string(),
+            kind: g.id.kind,
+            subject: g.id.subject.to_string(),
             from_threads: n,
         });
     }
@@ -471,9 +461,7 @@ fn unseen(
     }
     // The lock that bounds the throughput, where its waits did not show it yet.
     if let Some(b) = bound {
-        let contended = growth.iter().any(|g| {
-            g.kind == FindingKind::LockContention && g.subject == b.subject && g.sigma > 0.0
-        });
+        let contended = growth.iter().any(|g| g.id == b.id() && g.sigma > 0.0);
         if !contended {
             out.push(format!(
                 "{} was not contended at {} threads: a bound from its hold times only",

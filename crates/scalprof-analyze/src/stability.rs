@@ -108,11 +108,6 @@ fn variant(inputs: &RunInputs, j: usize) -> Option<(RunInputs, Vec<u64>)> {
     Some((inputs, alone))
 }
 
-/// A cause's identity across variants.
-fn key(c: &scalprof_model::Cause) -> (scalprof_model::FindingKind, Option<Scope>, &str) {
-    (c.kind, c.scope, c.subject.as_str())
-}
-
 /// Adds to a document assembled from the merged repeats: every share's interval, the
 /// findings' score intervals, and each point's settling. `assemble` is the function that
 /// made `doc` (called again on each variant).
@@ -138,7 +133,7 @@ pub fn add_intervals(
             f.score_interval = last
                 .causes
                 .iter()
-                .find(|c| c.kind == f.kind && c.subject == f.subject)
+                .find(|c| c.id() == f.id())
                 .and_then(|c| c.share_interval);
         }
     }
@@ -204,7 +199,7 @@ fn add_point_intervals(p: &mut Point, variants: &[Budget], first: Option<u64>, l
         let mut each = variants.iter().map(|v| {
             v.causes
                 .iter()
-                .find(|d| key(d) == key(c))
+                .find(|d| d.id() == c.id())
                 .map_or(0.0, |d| d.share)
         });
         c.share_interval = Some(span(c.share, &mut each));
@@ -423,7 +418,7 @@ mod tests {
             let each = variants.iter().map(|v| {
                 v.causes
                     .iter()
-                    .find(|d| d.subject == c.subject)
+                    .find(|d| d.id() == c.id())
                     .map_or(0.0, |d| d.share)
             });
             c.share_interval =

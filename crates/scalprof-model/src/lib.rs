@@ -31,6 +31,7 @@ pub const RUN_SCHEMA: &str = "scalprof.run/1";
 
 mod finding;
 mod fit;
+mod identity;
 pub mod prediction;
 mod run;
 pub mod stability;
@@ -40,6 +41,7 @@ pub use finding::{
     LISTED_SHARE, MIN_LEVEL_WINDOWS,
 };
 pub use fit::{Estimate, Model, ModelKind};
+pub use identity::CauseId;
 pub use prediction::Prediction;
 pub use run::{
     Counters, EventCounts, Host, Limits, Point, PointRepeat, Repeat, RepeatTrace, RunDocument,

@@ -46,10 +46,24 @@ pub struct Limiting {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Bound {
+    /// Where the lock lives, known where the bound was made (not in the document).
+    #[serde(skip)]
+    pub scope: Option<crate::locks::Scope>,
     /// The lock whose holds bound the throughput.
     pub subject: String,
     /// Its serial time per operation: mean hold × acquisitions per operation.
     pub serial_ns_per_op: f64,
     /// One over it, in the run's throughput units per second.
     pub throughput: f64,
+}
+
+impl Bound {
+    /// The bounding lock as a cause.
+    pub fn id(&self) -> crate::CauseId<'_> {
+        crate::CauseId {
+            kind: crate::FindingKind::LockContention,
+            scope: self.scope,
+            subject: &self.subject,
+        }
+    }
 }

@@ -169,7 +169,7 @@ pub fn lock_growth(doc: &RunDocument) -> String {
         p.budget.as_ref().map_or(0.0, |b| {
             b.causes
                 .iter()
-                .find(|c| c.scope == Some(r.scope) && c.subject == r.name)
+                .find(|c| c.id() == r.id())
                 .map_or(0.0, |c| c.share)
         })
     };
@@ -199,7 +199,7 @@ pub fn lock_growth(doc: &RunDocument) -> String {
             let share = p.budget.as_ref().map(|b| {
                 b.causes
                     .iter()
-                    .find(|c| c.scope == Some(r.scope) && c.subject == r.name)
+                    .find(|c| c.id() == r.id())
                     .map_or(0.0, |c| c.share)
             });
             something |=

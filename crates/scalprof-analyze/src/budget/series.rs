@@ -7,7 +7,7 @@
 use scalprof_model::locks::{RunQueueBehind, Scope};
 use scalprof_model::profile::folded;
 use scalprof_model::vocabulary::{blocking_call_of, in_user_lock};
-use scalprof_model::{FindingKind, Point, PointProfile};
+use scalprof_model::{CauseId, FindingKind, Point, PointProfile};
 
 /// One candidate cause, with its cost at every point of the sweep.
 #[derive(Clone, Debug)]
@@ -26,6 +26,16 @@ pub struct Series {
     /// Of a serial phase's share, the part in which the lone thread ran late (the same
     /// work as threads that had finished): the echo of its waits, at each point.
     pub late: Option<Vec<Option<f64>>>,
+}
+
+impl Series {
+    pub fn id(&self) -> CauseId<'_> {
+        CauseId {
+            kind: self.kind,
+            scope: self.scope,
+            subject: &self.subject,
+        }
+    }
 }
 
 /// CPU ns per unit of work, from the clean repeats' user + system time.

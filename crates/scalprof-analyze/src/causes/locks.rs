@@ -3,7 +3,7 @@
 
 use scalprof_model::locks::{LockKind, LockRow, Scope};
 use scalprof_model::vocabulary::in_user_lock;
-use scalprof_model::{Finding, FindingKind, Point, PointProfile};
+use scalprof_model::{CauseId, Finding, FindingKind, Point, PointProfile};
 
 use super::{Cause, Run};
 use crate::budget::series::{dilation, sampled_to_ns, Series};
@@ -91,10 +91,7 @@ fn is_budget_lock(r: &LockRow) -> bool {
 /// The index of the series of `r`'s lock in `out`, pushed (with `points` empty points)
 /// when it has none yet: a reader-writer lock's two sides are one cause.
 fn series_of(out: &mut Vec<Series>, r: &LockRow, points: usize) -> usize {
-    if let Some(k) = out
-        .iter()
-        .position(|s| s.scope == Some(r.scope) && s.subject == r.name)
-    {
+    if let Some(k) = out.iter().position(|s| s.id() == r.id()) {
         return k;
     }
     out.push(Series {
@@ -192,11 +189,12 @@ fn fold_critical_sections(series: &mut Vec<Series>, points: &[Point]) {
             .then(|| holder_of(&series[k].subject))
             .flatten()
             .and_then(|name| {
-                series.iter().position(|s| {
-                    s.kind == FindingKind::LockContention
-                        && s.scope == Some(Scope::User)
-                        && s.subject == name
-                })
+                let lock = CauseId {
+                    kind: FindingKind::LockContention,
+                    scope: Some(Scope::User),
+                    subject: name,
+                };
+                series.iter().position(|s| s.id() == lock)
             });
         match lock {
             Some(l) => {

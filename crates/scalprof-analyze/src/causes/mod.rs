@@ -77,11 +77,7 @@ pub fn score_findings(findings: &mut Vec<Finding>, last: &Point, cpus: u64) {
         if !is_budgeted(f.kind) {
             return true;
         }
-        let Some(c) = b
-            .causes
-            .iter()
-            .find(|c| c.kind == f.kind && c.subject == f.subject)
-        else {
+        let Some(c) = b.causes.iter().find(|c| c.id() == f.id()) else {
             return false;
         };
         f.score = c.share;

@@ -23,8 +23,8 @@ pub fn lock_findings(points: &[LockPoint<'_>]) -> Vec<Finding> {
     };
     let last_rows = &points[points.len() - 1].locks.rows;
     let mut out = Vec::new();
-    for (scope, name) in lock_names(points) {
-        let rows = growth_rows(points, scope, &name);
+    for lock in first_rows(points) {
+        let rows = growth_rows(points, lock);
         let (Some(first), Some(last)) = (
             rows.iter().flatten().next(),
             rows.iter().rev().flatten().next(),
@@ -37,7 +37,7 @@ pub fn lock_findings(points: &[LockPoint<'_>]) -> Vec<Finding> {
         let Some(score) = score(points, &rows, lost) else {
             continue;
         };
-        let series = LockSeries::new(points, scope, name, &rows, last);
+        let series = LockSeries::new(points, lock.scope, lock.name.clone(), &rows, last);
         out.push(series.finding(score, last_rows));
     }
     out
@@ -61,33 +61,25 @@ fn lost_thread_time(points: &[LockPoint<'_>]) -> Option<f64> {
     (lost > 0.0).then_some(lost)
 }
 
-/// Every lock of the sweep once, in the order first seen: a reader-writer lock's read and
-/// write sides are one lock.
-fn lock_names(points: &[LockPoint<'_>]) -> Vec<(Scope, String)> {
-    let mut names: Vec<(Scope, String)> = Vec::new();
+/// Every lock of the sweep once (its first row), in the order first seen: a reader-writer
+/// lock's read and write sides are one lock.
+fn first_rows<'a>(points: &[LockPoint<'a>]) -> Vec<&'a LockRow> {
+    let mut firsts: Vec<&LockRow> = Vec::new();
     for at in points {
         for r in &at.locks.rows {
-            let k = (r.scope, r.name.clone());
-            if !names.contains(&k) {
-                names.push(k);
+            if !firsts.iter().any(|f| f.id() == r.id()) {
+                firsts.push(r);
             }
         }
     }
-    names
+    firsts
 }
 
 /// One lock's row at each point, its sides combined (`None` where it was not waited for).
-fn growth_rows(points: &[LockPoint<'_>], scope: Scope, name: &str) -> Vec<Option<LockRow>> {
+fn growth_rows(points: &[LockPoint<'_>], lock: &LockRow) -> Vec<Option<LockRow>> {
     points
         .iter()
-        .map(|at| {
-            combine_sides(
-                at.locks
-                    .rows
-                    .iter()
-                    .filter(|r| r.scope == scope && r.name == name),
-            )
-        })
+        .map(|at| combine_sides(at.locks.rows.iter().filter(|r| r.id() == lock.id())))
         .collect()
 }
 

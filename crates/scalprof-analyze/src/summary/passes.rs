@@ -362,10 +362,7 @@ pub(super) fn finish_findings(
         .filter(|_| threads)
     {
         for c in b.causes.iter().filter(|c| !c.foreign && c.share > 0.10) {
-            if findings
-                .iter()
-                .any(|f| f.kind == c.kind && f.subject == c.subject)
-            {
+            if findings.iter().any(|f| f.id() == c.id()) {
                 continue;
             }
             let why = if withheld {

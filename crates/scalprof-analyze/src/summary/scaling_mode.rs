@@ -65,7 +65,9 @@ pub(super) fn infer_scaling(
     };
     let wall_at = |value: u64| median_at(value, &|r| r.repeat.wall_s);
     let shared_at = |value: u64| {
-        median_at(value, &|r| r.repeat.interference.as_ref().map_or(0.0, |i| i.share))
+        median_at(value, &|r| {
+            r.repeat.interference.as_ref().map_or(0.0, |i| i.share)
+        })
     };
     let mut values: Vec<u64> = repeats.iter().map(|r| r.value).collect();
     values.sort_unstable();

@@ -232,7 +232,7 @@ impl Parser {
     }
 
     /// Sends a request (a DWARF server's address).
-    pub fn send(&mut self, bytes: &[u8]) -> Result<(), String> {
+    pub fn send(&mut self, bytes: &[u8]) -> Result<(), Ended> {
         match self.stdin.as_mut().map(|s| s.write_all(bytes)) {
             Some(Ok(())) => Ok(()),
             _ => Err(self.ended()),
@@ -245,12 +245,12 @@ impl Parser {
     }
 
     /// The next answer, within [`REPLY_TIMEOUT`].
-    pub(crate) fn reply(&mut self) -> Result<Wire, String> {
+    pub(crate) fn reply(&mut self) -> Result<Wire, Ended> {
         self.reply_within(REPLY_TIMEOUT)
     }
 
     /// The next answer, within `timeout`.
-    pub fn reply_within(&mut self, timeout: Duration) -> Result<Wire, String> {
+    pub fn reply_within(&mut self, timeout: Duration) -> Result<Wire, Ended> {
         let deadline = Instant::now() + timeout;
         self.waited = timeout;
         let mut len = [0u8; 8];
@@ -260,7 +260,9 @@ impl Parser {
         let len = u64::from_le_bytes(len);
         if len > MAX_REPLY {
             self.kill();
-            return Err(format!("the parser's answer claimed {len} bytes"));
+            return Err(Ended::other(format!(
+                "the parser's answer claimed {len} bytes"
+            )));
         }
         let mut body = vec![0u8; len as usize];
         if !read_by(&mut self.stdout, &mut body, deadline) {
@@ -275,7 +277,7 @@ impl Parser {
     }
 
     /// Why the child stopped answering.
-    fn ended(&mut self) -> String {
+    fn ended(&mut self) -> Ended {
         let status = match self.child.try_wait() {
             Ok(Some(s)) => Some(s),
             _ => {
@@ -285,16 +287,16 @@ impl Parser {
                     Ok(Some(s)) => Some(s),
                     _ => {
                         self.kill();
-                        return format!(
+                        return Ended::other(format!(
                             "its parser did not answer within {} s and was stopped",
                             self.waited.as_secs()
-                        );
+                        ));
                     }
                 }
             }
         };
         use std::os::unix::process::ExitStatusExt;
-        match status.and_then(|s| s.signal()) {
+        let why = match status.and_then(|s| s.signal()) {
             Some(libc::SIGBUS) => {
                 "its parser crashed (SIGBUS: the file shrank while it was read)".into()
             }
@@ -323,14 +325,43 @@ impl Parser {
                 }
                 let said = String::from_utf8_lossy(&said);
                 match said.lines().rev().find(|l| !l.trim().is_empty()) {
-                    Some(line) => line
-                        .trim()
-                        .trim_start_matches("scalprof: error: ")
-                        .to_string(),
+                    Some(line) => {
+                        let line = line.trim().trim_start_matches("scalprof: error: ");
+                        // The child's allocator said it ran out under the user's limit.
+                        let out_of_memory = line.starts_with(scalprof_model::signal::OUT_OF_MEMORY);
+                        return Ended {
+                            why: line.to_string(),
+                            out_of_memory,
+                        };
+                    }
                     None => "its parser stopped without an answer".into(),
                 }
             }
+        };
+        Ended::other(why)
+    }
+}
+
+/// Why a parser stopped answering, as a sentence.
+#[derive(Debug)]
+pub struct Ended {
+    pub why: String,
+    /// It said it ran out of memory (under the user's own limit): its sentence is whole.
+    pub out_of_memory: bool,
+}
+
+impl Ended {
+    pub fn other(why: String) -> Ended {
+        Ended {
+            why,
+            out_of_memory: false,
         }
+    }
+}
+
+impl From<Ended> for String {
+    fn from(e: Ended) -> String {
+        e.why
     }
 }
 

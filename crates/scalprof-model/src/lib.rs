@@ -23,7 +23,7 @@ pub mod vocabulary;
 pub use profile::{
     ComplexityReport, FoldedStack, FunctionComplexity, FunctionGrowth, HotInstruction,
     PointProfile, PowerFit, ProfileStats, ScalingDiff, SerialStats, ThreadLoad, TopFunction,
-    TopFunctions, MAX_UNREADABLE,
+    TopFunctions, Unreadable, MAX_UNREADABLE,
 };
 
 /// The value of the `schema` field of every run document.

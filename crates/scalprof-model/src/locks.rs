@@ -370,14 +370,77 @@ pub const HOLDER_WAIT_SHARE: f64 = 0.05;
 /// its probes' traps waiting on a lock they take): listed, never a cause.
 pub const THE_OBSERVER: &str = "the observer";
 
-/// A wait of a lock's holders while they held it.
+/// A wait of a lock's holders while they held it, as a share of the waiters' wait.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(from = "HolderWaitDoc", into = "HolderWaitDoc")]
 pub struct HolderWait {
-    /// A lock of the same table (its row's name), or a system call (`fdatasync`).
-    pub wait: String,
-    /// `wait` is a lock (a futex) rather than a system call.
-    pub lock: bool,
+    pub on: HeldWait,
     pub share: f64,
+}
+
+/// What a holder waited on under its lock.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum HeldWait {
+    /// A lock of the same table, by its row's name.
+    Lock(String),
+    /// A futex no row of the table names, by its address.
+    Futex(u64),
+    /// A system call, by name (`fdatasync`).
+    Syscall(String),
+}
+
+impl std::fmt::Display for HeldWait {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HeldWait::Lock(name) | HeldWait::Syscall(name) => f.write_str(name),
+            HeldWait::Futex(address) => write!(f, "{FUTEX}{address:#x}"),
+        }
+    }
+}
+
+const FUTEX: &str = "futex ";
+
+/// Holders' waits largest first, ties by what they waited on as written.
+pub fn sort_holder_waits(waits: &mut [HolderWait]) {
+    waits.sort_by(|a, b| {
+        b.share
+            .total_cmp(&a.share)
+            .then_with(|| a.on.to_string().cmp(&b.on.to_string()))
+    });
+}
+
+/// A holder's wait as the document writes it (the contract): `wait` the row's name, the
+/// system call's, or `futex 0x…`; `lock` whether it is a lock rather than a system call.
+#[derive(Clone, Serialize, Deserialize)]
+struct HolderWaitDoc {
+    wait: String,
+    lock: bool,
+    share: f64,
+}
+
+impl From<HolderWait> for HolderWaitDoc {
+    fn from(w: HolderWait) -> HolderWaitDoc {
+        HolderWaitDoc {
+            wait: w.on.to_string(),
+            lock: !matches!(w.on, HeldWait::Syscall(_)),
+            share: w.share,
+        }
+    }
+}
+
+impl From<HolderWaitDoc> for HolderWait {
+    fn from(d: HolderWaitDoc) -> HolderWait {
+        let futex = d
+            .wait
+            .strip_prefix(FUTEX)
+            .and_then(|a| u64::from_str_radix(a.strip_prefix("0x")?, 16).ok());
+        let on = match (d.lock, futex) {
+            (false, _) => HeldWait::Syscall(d.wait),
+            (true, Some(address)) => HeldWait::Futex(address),
+            (true, None) => HeldWait::Lock(d.wait),
+        };
+        HolderWait { on, share: d.share }
+    }
 }
 
 /// x86-64 system calls whose first argument is a file descriptor, among those that block.
@@ -613,6 +676,33 @@ impl<'de> Deserialize<'de> for Runtime {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn holders_waits_and_unreadable_files_read_back_as_the_document_wrote_them() {
+        let doc = r#"[{"wait":"table_lock","lock":true,"share":0.5},{"wait":"futex 0x7f00a0","lock":true,"share":0.25},{"wait":"fdatasync","lock":false,"share":0.125}]"#;
+        let waits: Vec<HolderWait> = serde_json::from_str(doc).unwrap();
+        let on: Vec<&HeldWait> = waits.iter().map(|w| &w.on).collect();
+        assert_eq!(
+            on,
+            [
+                &HeldWait::Lock("table_lock".into()),
+                &HeldWait::Futex(0x7f00a0),
+                &HeldWait::Syscall("fdatasync".into()),
+            ]
+        );
+        assert_eq!(serde_json::to_string(&waits).unwrap(), doc);
+        let files = r#"["/opt/app: not an ELF file","/usr/bin/z: its DWARF: inflates too far"]"#;
+        let read: Vec<crate::Unreadable> = serde_json::from_str(files).unwrap();
+        assert_eq!(
+            read[1],
+            crate::Unreadable::Dwarf {
+                path: "/usr/bin/z".into(),
+                why: "inflates too far".into()
+            }
+        );
+        assert!(matches!(read[0], crate::Unreadable::File(_)));
+        assert_eq!(serde_json::to_string(&read).unwrap(), files);
+    }
 
     #[test]
     fn runtimes_and_experiment_kinds_write_back_as_the_document_had_them() {

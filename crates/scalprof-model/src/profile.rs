@@ -49,10 +49,53 @@ pub struct ProfileStats {
     /// `/proc/PID/maps` at each exec): their user frames have no names.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub unmapped_processes: u64,
-    /// Executable files the samples ran in that could not be read ("path: reason", at
-    /// most [`MAX_UNREADABLE`]): their frames have no names.
+    /// Executable files the samples ran in that could not be read, or whose DWARF could
+    /// not (at most [`MAX_UNREADABLE`]): their frames have no names, or no inlined ones.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub unreadable_binaries: Vec<String>,
+    pub unreadable_binaries: Vec<Unreadable>,
+}
+
+/// A file the samples ran in that could not be read, or whose DWARF alone was refused
+/// (its symbol-table names kept). The document writes it as one string, "path: reason"
+/// or "path: its DWARF: reason" (the contract); this is the one place that reads it back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Unreadable {
+    /// "path: reason", as the file cache said it.
+    File(String),
+    Dwarf {
+        path: String,
+        why: String,
+    },
+}
+
+const ITS_DWARF: &str = ": its DWARF: ";
+
+impl std::fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unreadable::File(s) => f.write_str(s),
+            Unreadable::Dwarf { path, why } => write!(f, "{path}{ITS_DWARF}{why}"),
+        }
+    }
+}
+
+impl Serialize for Unreadable {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Unreadable {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Ok(match s.split_once(ITS_DWARF) {
+            Some((path, why)) => Unreadable::Dwarf {
+                path: path.to_string(),
+                why: why.to_string(),
+            },
+            None => Unreadable::File(s),
+        })
+    }
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -112,11 +155,15 @@ impl ProfileStats {
         self.process_cpu_ns += o.process_cpu_ns;
         self.unmapped_processes += o.unmapped_processes;
         for b in &o.unreadable_binaries {
-            if self.unreadable_binaries.len() < MAX_UNREADABLE
-                && !self.unreadable_binaries.contains(b)
-            {
-                self.unreadable_binaries.push(b.clone());
-            }
+            self.note_unreadable(b.clone());
+        }
+    }
+
+    /// Keeps `b` among the unreadable files, once, up to [`MAX_UNREADABLE`].
+    pub fn note_unreadable(&mut self, b: Unreadable) {
+        if self.unreadable_binaries.len() < MAX_UNREADABLE && !self.unreadable_binaries.contains(&b)
+        {
+            self.unreadable_binaries.push(b);
         }
     }
 }

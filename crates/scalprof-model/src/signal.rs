@@ -6,6 +6,11 @@
 //! named as `SIGRTMIN+n`, counted from the kernel's 32 (glibc's own SIGRTMIN is 34 or 35,
 //! after the ones it keeps).
 
+/// How a scalprof process begins the line it says when an allocation fails (after
+/// `scalprof: error: `); it ends with exit code 2, as other errors do, so a parent that
+/// must tell it apart (a parser child under the user's `ulimit -v`) reads this.
+pub const OUT_OF_MEMORY: &str = "out of memory: ";
+
 /// How a line names signal `signal`: `SIGSEGV`, and for the signals a resource limit
 /// raises, the limit too (`SIGXFSZ (the file-size limit, ulimit -f)`); `signal N` for a
 /// number Linux has no signal at.

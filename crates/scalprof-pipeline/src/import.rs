@@ -191,7 +191,7 @@ const MAX_KALLSYMS: usize = 64 << 20;
 /// Root opens the file and reads this kernel's symbols (which only root sees); a child
 /// without privileges parses the file and the binaries it names, and sends the profile.
 fn parse_in_child(exe: &Path, path: &Path, local_kernel: &str) -> Result<Parsed> {
-    use scalprof_debuginfo::sandbox::Parser;
+    use scalprof_debuginfo::sandbox::{Ended, Parser};
     let file = scalprof_collect::import::PerfFile::open(path)?;
     let owners = map_owners(path);
     let kallsyms = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
@@ -205,12 +205,12 @@ fn parse_in_child(exe: &Path, path: &Path, local_kernel: &str) -> Result<Parsed>
         w.u64(u64::from(o));
     }
     w.str(&kallsyms[..kallsyms.len().min(MAX_KALLSYMS)]);
-    let failed = |why: String| {
+    let failed = |e: Ended| {
         // Out of memory under the user's own limit is said as the child said it.
-        if why.starts_with("out of memory: ") {
-            anyhow::anyhow!("{why}")
+        if e.out_of_memory {
+            anyhow::anyhow!("{}", e.why)
         } else {
-            anyhow::anyhow!("{}: nothing was imported: {why}", path.display())
+            anyhow::anyhow!("{}: nothing was imported: {}", path.display(), e.why)
         }
     };
     child.send(&w.framed()).map_err(failed)?;
@@ -220,7 +220,7 @@ fn parse_in_child(exe: &Path, path: &Path, local_kernel: &str) -> Result<Parsed>
         // The child's own error, as it would have been said here.
         anyhow::bail!("{message}");
     }
-    decode_parsed(&mut r).map_err(failed)
+    decode_parsed(&mut r).map_err(|why| failed(Ended::other(why)))
 }
 
 /// The import child's main (scalprof run as the parser with job `import`): confined

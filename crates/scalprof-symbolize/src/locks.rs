@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 
 use scalprof_model::locks::sort_rows;
-use scalprof_model::locks::{LockAddress, LockProfile, LockRow, RawLocks};
+use scalprof_model::locks::{HeldWait, LockAddress, LockProfile, LockRow, RawLocks};
 
 use crate::profile::{BlameWindow, Blamed, Symbols};
 
@@ -105,17 +105,20 @@ pub fn holder_samples(blamed: Blamed, keys: &[BlameKey]) -> HolderSamples {
 /// A holder's wait on a futex that another row names (a server's lock, seen from its
 /// client's wait): by that row's name.
 fn name_futex_links(rows: &mut [LockRow]) {
-    let names: HashMap<String, String> = rows
+    let names: HashMap<u64, String> = rows
         .iter()
         .filter_map(|r| match r.address {
-            LockAddress::Traced(a) => Some((format!("{a:#x}"), r.name.clone())),
+            LockAddress::Traced(a) => Some((a, r.name.clone())),
             _ => None,
         })
         .collect();
     for r in rows.iter_mut() {
-        for w in r.holder_waits.iter_mut().filter(|w| w.lock) {
-            if let Some(name) = w.wait.strip_prefix("futex ").and_then(|a| names.get(a)) {
-                w.wait = name.clone();
+        for w in &mut r.holder_waits {
+            if let Some(name) = match w.on {
+                HeldWait::Futex(a) => names.get(&a),
+                _ => None,
+            } {
+                w.on = HeldWait::Lock(name.clone());
             }
         }
     }

@@ -40,7 +40,7 @@ use scalprof_debuginfo::mapped::Mapped;
 use scalprof_debuginfo::{ElfInfo, Kallsyms, SymbolCache};
 
 use crate::perf_map::PerfMap;
-use scalprof_model::{FoldedStack, HotInstruction, PointProfile, ProfileStats};
+use scalprof_model::{FoldedStack, HotInstruction, PointProfile, ProfileStats, Unreadable};
 
 /// perf's callchain context markers are the top 4095 values of u64.
 const PERF_CONTEXT_MAX: u64 = u64::MAX - 4094;
@@ -502,12 +502,7 @@ impl ProfileBuilder {
             match symbols.files.get_mapped(&mapped) {
                 Ok(elf) => Some(elf),
                 Err(why) => {
-                    let st = &mut self.stats;
-                    if st.unreadable_binaries.len() < scalprof_model::MAX_UNREADABLE
-                        && !st.unreadable_binaries.contains(&why)
-                    {
-                        st.unreadable_binaries.push(why);
-                    }
+                    self.stats.note_unreadable(Unreadable::File(why));
                     None
                 }
             }
@@ -516,12 +511,7 @@ impl ProfileBuilder {
             let elf = symbols.files.get(&file);
             let st = &mut self.stats;
             if let Some(reason) = symbols.files.failure(&file) {
-                let entry = format!("{path}: {reason}");
-                if st.unreadable_binaries.len() < scalprof_model::MAX_UNREADABLE
-                    && !st.unreadable_binaries.contains(&entry)
-                {
-                    st.unreadable_binaries.push(entry);
-                }
+                st.note_unreadable(Unreadable::File(format!("{path}: {reason}")));
             }
             elf
         } else {
@@ -667,7 +657,9 @@ mod tests {
         b.add_mapping(1, 0x9000, 0x1000, 0, "[vdso]".into(), None, &mut symbols);
         let p = b.finish();
         assert_eq!(p.stats.unreadable_binaries.len(), 1, "{:?}", p.stats);
-        assert!(p.stats.unreadable_binaries[0].starts_with("/nonexistent/app: "));
+        assert!(p.stats.unreadable_binaries[0]
+            .to_string()
+            .starts_with("/nonexistent/app: "));
     }
 
     #[test]
@@ -694,7 +686,7 @@ mod tests {
         assert!(p.mappings[&0x10000].elf.is_some());
         let stats = b.finish().stats;
         assert_eq!(stats.unreadable_binaries.len(), 1, "{stats:?}");
-        let why = &stats.unreadable_binaries[0];
+        let why = &stats.unreadable_binaries[0].to_string();
         assert!(why.starts_with(&format!("{path}: ")), "{why}");
         assert!(why.contains("not the file the process mapped"), "{why}");
     }

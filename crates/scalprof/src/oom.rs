@@ -117,7 +117,11 @@ fn write_message(
     size_bytes: usize,
     limit_bytes: Option<u64>,
 ) -> std::fmt::Result {
-    write!(out, "scalprof: error: out of memory: an allocation of ")?;
+    write!(
+        out,
+        "scalprof: error: {}an allocation of ",
+        scalprof_model::signal::OUT_OF_MEMORY
+    )?;
     write_size(out, size_bytes as u64)?;
     write!(out, " failed")?;
     match limit_bytes {

@@ -2,8 +2,8 @@
 //! one row, and the elements of one lock array into one cause.
 
 use scalprof_model::locks::{
-    sort_rows, top_callers, HoldTimes, HolderState, HolderWait, LockAddress, LockCaller, LockKind,
-    LockProfile, LockRow, Scope, TOP_CALLERS,
+    sort_holder_waits, sort_rows, top_callers, HeldWait, HoldTimes, HolderState, HolderWait,
+    LockAddress, LockCaller, LockKind, LockProfile, LockRow, Scope, TOP_CALLERS,
 };
 use std::collections::HashMap;
 
@@ -157,7 +157,7 @@ struct RowSum {
     /// What the holders did, averaged over the repeats by their waits: (running × wait,
     /// wait), when a repeat measured it.
     running: Option<(f64, f64)>,
-    chains: HashMap<(String, bool), f64>,
+    chains: HashMap<HeldWait, f64>,
     chain_weight: Option<f64>,
     /// Where the waiting threads began, by wait.
     roots: HashMap<String, f64>,
@@ -215,7 +215,7 @@ impl RowSum {
         if r.holder_running.is_some() || !r.holder_waits.is_empty() {
             *self.chain_weight.get_or_insert_default() += w;
             for hw in &r.holder_waits {
-                *self.chains.entry((hw.wait.clone(), hw.lock)).or_default() += hw.share * w;
+                *self.chains.entry(hw.on.clone()).or_default() += hw.share * w;
             }
         }
     }
@@ -232,17 +232,12 @@ impl RowSum {
         let mut waits: Vec<HolderWait> = self
             .chains
             .into_iter()
-            .map(|((wait, lock), x)| HolderWait {
-                wait,
-                lock,
+            .map(|(on, x)| HolderWait {
+                on,
                 share: x / weight,
             })
             .collect();
-        waits.sort_by(|a, b| {
-            b.share
-                .total_cmp(&a.share)
-                .then_with(|| a.wait.cmp(&b.wait))
-        });
+        sort_holder_waits(&mut waits);
         row.holder_waits = waits;
         row
     }
@@ -412,7 +407,7 @@ fn elements_of_one_array_are_one_row() {
 #[cfg(test)]
 #[test]
 fn repeats_merge_holders_per_row_with_their_own_state_and_chain() {
-    use scalprof_model::locks::HolderWait;
+    use scalprof_model::locks::{HeldWait, HolderWait};
     let holder = |f: &str, state: HolderState| LockCaller {
         state: Some(state),
         ..LockCaller::new(f, 1.0)
@@ -423,8 +418,7 @@ fn repeats_merge_holders_per_row_with_their_own_state_and_chain() {
         holders: vec![h],
         holder_running: Some(running),
         holder_waits: vec![HolderWait {
-            wait: "fdatasync".into(),
-            lock: false,
+            on: HeldWait::Syscall("fdatasync".into()),
             share: disk,
         }],
         ..LockRow::new(Scope::User, name, LockKind::Mutex)

@@ -3,7 +3,7 @@
 //! Python functions' names.
 
 use scalprof_model::profile::folded;
-use scalprof_model::{PointProfile, RunHeader, SweepParameter, Warning, WarningKind};
+use scalprof_model::{PointProfile, RunHeader, SweepParameter, Unreadable, Warning, WarningKind};
 
 /// Binaries whose code without a symbol (`[pigz]` frames) is in at least 10% of the
 /// samples, with that share, most first.
@@ -86,11 +86,16 @@ fn profile_problems(p: &PointProfile) -> Vec<String> {
         ));
     }
     // A file whose DWARF alone was refused keeps its symbol-table names.
-    let (dwarf, unread): (Vec<&String>, Vec<&String>) = st
+    let (dwarf, unread): (Vec<&Unreadable>, Vec<&Unreadable>) = st
         .unreadable_binaries
         .iter()
-        .partition(|b| b.contains(": its DWARF: "));
-    let list = |v: &[&String]| v.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("; ");
+        .partition(|b| matches!(b, Unreadable::Dwarf { .. }));
+    let list = |v: &[&Unreadable]| {
+        v.iter()
+            .map(|b| b.to_string())
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
     if !unread.is_empty() {
         problems.push(format!(
             "binaries that could not be read, whose frames have no names: {}",

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use scalprof_collect::delay::{DelayTarget, KernelLock};
 use scalprof_collect::sweep::substitute;
 use scalprof_model::experiment::{Experiment, ExperimentKind, Verdict};
-use scalprof_model::locks::{LockKind, HOLDER_WAIT_SHARE};
+use scalprof_model::locks::{HeldWait, LockKind, HOLDER_WAIT_SHARE};
 use scalprof_model::{FindingDetails, FindingKind, RunDocument};
 
 /// How a cause is lengthened.
@@ -75,8 +75,12 @@ pub(super) fn lengthenable(
         let wait = lock
             .holder_waits
             .first()
-            .filter(|w| !w.lock && w.share >= HOLDER_WAIT_SHARE)?;
-        let (call, nr) = syscall_of(&wait.wait)?;
+            .filter(|w| w.share >= HOLDER_WAIT_SHARE)?;
+        let HeldWait::Syscall(call) = &wait.on else {
+            return None;
+        };
+        let nr = scalprof_symbolize::locks::syscall_number(call)?;
+        let call = call.clone();
         let (target, how) = syscall_delay(exe, &call, nr);
         return Some(Lengthening {
             target,

@@ -4,8 +4,10 @@
 use std::collections::HashMap;
 
 use scalprof_model::locks::top_callers;
+use scalprof_model::locks::{
+    sort_holder_waits, HeldWait, HolderState, HolderWait, LockCaller, LockRow, RawLocks,
+};
 use scalprof_model::locks::{HolderBlocked, StackSnapshot};
-use scalprof_model::locks::{HolderState, HolderWait, LockCaller, LockRow, RawLocks};
 use scalprof_model::profile::FoldedStack;
 use scalprof_model::vocabulary::{is_lock_wrapper, is_rust_library_frame, is_user_lock_code};
 
@@ -119,34 +121,28 @@ pub(super) fn holder_waits(
     row_of: &HashMap<(u32, u64), String>,
     seen: u64,
 ) -> Vec<HolderWait> {
-    let mut by_name: HashMap<(String, bool), u64> = HashMap::new();
+    let mut by_name: HashMap<HeldWait, u64> = HashMap::new();
     for (((syscall, op, uaddr), tgid), ns) in chained {
-        let name = if syscall {
-            syscall_name(op)
+        let on = if syscall {
+            HeldWait::Syscall(syscall_name(op))
         } else {
             // A futex in shared memory has one address in every forked process.
             row_of
                 .get(&(tgid, uaddr))
                 .or_else(|| row_of.iter().find(|(k, _)| k.1 == uaddr).map(|(_, v)| v))
-                .cloned()
-                .unwrap_or_else(|| format!("futex {uaddr:#x}"))
+                .map_or(HeldWait::Futex(uaddr), |name| HeldWait::Lock(name.clone()))
         };
-        *by_name.entry((name, !syscall)).or_default() += ns;
+        *by_name.entry(on).or_default() += ns;
     }
     let mut v: Vec<HolderWait> = by_name
         .into_iter()
-        .map(|((wait, lock), ns)| HolderWait {
-            wait,
-            lock,
+        .map(|(on, ns)| HolderWait {
+            on,
             share: (ns as f64 / seen as f64).min(1.0),
         })
         .filter(|w| w.share >= 0.01)
         .collect();
-    v.sort_by(|a, b| {
-        b.share
-            .total_cmp(&a.share)
-            .then_with(|| a.wait.cmp(&b.wait))
-    });
+    sort_holder_waits(&mut v);
     v.truncate(3);
     v
 }

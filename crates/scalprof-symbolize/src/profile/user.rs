@@ -10,6 +10,7 @@ use scalprof_debuginfo::{ElfInfo, SymbolCache};
 use std::sync::Arc;
 
 use super::{Mapping, Process, ProfileBuilder, MAX_FRAMES, REG_BP, REG_IP, REG_SP};
+use scalprof_model::Unreadable;
 
 impl ProfileBuilder {
     /// User frame addresses, leaf first.
@@ -66,9 +67,10 @@ impl ProfileBuilder {
                         let svma =
                             elf.file_offset_to_svma((addr - m.start).checked_add(m.pgoff)?)?;
                         let f = elf.frames(svma);
-                        dwarf_failed = elf
-                            .dwarf_failure()
-                            .map(|why| format!("{}: its DWARF: {why}", m.path));
+                        dwarf_failed = elf.dwarf_failure().map(|why| Unreadable::Dwarf {
+                            path: m.path.to_string(),
+                            why: why.to_string(),
+                        });
                         (!f.is_empty()).then_some(f)
                     });
                     match resolved {
@@ -83,12 +85,7 @@ impl ProfileBuilder {
             }
         };
         if let Some(entry) = dwarf_failed {
-            let st = &mut self.stats;
-            if st.unreadable_binaries.len() < scalprof_model::MAX_UNREADABLE
-                && !st.unreadable_binaries.contains(&entry)
-            {
-                st.unreadable_binaries.push(entry);
-            }
+            self.stats.note_unreadable(entry);
         }
         let (names, unresolved) = match jit.then(|| self.jit_name(pid, addr)).flatten() {
             Some(name) => (vec![name], false),

@@ -524,7 +524,12 @@ diagnosis!(
         assert!(advice.contains("outside the lock"), "{advice}");
         assert!(!advice.starts_with("shard"), "{advice}");
         let link = &lock.holder_waits[0];
-        assert_eq!(link.wait, "fdatasync", "{}", json(finding));
+        assert_eq!(
+            link.on,
+            scalprof_model::locks::HeldWait::Syscall("fdatasync".into()),
+            "{}",
+            json(finding)
+        );
         assert!(link.share >= 0.2, "{}", json(finding));
     }
 );
@@ -786,7 +791,9 @@ fn an_attached_server_s_lock_is_named_with_its_caller_and_process() {
         json(read)
     );
     assert!(
-        read.holder_waits.iter().any(|w| w.wait == "table_lock"),
+        read.holder_waits
+            .iter()
+            .any(|w| w.on == scalprof_model::locks::HeldWait::Lock("table_lock".into())),
         "{}",
         json(read)
     );
@@ -863,7 +870,9 @@ fn a_forking_server_s_workers_disk_waits_are_recorded_at_every_point() {
         assert!(disk.count > 1000, "{}", json(disk));
         let read = client_wait(rows);
         assert!(
-            read.holder_waits.iter().any(|w| w.wait == "fdatasync"),
+            read.holder_waits
+                .iter()
+                .any(|w| w.on == scalprof_model::locks::HeldWait::Syscall("fdatasync".into())),
             "{}",
             json(read)
         );

@@ -3,7 +3,7 @@
 
 #[cfg(test)]
 use scalprof_model::locks::Scope;
-use scalprof_model::locks::{ChanSide, LockAddress, LockCaller, LockKind, LockRow};
+use scalprof_model::locks::{ChanSide, HeldWait, LockAddress, LockCaller, LockKind, LockRow};
 use scalprof_model::units::human_ns;
 
 use super::LockSeries;
@@ -134,7 +134,7 @@ pub(crate) fn budget_detail(r: &LockRow, previous: String) -> String {
         if let Some(w) = r.holder_waits.first().filter(|w| w.share >= 0.2) {
             d = format!(
                 "{d}; its holder blocked in {} {:.0}%",
-                w.wait,
+                w.on,
                 w.share * 100.0
             );
         }
@@ -271,11 +271,12 @@ pub(super) fn chain_text(row: &LockRow, rows: &[LockRow]) -> String {
         } else {
             format!("whose holder was blocked in {link} {:.0}%", w.share * 100.0)
         });
-        if !w.lock || visited.contains(&w.wait.as_str()) {
+        let HeldWait::Lock(name) = &w.on else { break };
+        if visited.contains(&name.as_str()) {
             break;
         }
-        visited.push(&w.wait);
-        match rows.iter().find(|r| r.name == w.wait) {
+        visited.push(name);
+        match rows.iter().find(|r| &r.name == name) {
             Some(next) => at = next,
             None => break,
         }
@@ -303,13 +304,13 @@ pub(super) fn chain_text(row: &LockRow, rows: &[LockRow]) -> String {
 /// A holder's wait by the row it is in at the same point: a lock by its name, a system
 /// call by the row of that call (`disk I/O (fdatasync journal.dat) in journal_append`).
 pub(super) fn link_name(w: &scalprof_model::locks::HolderWait, rows: &[LockRow]) -> String {
-    if w.lock {
-        return format!("lock {}", w.wait);
-    }
+    let HeldWait::Syscall(call) = &w.on else {
+        return format!("lock {}", w.on);
+    };
     rows.iter()
-        .filter(|r| r.lock_type.is_blocked_wait() && r.name.contains(&w.wait))
+        .filter(|r| r.lock_type.is_blocked_wait() && r.name.contains(call.as_str()))
         .max_by_key(|r| r.total_wait_ns)
-        .map_or_else(|| w.wait.clone(), |r| r.name.clone())
+        .map_or_else(|| call.clone(), |r| r.name.clone())
 }
 
 /// The main holder of a lock and the wait of its own it spent most of the waiters' wait
@@ -394,8 +395,11 @@ fn a_long_holder_is_a_lock_s_rare_caller_with_most_of_the_wait() {
 fn a_wait_chain_is_followed_through_locks_to_depth_three_and_stops_at_a_cycle() {
     use scalprof_model::locks::{HolderWait, LockCaller};
     let link = |wait: &str, lock: bool, share: f64| HolderWait {
-        wait: wait.into(),
-        lock,
+        on: if lock {
+            HeldWait::Lock(wait.into())
+        } else {
+            HeldWait::Syscall(wait.into())
+        },
         share,
     };
     let row = |name: &str, holder: &str, waits: Vec<HolderWait>| LockRow {

@@ -11,7 +11,7 @@ use scalprof_collect::exec::{self, ExecSpec};
 use scalprof_collect::interrupt::Interrupt;
 use scalprof_model::locks::{HoldTimes, UserHoldRaw};
 
-mod common;
+use crate::common;
 
 /// A program that holds `held` 100 times for 200 µs each (spinning), holds `waited` 5
 /// times across a 20 ms condition wait that times out, and forks a child that takes

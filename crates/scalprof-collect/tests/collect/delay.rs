@@ -8,8 +8,8 @@ use scalprof_collect::delay::{DelaySpec, DelayTarget, Delayer, KernelLock};
 use scalprof_collect::exec::{self, Attach, ExecSpec};
 use scalprof_collect::interrupt::Interrupt;
 
-mod common;
-use common::{compile, exclusive};
+
+use crate::common::{compile, exclusive};
 
 fn require_root() {
     // SAFETY: geteuid has no preconditions.

@@ -23,9 +23,8 @@ use scalprof_model::experiment::{
 };
 use scalprof_model::locks::HoldTimes;
 use scalprof_model::RunDocument;
-use statrs::distribution::{ContinuousCDF, StudentsT};
 
-use crate::welch::welch;
+use crate::welch::{mean_interval, welch, CONFIDENCE};
 
 /// One execution of the workload in an experiment.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -282,17 +281,8 @@ fn held_text(e: &Experiment) -> String {
 /// A level's mean throughput, with Student's t interval over its executions.
 fn level(delay_ns: u64, runs: &[&Execution]) -> LevelThroughput {
     let x: Vec<f64> = runs.iter().map(|e| e.work / e.wall_s).collect();
-    let m = mean(x.iter().copied());
-    let half = if x.len() >= 2 {
-        let var = x.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (x.len() - 1) as f64;
-        let q = StudentsT::new(0.0, 1.0, (x.len() - 1) as f64)
-            .map(|t| t.inverse_cdf(0.975))
-            .unwrap_or(f64::NAN);
-        q * (var / x.len() as f64).sqrt()
-    } else {
-        // One execution: no spread to tell (and a NaN would not survive the JSON).
-        0.0
-    };
+    // One execution: no spread to tell (and a NaN would not survive the JSON).
+    let (m, half) = mean_interval(&x, CONFIDENCE).unwrap_or((mean(x.iter().copied()), 0.0));
     LevelThroughput {
         delay_ns,
         throughput: m,

@@ -15,6 +15,19 @@ pub(crate) fn mean_var(x: &[f64]) -> (f64, f64) {
     (m, v)
 }
 
+/// The mean of `x` and the half-width of its Student's t interval at `confidence`
+/// (`None` with fewer than two values: no spread to tell).
+pub(crate) fn mean_interval(x: &[f64], confidence: f64) -> Option<(f64, f64)> {
+    if x.len() < 2 {
+        return None;
+    }
+    let (m, var) = mean_var(x);
+    let q = StudentsT::new(0.0, 1.0, (x.len() - 1) as f64)
+        .map(|t| t.inverse_cdf(0.5 + confidence / 2.0))
+        .unwrap_or(f64::NAN);
+    Some((m, q * (var / x.len() as f64).sqrt()))
+}
+
 /// Welch's unequal-variances t-test (B. L. Welch, "The generalization of 'Student's'
 /// problem when several different population variances are involved", Biometrika 34,
 /// 1947), with the Welch–Satterthwaite degrees of freedom. `None` with fewer than two

@@ -8,7 +8,6 @@ use scalprof_collect::delay::{DelaySpec, DelayTarget, Delayer, KernelLock};
 use scalprof_collect::exec::{self, Attach, ExecSpec};
 use scalprof_collect::interrupt::Interrupt;
 
-
 use crate::common::{compile, exclusive};
 
 fn require_root() {

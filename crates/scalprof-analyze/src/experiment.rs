@@ -282,7 +282,7 @@ fn held_text(e: &Experiment) -> String {
 fn level(delay_ns: u64, runs: &[&Execution]) -> LevelThroughput {
     let x: Vec<f64> = runs.iter().map(|e| e.work / e.wall_s).collect();
     // One execution: no spread to tell (and a NaN would not survive the JSON).
-    let (m, half) = mean_interval(&x, CONFIDENCE).unwrap_or((mean(x.iter().copied()), 0.0));
+    let (m, half) = mean_interval(&x, CONFIDENCE).unwrap_or_else(|| (mean(x.iter().copied()), 0.0));
     LevelThroughput {
         delay_ns,
         throughput: m,

@@ -116,13 +116,18 @@ pub(super) fn infer_scaling(
         .chain(shared_at(v1))
         .fold(0.0, f64::max);
     let crowded = shared > DISTURBED_SHARE;
-    let needed = ratio.powf(if crowded { 2.0 / 3.0 } else { 1.0 / 3.0 });
+    let quiet_needed = ratio.powf(1.0 / 3.0);
+    let needed = if crowded {
+        quiet_needed.powi(2)
+    } else {
+        quiet_needed
+    };
     if least >= needed {
         (
             ThroughputSource::Weak,
             format!("weak scaling, inferred: the CPU time grew {c0:.2} → {c1:.2} s from {v0} to {v1} {p} ({growth:.1}×, at least {least:.2}× in every repeat), so each thread adds work (--scaling strong if the total work is fixed)"),
         )
-    } else if crowded && least >= ratio.powf(1.0 / 3.0) {
+    } else if crowded && least >= quiet_needed {
         (
             ThroughputSource::Strong,
             format!("strong scaling, inferred: the CPU time grew {c0:.2} → {c1:.2} s from {v0} to {v1} {p} ({growth:.2}×), but other processes took {:.0}% of the CPUs its threads needed, and sharing them costs CPU time; each thread adding work would have grown it {needed:.2}× or more, so the total work is taken as fixed (--scaling weak if each thread adds work)", shared * 100.0),

@@ -562,6 +562,8 @@ mod limits {
             assert!(err.contains("`ulimit -v 200000`"), "{args:?}: {err}");
             assert!(err.contains("raise it"), "{args:?}: {err}");
             assert!(!err.contains("memory allocation of"), "{args:?}: {err}");
+            // The parser child's own sentence, whole: not wrapped as a failed import.
+            assert!(!err.contains("nothing was imported"), "{args:?}: {err}");
         }
     }
 }

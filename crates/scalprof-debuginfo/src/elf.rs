@@ -269,10 +269,7 @@ impl ElfInfo {
     pub fn dwarf_failure(&self) -> Option<String> {
         let dwarf = self.dwarf.get()?.as_ref()?;
         let dwarf = dwarf.lock().unwrap_or_else(|e| e.into_inner());
-        match &*dwarf {
-            Dwarf::Failed(why) => Some(why.clone()),
-            _ => None,
-        }
+        dwarf.failure().map(str::to_string)
     }
 
     pub fn unwind_sections(&self) -> &UnwindSections {

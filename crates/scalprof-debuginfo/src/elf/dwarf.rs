@@ -48,8 +48,20 @@ pub(crate) fn check_compressed_sections(data: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
-/// A file's DWARF: a parser child's, or (without separation) a loader here.
-pub(super) enum Dwarf {
+/// A file's DWARF: where its answers come from, and the answers given so far.
+pub(super) struct Dwarf {
+    source: Source,
+    /// Frames by address, at most [`MAX_REMEMBERED`] of them: a profile names the same
+    /// return addresses in every process and repeat of a run, and a parser child answers
+    /// each over a pipe (two context switches), which cost a traced sweep of a channel
+    /// funnel a minute for 130 000 repeated questions.
+    answers: std::collections::HashMap<u64, Vec<String>>,
+}
+
+/// At most this many addresses' frames are kept per file (a few MiB at most).
+const MAX_REMEMBERED: usize = 1 << 16;
+
+enum Source {
     Child(crate::sandbox::DwarfServer),
     Local(Box<addr2line::Loader>),
     Failed(String),
@@ -58,26 +70,40 @@ pub(super) enum Dwarf {
 impl Dwarf {
     pub(super) fn open(path: &Path) -> Dwarf {
         let opened = match crate::sandbox::parser() {
-            Some(exe) => crate::sandbox::DwarfServer::start(exe, path).map(Dwarf::Child),
+            Some(exe) => crate::sandbox::DwarfServer::start(exe, path).map(Source::Child),
             None => crate::open_regular(path)
                 .map_err(|e| format!("cannot read it: {e}"))
                 .and_then(read_all)
                 .and_then(|data| load_dwarf(&data))
-                .map(|l| Dwarf::Local(Box::new(l))),
+                .map(|l| Source::Local(Box::new(l))),
         };
-        opened.unwrap_or_else(Dwarf::Failed)
+        Dwarf {
+            source: opened.unwrap_or_else(Source::Failed),
+            answers: std::collections::HashMap::new(),
+        }
+    }
+
+    /// Why it could not be read, if it could not.
+    pub(super) fn failure(&self) -> Option<&str> {
+        match &self.source {
+            Source::Failed(why) => Some(why),
+            _ => None,
+        }
     }
 
     pub(super) fn frames(&mut self, svma: u64) -> Vec<String> {
-        match self {
-            Dwarf::Child(server) => match server.frames(svma) {
+        if let Some(names) = self.answers.get(&svma) {
+            return names.clone();
+        }
+        let names = match &mut self.source {
+            Source::Child(server) => match server.frames(svma) {
                 Ok(names) => names,
                 Err(why) => {
-                    *self = Dwarf::Failed(why);
-                    Vec::new()
+                    self.source = Source::Failed(why);
+                    return Vec::new();
                 }
             },
-            Dwarf::Local(loader) => {
+            Source::Local(loader) => {
                 let mut names = Vec::new();
                 if let Ok(mut frames) = loader.find_frames(svma) {
                     while let Ok(Some(f)) = frames.next() {
@@ -90,8 +116,12 @@ impl Dwarf {
                 }
                 names
             }
-            Dwarf::Failed(_) => Vec::new(),
+            Source::Failed(_) => return Vec::new(),
+        };
+        if self.answers.len() < MAX_REMEMBERED {
+            self.answers.insert(svma, names.clone());
         }
+        names
     }
 }
 

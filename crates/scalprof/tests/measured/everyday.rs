@@ -195,11 +195,15 @@ fn a_fixed_work_tool_s_speedup_is_its_wall_time_s_quiet_or_busy() {
     let mut run = 0;
     for busy in [false, true] {
         let _load = busy.then(Busy::start);
-        for (name, level) in [("xz", "-1"), ("zstd", "-19")] {
+        // zstd splits its input into 1 MiB jobs (-B), one per thread; without -B, one
+        // job held the whole input at -19 and a repeat took 12 s.
+        for (name, level) in [("xz", &["-1"][..]), ("zstd", &["-12", "-B1MiB"])] {
             let Some(tool) = tool(name) else { continue };
             let out = scalprof(&db)
                 .args(["run", "-t", "1,2", "--repeat", "3", "--diagnose", "0", "--"])
-                .args([tool, "-T{threads}", level, "-k", "-c", input])
+                .args([tool, "-T{threads}"])
+                .args(level)
+                .args(["-k", "-c", input])
                 .output()
                 .unwrap();
             assert!(out.status.success(), "{}", stderr_of(&out));

@@ -10,6 +10,7 @@ mod cost;
 mod holder_wait;
 mod holds;
 mod kind;
+mod place;
 mod rows;
 mod run_queue;
 mod tracer;
@@ -17,6 +18,7 @@ pub use address::LockAddress;
 pub use holder_wait::{sort_holder_waits, HeldWait, HolderWait, HOLDER_WAIT_SHARE};
 pub use holds::{HoldTimes, KernelHoldRaw, UserHoldRaw};
 pub use kind::{ChanSide, LockKind, Side};
+pub use place::{CallerNamed, LockPlace, Region};
 pub use rows::{sort_rows, top_callers, TOP_CALLERS};
 pub use run_queue::{
     RunQueueBehind, RunQueueRaw, CPU_WAIT, CPU_WAIT_OBSERVER, CPU_WAIT_OTHER, IDLE_WAKEUP,

@@ -38,10 +38,12 @@ use user::add_user_rows;
 pub fn lock_profile(raw: &RawLocks, symbols: &mut Symbols, on_cpu: &HolderSamples) -> LockProfile {
     let mut rows: Vec<LockRow> = Vec::new();
     add_kernel_rows(raw, &symbols.kernel, &mut rows);
-    let (snapshots, resolved) = add_user_rows(raw, symbols, on_cpu, &mut rows);
+    // The rows whose lock word is in a thread's own memory (Go's idle threads' notes).
+    let mut thread_memory = std::collections::HashSet::new();
+    let (snapshots, resolved) = add_user_rows(raw, symbols, on_cpu, &mut rows, &mut thread_memory);
     go::add_go_rows(raw, symbols, &mut rows);
     add_syscall_rows(raw, symbols, on_cpu, &mut rows);
-    go::mark_runtime_idle(&mut rows);
+    go::mark_runtime_idle(&mut rows, &thread_memory);
     name_futex_links(&mut rows);
     add_runqueue_row(raw, &mut rows);
     sort_rows(&mut rows);
@@ -129,16 +131,13 @@ mod tests {
     use super::rows::top_caller;
     use super::stacks::waiting_function;
     use super::syscall::{main_waker, stable_fd_name};
-    use super::user::{condvar_name, is_dynamic_address_name};
+    use super::user::condvar_place;
     use super::*;
+    use scalprof_model::locks::LockPlace;
     use scalprof_model::vocabulary::untraced_kernel_lock;
 
     #[test]
-    fn address_names_are_told_from_symbols_and_the_heaviest_caller_names_them() {
-        assert!(is_dynamic_address_name("heap 0x55e01aaf2ee8"));
-        assert!(is_dynamic_address_name("0x7f00"));
-        assert!(!is_dynamic_address_name("table_lock"));
-        assert!(!is_dynamic_address_name("libfoo.so+0x40"));
+    fn the_heaviest_caller_names_a_lock() {
         let callers: HashMap<String, u64> = [("a".to_string(), 5), ("b".to_string(), 9)]
             .into_iter()
             .collect();
@@ -147,11 +146,20 @@ mod tests {
 
     #[test]
     fn a_condvar_is_named_by_where_it_starts_not_by_its_signal_words() {
-        assert_eq!(condvar_name("gil_cond+0x28"), "gil_cond");
-        assert_eq!(condvar_name("gil_cond+0x2c"), "gil_cond");
-        assert_eq!(condvar_name("_PyRuntime+0x1b4"), "_PyRuntime+0x188");
-        assert_eq!(condvar_name("heap 0x55e01aaf2ee8"), "heap 0x55e01aaf2ee8");
-        assert_eq!(condvar_name("state+0x8"), "state+0x8");
+        let sym = |name: &str, offset| LockPlace::Symbol {
+            name: name.into(),
+            offset,
+        };
+        let named = |p: LockPlace| condvar_place(p).to_string();
+        assert_eq!(named(sym("gil_cond", 0x28)), "gil_cond");
+        assert_eq!(named(sym("gil_cond", 0x2c)), "gil_cond");
+        assert_eq!(named(sym("_PyRuntime", 0x1b4)), "_PyRuntime+0x188");
+        assert_eq!(named(sym("state", 8)), "state+0x8");
+        let heap = LockPlace::Dynamic {
+            region: Some(scalprof_model::locks::Region::Heap),
+            addr: 0x55e0_1aaf_2ee8,
+        };
+        assert_eq!(named(heap), "heap 0x55e01aaf2ee8");
     }
 
     #[test]

@@ -5,13 +5,13 @@
 
 use std::collections::{HashMap, HashSet};
 
-use scalprof_model::locks::{top_callers, ChanSide, LockAddress, Scope, Side};
+use scalprof_model::locks::{top_callers, CallerNamed, ChanSide, LockAddress, Scope, Side};
 use scalprof_model::locks::{GoSema, GoWaitRaw, HolderState, LockKind, LockRow, RawLocks};
 
 use super::holders::with_state;
 use super::rows::{RowBuilder, RowKey};
 use super::stacks::lookup_address;
-use super::user::{is_dynamic_address_name, name_user_address};
+use super::user::place_of;
 use crate::profile::{Symbols, UserSpace};
 
 /// Frames of the Go runtime and of sync itself: the machinery, not who waits.
@@ -239,30 +239,35 @@ pub(super) fn add_go_rows(raw: &RawLocks, symbols: &mut Symbols, rows: &mut Vec<
         let base = w.addr.saturating_sub(sema_offset(w.kind));
         let who = super::rows::top_caller(&callers).map(str::to_string);
         let own = ends.get(&(w.tgid, w.addr));
-        let place = name_user_address(base, maps, symbols);
-        let mut name = match (own, pooled.get(&w.tgid)) {
+        let place = place_of(base, maps, symbols);
+        let chan = match (own, pooled.get(&w.tgid)) {
             // A one-shot channel in allocated memory whose waits left an end unseen: the
             // pooled ends of the process's one-shot channels, where they agree with its own.
             (own, Some(pool))
                 if one_shot.contains(&(w.tgid, w.addr))
                     && !own.is_some_and(ChanEnds::complete)
                     && own.is_none_or(|e| e.agrees_with(pool))
-                    && is_dynamic_address_name(&place) =>
+                    && place.is_dynamic() =>
             {
-                pool.name()
+                Some(pool.name())
             }
-            (Some(e), _) if is_chan(w.kind) => e.name(),
-            _ => place,
+            (Some(e), _) if is_chan(w.kind) => Some(e.name()),
+            _ => None,
         };
-        if kind == LockKind::Idle {
-            name = format!("select@{}", who.as_deref().unwrap_or("?"));
-        } else if is_dynamic_address_name(&name) {
-            let place = name.split(' ').next().unwrap_or("heap").to_string();
-            name = match &who {
-                Some(c) => format!("{kind}@{c} ({place})"),
-                None => format!("{kind} ({place})"),
-            };
-        }
+        let name = if kind == LockKind::Idle {
+            format!("select@{}", who.as_deref().unwrap_or("?"))
+        } else if let Some(chan) = chan {
+            chan
+        } else if let Some(region) = place.region() {
+            CallerNamed {
+                kind: kind.clone(),
+                caller: who.clone(),
+                region,
+            }
+            .to_string()
+        } else {
+            place.to_string()
+        };
         if is_chan(w.kind) {
             // One-shot channels are made as often as they are waited on: those seen in the
             // probes' bursts stand for as many more as their waits do.
@@ -341,7 +346,7 @@ fn pooled_ends(
     let mut pooled: HashMap<u32, (ChanEnds, usize)> = HashMap::new();
     for (&(tgid, addr), e) in ends.iter().filter(|(k, _)| one_shot.contains(k)) {
         let maps = raw.maps.get(&tgid).map(Vec::as_slice).unwrap_or(&[]);
-        if is_dynamic_address_name(&name_user_address(addr, maps, symbols)) {
+        if place_of(addr, maps, symbols).is_dynamic() {
             let p = pooled.entry(tgid).or_default();
             p.0.absorb(e);
             p.1 += 1;
@@ -360,16 +365,14 @@ fn pooled_ends(
 /// (`runtime.m0+…`, one in allocated memory): not the program's waits. The goroutines'
 /// waits are the program's; a futex on a named runtime lock (`runtime.sched`) is the
 /// runtime's own contention and stays a cause.
-pub(super) fn mark_runtime_idle(rows: &mut [LockRow]) {
+pub(super) fn mark_runtime_idle(rows: &mut [LockRow], thread_memory: &HashSet<RowKey>) {
     for r in rows.iter_mut().filter(|r| {
         r.scope == Scope::User
             && r.attributed_to.is_none()
             && !r.callers.is_empty()
             && r.callers.iter().all(|c| is_go_machinery(&c.function))
     }) {
-        let thread_note = r.name.starts_with("runtime.m0")
-            || r.name.starts_with("futex@")
-            || is_dynamic_address_name(&r.name);
+        let thread_note = thread_memory.contains(&(r.name.clone(), r.lock_type.clone()));
         r.attributed_to = match r.lock_type {
             LockKind::Sleep => Some(GO_IDLE_SLEEP.into()),
             LockKind::Futex if thread_note => Some(GO_IDLE_THREADS.into()),
@@ -423,7 +426,12 @@ mod tests {
             row("main.mu", LockKind::GoMutex, "main.worker"),
             row("table_lock", LockKind::Mutex, "worker"),
         ];
-        mark_runtime_idle(&mut rows);
+        // Their futexes are in `runtime.m0` and in an anonymous mapping.
+        let thread_memory = rows[..2]
+            .iter()
+            .map(|r| (r.name.clone(), r.lock_type.clone()))
+            .collect();
+        mark_runtime_idle(&mut rows, &thread_memory);
         let left: Vec<&str> = rows
             .iter()
             .filter(|r| r.attributed_to.is_none())

@@ -99,6 +99,12 @@ pub(super) fn chan_name(sender: Option<&str>, receiver: Option<&str>) -> String 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) enum RowName {
     Named(String),
+    /// Named from where its lock word is: the place, or the function that takes a lock
+    /// in memory with no symbol.
+    Placed {
+        text: String,
+        place: scalprof_model::locks::LockPlace,
+    },
     Chan {
         sender: Option<String>,
         receiver: Option<String>,
@@ -113,10 +119,17 @@ impl RowName {
         }
     }
 
+    /// Whether its lock word is in memory a thread has of its own: allocated, or the Go
+    /// runtime's first M (`runtime.m0`), where its idle threads park.
+    pub(super) fn in_thread_memory(&self) -> bool {
+        matches!(self, RowName::Placed { place, .. }
+            if place.is_dynamic() || place.symbol() == Some("runtime.m0"))
+    }
+
     /// The row's name in the lock table and the run document.
     pub(super) fn text(&self) -> String {
         match self {
-            RowName::Named(name) => name.clone(),
+            RowName::Named(name) | RowName::Placed { text: name, .. } => name.clone(),
             RowName::Chan { sender, receiver } => chan_name(sender.as_deref(), receiver.as_deref()),
         }
     }

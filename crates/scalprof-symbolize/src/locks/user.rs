@@ -2,10 +2,11 @@
 //! symbols, the kind (mutex, condvar, join…) from the waiter's libc frames, the callers
 //! from its copied user stack.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use scalprof_model::locks::{
-    ChanSide, HoldTimes, LockAddress, LockKind, LockRow, ProcMap, RawLocks, Scope, UserLockRaw,
+    CallerNamed, ChanSide, HoldTimes, LockAddress, LockKind, LockPlace, LockRow, ProcMap, RawLocks,
+    Region, Scope, UserLockRaw,
 };
 use scalprof_model::vocabulary::{is_runtime_service_thread, user_wait_kind};
 
@@ -22,10 +23,10 @@ pub(super) fn is_thread_descriptor(addr: u64, maps: &[ProcMap]) -> bool {
         .any(|m| m.path.is_empty() && addr >= m.start && addr < m.end && m.end - addr <= 16 * 1024)
 }
 
-/// Names a user futex address from the process's mappings and the ELF symbols.
-pub(super) fn name_user_address(addr: u64, maps: &[ProcMap], symbols: &mut Symbols) -> String {
+/// Where a user futex address is, from the process's mappings and the ELF symbols.
+pub(super) fn place_of(addr: u64, maps: &[ProcMap], symbols: &mut Symbols) -> LockPlace {
     let Some(m) = maps.iter().find(|m| addr >= m.start && addr < m.end) else {
-        return format!("{addr:#x}");
+        return LockPlace::Dynamic { region: None, addr };
     };
     // The file the address belongs to: the mapping's own, or for .bss beyond the file's
     // pages the file whose mappings end where this anonymous one starts.
@@ -53,25 +54,27 @@ pub(super) fn name_user_address(addr: u64, maps: &[ProcMap], symbols: &mut Symbo
                 .map(|p| p.start);
             if let (Some(base), Some(image)) = (base, elf.image_base()) {
                 let svma = addr.wrapping_sub(base).wrapping_add(image);
-                if let Some((name, off)) = elf.object(svma) {
-                    return if off == 0 {
-                        name.to_string()
-                    } else {
-                        format!("{name}+{off:#x}")
+                if let Some((name, offset)) = elf.object(svma) {
+                    return LockPlace::Symbol {
+                        name: name.to_string(),
+                        offset,
                     };
                 }
             }
         }
     }
+    let dynamic = |region| LockPlace::Dynamic {
+        region: Some(region),
+        addr,
+    };
     match m.path.as_str() {
-        "[heap]" => format!("heap {addr:#x}"),
-        "[stack]" => format!("stack {addr:#x}"),
-        "" => format!("anon {addr:#x}"),
-        p => format!(
-            "{}+{:#x}",
-            p.rsplit('/').next().unwrap_or(p),
-            addr - m.start + m.offset
-        ),
+        "[heap]" => dynamic(Region::Heap),
+        "[stack]" => dynamic(Region::Stack),
+        "" => dynamic(Region::Anon),
+        p => LockPlace::File {
+            file: p.rsplit('/').next().unwrap_or(p).to_string(),
+            offset: addr - m.start + m.offset,
+        },
     }
 }
 
@@ -80,19 +83,20 @@ pub(super) fn name_user_address(addr: u64, maps: &[ProcMap], symbols: &mut Symbo
 pub(super) const COND_SIGNALS_OFFSET: u64 = 40;
 
 /// `gil_cond+0x2c` (a waiter on the second signal word of `gil_cond`) → `gil_cond`;
-/// `_PyRuntime+0x1b4` → `_PyRuntime+0x188`, where that condvar starts. A name that is not
-/// `symbol+offset` with room for the offset is left as it is.
-pub(super) fn condvar_name(name: &str) -> String {
-    let Some((sym, off)) = name.rsplit_once("+0x") else {
-        return name.to_string();
-    };
-    let Ok(off) = u64::from_str_radix(off, 16) else {
-        return name.to_string();
-    };
-    match (off & !7).checked_sub(COND_SIGNALS_OFFSET) {
-        Some(0) => sym.to_string(),
-        Some(start) => format!("{sym}+{start:#x}"),
-        None => name.to_string(),
+/// `_PyRuntime+0x1b4` → `_PyRuntime+0x188`, where that condvar starts. A place with no
+/// offset, or without room for the signal words before it, is left as it is.
+pub(super) fn condvar_place(place: LockPlace) -> LockPlace {
+    let start = |offset: u64| (offset & !7).checked_sub(COND_SIGNALS_OFFSET);
+    match place {
+        LockPlace::Symbol { name, offset } if offset != 0 => match start(offset) {
+            Some(offset) => LockPlace::Symbol { name, offset },
+            None => LockPlace::Symbol { name, offset },
+        },
+        LockPlace::File { file, offset } => match start(offset) {
+            Some(offset) => LockPlace::File { file, offset },
+            None => LockPlace::File { file, offset },
+        },
+        place => place,
     }
 }
 
@@ -114,13 +118,6 @@ use scalprof_model::vocabulary::java_method;
 /// A futex: (tgid, address).
 type Futex = (u32, u64);
 
-/// A name made of an address (`heap 0x…`, `anon 0x…`, `stack 0x…`, `0x…`): no symbol.
-pub(super) fn is_dynamic_address_name(name: &str) -> bool {
-    ["heap 0x", "anon 0x", "stack 0x", "0x"]
-        .iter()
-        .any(|p| name.starts_with(p))
-}
-
 /// Rows for the futex waits, by (name, kind), summed over the processes of the tree.
 /// Returns (snapshots, snapshots that named a caller).
 pub(super) fn add_user_rows(
@@ -128,6 +125,7 @@ pub(super) fn add_user_rows(
     symbols: &mut Symbols,
     on_cpu: &HolderSamples,
     rows: &mut Vec<LockRow>,
+    thread_memory: &mut HashSet<RowKey>,
 ) -> (u64, u64) {
     let waits = FutexWaits::index(raw, symbols);
     let mut by_name: HashMap<RowKey, (RowBuilder, HolderEvidence)> = HashMap::new();
@@ -146,7 +144,11 @@ pub(super) fn add_user_rows(
         .collect();
     complete_chan_names(&mut named);
     for (u, (kind, name)) in raw.user.iter().zip(named) {
+        let in_thread_memory = name.in_thread_memory();
         let name = name.text();
+        if in_thread_memory {
+            thread_memory.insert((name.clone(), kind.clone()));
+        }
         let futex = (u.tgid, u.uaddr);
         let service = name == RUNTIME_SERVICE_THREADS;
         row_of.insert(futex, name.clone());
@@ -460,35 +462,41 @@ impl FutexWaits {
             };
         }
         // Each thread's join waits on its own descriptor: one row for all of them.
-        let name = if *kind == LockKind::Join {
-            "pthread_join".to_string()
-        } else if *kind == LockKind::Condvar {
-            // Waiters sleep on one of the condvar's two signal words: name the condvar.
-            condvar_name(&name_user_address(u.uaddr, maps, symbols))
+        if *kind == LockKind::Join {
+            return RowName::Named("pthread_join".to_string());
+        }
+        let place = place_of(u.uaddr, maps, symbols);
+        // Waiters sleep on one of the condvar's two signal words: name the condvar.
+        let place = if *kind == LockKind::Condvar {
+            condvar_place(place)
         } else {
-            name_user_address(u.uaddr, maps, symbols)
+            place
         };
         // CPython's GIL: a mutex and a condvar inside `_PyRuntime` that take_gil waits on.
-        if name.starts_with("_PyRuntime") && self.waits_for_gil(u, kind) {
+        if place.symbol() == Some("_PyRuntime") && self.waits_for_gil(u, kind) {
             return RowName::Named(GIL.to_string());
         }
         // A lock in allocated memory has a new address in every run (ASLR, the
         // allocator): name it by the function that takes it, so that repeats and points
         // agree. The address stays in the row.
-        RowName::Named(
-            match self.callers.get(&(u.tgid, u.uaddr)).and_then(top_caller) {
-                // A Java thread parks on a condvar of its own: the monitor or park is named by
-                // the Java method that waited, as its users know it (`SyncCounter.add`).
-                Some(caller) if matches!(kind, LockKind::JavaMonitor | LockKind::JavaPark) => {
-                    format!("{kind}@{}", java_method(caller))
+        let text = match self.callers.get(&(u.tgid, u.uaddr)).and_then(top_caller) {
+            // A Java thread parks on a condvar of its own: the monitor or park is named by
+            // the Java method that waited, as its users know it (`SyncCounter.add`).
+            Some(caller) if matches!(kind, LockKind::JavaMonitor | LockKind::JavaPark) => {
+                format!("{kind}@{}", java_method(caller))
+            }
+            Some(caller) => match place.region() {
+                Some(region) => CallerNamed {
+                    kind: kind.clone(),
+                    caller: Some(caller.to_string()),
+                    region,
                 }
-                Some(caller) if is_dynamic_address_name(&name) => {
-                    let place = name.split(' ').next().unwrap_or("heap");
-                    format!("{kind}@{caller} ({place})")
-                }
-                _ => name,
+                .to_string(),
+                None => place.to_string(),
             },
-        )
+            None => place.to_string(),
+        };
+        RowName::Placed { text, place }
     }
 }
 

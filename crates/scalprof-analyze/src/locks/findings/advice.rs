@@ -2,7 +2,7 @@
 //! the wait, else by the kind of lock and its name.
 
 use scalprof_model::locks::CPU_WAIT_OTHER;
-use scalprof_model::locks::{ChanSide, LockAddress, LockKind, LockRow, Scope, Side};
+use scalprof_model::locks::{CallerNamed, ChanSide, LockAddress, LockKind, LockRow, Scope, Side};
 use scalprof_model::units::human_ns;
 use scalprof_model::vocabulary::Pat::{self, Exact, Prefix};
 
@@ -159,9 +159,11 @@ fn is_rust_static(name: &str) -> bool {
 /// `mutex@crate::module::function (heap)`: a heap lock named after the Rust function that
 /// takes it (C++'s demangled names carry their parameters).
 fn is_rust_heap_lock(name: &str) -> bool {
-    name.strip_suffix(" (heap)")
-        .and_then(|n| n.split_once('@'))
-        .is_some_and(|(_, function)| function.contains("::") && !function.contains('('))
+    CallerNamed::parse(name).is_some_and(|n| {
+        n.in_heap()
+            && n.caller
+                .is_some_and(|function| function.contains("::") && !function.contains('('))
+    })
 }
 
 /// Which locks one row of [`ADVICE`] is for.

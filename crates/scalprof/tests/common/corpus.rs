@@ -91,9 +91,17 @@ pub fn corpus() -> &'static Path {
 /// Sweeps the corpus program `program` at 1 and 2 threads (3 repeats) into the store
 /// `db`, writing its run document to `json`.
 fn sweep(db: &Path, program: &str, json: &Path) {
+    sweep_scaled(db, program, json, None);
+}
+
+/// [`sweep`] with each thread's work scaled by `scale` (`CORPUS_SCALE`, corpus/common.h).
+fn sweep_scaled(db: &Path, program: &str, json: &Path, scale: Option<&str>) {
     let bin = corpus().join(program);
-    scalprof(db)
-        .args(["run", "-t", "1,2", "--repeat", "3", "--json"])
+    let mut cmd = scalprof(db);
+    if let Some(scale) = scale {
+        cmd.env("CORPUS_SCALE", scale);
+    }
+    cmd.args(["run", "-t", "1,2", "--repeat", "3", "--json"])
         .arg(json)
         .arg("--")
         .arg(&bin)
@@ -105,6 +113,13 @@ fn sweep(db: &Path, program: &str, json: &Path) {
 /// The corpus program `program` swept by [`sweep`]: its run document, as JSON.
 pub fn run_corpus(db: &Path, program: &str, json: &Path) -> Value {
     sweep(db, program, json);
+    read_json(json)
+}
+
+/// [`run_corpus`] with each thread's work scaled by `scale`, for a program whose full
+/// work takes seconds a run.
+pub fn run_corpus_scaled(db: &Path, program: &str, json: &Path, scale: &str) -> Value {
+    sweep_scaled(db, program, json, Some(scale));
     read_json(json)
 }
 

@@ -8,7 +8,7 @@ use std::process::Command as StdCommand;
 
 use assert_cmd::Command;
 
-use crate::common::corpus::{corpus, folded, require_profiling, run_corpus};
+use crate::common::corpus::{corpus, folded, require_profiling, run_corpus, run_corpus_scaled};
 use crate::common::{exclusive, scalprof};
 
 /// `go`, where Go is installed (on PATH or in its default place).
@@ -114,7 +114,8 @@ fn mmap_churn_profiles_name_the_munmap_and_fault_paths() {
     let _turn = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("runs.db");
-    let doc = run_corpus(&db, "mmap_churn", &dir.path().join("mmap.json"));
+    // Half its work: at 2 threads a full run takes 4 s on 2 CPUs (the mmap_lock).
+    let doc = run_corpus_scaled(&db, "mmap_churn", &dir.path().join("mmap.json"), "0.5");
     // Counted, not sampled, in the clean repeats: each thread faults in its own pages, so
     // the faults double with the threads; the waiters on mmap_lock switch out.
     let counters = |v: usize| doc["points"][v]["counters"].clone();

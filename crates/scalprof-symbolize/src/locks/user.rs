@@ -86,15 +86,19 @@ pub(super) const COND_SIGNALS_OFFSET: u64 = 40;
 /// `_PyRuntime+0x1b4` → `_PyRuntime+0x188`, where that condvar starts. A place with no
 /// offset, or without room for the signal words before it, is left as it is.
 pub(super) fn condvar_place(place: LockPlace) -> LockPlace {
-    let start = |offset: u64| (offset & !7).checked_sub(COND_SIGNALS_OFFSET);
+    let start = |offset: u64| {
+        (offset & !7)
+            .checked_sub(COND_SIGNALS_OFFSET)
+            .unwrap_or(offset)
+    };
     match place {
-        LockPlace::Symbol { name, offset } if offset != 0 => match start(offset) {
-            Some(offset) => LockPlace::Symbol { name, offset },
-            None => LockPlace::Symbol { name, offset },
+        LockPlace::Symbol { name, offset } => LockPlace::Symbol {
+            name,
+            offset: start(offset),
         },
-        LockPlace::File { file, offset } => match start(offset) {
-            Some(offset) => LockPlace::File { file, offset },
-            None => LockPlace::File { file, offset },
+        LockPlace::File { file, offset } => LockPlace::File {
+            file,
+            offset: start(offset),
         },
         place => place,
     }

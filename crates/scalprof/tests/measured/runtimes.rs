@@ -443,12 +443,22 @@ fn a_reentrant_lock_s_park_is_named_by_the_java_method_that_locks() {
     let _turn = exclusive();
     let classes = java_classes().to_str().unwrap().to_string();
     let doc = sweep(&["java", "-cp", &classes, "LockCounter", "{threads}"]);
-    let top = top_cause(&doc);
-    // Past LockSupport.park and AbstractQueuedSynchronizer: the program's method.
+    // Past LockSupport.park and AbstractQueuedSynchronizer: the program's method, first,
+    // or second to the wait for a CPU: on 2 CPUs the JIT's compiler threads share them
+    // with the two workers (25% against the park's 17% in one run of the measured tier).
+    let budget = last_budget(&doc);
+    let top = budget
+        .causes
+        .iter()
+        .take(2)
+        .map(|c| c.subject.as_str())
+        .find(|s| *s != CPU_WAIT)
+        .unwrap_or("(none)");
     assert!(
-        top.starts_with("park@LockCounter."),
+        top.starts_with("park@LockCounter.")
+            && (top_cause(&doc) == top || top_cause(&doc) == CPU_WAIT),
         "{top}: {}",
-        json(last_budget(&doc))
+        json(budget)
     );
     runtime_idles_are_not_causes(&doc, "hotspot", &["JVM service threads", "PlatformMonitor"]);
 }
@@ -466,12 +476,13 @@ fn a_longadder_gives_no_lock_finding() {
     let _turn = exclusive();
     let classes = java_classes().to_str().unwrap().to_string();
     let doc = sweep(&["java", "-cp", &classes, "AdderCounter", "{threads}"]);
-    assert_eq!(
-        lock_findings(&doc),
-        Vec::<&str>::new(),
-        "{}",
-        json(&doc.findings)
-    );
+    // The wait for a CPU is the machine's (the JIT's compiler threads beside two workers
+    // on 2 CPUs: 6.5% in one run of the measured tier), not a lock's.
+    let locks: Vec<&str> = lock_findings(&doc)
+        .into_iter()
+        .filter(|s| *s != CPU_WAIT)
+        .collect();
+    assert_eq!(locks, Vec::<&str>::new(), "{}", json(&doc.findings));
     runtime_idles_are_not_causes(&doc, "hotspot", &["JVM service threads", "PlatformMonitor"]);
 }
 

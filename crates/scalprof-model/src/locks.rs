@@ -15,7 +15,7 @@ mod rows;
 mod run_queue;
 mod tracer;
 pub use address::LockAddress;
-pub use holder_wait::{sort_holder_waits, HeldWait, HolderWait, HOLDER_WAIT_SHARE};
+pub use holder_wait::{sort_holder_waits, HeldWait, HolderState, HolderWait, HOLDER_WAIT_SHARE};
 pub use holds::{HoldTimes, KernelHoldRaw, UserHoldRaw};
 pub use kind::{ChanSide, LockKind, Side};
 pub use place::{CallerNamed, LockPlace, Region};
@@ -269,27 +269,6 @@ impl LockCaller {
             share,
             state: None,
             stack: None,
-        }
-    }
-}
-
-/// How a lock's holder was seen while its waiters waited.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum HolderState {
-    /// Running: the holder thread's own profile samples between a waiter's block and
-    /// its wakeup were in this function (the wait's time shifted to what the holder did).
-    OnCpu,
-    /// Releasing: the function whose unlock woke the waiter (the end of the critical
-    /// section), where the holder was not sampled during the waits.
-    AtRelease,
-}
-
-impl HolderState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HolderState::OnCpu => "on_cpu",
-            HolderState::AtRelease => "at_release",
         }
     }
 }

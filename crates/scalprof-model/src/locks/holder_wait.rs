@@ -1,5 +1,6 @@
-//! What a lock's holders waited on while they held it: a typed wait, written in the run
-//! document as the string and flag it always had.
+//! How a lock's holders were seen while its waiters waited, and what they waited on while
+//! they held it: a typed wait, written in the run document as the string and flag it
+//! always had.
 
 use serde::{Deserialize, Serialize};
 
@@ -77,5 +78,26 @@ impl From<HolderWaitDoc> for HolderWait {
             (true, None) => HeldWait::Lock(d.wait),
         };
         HolderWait { on, share: d.share }
+    }
+}
+
+/// How a lock's holder was seen while its waiters waited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HolderState {
+    /// Running: the holder thread's own profile samples between a waiter's block and
+    /// its wakeup were in this function (the wait's time shifted to what the holder did).
+    OnCpu,
+    /// Releasing: the function whose unlock woke the waiter (the end of the critical
+    /// section), where the holder was not sampled during the waits.
+    AtRelease,
+}
+
+impl HolderState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HolderState::OnCpu => "on_cpu",
+            HolderState::AtRelease => "at_release",
+        }
     }
 }

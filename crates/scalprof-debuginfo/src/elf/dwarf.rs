@@ -148,3 +148,47 @@ fn memfd() -> std::io::Result<std::fs::File> {
     // SAFETY: a fresh descriptor that nothing else owns.
     Ok(unsafe { std::fs::File::from_raw_fd(fd) })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A function of this test binary that its DWARF names, by an unmangled symbol.
+    #[no_mangle]
+    #[inline(never)]
+    extern "C" fn scalprof_dwarf_memo_probe() -> u64 {
+        std::hint::black_box(7)
+    }
+
+    #[test]
+    fn an_address_is_asked_once_and_its_frames_kept_up_to_the_cap() {
+        let exe = std::env::current_exe().unwrap();
+        let elf = crate::SymbolCache::default()
+            .get(&exe)
+            .expect("the test binary is an ELF file");
+        assert_eq!(scalprof_dwarf_memo_probe(), 7);
+        let main = elf
+            .symbol_address("scalprof_dwarf_memo_probe")
+            .expect("the probe has a symbol");
+        let mut dwarf = Dwarf::open(&exe);
+        assert_eq!(dwarf.failure(), None);
+        let frames = dwarf.frames(main);
+        assert!(
+            frames
+                .iter()
+                .any(|f| f.contains("scalprof_dwarf_memo_probe")),
+            "{frames:?}"
+        );
+        assert_eq!(dwarf.answers.len(), 1);
+        // The second time from what it kept: the same frames, nothing asked again.
+        dwarf.source = Source::Failed("not asked again".into());
+        assert_eq!(dwarf.frames(main), frames);
+        // Past the cap an answer is given but not kept.
+        for a in 0..MAX_REMEMBERED as u64 {
+            dwarf.answers.entry((a + 1) << 32).or_default();
+        }
+        dwarf.source = Source::Failed("full".into());
+        assert_eq!(dwarf.frames(7), Vec::<String>::new());
+        assert!(!dwarf.answers.contains_key(&7));
+    }
+}

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 
 mod address;
+mod call_wait;
 mod cost;
 mod holder_wait;
 mod holds;
@@ -15,10 +16,11 @@ mod rows;
 mod run_queue;
 mod tracer;
 pub use address::LockAddress;
+pub use call_wait::CallWait;
 pub use holder_wait::{sort_holder_waits, HeldWait, HolderState, HolderWait, HOLDER_WAIT_SHARE};
 pub use holds::{HoldTimes, KernelHoldRaw, UserHoldRaw};
 pub use kind::{ChanSide, LockKind, Side};
-pub use place::{CallerNamed, LockPlace, Region};
+pub use place::{kernel_lock_taken_by, CallerNamed, LockPlace, Region};
 pub use rows::{sort_rows, top_callers, TOP_CALLERS};
 pub use run_queue::{
     RunQueueBehind, RunQueueRaw, CPU_WAIT, CPU_WAIT_OBSERVER, CPU_WAIT_OTHER, IDLE_WAKEUP,

@@ -1,7 +1,7 @@
 //! The on-CPU side of locks, from the profile: spin paths, the futex system call and
 //! libc's lock code, and the blocking calls' own time, added to the rows they belong to.
 
-use scalprof_model::locks::top_callers;
+use scalprof_model::locks::{kernel_lock_taken_by, top_callers};
 use scalprof_model::locks::{LockAddress, LockKind, LockRow, Scope};
 use scalprof_model::profile::folded;
 use scalprof_model::vocabulary::{
@@ -42,7 +42,7 @@ pub fn attribute_spin(rows: &mut Vec<LockRow>, profile: &scalprof_model::PointPr
             // A sleeping lock spun on: the traced row its caller named (`rwsem:W@caller`).
             None => match rows.iter().find(|r| {
                 r.scope == Scope::Kernel
-                    && r.name.rsplit_once('@').map(|(_, c)| c) == Some(caller)
+                    && r.name == kernel_lock_taken_by(&r.lock_type, caller)
                     && r.lock_type != LockKind::Spinlock
             }) {
                 Some(r) => r.name.clone(),

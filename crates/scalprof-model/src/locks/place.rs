@@ -69,6 +69,19 @@ impl LockPlace {
         }
     }
 
+    /// The symbol of a row's name that a [`LockPlace::Symbol`] wrote (`STDOUT+0x8` →
+    /// `STDOUT`), for rows read back from a stored run document; other names as they are.
+    pub fn symbol_in(name: &str) -> &str {
+        match name.rsplit_once("+0x") {
+            Some((symbol, offset))
+                if !offset.is_empty() && offset.bytes().all(|b| b.is_ascii_hexdigit()) =>
+            {
+                symbol
+            }
+            _ => name,
+        }
+    }
+
     /// What a name made from its taker says of a dynamic place: its region, or for an
     /// address in no mapping, the address.
     pub fn region(&self) -> Option<String> {
@@ -80,6 +93,13 @@ impl LockPlace {
             _ => None,
         }
     }
+}
+
+/// A kernel lock with neither a symbol nor a conventional name, named by its kind and the
+/// first function outside the lock's own code that took it (`rwsem:W@do_mprotect_pkey`):
+/// the one writer of that name, so that a row is found again by building it.
+pub fn kernel_lock_taken_by(kind: &LockKind, caller: &str) -> String {
+    format!("{kind}@{caller}")
 }
 
 /// A lock in memory with no symbol, named by the function that takes it so that repeats
@@ -155,6 +175,12 @@ mod tests {
         };
         assert_eq!(nowhere.to_string(), "0x7f00");
         assert_eq!(nowhere.region().as_deref(), Some("0x7f00"));
+        assert_eq!(
+            LockPlace::symbol_in(&sym("STDOUT", 8).to_string()),
+            "STDOUT"
+        );
+        assert_eq!(LockPlace::symbol_in("table_lock"), "table_lock");
+        assert_eq!(LockPlace::symbol_in("a+0xzz"), "a+0xzz");
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use scalprof_collect::delay::{DelayTarget, KernelLock};
 use scalprof_collect::sweep::substitute;
 use scalprof_model::experiment::{Experiment, ExperimentKind, Verdict};
-use scalprof_model::locks::{HeldWait, LockKind, HOLDER_WAIT_SHARE};
+use scalprof_model::locks::{CallWait, HeldWait, LockKind, HOLDER_WAIT_SHARE};
 use scalprof_model::{FindingDetails, FindingKind, RunDocument};
 
 /// How a cause is lengthened.
@@ -95,7 +95,7 @@ pub(super) fn lengthenable(
     if let Some(how) = exe.and_then(|e| function(e, subject)) {
         return Some(how);
     }
-    let (call, nr) = syscall_of(subject)?;
+    let (call, nr) = syscall_of(doc, subject)?;
     let (target, how) = syscall_delay(exe, &call, nr);
     Some(Lengthening {
         target,
@@ -189,10 +189,19 @@ impl Executable {
     }
 }
 
-/// The system call a text names as a word.
-fn syscall_of(text: &str) -> Option<(String, u32)> {
-    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .find_map(|w| Some((w.to_string(), scalprof_symbolize::locks::syscall_number(w)?)))
+/// The system call `subject` is: a finding's row of waits in one (its name written by
+/// [`CallWait`]), or a call named as such (`fdatasync`).
+fn syscall_of(doc: &RunDocument, subject: &str) -> Option<(String, u32)> {
+    let finding = doc.findings.iter().find(|f| f.subject == subject);
+    let call = match finding.map(|f| &f.details) {
+        Some(FindingDetails::Lock(d)) => CallWait::call_in(&d.lock_type, subject)?,
+        Some(_) => return None,
+        None => subject,
+    };
+    Some((
+        call.to_string(),
+        scalprof_symbolize::locks::syscall_number(call)?,
+    ))
 }
 
 /// A cause this scalprof cannot lengthen, said as such.

@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 
 use scalprof_debuginfo::Kallsyms;
-use scalprof_model::locks::top_callers;
 use scalprof_model::locks::THE_OBSERVER;
+use scalprof_model::locks::{kernel_lock_taken_by, top_callers};
 use scalprof_model::locks::{
     HoldTimes, HolderState, KernelLockRaw, LockAddress, LockKind, LockRow, RawLocks, Scope, Side,
 };
@@ -112,7 +112,7 @@ fn name_kernel_lock(k: &KernelLockRaw, kallsyms: &Kallsyms) -> (String, LockKind
         Some((sym, off)) => format!("{sym}+{off:#x}"),
         None => match conventional_name(&frames, k.flags) {
             Some(n) => n.to_string(),
-            None => format!("{lock_type}@{caller}"),
+            None => kernel_lock_taken_by(&lock_type, &caller),
         },
     };
     (name, lock_type, caller)

@@ -5,7 +5,9 @@ use std::collections::HashMap;
 
 use scalprof_debuginfo::Kallsyms;
 use scalprof_model::locks::is_fd_syscall;
-use scalprof_model::locks::{LockAddress, LockKind, LockRow, RawLocks, Scope, UserLockRaw};
+use scalprof_model::locks::{
+    CallWait, LockAddress, LockKind, LockRow, RawLocks, Scope, UserLockRaw,
+};
 use scalprof_model::vocabulary::{
     is_disk_wait, is_lock_internal, is_scheduler_frame, untraced_kernel_lock,
 };
@@ -306,34 +308,20 @@ impl CallRow<'_> {
     }
 }
 
-/// A call's wait by what it waits for and who waits: a file lock by its file (a lock is
-/// named by itself), a sleep by the function that sleeps, other waits by the call, what
-/// its descriptor named and the function that made it.
+/// A call's wait by what it waits for and who waits ([`CallWait`] writes the name).
 fn wait_name(raw: &RawLocks, w: &UserLockRaw, kind: &LockKind, caller: Option<&str>) -> String {
-    let call = syscall_name(w.op);
-    let path = is_fd_syscall(w.op)
+    let object = is_fd_syscall(w.op)
         .then(|| raw.fd_paths.get(&(w.tgid, w.uaddr)))
-        .flatten();
-    let what = match (kind, path) {
-        // One file's role, not its name of the day: a lock file made fresh for each run
-        // (`mkstemp`) is one cause over the repeats.
-        (LockKind::PosixLock | LockKind::Flock, Some(path)) => stable_fd_name(path).into_owned(),
-        (LockKind::PosixLock | LockKind::Flock, None) => format!("{call} fd {}", w.uaddr),
-        (LockKind::Sleep, _) => "sleep".to_string(),
-        (LockKind::DiskIo, Some(path)) => {
-            format!("disk I/O ({call} {})", stable_fd_name(path))
-        }
-        (LockKind::DiskIo, None) => format!("disk I/O ({call})"),
-        (_, Some(path)) => format!("{call} {}", stable_fd_name(path)),
-        (_, None) => call.clone(),
-    };
-    match caller {
-        Some(c) if !matches!(kind, LockKind::PosixLock | LockKind::Flock) => {
-            format!("{what} in {c}")
-        }
-        None if *kind == LockKind::Sleep => call,
-        _ => what,
+        .flatten()
+        .map(|path| stable_fd_name(path).into_owned());
+    CallWait {
+        kind: kind.clone(),
+        call: syscall_name(w.op),
+        object,
+        fd: w.uaddr,
+        caller: caller.map(str::to_string),
     }
+    .to_string()
 }
 
 /// The path up to a random token that ends its file name, as `mkstemp` and `tempfile` make

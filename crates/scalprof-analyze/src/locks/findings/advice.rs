@@ -2,7 +2,9 @@
 //! the wait, else by the kind of lock and its name.
 
 use scalprof_model::locks::CPU_WAIT_OTHER;
-use scalprof_model::locks::{CallerNamed, ChanSide, LockAddress, LockKind, LockRow, Scope, Side};
+use scalprof_model::locks::{
+    CallerNamed, ChanSide, LockAddress, LockKind, LockPlace, LockRow, Scope, Side,
+};
 use scalprof_model::units::human_ns;
 use scalprof_model::vocabulary::Pat::{self, Exact, Prefix};
 
@@ -147,7 +149,7 @@ pub(super) fn idle_wait(row: &LockRow) -> Option<f64> {
 /// `crate::path::NAME`: a Rust static's demangled name (the last segment upper case).
 fn is_rust_static(name: &str) -> bool {
     // A lock inside the static is named at an offset (`std::io::stdio::STDOUT+0x8`).
-    let name = name.split_once("+0x").map_or(name, |(symbol, _)| symbol);
+    let name = LockPlace::symbol_in(name);
     name.rsplit_once("::").is_some_and(|(_, last)| {
         last.chars().any(|c| c.is_ascii_uppercase())
             && last

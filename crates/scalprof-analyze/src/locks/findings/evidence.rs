@@ -3,7 +3,9 @@
 
 #[cfg(test)]
 use scalprof_model::locks::Scope;
-use scalprof_model::locks::{ChanSide, HeldWait, LockAddress, LockCaller, LockKind, LockRow};
+use scalprof_model::locks::{
+    CallWait, ChanSide, HeldWait, LockAddress, LockCaller, LockKind, LockRow,
+};
 use scalprof_model::units::human_ns;
 
 use super::LockSeries;
@@ -308,7 +310,10 @@ pub(super) fn link_name(w: &scalprof_model::locks::HolderWait, rows: &[LockRow])
         return format!("lock {}", w.on);
     };
     rows.iter()
-        .filter(|r| r.lock_type.is_blocked_wait() && r.name.contains(call.as_str()))
+        .filter(|r| {
+            r.lock_type.is_blocked_wait()
+                && CallWait::call_in(&r.lock_type, &r.name) == Some(call.as_str())
+        })
         .max_by_key(|r| r.total_wait_ns)
         .map_or_else(|| call.clone(), |r| r.name.clone())
 }

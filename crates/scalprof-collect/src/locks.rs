@@ -17,6 +17,9 @@ use crate::{CollectError, LockTracerError};
 /// The BPF side: loading, attaching and reading the programs of src/bpf/locks.bpf.c.
 #[cfg(feature = "bpf")]
 mod bpf;
+mod resident;
+
+pub use resident::{ResidentTracer, ResidentWindow};
 
 #[derive(Clone, Debug)]
 pub struct LockConfig {

@@ -8,8 +8,10 @@
 //! A window is handed to the sink as a repeat of the point of its level (its concurrency,
 //! rounded) once its operations are known: the log line after its end has been read.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use regex::Regex;
@@ -17,9 +19,12 @@ use scalprof_model::Repeat;
 
 use crate::attach::AttachSpec;
 use crate::interrupt::Interrupt;
-use crate::locks::LockConfig;
+use crate::locks::{LockConfig, ResidentTracer, ResidentWindow};
 use crate::perf::SamplingConfig;
-use crate::sweep::{Collected, Collectors, SweepEnd, SweepEvent, SweepSink};
+use crate::sweep::{
+    Collected, Collectors, LockCollector, ProfileCollector, SweepEnd, SweepEvent, SweepSink,
+    SystemCollectors,
+};
 use crate::CollectError;
 
 pub mod follow;
@@ -28,6 +33,27 @@ pub mod scrape;
 mod watcher;
 
 use watcher::{OpsSource, Watcher, TICK};
+
+/// The collectors of a watch's traced windows: the sampler, opened for each window as a
+/// sweep's repeat opens one, and one lock tracer, loaded at the first traced window and
+/// attached for each ([`ResidentTracer`]).
+#[derive(Default)]
+pub struct WatchCollectors {
+    tracer: Option<Rc<RefCell<ResidentTracer>>>,
+}
+
+impl Collectors for WatchCollectors {
+    fn sampler(&mut self, config: &SamplingConfig) -> Box<dyn ProfileCollector> {
+        SystemCollectors.sampler(config)
+    }
+
+    fn lock_tracer(&mut self, config: &LockConfig) -> Box<dyn LockCollector> {
+        let tracer = self
+            .tracer
+            .get_or_insert_with(|| Rc::new(RefCell::new(ResidentTracer::new(config.clone()))));
+        Box::new(ResidentWindow::new(tracer.clone()))
+    }
+}
 
 /// What a watch observes, and how.
 #[derive(Clone, Debug)]

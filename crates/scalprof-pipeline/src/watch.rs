@@ -11,8 +11,8 @@ use scalprof_collect::attach::AttachSpec;
 use scalprof_collect::interrupt::Interrupt;
 use scalprof_collect::locks::LockConfig;
 use scalprof_collect::perf::SamplingConfig;
-use scalprof_collect::sweep::{Collectors, SystemCollectors};
-use scalprof_collect::watch::{WatchOps, WatchPlan};
+use scalprof_collect::sweep::Collectors;
+use scalprof_collect::watch::{WatchCollectors, WatchOps, WatchPlan};
 use scalprof_model::{Sweep, SweepParameter};
 use scalprof_store::{NewRun, Store};
 
@@ -177,7 +177,7 @@ pub fn record_watch(
         store,
         opts,
         checked,
-        &mut SystemCollectors,
+        &mut WatchCollectors::default(),
         observer,
         interrupt,
     )

@@ -29,7 +29,7 @@ int BPF_PROG(on_contention_begin, void *lock, unsigned int flags)
 		__sync_fetch_and_add(&fail_task_map, 1);
 		return 0;
 	}
-	if (st->lock) {
+	if (st->lock && !before_attach(st->ts)) {
 		__sync_fetch_and_add(&fail_nested, 1);
 		return 0;
 	}
@@ -61,6 +61,10 @@ int BPF_PROG(on_contention_end, void *lock, int ret)
 	struct kstart *st = bpf_task_storage_get(&task_start, task, 0, 0);
 	if (!st || st->lock != (u64)lock)
 		return 0;
+	if (before_attach(st->ts)) {
+		st->lock = 0;
+		return 0;
+	}
 	u64 wait = bpf_ktime_get_ns() - st->ts;
 	struct kkey key = { .lock = st->lock, .stack_id = -1, .flags = st->flags,
 			    .tgid = bpf_get_current_pid_tgid() >> 32, .pad = 0 };

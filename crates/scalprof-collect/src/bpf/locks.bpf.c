@@ -64,7 +64,6 @@ struct pt_regs {
 
 #define USER_STACK_COPY 4096
 
-const volatile u32 root_tgid = 0;
 const volatile u8 system_wide = 0;
 /* scalprof's own process: a traced thread it preempts waits for a CPU because of the
  * observer, which the clean repeats do not have. */

@@ -8,6 +8,18 @@ u64 fail_agg_map = 0;
 u64 fail_nested = 0;
 u64 lost_snapshots = 0;
 
+/* When the programs were last attached (CLOCK_MONOTONIC, as bpf_ktime_get_ns), set by
+ * user space. A tracer loaded once and attached window by window (`scalprof watch`)
+ * finds in its tasks' storage the waits that began before a detach and ended unseen:
+ * a start older than the attach is dropped, not read as a wait across the gap. */
+u64 attached_at = 0;
+
+/* Whether a start (a timestamp) was taken before the programs' last attach. */
+static __always_inline int before_attach(u64 ts)
+{
+	return ts < attached_at;
+}
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 65536);

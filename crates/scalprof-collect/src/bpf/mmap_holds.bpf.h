@@ -80,7 +80,7 @@ int on_mmap_acquired(struct trace_event_raw_mmap_lock_acquire_returned *ctx)
 		return 0;
 	u64 mm = (u64)BPF_CORE_READ(ctx, mm);
 	u32 write = BPF_CORE_READ(ctx, write);
-	if (st->ts) {
+	if (st->ts && !before_attach(st->ts)) {
 		/* A read acquisition of the mm whose write side the task holds is its
 		 * downgrade (munmap does it): the hold goes on, and a read release ends it. */
 		if (st->mm == mm && st->write && !write && !st->depth)
@@ -103,6 +103,10 @@ int on_mmap_released(struct trace_event_raw_mmap_lock *ctx)
 	struct mmap_hold_start *st = bpf_task_storage_get(&mmap_hold_task, task, 0, 0);
 	if (!st || !st->ts)
 		return 0;
+	if (before_attach(st->ts)) {
+		st->ts = 0;
+		return 0;
+	}
 	if (st->depth) {
 		st->depth--;
 		return 0;

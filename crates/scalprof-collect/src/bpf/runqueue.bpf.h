@@ -11,6 +11,7 @@ static __always_inline void on_run(struct task_struct *next, u64 now, int from_i
 	struct ustart *st = bpf_task_storage_get(&wait_start, next, 0, 0);
 	if (!st)
 		return;
+	forget_before_attach(st);
 	u32 tgid = BPF_CORE_READ(next, tgid);
 	u32 pid = BPF_CORE_READ(next, pid);
 	if (st->ts)
@@ -94,6 +95,10 @@ static __always_inline void end_slice(u64 now)
 	struct rq_victim *v = bpf_map_lookup_elem(&rq_victim, &zero);
 	if (!v || !v->pid)
 		return;
+	if (before_attach(v->ts)) {
+		v->pid = 0;
+		return;
+	}
 	u32 pid = v->pid;
 	struct rq_slices *sl = bpf_map_lookup_elem(&rq_slices, &pid);
 	if (!sl || sl->since != v->since) {

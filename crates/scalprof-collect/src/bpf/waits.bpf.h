@@ -97,7 +97,7 @@ static __always_inline void on_block(void *ctx, struct task_struct *prev, u64 no
 	st->runnable = 0;
 	/* Sleeping on a traced kernel lock: counted there, not twice. */
 	struct kstart *ks = bpf_task_storage_get(&task_start, prev, 0, 0);
-	if (ks && ks->lock)
+	if (ks && ks->lock && !before_attach(ks->ts))
 		return;
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(prev);
 	if (!regs)
@@ -139,6 +139,21 @@ static __always_inline void on_block(void *ctx, struct task_struct *prev, u64 no
 	if (sampled(&user_locks, &key, sample_first, sample_every)) {
 		remember_comm(tgid);
 		st->snapped = copy_user_stack(prev, regs, st, tgid, RECORD_WAITER_STACK);
+	}
+}
+
+/* A task's wait, or its wait for a CPU, begun before the programs' last attach: its end
+ * went unseen, so it is forgotten rather than ended now. */
+static __always_inline void forget_before_attach(struct ustart *st)
+{
+	if (st->ts && before_attach(st->ts)) {
+		st->ts = 0;
+		st->snapped = 0;
+	}
+	if (st->runnable && before_attach(st->runnable)) {
+		st->runnable = 0;
+		st->woken = 0;
+		st->sliced = 0;
 	}
 }
 
@@ -278,11 +293,13 @@ int BPF_PROG(on_wakeup, struct task_struct *p)
 	/* A sampled waiter on a sleeping kernel lock: the waking task is the one releasing
 	 * it (up_write, mutex_unlock), its kernel stack the end of the holder's section. */
 	struct kstart *ks = bpf_task_storage_get(&task_start, p, 0, 0);
-	if (ks && ks->lock && ks->stack_id != -1 && ks->waker_stack == -1)
+	if (ks && ks->lock && !before_attach(ks->ts) && ks->stack_id != -1 &&
+	    ks->waker_stack == -1)
 		ks->waker_stack = bpf_get_stackid(ctx, &stacks, 0);
 	struct ustart *st = bpf_task_storage_get(&wait_start, p, 0, 0);
 	if (!st)
 		return 0;
+	forget_before_attach(st);
 	u64 now = bpf_ktime_get_ns();
 	/* The waker is the current task, unless the wakeup comes from an interrupt (a
 	 * timer, a completed I/O), where current is whoever was interrupted: only the

@@ -102,12 +102,71 @@ pub(super) fn trace(
             return RawLocks::default();
         }
     };
+    traced(&tracer.skel, tgids, config, go_links, &ready, stop)
+}
+
+/// A tracer loaded once and attached window by window (`scalprof watch`), so that the
+/// kernel verifies its programs once, not for every traced window (a quarter of a second
+/// of a CPU each, here). For each window's processes received on `windows`: attaches,
+/// says on `ready` whether it could, traces until `stop`, detaches and sends what the
+/// window saw on `done`. Returns when `windows` closes.
+pub(super) fn resident(
+    config: &LockConfig,
+    windows: mpsc::Receiver<Vec<u32>>,
+    ready: mpsc::Sender<Result<(), LockTracerError>>,
+    done: mpsc::Sender<RawLocks>,
+    stop: &AtomicBool,
+) {
+    let Ok(mut tgids) = windows.recv() else {
+        return;
+    };
+    let mut object = MaybeUninit::uninit();
+    let mut tracer = match Tracer::load_detached(&mut object, config) {
+        Ok(t) => t,
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return;
+        }
+    };
+    loop {
+        match tracer.attach_window(&tgids, config) {
+            Ok((mut links, go_links)) => {
+                let raw = traced(&tracer.skel, &tgids, config, go_links, &ready, stop);
+                bursts::detach(&mut links);
+                if done.send(raw).is_err() {
+                    return;
+                }
+            }
+            Err(e) => {
+                let _ = ready.send(Err(LockTracerError::Load {
+                    cause: bpf_cause(e.kind() == libbpf_rs::ErrorKind::PermissionDenied, ""),
+                    message: format!("attaching the loaded tracer: {e:#}"),
+                }));
+            }
+        }
+        match windows.recv() {
+            Ok(next) => tgids = next,
+            Err(_) => return,
+        }
+    }
+}
+
+/// The programs attached to `tgids` until `stop`: drains their ring buffer meanwhile
+/// (said ready on `ready` once it can), then reads what they aggregated.
+fn traced(
+    skel: &LocksSkel<'_>,
+    tgids: &[u32],
+    config: &LockConfig,
+    go_links: Vec<libbpf_rs::Link>,
+    ready: &mpsc::Sender<Result<(), LockTracerError>>,
+    stop: &AtomicBool,
+) -> RawLocks {
     let attached_comms = comms_of(&tgids[1..]);
     let mut watch = Rounds {
-        go: GoExecWatch::new(config, &tracer.skel, go_links),
-        timing: timing::RunTiming::start(&tracer.skel, config.bpf_stats),
+        go: GoExecWatch::new(config, skel, go_links),
+        timing: timing::RunTiming::start(skel, config.bpf_stats),
     };
-    let drain = match Drain::new(&tracer.skel.maps, tgids, &mut watch) {
+    let drain = match Drain::new(&skel.maps, tgids, &mut watch) {
         Ok(d) => d,
         Err(e) => {
             let _ = ready.send(Err(LockTracerError::RingBuffer(e.to_string())));
@@ -116,13 +175,13 @@ pub(super) fn trace(
     };
     let _ = ready.send(Ok(()));
     let drained = drain.run(stop);
-    let seen = watch.go.bursts.finish(&tracer.skel);
+    let seen = watch.go.bursts.finish(skel);
     let mut out = RawLocks {
         snapshots: drained.snapshots,
         maps: drained.maps,
         attached_comms,
         fd_paths: drained.fd_paths,
-        ..MapReader::new(&tracer.skel.maps).read_all()
+        ..MapReader::new(&skel.maps).read_all()
     };
     // The waits stay as seen in the bursts: the rows made of them are scaled to the span
     // (`TracerCost::go_scale`), once one-shot channels are told apart by their waits.
@@ -251,6 +310,102 @@ impl<'obj> Tracer<'obj> {
     }
 }
 
+impl<'obj> Tracer<'obj> {
+    /// Loads the programs without attaching them (see [`resident`]).
+    fn load_detached(
+        object: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
+        config: &LockConfig,
+    ) -> Result<Self, LockTracerError> {
+        let previous = libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Info, keep_libbpf_log)));
+        let loaded = open_and_load(object, config);
+        libbpf_rs::set_print(previous);
+        let log = std::mem::take(&mut *LIBBPF_LOG.lock().unwrap_or_else(|e| e.into_inner()));
+        let skel = loaded.map_err(|e| load_error(&e, &log))?;
+        Ok(Tracer { skel })
+    }
+
+    /// Attaches the loaded programs to `tgids` for one window, starting from nothing: the
+    /// last window's aggregates, stacks, failure counts and unread records are dropped,
+    /// and the waits its tasks began before this attach are forgotten (`attached_at`).
+    /// Returns the programs' links and the Go probes'; dropping them detaches.
+    #[allow(clippy::type_complexity)]
+    fn attach_window(
+        &mut self,
+        tgids: &[u32],
+        config: &LockConfig,
+    ) -> Result<(Vec<libbpf_rs::Link>, Vec<libbpf_rs::Link>), libbpf_rs::Error> {
+        let maps = &self.skel.maps;
+        for map in [
+            &maps.kernel_locks as &dyn MapCore,
+            &maps.kernel_stacks,
+            &maps.kernel_wakers,
+            &maps.user_locks,
+            &maps.syscall_waits,
+            &maps.syscall_stacks,
+            &maps.wakers,
+            &maps.runqueue,
+            &maps.rq_slices,
+            &maps.stacks,
+            &maps.mmap_holds,
+            &maps.go_parked,
+            &maps.go_releasing,
+            &maps.go_waits,
+            &maps.go_wakers,
+        ] {
+            bursts::clear(map);
+        }
+        // Records the last window left in the ring buffer after its drain ended.
+        let mut unread = libbpf_rs::RingBufferBuilder::new();
+        unread.add(&maps.snapshots, |_| 0)?;
+        unread.build()?.consume()?;
+        for tgid in tgids {
+            maps.tracked
+                .update(&tgid.to_ne_bytes(), &[1u8], MapFlags::ANY)?;
+        }
+        if let Some(bss) = self.skel.maps.bss_data.as_deref_mut() {
+            // Nothing runs the programs while they are detached: plain writes.
+            bss.fail_task_map = 0;
+            bss.fail_stack = 0;
+            bss.fail_agg_map = 0;
+            bss.fail_nested = 0;
+            bss.lost_snapshots = 0;
+            bss.go_hits = 0;
+            bss.attached_at = monotonic_ns();
+        }
+        let p = &self.skel.progs;
+        let holds = config.hold_times && mmap_lock_events();
+        let mut progs = vec![
+            &p.on_exec,
+            &p.on_fork,
+            &p.on_contention_begin,
+            &p.on_contention_end,
+            &p.on_wakeup,
+            &p.on_wakeup_new,
+            &p.on_switch,
+        ];
+        if holds {
+            progs.extend([&p.on_mmap_acquired, &p.on_mmap_released]);
+        }
+        let links = progs
+            .into_iter()
+            .map(|prog| prog.attach())
+            .collect::<Result<Vec<_>, _>>()?;
+        let go_links = attach_go_probes(&self.skel, &config.go_probes)?;
+        Ok((links, go_links))
+    }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock of the programs' `bpf_ktime_get_ns`.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given, which lives for the call.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 /// The error of a failed load: libbpf's message, and the tail of its log unless the
 /// refusal was for lack of privileges.
 fn load_error(e: &libbpf_rs::Error, log: &str) -> LockTracerError {
@@ -279,13 +434,29 @@ fn keep_libbpf_log(_level: libbpf_rs::PrintLevel, msg: String) {
     }
 }
 
-/// Opens the programs, sizes their maps for this machine, loads them, marks the processes
-/// traced and attaches the programs, the Go runtime's probes too.
+/// Loads the programs, marks the processes traced and attaches the programs, the Go
+/// runtime's probes too.
 fn load_and_attach<'obj>(
     object: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
     tgids: &[u32],
     config: &LockConfig,
 ) -> Result<(LocksSkel<'obj>, Vec<libbpf_rs::Link>), libbpf_rs::Error> {
+    let mut skel = open_and_load(object, config)?;
+    for tgid in tgids {
+        skel.maps
+            .tracked
+            .update(&tgid.to_ne_bytes(), &[1u8], MapFlags::ANY)?;
+    }
+    skel.attach()?;
+    let links = attach_go_probes(&skel, &config.go_probes)?;
+    Ok((skel, links))
+}
+
+/// Opens the programs, sizes their maps for this machine and loads them.
+fn open_and_load<'obj>(
+    object: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
+    config: &LockConfig,
+) -> Result<LocksSkel<'obj>, libbpf_rs::Error> {
     let mut open = LocksSkelBuilder::default().open(object)?;
     // Sized for this machine: the aggregation maps and the ring buffer of stack copies
     // grow with the CPUs (the waits of more threads at once), the failure counters say
@@ -314,7 +485,6 @@ fn load_and_attach<'obj>(
         }
     }
     if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
-        ro.root_tgid = tgids[0];
         ro.system_wide = u8::from(config.system_wide);
         ro.observer_tgid = std::process::id();
         ro.watch_execs = i32::from(config.go_probes_of.is_some());
@@ -340,15 +510,7 @@ fn load_and_attach<'obj>(
             prog.set_attach_type(libbpf_rs::ProgramAttachType::TraceUprobeMulti);
         }
     }
-    let mut skel = open.load()?;
-    for tgid in tgids {
-        skel.maps
-            .tracked
-            .update(&tgid.to_ne_bytes(), &[1u8], MapFlags::ANY)?;
-    }
-    skel.attach()?;
-    let links = attach_go_probes(&skel, &config.go_probes)?;
-    Ok((skel, links))
+    open.load()
 }
 
 /// Whether the kernel has multi-uprobe links (Linux 6.6 and later).

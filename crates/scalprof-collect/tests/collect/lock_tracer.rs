@@ -9,7 +9,7 @@ use std::process::Command;
 
 use scalprof_collect::exec::{self, Attach, ExecSpec};
 use scalprof_collect::interrupt::Interrupt;
-use scalprof_collect::locks::{LockConfig, LockTracer, RawLocks};
+use scalprof_collect::locks::{LockConfig, LockTracer, RawLocks, ResidentTracer};
 
 /// The workloads measure contention between CPUs: the tests must not run at the same time.
 fn exclusive() -> std::sync::MutexGuard<'static, ()> {
@@ -117,4 +117,71 @@ fn kernel_contention_of_mmap_churn_is_aggregated_with_stacks() {
             assert!(h.max_ns > 0 && h.total_ns >= h.max_ns, "{h:?}");
         }
     }
+}
+
+/// The tracer `scalprof watch` keeps loaded and attaches window by window: each window has
+/// its own waits only, and a wait begun in one window and ended in the next, its end
+/// unseen across the detach, is dropped rather than counted with the gap in it.
+#[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
+fn a_resident_tracer_counts_each_window_alone_and_no_wait_across_a_detach() {
+    use std::io::Write;
+    use std::time::Duration;
+    require_root();
+    let _turn = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    // Blocks in read(0) until the test writes a byte: the test decides when each wait
+    // begins and ends.
+    let bin = crate::common::compile(
+        dir.path(),
+        "reader",
+        "#include <unistd.h>\n\
+         int main(void) { char c; while (read(0, &c, 1) == 1) {} return 0; }\n",
+    );
+    let mut child = Command::new(&bin)
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let pid = child.id() as i32;
+    let ms = |n| std::thread::sleep(Duration::from_millis(n));
+    let mut poke = || {
+        input.write_all(b"x").unwrap();
+        input.flush().unwrap();
+    };
+    // The reads (system call 0) on its standard input.
+    let reads = |r: &RawLocks| -> (u64, u64) {
+        r.syscalls
+            .iter()
+            .filter(|s| s.tgid == pid as u32 && s.op == 0 && s.uaddr == 0)
+            .fold((0, 0), |(n, max), s| (n + s.count, max.max(s.max_ns)))
+    };
+    let mut tracer = ResidentTracer::new(LockConfig::default());
+    tracer.begin(pid, &[]).unwrap();
+    ms(50);
+    poke(); // ends the read begun before the attach (not seen), begins one
+    ms(50);
+    poke(); // ends a read of ~50 ms, begins the one that will cross the detach
+    ms(50);
+    let first = tracer.end().expect("the first window's tables");
+    ms(400);
+    tracer.begin(pid, &[]).unwrap();
+    ms(50);
+    poke(); // ends the read begun in the first window, 450 ms and more ago
+    ms(50);
+    poke(); // ends a read of ~50 ms
+    ms(50);
+    let second = tracer.end().expect("the second window's tables");
+    drop(input);
+    child.wait().unwrap();
+    let (n1, max1) = reads(&first);
+    let (n2, max2) = reads(&second);
+    assert_eq!(n1, 1, "first window: {:?}", first.syscalls);
+    assert!(max1 < 300_000_000, "first window's read: {max1} ns");
+    assert_eq!(n2, 1, "second window: {:?}", second.syscalls);
+    assert!(
+        max2 < 300_000_000,
+        "a read across the detach was counted: {max2} ns ({:?})",
+        second.syscalls
+    );
 }

@@ -216,7 +216,7 @@ impl Bursts {
 /// waits for a grace period (tens of milliseconds) before it returns: one after another,
 /// 20 probes took 1.5 s here, during which the breakpoints still in place kept trapping.
 /// Side by side, their grace periods overlap.
-fn detach(links: &mut Vec<Link>) {
+pub(super) fn detach(links: &mut Vec<Link>) {
     std::thread::scope(|s| {
         for link in links.drain(..) {
             if std::thread::Builder::new()
@@ -242,7 +242,7 @@ fn hits(skel: &LocksSkel<'_>) -> u64 {
 }
 
 /// Empties a hash map (its programs detached, nothing writes it meanwhile).
-fn clear(map: &dyn MapCore) {
+pub(super) fn clear(map: &dyn MapCore) {
     let keys: Vec<Vec<u8>> = map.keys().collect();
     for k in keys {
         let _ = map.delete(&k);

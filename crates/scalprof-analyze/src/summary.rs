@@ -127,6 +127,7 @@ fn assemble_merged(inputs: &RunInputs) -> RunDocument {
         complexity,
         experiments: Vec::new(),
         commit: header.commit.clone(),
+        observer: header.observer,
     }
 }
 
@@ -437,6 +438,7 @@ pub(crate) mod tests {
             ops_regex: r"ops=(\d+)".into(),
             output_dir: "/tmp".into(),
             commit: None,
+            observer: None,
         }
     }
 

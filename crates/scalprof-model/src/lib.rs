@@ -44,9 +44,9 @@ pub use fit::{Estimate, Model, ModelKind};
 pub use identity::CauseId;
 pub use prediction::Prediction;
 pub use run::{
-    Counters, EventCounts, Host, Limits, Point, PointRepeat, Repeat, RepeatTrace, RunDocument,
-    RunHeader, RunInputs, RunStatus, Sampling, Spread, Sweep, SweepParameter, Throttling,
-    ThroughputInfo, ThroughputSource, Topology,
+    Counters, EventCounts, Host, Limits, ObserverCpu, Point, PointRepeat, Repeat, RepeatTrace,
+    RunDocument, RunHeader, RunInputs, RunStatus, Sampling, Spread, Sweep, SweepParameter,
+    Throttling, ThroughputInfo, ThroughputSource, Topology,
 };
 pub use stability::{ForeignProcess, Interference, Interval, Settling};
 

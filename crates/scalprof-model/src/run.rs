@@ -473,6 +473,24 @@ pub struct RunHeader {
     pub output_dir: String,
     /// The commit of the code measured, when known.
     pub commit: Option<String>,
+    /// What scalprof itself took while it recorded the run (a watch's, stored at its end).
+    pub observer: Option<ObserverCpu>,
+}
+
+/// The CPU time scalprof itself took while it recorded a run (its threads and the symbol
+/// parsers it ran), over the recording's span. A watch stores it: besides its traced
+/// windows' slowdown, it is what watching costs the machine the server runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ObserverCpu {
+    pub cpu_s: f64,
+    pub span_s: f64,
+}
+
+impl ObserverCpu {
+    /// The share of one CPU it took.
+    pub fn share(&self) -> f64 {
+        self.cpu_s / self.span_s.max(1e-9)
+    }
 }
 
 /// One stored repeat together with the sweep point it belongs to.
@@ -583,6 +601,9 @@ pub struct RunDocument {
     /// or the CI's variables); absent when unknown.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commit: Option<String>,
+    /// The CPU scalprof itself took while it recorded the run (`watch`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observer: Option<ObserverCpu>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

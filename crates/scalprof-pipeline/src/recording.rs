@@ -7,7 +7,9 @@
 
 use scalprof_model::layout::SharingInputs;
 use scalprof_model::locks::LockProfile;
-use scalprof_model::{PointProfile, PointRepeat, Repeat, RunHeader, RunInputs, RunStatus};
+use scalprof_model::{
+    ObserverCpu, PointProfile, PointRepeat, Repeat, RunHeader, RunInputs, RunStatus,
+};
 use scalprof_store::{Store, StoreError, StoredRun};
 
 /// Writes a run to the store and keeps what it wrote: each call stores first, and keeps
@@ -110,6 +112,13 @@ impl<'a> Recorder<'a> {
     pub fn set_sweep_values(&mut self, values: &[u64]) -> Result<(), StoreError> {
         self.store.set_sweep_values(self.id(), values)?;
         self.run.header.sweep.values = values.to_vec();
+        Ok(())
+    }
+
+    /// The CPU scalprof took while it recorded the run (a watch's).
+    pub fn set_observer(&mut self, cost: ObserverCpu) -> Result<(), StoreError> {
+        self.store.set_observer(self.id(), &cost)?;
+        self.run.header.observer = Some(cost);
         Ok(())
     }
 

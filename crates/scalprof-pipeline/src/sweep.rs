@@ -265,6 +265,7 @@ pub(crate) fn header_of(
         ops_regex: new.ops_regex,
         output_dir: output_dir.display().to_string(),
         commit: new.commit,
+        observer: None,
     }
 }
 

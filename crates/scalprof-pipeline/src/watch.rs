@@ -13,7 +13,7 @@ use scalprof_collect::locks::LockConfig;
 use scalprof_collect::perf::SamplingConfig;
 use scalprof_collect::sweep::Collectors;
 use scalprof_collect::watch::{WatchCollectors, WatchOps, WatchPlan};
-use scalprof_model::{Sweep, SweepParameter};
+use scalprof_model::{ObserverCpu, Sweep, SweepParameter};
 use scalprof_store::{NewRun, Store};
 
 use crate::check::Refusal;
@@ -164,6 +164,19 @@ fn command_line(pid: i32) -> Vec<String> {
     words
 }
 
+/// The CPU time of this process and of the children it waited for (the symbol parsers).
+fn own_cpu_s() -> f64 {
+    let seconds = |who| {
+        // SAFETY: getrusage fills the zeroed struct it is given.
+        let mut r: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: a valid pointer to a rusage.
+        unsafe { libc::getrusage(who, &mut r) };
+        let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        tv(r.ru_utime) + tv(r.ru_stime)
+    };
+    seconds(libc::RUSAGE_SELF) + seconds(libc::RUSAGE_CHILDREN)
+}
+
 /// Watches the server into the store and returns the run's document. Stopped by Ctrl-C,
 /// at `duration`, or by the server's exit, it keeps every window measured.
 pub fn record_watch(
@@ -263,6 +276,7 @@ pub fn record_watch_with(
             threads: true,
         },
     );
+    let (cpu_at_start, started) = (own_cpu_s(), std::time::Instant::now());
     let end = scalprof_collect::watch::execute_watch(&plan, collectors, &mut sink, interrupt);
     let (mut recorder, symbols) = sink.into_parts();
     // The levels it went through are the run's points, in order.
@@ -280,6 +294,10 @@ pub fn record_watch_with(
     if let Some(symbols) = symbols.filter(|_| plan.sampling.is_some()) {
         sharing_sites(&mut recorder, symbols)?;
     }
+    recorder.set_observer(ObserverCpu {
+        cpu_s: own_cpu_s() - cpu_at_start,
+        span_s: started.elapsed().as_secs_f64(),
+    })?;
     let recording = recorder.into_recording();
     let mut inputs = recording.inputs();
     inputs.predict_to = opts.predict;

@@ -230,7 +230,7 @@ impl Store {
             .query_opt(
                 "SELECT label, created, command, status, parameter, sweep_values, host, scaling,
                         ops_regex, output_dir, recorder_pid, findings, sharing, recorder_start,
-                        experiments, commit_sha
+                        experiments, commit_sha, observer
                  FROM runs WHERE id = ?1",
                 &[id.into()],
             )?
@@ -257,6 +257,7 @@ impl Store {
             sharing: r.opt_text(12)?,
             experiments: r.opt_text(14)?,
             commit: r.opt_text(15)?,
+            observer: r.opt_text(16)?,
         })
     }
 
@@ -327,6 +328,7 @@ struct RunRow {
     sharing: Option<String>,
     experiments: Option<String>,
     commit: Option<String>,
+    observer: Option<String>,
 }
 
 impl RunRow {
@@ -353,6 +355,11 @@ impl RunRow {
             ops_regex: self.ops_regex.clone(),
             output_dir: self.output_dir.clone(),
             commit: self.commit.clone(),
+            observer: self
+                .observer
+                .as_deref()
+                .map(|text| parse(id, "observer", text))
+                .transpose()?,
         })
     }
 }

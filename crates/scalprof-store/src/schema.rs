@@ -93,6 +93,9 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         uuid       TEXT NOT NULL
     );
     ALTER TABLE runs ADD COLUMN recorder_backend INTEGER;",
+    // 15: the CPU scalprof itself took while it recorded the run (JSON, ObserverCpu;
+    // `scalprof watch`).
+    "ALTER TABLE runs ADD COLUMN observer TEXT;",
 ];
 
 /// Gives a store its UUID (`?1`/`$1`) unless it has one: run in the migrating transaction.

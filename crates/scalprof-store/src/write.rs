@@ -3,7 +3,7 @@
 
 use scalprof_model::layout::SharingInputs;
 use scalprof_model::locks::LockProfile;
-use scalprof_model::{PointProfile, Repeat, RunStatus, ThroughputSource};
+use scalprof_model::{ObserverCpu, PointProfile, Repeat, RunStatus, ThroughputSource};
 use std::path::Path;
 
 use crate::db::Param;
@@ -61,6 +61,15 @@ impl Store {
         self.db.execute(
             "UPDATE runs SET sweep_values = ?2 WHERE id = ?1",
             &[id.into(), json(&values).into()],
+        )?;
+        Ok(())
+    }
+
+    /// Records the CPU scalprof took while it recorded run `id` (a watch's, at its end).
+    pub fn set_observer(&self, id: i64, cost: &ObserverCpu) -> Result<(), StoreError> {
+        self.db.execute(
+            "UPDATE runs SET observer = ?2 WHERE id = ?1",
+            &[id.into(), json(cost).into()],
         )?;
         Ok(())
     }

@@ -325,8 +325,9 @@ impl<'obj> Tracer<'obj> {
     }
 
     /// Attaches the loaded programs to `tgids` for one window, starting from nothing: the
-    /// last window's aggregates, stacks, failure counts and unread records are dropped,
-    /// and the waits its tasks began before this attach are forgotten (`attached_at`).
+    /// last window's processes, aggregates, stacks, names, failure counts and unread
+    /// records are dropped (a pid of the last window may be another process's now), and
+    /// the waits its tasks began before this attach are forgotten (`attached_at`).
     /// Returns the programs' links and the Go probes'; dropping them detaches.
     #[allow(clippy::type_complexity)]
     fn attach_window(
@@ -336,7 +337,9 @@ impl<'obj> Tracer<'obj> {
     ) -> Result<(Vec<libbpf_rs::Link>, Vec<libbpf_rs::Link>), libbpf_rs::Error> {
         let maps = &self.skel.maps;
         for map in [
-            &maps.kernel_locks as &dyn MapCore,
+            &maps.tracked as &dyn MapCore,
+            &maps.waker_comms,
+            &maps.kernel_locks,
             &maps.kernel_stacks,
             &maps.kernel_wakers,
             &maps.user_locks,
@@ -351,6 +354,7 @@ impl<'obj> Tracer<'obj> {
             &maps.go_releasing,
             &maps.go_waits,
             &maps.go_wakers,
+            &maps.go_seen,
         ] {
             bursts::clear(map);
         }

@@ -55,6 +55,14 @@ pub(super) fn header(doc: &RunDocument, headline: &[String]) -> String {
     out += &limits_line(doc);
     out += &runtimes_line(doc);
     out += &format!("throughput: {}\n", throughput_source_line(doc));
+    if let Some(cost) = doc.observer {
+        out += &format!(
+            "scalprof: {:.1} s of CPU in {:.0} s ({:.1}% of one CPU) while it recorded\n",
+            cost.cpu_s,
+            cost.span_s,
+            100.0 * cost.share()
+        );
+    }
     // Warnings that make the rest of the screen moot come first, not at its end.
     for w in headline {
         out += &format!("  ! {w}\n");

@@ -165,6 +165,7 @@ fn inputs() -> scalprof_model::RunInputs {
         ops_regex: r"ops=(\d+)".into(),
         output_dir: "/tmp/runs.db.d/7".into(),
         commit: None,
+        observer: None,
     };
     let mut repeats = Vec::new();
     for (value, walls, traced_wall) in [

@@ -11,19 +11,6 @@ use crate::cli;
 use crate::refusal::worded;
 use crate::run::Show;
 
-/// The CPU time of this process and the children it waited for (the symbol parsers).
-fn own_cpu_s() -> f64 {
-    let seconds = |who| {
-        // SAFETY: getrusage fills the zeroed struct it is given.
-        let mut r: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: a valid pointer to a rusage.
-        unsafe { libc::getrusage(who, &mut r) };
-        let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-        tv(r.ru_utime) + tv(r.ru_stime)
-    };
-    seconds(libc::RUSAGE_SELF) + seconds(libc::RUSAGE_CHILDREN)
-}
-
 /// The niceness a watch runs at: the lowest priority, below every default thread.
 const WATCH_NICE: libc::c_int = 19;
 
@@ -53,13 +40,14 @@ pub fn watch(db: &Option<PathBuf>, args: cli::WatchArgs) -> Result<ExitCode> {
         summary: true,
         json: args.json.clone(),
     };
-    let started = std::time::Instant::now();
     let outcome = crate::run::watch_and_show(&store, &opts, &checked, &show, &interrupt)?;
-    let wall_s = started.elapsed().as_secs_f64();
-    let cpu_s = own_cpu_s();
-    eprintln!(
-        "scalprof: the watch took {cpu_s:.1} s of CPU in {wall_s:.0} s ({:.1}% of one CPU: the watcher, loading the tracer and naming the traced windows' stacks); each level's perturbation is its traced windows' throughput against its untraced ones'",
-        100.0 * cpu_s / wall_s.max(1e-9)
-    );
+    if let Some(cost) = outcome.doc.observer {
+        eprintln!(
+            "scalprof: the watch took {:.1} s of CPU in {:.0} s ({:.1}% of one CPU: the watcher, the tracer and naming the traced windows' stacks); each level's perturbation is its traced windows' throughput against its untraced ones'",
+            cost.cpu_s,
+            cost.span_s,
+            100.0 * cost.share()
+        );
+    }
     Ok(exit_code_for(&outcome.doc, &interrupt))
 }

@@ -161,6 +161,21 @@ fn a_server_that_exits_ends_the_watch_with_what_it_measured() {
     let windows = level1["repeats"].as_array().unwrap().len();
     assert!((4..=9).contains(&windows), "{windows} windows: {stderr}");
     assert!(level1["throughput"].as_f64().unwrap() > 1000.0, "{level1}");
+    // What scalprof took meanwhile is in the document: the watch's span (the server's 4 s,
+    // less the 0.3 s before the attach), some CPU and far less than a CPU's worth.
+    let span = doc["observer"]["span_s"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{doc}"));
+    let cpu = doc["observer"]["cpu_s"].as_f64().unwrap();
+    assert!((3.0..6.0).contains(&span), "{}", doc["observer"]);
+    assert!(cpu > 0.0 && cpu < 0.5 * span, "{}", doc["observer"]);
+    // And `show` says it again from the store.
+    let shown = scalprof(&db).args(["show", "latest"]).output().unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(
+        shown.contains(&format!("{cpu:.1} s of CPU in {span:.0} s")),
+        "{shown}"
+    );
 }
 
 /// A counter served on this host as Prometheus's text format: 1000 a second since it

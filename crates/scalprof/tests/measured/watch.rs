@@ -93,6 +93,23 @@ fn a_watched_server_s_levels_are_its_points_and_its_big_lock_bends_the_curve() {
         .first()
         .unwrap_or_else(|| panic!("no finding: {}", json(&doc.findings)));
     assert_eq!(top.subject, "table_lock", "{}", json(&doc.findings));
+    // Traced windows with the tracer loaded once: no wait of a window is longer than a
+    // window (a wait begun before a detach and ended after the next attach would be).
+    for p in &doc.points {
+        for row in p.locks.iter().flat_map(|l| &l.rows) {
+            assert!(
+                row.max_wait_ns < 1_500_000_000,
+                "level {}: {} waited {} ns at most",
+                p.value,
+                row.name,
+                row.max_wait_ns
+            );
+        }
+    }
+    // What scalprof took meanwhile: the watch's 20 s, far less than a CPU.
+    let cost = doc.observer.expect("the watch's own CPU time");
+    assert!((18.0..30.0).contains(&cost.span_s), "{cost:?}");
+    assert!(cost.cpu_s > 0.0 && cost.share() < 0.25, "{cost:?}");
     // Not the reporter thread's 200 ms sleeps: a timer, not a cause.
     assert!(
         doc.findings.iter().all(|f| !f.subject.contains("sleep")),

@@ -358,7 +358,7 @@ struct linux_binprm;
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(on_exec, struct task_struct *p, int old_pid, struct linux_binprm *bprm)
 {
-	u32 tgid = BPF_CORE_READ(p, tgid);
+	u32 tgid = p->tgid;
 	if (!watch_execs || !is_tracked(tgid))
 		return 0;
 	struct exec_event *e = bpf_ringbuf_reserve(&snapshots, sizeof(*e), 0);
@@ -374,8 +374,8 @@ int BPF_PROG(on_exec, struct task_struct *p, int old_pid, struct linux_binprm *b
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
 {
-	u32 ptgid = BPF_CORE_READ(parent, tgid);
-	u32 ctgid = BPF_CORE_READ(child, tgid);
+	u32 ptgid = parent->tgid;
+	u32 ctgid = child->tgid;
 	u8 one = 1;
 	if (ptgid != ctgid && bpf_map_lookup_elem(&tracked, &ptgid))
 		bpf_map_update_elem(&tracked, &ctgid, &one, BPF_ANY);

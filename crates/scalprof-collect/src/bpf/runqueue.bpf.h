@@ -12,8 +12,8 @@ static __always_inline void on_run(struct task_struct *next, u64 now, int from_i
 	if (!st)
 		return;
 	forget_before_attach(st);
-	u32 tgid = BPF_CORE_READ(next, tgid);
-	u32 pid = BPF_CORE_READ(next, pid);
+	u32 tgid = next->tgid;
+	u32 pid = next->pid;
 	if (st->ts)
 		end_wait(st, tgid, pid, now, 0);
 	if (!st->runnable)
@@ -68,12 +68,12 @@ static __always_inline void on_run(struct task_struct *next, u64 now, int from_i
  * traced task, its slice on this CPU is counted against that wait. */
 static __always_inline void on_preempt(struct task_struct *prev, struct task_struct *next, u64 now)
 {
-	struct ustart *st = tracked_storage(prev, BPF_CORE_READ(prev, tgid));
+	struct ustart *st = tracked_storage(prev, prev->tgid);
 	if (!st)
 		return;
 	st->runnable = now;
 	st->woken = 0;
-	u32 by = BPF_CORE_READ(next, tgid);
+	u32 by = next->tgid;
 	u32 behind = observer_tgid && by == observer_tgid ? RQ_OBSERVER
 		     : is_tracked(by)			  ? RQ_OWN
 							  : RQ_OTHER;
@@ -83,7 +83,7 @@ static __always_inline void on_preempt(struct task_struct *prev, struct task_str
 		st->sliced = 1;
 		v->since = now;
 		v->ts = now;
-		v->pid = BPF_CORE_READ(prev, pid);
+		v->pid = prev->pid;
 		v->behind = behind;
 	}
 }

@@ -11,9 +11,9 @@ static __always_inline int is_futex_wait(u32 op)
  * task must be current: its user memory is the one readable). */
 static __always_inline void copy_regs_and_stack(struct snapshot *snap, struct pt_regs *regs)
 {
-	snap->ip = BPF_CORE_READ(regs, ip);
-	snap->sp = BPF_CORE_READ(regs, sp);
-	snap->bp = BPF_CORE_READ(regs, bp);
+	snap->ip = regs->ip;
+	snap->sp = regs->sp;
+	snap->bp = regs->bp;
 	snap->len = 0;
 	if (bpf_probe_read_user(snap->stack, USER_STACK_COPY, (void *)snap->sp) == 0)
 		snap->len = USER_STACK_COPY;
@@ -52,7 +52,7 @@ static __always_inline int copy_user_stack(struct task_struct *prev, struct pt_r
 		__sync_fetch_and_add(&lost_snapshots, 1);
 		return 0;
 	}
-	snapshot_head(snap, st, kind, tgid, BPF_CORE_READ(prev, pid), 0, tgid);
+	snapshot_head(snap, st, kind, tgid, prev->pid, 0, tgid);
 	copy_regs_and_stack(snap, regs);
 	/* No wakeup: user space drains the buffer every 10 ms anyway, and waking it for
 	 * each record cost the traced program a context switch per copy. */
@@ -90,7 +90,7 @@ static __always_inline int sampled(void *map, void *key, u32 first, u32 every)
  * (current == prev), so its stacks can be taken. */
 static __always_inline void on_block(void *ctx, struct task_struct *prev, u64 now)
 {
-	u32 tgid = BPF_CORE_READ(prev, tgid);
+	u32 tgid = prev->tgid;
 	struct ustart *st = tracked_storage(prev, tgid);
 	if (!st)
 		return;
@@ -102,8 +102,8 @@ static __always_inline void on_block(void *ctx, struct task_struct *prev, u64 no
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(prev);
 	if (!regs)
 		return;
-	u64 nr = BPF_CORE_READ(regs, orig_ax);
-	st->uaddr = BPF_CORE_READ(regs, di);
+	u64 nr = regs->orig_ax;
+	st->uaddr = regs->di;
 	st->snapped = 0;
 	st->kstack = -1;
 	if (nr != NR_FUTEX) {
@@ -128,7 +128,7 @@ static __always_inline void on_block(void *ctx, struct task_struct *prev, u64 no
 		st->snapped = copy_user_stack(prev, regs, st, tgid, RECORD_SYSCALL_STACK);
 		return;
 	}
-	u32 op = BPF_CORE_READ(regs, si) & FUTEX_CMD_MASK;
+	u32 op = regs->si & FUTEX_CMD_MASK;
 	if (!is_futex_wait(op))
 		return;
 	st->ts = now;
@@ -244,18 +244,18 @@ static __always_inline void copy_waker_stack(struct ustart *st, u32 waiter_tid, 
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(cur);
 	if (!regs)
 		return;
-	u64 nr = BPF_CORE_READ(regs, orig_ax);
+	u64 nr = regs->orig_ax;
 	u32 kind;
 	/* The waker's own futex call is on the waiter's futex (an unlock's FUTEX_WAKE on the
 	 * lock word): not a wakeup that a timer or softirq did while the current task was in
 	 * futex() for a futex of its own. */
-	if (st->kind == WAIT_FUTEX && nr == NR_FUTEX && BPF_CORE_READ(regs, di) == st->uaddr)
+	if (st->kind == WAIT_FUTEX && nr == NR_FUTEX && regs->di == st->uaddr)
 		kind = RECORD_WAKER_STACK;
 	else if (st->kind == WAIT_SYSCALL && is_peer_wait(st->op) && is_peer_wake(nr))
 		kind = RECORD_WAKER_SYSCALL;
 	else
 		return;
-	u32 tgid = BPF_CORE_READ(cur, tgid);
+	u32 tgid = cur->tgid;
 	if (!system_wide && !is_tracked(tgid))
 		return;
 	struct snapshot *snap = bpf_ringbuf_reserve(&snapshots, sizeof(*snap), 0);
@@ -263,7 +263,7 @@ static __always_inline void copy_waker_stack(struct ustart *st, u32 waiter_tid, 
 		__sync_fetch_and_add(&lost_snapshots, 1);
 		return;
 	}
-	snapshot_head(snap, st, kind, tgid, waiter_tid, BPF_CORE_READ(cur, pid), waiter_tgid);
+	snapshot_head(snap, st, kind, tgid, waiter_tid, cur->pid, waiter_tgid);
 	/* The waker's own recent waits, clipped to the waiter's: the holder blocked there. */
 	struct ustart *hs = bpf_task_storage_get(&wait_start, cur, 0, 0);
 	if (hs) {
@@ -306,9 +306,9 @@ int BPF_PROG(on_wakeup, struct task_struct *p)
 	 * sampled waits of calls that wait for another task keep it (user space decides). */
 	st->woken = 0;
 	if (st->ts && st->snapped)
-		copy_waker_stack(st, BPF_CORE_READ(p, pid), BPF_CORE_READ(p, tgid));
+		copy_waker_stack(st, p->pid, p->tgid);
 	if (st->ts) {
-		end_wait(st, BPF_CORE_READ(p, tgid), BPF_CORE_READ(p, pid), now,
+		end_wait(st, p->tgid, p->pid, now,
 			 bpf_get_current_pid_tgid() >> 32);
 		st->woken = 1;
 	}
@@ -320,7 +320,7 @@ int BPF_PROG(on_wakeup, struct task_struct *p)
 SEC("tp_btf/sched_wakeup_new")
 int BPF_PROG(on_wakeup_new, struct task_struct *p)
 {
-	if (!is_tracked(BPF_CORE_READ(p, tgid)))
+	if (!is_tracked(p->tgid))
 		return 0;
 	struct ustart *st = bpf_task_storage_get(&wait_start, p, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (st) {

@@ -102,12 +102,17 @@ int BPF_PROG(on_switch, _Bool preempt, struct task_struct *prev, struct task_str
 {
 	u64 now = bpf_ktime_get_ns();
 	end_slice(now);
-	/* TASK_RUNNING (0) means preempted, not blocked. */
-	if (prev_state != 0)
-		on_block(ctx, prev, now);
-	else
-		on_preempt(prev, next, now);
-	on_run(next, now, prev->pid == 0, prev->tgid);
+	/* The idle task (pid 0, one per CPU) is no one's workload: half the switches of a
+	 * program that blocks are to or from it, and they need no lookup. */
+	if (prev->pid) {
+		/* TASK_RUNNING (0) means preempted, not blocked. */
+		if (prev_state != 0)
+			on_block(ctx, prev, now);
+		else
+			on_preempt(prev, next, now);
+	}
+	if (next->pid)
+		on_run(next, now, prev->pid == 0, prev->tgid);
 	return 0;
 }
 

@@ -1,0 +1,162 @@
+//! The tracer of `scalprof watch`: loaded once, then attached to the server for each traced
+//! window and detached after it, each window starting from empty maps (see
+//! `locks/resident.rs` for the handle the watch holds).
+
+use std::mem::MaybeUninit;
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc;
+
+use libbpf_rs::{MapCore, MapFlags};
+
+use crate::LockTracerError;
+
+use super::{
+    attach_go_probes, bpf_cause, bursts, keep_libbpf_log, load_error, mmap_lock_events,
+    open_and_load, traced, LockConfig, RawLocks, Tracer, LIBBPF_LOG,
+};
+
+/// A tracer loaded once and attached window by window (`scalprof watch`), so that the
+/// kernel verifies its programs once, not for every traced window (a quarter of a second
+/// of a CPU each, here). For each window's processes received on `windows`: attaches,
+/// says on `ready` whether it could, traces until `stop`, detaches and sends what the
+/// window saw on `done`. Returns when `windows` closes.
+pub(in crate::locks) fn resident(
+    config: &LockConfig,
+    windows: mpsc::Receiver<Vec<u32>>,
+    ready: mpsc::Sender<Result<(), LockTracerError>>,
+    done: mpsc::Sender<RawLocks>,
+    stop: &AtomicBool,
+) {
+    let Ok(mut tgids) = windows.recv() else {
+        return;
+    };
+    let mut object = MaybeUninit::uninit();
+    let mut tracer = match Tracer::load_detached(&mut object, config) {
+        Ok(t) => t,
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return;
+        }
+    };
+    loop {
+        match tracer.attach_window(&tgids, config) {
+            Ok((mut links, go_links)) => {
+                let raw = traced(&tracer.skel, &tgids, config, go_links, &ready, stop);
+                bursts::detach(&mut links);
+                if done.send(raw).is_err() {
+                    return;
+                }
+            }
+            Err(e) => {
+                let _ = ready.send(Err(LockTracerError::Load {
+                    cause: bpf_cause(e.kind() == libbpf_rs::ErrorKind::PermissionDenied, ""),
+                    message: format!("attaching the loaded tracer: {e:#}"),
+                }));
+            }
+        }
+        match windows.recv() {
+            Ok(next) => tgids = next,
+            Err(_) => return,
+        }
+    }
+}
+
+impl<'obj> Tracer<'obj> {
+    /// Loads the programs without attaching them (see [`resident`]).
+    fn load_detached(
+        object: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
+        config: &LockConfig,
+    ) -> Result<Self, LockTracerError> {
+        let previous = libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Info, keep_libbpf_log)));
+        let loaded = open_and_load(object, config);
+        libbpf_rs::set_print(previous);
+        let log = std::mem::take(&mut *LIBBPF_LOG.lock().unwrap_or_else(|e| e.into_inner()));
+        let skel = loaded.map_err(|e| load_error(&e, &log))?;
+        Ok(Tracer { skel })
+    }
+
+    /// Attaches the loaded programs to `tgids` for one window, starting from nothing: the
+    /// last window's processes, aggregates, stacks, names, failure counts and unread
+    /// records are dropped (a pid of the last window may be another process's now), and
+    /// the waits its tasks began before this attach are forgotten (`attached_at`).
+    /// Returns the programs' links and the Go probes'; dropping them detaches.
+    #[allow(clippy::type_complexity)]
+    fn attach_window(
+        &mut self,
+        tgids: &[u32],
+        config: &LockConfig,
+    ) -> Result<(Vec<libbpf_rs::Link>, Vec<libbpf_rs::Link>), libbpf_rs::Error> {
+        let maps = &self.skel.maps;
+        for map in [
+            &maps.tracked as &dyn MapCore,
+            &maps.waker_comms,
+            &maps.kernel_locks,
+            &maps.kernel_stacks,
+            &maps.kernel_wakers,
+            &maps.user_locks,
+            &maps.syscall_waits,
+            &maps.syscall_stacks,
+            &maps.wakers,
+            &maps.runqueue,
+            &maps.rq_slices,
+            &maps.stacks,
+            &maps.mmap_holds,
+            &maps.go_parked,
+            &maps.go_releasing,
+            &maps.go_waits,
+            &maps.go_wakers,
+            &maps.go_seen,
+        ] {
+            bursts::clear(map);
+        }
+        // Records the last window left in the ring buffer after its drain ended.
+        let mut unread = libbpf_rs::RingBufferBuilder::new();
+        unread.add(&maps.snapshots, |_| 0)?;
+        unread.build()?.consume()?;
+        for tgid in tgids {
+            maps.tracked
+                .update(&tgid.to_ne_bytes(), &[1u8], MapFlags::ANY)?;
+        }
+        if let Some(bss) = self.skel.maps.bss_data.as_deref_mut() {
+            // Nothing runs the programs while they are detached: plain writes.
+            bss.fail_task_map = 0;
+            bss.fail_stack = 0;
+            bss.fail_agg_map = 0;
+            bss.fail_nested = 0;
+            bss.lost_snapshots = 0;
+            bss.go_hits = 0;
+            bss.attached_at = monotonic_ns();
+        }
+        let p = &self.skel.progs;
+        let holds = config.hold_times && mmap_lock_events();
+        let mut progs = vec![
+            &p.on_exec,
+            &p.on_fork,
+            &p.on_contention_begin,
+            &p.on_contention_end,
+            &p.on_wakeup,
+            &p.on_wakeup_new,
+            &p.on_switch,
+        ];
+        if holds {
+            progs.extend([&p.on_mmap_acquired, &p.on_mmap_released]);
+        }
+        let links = progs
+            .into_iter()
+            .map(|prog| prog.attach())
+            .collect::<Result<Vec<_>, _>>()?;
+        let go_links = attach_go_probes(&self.skel, &config.go_probes)?;
+        Ok((links, go_links))
+    }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock of the programs' `bpf_ktime_get_ns`.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given, which lives for the call.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}

@@ -24,6 +24,7 @@ pub mod summary;
 pub mod top;
 pub mod usl;
 mod welch;
+pub use welch::share_interval;
 
 pub use summary::{assemble, settling_at};
 

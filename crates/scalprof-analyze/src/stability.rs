@@ -193,7 +193,7 @@ fn add_point_intervals(p: &mut Point, variants: &[Budget], first: Option<u64>, l
     let Some(b) = p.budget.as_mut() else { return };
     b.useful_interval = useful_interval;
     let span = |merged: f64, each: &mut dyn Iterator<Item = f64>| -> Interval {
-        scalprof_model::stability::interval(merged, &each.collect::<Vec<f64>>())
+        crate::welch::share_interval(merged, &each.collect::<Vec<f64>>())
     };
     for c in &mut b.causes {
         let mut each = variants.iter().map(|v| {

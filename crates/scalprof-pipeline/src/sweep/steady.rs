@@ -2,7 +2,7 @@
 
 /// The 80% interval's half-width of the mean of `x`, relative to the mean; `None` with
 /// fewer than two values or a mean of zero. The interval is the one the shares use
-/// ([`scalprof_model::stability::interval`]), of the values over their mean (its low
+/// ([`scalprof_analyze::share_interval`]), of the values over their mean (its low
 /// end: the high one is clamped at 1).
 pub(super) fn relative_half_width(x: &[f64]) -> Option<f64> {
     let mean = x.iter().sum::<f64>() / x.len() as f64;
@@ -10,7 +10,7 @@ pub(super) fn relative_half_width(x: &[f64]) -> Option<f64> {
         return None;
     }
     let relative: Vec<f64> = x.iter().map(|v| v / mean).collect();
-    Some(1.0 - scalprof_model::stability::interval(1.0, &relative)[0])
+    Some(1.0 - scalprof_analyze::share_interval(1.0, &relative)[0])
 }
 
 #[cfg(test)]

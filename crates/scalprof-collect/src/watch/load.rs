@@ -32,10 +32,12 @@ struct ThreadTimes {
     sys_ticks: u64,
 }
 
-/// Every thread of the watched processes at an instant.
+/// Every thread of the watched processes at an instant, and each process's CPU time in
+/// clock ticks (user, system), which keeps what its exited threads ran.
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
     threads: HashMap<ThreadId, ThreadTimes>,
+    processes: HashMap<i32, (u64, u64)>,
 }
 
 /// What the watched processes' threads did between two snapshots, in seconds.
@@ -77,21 +79,30 @@ impl Snapshot {
     /// The threads of `pids` now.
     pub fn take(pids: &[i32]) -> Snapshot {
         let mut threads = HashMap::new();
+        let mut processes = HashMap::new();
         for &pid in pids {
+            // The process first: a thread that exits between the two reads is then in
+            // neither, rather than in both.
+            if let Some(ticks) = stat_ticks(&format!("/proc/{pid}/stat")) {
+                processes.insert(pid, ticks);
+            }
             for tid in tasks(pid) {
                 if let Some(t) = read_thread(pid, tid) {
                     threads.insert((pid, tid), t);
                 }
             }
         }
-        Snapshot { threads }
+        Snapshot { threads, processes }
     }
 
     /// What happened since `before`. A thread not in `before` started since (its whole
-    /// time counts); one that exited since is lost with what it did last.
+    /// time counts). Threads that exited since (a server's thread per request lives
+    /// milliseconds) are in no snapshot: what their process's CPU time grew by beyond its
+    /// live threads' is theirs, counted on a CPU as the thread `(pid, 0)`.
     pub fn since(&self, before: &Snapshot) -> Busy {
         let tick = crate::interference::ticks_per_second();
         let mut busy = Busy::default();
+        let mut live: HashMap<i32, (u64, u64)> = HashMap::new();
         for (key, now) in &self.threads {
             let was = before.threads.get(key).copied().unwrap_or_default();
             let on_cpu_s = now.on_cpu_ns.saturating_sub(was.on_cpu_ns) as f64 / 1e9;
@@ -103,8 +114,28 @@ impl Snapshot {
                 on_cpu_s + queued_s,
                 now.slices.saturating_sub(was.slices),
             ));
-            busy.user_s += now.user_ticks.saturating_sub(was.user_ticks) as f64 / tick;
-            busy.sys_s += now.sys_ticks.saturating_sub(was.sys_ticks) as f64 / tick;
+            let (user, sys) = (
+                now.user_ticks.saturating_sub(was.user_ticks),
+                now.sys_ticks.saturating_sub(was.sys_ticks),
+            );
+            busy.user_s += user as f64 / tick;
+            busy.sys_s += sys as f64 / tick;
+            let l = live.entry(key.0).or_default();
+            *l = (l.0 + user, l.1 + sys);
+        }
+        for (&pid, &(user, sys)) in &self.processes {
+            let (was_user, was_sys) = before.processes.get(&pid).copied().unwrap_or_default();
+            let (live_user, live_sys) = live.get(&pid).copied().unwrap_or_default();
+            let gone_user = user.saturating_sub(was_user).saturating_sub(live_user);
+            let gone_sys = sys.saturating_sub(was_sys).saturating_sub(live_sys);
+            if gone_user + gone_sys == 0 {
+                continue;
+            }
+            let (gone_user, gone_sys) = (gone_user as f64 / tick, gone_sys as f64 / tick);
+            busy.user_s += gone_user;
+            busy.sys_s += gone_sys;
+            busy.on_cpu_s += gone_user + gone_sys;
+            busy.threads.push(((pid, 0), gone_user + gone_sys, 0));
         }
         busy
     }
@@ -200,13 +231,7 @@ fn read_thread(pid: i32, tid: i32) -> Option<ThreadTimes> {
     let sched = std::fs::read_to_string(format!("{dir}/schedstat")).ok()?;
     let mut s = sched.split_whitespace().map(|f| f.parse::<u64>().ok());
     let (on_cpu_ns, queued_ns, slices) = (s.next()??, s.next()??, s.next()??);
-    let stat = std::fs::read_to_string(format!("{dir}/stat")).ok()?;
-    // After the state: ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
-    // utime stime (fields 14 and 15 of proc(5)).
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let mut f = rest.split_whitespace().skip(11);
-    let user_ticks = f.next()?.parse().ok()?;
-    let sys_ticks = f.next()?.parse().ok()?;
+    let (user_ticks, sys_ticks) = stat_ticks(&format!("{dir}/stat"))?;
     Some(ThreadTimes {
         on_cpu_ns,
         queued_ns,
@@ -214,6 +239,17 @@ fn read_thread(pid: i32, tid: i32) -> Option<ThreadTimes> {
         user_ticks,
         sys_ticks,
     })
+}
+
+/// `utime` and `stime` of a `/proc/…/stat` file, in clock ticks: a thread's, or for
+/// `/proc/PID/stat` its whole process's, the threads that exited included.
+fn stat_ticks(path: &str) -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string(path).ok()?;
+    // After the state: ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
+    // utime stime (fields 14 and 15 of proc(5)).
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut f = rest.split_whitespace().skip(11);
+    Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?))
 }
 
 /// The thread ids of a process (none once it exited).
@@ -267,6 +303,32 @@ mod tests {
         let running = busy.on_cpu_s + busy.queued_s;
         assert!((0.25..0.6).contains(&running), "{busy:?}");
         assert!(busy.user_s > 0.1, "{busy:?}");
+    }
+
+    #[test]
+    fn threads_that_start_and_exit_inside_the_window_count_on_a_cpu() {
+        let pid = std::process::id() as i32;
+        let before = Snapshot::take(&[pid]);
+        // A thread per request: six of them, each busy 50 ms, none alive at the end.
+        for _ in 0..6 {
+            std::thread::spawn(|| {
+                let t = std::time::Instant::now();
+                while t.elapsed() < std::time::Duration::from_millis(50) {
+                    std::hint::spin_loop();
+                }
+            })
+            .join()
+            .unwrap();
+        }
+        let busy = Snapshot::take(&[pid]).since(&before);
+        // 0.3 s ran in threads no snapshot saw (other tests' threads may add to it).
+        let gone = busy
+            .threads
+            .iter()
+            .find(|(thread, _, _)| *thread == (pid, 0))
+            .map_or(0.0, |t| t.1);
+        assert!(gone >= 0.2, "{busy:?}");
+        assert!(busy.on_cpu_s >= 0.2, "{busy:?}");
     }
 
     #[test]

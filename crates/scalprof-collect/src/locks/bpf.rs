@@ -257,13 +257,21 @@ impl<'obj> Tracer<'obj> {
         tgids: &[u32],
         config: &LockConfig,
     ) -> Result<(Self, Vec<libbpf_rs::Link>), LockTracerError> {
-        let previous = libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Info, keep_libbpf_log)));
-        let loaded = load_and_attach(object, tgids, config);
-        libbpf_rs::set_print(previous);
-        let log = std::mem::take(&mut *LIBBPF_LOG.lock().unwrap_or_else(|e| e.into_inner()));
-        let (skel, go_links) = loaded.map_err(|e| load_error(&e, &log))?;
+        let (skel, go_links) = with_libbpf_log(|| load_and_attach(object, tgids, config))?;
         Ok((Tracer { skel }, go_links))
     }
+}
+
+/// Runs `load` with libbpf's log kept rather than printed, and words its failure
+/// ([`load_error`]).
+fn with_libbpf_log<T>(
+    load: impl FnOnce() -> Result<T, libbpf_rs::Error>,
+) -> Result<T, LockTracerError> {
+    let previous = libbpf_rs::set_print(Some((libbpf_rs::PrintLevel::Info, keep_libbpf_log)));
+    let loaded = load();
+    libbpf_rs::set_print(previous);
+    let log = std::mem::take(&mut *LIBBPF_LOG.lock().unwrap_or_else(|e| e.into_inner()));
+    loaded.map_err(|e| load_error(&e, &log))
 }
 
 /// The error of a failed load: libbpf's message, and the tail of its log unless the

@@ -506,14 +506,40 @@ fn read_loop(
 
 /// This process's CPU time so far (all its threads, user and system), in ns.
 pub fn process_cpu_ns() -> u64 {
+    rusage_cpu_ns(libc::RUSAGE_SELF)
+}
+
+/// The CPU time so far of the children this process has waited for (the symbol parsers
+/// of its sandbox), in ns.
+pub fn children_cpu_ns() -> u64 {
+    rusage_cpu_ns(libc::RUSAGE_CHILDREN)
+}
+
+fn rusage_cpu_ns(who: libc::c_int) -> u64 {
     // SAFETY: rusage is plain integers, valid when zeroed; getrusage fills the one we own.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: as above.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+    if unsafe { libc::getrusage(who, &mut ru) } != 0 {
         return 0;
     }
     let ns = |t: libc::timeval| (t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64) * 1000;
     ns(ru.ru_utime) + ns(ru.ru_stime)
+}
+
+/// A clock's time in ns (0 if it cannot be read): `CLOCK_MONOTONIC` is the clock of the
+/// kernel's sample times and of BPF's `bpf_ktime_get_ns`.
+pub(crate) fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec we own.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
 }
 
 /// The calling thread's CPU time so far, in ns (0 if the clock cannot be read).

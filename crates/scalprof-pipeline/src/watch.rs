@@ -166,15 +166,8 @@ fn command_line(pid: i32) -> Vec<String> {
 
 /// The CPU time of this process and of the children it waited for (the symbol parsers).
 fn own_cpu_s() -> f64 {
-    let seconds = |who| {
-        // SAFETY: getrusage fills the zeroed struct it is given.
-        let mut r: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: a valid pointer to a rusage.
-        unsafe { libc::getrusage(who, &mut r) };
-        let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-        tv(r.ru_utime) + tv(r.ru_stime)
-    };
-    seconds(libc::RUSAGE_SELF) + seconds(libc::RUSAGE_CHILDREN)
+    use scalprof_collect::perf::{children_cpu_ns, process_cpu_ns};
+    (process_cpu_ns() + children_cpu_ns()) as f64 / 1e9
 }
 
 /// Watches the server into the store and returns the run's document. Stopped by Ctrl-C,

@@ -20,7 +20,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::b;
+use super::{b, clock_ns};
 use crate::locks::ProcMap;
 
 /// The shortest wait between two reads of one process's maps.
@@ -434,20 +434,6 @@ impl MapSource for ProcSource {
     fn now_ns(&self) -> u64 {
         clock_ns(libc::CLOCK_MONOTONIC)
     }
-}
-
-fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec we own.
-    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
-        return 0;
-    }
-    (ts.tv_sec as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(ts.tv_nsec as u64)
 }
 
 #[cfg(test)]

@@ -121,7 +121,7 @@ impl<'obj> Tracer<'obj> {
             bss.fail_nested = 0;
             bss.lost_snapshots = 0;
             bss.go_hits = 0;
-            bss.attached_at = monotonic_ns();
+            bss.attached_at = crate::perf::clock_ns(libc::CLOCK_MONOTONIC);
         }
         let p = &self.skel.progs;
         let holds = config.hold_times && mmap_lock_events();
@@ -144,15 +144,4 @@ impl<'obj> Tracer<'obj> {
         let go_links = attach_go_probes(&self.skel, &config.go_probes)?;
         Ok((links, go_links))
     }
-}
-
-/// CLOCK_MONOTONIC in nanoseconds: the clock of the programs' `bpf_ktime_get_ns`.
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the timespec it is given, which lives for the call.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }

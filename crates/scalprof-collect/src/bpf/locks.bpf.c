@@ -67,6 +67,7 @@ struct pt_regs {
 #define FUTEX_LOCK_PI2 13
 
 #define USER_STACK_COPY 4096
+#define USER_PAGE 4096 /* x86-64's base page: what a stack is mapped in by */
 
 const volatile u8 system_wide = 0;
 /* scalprof's own process: a traced thread it preempts waits for a CPU because of the

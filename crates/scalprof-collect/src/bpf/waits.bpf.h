@@ -15,10 +15,22 @@ static __always_inline void copy_regs_and_stack(struct snapshot *snap, struct pt
 	snap->sp = regs->sp;
 	snap->bp = regs->bp;
 	snap->len = 0;
-	if (bpf_probe_read_user(snap->stack, USER_STACK_COPY, (void *)snap->sp) == 0)
+	if (bpf_probe_read_user(snap->stack, USER_STACK_COPY, (void *)snap->sp) == 0) {
 		snap->len = USER_STACK_COPY;
+		return;
+	}
+	/* The read fails whole where a page of its range is not mapped in: a frame's large
+	 * local array whose far end was never written leaves such a hole right above the
+	 * frames in use (a server's path buffers above the worker's calls). The stack
+	 * pointer's own page holds the innermost frames: copy the rest of it where it is the
+	 * larger part, else the first 512 bytes, else the rest of the page however short. */
+	u32 rest = USER_PAGE - (u32)(snap->sp & (USER_PAGE - 1));
+	if (rest > 512 && bpf_probe_read_user(snap->stack, rest, (void *)snap->sp) == 0)
+		snap->len = rest;
 	else if (bpf_probe_read_user(snap->stack, 512, (void *)snap->sp) == 0)
 		snap->len = 512;
+	else if (rest < 512 && bpf_probe_read_user(snap->stack, rest, (void *)snap->sp) == 0)
+		snap->len = rest;
 }
 
 /* The fields every copy starts with: the wait (its address, start, call, kind), whose it

@@ -7,6 +7,8 @@ each run document, the point's measured slowdown (traced vs clean throughput) an
 each in % of the traced repeats' CPU time (the sampler's: of each running thread's time):
 
   sampler     the sampler's interrupts at the point's rate (host.sample_cost_ns x rate)
+  blocks      the sampler's events at each block: the traced repeats' context switches x
+              what one costs at the point's rate (host.switch_cost)
   records     samples in the kernel's records for the sampler
   traps       uprobe traps: the larger of their samples and Go hits x the cost of one
   bpf         the tracer's BPF programs: the larger of their samples and the kernel's timing,
@@ -64,7 +66,12 @@ def parts(doc, p):
     cost, timed = locks.get("hold_timing_cost"), len(locks.get("hold_timed_repeats", []))
     n = len(p.get("traced_repeats", []))
     out["holds"] = -100.0 * cost * min(timed, n) / n if cost is not None and cost < 0 and n else 0.0
-    out["accounted"] = sum(out[k] for k in ("sampler", "records", "traps", "bpf", "holds"))
+    switch = doc["host"].get("switch_cost")
+    blocks = sum(r.get("voluntary_csw", 0) + r.get("involuntary_csw", 0) for r in traced)
+    out["blocks"] = pct_cpu(blocks * (switch["base_ns"] + switch["per_hz_ns"] * prof["frequency"])) \
+        if switch else 0.0
+    out["accounted"] = sum(out[k] for k in ("sampler", "blocks", "records", "traps", "bpf",
+                                            "holds"))
     return out
 
 
@@ -105,7 +112,7 @@ def main():
                 got = parts(doc, doc["points"][0])
                 if got:
                     seen.setdefault((name, t), []).append(got)
-    cols = ["slowdown", "sampler", "records", "traps", "bpf", "holds", "accounted"]
+    cols = ["slowdown", "sampler", "blocks", "records", "traps", "bpf", "holds", "accounted"]
     print(f"{'program':18} {'thr':>3} " + " ".join(f"{c:>9}" for c in cols) + "  bpf by family")
     for (name, t), runs in seen.items():
         med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}

@@ -601,6 +601,7 @@ mod tests {
                 limits: None,
                 topology: None,
                 sample_cost_ns: None,
+                switch_cost: None,
             },
             tests: tests
                 .iter()

@@ -433,6 +433,7 @@ pub(crate) mod tests {
                 limits: None,
                 topology: None,
                 sample_cost_ns: None,
+                switch_cost: None,
             },
             scaling: Some(ThroughputSource::Weak),
             ops_regex: r"ops=(\d+)".into(),

@@ -14,6 +14,7 @@ pub fn probe() -> Host {
         limits: Some(crate::limits::probe(cpus)),
         topology: Some(crate::topology::probe()),
         sample_cost_ns: None,
+        switch_cost: None,
     }
 }
 

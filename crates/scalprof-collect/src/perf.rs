@@ -27,10 +27,12 @@ mod maps;
 mod rate;
 mod ring;
 mod stacks;
-pub use cost::cached_sample_cost_ns;
+pub use cost::{cached_sample_cost_ns, cached_switch_cost};
 pub use maps::MapStats;
 use maps::{MapSource, MapTracker, ProcSource};
-pub use rate::{cost_ceiling, point_frequency, MIN_ADAPTIVE_HZ, SAMPLER_SHARE, TARGET_SAMPLES};
+pub use rate::{
+    blocking_ceiling, cost_ceiling, point_frequency, MIN_ADAPTIVE_HZ, SAMPLER_SHARE, TARGET_SAMPLES,
+};
 use ring::Ring;
 pub use stacks::delta_encoded;
 use stacks::StackKeys;
@@ -58,6 +60,10 @@ pub struct SamplingConfig {
     /// Choose each point's rate from its clean repeats ([`point_frequency`]), with
     /// `frequency` the most: false where the user chose the rate.
     pub adaptive: bool,
+    /// What a sample and a block cost here (measured before the sweep): an adaptive rate
+    /// keeps both within the sampler's share ([`blocking_ceiling`]).
+    pub sample_cost_ns: Option<f64>,
+    pub switch_cost: Option<scalprof_model::SwitchCost>,
 }
 
 /// The most a stack copy grows to by itself (`--stack-size` goes to 63 KiB): 32 KiB walked
@@ -79,6 +85,8 @@ impl Default for SamplingConfig {
             delta_stacks: true,
             mapping_records: std::env::var_os("SCALPROF_MAPPING_RECORDS").is_some_and(|v| v == "1"),
             adaptive: false,
+            sample_cost_ns: None,
+            switch_cost: None,
         }
     }
 }
@@ -359,7 +367,11 @@ pub(crate) fn test_parse_info() -> linux_perf_event_reader::RecordParseInfo {
 }
 
 /// Opens `attr` for `target` (a process, or -1: every task) on `cpu`.
-fn open_event(attr: &mut b::perf_event_attr, target: i32, cpu: u32) -> std::io::Result<OwnedFd> {
+pub(super) fn open_event(
+    attr: &mut b::perf_event_attr,
+    target: i32,
+    cpu: u32,
+) -> std::io::Result<OwnedFd> {
     // SAFETY: attr is a fully initialized perf_event_attr.
     let fd =
         unsafe { sys::perf_event_open(attr, target, cpu as i32, -1, b::PERF_FLAG_FD_CLOEXEC as _) };

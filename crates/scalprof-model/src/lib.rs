@@ -46,7 +46,7 @@ pub use prediction::Prediction;
 pub use run::{
     Counters, EventCounts, Host, Limits, ObserverCpu, Point, PointRepeat, Repeat, RepeatTrace,
     RunDocument, RunHeader, RunInputs, RunStatus, Sampling, Spread, Sweep, SweepParameter,
-    Throttling, ThroughputInfo, ThroughputSource, Topology,
+    SwitchCost, Throttling, ThroughputInfo, ThroughputSource, Topology,
 };
 pub use stability::{ForeignProcess, Interference, Interval, Settling};
 

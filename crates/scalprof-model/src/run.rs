@@ -9,7 +9,7 @@ use crate::{
 };
 
 mod host;
-pub use host::{Host, Limits, Topology};
+pub use host::{Host, Limits, SwitchCost, Topology};
 
 /// How a run ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -68,6 +68,7 @@ pub fn import(store: &Store, path: &Path, label: Option<String>) -> Result<i64> 
             limits: None,
             topology: None,
             sample_cost_ns: None,
+            switch_cost: None,
         },
         scaling: Some(ThroughputSource::Strong),
         ops_regex: String::new(),

@@ -144,6 +144,15 @@ pub fn record_with(
                 ..c.clone()
             })
         });
+        // And what a block costs at the rate the sweep may sample at.
+        host.switch_cost = opts.sampling.as_ref().and_then(|c| {
+            let mut c = scalprof_collect::perf::SamplingConfig {
+                use_pmu: host.pmu,
+                ..c.clone()
+            };
+            c.frequency = plan::ceiling(&c, host.sample_cost_ns);
+            scalprof_collect::perf::cached_switch_cost(&c)
+        });
     }
     let commit = crate::commit::commit_of(
         opts.commit.as_deref(),
@@ -225,7 +234,11 @@ fn create_run<'a>(
     host: scalprof_model::Host,
     commit: Option<String>,
 ) -> Result<(Recorder<'a>, SweepPlan, Option<String>)> {
-    let (host_pmu, sample_cost_ns) = (host.pmu, host.sample_cost_ns);
+    let costs = plan::Costs {
+        pmu: host.pmu,
+        sample_ns: host.sample_cost_ns,
+        switch: host.switch_cost,
+    };
     let new = new_run(opts, checked, host, commit);
     let id = store.create_run(&new)?;
     // Checked to be ours and made owner-only, not through another user's link.
@@ -242,7 +255,7 @@ fn create_run<'a>(
         }
         Err(e) => Some(e.to_string()),
     };
-    let plan = sweep_plan(opts, checked, host_pmu, sample_cost_ns, output_dir);
+    let plan = sweep_plan(opts, checked, costs, output_dir);
     Ok((Recorder::new(store, id, header), plan, unsealed))
 }
 

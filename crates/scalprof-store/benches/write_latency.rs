@@ -45,6 +45,7 @@ fn new_run() -> NewRun {
             limits: None,
             topology: None,
             sample_cost_ns: None,
+            switch_cost: None,
         },
         scaling: Some(ThroughputSource::Weak),
         ops_regex: r"ops=(\d+)".into(),

@@ -23,6 +23,7 @@ pub(crate) fn new_run(label: &str) -> NewRun {
             limits: None,
             topology: None,
             sample_cost_ns: None,
+            switch_cost: None,
         },
         scaling: Some(ThroughputSource::Weak),
         ops_regex: r"ops=(\d+)".into(),

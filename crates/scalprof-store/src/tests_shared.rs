@@ -27,6 +27,7 @@ fn new_run() -> NewRun {
             limits: None,
             topology: None,
             sample_cost_ns: None,
+            switch_cost: None,
         },
         scaling: None,
         ops_regex: r"ops=(\d+)".into(),

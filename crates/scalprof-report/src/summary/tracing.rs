@@ -183,6 +183,10 @@ struct Costs {
     /// The sampler's interrupts at the point's rate (measured before the sweep): no
     /// sample shows them.
     sampler: f64,
+    /// The sampler's events at each block of the traced repeats' threads (switched out
+    /// and in with them), at the point's rate ([`block_share`]): no sample shows them
+    /// either.
+    blocks: f64,
     /// The samples in the kernel's records for the sampler.
     records: f64,
     /// The uprobes' traps: the Go probes' hits times the measured cost of one, or the
@@ -216,6 +220,7 @@ impl Costs {
                 .host
                 .sample_cost_ns
                 .map_or(0.0, |ns| sampler_share(ns, profile.frequency)),
+            blocks: block_share(doc, p).unwrap_or(0.0),
             records: pct(stats.side_band_samples),
             traps: pct(stats.probe_samples).max(go_probe_share(p).unwrap_or(0.0)),
             programs: pct(in_programs).max(timed),
@@ -224,13 +229,14 @@ impl Costs {
     }
 
     fn total(&self) -> f64 {
-        self.sampler + self.records + self.traps + self.programs + self.holds
+        self.sampler + self.blocks + self.records + self.traps + self.programs + self.holds
     }
 
     /// `sampler 0.7, BPF programs 0.3`: the parts of 0.05 points or more.
     fn parts(&self) -> String {
         [
             (self.sampler, "sampler"),
+            (self.blocks, "sampler at blocks"),
             (self.records, "kernel records"),
             (self.traps, "probe traps"),
             (self.programs, "BPF programs"),
@@ -286,6 +292,22 @@ fn go_probe_share(p: &Point) -> Option<f64> {
     (cpu_ns > 0.0).then(|| 100.0 * t.go_hits as f64 * t.go_hit_ns as f64 / cpu_ns)
 }
 
+/// The share of a point's traced CPU time, in %, that the sampler's events took at its
+/// threads' blocks: the traced repeats' context switches times what one costs at the
+/// point's rate (measured before the sweep, see `Host::switch_cost`).
+fn block_share(doc: &RunDocument, p: &Point) -> Option<f64> {
+    let cost = doc.host.switch_cost?;
+    let hz = p.profile.as_ref()?.frequency;
+    let switches: u64 = p
+        .traced_repeats
+        .iter()
+        .filter(|r| r.succeeded())
+        .map(|r| r.voluntary_csw + r.involuntary_csw)
+        .sum();
+    let cpu_ns = traced_cpu_ns(p);
+    (cpu_ns > 0.0).then(|| 100.0 * switches as f64 * cost.at(hz) / cpu_ns)
+}
+
 /// The CPU time of a point's traced repeats that succeeded, in ns.
 fn traced_cpu_ns(p: &Point) -> f64 {
     p.traced_repeats
@@ -320,10 +342,11 @@ fn sampler_cost(doc: &RunDocument) -> Option<String> {
     if lo != hz {
         let share = |hz: u64| sampler_share(cost_ns, hz);
         return Some(format!(
-            "the sampler's interrupts take {:.2}–{:.1}% of each running thread's time ({:.1} µs a sample, measured here, at {lo}–{hz} Hz as each point's runs needed)",
+            "the sampler's interrupts take {:.2}–{:.1}% of each running thread's time ({:.1} µs a sample, measured here, at {lo}–{hz} Hz as each point's runs needed){}",
             share(lo),
             share(hz),
-            cost_ns / 1e3
+            cost_ns / 1e3,
+            per_block(doc, hz)
         ));
     }
     let share = sampler_share(cost_ns, hz);
@@ -333,7 +356,18 @@ fn sampler_cost(doc: &RunDocument) -> Option<String> {
         String::new()
     };
     Some(format!(
-        "the sampler's interrupts take {share:.1}% of each running thread's time ({:.1} µs a sample at {hz} Hz, measured here{lower})",
-        cost_ns / 1e3
+        "the sampler's interrupts take {share:.1}% of each running thread's time ({:.1} µs a sample at {hz} Hz, measured here{lower}){}",
+        cost_ns / 1e3,
+        per_block(doc, hz)
     ))
+}
+
+/// `, and its events 4.5 µs each time a thread blocks`, where that was measured.
+fn per_block(doc: &RunDocument, hz: u64) -> String {
+    doc.host.switch_cost.map_or(String::new(), |c| {
+        format!(
+            ", and its events {:.1} µs each time a thread blocks",
+            c.at(hz) / 1e3
+        )
+    })
 }

@@ -160,6 +160,10 @@ fn inputs() -> scalprof_model::RunInputs {
             limits: None,
             topology: None,
             sample_cost_ns: Some(13_800.0),
+            switch_cost: Some(scalprof_model::SwitchCost {
+                base_ns: 600.0,
+                per_hz_ns: 4.0,
+            }),
         },
         scaling: Some(ThroughputSource::Weak),
         ops_regex: r"ops=(\d+)".into(),

@@ -83,9 +83,10 @@ pub fn cached_switch_cost(config: &SamplingConfig) -> Option<SwitchCost> {
     };
     let low = super::MIN_ADAPTIVE_HZ.min(config.frequency);
     let high_ns = at(config.frequency)?;
-    // Nothing measurable at the low rate: all of it grows with the rate.
+    // Nothing measurable at the low rate, twice (the host's noise): taken as the high
+    // rate's, so that no rate is thought to save any of it.
     let low_ns = if low < config.frequency {
-        at(low).unwrap_or(0.0)
+        at(low).or_else(|| at(low)).unwrap_or(high_ns)
     } else {
         high_ns
     };
@@ -95,15 +96,19 @@ pub fn cached_switch_cost(config: &SamplingConfig) -> Option<SwitchCost> {
     ))
 }
 
-/// Sleeps per window, and how long each asks for.
-const SLEEPS: u32 = 300;
+/// Sleeps per window (about 55 ms of them here), how long each asks for, and the pairs of
+/// windows. Shorter windows miss most of the cost: 300 sleeps (8 ms) read 0.4–1.3 µs a
+/// block at 49 Hz where a whole run of them, and 2000-sleep windows, paid 4–10 µs; what
+/// builds up over the first milliseconds of the events being on is not known.
+const SLEEPS: u32 = 2000;
 const SLEEP: Duration = Duration::from_micros(10);
+const SWITCH_ROUNDS: usize = 7;
 
 /// What a block costs a thread with the sampler's events on it at `hz`, measured now: a
 /// thread of its own, with the events the sampler puts on a workload (a sampling event
 /// and a command-name event per CPU), sleeps [`SLEEPS`] times a window, with the events
-/// on in every other window; the median of the windows' differences per sleep. `None`
-/// where the events cannot be opened or no cost shows.
+/// on in every other window; the median of the [`SWITCH_ROUNDS`] windows' differences per
+/// sleep (about 0.8 s). `None` where the events cannot be opened or no cost shows.
 fn switch_cost_ns(config: &SamplingConfig, hz: u64) -> Option<f64> {
     let config = SamplingConfig {
         frequency: hz,
@@ -116,8 +121,8 @@ fn switch_cost_ns(config: &SamplingConfig, hz: u64) -> Option<f64> {
             // SAFETY: prctl with PR_SET_TIMERSLACK takes a value and no pointers.
             unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong) };
             let rings = open_set_on_self(&config)?;
-            sleeps(SLEEPS); // the first sleeps wake a colder path
-            measure_switches(&rings).or_else(|| measure_switches(&rings))
+            sleeps(SLEEPS / 4); // the first sleeps wake a colder path
+            measure_switches(&rings)
         })
         .join()
         .ok()
@@ -145,10 +150,10 @@ fn open_set_on_self(config: &SamplingConfig) -> Option<Vec<Ring>> {
     Some(rings)
 }
 
-/// One measurement of the switch cost: the median over [`ROUNDS`] pairs of windows.
+/// One measurement of the switch cost: the median over [`SWITCH_ROUNDS`] pairs of windows.
 fn measure_switches(rings: &[Ring]) -> Option<f64> {
-    let mut added = Vec::with_capacity(ROUNDS);
-    for _ in 0..ROUNDS {
+    let mut added = Vec::with_capacity(SWITCH_ROUNDS);
+    for _ in 0..SWITCH_ROUNDS {
         let clean = sleeps(SLEEPS);
         rings.iter().for_each(|r| set_enabled(r, true));
         let traced = sleeps(SLEEPS);

@@ -30,9 +30,7 @@ mod stacks;
 pub use cost::{cached_sample_cost_ns, cached_switch_cost};
 pub use maps::MapStats;
 use maps::{MapSource, MapTracker, ProcSource};
-pub use rate::{
-    blocking_ceiling, cost_ceiling, point_frequency, MIN_ADAPTIVE_HZ, SAMPLER_SHARE, TARGET_SAMPLES,
-};
+pub use rate::{cost_ceiling, point_frequency, MIN_ADAPTIVE_HZ, SAMPLER_SHARE, TARGET_SAMPLES};
 use ring::Ring;
 pub use stacks::delta_encoded;
 use stacks::StackKeys;
@@ -60,10 +58,6 @@ pub struct SamplingConfig {
     /// Choose each point's rate from its clean repeats ([`point_frequency`]), with
     /// `frequency` the most: false where the user chose the rate.
     pub adaptive: bool,
-    /// What a sample and a block cost here (measured before the sweep): an adaptive rate
-    /// keeps both within the sampler's share ([`blocking_ceiling`]).
-    pub sample_cost_ns: Option<f64>,
-    pub switch_cost: Option<scalprof_model::SwitchCost>,
 }
 
 /// The most a stack copy grows to by itself (`--stack-size` goes to 63 KiB): 32 KiB walked
@@ -85,8 +79,6 @@ impl Default for SamplingConfig {
             delta_stacks: true,
             mapping_records: std::env::var_os("SCALPROF_MAPPING_RECORDS").is_some_and(|v| v == "1"),
             adaptive: false,
-            sample_cost_ns: None,
-            switch_cost: None,
         }
     }
 }

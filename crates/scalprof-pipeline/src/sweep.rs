@@ -234,11 +234,7 @@ fn create_run<'a>(
     host: scalprof_model::Host,
     commit: Option<String>,
 ) -> Result<(Recorder<'a>, SweepPlan, Option<String>)> {
-    let costs = plan::Costs {
-        pmu: host.pmu,
-        sample_ns: host.sample_cost_ns,
-        switch: host.switch_cost,
-    };
+    let (host_pmu, sample_cost_ns) = (host.pmu, host.sample_cost_ns);
     let new = new_run(opts, checked, host, commit);
     let id = store.create_run(&new)?;
     // Checked to be ours and made owner-only, not through another user's link.
@@ -255,7 +251,7 @@ fn create_run<'a>(
         }
         Err(e) => Some(e.to_string()),
     };
-    let plan = sweep_plan(opts, checked, costs, output_dir);
+    let plan = sweep_plan(opts, checked, host_pmu, sample_cost_ns, output_dir);
     Ok((Recorder::new(store, id, header), plan, unsealed))
 }
 

@@ -376,19 +376,7 @@ impl Progress {
                 value,
                 hz,
                 cpu_s,
-                blocks: Some(blocks),
-                ..
-            } => format!(
-                "scalprof: at {} {value}, sampling at {hz} Hz: its runs block {blocks} times in {cpu_s:.2} CPU seconds, and the sampler's events cost each block more the higher the rate; {hz} Hz keeps them and the samples to 1% of the CPU time (about {} samples a run; -F sets the rate)",
-                self.parameter,
-                (hz as f64 * cpu_s).round()
-            ),
-            SweepEvent::RateChosen {
-                value,
-                hz,
-                cpu_s,
                 target,
-                blocks: None,
             } => format!(
                 "scalprof: at {} {value}, sampling at {hz} Hz: about {} samples from {cpu_s:.1} CPU seconds a run, for a target of {target} (-F sets the rate)",
                 self.parameter,

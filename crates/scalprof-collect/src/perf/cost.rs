@@ -70,8 +70,9 @@ pub(crate) fn kept_or_measured(
 /// once a boot like [`cached_sample_cost_ns`] at the lowest adaptive rate and at the
 /// sampler's (`config.frequency`). A thread's sampling events go out and in with it:
 /// their timer is cancelled and started again, which on a virtual machine reprograms an
-/// emulated timer (2-5 µs a block here at 645 Hz, under 1 µs at 49 Hz). No sample shows
-/// it, so a program that blocks often pays what the sampler's interrupts do not explain.
+/// emulated timer (10–13 µs a block on the 2-CPU VM at 645–717 Hz, 1–8 µs at 49 Hz). No
+/// sample shows it, so a program that blocks often pays what the sampler's interrupts do
+/// not explain.
 pub fn cached_switch_cost(config: &SamplingConfig) -> Option<SwitchCost> {
     let at = |hz: u64| {
         let key = format!("{} pmu={} hz={hz}", boot_key(), config.use_pmu);

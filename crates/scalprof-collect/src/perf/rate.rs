@@ -24,31 +24,6 @@ pub fn cost_ceiling(cost_ns: f64) -> Option<u64> {
     Some(if hz % 2 == 1 { hz } else { hz - 1 })
 }
 
-/// The highest rate at which the sampler's interrupts and the part of its events' cost per
-/// block that grows with the rate keep within [`SAMPLER_SHARE`] of the CPU time of a point
-/// whose clean repeats took `cpu_s` CPU seconds and switched `switches` times each (the
-/// medians): `None` where they did not switch. A program that blocks often pays its
-/// sampling events at every block, not only at every sample: journal_sync, 281 blocks in
-/// 9 ms of CPU, samples at 49 Hz, a CPU-bound program as before. What the events cost by
-/// being there, at any rate, no rate saves (the tracing line counts it).
-pub fn blocking_ceiling(
-    cpu_s: f64,
-    switches: u64,
-    sample_cost_ns: f64,
-    switch: &scalprof_model::SwitchCost,
-) -> Option<u64> {
-    if !(cpu_s.is_finite() && cpu_s > 0.0) || switches == 0 {
-        return None;
-    }
-    // ns of the run per sample a second: the samples it gets, and its blocks' growth.
-    let per_hz_ns = cpu_s * sample_cost_ns + switches as f64 * switch.per_hz_ns;
-    if !(per_hz_ns.is_finite() && per_hz_ns > 0.0) {
-        return None;
-    }
-    let hz = ((SAMPLER_SHARE * cpu_s * 1e9 / per_hz_ns).floor() as u64).max(MIN_ADAPTIVE_HZ);
-    Some(if hz % 2 == 1 { hz } else { hz - 1 })
-}
-
 /// The rate for a point whose clean repeats took `cpu_s` CPU seconds each (user and
 /// system, all threads; the median): what gives about [`TARGET_SAMPLES`] samples, between
 /// [`MIN_ADAPTIVE_HZ`] and `ceiling` (the default or the data-rate limit). A one-second
@@ -85,30 +60,5 @@ mod tests {
         assert_eq!(cost_ceiling(1e6), Some(MIN_ADAPTIVE_HZ));
         assert_eq!(cost_ceiling(0.0), None);
         assert_eq!(cost_ceiling(f64::NAN), None);
-    }
-
-    #[test]
-    fn a_program_that_blocks_often_samples_slower() {
-        let switch = scalprof_model::SwitchCost {
-            base_ns: 600.0,
-            per_hz_ns: 6.5,
-        };
-        // journal_sync at 1 thread: 281 blocks in 9 ms of CPU; 15.4 µs a sample.
-        assert_eq!(
-            blocking_ceiling(0.009, 281, 15_400.0, &switch),
-            Some(MIN_ADAPTIVE_HZ)
-        );
-        // gil_handoff at 2: 2388 blocks in 0.119 s: 68 Hz, odd, within 1% of the CPU time.
-        let hz = blocking_ceiling(0.119, 2388, 15_400.0, &switch).unwrap();
-        assert_eq!(hz, 67);
-        let cost = hz as f64 * (0.119 * 15_400.0 + 2388.0 * 6.5);
-        assert!(cost <= SAMPLER_SHARE * 0.119e9, "{cost}");
-        // CPU-bound, a few blocks: the interrupts' own ceiling, near enough.
-        let hz = blocking_ceiling(0.5, 10, 15_400.0, &switch).unwrap();
-        assert_eq!(hz, 643);
-        assert_eq!(cost_ceiling(15_400.0), Some(649));
-        // No block, or nothing measured: no ceiling of its own.
-        assert_eq!(blocking_ceiling(0.5, 0, 15_400.0, &switch), None);
-        assert_eq!(blocking_ceiling(0.0, 10, 15_400.0, &switch), None);
     }
 }

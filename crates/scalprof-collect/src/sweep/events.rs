@@ -80,14 +80,12 @@ pub enum SweepEvent<'a> {
         to: u32,
     },
     /// The traced repeats at `value` sample at `hz`: what gives about `target` samples
-    /// from clean repeats of `cpu_s` CPU seconds, or, where `blocks` is set, the most
-    /// that keeps the sampler's cost to its share for runs that block that many times.
+    /// from clean repeats of `cpu_s` CPU seconds.
     RateChosen {
         value: u64,
         hz: u64,
         cpu_s: f64,
         target: u64,
-        blocks: Option<u64>,
     },
     /// A watch window finished (`scalprof watch`): its level, concurrency and throughput.
     /// A window that joins a level was handed over as a repeat of its point just before.

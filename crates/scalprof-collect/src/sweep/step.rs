@@ -28,9 +28,8 @@ pub(super) struct SweepState {
     pub(super) quota: Option<QuotaMeter>,
     /// The sampling rate chosen per point is at most this (the rate the sweep began with).
     pub(super) ceiling_hz: Option<u64>,
-    /// The CPU seconds and context switches of the clean repeats so far, by point: what
-    /// sets its rate.
-    pub(super) clean_cpu_s: Vec<(u64, f64, u64)>,
+    /// The CPU seconds of the clean repeats so far, by point: what sets its rate.
+    pub(super) clean_cpu_s: Vec<(u64, f64)>,
 }
 
 /// How one execution went.
@@ -152,11 +151,7 @@ fn execute(
     let mut repeat = repeat_of(step, &r, ops, counter.take(), spec, interference);
     repeat.throttling = throttling;
     if kind == RepeatKind::Clean && r.exit_code == Some(0) {
-        state.clean_cpu_s.push((
-            value,
-            r.user_s + r.sys_s,
-            r.voluntary_csw + r.involuntary_csw,
-        ));
+        state.clean_cpu_s.push((value, r.user_s + r.sys_s));
     }
     hand_over(sink, step, &repeat, collected)?;
     if traced {
@@ -179,25 +174,18 @@ pub(super) fn choose_rate(
     ) else {
         return Ok(());
     };
-    let runs = || state.clean_cpu_s.iter().filter(|(v, ..)| *v == value);
-    let mut cpu: Vec<f64> = runs().map(|(_, s, _)| *s).collect();
-    let mut switches: Vec<u64> = runs().map(|(.., n)| *n).collect();
+    let mut cpu: Vec<f64> = state
+        .clean_cpu_s
+        .iter()
+        .filter(|(v, _)| *v == value)
+        .map(|(_, s)| *s)
+        .collect();
     if cpu.is_empty() {
         return Ok(()); // no clean repeat succeeded: keep the rate
     }
     cpu.sort_by(f64::total_cmp);
-    switches.sort_unstable();
-    let (cpu_s, switches) = (cpu[cpu.len() / 2], switches[switches.len() / 2]);
-    // A program that blocks often pays the sampler's events at every block; a few
-    // blocks (under a tenth of the rate) leave the ceiling as it is.
-    let blocking = match (config.sample_cost_ns, config.switch_cost.as_ref()) {
-        (Some(sample), Some(switch)) => {
-            crate::perf::blocking_ceiling(cpu_s, switches, sample, switch)
-                .filter(|&hz| (hz as f64) < 0.9 * ceiling as f64)
-        }
-        _ => None,
-    };
-    let hz = crate::perf::point_frequency(cpu_s, blocking.unwrap_or(ceiling));
+    let cpu_s = cpu[cpu.len() / 2];
+    let hz = crate::perf::point_frequency(cpu_s, ceiling);
     if hz == config.frequency {
         return Ok(());
     }
@@ -209,7 +197,6 @@ pub(super) fn choose_rate(
             hz,
             cpu_s,
             target: crate::perf::TARGET_SAMPLES as u64,
-            blocks: blocking.filter(|&b| hz == b).map(|_| switches),
         },
     )
 }

@@ -316,13 +316,7 @@ fn each_point_samples_at_the_rate_its_clean_repeats_call_for_unless_the_user_cho
         quota: None,
         ceiling_hz: Some(999),
         // Point 1: a disturbed repeat among three (the median counts); point 2 long.
-        clean_cpu_s: vec![
-            (1, 0.5, 5),
-            (1, 8.0, 5),
-            (4, 40.0, 5),
-            (1, 9.0, 5),
-            (8, 0.9, 5),
-        ],
+        clean_cpu_s: vec![(1, 0.5), (1, 8.0), (4, 40.0), (1, 9.0), (8, 0.9)],
     };
     let mut sink = Rates(Vec::new());
     let rate = |state: &super::step::SweepState| state.on.sampling.as_ref().unwrap().frequency;
@@ -342,63 +336,6 @@ fn each_point_samples_at_the_rate_its_clean_repeats_call_for_unless_the_user_cho
     state.on.sampling.as_mut().unwrap().adaptive = false;
     super::step::choose_rate(4, &mut sink, &mut state).unwrap();
     assert_eq!(rate(&state), 999);
-}
-
-/// A sink that keeps the rates the sweep chose and the blocks that bound them.
-struct BlockRates(Vec<(u64, u64, Option<u64>)>);
-
-impl SweepSink for BlockRates {
-    fn event(&mut self, event: SweepEvent<'_>) -> Result<(), crate::SinkError> {
-        if let SweepEvent::RateChosen {
-            value, hz, blocks, ..
-        } = event
-        {
-            self.0.push((value, hz, blocks));
-        }
-        Ok(())
-    }
-}
-
-#[test]
-fn a_point_whose_runs_block_often_samples_slower_and_says_why() {
-    let sampling = crate::perf::SamplingConfig {
-        adaptive: true,
-        frequency: 645,
-        sample_cost_ns: Some(15_400.0),
-        switch_cost: Some(scalprof_model::SwitchCost {
-            base_ns: 600.0,
-            per_hz_ns: 6.5,
-        }),
-        ..Default::default()
-    };
-    let mut state = super::step::SweepState {
-        on: super::Enabled {
-            sampling: Some(sampling),
-            locks: None,
-        },
-        count_pmu: false,
-        cpus: 2,
-        quota: None,
-        ceiling_hz: Some(645),
-        // Point 1 blocks 2388 times in 0.119 CPU seconds (the median run); point 2 is as
-        // short and hardly blocks.
-        clean_cpu_s: vec![
-            (1, 0.119, 2388),
-            (1, 0.2, 3000),
-            (1, 0.1, 2000),
-            (2, 0.1, 5),
-        ],
-    };
-    let mut sink = BlockRates(Vec::new());
-    super::step::choose_rate(1, &mut sink, &mut state).unwrap();
-    super::step::choose_rate(2, &mut sink, &mut state).unwrap();
-    assert_eq!(sink.0, [(1, 67, Some(2388)), (2, 645, None)]);
-    // Without the costs measured, the rule is the samples' alone: the ceiling.
-    let sampling = state.on.sampling.as_mut().unwrap();
-    sampling.switch_cost = None;
-    sampling.frequency = 49;
-    super::step::choose_rate(1, &mut sink, &mut state).unwrap();
-    assert_eq!(sink.0.last(), Some(&(1, 645, None)));
 }
 
 #[test]

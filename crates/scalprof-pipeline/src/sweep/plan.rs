@@ -6,14 +6,6 @@ use scalprof_model::SweepParameter;
 
 use crate::options::RunOptions;
 
-/// What the host lets the sampler do and what it costs there (measured before the sweep).
-pub(super) struct Costs {
-    /// Whether the sampler may use the hardware counters.
-    pub(super) pmu: bool,
-    pub(super) sample_ns: Option<f64>,
-    pub(super) switch: Option<scalprof_model::SwitchCost>,
-}
-
 /// The most samples a second where the rate is not the user's: no more than keep the
 /// sampler to its share of a thread at what a sample costs here.
 pub(super) fn ceiling(
@@ -30,11 +22,13 @@ pub(super) fn ceiling(
 }
 
 /// What the sweep executes: the points, repeats and hooks asked for, and the sampler and
-/// tracer only where the traced repeats run.
+/// tracer only where the traced repeats run (`host_pmu`: whether the sampler may use the
+/// hardware counters).
 pub(super) fn sweep_plan(
     opts: &RunOptions,
     checked: &crate::check::Checked,
-    costs: Costs,
+    host_pmu: bool,
+    sample_cost_ns: Option<f64>,
     output_dir: std::path::PathBuf,
 ) -> SweepPlan {
     let tracing = (opts.sampling.is_some() || opts.locks.is_some()) && opts.diagnose > 0;
@@ -72,10 +66,8 @@ pub(super) fn sweep_plan(
             sweep::OutputPolicy::ops_lines(&checked.ops_regex)
         },
         sampling: opts.sampling.clone().filter(|_| tracing).map(|mut c| {
-            c.use_pmu = costs.pmu;
-            c.frequency = ceiling(&c, costs.sample_ns);
-            c.sample_cost_ns = costs.sample_ns;
-            c.switch_cost = costs.switch;
+            c.use_pmu = host_pmu;
+            c.frequency = ceiling(&c, sample_cost_ns);
             c
         }),
         locks: opts.locks.clone().filter(|_| tracing).map(|mut c| {

@@ -7,8 +7,9 @@ each run document, the point's measured slowdown (traced vs clean throughput) an
 each in % of the traced repeats' CPU time (the sampler's: of each running thread's time):
 
   sampler     the sampler's interrupts at the point's rate (host.sample_cost_ns x rate)
-  blocks      the sampler's events at each block: the traced repeats' context switches x
-              what one costs at the point's rate (host.switch_cost)
+  blocks      the sampler's events at each block, a bound outside `accounted`: the traced
+              repeats' context switches x what one costs at the point's rate, measured on
+              10 us sleeps (host.switch_cost); longer blocks cost less
   records     samples in the kernel's records for the sampler
   traps       uprobe traps: the larger of their samples and Go hits x the cost of one
   bpf         the tracer's BPF programs: the larger of their samples and the kernel's timing,
@@ -70,8 +71,7 @@ def parts(doc, p):
     blocks = sum(r.get("voluntary_csw", 0) + r.get("involuntary_csw", 0) for r in traced)
     out["blocks"] = pct_cpu(blocks * (switch["base_ns"] + switch["per_hz_ns"] * prof["frequency"])) \
         if switch else 0.0
-    out["accounted"] = sum(out[k] for k in ("sampler", "blocks", "records", "traps", "bpf",
-                                            "holds"))
+    out["accounted"] = sum(out[k] for k in ("sampler", "records", "traps", "bpf", "holds"))
     return out
 
 

@@ -136,23 +136,11 @@ pub fn record_with(
     // What the workload leaves running is reparented to scalprof, and reported.
     scalprof_collect::exec::become_subreaper();
     let mut host = scalprof_collect::host::probe();
-    // Once the command is known to run: what a sample costs here (see `Host`).
+    // Once the command is known to run: what the sampler costs here (see `Host`).
     if opts.diagnose > 0 {
-        host.sample_cost_ns = opts.sampling.as_ref().and_then(|c| {
-            scalprof_collect::perf::cached_sample_cost_ns(&scalprof_collect::perf::SamplingConfig {
-                use_pmu: host.pmu,
-                ..c.clone()
-            })
-        });
-        // And what a block costs at the rate the sweep may sample at.
-        host.switch_cost = opts.sampling.as_ref().and_then(|c| {
-            let mut c = scalprof_collect::perf::SamplingConfig {
-                use_pmu: host.pmu,
-                ..c.clone()
-            };
-            c.frequency = plan::ceiling(&c, host.sample_cost_ns);
-            scalprof_collect::perf::cached_switch_cost(&c)
-        });
+        if let Some(c) = &opts.sampling {
+            plan::measure_sampler(&mut host, c);
+        }
     }
     let commit = crate::commit::commit_of(
         opts.commit.as_deref(),

@@ -21,6 +21,22 @@ pub(super) fn ceiling(
     }
 }
 
+/// What the sampler costs the threads it samples on this host, measured once a boot: a
+/// sample (`host.sample_cost_ns`), and a block at the rate the sweep may sample at
+/// (`host.switch_cost`).
+pub(super) fn measure_sampler(
+    host: &mut scalprof_model::Host,
+    sampling: &scalprof_collect::perf::SamplingConfig,
+) {
+    let mut c = scalprof_collect::perf::SamplingConfig {
+        use_pmu: host.pmu,
+        ..sampling.clone()
+    };
+    host.sample_cost_ns = scalprof_collect::perf::cached_sample_cost_ns(&c);
+    c.frequency = ceiling(&c, host.sample_cost_ns);
+    host.switch_cost = scalprof_collect::perf::cached_switch_cost(&c);
+}
+
 /// What the sweep executes: the points, repeats and hooks asked for, and the sampler and
 /// tracer only where the traced repeats run (`host_pmu`: whether the sampler may use the
 /// hardware counters).

@@ -134,7 +134,8 @@ fn switch_cost_ns(config: &SamplingConfig, hz: u64) -> Option<f64> {
 /// The sampler's events on this thread, one of each per online CPU, disabled: what it
 /// opens on a workload's threads.
 fn open_set_on_self(config: &SamplingConfig) -> Option<Vec<Ring>> {
-    let mut sampling = on_self_attr(config)?;
+    // The attributes the kernel took on this thread, opened on each CPU below.
+    let (mut sampling, _) = on_self(config)?;
     let mut names = sampling;
     names.type_ = sys::bindings::PERF_TYPE_SOFTWARE;
     names.config = sys::bindings::PERF_COUNT_SW_DUMMY as u64;
@@ -153,20 +154,39 @@ fn open_set_on_self(config: &SamplingConfig) -> Option<Vec<Ring>> {
 
 /// One measurement of the switch cost: the median over [`SWITCH_ROUNDS`] pairs of windows.
 fn measure_switches(rings: &[Ring]) -> Option<f64> {
-    let mut added = Vec::with_capacity(SWITCH_ROUNDS);
-    for _ in 0..SWITCH_ROUNDS {
-        let clean = sleeps(SLEEPS);
-        rings.iter().for_each(|r| set_enabled(r, true));
-        let traced = sleeps(SLEEPS);
-        rings.iter().for_each(|r| {
-            set_enabled(r, false);
-            r.discard();
-        });
-        added.push(traced - clean);
-    }
-    added.sort_by(f64::total_cmp);
-    let median = *added.get(added.len() / 2)?;
-    (median.is_finite() && median > 0.0).then_some(median)
+    let added = paired_windows(rings, SWITCH_ROUNDS, || sleeps(SLEEPS))
+        .into_iter()
+        .map(|(clean, traced)| traced - clean)
+        .collect();
+    median(added).filter(|m| m.is_finite() && *m > 0.0)
+}
+
+/// `rounds` pairs of windows, each `(without, with)` the events in `rings` on: a window
+/// without them, then one with them, which are then switched off and their records
+/// dropped. What `window` returns is the window's figure (a rate, a time per call).
+fn paired_windows(
+    rings: &[Ring],
+    rounds: usize,
+    mut window: impl FnMut() -> f64,
+) -> Vec<(f64, f64)> {
+    (0..rounds)
+        .map(|_| {
+            let without = window();
+            rings.iter().for_each(|r| set_enabled(r, true));
+            let with = window();
+            rings.iter().for_each(|r| {
+                set_enabled(r, false);
+                r.discard();
+            });
+            (without, with)
+        })
+        .collect()
+}
+
+/// The median of some figures (the upper one of an even count); `None` of none.
+pub(crate) fn median(mut figures: Vec<f64>) -> Option<f64> {
+    figures.sort_by(f64::total_cmp);
+    figures.get(figures.len() / 2).copied()
 }
 
 /// Sleeps `n` times; returns the nanoseconds one sleep took.
@@ -229,19 +249,12 @@ fn sample_cost_ns(config: &SamplingConfig) -> Option<f64> {
 
 /// One measurement: the median over [`ROUNDS`] pairs of windows.
 fn measure(ring: &Ring) -> Option<f64> {
-    let mut ratios = Vec::with_capacity(ROUNDS);
-    for _ in 0..ROUNDS {
-        let clean = spin_for(WINDOW);
-        set_enabled(ring, true);
-        let sampled = spin_for(WINDOW);
-        set_enabled(ring, false);
-        ring.discard();
-        if clean > 0.0 {
-            ratios.push(sampled / clean);
-        }
-    }
-    ratios.sort_by(f64::total_cmp);
-    let median = *ratios.get(ratios.len() / 2)?;
+    let ratios = paired_windows(std::slice::from_ref(ring), ROUNDS, || spin_for(WINDOW))
+        .into_iter()
+        .filter(|(clean, _)| *clean > 0.0)
+        .map(|(clean, sampled)| sampled / clean)
+        .collect();
+    let median = median(ratios)?;
     // The share of a second the samples took, over the samples in that second.
     let cost = (1.0 - median) / CALIBRATION_HZ as f64 * 1e9;
     (cost.is_finite() && cost > 0.0).then_some(cost)
@@ -252,14 +265,13 @@ const ANY_CPU: u32 = u32::MAX;
 
 /// The sampler's event on this thread alone, disabled, without side-band records.
 fn open_on_self(config: &SamplingConfig) -> Option<OwnedFd> {
-    let mut attr = on_self_attr(config)?;
-    super::open_event(&mut attr, 0, ANY_CPU).ok()
+    on_self(config).map(|(_, fd)| fd)
 }
 
-/// The sampler's event as it opens on this thread: the first of the hardware cycles
-/// (where `config` asks for them), cpu-clock and cpu-clock of user space alone that the
-/// kernel accepts; disabled, without side-band records.
-fn on_self_attr(config: &SamplingConfig) -> Option<sys::bindings::perf_event_attr> {
+/// The sampler's event as it opens on this thread, and the event: the first of the
+/// hardware cycles (where `config` asks for them), cpu-clock and cpu-clock of user space
+/// alone that the kernel accepts; disabled, without side-band records.
+fn on_self(config: &SamplingConfig) -> Option<(sys::bindings::perf_event_attr, OwnedFd)> {
     for (cycles, kernel) in [(config.use_pmu, true), (false, true), (false, false)] {
         let mut attr = Sampler::new(config.clone()).attr(cycles, kernel, true);
         attr.set_disabled(1);
@@ -269,8 +281,7 @@ fn on_self_attr(config: &SamplingConfig) -> Option<sys::bindings::perf_event_att
         attr.set_comm_exec(0);
         attr.set_task(0);
         if let Ok(fd) = super::open_event(&mut attr, 0, ANY_CPU) {
-            drop(fd);
-            return Some(attr);
+            return Some((attr, fd));
         }
     }
     None
@@ -359,8 +370,15 @@ mod tests {
     }
 
     /// The switch cost is measured on its own thread: positive and below a millisecond
-    /// (2-5 µs at 645 Hz on the CI machine, a VM, where it must show; a bare-metal
+    /// (10–13 µs at 645 Hz on the CI machine, a VM, where it must show; a bare-metal
     /// kernel's timers may cost too little to show against the sleeps' jitter).
+    #[test]
+    fn the_median_of_figures_is_their_middle_one() {
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), Some(3.0));
+        assert_eq!(median(Vec::new()), None);
+    }
+
     #[test]
     fn a_block_with_the_sampler_s_event_costs_a_measurable_time() {
         let Some(cost) = (0..3).find_map(|_| switch_cost_ns(&SamplingConfig::default(), 645))

@@ -104,12 +104,11 @@ fn hit_cost_ns(skel: &LocksSkel<'_>) -> Option<f64> {
         std::hint::black_box(x);
         start.elapsed().as_nanos() as f64
     };
-    let mut diffs: Vec<f64> = (0..ROUNDS)
+    let diffs: Vec<f64> = (0..ROUNDS)
         .map(|_| window(scalprof_probed_call) - window(scalprof_unprobed_call))
         .collect();
     drop(link);
-    diffs.sort_by(f64::total_cmp);
-    let cost = diffs[ROUNDS / 2] / f64::from(CALLS);
+    let cost = crate::perf::cost::median(diffs)? / f64::from(CALLS);
     (cost > 0.0).then_some(cost)
 }
 

@@ -59,6 +59,7 @@ fn build_bpf() {
     for (src, skel) in [
         ("src/bpf/locks.bpf.c", "locks.skel.rs"),
         ("src/bpf/delay.bpf.c", "delay.skel.rs"),
+        ("src/bpf/ticks.bpf.c", "ticks.skel.rs"),
     ] {
         build_one(src, skel);
     }

@@ -27,6 +27,8 @@ mod maps;
 mod rate;
 mod ring;
 mod stacks;
+#[cfg(feature = "bpf")]
+mod ticks;
 pub use cost::{cached_sample_cost_ns, cached_switch_cost};
 pub use maps::MapStats;
 use maps::{MapSource, MapTracker, ProcSource};
@@ -110,6 +112,16 @@ pub struct RawProfile {
     /// The attached processes as they were when sampling began: their command names and
     /// executable mappings (no record announces what was mapped before).
     pub initial: Vec<InitialProcess>,
+    /// The kernel's tick rate where the tick sampler took the samples (perf/ticks.rs);
+    /// `None`: a perf event did.
+    pub tick_hz: Option<u64>,
+    /// Why the tick sampler did not sample this execution, where it did not.
+    pub tick_refused: Option<String>,
+    /// Samples lost for want of room in the tick sampler's ring buffer.
+    pub lost_samples: u64,
+    /// Samples the tick sampler took, and the time its program spent taking them (ns).
+    pub tick_samples: u64,
+    pub tick_sample_ns: u64,
 }
 
 /// A process that ran before sampling began.
@@ -144,6 +156,7 @@ const SAMPLE_TYPE: u64 = (b::PERF_SAMPLE_IP
     | b::PERF_SAMPLE_STACK_USER) as u64;
 
 /// What the reader thread hands back.
+#[derive(Default)]
 struct Drained {
     /// To unmap.
     rings: Vec<Ring>,
@@ -153,6 +166,11 @@ struct Drained {
     /// The thread's own CPU time, reading included.
     cpu_ns: u64,
     maps: MapStats,
+    /// Tick samples the BPF ring buffer had no room for; those it took, and the time
+    /// its program spent on them.
+    lost: u64,
+    tick_samples: u64,
+    tick_ns: u64,
 }
 
 /// A sampler for one execution: attach before exec, finish after exit, then take.
@@ -169,6 +187,10 @@ pub struct Sampler {
     kernel: bool,
     only: Option<Vec<i32>>,
     initial: Vec<InitialProcess>,
+    /// The tick's rate where the tick sampler samples this execution.
+    tick_hz: Option<u64>,
+    /// Why the tick sampler does not (the perf event samples instead).
+    tick_refused: Option<String>,
 }
 
 impl Sampler {
@@ -185,6 +207,8 @@ impl Sampler {
             kernel: true,
             only: None,
             initial: Vec::new(),
+            tick_hz: None,
+            tick_refused: None,
         }
     }
 
@@ -319,7 +343,11 @@ impl Sampler {
         let mut attr = *sampling;
         attr.type_ = b::PERF_TYPE_SOFTWARE;
         attr.config = b::PERF_COUNT_SW_DUMMY as u64;
-        attr.set_task(0);
+        // The forks and exits come with the samples' event, except under the tick
+        // sampler, which has none.
+        attr.set_task(u64::from(self.tick_hz.is_some()));
+        attr.set_freq(0);
+        attr.__bindgen_anon_1.sample_period = 0;
         attr.set_comm(1);
         attr.set_comm_exec(1);
         // Woken at every record: one byte of watermark.
@@ -414,6 +442,14 @@ impl Attach for Sampler {
                 })
                 .collect();
         }
+        #[cfg(feature = "bpf")]
+        match ticks::plan(&self.config) {
+            Ok(plan) => match self.attach_ticks(pid, attached, plan) {
+                Ok(()) => return Ok(()),
+                Err(why) => self.tick_refused = Some(why),
+            },
+            Err(why) => self.tick_refused = Some(why),
+        }
         self.open_all(pid, !attached.is_empty())?;
         let buffers = std::mem::take(&mut self.buffers);
         let stop = self.stop.clone();
@@ -422,7 +458,7 @@ impl Attach for Sampler {
             .enabled(!self.config.mapping_records);
         let handle = std::thread::Builder::new()
             .name("scalprof-sampler".into())
-            .spawn(move || read_loop(buffers, keys, tracker, &mut ProcSource::new(), &stop))
+            .spawn(move || read_loop(buffers, keys, tracker, &mut ProcSource::new(), &stop, None))
             .map_err(ProfilingError::Thread)?;
         self.reader = Some(handle);
         Ok(())
@@ -447,6 +483,11 @@ impl Attach for Sampler {
                     maps: d.maps,
                     only: self.only.take(),
                     initial: std::mem::take(&mut self.initial),
+                    tick_hz: self.tick_hz,
+                    tick_refused: self.tick_refused.take(),
+                    lost_samples: d.lost,
+                    tick_samples: d.tick_samples,
+                    tick_sample_ns: d.tick_ns,
                 });
             }
         }
@@ -459,6 +500,7 @@ fn read_loop(
     mut tracker: MapTracker,
     source: &mut dyn MapSource,
     stop: &AtomicBool,
+    mut ticks: Option<&mut dyn TickSource>,
 ) -> Drained {
     // The reader competes with a workload that keeps every CPU busy; when it waits for a
     // CPU the rings fill and samples are lost. A little more weight than the workload's
@@ -484,6 +526,9 @@ fn read_loop(
         for r in &mut rings {
             r.drain(&mut out, &mut keys, &mut tracker, &mut samples, &mut bad);
         }
+        if let Some(t) = ticks.as_deref_mut() {
+            t.drain(&mut out, &mut keys, &mut tracker, &mut samples, &mut bad);
+        }
         tracker.resolve(source, &mut out);
         if done {
             break;
@@ -505,7 +550,26 @@ fn read_loop(
         bad,
         cpu_ns: thread_cpu_ns(),
         maps: tracker.stats(),
+        lost: ticks.as_deref().map_or(0, |t| t.lost()),
+        tick_samples: ticks.as_deref().map_or(0, |t| t.taken()),
+        tick_ns: ticks.as_deref().map_or(0, |t| t.spent_ns()),
     }
+}
+
+/// Samples that come from elsewhere than the perf rings (the tick sampler), drained with
+/// them.
+trait TickSource {
+    fn drain(
+        &mut self,
+        out: &mut Vec<u8>,
+        keys: &mut StackKeys,
+        tracker: &mut MapTracker,
+        samples: &mut u64,
+        bad: &mut u64,
+    );
+    fn lost(&self) -> u64;
+    fn taken(&self) -> u64;
+    fn spent_ns(&self) -> u64;
 }
 
 /// This process's CPU time so far (all its threads, user and system), in ns.

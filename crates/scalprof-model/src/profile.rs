@@ -53,6 +53,17 @@ pub struct ProfileStats {
     /// not (at most [`MAX_UNREADABLE`]): their frames have no names, or no inlined ones.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unreadable_binaries: Vec<Unreadable>,
+    /// The kernel's tick rate (HZ) where scalprof's BPF program took the samples at the
+    /// tick, with no perf event of their own (nothing switched at a thread's blocks); 0:
+    /// a perf event took them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tick_hz: u64,
+    /// Samples taken at the tick, and the time the program spent taking them (measured in
+    /// it, in ns): the sampler's cost per sample.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tick_samples: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tick_sample_ns: u64,
 }
 
 /// A file the samples ran in that could not be read, or whose DWARF alone was refused
@@ -154,6 +165,9 @@ impl ProfileStats {
         self.record_cpu_ns += o.record_cpu_ns;
         self.process_cpu_ns += o.process_cpu_ns;
         self.unmapped_processes += o.unmapped_processes;
+        self.tick_hz = self.tick_hz.max(o.tick_hz);
+        self.tick_samples += o.tick_samples;
+        self.tick_sample_ns += o.tick_sample_ns;
         for b in &o.unreadable_binaries {
             self.note_unreadable(b.clone());
         }

@@ -56,6 +56,10 @@ pub fn repeat(
         p.stats.bad_records += raw.bad_records;
         p.stats.record_cpu_ns = raw.record_cpu_ns;
         p.stats.unmapped_processes = raw.maps.unmapped_exits;
+        p.stats.lost_samples += raw.lost_samples;
+        p.stats.tick_hz = raw.tick_hz.unwrap_or(0);
+        p.stats.tick_samples = raw.tick_samples;
+        p.stats.tick_sample_ns = raw.tick_sample_ns;
         p.stats.process_cpu_ns =
             scalprof_collect::perf::process_cpu_ns().saturating_sub(cpu_before);
         Ok(p)

@@ -214,11 +214,12 @@ impl Costs {
             .as_ref()
             .filter(|_| cpu_ns > 0.0)
             .map_or(0.0, |l| 100.0 * l.tracer.bpf_run_ns as f64 / cpu_ns);
+        let sample_ns = match tick_sample_ns(profile) {
+            Some(ns) => Some(ns),
+            None => doc.host.sample_cost_ns,
+        };
         Some(Costs {
-            sampler: doc
-                .host
-                .sample_cost_ns
-                .map_or(0.0, |ns| sampler_share(ns, profile.frequency)),
+            sampler: sample_ns.map_or(0.0, |ns| sampler_share(ns, profile.frequency)),
             records: pct(stats.side_band_samples),
             traps: pct(stats.probe_samples).max(go_probe_share(p).unwrap_or(0.0)),
             programs: pct(in_programs).max(timed),
@@ -296,7 +297,11 @@ fn go_probe_share(p: &Point) -> Option<f64> {
 /// 11.6 ms a run by it, 1.7 ms slower in all), so it is said beside the parts.
 fn blocks_bound(doc: &RunDocument, p: &Point) -> Option<String> {
     let cost = doc.host.switch_cost?;
-    let hz = p.profile.as_ref()?.frequency;
+    let profile = p.profile.as_ref()?;
+    if profile.stats.tick_hz > 0 {
+        return None; // sampled at the tick: no event of its own to switch
+    }
+    let hz = profile.frequency;
     let traced = p.traced_repeats.iter().filter(|r| r.succeeded());
     let (runs, switches) = traced.fold((0u64, 0u64), |(n, s), r| {
         (n + 1, s + r.voluntary_csw + r.involuntary_csw)
@@ -331,12 +336,68 @@ fn sampler_share(cost_ns: f64, hz: u64) -> f64 {
 /// The sampler's interrupts, as a share of each running thread's time: what the samples
 /// cannot show of their own cost (measured before the sweep, see `Host::sample_cost_ns`).
 fn sampler_cost(doc: &RunDocument) -> Option<String> {
-    let cost_ns = doc.host.sample_cost_ns?;
-    // Each point's rate (chosen per point unless -F set it), else the run's.
-    let rates: Vec<u64> = doc
+    let ticks = tick_cost(doc);
+    let perf = perf_sampler_cost(doc);
+    match (ticks, perf) {
+        (Some(t), Some(p)) => Some(format!("{t}; at the other points {p}")),
+        (t, p) => t.or(p),
+    }
+}
+
+/// What one sample cost where the tick sampler took them, in ns: its program's time per
+/// sample, measured in the program.
+fn tick_sample_ns(profile: &scalprof_model::PointProfile) -> Option<f64> {
+    let st = &profile.stats;
+    (st.tick_hz > 0 && st.tick_samples > 0)
+        .then(|| st.tick_sample_ns as f64 / st.tick_samples as f64)
+}
+
+/// The tick sampler's cost, where it sampled (perf/ticks.rs in scalprof-collect): its
+/// program's time per sample, at the rates the points ran at.
+fn tick_cost(doc: &RunDocument) -> Option<String> {
+    let ticked: Vec<&scalprof_model::PointProfile> = doc
         .points
         .iter()
-        .filter_map(|p| Some(p.profile.as_ref()?.frequency))
+        .filter_map(|p| p.profile.as_ref())
+        .filter(|pr| pr.stats.tick_hz > 0)
+        .collect();
+    let hz = ticked.iter().map(|pr| pr.stats.tick_hz).max()?;
+    let samples: u64 = ticked.iter().map(|pr| pr.stats.tick_samples).sum();
+    let spent: u64 = ticked.iter().map(|pr| pr.stats.tick_sample_ns).sum();
+    let per = spent as f64 / samples.max(1) as f64;
+    let lo = ticked.iter().map(|pr| pr.frequency).min()?;
+    let hi = ticked.iter().map(|pr| pr.frequency).max()?;
+    let rates = if lo == hi {
+        format!("{hi} Hz")
+    } else {
+        format!("{lo}–{hi} Hz")
+    };
+    Some(format!(
+        "the sampler takes {:.2}% of each running thread's time at the kernel's {hz} Hz tick \
+         ({:.1} µs a sample at {rates}, timed in its program), and nothing when a thread \
+         blocks (it has no event of its own to switch)",
+        sampler_share(per, hi),
+        per / 1e3
+    ))
+}
+
+/// The perf event's cost where one sampled: its interrupts, measured before the sweep,
+/// and what its events cost at each block.
+fn perf_sampler_cost(doc: &RunDocument) -> Option<String> {
+    let cost_ns = doc.host.sample_cost_ns?;
+    // Each point's rate (chosen per point unless -F set it), else the run's.
+    let profiles: Vec<&scalprof_model::PointProfile> = doc
+        .points
+        .iter()
+        .filter_map(|p| p.profile.as_ref())
+        .collect();
+    if !profiles.is_empty() && profiles.iter().all(|pr| pr.stats.tick_hz > 0) {
+        return None;
+    }
+    let rates: Vec<u64> = profiles
+        .iter()
+        .filter(|pr| pr.stats.tick_hz == 0)
+        .map(|pr| pr.frequency)
         .filter(|&hz| hz > 0)
         .collect();
     let run_hz = doc.sampling.as_ref()?.frequency;

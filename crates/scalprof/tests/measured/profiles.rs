@@ -691,3 +691,74 @@ fn layout_flags_two_locks_on_one_line_and_works_without_debug_info() {
     let (ok, text) = layout(&[bin.as_os_str(), "--line-size".as_ref(), "48".as_ref()]);
     assert!(!ok && text.contains("power of two"), "{text}");
 }
+
+/// The tick sampler (a rate at or below the kernel's tick): its samples walk to the
+/// thread function in user space and name the system calls in the kernel, with none of
+/// the tick's own frames, the document says it sampled at the tick, and the tracing line
+/// states its cost in its program and nothing per block. The perf event, asked for by
+/// SCALPROF_SAMPLER=perf, profiles the same program to the same functions.
+#[test]
+#[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
+fn the_tick_sampler_profiles_user_and_kernel_code_without_its_own_frames() {
+    require_profiling();
+    let _turn = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("runs.db");
+    let program = corpus().join("syscall_loop");
+    let sweep = |sampler: &str, json: &Path| {
+        scalprof(&db)
+            .env("SCALPROF_SAMPLER", sampler)
+            .env("CORPUS_SCALE", "2")
+            .args(["run", "-t", "1", "--repeat", "2", "--diagnose", "2"])
+            .args(["--diagnose-max", "2", "-F", "99", "--no-locks", "--json"])
+            .arg(json)
+            .arg("--")
+            .arg(&program)
+            .arg("{threads}")
+            .assert()
+            .success();
+        serde_json::from_str::<serde_json::Value>(&std::fs::read_to_string(json).unwrap()).unwrap()
+    };
+    let tick = sweep("tick", &dir.path().join("tick.json"));
+    let stats = &tick["points"][0]["profile"]["stats"];
+    let hz = stats["tick_hz"].as_u64().expect("sampled at the tick");
+    assert!(matches!(hz, 100 | 250 | 300 | 1000), "{stats}");
+    let samples = stats["samples"].as_u64().unwrap();
+    assert!(samples > 50, "{stats}");
+    assert_eq!(stats["tick_samples"].as_u64(), Some(samples), "{stats}");
+    let stacks = folded(&db, 1);
+    let share = |needle: &str| {
+        let n: u64 = stacks
+            .iter()
+            .filter(|s| s.0.contains(needle))
+            .map(|s| s.1)
+            .sum();
+        n as f64 / samples as f64
+    };
+    assert!(share("worker") > 0.9, "{stacks:?}");
+    assert!(share("_[k]") > 0.3, "kernel frames: {stacks:?}");
+    assert!(share("__x64_sys_getppid_[k]") > 0.02, "{stacks:?}");
+    for own in ["hrtimer", "tick_nohz", "apic_timer", "bpf_"] {
+        assert_eq!(share(own), 0.0, "the tick's own frames ({own}): {stacks:?}");
+    }
+    let text = scalprof(&db)
+        .args(["show", "latest", "-v"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains(&format!("at the kernel's {hz} Hz tick"))
+            && text.contains("nothing when a thread blocks")
+            && !text.contains("times a traced run: up to"),
+        "{text}"
+    );
+
+    let perf = sweep("perf", &dir.path().join("perf.json"));
+    let stats = &perf["points"][0]["profile"]["stats"];
+    assert!(stats.get("tick_hz").is_none(), "{stats}");
+    let stacks = folded(&db, 1);
+    assert!(
+        stacks.iter().any(|s| s.0.contains("__x64_sys_getppid_[k]")),
+        "{stacks:?}"
+    );
+}

@@ -30,6 +30,14 @@ mod stacks;
 #[cfg(feature = "bpf")]
 mod ticks;
 pub use cost::{cached_sample_cost_ns, cached_switch_cost};
+#[cfg(feature = "bpf")]
+pub use ticks::tick_ceiling;
+
+/// Without BPF there is no tick sampler.
+#[cfg(not(feature = "bpf"))]
+pub fn tick_ceiling(_config: &SamplingConfig) -> Option<u64> {
+    None
+}
 pub use maps::MapStats;
 use maps::{MapSource, MapTracker, ProcSource};
 pub use rate::{cost_ceiling, point_frequency, MIN_ADAPTIVE_HZ, SAMPLER_SHARE, TARGET_SAMPLES};

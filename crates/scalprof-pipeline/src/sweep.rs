@@ -80,6 +80,8 @@ pub enum Event<'a> {
         was: u64,
         cost_ns: f64,
         share: f64,
+        /// The kernel's tick is the ceiling: the tick sampler takes the samples.
+        tick: bool,
     },
     /// A point's `done` clean repeats leave its throughput unsteady: the 80% interval of
     /// their mean is ±`spread` of it (more than [`STEADY`]), so another one runs.
@@ -169,15 +171,15 @@ pub fn record_with(
     if let Some(why) = &unsealed {
         observer.event(&Event::Unsealed { why });
     }
-    if let (Some(asked), Some(chosen), Some(cost_ns)) =
-        (opts.sampling.as_ref(), plan.sampling.as_ref(), plan_cost_ns)
-    {
-        if chosen.frequency < asked.frequency {
+    if let (Some(asked), Some(chosen)) = (opts.sampling.as_ref(), plan.sampling.as_ref()) {
+        let tick = scalprof_collect::perf::tick_ceiling(chosen) == Some(chosen.frequency);
+        if chosen.frequency < asked.frequency && (tick || plan_cost_ns.is_some()) {
             observer.event(&Event::SamplerCeiling {
                 hz: chosen.frequency,
                 was: asked.frequency,
-                cost_ns,
+                cost_ns: plan_cost_ns.unwrap_or(0.0),
                 share: scalprof_collect::perf::SAMPLER_SHARE,
+                tick,
             });
         }
     }

@@ -180,11 +180,17 @@ impl Observer for Progress {
                  command and ask before running it again\n",
                 scalprof_report::terminal_safe(why)
             )),
+            Event::SamplerCeiling { hz, was, tick, .. } if *tick => self.print(&format!(
+                "scalprof: sampling at {hz} Hz at most, not {was}: the kernel's tick takes the \
+                 samples here, with nothing switched when a thread blocks \
+                 (SCALPROF_SAMPLER=perf samples faster, with a perf event per thread)\n"
+            )),
             Event::SamplerCeiling {
                 hz,
                 was,
                 cost_ns,
                 share,
+                ..
             } => self.print(&format!(
                 "scalprof: sampling at {hz} Hz at most, not {was}: a sample costs {:.1} µs of \
                  the sampled thread on this machine, and the sampler keeps to {:.0}% of a \

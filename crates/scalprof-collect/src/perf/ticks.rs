@@ -86,7 +86,9 @@ pub(super) fn plan(config: &SamplingConfig) -> Result<TickPlan, String> {
         return Err("mapping records come from a perf event".into());
     }
     let hz = tick_hz().ok_or("the kernel's tick rate is not known")?;
-    if config.frequency > hz {
+    // A rate the user chose above the tick's is theirs to have; one chosen for them
+    // is held to the tick's (the sweep's ceiling says so).
+    if config.frequency > hz && !config.adaptive {
         return Err(format!(
             "{} Hz is above the tick's {hz} Hz",
             config.frequency
@@ -95,9 +97,19 @@ pub(super) fn plan(config: &SamplingConfig) -> Result<TickPlan, String> {
     let kernel = kernel_addresses().ok_or("the tick's timer is not in /proc/kallsyms")?;
     Ok(TickPlan {
         hz,
-        every: every_for(hz, config.frequency),
+        every: every_for(hz, config.frequency.min(hz)),
         kernel,
     })
+}
+
+/// The kernel's tick rate where the tick sampler samples a point with `config` at that
+/// rate or below: the most a rate chosen for the user gets.
+pub fn tick_ceiling(config: &SamplingConfig) -> Option<u64> {
+    let at_tick = SamplingConfig {
+        adaptive: true,
+        ..config.clone()
+    };
+    plan(&at_tick).ok().map(|p| p.hz)
 }
 
 /// Ticks per sample for a rate of `frequency`: the nearest, at least one.

@@ -6,16 +6,21 @@ use scalprof_model::SweepParameter;
 
 use crate::options::RunOptions;
 
-/// The most samples a second where the rate is not the user's: no more than keep the
-/// sampler to its share of a thread at what a sample costs here.
+/// The most samples a second where the rate is not the user's: the kernel's tick where
+/// the tick sampler takes them (nothing switched when a thread blocks, ~2 µs a sample:
+/// fewer samples, a cheaper observer), else no more than keep the perf event to its
+/// share of a thread at what a sample costs here.
 pub(super) fn ceiling(
     c: &scalprof_collect::perf::SamplingConfig,
     sample_cost_ns: Option<f64>,
 ) -> u64 {
-    match sample_cost_ns
-        .filter(|_| c.adaptive)
-        .and_then(scalprof_collect::perf::cost_ceiling)
-    {
+    if !c.adaptive {
+        return c.frequency;
+    }
+    if let Some(hz) = scalprof_collect::perf::tick_ceiling(c) {
+        return c.frequency.min(hz);
+    }
+    match sample_cost_ns.and_then(scalprof_collect::perf::cost_ceiling) {
         Some(most) => c.frequency.min(most),
         None => c.frequency,
     }

@@ -127,7 +127,8 @@ pub struct RawProfile {
     pub tick_refused: Option<String>,
     /// Samples lost for want of room in the tick sampler's ring buffer.
     pub lost_samples: u64,
-    /// Samples the tick sampler took, and the time its program spent taking them (ns).
+    /// Samples the tick sampler timed (those the host did not stop mid-sample), and the
+    /// time its program spent taking them (ns).
     pub tick_samples: u64,
     pub tick_sample_ns: u64,
 }
@@ -559,7 +560,7 @@ fn read_loop(
         cpu_ns: thread_cpu_ns(),
         maps: tracker.stats(),
         lost: ticks.as_deref().map_or(0, |t| t.lost()),
-        tick_samples: ticks.as_deref().map_or(0, |t| t.taken()),
+        tick_samples: ticks.as_deref().map_or(0, |t| t.timed()),
         tick_ns: ticks.as_deref().map_or(0, |t| t.spent_ns()),
     }
 }
@@ -576,7 +577,8 @@ trait TickSource {
         bad: &mut u64,
     );
     fn lost(&self) -> u64;
-    fn taken(&self) -> u64;
+    /// Samples whose time the program measured, and that time (ns).
+    fn timed(&self) -> u64;
     fn spent_ns(&self) -> u64;
 }
 

@@ -58,8 +58,9 @@ pub struct ProfileStats {
     /// a perf event took them.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub tick_hz: u64,
-    /// Samples taken at the tick, and the time the program spent taking them (measured in
-    /// it, in ns): the sampler's cost per sample.
+    /// Samples taken at the tick that the program timed (not those a virtual machine's host
+    /// stopped mid-sample), and the time it spent taking them (ns): the sampler's cost per
+    /// sample.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub tick_samples: u64,
     #[serde(default, skip_serializing_if = "is_zero")]

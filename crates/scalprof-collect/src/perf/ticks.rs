@@ -304,12 +304,12 @@ impl super::TickSource for TickSampler<'_> {
         self.skel.maps.bss_data.as_deref().map_or(0, |bss| bss.lost)
     }
 
-    fn taken(&self) -> u64 {
+    fn timed(&self) -> u64 {
         self.skel
             .maps
             .bss_data
             .as_deref()
-            .map_or(0, |bss| bss.taken)
+            .map_or(0, |bss| bss.timed)
     }
 
     fn spent_ns(&self) -> u64 {

@@ -725,7 +725,8 @@ fn the_tick_sampler_profiles_user_and_kernel_code_without_its_own_frames() {
     assert!(matches!(hz, 100 | 250 | 300 | 1000), "{stats}");
     let samples = stats["samples"].as_u64().unwrap();
     assert!(samples > 50, "{stats}");
-    assert_eq!(stats["tick_samples"].as_u64(), Some(samples), "{stats}");
+    let timed = stats["tick_samples"].as_u64().unwrap();
+    assert!(timed > samples / 2 && timed <= samples, "{stats}");
     let stacks = folded(&db, 1);
     let share = |needle: &str| {
         let n: u64 = stacks

@@ -6,10 +6,11 @@ For each program and thread count, ROUNDS fresh `scalprof run -t T --repeat 3` s
 each run document, the point's measured slowdown (traced vs clean throughput) and its parts,
 each in % of the traced repeats' CPU time (the sampler's: of each running thread's time):
 
-  sampler     the sampler's interrupts at the point's rate (host.sample_cost_ns x rate)
+  sampler     the sampler's interrupts at the point's rate (host.sample_cost_ns x rate; at
+              the tick, its program's own time per sample x rate)
   blocks      the sampler's events at each block, a bound outside `accounted`: the traced
               repeats' context switches x what one costs at the point's rate, measured on
-              10 us sleeps (host.switch_cost); longer blocks cost less
+              10 us sleeps (host.switch_cost); longer blocks cost less; none at the tick
   records     samples in the kernel's records for the sampler
   traps       uprobe traps: the larger of their samples and Go hits x the cost of one
   bpf         the tracer's BPF programs: the larger of their samples and the kernel's timing,
@@ -40,6 +41,14 @@ CORPUS = ["syscall_loop", "clean_parallel", "hash_global_mutex", "mmap_churn", "
 FAMILIES = ["scheduler", "kernel_locks", "mmap_lock", "go_runtime"]
 
 
+def sampler_ns(doc, st):
+    """What a sample cost: the tick sampler's own timing where it sampled, else the perf
+    event's measured before the sweep."""
+    if st.get("tick_hz") and st.get("tick_samples"):
+        return st.get("tick_sample_ns", 0) / st["tick_samples"]
+    return doc["host"].get("sample_cost_ns") or 0
+
+
 def parts(doc, p):
     """The point's slowdown and its parts, in %; None where it was not traced."""
     prof, locks = p.get("profile"), p.get("locks") or {}
@@ -57,7 +66,7 @@ def parts(doc, p):
     go = pct_cpu(t.get("go_hits", 0) * t.get("go_hit_ns", 0))
     out = {
         "slowdown": -100.0 * p["perturbation"],
-        "sampler": (doc["host"].get("sample_cost_ns") or 0) * prof["frequency"] / 1e7,
+        "sampler": sampler_ns(doc, st) * prof["frequency"] / 1e7,
         "records": 100.0 * side / samples,
         "traps": max(100.0 * probe / samples, go),
         "bpf": max(100.0 * in_programs / samples, pct_cpu(t.get("bpf_run_ns", 0))),
@@ -67,7 +76,8 @@ def parts(doc, p):
     cost, timed = locks.get("hold_timing_cost"), len(locks.get("hold_timed_repeats", []))
     n = len(p.get("traced_repeats", []))
     out["holds"] = -100.0 * cost * min(timed, n) / n if cost is not None and cost < 0 and n else 0.0
-    switch = doc["host"].get("switch_cost")
+    # Sampled at the tick: no event of its own to switch at a block.
+    switch = doc["host"].get("switch_cost") if not st.get("tick_hz") else None
     blocks = sum(r.get("voluntary_csw", 0) + r.get("involuntary_csw", 0) for r in traced)
     out["blocks"] = pct_cpu(blocks * (switch["base_ns"] + switch["per_hz_ns"] * prof["frequency"])) \
         if switch else 0.0

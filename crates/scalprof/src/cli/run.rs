@@ -107,10 +107,12 @@ pub struct RunArgs {
 
     /// Sampling frequency of the profiler (samples per second per CPU), the same at every
     /// point. Default: chosen per point, about 4000 samples a traced repeat from its clean
-    /// repeats' CPU time, between 49 and 999 Hz, and at most what keeps the sampler to 1% of
-    /// a thread at the cost of a sample measured on this machine (lower too where the points'
-    /// CPUs × frequency × stack copies would exceed 512 MiB/s); said when it changes. Raise
-    /// it for short runs.
+    /// repeats' CPU time, between 49 and 999 Hz, and at most the kernel's tick rate (HZ,
+    /// often 250 or 1000), at which a BPF program samples in the tick with nothing per
+    /// thread; without it, at most what keeps the sampler to 1% of a thread at the cost of
+    /// a sample measured on this machine (lower too where the points' CPUs × frequency ×
+    /// stack copies would exceed 512 MiB/s); said when it changes. Raise it for short runs:
+    /// a rate above HZ samples with a perf event per thread (SCALPROF_SAMPLER=perf: always).
     #[arg(short = 'F', long, value_name = "HZ", value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub freq: Option<u64>,
 

@@ -123,7 +123,8 @@ pub struct RawProfile {
     /// The kernel's tick rate where the tick sampler took the samples (perf/ticks.rs);
     /// `None`: a perf event did.
     pub tick_hz: Option<u64>,
-    /// Why the tick sampler did not sample this execution, where it did not.
+    /// Why the tick sampler could not sample this execution, where it could not (not where
+    /// the perf event was asked for: a rate above the tick's, the PMU, SCALPROF_SAMPLER).
     pub tick_refused: Option<String>,
     /// Samples lost for want of room in the tick sampler's ring buffer.
     pub lost_samples: u64,
@@ -457,7 +458,8 @@ impl Attach for Sampler {
                 Ok(()) => return Ok(()),
                 Err(why) => self.tick_refused = Some(why),
             },
-            Err(why) => self.tick_refused = Some(why),
+            Err(ticks::NoTick::Failed(why)) => self.tick_refused = Some(why),
+            Err(ticks::NoTick::Chosen) => {}
         }
         self.open_all(pid, !attached.is_empty())?;
         let buffers = std::mem::take(&mut self.buffers);

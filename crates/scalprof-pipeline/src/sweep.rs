@@ -67,6 +67,9 @@ pub enum Event<'a> {
     ProfileUnusable { value: u64, error: &'a ProfileError },
     /// A collector lost what it recorded of one repeat (`what` says which and why).
     CollectorLost { value: u64, what: &'a str },
+    /// The tick sampler could not sample (`why`): a perf event per thread did, which costs
+    /// each block of a thread. Said once a run.
+    TickSamplerRefused { why: &'a str },
     /// The git checkout the run started in belongs to another user: its HEAD is not the
     /// run's commit (see [`crate::commit`]).
     UntrustedCheckout(&'a crate::commit::UntrustedCheckout),
@@ -365,6 +368,8 @@ pub(crate) struct StoreSink<'a> {
     contended: std::collections::HashMap<u64, bool>,
     /// The share of the last stored profile's user stacks that were cut short.
     stacks_cut: Option<f64>,
+    /// Whether the run was told the tick sampler could not sample.
+    tick_refusal_said: bool,
 }
 
 /// Where the hold-timing interposer goes. It lengthens every lock call, so it costs most
@@ -413,6 +418,7 @@ impl<'a> StoreSink<'a> {
             holds,
             contended: Default::default(),
             stacks_cut: None,
+            tick_refusal_said: false,
         }
     }
 
@@ -432,6 +438,16 @@ impl<'a> StoreSink<'a> {
         self.recorder.add_repeat(value, repeat).map_err(Box::new)?;
         for what in &collected.lost {
             self.observer.event(&Event::CollectorLost { value, what });
+        }
+        if let Some(why) = collected
+            .profile
+            .as_ref()
+            .and_then(|p| p.tick_refused.as_deref())
+        {
+            if !self.tick_refusal_said {
+                self.tick_refusal_said = true;
+                self.observer.event(&Event::TickSamplerRefused { why });
+            }
         }
         // Only successful repeats count.
         if !repeat.succeeded() {

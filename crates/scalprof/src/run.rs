@@ -198,6 +198,12 @@ impl Observer for Progress {
                 cost_ns / 1e3,
                 share * 100.0
             )),
+            Event::TickSamplerRefused { why } => self.print(&format!(
+                "scalprof: warning: the tick sampler could not sample ({}): a perf event per \
+                 thread samples instead, which costs each block of a thread microseconds on a \
+                 virtual machine (docs/profiles.md, \"The tick sampler\")\n",
+                scalprof_report::terminal_safe(why)
+            )),
             Event::CollectorLost { value, what } => self.print(&format!(
                 "scalprof: warning: at {} {value}, {what}\n",
                 self.parameter

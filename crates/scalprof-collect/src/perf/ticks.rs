@@ -72,29 +72,39 @@ pub(super) struct KernelAddresses {
     pub entry: (u64, u64),
 }
 
+/// Why the perf event samples rather than the tick sampler.
+#[derive(Debug)]
+pub(super) enum NoTick {
+    /// As asked: the user's rate, the PMU, SCALPROF_SAMPLER=perf.
+    Chosen,
+    /// It could not: what failed (said once a run: the perf event costs each block).
+    Failed(String),
+}
+
 /// The tick sampler's plan for `config`, or why the perf event samples instead.
-pub(super) fn plan(config: &SamplingConfig) -> Result<TickPlan, String> {
+pub(super) fn plan(config: &SamplingConfig) -> Result<TickPlan, NoTick> {
     match std::env::var("SCALPROF_SAMPLER").as_deref() {
-        Ok("perf") => return Err("SCALPROF_SAMPLER=perf".into()),
+        Ok("perf") => return Err(NoTick::Chosen),
         Ok("tick") | Err(_) => {}
-        Ok(other) => return Err(format!("SCALPROF_SAMPLER={other} is not perf or tick")),
+        Ok(other) => {
+            return Err(NoTick::Failed(format!(
+                "SCALPROF_SAMPLER={other} is neither perf nor tick"
+            )))
+        }
     }
-    if config.use_pmu {
-        return Err("the PMU's cycles are sampled by a perf event".into());
+    // The PMU's cycles, and mapping records, come from a perf event.
+    if config.use_pmu || config.mapping_records {
+        return Err(NoTick::Chosen);
     }
-    if config.mapping_records {
-        return Err("mapping records come from a perf event".into());
-    }
-    let hz = tick_hz().ok_or("the kernel's tick rate is not known")?;
+    let hz = tick_hz().ok_or(NoTick::Failed("the kernel's tick rate is not known".into()))?;
     // A rate the user chose above the tick's is theirs to have; one chosen for them
     // is held to the tick's (the sweep's ceiling says so).
     if config.frequency > hz && !config.adaptive {
-        return Err(format!(
-            "{} Hz is above the tick's {hz} Hz",
-            config.frequency
-        ));
+        return Err(NoTick::Chosen);
     }
-    let kernel = kernel_addresses().ok_or("the tick's timer is not in /proc/kallsyms")?;
+    let kernel = kernel_addresses().ok_or(NoTick::Failed(
+        "the tick's timer is not in /proc/kallsyms (its addresses are root's to read)".into(),
+    ))?;
     Ok(TickPlan {
         hz,
         every: every_for(hz, config.frequency.min(hz)),

@@ -762,4 +762,24 @@ fn the_tick_sampler_profiles_user_and_kernel_code_without_its_own_frames() {
         stacks.iter().any(|s| s.0.contains("__x64_sys_getppid_[k]")),
         "{stacks:?}"
     );
+
+    // Where the tick sampler cannot sample, the perf event does, and the run says why,
+    // once (two traced repeats here); not where the perf event was asked for.
+    let said = |sampler: &str| {
+        let out = scalprof(&db)
+            .env("SCALPROF_SAMPLER", sampler)
+            .env("CORPUS_SCALE", "0.5")
+            .args(["run", "-t", "1", "--repeat", "1", "--diagnose", "2"])
+            .args(["--diagnose-max", "2", "-F", "99", "--no-locks", "--"])
+            .arg(&program)
+            .arg("{threads}")
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stderr)
+            .matches("the tick sampler could not sample (SCALPROF_SAMPLER=neither")
+            .count()
+    };
+    assert_eq!(said("neither"), 1);
+    assert_eq!(said("perf"), 0);
 }

@@ -532,6 +532,17 @@ fn read_loop(
             revents: 0,
         })
         .collect();
+    // The tick sampler's ring wakes the reader only when it is filling (ticks.bpf.c).
+    pollfds.extend(
+        ticks
+            .as_deref()
+            .and_then(|t| t.fd())
+            .map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            }),
+    );
     loop {
         let done = stop.load(Ordering::SeqCst);
         for r in &mut rings {
@@ -579,6 +590,8 @@ trait TickSource {
         bad: &mut u64,
     );
     fn lost(&self) -> u64;
+    /// A descriptor that polls readable when the source wants draining soon.
+    fn fd(&self) -> Option<std::os::fd::RawFd>;
     /// Samples whose time the program measured, and that time (ns).
     fn timed(&self) -> u64;
     fn spent_ns(&self) -> u64;

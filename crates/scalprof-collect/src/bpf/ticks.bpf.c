@@ -51,6 +51,9 @@ struct hrtimer {
 const volatile u64 tick_function = 0;
 const volatile u32 every = 1;
 const volatile u32 stack_bytes = 8192;
+/* Past this much unread, a sample wakes the reader (user space: a quarter of the ring);
+ * below it none does, so a sample costs the workload no wakeup of another CPU. */
+const volatile u64 wake_bytes = 2 << 20;
 
 
 /* Samples taken, those the ring buffer had no room for, and the time spent taking the
@@ -190,7 +193,10 @@ int BPF_PROG(ticks_sample, struct hrtimer *timer, void *now)
 	u32 len = copy_stack(s, s->sp) & STACK_MASK;
 	s->stack_len = len;
 	u64 size = __builtin_offsetof(struct sample, stack) + len;
-	if (bpf_ringbuf_output(&samples, s, size, BPF_RB_NO_WAKEUP))
+	u64 wake = bpf_ringbuf_query(&samples, BPF_RB_AVAIL_DATA) > wake_bytes ?
+			   BPF_RB_FORCE_WAKEUP :
+			   BPF_RB_NO_WAKEUP;
+	if (bpf_ringbuf_output(&samples, s, size, wake))
 		__sync_fetch_and_add(&lost, 1);
 	else
 		__sync_fetch_and_add(&taken, 1);

@@ -122,6 +122,17 @@ pub fn tick_ceiling(config: &SamplingConfig) -> Option<u64> {
     plan(&at_tick).ok().map(|p| p.hz)
 }
 
+/// The ring buffer's bytes: what every CPU samples in 200 ms at `frequency` (the reader
+/// drains at least every 50 ms, and is woken when a quarter is full), a power of two from
+/// 8 MiB to 512 MiB. At 1000 Hz on 64 CPUs with 8 KiB stacks: 128 MiB.
+fn ring_bytes(frequency: u64, cpus: u32, stack_bytes: u32) -> u32 {
+    const MIN: u64 = 8 << 20;
+    const MAX: u64 = 512 << 20;
+    let per_sample = u64::from(stack_bytes) + 600;
+    let want = frequency * u64::from(cpus.max(1)) * per_sample / 5;
+    want.clamp(MIN, MAX).next_power_of_two().min(MAX) as u32
+}
+
 /// Ticks per sample for a rate of `frequency`: the nearest, at least one.
 fn every_for(hz: u64, frequency: u64) -> u32 {
     let f = frequency.max(1) as f64;
@@ -242,6 +253,11 @@ impl<'obj> TickSampler<'obj> {
         }
         let cpus = libbpf_rs::num_possible_cpus()? as u32;
         open.maps.scratch.set_max_entries(cpus.max(1))?;
+        let ring = ring_bytes(plan.frequency(), cpus, stack_bytes);
+        open.maps.samples.set_max_entries(ring)?;
+        if let Some(ro) = open.maps.rodata_data.as_deref_mut() {
+            ro.wake_bytes = u64::from(ring / 4);
+        }
         let skel = open.load()?;
         for tgid in tgids {
             skel.maps
@@ -312,6 +328,10 @@ impl super::TickSource for TickSampler<'_> {
     /// Samples the ring buffer had no room for.
     fn lost(&self) -> u64 {
         self.skel.maps.bss_data.as_deref().map_or(0, |bss| bss.lost)
+    }
+
+    fn fd(&self) -> Option<std::os::fd::RawFd> {
+        Some(self.ring.epoll_fd())
     }
 
     fn timed(&self) -> u64 {

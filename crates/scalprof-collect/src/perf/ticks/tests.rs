@@ -150,3 +150,15 @@ fn a_short_sample_is_refused() {
     let mut out = Vec::new();
     assert!(!perf_sample(&[0u8; 40], &PLAN, &mut out));
 }
+
+#[test]
+fn the_ring_holds_200_ms_of_every_cpu_within_bounds() {
+    let mib = |b: u32| b >> 20;
+    // 250 Hz on 2 CPUs: the floor.
+    assert_eq!(mib(ring_bytes(250, 2, 8192)), 8);
+    // 1000 Hz on 64 CPUs, 8 KiB stacks: 111 MiB wanted, 128 MiB given.
+    assert_eq!(mib(ring_bytes(1000, 64, 8192)), 128);
+    // 1000 Hz on 256 CPUs with 63 KiB stacks: the cap.
+    assert_eq!(mib(ring_bytes(1000, 256, 63 * 1024)), 512);
+    assert!(ring_bytes(99, 16, 32 * 1024).is_power_of_two());
+}

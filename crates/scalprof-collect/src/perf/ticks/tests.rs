@@ -1,6 +1,10 @@
 //! The tick sampler's plan and its records, without a kernel.
 
-use super::*;
+use super::{
+    addresses_in, b, every_for, hz_in_config, perf_sample, ring_bytes, KernelAddresses, TickPlan,
+    OFF_BP, OFF_CPU, OFF_IP, OFF_KERNEL, OFF_KERNEL_LEN, OFF_PID, OFF_SP, OFF_STACK, OFF_STACK_LEN,
+    OFF_TID, OFF_TIME, PERF_RECORD_MISC_KERNEL, PERF_RECORD_MISC_USER,
+};
 
 #[test]
 fn rates_become_whole_ticks() {

@@ -74,6 +74,8 @@ fn build_bpf() {
     ] {
         println!("cargo:rerun-if-changed=src/bpf/{part}.bpf.h");
     }
+    // The tree every object includes.
+    println!("cargo:rerun-if-changed=src/bpf/tree.bpf.h");
 }
 
 /// Compiles one BPF program and writes its skeleton to `OUT_DIR/skel`.

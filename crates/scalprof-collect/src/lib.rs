@@ -37,6 +37,8 @@ pub mod private;
 pub mod sweep;
 mod token;
 pub mod topology;
+#[cfg(feature = "bpf")]
+mod tree;
 pub mod watch;
 
 /// What the crate's unit tests share.

@@ -72,24 +72,8 @@ const volatile u64 delay_ns = 0;
 u64 delayed_calls = 0;
 u64 delayed_ns = 0;
 
-/* The workload's process tree (tgid -> 1): its root from user space, forks followed. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, u32);
-	__type(value, u8);
-} tracked SEC(".maps");
-
-SEC("tp_btf/sched_process_fork")
-int BPF_PROG(delay_fork, struct task_struct *parent, struct task_struct *child)
-{
-	u32 ptgid = BPF_CORE_READ(parent, tgid);
-	u32 ctgid = BPF_CORE_READ(child, tgid);
-	u8 one = 1;
-	if (ptgid != ctgid && bpf_map_lookup_elem(&tracked, &ptgid))
-		bpf_map_update_elem(&tracked, &ctgid, &one, BPF_ANY);
-	return 0;
-}
+/* The workload's process tree: its root from user space, forks followed. */
+#include "tree.bpf.h"
 
 static long spin_step(u64 index, void *ctx)
 {
@@ -115,7 +99,7 @@ SEC("tp_btf/sys_exit")
 int BPF_PROG(delay_sys_exit, struct pt_regs *regs, long ret)
 {
 	u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	if (!bpf_map_lookup_elem(&tracked, &tgid))
+	if (!in_tree(tgid))
 		return 0;
 	if (BPF_CORE_READ(regs, orig_ax) != target_nr)
 		return 0;
@@ -142,7 +126,7 @@ SEC("tp_btf/contention_end")
 int BPF_PROG(delay_contention_end, void *lock, int ret)
 {
 	u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	if (ret || !bpf_map_lookup_elem(&tracked, &tgid))
+	if (ret || !in_tree(tgid))
 		return 0;
 	u64 want = wanted_lock();
 	if (!want || (u64)lock != want)
@@ -155,7 +139,7 @@ SEC("uprobe")
 int delay_function(void *ctx)
 {
 	u32 tgid = bpf_get_current_pid_tgid() >> 32;
-	if (!bpf_map_lookup_elem(&tracked, &tgid))
+	if (!in_tree(tgid))
 		return 0;
 	lengthen();
 	return 0;

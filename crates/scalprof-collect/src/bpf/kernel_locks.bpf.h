@@ -24,11 +24,13 @@ int BPF_PROG(on_contention_begin, void *lock, unsigned int flags)
 	if (!is_tracked(id >> 32))
 		return 0;
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct kstart *st = bpf_task_storage_get(&task_start, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!st) {
+	struct ustart *us =
+		bpf_task_storage_get(&wait_start, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	if (!us) {
 		__sync_fetch_and_add(&fail_task_map, 1);
 		return 0;
 	}
+	struct kstart *st = &us->k;
 	if (st->lock && !before_attach(st->ts)) {
 		__sync_fetch_and_add(&fail_nested, 1);
 		return 0;
@@ -58,9 +60,10 @@ SEC("tp_btf/contention_end")
 int BPF_PROG(on_contention_end, void *lock, int ret)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	struct kstart *st = bpf_task_storage_get(&task_start, task, 0, 0);
-	if (!st || st->lock != (u64)lock)
+	struct ustart *us = bpf_task_storage_get(&wait_start, task, 0, 0);
+	if (!us || us->k.lock != (u64)lock)
 		return 0;
+	struct kstart *st = &us->k;
 	if (before_attach(st->ts)) {
 		st->lock = 0;
 		return 0;

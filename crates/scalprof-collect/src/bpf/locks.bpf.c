@@ -90,6 +90,7 @@ const volatile u32 kstack_every = 64;
 
 /* The parts, in order: the maps and shared helpers, then one tracer each; the scheduler
  * switch below drives the last two. */
+#include "tree.bpf.h"
 #include "maps.bpf.h"
 #include "kernel_locks.bpf.h"
 #include "waits.bpf.h"
@@ -101,18 +102,23 @@ SEC("tp_btf/sched_switch")
 int BPF_PROG(on_switch, _Bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
 {
+	/* Most switches on a machine are not the workload's (kworkers, the journal thread,
+	 * other programs, and the idle task, pid 0, on half the switches of a program that
+	 * blocks): they cost two bit tests, and the end of a slice a traced task waits on. */
+	int prev_ours = prev->pid && is_tracked(prev->tgid);
+	int next_ours = next->pid && is_tracked(next->tgid);
+	end_slice();
+	if (!prev_ours && !next_ours)
+		return 0;
 	u64 now = bpf_ktime_get_ns();
-	end_slice(now);
-	/* The idle task (pid 0, one per CPU) is no one's workload: half the switches of a
-	 * program that blocks are to or from it, and they need no lookup. */
-	if (prev->pid) {
+	if (prev_ours) {
 		/* TASK_RUNNING (0) means preempted, not blocked. */
 		if (prev_state != 0)
 			on_block(ctx, prev, now);
 		else
 			on_preempt(prev, next, now);
 	}
-	if (next->pid)
+	if (next_ours)
 		on_run(next, now, prev->pid == 0, prev->tgid);
 	return 0;
 }

@@ -20,13 +20,6 @@ static __always_inline int before_attach(u64 ts)
 	return ts < attached_at;
 }
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
-	__type(key, u32);
-	__type(value, u8);
-} tracked SEC(".maps");
-
 struct kstart {
 	u64 ts;
 	u64 lock;
@@ -36,13 +29,6 @@ struct kstart {
 	u32 pad;
 };
 
-/* The sleeping lock a task is contending for, kept with the task. */
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct kstart);
-} task_start SEC(".maps");
 
 struct kkey {
 	u64 lock;
@@ -127,6 +113,9 @@ struct ustart {
 	u8 last_kind[LAST_WAITS];
 	u8 last_at;
 	u8 pad2[3];
+	/* The sleeping kernel lock it is contending for: kept in the same storage, so that
+	 * a switch or a wakeup reads one task storage, not two. */
+	struct kstart k;
 };
 
 struct {
@@ -322,11 +311,11 @@ enum wait_kind wait_kind_type = 0;
 enum rq_behind rq_behind_type = 0;
 enum stack_depth stack_depth_type = 0;
 
+/* Whether the lock tracer traces the process `tgid`: it is in the workload's tree, or
+ * every process is traced. */
 static __always_inline int is_tracked(u32 tgid)
 {
-	if (system_wide)
-		return 1;
-	return bpf_map_lookup_elem(&tracked, &tgid) != NULL;
+	return system_wide || in_tree(tgid);
 }
 
 static __always_inline void account(void *map, void *key, u64 wait)
@@ -367,18 +356,6 @@ int BPF_PROG(on_exec, struct task_struct *p, int old_pid, struct linux_binprm *b
 	e->kind = RECORD_EXEC;
 	e->tgid = tgid;
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
-	return 0;
-}
-
-/* Follow the workload's children: a forked process joins the traced tree. */
-SEC("tp_btf/sched_process_fork")
-int BPF_PROG(on_fork, struct task_struct *parent, struct task_struct *child)
-{
-	u32 ptgid = parent->tgid;
-	u32 ctgid = child->tgid;
-	u8 one = 1;
-	if (ptgid != ctgid && bpf_map_lookup_elem(&tracked, &ptgid))
-		bpf_map_update_elem(&tracked, &ctgid, &one, BPF_ANY);
 	return 0;
 }
 

@@ -68,7 +68,7 @@ static __always_inline void on_run(struct task_struct *next, u64 now, int from_i
  * traced task, its slice on this CPU is counted against that wait. */
 static __always_inline void on_preempt(struct task_struct *prev, struct task_struct *next, u64 now)
 {
-	struct ustart *st = tracked_storage(prev, prev->tgid);
+	struct ustart *st = tracked_storage(prev);
 	if (!st)
 		return;
 	st->runnable = now;
@@ -89,12 +89,13 @@ static __always_inline void on_preempt(struct task_struct *prev, struct task_str
 }
 
 /* The task that preempted a traced one switches out: its slice is part of that wait. */
-static __always_inline void end_slice(u64 now)
+static __always_inline void end_slice(void)
 {
 	u32 zero = 0;
 	struct rq_victim *v = bpf_map_lookup_elem(&rq_victim, &zero);
 	if (!v || !v->pid)
 		return;
+	u64 now = bpf_ktime_get_ns();
 	if (before_attach(v->ts)) {
 		v->pid = 0;
 		return;

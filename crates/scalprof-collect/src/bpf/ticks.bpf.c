@@ -79,13 +79,8 @@ struct sample {
 	u8 stack[STACK_MASK + 1];
 };
 
-/* The workload's process tree (tgid -> 1): its root from user space, forks followed. */
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, u32);
-	__type(value, u8);
-} tracked SEC(".maps");
+/* The workload's process tree: its root from user space, forks followed. */
+#include "tree.bpf.h"
 
 /* Ticks of the traced tree on each CPU since its last sample. */
 struct {
@@ -108,17 +103,6 @@ struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 8 << 20);
 } samples SEC(".maps");
-
-SEC("tp_btf/sched_process_fork")
-int BPF_PROG(ticks_fork, struct task_struct *parent, struct task_struct *child)
-{
-	u32 ptgid = parent->tgid;
-	u32 ctgid = child->tgid;
-	u8 one = 1;
-	if (ptgid != ctgid && bpf_map_lookup_elem(&tracked, &ptgid))
-		bpf_map_update_elem(&tracked, &ctgid, &one, BPF_ANY);
-	return 0;
-}
 
 /* Copies as much of the user stack above `sp` as can be read, up to `stack_bytes`. A read
  * fails whole where a page of its range is not mapped in (above a thread's stack top, or a
@@ -157,7 +141,7 @@ int BPF_PROG(ticks_sample, struct hrtimer *timer, void *now)
 		return 0;
 	u64 id = bpf_get_current_pid_tgid();
 	u32 tgid = id >> 32;
-	if (!tgid || !bpf_map_lookup_elem(&tracked, &tgid))
+	if (!tgid || !in_tree(tgid))
 		return 0;
 	u32 zero = 0;
 	u32 *n = bpf_map_lookup_elem(&ticks, &zero);

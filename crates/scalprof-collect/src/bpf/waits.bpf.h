@@ -72,17 +72,12 @@ static __always_inline int copy_user_stack(struct task_struct *prev, struct pt_r
 	return 1;
 }
 
-/* The wait state of a task of the traced tree, created at its first switch. Only traced
- * tasks ever get one, so a task that has it is traced without a lookup of `tracked` (the
- * common case: every switch of a busy program). */
-static __always_inline struct ustart *tracked_storage(struct task_struct *t, u32 tgid)
+/* The wait state of a task of the traced tree (the caller checked), created at its first
+ * switch: only traced tasks ever get one. */
+static __always_inline struct ustart *tracked_storage(struct task_struct *t)
 {
-	struct ustart *st = bpf_task_storage_get(&wait_start, t, 0, 0);
-	if (st)
-		return st;
-	if (!is_tracked(tgid))
-		return NULL;
-	st = bpf_task_storage_get(&wait_start, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	struct ustart *st =
+		bpf_task_storage_get(&wait_start, t, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!st)
 		__sync_fetch_and_add(&fail_task_map, 1);
 	return st;
@@ -103,13 +98,12 @@ static __always_inline int sampled(void *map, void *key, u32 first, u32 every)
 static __always_inline void on_block(void *ctx, struct task_struct *prev, u64 now)
 {
 	u32 tgid = prev->tgid;
-	struct ustart *st = tracked_storage(prev, tgid);
+	struct ustart *st = tracked_storage(prev);
 	if (!st)
 		return;
 	st->runnable = 0;
 	/* Sleeping on a traced kernel lock: counted there, not twice. */
-	struct kstart *ks = bpf_task_storage_get(&task_start, prev, 0, 0);
-	if (ks && ks->lock && !before_attach(ks->ts))
+	if (st->k.lock && !before_attach(st->k.ts))
 		return;
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(prev);
 	if (!regs)
@@ -127,15 +121,19 @@ static __always_inline void on_block(void *ctx, struct task_struct *prev, u64 no
 		st->op = nr;
 		st->kind = WAIT_SYSCALL;
 		struct ukey key = { .uaddr = st->uaddr, .tgid = tgid, .op = nr };
-		u32 every = nr == NR_NANOSLEEP || nr == NR_CLOCK_NANOSLEEP ? sleep_sample_every
-									       : syscall_sample_every;
+		int sleep = nr == NR_NANOSLEEP || nr == NR_CLOCK_NANOSLEEP;
+		u32 every = sleep ? sleep_sample_every : syscall_sample_every;
 		if (!sampled(&syscall_waits, &key, syscall_sample_first, every))
 			return;
 		remember_comm(tgid);
-		st->kstack = bpf_get_stackid(ctx, &stacks, 0);
-		if (st->kstack < 0) {
-			__sync_fetch_and_add(&fail_stack, 1);
-			st->kstack = -1;
+		/* The kernel path tells a disk wait from a pipe's or a lock's; a sleep's says
+		 * nothing its call does not, and the unwind is half of what a copy costs. */
+		if (!sleep) {
+			st->kstack = bpf_get_stackid(ctx, &stacks, 0);
+			if (st->kstack < 0) {
+				__sync_fetch_and_add(&fail_stack, 1);
+				st->kstack = -1;
+			}
 		}
 		st->snapped = copy_user_stack(prev, regs, st, tgid, RECORD_SYSCALL_STACK);
 		return;
@@ -302,15 +300,18 @@ static __always_inline void copy_waker_stack(struct ustart *st, u32 waiter_tid, 
 SEC("tp_btf/sched_waking")
 int BPF_PROG(on_wakeup, struct task_struct *p)
 {
-	/* A sampled waiter on a sleeping kernel lock: the waking task is the one releasing
-	 * it (up_write, mutex_unlock), its kernel stack the end of the holder's section. */
-	struct kstart *ks = bpf_task_storage_get(&task_start, p, 0, 0);
-	if (ks && ks->lock && !before_attach(ks->ts) && ks->stack_id != -1 &&
-	    ks->waker_stack == -1)
-		ks->waker_stack = bpf_get_stackid(ctx, &stacks, 0);
+	/* Only traced tasks have a wait state: the others' wakeups (most of the machine's)
+	 * end at a bit test. */
+	if (!is_tracked(p->tgid))
+		return 0;
 	struct ustart *st = bpf_task_storage_get(&wait_start, p, 0, 0);
 	if (!st)
 		return 0;
+	/* A sampled waiter on a sleeping kernel lock: the waking task is the one releasing
+	 * it (up_write, mutex_unlock), its kernel stack the end of the holder's section. */
+	struct kstart *ks = &st->k;
+	if (ks->lock && !before_attach(ks->ts) && ks->stack_id != -1 && ks->waker_stack == -1)
+		ks->waker_stack = bpf_get_stackid(ctx, &stacks, 0);
 	forget_before_attach(st);
 	u64 now = bpf_ktime_get_ns();
 	/* The waker is the current task, unless the wakeup comes from an interrupt (a

@@ -5,7 +5,6 @@ use std::mem::MaybeUninit;
 use std::sync::mpsc;
 
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{MapCore, MapFlags};
 
 use super::{DelayCounts, DelaySpec, DelayTarget, KernelLock};
 
@@ -93,11 +92,7 @@ fn load_and_attach<'obj>(
         .delay_function
         .set_autoload(matches!(spec.target, DelayTarget::Function { .. }));
     let mut skel = open.load()?;
-    for tgid in tgids {
-        skel.maps
-            .tracked
-            .update(&tgid.to_ne_bytes(), &[1u8], MapFlags::ANY)?;
-    }
+    crate::tree::add(&skel.maps.tree, tgids)?;
     skel.attach()?;
     let link = match &spec.target {
         // Every process that maps the executable (-1): the tree map picks the workload's.

@@ -8,7 +8,6 @@ use std::sync::atomic::AtomicBool;
 use std::sync::mpsc;
 
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{MapCore, MapFlags};
 
 use crate::LockTracerError;
 
@@ -310,11 +309,7 @@ fn load_and_attach<'obj>(
     config: &LockConfig,
 ) -> Result<(LocksSkel<'obj>, Vec<libbpf_rs::Link>), libbpf_rs::Error> {
     let mut skel = open_and_load(object, config)?;
-    for tgid in tgids {
-        skel.maps
-            .tracked
-            .update(&tgid.to_ne_bytes(), &[1u8], MapFlags::ANY)?;
-    }
+    crate::tree::add(&skel.maps.tree, tgids)?;
     skel.attach()?;
     let links = attach_go_probes(&skel, &config.go_probes)?;
     Ok((skel, links))

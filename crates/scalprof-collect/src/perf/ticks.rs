@@ -17,7 +17,7 @@ use std::rc::Rc;
 use std::sync::OnceLock;
 
 use libbpf_rs::skel::{OpenSkel, Skel, SkelBuilder};
-use libbpf_rs::{MapCore, MapFlags, RingBuffer, RingBufferBuilder};
+use libbpf_rs::{RingBuffer, RingBufferBuilder};
 
 use super::maps::{self, MapTracker};
 use super::stacks::{RecordView, StackKeys};
@@ -259,11 +259,7 @@ impl<'obj> TickSampler<'obj> {
             ro.wake_bytes = u64::from(ring / 4);
         }
         let skel = open.load()?;
-        for tgid in tgids {
-            skel.maps
-                .tracked
-                .update(&tgid.to_ne_bytes(), &[1u8], MapFlags::ANY)?;
-        }
+        crate::tree::add(&skel.maps.tree, tgids)?;
         let pending = Rc::new(RefCell::new(Vec::new()));
         let sink = pending.clone();
         let mut builder = RingBufferBuilder::new();

@@ -55,7 +55,7 @@ impl RunTiming {
             (Scheduler, fd(&p.on_switch)),
             (Scheduler, fd(&p.on_wakeup)),
             (Scheduler, fd(&p.on_wakeup_new)),
-            (Scheduler, fd(&p.on_fork)),
+            (Scheduler, fd(&p.tree_fork)),
             (Scheduler, fd(&p.on_exec)),
             (KernelLocks, fd(&p.on_contention_begin)),
             (KernelLocks, fd(&p.on_contention_end)),

@@ -6,7 +6,7 @@ use std::mem::MaybeUninit;
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc;
 
-use libbpf_rs::{MapCore, MapFlags};
+use libbpf_rs::MapCore;
 
 use crate::LockTracerError;
 
@@ -84,8 +84,7 @@ impl<'obj> Tracer<'obj> {
     ) -> Result<(Vec<libbpf_rs::Link>, Vec<libbpf_rs::Link>), libbpf_rs::Error> {
         let maps = &self.skel.maps;
         for map in [
-            &maps.tracked as &dyn MapCore,
-            &maps.waker_comms,
+            &maps.waker_comms as &dyn MapCore,
             &maps.kernel_locks,
             &maps.kernel_stacks,
             &maps.kernel_wakers,
@@ -109,10 +108,8 @@ impl<'obj> Tracer<'obj> {
         let mut unread = libbpf_rs::RingBufferBuilder::new();
         unread.add(&maps.snapshots, |_| 0)?;
         unread.build()?.consume()?;
-        for tgid in tgids {
-            maps.tracked
-                .update(&tgid.to_ne_bytes(), &[1u8], MapFlags::ANY)?;
-        }
+        crate::tree::clear(&maps.tree)?;
+        crate::tree::add(&maps.tree, tgids)?;
         if let Some(bss) = self.skel.maps.bss_data.as_deref_mut() {
             // Nothing runs the programs while they are detached: plain writes.
             bss.fail_task_map = 0;
@@ -127,7 +124,7 @@ impl<'obj> Tracer<'obj> {
         let holds = config.hold_times && mmap_lock_events();
         let mut progs = vec![
             &p.on_exec,
-            &p.on_fork,
+            &p.tree_fork,
             &p.on_contention_begin,
             &p.on_contention_end,
             &p.on_wakeup,

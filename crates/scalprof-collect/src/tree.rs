@@ -1,0 +1,52 @@
+//! The workload's process tree as the BPF programs see it (`src/bpf/tree.bpf.h`): an
+//! array map of 64-bit words, one bit per process id, which the programs test with an
+//! inlined load at every context switch. User space sets the roots; the programs' fork
+//! hook adds the children.
+
+use libbpf_rs::{MapCore, MapFlags};
+
+/// Words in the map (`TREE_WORDS`): the kernel's largest process id, 4 Mi, in 64-bit words.
+const WORDS: u32 = 65536;
+
+/// The word that holds `tgid`'s bit, and the bit.
+fn place(tgid: u32) -> (u32, u64) {
+    ((tgid >> 6) & (WORDS - 1), 1u64 << (tgid & 63))
+}
+
+/// Puts these processes in the tree. Call it before the programs attach (or while they
+/// are detached): the word is read, or'ed and written back, which a fork hook running at
+/// the same time could undo.
+pub(crate) fn add(map: &dyn MapCore, tgids: &[u32]) -> Result<(), libbpf_rs::Error> {
+    for &tgid in tgids {
+        let (word, bit) = place(tgid);
+        let key = word.to_ne_bytes();
+        let old = map
+            .lookup(&key, MapFlags::ANY)?
+            .and_then(|v| <[u8; 8]>::try_from(v.as_slice()).ok())
+            .map_or(0, u64::from_ne_bytes);
+        map.update(&key, &(old | bit).to_ne_bytes(), MapFlags::ANY)?;
+    }
+    Ok(())
+}
+
+/// Empties the tree (an array map's entries cannot be deleted, only zeroed): one batch
+/// update of every word.
+pub(crate) fn clear(map: &dyn MapCore) -> Result<(), libbpf_rs::Error> {
+    let keys: Vec<u8> = (0..WORDS).flat_map(u32::to_ne_bytes).collect();
+    let values = vec![0u8; WORDS as usize * 8];
+    map.update_batch(&keys, &values, WORDS, MapFlags::ANY, MapFlags::ANY)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_id_has_its_own_bit() {
+        assert_eq!(place(0), (0, 1));
+        assert_eq!(place(63), (0, 1 << 63));
+        assert_eq!(place(64), (1, 1));
+        // The largest id the kernel gives (PID_MAX_LIMIT - 1) is in the last word.
+        assert_eq!(place((4 << 20) - 1), (WORDS - 1, 1 << 63));
+    }
+}

@@ -35,10 +35,14 @@ fn lock_series(points: &[Point], profiles: &[Option<&PointProfile>], work: &[f64
     let mut spin_at_last: Vec<f64> = Vec::new();
     // Per series, the point and the wait of the row its detail is from.
     let mut detail_from: Vec<(usize, u64)> = Vec::new();
+    let traced: Vec<_> = points.iter().filter_map(|p| p.locks.as_ref()).collect();
+    let at_first = |r: &LockRow| traced[0].rows.iter().find(|f| f.id() == r.id());
     for (i, p) in points.iter().enumerate() {
         let Some(lp) = &p.locks else { continue };
         for r in &lp.rows {
-            if !is_budget_lock(r) || work[i] <= 0.0 {
+            // A housekeeping thread's period waits for nothing.
+            let timer = r.is_timer_sleep_in_sweep(at_first(r), traced.len() == 1);
+            if timer || !is_budget_lock(r) || work[i] <= 0.0 {
                 continue;
             }
             // Waits are on the traced clock (dilated back); the sampled on-CPU part is
@@ -82,8 +86,7 @@ fn is_budget_lock(r: &LockRow) -> bool {
     !(matches!(
         r.lock_type,
         LockKind::Join | LockKind::Barrier | LockKind::Idle | LockKind::GoWaitGroup
-    ) || r.is_timer_sleep()
-        || r.attributed_to.is_some()
+    ) || r.attributed_to.is_some()
         || r.peer_attached
         || r.count < crate::locks::LOCK_MIN_WAITS)
 }
@@ -336,6 +339,42 @@ mod tests {
         );
         let at2 = 200_000.0 + 600_000.0 * 1.6 / 1.4;
         assert!((lock.per_op[1].unwrap() - at2).abs() < 1e-6, "{lock:?}");
+    }
+
+    #[test]
+    fn a_long_sleep_that_only_more_threads_have_is_a_back_off_not_a_timer() {
+        use scalprof_model::locks::{LockProfile, LockRow};
+        // 40 sleeps of 15 ms on average: a timer's length (SQLite's busy handler's).
+        let sleep = LockRow {
+            address: LockAddress::Traced(0x1),
+            count: 40,
+            total_wait_ns: 600_000_000,
+            max_wait_ns: 50_000_000,
+            ..LockRow::new(Scope::User, "sleep in busy_handler", LockKind::Sleep)
+        };
+        let table = |rows: Vec<LockRow>| {
+            Some(LockProfile {
+                rows,
+                ..Default::default()
+            })
+        };
+        let sweep = |first: Vec<LockRow>| {
+            let mut points = [point(1, 1000.0, 1.0), point(2, 1000.0, 0.5)];
+            points[0].locks = table(first);
+            points[1].locks = table(vec![sleep.clone()]);
+            lock_series(&points, &[None, None], &[1000.0, 1000.0])
+        };
+        // None at 1 thread: the waiting for the other writer, a cause.
+        let backoff = sweep(Vec::new());
+        assert_eq!(backoff.len(), 1, "{backoff:?}");
+        assert_eq!(backoff[0].per_op[0], Some(0.0));
+        assert!(backoff[0].per_op[1].unwrap() > 0.0);
+        // The same sleep at 1 thread too: a thread's period, waiting for nothing.
+        assert!(sweep(vec![sleep.clone()]).is_empty());
+        // One traced point: its length alone says timer.
+        let mut one = [point(2, 1000.0, 0.5)];
+        one[0].locks = table(vec![sleep.clone()]);
+        assert!(lock_series(&one, &[None], &[1000.0]).is_empty());
     }
 
     #[test]

@@ -31,7 +31,8 @@ pub fn lock_findings(points: &[LockPoint<'_>]) -> Vec<Finding> {
         ) else {
             continue;
         };
-        if !is_programs_cause(first) {
+        let timer = first.is_timer_sleep_in_sweep(rows[0].as_ref(), points.len() == 1);
+        if timer || !is_programs_cause(first) {
             continue;
         }
         let Some(score) = score(points, &rows, lost) else {
@@ -91,8 +92,6 @@ fn is_programs_cause(row: &LockRow) -> bool {
         row.lock_type,
         LockKind::Join | LockKind::Barrier | LockKind::Idle | LockKind::GoWaitGroup
     )
-        // A housekeeping thread's period waits for nothing.
-        || row.is_timer_sleep()
         // A wait for an attached server's answer is the server's time, which its own
         // rows break down.
         || row.attributed_to.is_some()

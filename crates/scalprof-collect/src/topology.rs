@@ -50,7 +50,31 @@ pub fn read(sys: &Path, cpuinfo: &str) -> Topology {
             .lines()
             .find(|l| l.starts_with("flags"))
             .is_some_and(|l| l.split_whitespace().any(|f| f == "hypervisor")),
+        llc_cpus: llc_cpus(sys, &online),
     }
+}
+
+/// The most online CPUs sharing one last-level cache: of each CPU's caches
+/// (`cpuN/cache/indexK`), the highest level's `shared_cpu_list`.
+fn llc_cpus(sys: &Path, online: &[u32]) -> Option<u32> {
+    let read = |p: std::path::PathBuf| std::fs::read_to_string(p).ok();
+    online
+        .iter()
+        .filter_map(|cpu| {
+            let caches = std::fs::read_dir(sys.join(format!("cpu{cpu}/cache"))).ok()?;
+            let last = caches
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("index"))
+                .filter_map(|e| {
+                    let level: u32 = read(e.path().join("level"))?.trim().parse().ok()?;
+                    let shared = cpu_list(read(e.path().join("shared_cpu_list"))?.trim())?;
+                    Some((level, shared))
+                })
+                .max_by_key(|(level, _)| *level)?;
+            Some(last.1.iter().filter(|c| online.contains(c)).count() as u32)
+        })
+        .max()
+        .filter(|&n| n > 0)
 }
 
 /// The CPUs of a kernel CPU list (`0-3,8`); `None` for a malformed one (`3-1`, `x`).
@@ -108,5 +132,33 @@ mod tests {
         assert_eq!((t.cores, t.threads_per_core), (2, 1));
         assert_eq!(t.governor, None);
         assert!(t.virtual_machine);
+        assert_eq!(t.llc_cpus, None, "no cache directory: not known");
+    }
+
+    #[test]
+    fn the_last_level_cache_is_the_highest_level_s_sharers() {
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        // 4 online CPUs, private L1 and L2, two L3s of 2 CPUs each (4 and 5 offline).
+        write(r, "online", "0-3\n");
+        for cpu in 0..4u32 {
+            let l3 = if cpu < 2 { "0-1" } else { "2-3,4" };
+            for (k, level, shared) in [(0, "1", cpu.to_string()), (2, "2", cpu.to_string())]
+                .into_iter()
+                .chain([(3, "3", l3.to_string())])
+            {
+                write(
+                    r,
+                    &format!("cpu{cpu}/cache/index{k}/level"),
+                    &format!("{level}\n"),
+                );
+                write(
+                    r,
+                    &format!("cpu{cpu}/cache/index{k}/shared_cpu_list"),
+                    &format!("{shared}\n"),
+                );
+            }
+        }
+        assert_eq!(read(r, "").llc_cpus, Some(2));
     }
 }

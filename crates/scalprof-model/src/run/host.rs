@@ -84,6 +84,11 @@ pub struct Topology {
     pub max_mhz: Option<u32>,
     /// Whether the CPUs are virtual (the `hypervisor` CPU flag).
     pub virtual_machine: bool,
+    /// The most online CPUs that share one last-level cache (sysfs `cache/index*`'s
+    /// highest level): a cache line passes between two of them without leaving it. Absent
+    /// where the kernel does not say, and in runs recorded before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llc_cpus: Option<u32>,
 }
 
 /// What the machine lets the workload use, as the kernel applies it.

@@ -250,3 +250,40 @@ fn a_lock_that_saturated_holds_its_throughput_rather_than_falling_as_the_usl_wou
     let at16 = p.points.last().unwrap();
     assert!(at16.interval[0] <= 0.3 * at16.throughput, "{:?}", at16);
 }
+
+#[test]
+fn points_that_shared_one_last_level_cache_say_so_and_widen_a_contended_prediction() {
+    // The same 1- and 2-thread points as if both CPUs shared one L3 (this project's 2-CPU
+    // VM does): counters_packed's contended line passed between them without leaving it.
+    let predict = |label: &str, llc: Option<u32>| {
+        let (_dir, store) = recording("second16.db");
+        let run = run_labelled(&store, label);
+        let mut small = cut(scalprof_pipeline::load(&store, run.id).unwrap(), 2);
+        small.header.host.cpus = 2;
+        let topology = small
+            .header
+            .host
+            .topology
+            .get_or_insert_with(Default::default);
+        topology.llc_cpus = llc;
+        small.predict_to = Some(16);
+        let doc = scalprof_analyze::assemble(&small);
+        doc.model.unwrap().prediction.unwrap()
+    };
+    let said = |p: &scalprof_model::Prediction| {
+        p.unseen
+            .iter()
+            .any(|u| u.contains("share one last-level cache"))
+    };
+    let (shared, apart) = (
+        predict("counters_packed", Some(2)),
+        predict("counters_packed", None),
+    );
+    assert!(said(&shared), "{:?}", shared.unseen);
+    assert!(!said(&apart), "{:?}", apart.unseen);
+    let (a, b) = (shared.points.last().unwrap(), apart.points.last().unwrap());
+    assert_eq!(a.throughput, b.throughput, "the estimate is the same");
+    assert!(a.interval[0] < b.interval[0] && a.interval[1] > b.interval[1]);
+    // Nothing contended (clean_parallel): nothing to say.
+    assert!(!said(&predict("clean_parallel", Some(2))));
+}

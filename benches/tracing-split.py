@@ -17,6 +17,8 @@ each in % of the traced repeats' CPU time (the sampler's: of each running thread
               with the timing by family (scheduler, kernel locks, mmap_lock, Go runtime)
   holds       the hold-timing interposer: its traced repeats against those without it, in
               the share of traced repeats it was loaded in
+  observer    the workload's waits for a CPU behind scalprof's own threads (the lock
+              tracer's `runqueue:scalprof` row), in % of the traced thread-time
   accounted   their sum, and what of the slowdown it covers
 
 Prints medians over the rounds. The same arithmetic as the report's tracing line
@@ -81,7 +83,15 @@ def parts(doc, p):
     blocks = sum(r.get("voluntary_csw", 0) + r.get("involuntary_csw", 0) for r in traced)
     out["blocks"] = pct_cpu(blocks * (switch["base_ns"] + switch["per_hz_ns"] * prof["frequency"])) \
         if switch else 0.0
-    out["accounted"] = sum(out[k] for k in ("sampler", "records", "traps", "bpf", "holds"))
+    # Waits for a CPU behind scalprof's own threads, in % of the traced thread-time.
+    behind = sum(r.get("total_wait_ns", 0) for r in locks.get("rows", [])
+                 if r.get("address") == "runqueue:scalprof")
+    walls = [r["wall_s"] for r in traced]
+    thr = 1 if doc["sweep"]["parameter"] == "size" else p["value"]
+    thread_ns = (sum(walls) / len(walls)) * 1e9 * thr * locks.get("repeats", 0) if walls else 0
+    out["observer"] = 100.0 * behind / thread_ns if thread_ns > 0 else 0.0
+    out["accounted"] = sum(out[k] for k in ("sampler", "records", "traps", "bpf", "holds",
+                                            "observer"))
     return out
 
 
@@ -122,7 +132,8 @@ def main():
                 got = parts(doc, doc["points"][0])
                 if got:
                     seen.setdefault((name, t), []).append(got)
-    cols = ["slowdown", "sampler", "blocks", "records", "traps", "bpf", "holds", "accounted"]
+    cols = ["slowdown", "sampler", "blocks", "records", "traps", "bpf", "holds", "observer",
+            "accounted"]
     print(f"{'program':18} {'thr':>3} " + " ".join(f"{c:>9}" for c in cols) + "  bpf by family")
     for (name, t), runs in seen.items():
         med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}

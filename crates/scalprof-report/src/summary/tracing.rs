@@ -5,7 +5,7 @@
 //! interposer.
 
 use scalprof_model::locks::{RunQueueBehind, THE_OBSERVER};
-use scalprof_model::{Point, RunDocument};
+use scalprof_model::{Point, RunDocument, SweepParameter};
 
 use crate::format::ns;
 use crate::view::PointView;
@@ -198,6 +198,9 @@ struct Costs {
     /// The hold-timing interposer: its traced repeats' slowdown against those without it,
     /// in the share of the traced repeats it was loaded in ([`hold_timing_share`]).
     holds: f64,
+    /// The workload's threads waiting for a CPU behind scalprof's own threads, in % of the
+    /// traced repeats' thread-time ([`observer_share`]).
+    observer: f64,
 }
 
 impl Costs {
@@ -224,11 +227,12 @@ impl Costs {
             traps: pct(stats.probe_samples).max(go_probe_share(p).unwrap_or(0.0)),
             programs: pct(in_programs).max(timed),
             holds: hold_timing_share(p),
+            observer: observer_share(doc, p),
         })
     }
 
     fn total(&self) -> f64 {
-        self.sampler + self.records + self.traps + self.programs + self.holds
+        self.sampler + self.records + self.traps + self.programs + self.holds + self.observer
     }
 
     /// `sampler 0.7, BPF programs 0.3`: the parts of 0.05 points or more.
@@ -239,6 +243,7 @@ impl Costs {
             (self.traps, "probe traps"),
             (self.programs, "BPF programs"),
             (self.holds, "hold timing"),
+            (self.observer, "CPU waits behind scalprof"),
         ]
         .into_iter()
         .filter(|(v, _)| *v >= 0.05)
@@ -316,6 +321,38 @@ fn blocks_bound(doc: &RunDocument, p: &Point) -> Option<String> {
         ns(per_run * cost.at(hz)),
         cost.at(hz) / 1e3
     ))
+}
+
+/// The waits for a CPU behind scalprof's own threads (the tracer sees them at the
+/// scheduler; a clean repeat has none), in % of the traced repeats' thread-time: their mean
+/// wall time × the threads × the repeats the lock table merged. A wait is thread-time, not
+/// CPU time: over the CPU time it would count twice for a program that blocks half the run.
+fn observer_share(doc: &RunDocument, p: &Point) -> f64 {
+    let Some(l) = p.locks.as_ref() else {
+        return 0.0;
+    };
+    let walls: Vec<f64> = p
+        .traced_repeats
+        .iter()
+        .filter(|r| r.succeeded())
+        .map(|r| r.wall_s)
+        .collect();
+    // A size sweep's value is the input's size; a thread or concurrency sweep's, threads.
+    let threads = if doc.sweep.parameter == SweepParameter::Size {
+        1.0
+    } else {
+        p.value.max(1) as f64
+    };
+    let thread_ns = walls.iter().sum::<f64>() / walls.len().max(1) as f64
+        * 1e9
+        * threads
+        * f64::from(l.repeats);
+    let (behind, _) = observer_waits(p);
+    if thread_ns > 0.0 {
+        100.0 * behind as f64 / thread_ns
+    } else {
+        0.0
+    }
 }
 
 /// The CPU time of a point's traced repeats that succeeded, in ns.

@@ -368,3 +368,29 @@ fn a_peak_fitted_through_points_past_the_cpus_is_called_the_machine_s() {
         "{line}"
     );
 }
+
+#[test]
+fn waits_behind_scalprof_count_in_the_accounted_slowdown_as_thread_time() {
+    use scalprof_model::locks::{LockAddress, RunQueueBehind, CPU_WAIT_OBSERVER};
+    // The 2-thread point (traced 9.8% slower than clean, one traced repeat of 0.111 s)
+    // waited 4.44 ms for a CPU behind scalprof's threads: 2% of 2 × 0.111 s.
+    let mut i = inputs();
+    let (_, locks) = i.locks.iter_mut().find(|(v, _)| *v == 2).unwrap();
+    locks.rows.push(LockRow {
+        address: LockAddress::RunQueue(RunQueueBehind::Observer),
+        count: 40,
+        total_wait_ns: 4_440_000,
+        max_wait_ns: 300_000,
+        attributed_to: Some(THE_OBSERVER.into()),
+        ..LockRow::new(Scope::Kernel, CPU_WAIT_OBSERVER, LockKind::CpuWait)
+    });
+    let doc = scalprof_analyze::assemble(&i);
+    let wall = doc.points[1].traced_repeats[0].wall_s;
+    let expected = 100.0 * 4.44e-3 / (2.0 * wall);
+    let text = scalprof_report::summary_with(&doc, false, true);
+    let line = text.lines().find(|l| l.starts_with("tracing:")).unwrap();
+    assert!(
+        line.contains(&format!("CPU waits behind scalprof {expected:.1}")),
+        "{expected:.2}: {line}"
+    );
+}

@@ -83,6 +83,11 @@ const volatile u32 syscall_sample_every = 64;
 /* Sleeps more often: a sleep lasts tens of microseconds at least, and only a copied one
  * opens the window in which the other threads' samples say what the sleeper waited for. */
 const volatile u32 sleep_sample_every = 4;
+/* And only once the task has slept this long since its last copied sleep: a copy costs
+ * microseconds whatever the sleep's length, and the window it opens is worth what the
+ * sleep lasts (at a 250 Hz tick another thread's sample lands in a 10 us sleep 1 time in
+ * 400). 100 us back-offs keep 1 copy in 4; a loop of 10 us sleeps, 1 in 20. */
+const volatile u64 sleep_copy_span_ns = 200000;
 /* Unwind the kernel stack of the first contentions on each lock, then one in
  * `kstack_every`: an unwind costs microseconds, a contention can be 100 ns. */
 const volatile u32 kstack_first = 64;

@@ -103,6 +103,7 @@ struct ustart {
 	u32 sliced;   /* preempted by an untraced task: `rq_slices` may hold its slices */
 	u64 runnable; /* woken or preempted at: waiting for a CPU since */
 	u64 ended_ns; /* length of the wait that ended last (its wakeup latency may follow) */
+	u64 slept_ns; /* time slept (nanosleep) since the last copied sleep */
 	/* The LAST_WAITS waits that ended last (a ring; `last_at` is the newest): when this
 	 * task wakes a waiter of a lock it held, the part of the waiter's wait it spent
 	 * blocked itself (the holder's own wait, a link of a wait chain). */

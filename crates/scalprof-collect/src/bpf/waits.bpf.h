@@ -83,12 +83,15 @@ static __always_inline struct ustart *tracked_storage(struct task_struct *t)
 	return st;
 }
 
-/* Whether the n-th wait on one key carries stacks: the first ones, then one in a few. */
-static __always_inline int sampled(void *map, void *key, u32 first, u32 every)
+/* Whether the n-th wait on one key carries stacks: the first ones, then one in a few; a
+ * sleep after the first ones also only once `slept` reaches `sleep_copy_span_ns`. */
+static __always_inline int sampled(void *map, void *key, u32 first, u32 every, u64 *slept)
 {
 	struct stat *s = bpf_map_lookup_elem(map, key);
 	u64 n = s ? s->count : 0;
-	return n <= first || (n % every) == 0;
+	if (n <= first)
+		return 1;
+	return (n % every) == 0 && (!slept || *slept >= sleep_copy_span_ns);
 }
 
 
@@ -123,8 +126,11 @@ static __always_inline void on_block(void *ctx, struct task_struct *prev, u64 no
 		struct ukey key = { .uaddr = st->uaddr, .tgid = tgid, .op = nr };
 		int sleep = nr == NR_NANOSLEEP || nr == NR_CLOCK_NANOSLEEP;
 		u32 every = sleep ? sleep_sample_every : syscall_sample_every;
-		if (!sampled(&syscall_waits, &key, syscall_sample_first, every))
+		if (!sampled(&syscall_waits, &key, syscall_sample_first, every,
+			     sleep ? &st->slept_ns : NULL))
 			return;
+		if (sleep)
+			st->slept_ns = 0;
 		remember_comm(tgid);
 		/* The kernel path tells a disk wait from a pipe's or a lock's; a sleep's says
 		 * nothing its call does not, and the unwind is half of what a copy costs. */
@@ -146,7 +152,7 @@ static __always_inline void on_block(void *ctx, struct task_struct *prev, u64 no
 	st->kind = WAIT_FUTEX;
 	/* A sample of waits carries the user stack, to find the caller of the lock. */
 	struct ukey key = { .uaddr = st->uaddr, .tgid = tgid, .op = op };
-	if (sampled(&user_locks, &key, sample_first, sample_every)) {
+	if (sampled(&user_locks, &key, sample_first, sample_every, NULL)) {
 		remember_comm(tgid);
 		st->snapped = copy_user_stack(prev, regs, st, tgid, RECORD_WAITER_STACK);
 	}
@@ -192,6 +198,8 @@ static __always_inline void end_wait(struct ustart *st, u32 tgid, u32 tid, u64 n
 	st->last_kind[at] = st->kind;
 	if (st->kind == WAIT_SYSCALL) {
 		account(&syscall_waits, &key, wait);
+		if (st->op == NR_NANOSLEEP || st->op == NR_CLOCK_NANOSLEEP)
+			st->slept_ns += wait;
 		if (st->kstack >= 0) {
 			struct skey sk = { .uaddr = st->uaddr, .tgid = tgid, .op = st->op,
 					   .stack_id = st->kstack, .pad = 0 };

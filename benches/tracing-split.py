@@ -87,7 +87,7 @@ def parts(doc, p):
     behind = sum(r.get("total_wait_ns", 0) for r in locks.get("rows", [])
                  if r.get("address") == "runqueue:scalprof")
     walls = [r["wall_s"] for r in traced]
-    thr = 1 if doc["sweep"]["parameter"] == "size" else p["value"]
+    thr = 1 if doc["sweep"]["parameter"] == "size" else max(p["value"], 1)
     thread_ns = (sum(walls) / len(walls)) * 1e9 * thr * locks.get("repeats", 0) if walls else 0
     out["observer"] = 100.0 * behind / thread_ns if thread_ns > 0 else 0.0
     out["accounted"] = sum(out[k] for k in ("sampler", "records", "traps", "bpf", "holds",

@@ -417,13 +417,14 @@ impl LockRow {
             && self.total_wait_ns / self.count >= TIMER_SLEEP_NS
     }
 
-    /// The same across a sweep: a timer's sleep that was there at the sweep's first traced
-    /// point too (`at_first`, that point's row of the same sleep), or in a sweep of one
-    /// traced point. A long sleep that appears only with more threads is the contention's
+    /// The same across a sweep: a timer's sleep that was a timer's at the sweep's first
+    /// traced point too (`at_first`, that point's row of the same sleep), or in a sweep of
+    /// one traced point. A sleep of 1 ms at 1 thread that lengthens to 15 ms with more is
+    /// a back-off that grew, not a period. A long sleep that appears only with more threads is the contention's
     /// back-off, a cause: SQLite's busy handler sleeps 1–100 ms (15 ms on average) while
     /// another writer holds the database, and not at all with one writer.
     pub fn is_timer_sleep_in_sweep(&self, at_first: Option<&LockRow>, one_point: bool) -> bool {
-        self.is_timer_sleep() && (one_point || at_first.is_some())
+        self.is_timer_sleep() && (one_point || at_first.is_some_and(LockRow::is_timer_sleep))
     }
 
     /// Which run-queue row this is (waiting for a CPU behind whom), if it is one.

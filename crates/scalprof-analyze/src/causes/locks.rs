@@ -371,6 +371,12 @@ mod tests {
         assert!(backoff[0].per_op[1].unwrap() > 0.0);
         // The same sleep at 1 thread too: a thread's period, waiting for nothing.
         assert!(sweep(vec![sleep.clone()]).is_empty());
+        // At 1 thread 1 ms sleeps, at 2 lengthened to 15 ms: a back-off that grew.
+        let short = LockRow {
+            total_wait_ns: 40_000_000,
+            ..sleep.clone()
+        };
+        assert_eq!(sweep(vec![short]).len(), 1);
         // One traced point: its length alone says timer.
         let mut one = [point(2, 1000.0, 0.5)];
         one[0].locks = table(vec![sleep.clone()]);

@@ -396,8 +396,8 @@ fn kernel_at_least(release: &str, want: (u32, u32)) -> Option<bool> {
     Some((major, minor) >= want)
 }
 
-/// The Go runtime probes, on every process that maps the executable (-1): the `tracked`
-/// map picks the workload's. One multi-uprobe link per program where the kernel has them:
+/// The Go runtime probes, on every process that maps the executable (-1): the `tree`
+/// bitmap picks the workload's. One multi-uprobe link per program where the kernel has them:
 /// taking one off removes all of its probes and then waits for one grace period, where a
 /// link per probe waited for two each, in turn (1.5 s for 20 probes here).
 fn attach_go_probes(

@@ -49,4 +49,41 @@ mod tests {
         // The largest id the kernel gives (PID_MAX_LIMIT - 1) is in the last word.
         assert_eq!(place((4 << 20) - 1), (WORDS - 1, 1 << 63));
     }
+
+    #[test]
+    #[cfg_attr(not(privileged), ignore = "needs root (always runs in CI)")]
+    fn roots_are_added_beside_the_bits_already_set_and_a_clear_empties_every_word() {
+        crate::test_support::require_root(
+            "roots_are_added_beside_the_bits_already_set_and_a_clear_empties_every_word",
+        );
+        // A map shaped like tree.bpf.h's, created directly (no program needed).
+        let opts = libbpf_sys::bpf_map_create_opts {
+            sz: std::mem::size_of::<libbpf_sys::bpf_map_create_opts>() as _,
+            ..Default::default()
+        };
+        let map = libbpf_rs::MapHandle::create(
+            libbpf_rs::MapType::Array,
+            Some("tree_test"),
+            4,
+            8,
+            WORDS,
+            &opts,
+        )
+        .unwrap();
+        let word = |w: u32| {
+            let v = map
+                .lookup(&w.to_ne_bytes(), MapFlags::ANY)
+                .unwrap()
+                .unwrap();
+            u64::from_ne_bytes(v.try_into().unwrap())
+        };
+        add(&map, &[65, 64]).unwrap();
+        // A second add to the same word keeps the bits already there (a fork's).
+        add(&map, &[127, (4 << 20) - 1]).unwrap();
+        assert_eq!(word(1), 1 | 2 | 1 << 63);
+        assert_eq!(word(WORDS - 1), 1 << 63);
+        assert_eq!(word(0), 0);
+        clear(&map).unwrap();
+        assert_eq!((word(1), word(WORDS - 1)), (0, 0));
+    }
 }

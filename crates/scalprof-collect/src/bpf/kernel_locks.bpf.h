@@ -4,6 +4,43 @@
 /* Spinlock waits are not traced: they are on-CPU, so the sampler sees them (and names
  * them from the sampled stack), and a program on every spinlock contention runs while
  * the lock is wanted or held: on an fd-table lock it made a program 66% slower. */
+/* The contention programs run at every contention of every lock on the machine, the
+ * spinning ones too (the tracepoint cannot be filtered before the program runs): a
+ * program handing a futex back and forth between two threads made a million and a half
+ * runs a second of the futex hash buckets' spinlocks, 4% of its CPU at the tracepoint's
+ * dispatch alone. User space counts their runs (`klock_runs`) and the sleeping
+ * contentions of traced tasks (`klock_seen`), and where they cost more than its budget
+ * and no traced task contended for a sleeping lock, takes them off between bursts. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, u64);
+} klock_runs SEC(".maps");
+
+u64 klock_seen = 0;
+
+/* Contention starts before this (CLOCK_MONOTONIC) are stale: set by user space (while the
+ * programs run, hence a map) to when the contention programs were last attached, and to
+ * the largest time while they are off (a contention begun then ends unseen, and must not
+ * hold its task's waits as a kernel lock's). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, u32);
+	__type(value, u64);
+} klocks_from SEC(".maps");
+
+/* Whether a task's kernel-lock wait state is one the contention programs still follow. */
+static __always_inline int klock_live(struct kstart *k)
+{
+	if (!k->lock || before_attach(k->ts))
+		return 0;
+	u32 zero = 0;
+	u64 *from = bpf_map_lookup_elem(&klocks_from, &zero);
+	return !from || k->ts >= *from;
+}
+
 /* The command name of the current task's process, kept once per tgid (with the wakers'),
  * so that rows can say which process waited even after it exited. */
 static __always_inline void remember_comm(u32 tgid)
@@ -18,11 +55,16 @@ static __always_inline void remember_comm(u32 tgid)
 SEC("tp_btf/contention_begin")
 int BPF_PROG(on_contention_begin, void *lock, unsigned int flags)
 {
+	u32 zero = 0;
+	u64 *runs = bpf_map_lookup_elem(&klock_runs, &zero);
+	if (runs)
+		*runs += 1;
 	if (flags & LCB_F_SPIN)
 		return 0;
 	u64 id = bpf_get_current_pid_tgid();
 	if (!is_tracked(id >> 32))
 		return 0;
+	__sync_fetch_and_add(&klock_seen, 1);
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct ustart *us =
 		bpf_task_storage_get(&wait_start, task, 0, BPF_LOCAL_STORAGE_GET_F_CREATE);
@@ -31,7 +73,7 @@ int BPF_PROG(on_contention_begin, void *lock, unsigned int flags)
 		return 0;
 	}
 	struct kstart *st = &us->k;
-	if (st->lock && !before_attach(st->ts)) {
+	if (klock_live(st)) {
 		__sync_fetch_and_add(&fail_nested, 1);
 		return 0;
 	}
@@ -64,7 +106,7 @@ int BPF_PROG(on_contention_end, void *lock, int ret)
 	if (!us || us->k.lock != (u64)lock)
 		return 0;
 	struct kstart *st = &us->k;
-	if (before_attach(st->ts)) {
+	if (!klock_live(st)) {
 		st->lock = 0;
 		return 0;
 	}

@@ -98,12 +98,21 @@ struct ustart {
 	u8 kind;      /* enum wait_kind: WAIT_FUTEX or WAIT_SYSCALL */
 	u8 snapped;   /* a stack copy was taken: a wait_end record follows */
 	u8 woken;     /* runnable since a wakeup ended its wait (not since a preemption) */
-	u8 pad;
+	u8 pending;   /* a wakeup ended its wait (`ended_ns`): counted once it runs */
 	s32 kstack;   /* kernel stack of a sampled system-call wait, or -1 */
 	u32 sliced;   /* preempted by an untraced task: `rq_slices` may hold its slices */
 	u64 runnable; /* woken or preempted at: waiting for a CPU since */
 	u64 ended_ns; /* length of the wait that ended last (its wakeup latency may follow) */
 	u64 slept_ns; /* time slept (nanosleep) since the last copied sleep */
+	/* The key its last wait was counted on and that key's count then: a task that waits
+	 * on the same key again, past the key's first waits, decides whether to copy its
+	 * stack by its own count (`nth`) rather than by a lookup of the key's. */
+	u64 counted_uaddr;
+	u64 counted_n;
+	u32 counted_op;
+	u32 nth;
+	u8 counted_kind;
+	u8 pad3[7];
 	/* The LAST_WAITS waits that ended last (a ring; `last_at` is the newest): when this
 	 * task wakes a waiter of a lock it held, the part of the waiter's wait it spent
 	 * blocked itself (the holder's own wait, a link of a wait chain). */
@@ -132,11 +141,24 @@ struct ukey {
 	u32 op;
 };
 
+/* A wait's totals, with the wakeup latencies of the waits woken onto an idle CPU counted
+ * apart as well (the time from the wakeup until the task ran: in total_ns, and in idle_*,
+ * of which user space makes the `wakeup:idle` rows). Kept in the wait's own entry, so
+ * that a wait costs one lookup, made once its task runs. */
+struct wstat {
+	u64 count;
+	u64 total_ns;
+	u64 max_ns;
+	u64 idle_count;
+	u64 idle_ns;
+	u64 idle_max_ns;
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
 	__type(key, struct ukey);
-	__type(value, struct stat);
+	__type(value, struct wstat);
 } user_locks SEC(".maps");
 
 /* Blocking system calls other than futex, by (argument 0, tgid, system call number):
@@ -146,7 +168,7 @@ struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
 	__type(key, struct ukey);
-	__type(value, struct stat);
+	__type(value, struct wstat);
 } syscall_waits SEC(".maps");
 
 /* The sampled system-call waits per (argument 0, tgid, call, kernel stack): the blocked
@@ -204,7 +226,8 @@ enum rq_behind {
 	RQ_OWN = 0,
 	RQ_OTHER = 1,
 	RQ_OBSERVER = 2,
-	RQ_IDLE = 3, /* not a wait for a CPU: a wakeup onto an idle CPU, until the task ran */
+	RQ_IDLE = 3, /* not a wait for a CPU: a wakeup onto an idle CPU, until the task ran
+		      * (kept in the waits' `wstat`, never in this map) */
 };
 struct rq_key {
 	u32 tgid;

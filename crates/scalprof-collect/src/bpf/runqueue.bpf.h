@@ -16,20 +16,23 @@ static __always_inline void on_run(struct task_struct *next, u64 now, int from_i
 	u32 pid = next->pid;
 	if (st->ts)
 		end_wait(st, tgid, pid, now, 0);
-	if (!st->runnable)
+	if (!st->runnable) {
+		if (st->pending)
+			count_wait(st, tgid, 0);
 		return;
+	}
 	u64 wait = elapsed(now, st->runnable);
 	if (from_idle && st->woken && !st->sliced) {
-		struct ukey key = { .uaddr = st->uaddr, .tgid = tgid, .op = st->op };
-		add_time(st->kind == WAIT_SYSCALL ? (void *)&syscall_waits : (void *)&user_locks,
-			 &key, wait, st->ended_ns);
-		/* Counted apart as well, to say how much of the waits is waking CPUs. */
-		struct rq_key idle = { .tgid = tgid, .behind = RQ_IDLE };
-		account(&runqueue, &idle, wait);
+		/* Part of the wait, and counted apart as well (`wstat.idle_*`), to say how much
+		 * of the waits is waking CPUs. */
+		if (st->pending)
+			count_wait(st, tgid, wait ? wait : 1);
 		st->woken = 0;
 		st->runnable = 0;
 		return;
 	}
+	if (st->pending)
+		count_wait(st, tgid, 0);
 	/* Woken onto a CPU that another process (or scalprof) then held: the wait was behind
 	 * it. (A preempted task's wait is split by the preemptors' slices below.) */
 	if (st->woken && !st->sliced && !is_tracked(prev_tgid)) {

@@ -83,17 +83,72 @@ static __always_inline struct ustart *tracked_storage(struct task_struct *t)
 	return st;
 }
 
-/* Whether the n-th wait on one key carries stacks: the first ones, then one in a few; a
- * sleep after the first ones also only once `slept` reaches `sleep_copy_span_ns`. */
-static __always_inline int sampled(void *map, void *key, u32 first, u32 every, u64 *slept)
+/* Whether the task's wait now (its key in `st`, looked up in `map` as `key`) carries
+ * stacks: the key's first ones, then one in `every`; a sleep after the first ones also
+ * only once `slept` reaches `sleep_copy_span_ns`. A task that waits on the key its last
+ * wait was counted on, past the key's first waits, counts its own waits instead of
+ * looking the key's count up: a lookup saved a wait, and each task still copies one wait
+ * in `every` of its own (a decision taken from the key's count as the task last saw it
+ * would sample one of two alternating threads always and the other never). */
+static __always_inline int sampled(struct ustart *st, void *map, void *key, u32 first, u32 every,
+				   u64 *slept)
 {
-	struct stat *s = bpf_map_lookup_elem(map, key);
-	u64 n = s ? s->count : 0;
-	if (n <= first)
-		return 1;
+	u64 n;
+	if (st->counted_n > first && st->counted_uaddr == st->uaddr &&
+	    st->counted_op == st->op && st->counted_kind == st->kind) {
+		n = ++st->nth;
+	} else {
+		struct wstat *s = bpf_map_lookup_elem(map, key);
+		n = s ? s->count : 0;
+		if (n <= first)
+			return 1;
+	}
 	return (n % every) == 0 && (!slept || *slept >= sleep_copy_span_ns);
 }
 
+/* A wait ended by a wakeup and not yet counted (the task had not run since): counted now,
+ * with `idle` the latency until it ran where it was woken onto an idle CPU (else 0). One
+ * lookup of the wait's key; the key's count is kept for `sampled`. */
+static __always_inline void count_wait(struct ustart *st, u32 tgid, u64 idle)
+{
+	st->pending = 0;
+	void *map = st->kind == WAIT_SYSCALL ? (void *)&syscall_waits : (void *)&user_locks;
+	struct ukey key = { .uaddr = st->uaddr, .tgid = tgid, .op = st->op };
+	u64 wait = st->ended_ns + idle;
+	u64 n = 1;
+	struct wstat *s = bpf_map_lookup_elem(map, &key);
+	if (!s) {
+		struct wstat init = { .count = 1, .total_ns = wait, .max_ns = wait,
+				      .idle_count = idle ? 1 : 0, .idle_ns = idle,
+				      .idle_max_ns = idle };
+		if (bpf_map_update_elem(map, &key, &init, BPF_NOEXIST) != 0) {
+			s = bpf_map_lookup_elem(map, &key);
+			if (!s) {
+				__sync_fetch_and_add(&fail_agg_map, 1);
+				return;
+			}
+		}
+	}
+	if (s) {
+		n = __sync_fetch_and_add(&s->count, 1) + 1;
+		__sync_fetch_and_add(&s->total_ns, wait);
+		if (wait > s->max_ns)
+			s->max_ns = wait;
+		if (idle) {
+			__sync_fetch_and_add(&s->idle_count, 1);
+			__sync_fetch_and_add(&s->idle_ns, idle);
+			if (idle > s->idle_max_ns)
+				s->idle_max_ns = idle;
+		}
+	}
+	if (st->counted_uaddr != st->uaddr || st->counted_op != st->op ||
+	    st->counted_kind != st->kind)
+		st->nth = 0;
+	st->counted_n = n;
+	st->counted_uaddr = st->uaddr;
+	st->counted_op = st->op;
+	st->counted_kind = st->kind;
+}
 
 /* A traced task blocks: inside futex()? Then it waits on that futex from now; inside
  * another system call, on what that call waits for. Runs in the blocking task's context
@@ -105,8 +160,11 @@ static __always_inline void on_block(void *ctx, struct task_struct *prev, u64 no
 	if (!st)
 		return;
 	st->runnable = 0;
+	/* A wait whose task blocks again before it was seen to run (never, but cheap). */
+	if (st->pending)
+		count_wait(st, tgid, 0);
 	/* Sleeping on a traced kernel lock: counted there, not twice. */
-	if (st->k.lock && !before_attach(st->k.ts))
+	if (klock_live(&st->k))
 		return;
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(prev);
 	if (!regs)
@@ -126,7 +184,7 @@ static __always_inline void on_block(void *ctx, struct task_struct *prev, u64 no
 		struct ukey key = { .uaddr = st->uaddr, .tgid = tgid, .op = nr };
 		int sleep = nr == NR_NANOSLEEP || nr == NR_CLOCK_NANOSLEEP;
 		u32 every = sleep ? sleep_sample_every : syscall_sample_every;
-		if (!sampled(&syscall_waits, &key, syscall_sample_first, every,
+		if (!sampled(st, &syscall_waits, &key, syscall_sample_first, every,
 			     sleep ? &st->slept_ns : NULL))
 			return;
 		if (sleep)
@@ -152,7 +210,7 @@ static __always_inline void on_block(void *ctx, struct task_struct *prev, u64 no
 	st->kind = WAIT_FUTEX;
 	/* A sample of waits carries the user stack, to find the caller of the lock. */
 	struct ukey key = { .uaddr = st->uaddr, .tgid = tgid, .op = op };
-	if (sampled(&user_locks, &key, sample_first, sample_every, NULL)) {
+	if (sampled(st, &user_locks, &key, sample_first, sample_every, NULL)) {
 		remember_comm(tgid);
 		st->snapped = copy_user_stack(prev, regs, st, tgid, RECORD_WAITER_STACK);
 	}
@@ -170,6 +228,7 @@ static __always_inline void forget_before_attach(struct ustart *st)
 		st->runnable = 0;
 		st->woken = 0;
 		st->sliced = 0;
+		st->pending = 0;
 	}
 }
 
@@ -181,7 +240,8 @@ static __always_inline u64 elapsed(u64 now, u64 since)
 }
 
 /* A blocked task's wait ends: it was woken by `waker` (a tgid; 0 when not known), or
- * runs again. */
+ * runs again. It is counted once the task runs (`count_wait`), with the latency of a
+ * wakeup onto an idle CPU, in one lookup. */
 static __always_inline void end_wait(struct ustart *st, u32 tgid, u32 tid, u64 now, u32 waker)
 {
 	u64 wait = elapsed(now, st->ts);
@@ -196,8 +256,8 @@ static __always_inline void end_wait(struct ustart *st, u32 tgid, u32 tid, u64 n
 	st->last_uaddr[at] = st->uaddr;
 	st->last_op[at] = st->op;
 	st->last_kind[at] = st->kind;
+	st->pending = 1;
 	if (st->kind == WAIT_SYSCALL) {
-		account(&syscall_waits, &key, wait);
 		if (st->op == NR_NANOSLEEP || st->op == NR_CLOCK_NANOSLEEP)
 			st->slept_ns += wait;
 		if (st->kstack >= 0) {
@@ -215,8 +275,6 @@ static __always_inline void end_wait(struct ustart *st, u32 tgid, u32 tid, u64 n
 				}
 			}
 		}
-	} else {
-		account(&user_locks, &key, wait);
 	}
 	if (!st->snapped)
 		return;
@@ -318,7 +376,7 @@ int BPF_PROG(on_wakeup, struct task_struct *p)
 	/* A sampled waiter on a sleeping kernel lock: the waking task is the one releasing
 	 * it (up_write, mutex_unlock), its kernel stack the end of the holder's section. */
 	struct kstart *ks = &st->k;
-	if (ks->lock && !before_attach(ks->ts) && ks->stack_id != -1 && ks->waker_stack == -1)
+	if (klock_live(ks) && ks->stack_id != -1 && ks->waker_stack == -1)
 		ks->waker_stack = bpf_get_stackid(ctx, &stacks, 0);
 	forget_before_attach(st);
 	u64 now = bpf_ktime_get_ns();
@@ -350,17 +408,3 @@ int BPF_PROG(on_wakeup_new, struct task_struct *p)
 	}
 	return 0;
 }
-
-/* Time added to a wait already counted (`ended`): the latency of its wakeup. The wait
- * is that much longer, so it may be the longest: a total with no maximum to match read
- * as a maximum below the average. */
-static __always_inline void add_time(void *map, void *key, u64 ns, u64 ended)
-{
-	struct stat *s = bpf_map_lookup_elem(map, key);
-	if (!s)
-		return;
-	__sync_fetch_and_add(&s->total_ns, ns);
-	if (ended + ns > s->max_ns)
-		s->max_ns = ended + ns;
-}
-

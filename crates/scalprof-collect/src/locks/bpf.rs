@@ -16,6 +16,7 @@ use super::{bpf_cause, LockConfig, RawLocks, TracerCost};
 mod bursts;
 mod drain;
 mod hit_cost;
+mod klock_bursts;
 mod read;
 mod timing;
 mod windows;
@@ -38,7 +39,7 @@ mod skel {
 }
 use skel::types::{
     comm, exec_event, go_key, kkey, mmap_hold_key, mmap_hold_stat, rq_key, skey, snapshot, stat,
-    ukey, wait_end, wkey,
+    ukey, wait_end, wkey, wstat,
 };
 use skel::{LocksSkel, LocksSkelBuilder};
 
@@ -54,6 +55,8 @@ unsafe impl Plain for kkey {}
 unsafe impl Plain for ukey {}
 // SAFETY: stat is repr(C) { u64, u64, u64 }.
 unsafe impl Plain for stat {}
+// SAFETY: wstat is repr(C) { 6 × u64 }.
+unsafe impl Plain for wstat {}
 // SAFETY: skey is repr(C) { u64, u32, u32, i32, u32 }.
 unsafe impl Plain for skey {}
 // SAFETY: snapshot is repr(C) { 2 × u32, 5 × u64, 4 × u32, 2 × u64, 4 × u32, [i8; 16],
@@ -96,14 +99,14 @@ pub(super) fn trace(
     stop: &AtomicBool,
 ) -> RawLocks {
     let mut object = MaybeUninit::uninit();
-    let (tracer, go_links) = match Tracer::load(&mut object, tgids, config) {
+    let (tracer, links) = match Tracer::load(&mut object, tgids, config) {
         Ok(t) => t,
         Err(e) => {
             let _ = ready.send(Err(e));
             return RawLocks::default();
         }
     };
-    traced(&tracer.skel, tgids, config, go_links, &ready, stop)
+    traced(&tracer.skel, tgids, config, links, &ready, stop)
 }
 
 /// The programs attached to `tgids` until `stop`: drains their ring buffer meanwhile
@@ -112,13 +115,14 @@ fn traced(
     skel: &LocksSkel<'_>,
     tgids: &[u32],
     config: &LockConfig,
-    go_links: Vec<libbpf_rs::Link>,
+    links: Switched,
     ready: &mpsc::Sender<Result<(), LockTracerError>>,
     stop: &AtomicBool,
 ) -> RawLocks {
     let attached_comms = comms_of(&tgids[1..]);
     let mut watch = Rounds {
-        go: GoExecWatch::new(config, skel, go_links),
+        go: GoExecWatch::new(config, skel, links.go),
+        klocks: klock_bursts::KernelBursts::new(skel, links.klocks),
         timing: timing::RunTiming::start(skel, config.bpf_stats),
     };
     let drain = match Drain::new(&skel.maps, tgids, &mut watch) {
@@ -131,6 +135,7 @@ fn traced(
     let _ = ready.send(Ok(()));
     let drained = drain.run(stop);
     let seen = watch.go.bursts.finish(skel);
+    let klocks = watch.klocks.finish(skel);
     let mut out = RawLocks {
         snapshots: drained.snapshots,
         maps: drained.maps,
@@ -141,6 +146,15 @@ fn traced(
     // The waits stay as seen in the bursts: the rows made of them are scaled to the span
     // (`TracerCost::go_scale`), once one-shot channels are told apart by their waits.
     out.tracer = watch.timing.finish();
+    out.tracer.with_exact_runs(
+        scalprof_model::locks::ProbeFamily::KernelLocks,
+        klocks.runs,
+        klock_bursts::RUN_NS,
+    );
+    if klocks.probed < klocks.span {
+        out.tracer.klock_probed_ns = klocks.probed.as_nanos() as u64;
+        out.tracer.klock_span_ns = klocks.span.as_nanos() as u64;
+    }
     out.tracer.go_probed_ns = seen.probed.as_nanos() as u64;
     out.tracer.go_span_ns = seen.span.as_nanos() as u64;
     out.tracer.go_hits = seen.hits;
@@ -159,10 +173,18 @@ struct GoExecWatch<'a, 'obj> {
     bursts: bursts::Bursts,
 }
 
-/// What the drain does besides draining: probe the Go programs as they start, and time
-/// the programs in windows.
+/// The links the drain switches on and off: the Go runtime's probes and the kernel-lock
+/// contention programs (each in bursts).
+struct Switched {
+    go: Vec<libbpf_rs::Link>,
+    klocks: Vec<libbpf_rs::Link>,
+}
+
+/// What the drain does besides draining: probe the Go programs as they start, switch the
+/// costly programs in bursts, and time the programs in windows.
 struct Rounds<'a, 'obj> {
     go: GoExecWatch<'a, 'obj>,
+    klocks: klock_bursts::KernelBursts,
     timing: timing::RunTiming,
 }
 
@@ -173,6 +195,7 @@ impl DrainWatch for Rounds<'_, '_> {
 
     fn round(&mut self) {
         self.go.bursts.round(self.go.skel);
+        self.klocks.round(self.go.skel);
         self.timing.round();
     }
 }
@@ -249,15 +272,16 @@ struct Tracer<'obj> {
 impl<'obj> Tracer<'obj> {
     /// Loads and attaches the programs for these processes. libbpf's own log is kept, not
     /// printed: a refusal for lack of privileges is said once by our error, and the log
-    /// (the verifier's, say) is added only to other failures. Returns the Go runtime's
-    /// probes of `config.go_probes` too, attached.
+    /// (the verifier's, say) is added only to other failures. Returns the links the
+    /// drain switches too: the Go runtime's probes of `config.go_probes` and the
+    /// contention programs, attached.
     fn load(
         object: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
         tgids: &[u32],
         config: &LockConfig,
-    ) -> Result<(Self, Vec<libbpf_rs::Link>), LockTracerError> {
-        let (skel, go_links) = with_libbpf_log(|| load_and_attach(object, tgids, config))?;
-        Ok((Tracer { skel }, go_links))
+    ) -> Result<(Self, Switched), LockTracerError> {
+        let (skel, links) = with_libbpf_log(|| load_and_attach(object, tgids, config))?;
+        Ok((Tracer { skel }, links))
     }
 }
 
@@ -302,17 +326,24 @@ fn keep_libbpf_log(_level: libbpf_rs::PrintLevel, msg: String) {
 }
 
 /// Loads the programs, marks the processes traced and attaches the programs, the Go
-/// runtime's probes too.
+/// runtime's probes too; the links switched in bursts are handed back apart.
 fn load_and_attach<'obj>(
     object: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
     tgids: &[u32],
     config: &LockConfig,
-) -> Result<(LocksSkel<'obj>, Vec<libbpf_rs::Link>), libbpf_rs::Error> {
+) -> Result<(LocksSkel<'obj>, Switched), libbpf_rs::Error> {
     let mut skel = open_and_load(object, config)?;
     crate::tree::add(&skel.maps.tree, tgids)?;
     skel.attach()?;
-    let links = attach_go_probes(&skel, &config.go_probes)?;
-    Ok((skel, links))
+    let klocks = [
+        skel.links.on_contention_begin.take(),
+        skel.links.on_contention_end.take(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let go = attach_go_probes(&skel, &config.go_probes)?;
+    Ok((skel, Switched { go, klocks }))
 }
 
 /// Opens the programs, sizes their maps for this machine and loads them.

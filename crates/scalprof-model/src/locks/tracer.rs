@@ -75,6 +75,15 @@ pub struct TracerCost {
     /// `go_hits × go_hit_ns` is the probes' share of the slowdown.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub go_hit_ns: u64,
+    /// How long the kernel-lock contention programs were attached, where they went off
+    /// between bursts (their runs at every spinlock contention on the machine cost more
+    /// than 1% of the CPUs, and no traced task contended for a sleeping lock in the burst
+    /// before). Zero where they were on throughout. Their rows are as seen.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub klock_probed_ns: u64,
+    /// The time from their attach to the end of the execution, where they went off.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub klock_span_ns: u64,
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -102,6 +111,51 @@ impl TracerCost {
         self.go_span_ns += o.go_span_ns;
         self.go_hits += o.go_hits;
         self.go_hit_ns = self.go_hit_ns.max(o.go_hit_ns);
+        // A repeat on throughout adds its whole span to both.
+        let (probed, span) = match (o.klock_probed_ns, o.klock_span_ns) {
+            (0, 0) => (o.bpf_span_ns, o.bpf_span_ns),
+            other => other,
+        };
+        if self.klock_span_ns > 0 || o.klock_span_ns > 0 {
+            if self.klock_span_ns == 0 {
+                // This one was on throughout until now.
+                self.klock_probed_ns = self.bpf_span_ns - o.bpf_span_ns;
+                self.klock_span_ns = self.bpf_span_ns - o.bpf_span_ns;
+            }
+            self.klock_probed_ns += probed;
+            self.klock_span_ns += span;
+        }
+    }
+
+    /// Sets a family's runs to an exact count (the programs' own), its time to that many
+    /// runs at what a run cost in the timed windows (`default_ns` where none ran in them):
+    /// for programs on and off in bursts, which windows of timing scaled to the span
+    /// would count as if on throughout.
+    pub fn with_exact_runs(&mut self, family: ProbeFamily, runs: u64, default_ns: f64) {
+        if self.bpf_span_ns == 0 || runs == 0 {
+            return;
+        }
+        let per_run = self
+            .bpf_families
+            .iter()
+            .find(|f| f.family == family)
+            .filter(|f| f.runs > 0)
+            .map_or(default_ns, |f| f.run_ns as f64 / f.runs as f64);
+        let run_ns = (runs as f64 * per_run).round() as u64;
+        match self.bpf_families.iter_mut().find(|f| f.family == family) {
+            Some(f) => {
+                f.runs = runs;
+                f.run_ns = run_ns;
+            }
+            None => self.bpf_families.push(FamilyCost {
+                family,
+                run_ns,
+                runs,
+            }),
+        }
+        self.bpf_families.sort_by_key(|f| f.family);
+        self.bpf_run_ns = self.bpf_families.iter().map(|f| f.run_ns).sum();
+        self.bpf_runs = self.bpf_families.iter().map(|f| f.runs).sum();
     }
 
     /// The factor that makes the goroutines' waits seen while the Go probes were on stand
@@ -134,6 +188,64 @@ mod tests {
         // Not written where nothing was probed: older readers see the same document.
         let written = serde_json::to_value(old).unwrap();
         assert_eq!(written, serde_json::json!({"bpf_run_ns": 5, "bpf_runs": 1}));
+    }
+
+    #[test]
+    fn kernel_lock_programs_in_bursts_count_their_own_runs_and_add_up_over_repeats() {
+        let family = |family, run_ns, runs| FamilyCost {
+            family,
+            run_ns,
+            runs,
+        };
+        // The windows timed 10 runs at 60 ns each and scaled them to 200; the programs
+        // were on a sixth of the time and counted their 40 runs themselves.
+        let mut cost = TracerCost {
+            bpf_run_ns: 12_000 + 5_000,
+            bpf_runs: 200 + 50,
+            bpf_families: vec![
+                family(ProbeFamily::Scheduler, 5_000, 50),
+                family(ProbeFamily::KernelLocks, 12_000, 200),
+            ],
+            bpf_span_ns: 600,
+            ..TracerCost::default()
+        };
+        cost.with_exact_runs(ProbeFamily::KernelLocks, 40, 100.0);
+        assert_eq!(
+            cost.bpf_families[1],
+            family(ProbeFamily::KernelLocks, 2_400, 40)
+        );
+        assert_eq!((cost.bpf_run_ns, cost.bpf_runs), (7_400, 90));
+        // None in the windows: at the assumed cost of a run.
+        let mut unseen = TracerCost {
+            bpf_span_ns: 600,
+            ..TracerCost::default()
+        };
+        unseen.with_exact_runs(ProbeFamily::KernelLocks, 30, 100.0);
+        assert_eq!(unseen.bpf_run_ns, 3_000);
+        // Not timed at all (refused): left alone.
+        let mut refused = TracerCost::default();
+        refused.with_exact_runs(ProbeFamily::KernelLocks, 30, 100.0);
+        assert_eq!(refused, TracerCost::default());
+
+        // A repeat on throughout (600 ns), then one on for 100 of its 400: 700 of 1000.
+        let mut sum = TracerCost::default();
+        sum.add(&TracerCost {
+            bpf_span_ns: 600,
+            ..TracerCost::default()
+        });
+        assert_eq!((sum.klock_probed_ns, sum.klock_span_ns), (0, 0));
+        sum.add(&TracerCost {
+            bpf_span_ns: 400,
+            klock_probed_ns: 100,
+            klock_span_ns: 400,
+            ..TracerCost::default()
+        });
+        assert_eq!((sum.klock_probed_ns, sum.klock_span_ns), (700, 1000));
+        sum.add(&TracerCost {
+            bpf_span_ns: 500,
+            ..TracerCost::default()
+        });
+        assert_eq!((sum.klock_probed_ns, sum.klock_span_ns), (1200, 1500));
     }
 
     #[test]

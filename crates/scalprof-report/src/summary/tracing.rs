@@ -4,7 +4,7 @@
 //! probes' traps, the tracer's BPF programs by the events they hook, and the hold-timing
 //! interposer.
 
-use scalprof_model::locks::{RunQueueBehind, THE_OBSERVER};
+use scalprof_model::locks::{ProbeFamily, RunQueueBehind, THE_OBSERVER};
 use scalprof_model::{Point, RunDocument, SweepParameter};
 
 use crate::format::ns;
@@ -133,7 +133,19 @@ fn programs(p: &Point) -> Option<String> {
         let families: Vec<String> = t
             .bpf_families
             .iter()
-            .map(|f| format!("{} {:.2}%", f.family.label(), pct(f.run_ns)))
+            .map(|f| {
+                let mut part = format!("{} {:.2}%", f.family.label(), pct(f.run_ns));
+                if f.family == ProbeFamily::KernelLocks
+                    && t.klock_probed_ns > 0
+                    && t.klock_probed_ns < t.klock_span_ns
+                {
+                    part += &format!(
+                        " on {:.0}% of the run, in bursts",
+                        100.0 * t.klock_probed_ns as f64 / t.klock_span_ns as f64
+                    );
+                }
+                part
+            })
             .collect();
         if !families.is_empty() {
             out += &format!(": {}", families.join(", "));

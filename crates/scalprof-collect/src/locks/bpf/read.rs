@@ -10,7 +10,7 @@ use scalprof_model::locks::{
 
 use super::skel::types::{
     comm, go_key, kkey, mmap_hold_key, mmap_hold_stat, rq_behind, rq_key, skey, stack_depth, stat,
-    ukey, wkey,
+    ukey, wkey, wstat,
 };
 use super::skel::LocksMaps;
 use super::{decode, Plain};
@@ -38,15 +38,20 @@ impl<'a, 'obj> MapReader<'a, 'obj> {
     /// saw while the workload ran is left to the caller.
     pub fn read_all(mut self) -> RawLocks {
         let maps = self.maps;
+        let mut idle = IdleWakeups::default();
+        let user = self.user_rows(&maps.user_locks, &mut idle);
+        let syscalls = self.user_rows(&maps.syscall_waits, &mut idle);
+        let mut runqueue = self.runqueue();
+        runqueue.extend(idle.rows());
         let mut out = RawLocks {
             kernel: self.kernel_locks(),
             kernel_wakers: self.kernel_wakers(),
-            user: self.user_rows(&maps.user_locks),
-            syscalls: self.user_rows(&maps.syscall_waits),
+            user,
+            syscalls,
             syscall_stacks: self.syscall_stacks(),
             wakers: self.wakers(),
             waker_comms: self.waker_comms(),
-            runqueue: self.runqueue(),
+            runqueue,
             kernel_holds: self.mmap_holds(),
             go_waits: self.go_rows(&maps.go_waits),
             go_wakers: self.go_rows(&maps.go_wakers),
@@ -77,17 +82,21 @@ impl<'a, 'obj> MapReader<'a, 'obj> {
             .collect()
     }
 
-    /// The futex waits, or the other blocking system calls: both are keyed alike.
-    fn user_rows(&mut self, map: &dyn MapCore) -> Vec<UserLockRaw> {
+    /// The futex waits, or the other blocking system calls: both are keyed alike. The
+    /// latencies of their wakeups onto idle CPUs, which they include, go to `idle` too.
+    fn user_rows(&mut self, map: &dyn MapCore, idle: &mut IdleWakeups) -> Vec<UserLockRaw> {
         entries(map, &mut self.undecoded)
             .into_iter()
-            .map(|(k, v): (ukey, stat)| UserLockRaw {
-                uaddr: k.uaddr,
-                tgid: k.tgid,
-                op: k.op,
-                count: v.count,
-                total_ns: v.total_ns,
-                max_ns: agreed_max(v.count, v.total_ns, v.max_ns),
+            .map(|(k, v): (ukey, wstat)| {
+                idle.add(k.tgid, &v);
+                UserLockRaw {
+                    uaddr: k.uaddr,
+                    tgid: k.tgid,
+                    op: k.op,
+                    count: v.count,
+                    total_ns: v.total_ns,
+                    max_ns: agreed_max(v.count, v.total_ns, v.max_ns),
+                }
             })
             .collect()
     }
@@ -229,6 +238,37 @@ impl<'a, 'obj> MapReader<'a, 'obj> {
     }
 }
 
+/// The latencies of the wakeups onto idle CPUs (until the woken task ran), per process:
+/// the programs keep them in each wait's entry (one lookup a wait), the run document has
+/// them as one `wakeup:idle` row per process.
+#[derive(Default)]
+struct IdleWakeups(HashMap<u32, (u64, u64, u64)>);
+
+impl IdleWakeups {
+    fn add(&mut self, tgid: u32, v: &wstat) {
+        if v.idle_count == 0 {
+            return;
+        }
+        let e = self.0.entry(tgid).or_default();
+        e.0 += v.idle_count;
+        e.1 += v.idle_ns;
+        e.2 = e.2.max(v.idle_max_ns);
+    }
+
+    fn rows(self) -> impl Iterator<Item = RunQueueRaw> {
+        let mut rows: Vec<_> = self.0.into_iter().collect();
+        rows.sort_unstable_by_key(|&(tgid, _)| tgid);
+        rows.into_iter()
+            .map(|(tgid, (count, total_ns, max_ns))| RunQueueRaw {
+                tgid,
+                behind: RunQueueBehind::IdleWakeup,
+                count,
+                total_ns,
+                max_ns: agreed_max(count, total_ns, max_ns),
+            })
+    }
+}
+
 /// An entry's longest wait, in agreement with its average. The programs add to an entry
 /// from every CPU at once, and the longest wait is raised without an atomic compare (a
 /// raise can be lost), and a read while a wait is being added can see the total after it
@@ -272,7 +312,30 @@ fn entries<K: Plain, V: Plain>(map: &dyn MapCore, undecoded: &mut u64) -> Vec<(K
 
 #[cfg(test)]
 mod tests {
-    use super::agreed_max;
+    use super::{agreed_max, wstat, IdleWakeups, RunQueueBehind};
+
+    #[test]
+    fn wakeups_onto_idle_cpus_are_one_row_per_process_from_the_waits_entries() {
+        let w = |count, idle_count, idle_ns, idle_max_ns| wstat {
+            count,
+            total_ns: 1_000_000,
+            max_ns: 1_000,
+            idle_count,
+            idle_ns,
+            idle_max_ns,
+        };
+        let mut idle = IdleWakeups::default();
+        // A futex and a read of process 7, a sleep of process 3 never woken onto an idle
+        // CPU: one row, of 7's two entries.
+        idle.add(7, &w(10, 4, 4_000, 2_000));
+        idle.add(7, &w(5, 1, 500, 500));
+        idle.add(3, &w(8, 0, 0, 0));
+        let rows: Vec<_> = idle.rows().collect();
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        let r = &rows[0];
+        assert_eq!((r.tgid, r.behind), (7, RunQueueBehind::IdleWakeup));
+        assert_eq!((r.count, r.total_ns, r.max_ns), (5, 4_500, 2_000));
+    }
 
     #[test]
     fn a_torn_or_lost_maximum_is_raised_to_the_average() {

@@ -12,7 +12,7 @@ use crate::LockTracerError;
 
 use super::{
     attach_go_probes, bpf_cause, bursts, mmap_lock_events, open_and_load, traced, with_libbpf_log,
-    LockConfig, RawLocks, Tracer,
+    LockConfig, RawLocks, Switched, Tracer,
 };
 
 /// A tracer loaded once and attached window by window (`scalprof watch`), so that the
@@ -40,8 +40,8 @@ pub(in crate::locks) fn resident(
     };
     loop {
         match tracer.attach_window(&tgids, config) {
-            Ok((mut links, go_links)) => {
-                let raw = traced(&tracer.skel, &tgids, config, go_links, &ready, stop);
+            Ok((mut links, switched)) => {
+                let raw = traced(&tracer.skel, &tgids, config, switched, &ready, stop);
                 bursts::detach(&mut links);
                 if done.send(raw).is_err() {
                     return;
@@ -75,13 +75,13 @@ impl<'obj> Tracer<'obj> {
     /// last window's processes, aggregates, stacks, names, failure counts and unread
     /// records are dropped (a pid of the last window may be another process's now), and
     /// the waits its tasks began before this attach are forgotten (`attached_at`).
-    /// Returns the programs' links and the Go probes'; dropping them detaches.
-    #[allow(clippy::type_complexity)]
+    /// Returns the programs' links and those the drain switches (the Go probes', the
+    /// contention programs'); dropping them detaches.
     fn attach_window(
         &mut self,
         tgids: &[u32],
         config: &LockConfig,
-    ) -> Result<(Vec<libbpf_rs::Link>, Vec<libbpf_rs::Link>), libbpf_rs::Error> {
+    ) -> Result<(Vec<libbpf_rs::Link>, Switched), libbpf_rs::Error> {
         let maps = &self.skel.maps;
         for map in [
             &maps.waker_comms as &dyn MapCore,
@@ -118,6 +118,7 @@ impl<'obj> Tracer<'obj> {
             bss.fail_nested = 0;
             bss.lost_snapshots = 0;
             bss.go_hits = 0;
+            bss.klock_seen = 0;
             bss.attached_at = crate::perf::clock_ns(libc::CLOCK_MONOTONIC);
         }
         let p = &self.skel.progs;
@@ -125,8 +126,6 @@ impl<'obj> Tracer<'obj> {
         let mut progs = vec![
             &p.on_exec,
             &p.tree_fork,
-            &p.on_contention_begin,
-            &p.on_contention_end,
             &p.on_wakeup,
             &p.on_wakeup_new,
             &p.on_switch,
@@ -138,7 +137,18 @@ impl<'obj> Tracer<'obj> {
             .into_iter()
             .map(|prog| prog.attach())
             .collect::<Result<Vec<_>, _>>()?;
-        let go_links = attach_go_probes(&self.skel, &config.go_probes)?;
-        Ok((links, go_links))
+        // Attached last: a contention's start is stale before this.
+        let from = crate::perf::clock_ns(libc::CLOCK_MONOTONIC);
+        self.skel.maps.klocks_from.update(
+            &0u32.to_ne_bytes(),
+            &from.to_ne_bytes(),
+            libbpf_rs::MapFlags::ANY,
+        )?;
+        let klocks = [&p.on_contention_begin, &p.on_contention_end]
+            .into_iter()
+            .map(|prog| prog.attach())
+            .collect::<Result<Vec<_>, _>>()?;
+        let go = attach_go_probes(&self.skel, &config.go_probes)?;
+        Ok((links, Switched { go, klocks }))
     }
 }

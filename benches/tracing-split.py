@@ -4,7 +4,9 @@ account for: the split the tracing line gives, over several runs of several prog
 
 For each program and thread count, ROUNDS fresh `scalprof run -t T --repeat 3` sweeps; from
 each run document, the point's measured slowdown (traced vs clean throughput) and its parts,
-each in % of the traced repeats' CPU time (the sampler's: of each running thread's time):
+each in % of the traced repeats' thread-time (wall x threads), the slowdown's basis; the
+parts paid in CPU time are their share of the CPU time times `busy`, the share of the
+thread-time the threads ran (a blocking program's threads run part of theirs):
 
   sampler     the sampler's interrupts at the point's rate (host.sample_cost_ns x rate; at
               the tick, its program's own time per sample x rate)
@@ -66,28 +68,32 @@ def parts(doc, p):
     t = locks.get("tracer", {})
     pct_cpu = (lambda ns: 100.0 * ns / cpu) if cpu > 0 else (lambda ns: 0.0)
     go = pct_cpu(t.get("go_hits", 0) * t.get("go_hit_ns", 0))
+    thr = 1 if doc["sweep"]["parameter"] == "size" else max(p["value"], 1)
+    thread_time = sum(r["wall_s"] * 1e9 * thr for r in traced)
+    busy = min(cpu / thread_time, 1.0) if cpu > 0 and thread_time > 0 else 1.0
     out = {
         "slowdown": -100.0 * p["perturbation"],
-        "sampler": sampler_ns(doc, st) * prof["frequency"] / 1e7,
-        "records": 100.0 * side / samples,
-        "traps": max(100.0 * probe / samples, go),
-        "bpf": max(100.0 * in_programs / samples, pct_cpu(t.get("bpf_run_ns", 0))),
+        "busy": 100.0 * busy,
+        "sampler": busy * sampler_ns(doc, st) * prof["frequency"] / 1e7,
+        "records": busy * 100.0 * side / samples,
+        "traps": busy * max(100.0 * probe / samples, go),
+        "bpf": busy * max(100.0 * in_programs / samples, pct_cpu(t.get("bpf_run_ns", 0))),
     }
     for f in FAMILIES:
-        out[f] = sum(pct_cpu(x["run_ns"]) for x in t.get("bpf_families", []) if x["family"] == f)
+        out[f] = busy * sum(pct_cpu(x["run_ns"]) for x in t.get("bpf_families", [])
+                            if x["family"] == f)
     cost, timed = locks.get("hold_timing_cost"), len(locks.get("hold_timed_repeats", []))
     n = len(p.get("traced_repeats", []))
     out["holds"] = -100.0 * cost * min(timed, n) / n if cost is not None and cost < 0 and n else 0.0
     # Sampled at the tick: no event of its own to switch at a block.
     switch = doc["host"].get("switch_cost") if not st.get("tick_hz") else None
     blocks = sum(r.get("voluntary_csw", 0) + r.get("involuntary_csw", 0) for r in traced)
-    out["blocks"] = pct_cpu(blocks * (switch["base_ns"] + switch["per_hz_ns"] * prof["frequency"])) \
+    out["blocks"] = busy * pct_cpu(blocks * (switch["base_ns"] + switch["per_hz_ns"] * prof["frequency"])) \
         if switch else 0.0
     # Waits for a CPU behind scalprof's own threads, in % of the traced thread-time.
     behind = sum(r.get("total_wait_ns", 0) for r in locks.get("rows", [])
                  if r.get("address") == "runqueue:scalprof")
     walls = [r["wall_s"] for r in traced]
-    thr = 1 if doc["sweep"]["parameter"] == "size" else max(p["value"], 1)
     thread_ns = (sum(walls) / len(walls)) * 1e9 * thr * locks.get("repeats", 0) if walls else 0
     out["observer"] = 100.0 * behind / thread_ns if thread_ns > 0 else 0.0
     out["accounted"] = sum(out[k] for k in ("sampler", "records", "traps", "bpf", "holds",
@@ -132,7 +138,7 @@ def main():
                 got = parts(doc, doc["points"][0])
                 if got:
                     seen.setdefault((name, t), []).append(got)
-    cols = ["slowdown", "sampler", "blocks", "records", "traps", "bpf", "holds", "observer",
+    cols = ["slowdown", "busy", "sampler", "blocks", "records", "traps", "bpf", "holds", "observer",
             "accounted"]
     print(f"{'program':18} {'thr':>3} " + " ".join(f"{c:>9}" for c in cols) + "  bpf by family")
     for (name, t), runs in seen.items():

@@ -398,3 +398,43 @@ fn waits_behind_scalprof_count_in_the_accounted_slowdown_as_thread_time() {
         "{expected:.2}: {line}"
     );
 }
+
+#[test]
+fn a_blocking_point_s_programs_count_in_the_slowdown_as_the_threads_paid_them() {
+    // The 2-thread point's threads ran 40% of their traced time (they block, as on a
+    // disk): the programs' time is 2.5 times as large a share of their CPU time as of the
+    // run they lengthened.
+    let mut i = inputs();
+    for r in i
+        .repeats
+        .iter_mut()
+        .filter(|r| r.value == 2 && r.repeat.traced)
+    {
+        r.repeat.user_s = r.repeat.wall_s * 2.0 * 0.25;
+        r.repeat.sys_s = r.repeat.wall_s * 2.0 * 0.15;
+    }
+    let doc = scalprof_analyze::assemble(&i);
+    let p = &doc.points[1];
+    let bpf_ns = p.locks.as_ref().unwrap().tracer.bpf_run_ns as f64;
+    let thread_ns: f64 = p.traced_repeats.iter().map(|r| r.wall_s * 2e9).sum();
+    let cpu_ns: f64 = p
+        .traced_repeats
+        .iter()
+        .map(|r| (r.user_s + r.sys_s) * 1e9)
+        .sum();
+    let text = scalprof_report::summary_with(&doc, false, true);
+    let line = text.lines().find(|l| l.starts_with("tracing:")).unwrap();
+    let part = line
+        .split("BPF programs ")
+        .nth(1)
+        .and_then(|rest| rest.split([',', ')']).next())
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("no BPF programs part: {line}"));
+    let expected = 100.0 * bpf_ns / thread_ns;
+    assert!(
+        (part - expected).abs() < 0.051,
+        "{part} vs {expected:.2}: {line}"
+    );
+    // Its share of the CPU time, said beside it, is the larger.
+    assert!(100.0 * bpf_ns / cpu_ns > 2.0 * expected, "{line}");
+}

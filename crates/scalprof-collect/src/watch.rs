@@ -44,14 +44,14 @@ pub struct WatchCollectors {
 
 impl Collectors for WatchCollectors {
     fn sampler(&mut self, config: &SamplingConfig) -> Box<dyn ProfileCollector> {
-        SystemCollectors.sampler(config)
+        SystemCollectors::default().sampler(config)
     }
 
     fn lock_tracer(&mut self, config: &LockConfig) -> Box<dyn LockCollector> {
         let tracer = self
             .tracer
             .get_or_insert_with(|| Rc::new(RefCell::new(ResidentTracer::new(config.clone()))));
-        Box::new(ResidentWindow::new(tracer.clone()))
+        Box::new(ResidentWindow::new(tracer.clone(), config.clone()))
     }
 }
 

@@ -48,7 +48,7 @@ pub fn record(
         store,
         opts,
         checked,
-        &mut SystemCollectors,
+        &mut SystemCollectors::default(),
         observer,
         interrupt,
     )

@@ -1,8 +1,9 @@
-//! The lock tracer of `scalprof watch`: loaded once, attached for each traced window.
-//! A sweep loads the tracer for each traced repeat, where the load is small beside the
-//! repeat; a watch traces one window in several of a server that keeps running, and the
-//! kernel's verifier took 0.05 to 0.24 s of a CPU at each load (the 2-CPU VM measured, by
-//! boot), on the machine the server runs on.
+//! The lock tracer loaded once and attached for each traced window: a watch's windows of a
+//! server that keeps running, a sweep's traced repeats. The kernel's verifier took 0.05 to
+//! 0.24 s of a CPU at each load (the 2-CPU VM measured, by boot), on the machine the
+//! workload runs on; and a traced repeat that waited for it began after the workload's
+//! disk had idled that long, where a clean one follows the last repeat at once (a journal
+//! with fdatasync ran 14% slower after a 0.3 s pause on that VM).
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -19,8 +20,8 @@ use super::{LockConfig, RawLocks};
 
 /// The tracer's thread, between windows and in them.
 struct Worker {
-    /// Each window's processes: the thread attaches to them.
-    windows: mpsc::Sender<Vec<u32>>,
+    /// Each window's processes and configuration: the thread attaches to them.
+    windows: mpsc::Sender<(Vec<u32>, LockConfig)>,
     /// Whether it attached.
     ready: mpsc::Receiver<Result<(), LockTracerError>>,
     /// What each window saw, once `stop` detached it.
@@ -55,9 +56,23 @@ impl ResidentTracer {
         }
     }
 
-    /// Attaches for one window to `pid` and the processes attached to (loading the
-    /// programs at the first). A tracer that fails is dropped: the next window loads anew.
-    pub fn begin(&mut self, pid: i32, attached: &[i32]) -> Result<(), CollectError> {
+    /// Whether a window of `config` can use this tracer's programs: they were loaded for
+    /// the same processes' kind (the machine's, or a tree's) and the same Go programs.
+    pub fn serves(&self, config: &LockConfig) -> bool {
+        self.config.system_wide == config.system_wide
+            && self.config.go_probes == config.go_probes
+            && self.config.go_probes_of.is_some() == config.go_probes_of.is_some()
+    }
+
+    /// Attaches for one window of `config` (see [`ResidentTracer::serves`]) to `pid` and
+    /// the processes attached to (loading the programs at the first). A tracer that fails
+    /// is dropped: the next window loads anew.
+    pub fn begin(
+        &mut self,
+        pid: i32,
+        attached: &[i32],
+        config: &LockConfig,
+    ) -> Result<(), CollectError> {
         let tgids: Vec<u32> = std::iter::once(pid)
             .chain(attached.iter().copied())
             .map(|p| p as u32)
@@ -67,7 +82,7 @@ impl ResidentTracer {
             None => self.spawn()?,
         };
         worker.stop.store(false, Ordering::SeqCst);
-        if worker.windows.send(tgids).is_err() {
+        if worker.windows.send((tgids, config.clone())).is_err() {
             return Err(LockTracerError::Timeout.into());
         }
         match worker.ready.recv_timeout(Duration::from_secs(30)) {
@@ -117,7 +132,7 @@ use super::bpf::resident as run;
 #[cfg(not(feature = "bpf"))]
 fn run(
     _config: &LockConfig,
-    windows: mpsc::Receiver<Vec<u32>>,
+    windows: mpsc::Receiver<(Vec<u32>, LockConfig)>,
     ready: mpsc::Sender<Result<(), LockTracerError>>,
     _done: mpsc::Sender<RawLocks>,
     _stop: &AtomicBool,
@@ -127,17 +142,19 @@ fn run(
     }
 }
 
-/// One traced window of a [`ResidentTracer`], as a sweep's repeats have a tracer each.
+/// One traced window of a [`ResidentTracer`], with its configuration.
 pub struct ResidentWindow {
     tracer: Rc<RefCell<ResidentTracer>>,
+    config: LockConfig,
     result: Option<RawLocks>,
     lost: bool,
 }
 
 impl ResidentWindow {
-    pub fn new(tracer: Rc<RefCell<ResidentTracer>>) -> ResidentWindow {
+    pub fn new(tracer: Rc<RefCell<ResidentTracer>>, config: LockConfig) -> ResidentWindow {
         ResidentWindow {
             tracer,
+            config,
             result: None,
             lost: false,
         }
@@ -146,7 +163,7 @@ impl ResidentWindow {
 
 impl Attach for ResidentWindow {
     fn attach(&mut self, pid: i32, attached: &[i32]) -> Result<(), CollectError> {
-        self.tracer.borrow_mut().begin(pid, attached)
+        self.tracer.borrow_mut().begin(pid, attached, &self.config)
     }
 
     fn finish(&mut self) {

@@ -157,7 +157,7 @@ fn a_resident_tracer_counts_each_window_alone_and_no_wait_across_a_detach() {
             .fold((0, 0), |(n, max), s| (n + s.count, max.max(s.max_ns)))
     };
     let mut tracer = ResidentTracer::new(LockConfig::default());
-    tracer.begin(pid, &[]).unwrap();
+    tracer.begin(pid, &[], &LockConfig::default()).unwrap();
     ms(50);
     poke(); // ends the read begun before the attach (not seen), begins one
     ms(50);
@@ -165,7 +165,7 @@ fn a_resident_tracer_counts_each_window_alone_and_no_wait_across_a_detach() {
     ms(50);
     let first = tracer.end().expect("the first window's tables");
     ms(400);
-    tracer.begin(pid, &[]).unwrap();
+    tracer.begin(pid, &[], &LockConfig::default()).unwrap();
     ms(50);
     poke(); // ends the read begun in the first window, 450 ms and more ago
     ms(50);

@@ -15,19 +15,21 @@ use super::{
     LockConfig, RawLocks, Switched, Tracer,
 };
 
-/// A tracer loaded once and attached window by window (`scalprof watch`), so that the
-/// kernel verifies its programs once, not for every traced window (0.05 to 0.24 s of a
-/// CPU each on the 2-CPU VM measured, by boot). For each window's processes received on
-/// `windows`: attaches, says on `ready` whether it could, traces until `stop`, detaches
-/// and sends what the window saw on `done`. Returns when `windows` closes.
+/// A tracer loaded once and attached window by window (a watch's traced windows, a
+/// sweep's traced repeats), so that the kernel verifies its programs once, not for every
+/// window (0.05 to 0.24 s of a CPU each on the 2-CPU VM measured, by boot). For each
+/// window's processes and configuration received on `windows` (the same but for
+/// `hold_times`, which attaches the mmap_lock's programs): attaches, says on `ready`
+/// whether it could, traces until `stop`, detaches and sends what the window saw on
+/// `done`. Returns when `windows` closes.
 pub(in crate::locks) fn resident(
     config: &LockConfig,
-    windows: mpsc::Receiver<Vec<u32>>,
+    windows: mpsc::Receiver<(Vec<u32>, LockConfig)>,
     ready: mpsc::Sender<Result<(), LockTracerError>>,
     done: mpsc::Sender<RawLocks>,
     stop: &AtomicBool,
 ) {
-    let Ok(mut tgids) = windows.recv() else {
+    let Ok((mut tgids, mut window)) = windows.recv() else {
         return;
     };
     let mut object = MaybeUninit::uninit();
@@ -39,9 +41,9 @@ pub(in crate::locks) fn resident(
         }
     };
     loop {
-        match tracer.attach_window(&tgids, config) {
+        match tracer.attach_window(&tgids, &window) {
             Ok((mut links, switched)) => {
-                let raw = traced(&tracer.skel, &tgids, config, switched, &ready, stop);
+                let raw = traced(&tracer.skel, &tgids, &window, switched, &ready, stop);
                 bursts::detach(&mut links);
                 if done.send(raw).is_err() {
                     return;
@@ -55,19 +57,24 @@ pub(in crate::locks) fn resident(
             }
         }
         match windows.recv() {
-            Ok(next) => tgids = next,
+            Ok(next) => (tgids, window) = next,
             Err(_) => return,
         }
     }
 }
 
 impl<'obj> Tracer<'obj> {
-    /// Loads the programs without attaching them (see [`resident`]).
+    /// Loads the programs without attaching them (see [`resident`]), the mmap_lock's too:
+    /// a window attaches them where it times holds.
     fn load_detached(
         object: &'obj mut MaybeUninit<libbpf_rs::OpenObject>,
         config: &LockConfig,
     ) -> Result<Self, LockTracerError> {
-        let skel = with_libbpf_log(|| open_and_load(object, config))?;
+        let all = LockConfig {
+            hold_times: true,
+            ..config.clone()
+        };
+        let skel = with_libbpf_log(|| open_and_load(object, &all))?;
         Ok(Tracer { skel })
     }
 

@@ -16,6 +16,17 @@ static __always_inline void on_run(struct task_struct *next, u64 now, int from_i
 	u32 pid = next->pid;
 	if (st->ts)
 		end_wait(st, tgid, pid, now, 0);
+	/* Woken from (or preempted in) a kernel lock it still contends for: until it runs and
+	 * takes the lock is the contention's wait, which its end program counts whole; not a
+	 * wait for a CPU as well. */
+	if (klock_live(&st->k)) {
+		if (st->pending)
+			count_wait(st, tgid, 0);
+		st->runnable = 0;
+		st->woken = 0;
+		st->sliced = 0;
+		return;
+	}
 	if (!st->runnable) {
 		if (st->pending)
 			count_wait(st, tgid, 0);

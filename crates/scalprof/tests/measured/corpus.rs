@@ -412,6 +412,30 @@ diagnosis!(
 );
 
 diagnosis!(
+    /// mmap and munmap in a loop, two threads: they sleep on the mmap_lock. A waiter woken
+    /// from it runs, then takes the lock; the contention's wait (begin to end) holds that
+    /// time whole, and it is not a wait for a CPU as well: 297k "waits for a CPU" beside
+    /// 313k contentions, 15% of the thread-time, read as the second cause on 2 CPUs that
+    /// two threads never oversubscribe, until the scheduler's programs left such a task's
+    /// run to the lock.
+    the_mmap_lock_s_waiters_are_the_lock_s_not_waits_for_a_cpu,
+    Case::new(
+        "mmap_churn",
+        (FindingKind::LockContention, Some(Scope::Kernel), "mmap_lock")
+    ),
+    then |run| {
+        let budget = run.doc.points[1].budget.as_ref().unwrap();
+        let cpu = budget
+            .causes
+            .iter()
+            .filter(|c| c.subject == CPU_WAIT)
+            .map(|c| c.share)
+            .sum::<f64>();
+        assert!(cpu < 0.05, "{}", json(budget));
+    }
+);
+
+diagnosis!(
     /// 64 mutexes of one array: one row, one cause, not one per element. The lock words'
     /// traffic (libc's lock code, the futex path) is the array's cost: the largest cause,
     /// little left unexplained. Like the mutex above, the array's hand-off rate is bimodal

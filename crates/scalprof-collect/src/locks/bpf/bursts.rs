@@ -18,6 +18,7 @@ use libbpf_rs::{Link, MapCore};
 
 use crate::locks::GoProbe;
 
+use super::skel::types::bss as Bss;
 use super::skel::LocksSkel;
 
 /// How long each burst of probes lasts before its cost is judged.
@@ -232,12 +233,18 @@ pub(super) fn detach(links: &mut Vec<Link>) {
 
 /// The BPF side's count of probe hits in traced processes.
 fn hits(skel: &LocksSkel<'_>) -> u64 {
+    bss_counter(skel, |bss| &bss.go_hits)
+}
+
+/// A counter the programs keep in their .bss (`field` picks it), read while they run; 0
+/// where the .bss is not mapped.
+pub(super) fn bss_counter(skel: &LocksSkel<'_>, field: impl Fn(&Bss) -> &u64) -> u64 {
     skel.maps
         .bss_data
         .as_deref()
         // SAFETY: the .bss is memory the kernel maps and BPF programs write while this
         // reads; a volatile read of an aligned u64 sees one whole value.
-        .map(|bss| unsafe { std::ptr::read_volatile(&bss.go_hits) })
+        .map(|bss| unsafe { std::ptr::read_volatile(field(bss)) })
         .unwrap_or(0)
 }
 

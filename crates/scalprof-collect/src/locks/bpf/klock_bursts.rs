@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use libbpf_rs::{Link, MapCore, MapFlags};
 
-use super::bursts::{detach, pause_after, BURST};
+use super::bursts::{bss_counter, detach, pause_after, BURST};
 use super::skel::LocksSkel;
 
 /// What one run of a contention program costs the CPU it runs on, for the budget: the
@@ -140,13 +140,7 @@ fn runs(skel: &LocksSkel<'_>) -> u64 {
 
 /// The sleeping-lock contentions of traced tasks so far.
 fn seen(skel: &LocksSkel<'_>) -> u64 {
-    skel.maps
-        .bss_data
-        .as_deref()
-        // SAFETY: the .bss is memory the kernel maps and BPF programs write while this
-        // reads; a volatile read of an aligned u64 sees one whole value.
-        .map(|bss| unsafe { std::ptr::read_volatile(&bss.klock_seen) })
-        .unwrap_or(0)
+    bss_counter(skel, |bss| &bss.klock_seen)
 }
 
 /// Sets the time before which a contention's start is stale (`klocks_from`).

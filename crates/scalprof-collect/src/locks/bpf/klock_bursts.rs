@@ -33,6 +33,9 @@ pub(super) struct KernelBursts {
     on: bool,
     since: Instant,
     runs_at: u64,
+    /// The counter when this execution began: a resident tracer's counter keeps the
+    /// earlier windows' runs.
+    runs_from: u64,
     seen_at: u64,
     pause: Duration,
     probed: Duration,
@@ -58,6 +61,7 @@ impl KernelBursts {
             links,
             since: now,
             runs_at: runs(skel),
+            runs_from: runs(skel),
             seen_at: seen(skel),
             pause: Duration::ZERO,
             probed: Duration::ZERO,
@@ -118,7 +122,7 @@ impl KernelBursts {
         let seen = KernelBurstsSeen {
             probed: self.probed,
             span: self.first.elapsed(),
-            runs: 2 * runs(skel),
+            runs: 2 * runs(skel).saturating_sub(self.runs_from),
         };
         detach(&mut self.links);
         self.on = false;

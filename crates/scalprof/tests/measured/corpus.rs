@@ -1135,6 +1135,19 @@ fn the_tracers_own_frames_are_overhead_never_what_grew() {
             && f.run_ns > 0),
         "{tracer:?}"
     );
+    // The tracer stays loaded from one traced repeat to the next: each repeat counts its
+    // own runs, not the sweep's so far (which make the second twice the first).
+    let runs = kernel_lock_runs(&dir.path().join("runs.db"), last.value);
+    assert!(
+        runs.len() >= 2,
+        "one traced repeat proves nothing: {runs:?}"
+    );
+    let least = *runs.iter().min().unwrap();
+    assert!(
+        runs.iter()
+            .all(|&r| r > 10_000 && (r as f64) < 1.6 * least as f64),
+        "each traced repeat's kernel-lock program runs: {runs:?}"
+    );
     // Every stored stack of every point is free of them: what the flame graphs, "what
     // grew" and the findings are made of.
     let db = dir.path().join("runs.db");
@@ -1162,6 +1175,29 @@ fn the_tracers_own_frames_are_overhead_never_what_grew() {
     }
     // The clean repeats are what is reported: the traced one never counts.
     assert!(last.repeats.iter().all(|r| !r.traced));
+}
+
+/// Each traced repeat's kernel-lock program runs at `point`, from the stored lock profiles.
+fn kernel_lock_runs(db: &Path, point: u64) -> Vec<u64> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut stmt = conn
+        .prepare("SELECT profile FROM locks WHERE value = ?1 ORDER BY idx")
+        .unwrap();
+    let rows = stmt
+        .query_map([point as i64], |r| r.get::<_, String>(0))
+        .unwrap();
+    rows.map(|p| {
+        let profile: scalprof_model::locks::LockProfile =
+            serde_json::from_str(&p.unwrap()).unwrap();
+        profile
+            .tracer
+            .bpf_families
+            .iter()
+            .filter(|f| f.family == scalprof_model::locks::ProbeFamily::KernelLocks)
+            .map(|f| f.runs)
+            .sum()
+    })
+    .collect()
 }
 
 #[test]

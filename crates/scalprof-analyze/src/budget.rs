@@ -236,6 +236,7 @@ pub(crate) mod tests {
         };
         Point {
             outliers: Vec::new(),
+            other_mode: Vec::new(),
             perturbation_interval: None,
             settling: None,
             interference: None,

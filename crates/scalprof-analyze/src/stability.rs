@@ -649,6 +649,7 @@ mod tests {
     fn scalprof_analyze_point(value: u64) -> Point {
         Point {
             outliers: Vec::new(),
+            other_mode: Vec::new(),
             perturbation_interval: None,
             settling: None,
             interference: None,

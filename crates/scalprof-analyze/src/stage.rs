@@ -200,6 +200,7 @@ mod tests {
     fn the_series_share_is_the_others_loss() {
         let point = |value| Point {
             outliers: Vec::new(),
+            other_mode: Vec::new(),
             perturbation_interval: None,
             settling: None,
             interference: None,

@@ -296,9 +296,14 @@ fn summarize_point(value: u64, all: Vec<Repeat>, source: ThroughputSource) -> Po
         ok.iter()
             .filter_map(|r| repeat_throughput(value, r, source)),
     );
+    let kept_traced = scalprof_model::stability::kept(&traced_repeats);
+    let other_mode = other_mode_repeats(value, &ok, &kept_traced, source);
+    // Traced against clean in the same mode, where a traced repeat ran in the clean ones'.
+    let all_other = other_mode.len() == kept_traced.len();
     let traced = Spread::of(
-        scalprof_model::stability::kept(&traced_repeats)
-            .into_iter()
+        kept_traced
+            .iter()
+            .filter(|r| all_other || !other_mode.contains(&r.index))
             .filter_map(|r| repeat_throughput(value, r, source)),
     );
     let perturbation = match (traced, tput) {
@@ -320,6 +325,7 @@ fn summarize_point(value: u64, all: Vec<Repeat>, source: ThroughputSource) -> Po
         perturbation,
         perturbation_interval,
         outliers,
+        other_mode,
         throughput: tput.map(|s| s.median),
         speedup: None,
         efficiency: None,
@@ -365,6 +371,47 @@ fn outlier_repeats(value: u64, ok: &[&Repeat], source: ThroughputSource) -> Vec<
         return Vec::new();
     }
     out
+}
+
+/// How many times more (or fewer) voluntary context switches than the clean repeats' median
+/// a traced repeat makes in another mode; and the fewest, of the two, that can tell one.
+const MODE_SWITCH_RATIO: f64 = 4.0;
+const MODE_SWITCHES: f64 = 1000.0;
+
+/// The traced repeats that ran in another mode than the clean ones `ok`: their voluntary
+/// context switches [`MODE_SWITCH_RATIO`]× more or fewer than the clean repeats' median,
+/// and their throughput more than 25% off the clean median. A program that can run as a
+/// convoy (its threads handing a lock over through the scheduler at every acquisition)
+/// or not falls into one or the other from run to run; a traced repeat in the other one
+/// measures the mode, not the tracer.
+fn other_mode_repeats(
+    value: u64,
+    ok: &[&Repeat],
+    traced: &[&Repeat],
+    source: ThroughputSource,
+) -> Vec<u32> {
+    let median = |v: Vec<f64>| Spread::of(v.into_iter()).map(|s| s.median);
+    let (Some(switches), Some(x)) = (
+        median(ok.iter().map(|r| r.voluntary_csw as f64).collect()),
+        median(
+            ok.iter()
+                .filter_map(|r| repeat_throughput(value, r, source))
+                .collect(),
+        ),
+    ) else {
+        return Vec::new();
+    };
+    traced
+        .iter()
+        .filter(|r| {
+            let s = r.voluntary_csw as f64;
+            let (lo, hi) = (s.min(switches), s.max(switches));
+            let apart = hi >= MODE_SWITCHES && hi > MODE_SWITCH_RATIO * lo.max(1.0);
+            let off = repeat_throughput(value, r, source).is_some_and(|t| (t - x).abs() > 0.25 * x);
+            apart && off
+        })
+        .map(|r| r.index)
+        .collect()
 }
 
 /// The counters of a point's successful clean repeats: the median of each (a PMU count only
@@ -458,6 +505,61 @@ pub(crate) mod tests {
     fn traced(mut r: PointRepeat) -> PointRepeat {
         r.repeat.traced = true;
         r
+    }
+
+    #[test]
+    fn a_traced_repeat_that_escaped_the_clean_ones_convoy_is_not_the_tracer_s() {
+        // mmap_churn at 2 threads: the clean repeats block 130 000 times a run as a convoy
+        // (2.1 s); one traced repeat escaped it (7 000 blocks, 1.0 s), one did not (2.2 s).
+        let at = |index, wall: f64, switches, is_traced| {
+            let mut r = rep(2, index, wall, Some(1000), 0);
+            r.repeat.voluntary_csw = switches;
+            if is_traced {
+                r = traced(r);
+            }
+            r
+        };
+        let clean = [(0, 2.07, 131_000), (1, 2.24, 133_000), (2, 2.19, 134_000)]
+            .map(|(i, w, s)| at(i, w, s, false));
+        let point = |traced_repeats: &[(u32, f64, u64)]| {
+            let mut reps = vec![rep(1, 0, 1.0, Some(1000), 0)];
+            reps.extend(clean.iter().cloned());
+            reps.extend(traced_repeats.iter().map(|&(i, w, s)| at(i, w, s, true)));
+            let doc = assemble(&RunInputs::timing(header(vec![1, 2]), reps));
+            doc.points.into_iter().find(|p| p.value == 2).unwrap()
+        };
+        let p = point(&[(3, 2.33, 128_000), (4, 1.02, 6_900)]);
+        assert_eq!(p.other_mode, [4]);
+        // Against the traced repeat in the convoy: 2.19 / 2.33, 6% slower, not 31% faster.
+        let x = p.perturbation.unwrap();
+        assert!((x - (2.19 / 2.33 - 1.0)).abs() < 1e-9, "{x}");
+        let doc_warning = |p: &Point| {
+            warnings::warnings(&header(vec![1, 2]), std::slice::from_ref(p))
+                .into_iter()
+                .find(|w| w.message.contains("another mode"))
+        };
+        let w = doc_warning(&p).expect("the other mode is said");
+        assert!(w.message.contains("traced repeat 5") && w.message.contains("left out"));
+        // Every traced repeat escaped: compared across modes, and said so.
+        let p = point(&[(3, 1.02, 6_900), (4, 1.05, 7_100)]);
+        assert_eq!(p.other_mode, [3, 4]);
+        assert!(p.perturbation.unwrap() > 0.9);
+        assert!(doc_warning(&p).unwrap().message.contains("across modes"));
+        // As many blocks, only faster (or as slow with other blocks): one mode.
+        assert!(point(&[(3, 1.02, 128_000), (4, 2.2, 30_000)])
+            .other_mode
+            .is_empty());
+        // Few switches either way tell no mode apart.
+        let few = |s| at(5, 1.0, s, true);
+        let mut reps = vec![rep(1, 0, 1.0, Some(1000), 0)];
+        reps.extend([0, 1, 2].map(|i| {
+            let mut r = rep(2, i, 2.0, Some(1000), 0);
+            r.repeat.voluntary_csw = 10;
+            r
+        }));
+        reps.push(few(900));
+        let doc = assemble(&RunInputs::timing(header(vec![1, 2]), reps));
+        assert!(doc.points[1].other_mode.is_empty());
     }
 
     #[test]

@@ -333,6 +333,14 @@ pub struct Point {
     /// z-score above 3.5, and more than 25% off the median): left out of `throughput`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub outliers: Vec<u32>,
+    /// Indices of traced repeats that ran in another mode than the clean ones: their
+    /// voluntary context switches more than 4× more or fewer than the clean repeats'
+    /// median, and their throughput more than 25% off (a lock convoy entered or escaped:
+    /// mmap_churn at 2 threads blocks 130 000 times in a run, or 7 000 and runs twice as
+    /// fast). Left out of `perturbation` where a traced repeat in the clean repeats' mode
+    /// is left.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub other_mode: Vec<u32>,
     /// Median throughput over successful repeats (`null` if none succeeded).
     pub throughput: Option<f64>,
     /// Throughput relative to the first point, scaled to its parameter value.

@@ -193,6 +193,7 @@ mod tests {
         let efficiency = throughput / 1000.0 / value as f64;
         Point {
             outliers: Vec::new(),
+            other_mode: Vec::new(),
             perturbation_interval: None,
             settling: None,
             interference: None,

@@ -2,7 +2,8 @@
 //! sweep that swept nothing, a weak-scaling assumption the CPU time contradicts, and an
 //! unexplained share that needs a reason (the profile's own are in `profile_warnings`).
 
-use scalprof_model::{Point, RunHeader, ThroughputSource, Warning, WarningKind};
+use scalprof_model::stability;
+use scalprof_model::{Point, Repeat, RunHeader, Spread, ThroughputSource, Warning, WarningKind};
 
 use super::machine_warnings::{limiting, oversubscribed_point};
 use super::{NOISY_SPREAD, PERTURBATION_LIMIT};
@@ -164,6 +165,7 @@ const POINT_CHECKS: &[fn(&RunHeader, &Point) -> Option<Warning>] = &[
     perturbed_diagnosis,
     interference,
     outlier_repeats,
+    other_mode_repeats,
     super_linear,
     failed_repeats,
     oversubscribed_point,
@@ -387,6 +389,52 @@ fn outlier_repeats(header: &RunHeader, p: &Point) -> Option<Warning> {
             header.sweep.parameter,
             p.value,
             walls.join(", "),
+            p.wall_s.map_or(0.0, |w| w.median),
+        ),
+    })
+}
+
+/// Traced repeats that ran in another mode than the clean ones (`Point::other_mode`):
+/// left out of the traced-against-clean comparison where others are left, else the
+/// comparison is between modes, and the tracer may have tipped the program.
+fn other_mode_repeats(header: &RunHeader, p: &Point) -> Option<Warning> {
+    if p.other_mode.is_empty() {
+        return None;
+    }
+    let others: Vec<&Repeat> = p
+        .traced_repeats
+        .iter()
+        .filter(|r| p.other_mode.contains(&r.index))
+        .collect();
+    let clean = stability::kept(&p.repeats);
+    let median = |v: Vec<f64>| Spread::of(v.into_iter()).map_or(0.0, |s| s.median);
+    let clean_switches = median(clean.iter().map(|r| r.voluntary_csw as f64).collect());
+    let said: Vec<String> = others
+        .iter()
+        .map(|r| {
+            format!(
+                "traced repeat {} ({:.3} s, {} voluntary context switches)",
+                r.index + 1,
+                r.wall_s,
+                r.voluntary_csw
+            )
+        })
+        .collect();
+    let all = others.len() == stability::kept(&p.traced_repeats).len();
+    let outcome = if all {
+        "the traced repeats are compared with the clean ones across modes: the tracer may have tipped the program from one to the other"
+    } else {
+        "left out of the traced-against-clean comparison"
+    };
+    Some(Warning {
+        kind: WarningKind::OutlierRepeat,
+        point: Some(p.value),
+        message: format!(
+            "{} {}: {} ran in another mode than the clean repeats ({:.0} switches, {:.3} s, medians): {outcome}; a program whose threads hand a lock over through the scheduler can run as a convoy or not from run to run (run more repeats to see how often: --repeat 10)",
+            header.sweep.parameter,
+            p.value,
+            said.join(", "),
+            clean_switches,
             p.wall_s.map_or(0.0, |w| w.median),
         ),
     })

@@ -6,7 +6,8 @@ For each program and thread count, ROUNDS fresh `scalprof run -t T --repeat 3` s
 each run document, the point's measured slowdown (traced vs clean throughput) and its parts,
 each in % of the traced repeats' thread-time (wall x threads), the slowdown's basis; the
 parts paid in CPU time are their share of the CPU time times `busy`, the share of the
-thread-time the threads ran (a blocking program's threads run part of theirs):
+thread-time the threads ran or waited for a lock (whose holder runs); a thread blocked on the
+disk, a sleep or a peer runs for part of its time, and that part is not lengthened:
 
   sampler     the sampler's interrupts at the point's rate (host.sample_cost_ns x rate; at
               the tick, its program's own time per sample x rate)
@@ -53,6 +54,13 @@ def sampler_ns(doc, st):
     return doc["host"].get("sample_cost_ns") or 0
 
 
+# Row kinds that are not a lock a running holder keeps: hand-offs, structure, blocked
+# waits, and Go's locks (a parked goroutine's wait is not its thread's).
+NOT_LOCKS = {"condvar", "join", "barrier", "semaphore", "sync.WaitGroup", "chan", "once",
+             "sync.Cond", "sleep", "idle", "io", "syscall", "disk-io", "cpu-wait",
+             "sync.Mutex", "sync.RWMutex"}
+
+
 def parts(doc, p):
     """The point's slowdown and its parts, in %; None where it was not traced."""
     prof, locks = p.get("profile"), p.get("locks") or {}
@@ -70,7 +78,14 @@ def parts(doc, p):
     go = pct_cpu(t.get("go_hits", 0) * t.get("go_hit_ns", 0))
     thr = 1 if doc["sweep"]["parameter"] == "size" else max(p["value"], 1)
     thread_time = sum(r["wall_s"] * 1e9 * thr for r in traced)
-    busy = min(cpu / thread_time, 1.0) if cpu > 0 and thread_time > 0 else 1.0
+    walls = [r["wall_s"] for r in traced]
+    thread_ns = (sum(walls) / len(walls)) * 1e9 * thr * locks.get("repeats", 0) if walls else 0
+    # A thread waiting on a lock waits for a holder that runs (the model's LockKind::is_lock,
+    # less Go's locks, whose waits are parked goroutines').
+    waited = sum(r.get("total_wait_ns", 0) for r in locks.get("rows", [])
+                 if r.get("lock_type", "").split(":")[0] not in NOT_LOCKS)
+    lock_waits = waited / thread_ns if thread_ns > 0 else 0.0
+    busy = min(cpu / thread_time + lock_waits, 1.0) if cpu > 0 and thread_time > 0 else 1.0
     out = {
         "slowdown": -100.0 * p["perturbation"],
         "busy": 100.0 * busy,
@@ -93,8 +108,6 @@ def parts(doc, p):
     # Waits for a CPU behind scalprof's own threads, in % of the traced thread-time.
     behind = sum(r.get("total_wait_ns", 0) for r in locks.get("rows", [])
                  if r.get("address") == "runqueue:scalprof")
-    walls = [r["wall_s"] for r in traced]
-    thread_ns = (sum(walls) / len(walls)) * 1e9 * thr * locks.get("repeats", 0) if walls else 0
     out["observer"] = 100.0 * behind / thread_ns if thread_ns > 0 else 0.0
     out["accounted"] = sum(out[k] for k in ("sampler", "records", "traps", "bpf", "holds",
                                             "observer"))

@@ -115,6 +115,11 @@ impl LockKind {
         )
     }
 
+    /// Go's locks: their waits are parked goroutines', not their threads'.
+    pub fn is_goroutine_lock(&self) -> bool {
+        matches!(self, LockKind::GoMutex | LockKind::GoRwMutex(_))
+    }
+
     /// Off-CPU waits that are not a lock: sleeping, I/O, another system call.
     pub fn is_blocked_wait(&self) -> bool {
         matches!(

@@ -135,9 +135,11 @@ fn programs(p: &Point) -> Option<String> {
             .iter()
             .map(|f| {
                 let mut part = format!("{} {:.2}%", f.family.label(), pct(f.run_ns));
+                // On for all but the last microseconds of the span (the detach at the
+                // end): on throughout, not in bursts.
                 if f.family == ProbeFamily::KernelLocks
                     && t.klock_probed_ns > 0
-                    && t.klock_probed_ns < t.klock_span_ns
+                    && (t.klock_probed_ns as f64) < 0.995 * t.klock_span_ns as f64
                 {
                     part += &format!(
                         " on {:.0}% of the run, in bursts",
@@ -346,6 +348,18 @@ fn blocks_bound(doc: &RunDocument, p: &Point) -> Option<String> {
 /// wall time × the threads × the repeats the lock table merged. A wait is thread-time, not
 /// CPU time: over the CPU time it would count twice for a program that blocks half the run.
 fn observer_share(doc: &RunDocument, p: &Point) -> f64 {
+    let thread_ns = merged_thread_ns(doc, p);
+    let (behind, _) = observer_waits(p);
+    if thread_ns > 0.0 {
+        100.0 * behind as f64 / thread_ns
+    } else {
+        0.0
+    }
+}
+
+/// The thread-time of the traced repeats the point's lock table merged, in ns: their mean
+/// wall time × the threads × the repeats merged; 0 without a lock table.
+fn merged_thread_ns(doc: &RunDocument, p: &Point) -> f64 {
     let Some(l) = p.locks.as_ref() else {
         return 0.0;
     };
@@ -355,33 +369,31 @@ fn observer_share(doc: &RunDocument, p: &Point) -> f64 {
         .filter(|r| r.succeeded())
         .map(|r| r.wall_s)
         .collect();
-    // A size sweep's value is the input's size; a thread or concurrency sweep's, threads.
-    let threads = if doc.sweep.parameter == SweepParameter::Size {
+    walls.iter().sum::<f64>() / walls.len().max(1) as f64
+        * 1e9
+        * sweep_threads(doc, p)
+        * f64::from(l.repeats)
+}
+
+/// A size sweep's value is the input's size; a thread or concurrency sweep's, threads.
+fn sweep_threads(doc: &RunDocument, p: &Point) -> f64 {
+    if doc.sweep.parameter == SweepParameter::Size {
         1.0
     } else {
         p.value.max(1) as f64
-    };
-    let thread_ns = walls.iter().sum::<f64>() / walls.len().max(1) as f64
-        * 1e9
-        * threads
-        * f64::from(l.repeats);
-    let (behind, _) = observer_waits(p);
-    if thread_ns > 0.0 {
-        100.0 * behind as f64 / thread_ns
-    } else {
-        0.0
     }
 }
 
-/// The share of the traced repeats' thread-time (wall × threads) their CPU time fills, at
-/// most 1 (a program whose helper threads or processes add CPUs beyond the sweep's
-/// threads keeps the CPU basis); 1 where either is unknown.
+/// The share of the traced repeats' thread-time (wall × threads) in which a thread ran or
+/// waited for a lock: at most 1 (a program whose helper threads or processes add CPUs
+/// beyond the sweep's threads keeps the CPU basis); 1 where the times are unknown. A
+/// thread waiting on a lock waits for its holder, which runs: a cost the holder pays
+/// lengthens the wait as much (mmap_churn at 2 threads runs 63% of its thread-time and
+/// waits 33% on its mmap_lock, a convoy that one thread or the other runs all along). A
+/// wait for the disk, a sleep or a peer's answer is not lengthened: journal_sync's thread
+/// runs 52% of its time.
 fn busy_share(doc: &RunDocument, p: &Point) -> f64 {
-    let threads = if doc.sweep.parameter == SweepParameter::Size {
-        1.0
-    } else {
-        p.value.max(1) as f64
-    };
+    let threads = sweep_threads(doc, p);
     let thread_ns: f64 = p
         .traced_repeats
         .iter()
@@ -390,10 +402,27 @@ fn busy_share(doc: &RunDocument, p: &Point) -> f64 {
         .sum();
     let cpu_ns = traced_cpu_ns(p);
     if thread_ns > 0.0 && cpu_ns > 0.0 {
-        (cpu_ns / thread_ns).min(1.0)
+        (cpu_ns / thread_ns + lock_wait_share(doc, p)).min(1.0)
     } else {
         1.0
     }
+}
+
+/// The share of the traced repeats' thread-time the threads waited for locks, off the CPU
+/// (a spinlock's spin is CPU time already). A parked goroutine's wait is not its thread's:
+/// the thread runs another goroutine or idles.
+fn lock_wait_share(doc: &RunDocument, p: &Point) -> f64 {
+    let thread_ns = merged_thread_ns(doc, p);
+    let Some(l) = p.locks.as_ref().filter(|_| thread_ns > 0.0) else {
+        return 0.0;
+    };
+    let waited: u64 = l
+        .rows
+        .iter()
+        .filter(|r| r.lock_type.is_lock() && !r.lock_type.is_goroutine_lock())
+        .map(|r| r.total_wait_ns)
+        .sum();
+    waited as f64 / thread_ns
 }
 
 /// The CPU time of a point's traced repeats that succeeded, in ns.

@@ -403,7 +403,8 @@ fn waits_behind_scalprof_count_in_the_accounted_slowdown_as_thread_time() {
 fn a_blocking_point_s_programs_count_in_the_slowdown_as_the_threads_paid_them() {
     // The 2-thread point's threads ran 40% of their traced time (they block, as on a
     // disk): the programs' time is 2.5 times as large a share of their CPU time as of the
-    // run they lengthened.
+    // run they lengthened. (The recording's mutex waits are left out: a thread waiting
+    // for a lock waits for a holder that runs.)
     let mut i = inputs();
     for r in i
         .repeats
@@ -413,6 +414,8 @@ fn a_blocking_point_s_programs_count_in_the_slowdown_as_the_threads_paid_them() 
         r.repeat.user_s = r.repeat.wall_s * 2.0 * 0.25;
         r.repeat.sys_s = r.repeat.wall_s * 2.0 * 0.15;
     }
+    let (_, locks) = i.locks.iter_mut().find(|(v, _)| *v == 2).unwrap();
+    locks.rows.retain(|r| !r.lock_type.is_lock());
     let doc = scalprof_analyze::assemble(&i);
     let p = &doc.points[1];
     let bpf_ns = p.locks.as_ref().unwrap().tracer.bpf_run_ns as f64;
@@ -437,4 +440,66 @@ fn a_blocking_point_s_programs_count_in_the_slowdown_as_the_threads_paid_them() 
     );
     // Its share of the CPU time, said beside it, is the larger.
     assert!(100.0 * bpf_ns / cpu_ns > 2.0 * expected, "{line}");
+}
+
+#[test]
+fn a_lock_bound_point_s_programs_count_as_the_holders_paid_them() {
+    // The 2-thread point's threads ran 60% of their traced time and waited 30% of it for
+    // a mutex the other thread held and ran in: the programs' cost lengthens the waits
+    // as much as the runs, 90% of the thread-time.
+    let mut i = inputs();
+    for r in i
+        .repeats
+        .iter_mut()
+        .filter(|r| r.value == 2 && r.repeat.traced)
+    {
+        r.repeat.user_s = r.repeat.wall_s * 2.0 * 0.4;
+        r.repeat.sys_s = r.repeat.wall_s * 2.0 * 0.2;
+    }
+    let traced: Vec<f64> = i
+        .repeats
+        .iter()
+        .filter(|r| r.value == 2 && r.repeat.traced && r.repeat.succeeded())
+        .map(|r| r.repeat.wall_s)
+        .collect();
+    let mean_wall = traced.iter().sum::<f64>() / traced.len() as f64;
+    let (_, locks) = i.locks.iter_mut().find(|(v, _)| *v == 2).unwrap();
+    let merged_ns = mean_wall * 2e9 * f64::from(locks.repeats);
+    locks.rows.retain(|r| !r.lock_type.is_lock());
+    locks.rows.push(LockRow {
+        count: 5000,
+        total_wait_ns: (0.3 * merged_ns) as u64,
+        max_wait_ns: 1_000_000,
+        ..LockRow::new(Scope::User, "table_lock", LockKind::Mutex)
+    });
+    let doc = scalprof_analyze::assemble(&i);
+    let p = &doc.points[1];
+    let bpf_ns = p.locks.as_ref().unwrap().tracer.bpf_run_ns as f64;
+    let cpu_ns: f64 = p
+        .traced_repeats
+        .iter()
+        .map(|r| (r.user_s + r.sys_s) * 1e9)
+        .sum();
+    let text = scalprof_report::summary_with(&doc, false, true);
+    let line = text.lines().find(|l| l.starts_with("tracing:")).unwrap();
+    let part = line
+        .split("BPF programs ")
+        .nth(1)
+        .and_then(|rest| rest.split([',', ')']).next())
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("no BPF programs part: {line}"));
+    // Of the CPU time, the larger of the programs' timed share and their samples'.
+    let stats = &p.profile.as_ref().unwrap().stats;
+    let sampled = 100.0
+        * stats
+            .overhead_samples
+            .saturating_sub(stats.probe_samples + stats.side_band_samples) as f64
+        / stats.samples as f64;
+    let expected = (100.0 * bpf_ns / cpu_ns).max(sampled) * 0.9;
+    assert!(
+        (part - expected).abs() < 0.051,
+        "{part} vs {expected:.2}: {line}"
+    );
+    // Without the waits the part is the CPU's 60%.
+    assert!(part > expected / 0.9 * 0.6 + 0.05, "{line}");
 }

@@ -55,10 +55,11 @@ def sampler_ns(doc, st):
 
 
 # Row kinds that are not a lock a running holder keeps: hand-offs, structure, blocked
-# waits, and Go's locks (a parked goroutine's wait is not its thread's).
+# waits, Go's locks (a parked goroutine's wait is not its thread's) and Java's parks (a
+# queue's idle worker as often as a lock's waiter).
 NOT_LOCKS = {"condvar", "join", "barrier", "semaphore", "sync.WaitGroup", "chan", "once",
              "sync.Cond", "sleep", "idle", "io", "syscall", "disk-io", "cpu-wait",
-             "sync.Mutex", "sync.RWMutex"}
+             "sync.Mutex", "sync.RWMutex", "park"}
 
 
 def parts(doc, p):
@@ -81,9 +82,14 @@ def parts(doc, p):
     walls = [r["wall_s"] for r in traced]
     thread_ns = (sum(walls) / len(walls)) * 1e9 * thr * locks.get("repeats", 0) if walls else 0
     # A thread waiting on a lock waits for a holder that runs (the model's LockKind::is_lock,
-    # less Go's locks, whose waits are parked goroutines').
-    waited = sum(r.get("total_wait_ns", 0) for r in locks.get("rows", [])
-                 if r.get("lock_type", "").split(":")[0] not in NOT_LOCKS)
+    # less Go's locks and Java's parks, and rows listed but never a cause), less the share
+    # of the waits its holders spent blocked in a system call (the disk).
+    waited = sum(r.get("total_wait_ns", 0)
+                 * min(max(1.0 - sum(w["share"] for w in r.get("holder_waits", [])
+                                     if not w.get("lock")), 0.0), 1.0)
+                 for r in locks.get("rows", [])
+                 if r.get("lock_type", "").split(":")[0] not in NOT_LOCKS
+                 and not r.get("attributed_to"))
     lock_waits = waited / thread_ns if thread_ns > 0 else 0.0
     busy = min(cpu / thread_time + lock_waits, 1.0) if cpu > 0 and thread_time > 0 else 1.0
     out = {

@@ -299,7 +299,11 @@ fn summarize_point(value: u64, all: Vec<Repeat>, source: ThroughputSource) -> Po
     let kept_traced = scalprof_model::stability::kept(&traced_repeats);
     let other_mode = other_mode_repeats(value, &ok, &kept_traced, source);
     // Traced against clean in the same mode, where a traced repeat ran in the clean ones'.
-    let all_other = other_mode.len() == kept_traced.len();
+    // Every traced repeat with a throughput in another mode: compared across modes.
+    let all_other = kept_traced
+        .iter()
+        .filter(|r| repeat_throughput(value, r, source).is_some())
+        .all(|r| other_mode.contains(&r.index));
     let traced = Spread::of(
         kept_traced
             .iter()

@@ -335,10 +335,10 @@ pub struct Point {
     pub outliers: Vec<u32>,
     /// Indices of traced repeats that ran in another mode than the clean ones: their
     /// voluntary context switches more than 4× more or fewer than the clean repeats'
-    /// median, and their throughput more than 25% off (a lock convoy entered or escaped:
+    /// median (the larger count at least 1000), and their throughput more than 25% off (a lock convoy entered or escaped:
     /// mmap_churn at 2 threads blocks 130 000 times in a run, or 7 000 and runs twice as
-    /// fast). Left out of `perturbation` where a traced repeat in the clean repeats' mode
-    /// is left.
+    /// fast). Left out of `perturbation` and of the hold-timing cost where a traced repeat
+    /// in the clean repeats' mode is left; the lock table and the profile keep them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub other_mode: Vec<u32>,
     /// Median throughput over successful repeats (`null` if none succeeded).

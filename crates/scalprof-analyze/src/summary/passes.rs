@@ -206,12 +206,15 @@ pub(super) fn lock_tables(points: &mut [Point], inputs: &RunInputs, source: Thro
 /// What the hold-timing interposer cost a point: the median throughput of its traced
 /// repeats that timed the holds over that of those that did not, − 1. The same program,
 /// traced alike but for the interposer: the difference is its cost, within the repeats'
-/// noise (one against one, by default).
+/// noise (one against one, by default). Like the perturbation, on the repeats in the clean
+/// ones' mode where any is left (`Point::other_mode`).
 fn hold_timing_cost(p: &Point, timed: &[u32], source: ThroughputSource) -> Option<f64> {
     let kept = scalprof_model::stability::kept(&p.traced_repeats);
+    let all_other = kept.iter().all(|r| p.other_mode.contains(&r.index));
     let median = |with: bool| {
         scalprof_model::Spread::of(
             kept.iter()
+                .filter(|r| all_other || !p.other_mode.contains(&r.index))
                 .filter(|r| timed.contains(&r.index) == with)
                 .filter_map(|r| super::repeat_throughput(p.value, r, source)),
         )

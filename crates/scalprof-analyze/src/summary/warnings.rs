@@ -406,7 +406,10 @@ fn other_mode_repeats(header: &RunHeader, p: &Point) -> Option<Warning> {
         .iter()
         .filter(|r| p.other_mode.contains(&r.index))
         .collect();
-    let clean = stability::kept(&p.repeats);
+    let clean: Vec<&Repeat> = stability::kept(&p.repeats)
+        .into_iter()
+        .filter(|r| !p.outliers.contains(&r.index))
+        .collect();
     let median = |v: Vec<f64>| Spread::of(v.into_iter()).map_or(0.0, |s| s.median);
     let clean_switches = median(clean.iter().map(|r| r.voluntary_csw as f64).collect());
     let said: Vec<String> = others
@@ -421,11 +424,19 @@ fn other_mode_repeats(header: &RunHeader, p: &Point) -> Option<Warning> {
         })
         .collect();
     let all = others.len() == stability::kept(&p.traced_repeats).len();
-    let outcome = if all {
-        "the traced repeats are compared with the clean ones across modes: the tracer may have tipped the program from one to the other"
+    let mut outcome = if all {
+        "the traced repeats are compared with the clean ones across modes: the tracer may have tipped the program from one to the other".to_string()
     } else {
-        "left out of the traced-against-clean comparison"
+        "left out of the traced-against-clean comparison (the lock table and the profile keep them)"
+            .to_string()
     };
+    let timed = p
+        .locks
+        .as_ref()
+        .map_or(&[][..], |l| &l.hold_timed_repeats[..]);
+    if others.iter().any(|r| timed.contains(&r.index)) {
+        outcome += "; the hold-timing interposer was loaded in them, and may have tipped it";
+    }
     Some(Warning {
         kind: WarningKind::OutlierRepeat,
         point: Some(p.value),

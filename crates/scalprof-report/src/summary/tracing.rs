@@ -4,7 +4,7 @@
 //! probes' traps, the tracer's BPF programs by the events they hook, and the hold-timing
 //! interposer.
 
-use scalprof_model::locks::{ProbeFamily, RunQueueBehind, THE_OBSERVER};
+use scalprof_model::locks::{HeldWait, LockKind, ProbeFamily, RunQueueBehind, THE_OBSERVER};
 use scalprof_model::{Point, RunDocument, SweepParameter};
 
 use crate::format::ns;
@@ -135,8 +135,8 @@ fn programs(p: &Point) -> Option<String> {
             .iter()
             .map(|f| {
                 let mut part = format!("{} {:.2}%", f.family.label(), pct(f.run_ns));
-                // On for all but the last microseconds of the span (the detach at the
-                // end): on throughout, not in bursts.
+                // On for all but 0.5% of the span (the detach at its end, the
+                // attach's moments): on throughout, not in bursts.
                 if f.family == ProbeFamily::KernelLocks
                     && t.klock_probed_ns > 0
                     && (t.klock_probed_ns as f64) < 0.995 * t.klock_span_ns as f64
@@ -196,10 +196,10 @@ fn hold_timing_share(p: &Point) -> f64 {
 /// What each of scalprof's parts cost a point's traced repeats, in % of their thread-time
 /// (wall × threads), the basis of the slowdown they account for. A cost paid in CPU time
 /// (the sampler's interrupts, the records, the traps, the programs) lengthens the run
-/// only as the threads pay it, and they run for part of their time where they block: such
-/// a part is its share of the CPU time times the share of the thread-time the threads ran
-/// ([`busy_share`]). journal_sync's threads run 40% of theirs: its programs' 4.1% of
-/// its CPU time is 1.6% of the run.
+/// only as the threads pay it: such a part is its share of the CPU time times the share
+/// of the thread-time in which the threads ran or waited for a lock whose holder ran
+/// ([`busy_share`]). A thread blocked on the disk runs part of its time: journal_sync's
+/// thread runs 52% of its time, and its programs' 4.1% of its CPU time is 2.1% of the run.
 #[derive(Debug, Default, PartialEq)]
 struct Costs {
     /// The sampler's interrupts at the point's rate (measured before the sweep): no
@@ -408,21 +408,34 @@ fn busy_share(doc: &RunDocument, p: &Point) -> f64 {
     }
 }
 
-/// The share of the traced repeats' thread-time the threads waited for locks, off the CPU
-/// (a spinlock's spin is CPU time already). A parked goroutine's wait is not its thread's:
-/// the thread runs another goroutine or idles.
+/// The share of the traced repeats' thread-time the threads waited for locks whose holders
+/// ran, off the CPU (a spinlock's spin is CPU time already). Left out: a parked goroutine's
+/// wait (not its thread's: the thread runs another goroutine or idles), a Java park (a
+/// queue's idle worker as often as a lock's waiter), a row listed but never a cause (the
+/// Go scheduler's idle threads, scalprof's own traps, threads off the work's path); and of
+/// each lock, the share of its waits its holders spent blocked in a system call (a lock
+/// held across `fdatasync`: its waiters wait for the disk).
 fn lock_wait_share(doc: &RunDocument, p: &Point) -> f64 {
     let thread_ns = merged_thread_ns(doc, p);
     let Some(l) = p.locks.as_ref().filter(|_| thread_ns > 0.0) else {
         return 0.0;
     };
-    let waited: u64 = l
+    let waited: f64 = l
         .rows
         .iter()
-        .filter(|r| r.lock_type.is_lock() && !r.lock_type.is_goroutine_lock())
-        .map(|r| r.total_wait_ns)
+        .filter(|r| r.lock_type.is_lock() && r.attributed_to.is_none())
+        .filter(|r| !r.lock_type.is_goroutine_lock() && r.lock_type != LockKind::JavaPark)
+        .map(|r| {
+            let blocked: f64 = r
+                .holder_waits
+                .iter()
+                .filter(|w| matches!(w.on, HeldWait::Syscall(_)))
+                .map(|w| w.share)
+                .sum();
+            r.total_wait_ns as f64 * (1.0 - blocked).clamp(0.0, 1.0)
+        })
         .sum();
-    waited as f64 / thread_ns
+    waited / thread_ns
 }
 
 /// The CPU time of a point's traced repeats that succeeded, in ns.

@@ -5,7 +5,7 @@
 // Tests build, run and open what they made themselves: the action checks are for the product.
 #![allow(clippy::disallowed_methods)]
 
-use scalprof_model::locks::{LockKind, Scope};
+use scalprof_model::locks::{HeldWait, HolderWait, LockKind, Scope};
 use scalprof_report::html::PointFunctions;
 use std::path::Path;
 
@@ -442,11 +442,11 @@ fn a_blocking_point_s_programs_count_in_the_slowdown_as_the_threads_paid_them() 
     assert!(100.0 * bpf_ns / cpu_ns > 2.0 * expected, "{line}");
 }
 
-#[test]
-fn a_lock_bound_point_s_programs_count_as_the_holders_paid_them() {
-    // The 2-thread point's threads ran 60% of their traced time and waited 30% of it for
-    // a mutex the other thread held and ran in: the programs' cost lengthens the waits
-    // as much as the runs, 90% of the thread-time.
+/// The BPF programs' part of the 2-thread point's slowdown, and their share of its CPU
+/// time (the larger of the timed and the sampled), where its threads ran 60% of their
+/// traced time and waited 30% of it for a mutex whose holders spent `holder_waits` of the
+/// waits blocked.
+fn programs_part_beside_a_mutex(holder_waits: Vec<HolderWait>) -> (f64, f64, String) {
     let mut i = inputs();
     for r in i
         .repeats
@@ -470,6 +470,7 @@ fn a_lock_bound_point_s_programs_count_as_the_holders_paid_them() {
         count: 5000,
         total_wait_ns: (0.3 * merged_ns) as u64,
         max_wait_ns: 1_000_000,
+        holder_waits,
         ..LockRow::new(Scope::User, "table_lock", LockKind::Mutex)
     });
     let doc = scalprof_analyze::assemble(&i);
@@ -481,25 +482,52 @@ fn a_lock_bound_point_s_programs_count_as_the_holders_paid_them() {
         .map(|r| (r.user_s + r.sys_s) * 1e9)
         .sum();
     let text = scalprof_report::summary_with(&doc, false, true);
-    let line = text.lines().find(|l| l.starts_with("tracing:")).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("tracing:"))
+        .unwrap()
+        .to_string();
     let part = line
         .split("BPF programs ")
         .nth(1)
         .and_then(|rest| rest.split([',', ')']).next())
         .and_then(|v| v.trim().parse::<f64>().ok())
         .unwrap_or_else(|| panic!("no BPF programs part: {line}"));
-    // Of the CPU time, the larger of the programs' timed share and their samples'.
     let stats = &p.profile.as_ref().unwrap().stats;
     let sampled = 100.0
         * stats
             .overhead_samples
             .saturating_sub(stats.probe_samples + stats.side_band_samples) as f64
         / stats.samples as f64;
-    let expected = (100.0 * bpf_ns / cpu_ns).max(sampled) * 0.9;
+    (part, (100.0 * bpf_ns / cpu_ns).max(sampled), line)
+}
+
+#[test]
+fn a_lock_bound_point_s_programs_count_as_the_holders_paid_them() {
+    // The waits are for a holder that runs: the programs' cost lengthens them as much as
+    // the runs, 90% of the thread-time.
+    let (part, of_cpu, line) = programs_part_beside_a_mutex(Vec::new());
+    let expected = of_cpu * 0.9;
     assert!(
         (part - expected).abs() < 0.051,
         "{part} vs {expected:.2}: {line}"
     );
     // Without the waits the part is the CPU's 60%.
-    assert!(part > expected / 0.9 * 0.6 + 0.05, "{line}");
+    assert!(part > of_cpu * 0.6 + 0.05, "{line}");
+}
+
+#[test]
+fn a_lock_held_across_the_disk_lengthens_no_wait_by_the_programs() {
+    // Its holders spent the waits in fdatasync: the waiters waited for the disk, and the
+    // part is the running threads' 60%.
+    let disk = HolderWait {
+        on: HeldWait::Syscall("fdatasync".into()),
+        share: 1.0,
+    };
+    let (part, of_cpu, line) = programs_part_beside_a_mutex(vec![disk]);
+    let expected = of_cpu * 0.6;
+    assert!(
+        (part - expected).abs() < 0.051,
+        "{part} vs {expected:.2}: {line}"
+    );
 }

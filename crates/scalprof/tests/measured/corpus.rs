@@ -1136,17 +1136,26 @@ fn the_tracers_own_frames_are_overhead_never_what_grew() {
         "{tracer:?}"
     );
     // The tracer stays loaded from one traced repeat to the next: each repeat counts its
-    // own runs, not the sweep's so far (which make the second twice the first).
-    let runs = kernel_lock_runs(&dir.path().join("runs.db"), last.value);
+    // own runs, not the sweep's so far. pwrite_same_file's writers contend for i_rwsem
+    // and keep the contention programs on, a few hundred runs a repeat (dup_close's come
+    // in bursts whose count moves 2x from one repeat to the next); counted since the
+    // load, the fifth repeat's count is the five's sum.
+    let counted = dir.path().join("counted.db");
+    scalprof(&counted)
+        .args(["run", "-t", "2", "--repeat", "1", "--diagnose", "5", "--"])
+        .arg(corpus().join("pwrite_same_file"))
+        .arg("{threads}")
+        .assert()
+        .success();
+    let mut runs = kernel_lock_runs(&counted, 2);
+    assert!(runs.len() >= 5, "fewer than five traced repeats: {runs:?}");
+    // The counter counts every contention on the machine: a repeat beside another
+    // process's burst counts ten times more. The median is about the least's, not thrice.
+    runs.sort_unstable();
+    let (least, median) = (runs[0], runs[runs.len() / 2]);
     assert!(
-        runs.len() >= 2,
-        "one traced repeat proves nothing: {runs:?}"
-    );
-    let least = *runs.iter().min().unwrap();
-    assert!(
-        runs.iter()
-            .all(|&r| r > 10_000 && (r as f64) < 1.6 * least as f64),
-        "each traced repeat's kernel-lock program runs: {runs:?}"
+        least >= 50 && (median as f64) < 2.0 * least as f64,
+        "each traced repeat's kernel-lock program runs, sorted: {runs:?}"
     );
     // Every stored stack of every point is free of them: what the flame graphs, "what
     // grew" and the findings are made of.

@@ -11,6 +11,7 @@ use crate::scaling;
 mod machine_warnings;
 mod passes;
 mod profile_warnings;
+mod repeat_warnings;
 mod scaling_mode;
 mod warnings;
 pub use profile_warnings::unnamed_binaries;

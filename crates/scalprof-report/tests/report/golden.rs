@@ -399,80 +399,40 @@ fn waits_behind_scalprof_count_in_the_accounted_slowdown_as_thread_time() {
     );
 }
 
-#[test]
-fn a_blocking_point_s_programs_count_in_the_slowdown_as_the_threads_paid_them() {
-    // The 2-thread point's threads ran 40% of their traced time (they block, as on a
-    // disk): the programs' time is 2.5 times as large a share of their CPU time as of the
-    // run they lengthened. (The recording's mutex waits are left out: a thread waiting
-    // for a lock waits for a holder that runs.)
-    let mut i = inputs();
-    for r in i
-        .repeats
-        .iter_mut()
-        .filter(|r| r.value == 2 && r.repeat.traced)
-    {
-        r.repeat.user_s = r.repeat.wall_s * 2.0 * 0.25;
-        r.repeat.sys_s = r.repeat.wall_s * 2.0 * 0.15;
-    }
-    let (_, locks) = i.locks.iter_mut().find(|(v, _)| *v == 2).unwrap();
-    locks.rows.retain(|r| !r.lock_type.is_lock());
-    let doc = scalprof_analyze::assemble(&i);
-    let p = &doc.points[1];
-    let bpf_ns = p.locks.as_ref().unwrap().tracer.bpf_run_ns as f64;
-    let thread_ns: f64 = p.traced_repeats.iter().map(|r| r.wall_s * 2e9).sum();
-    let cpu_ns: f64 = p
-        .traced_repeats
-        .iter()
-        .map(|r| (r.user_s + r.sys_s) * 1e9)
-        .sum();
-    let text = scalprof_report::summary_with(&doc, false, true);
-    let line = text.lines().find(|l| l.starts_with("tracing:")).unwrap();
-    let part = line
-        .split("BPF programs ")
-        .nth(1)
-        .and_then(|rest| rest.split([',', ')']).next())
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .unwrap_or_else(|| panic!("no BPF programs part: {line}"));
-    let expected = 100.0 * bpf_ns / thread_ns;
-    assert!(
-        (part - expected).abs() < 0.051,
-        "{part} vs {expected:.2}: {line}"
-    );
-    // Its share of the CPU time, said beside it, is the larger.
-    assert!(100.0 * bpf_ns / cpu_ns > 2.0 * expected, "{line}");
+/// The BPF programs' part of the 2-thread point's slowdown as the tracing line says it,
+/// with their share of its CPU time (timed; and the larger of timed and sampled, the
+/// part's own measure).
+struct ProgramsPart {
+    part: f64,
+    timed_of_cpu: f64,
+    of_cpu: f64,
+    line: String,
 }
 
-/// The BPF programs' part of the 2-thread point's slowdown, and their share of its CPU
-/// time (the larger of the timed and the sampled), where its threads ran 60% of their
-/// traced time and waited 30% of it for a mutex whose holders spent `holder_waits` of the
-/// waits blocked.
-fn programs_part_beside_a_mutex(holder_waits: Vec<HolderWait>) -> (f64, f64, String) {
+/// [`ProgramsPart`] where the 2-thread point's threads ran `ran` of their traced time, and
+/// its lock table's lock rows are replaced by `rows` (given the thread-time its traced
+/// repeats merged, in ns).
+fn programs_part(ran: f64, rows: impl FnOnce(f64) -> Vec<LockRow>) -> ProgramsPart {
     let mut i = inputs();
     for r in i
         .repeats
         .iter_mut()
         .filter(|r| r.value == 2 && r.repeat.traced)
     {
-        r.repeat.user_s = r.repeat.wall_s * 2.0 * 0.4;
-        r.repeat.sys_s = r.repeat.wall_s * 2.0 * 0.2;
+        r.repeat.user_s = r.repeat.wall_s * 2.0 * ran * 0.6;
+        r.repeat.sys_s = r.repeat.wall_s * 2.0 * ran * 0.4;
     }
-    let traced: Vec<f64> = i
+    let walls: Vec<f64> = i
         .repeats
         .iter()
         .filter(|r| r.value == 2 && r.repeat.traced && r.repeat.succeeded())
         .map(|r| r.repeat.wall_s)
         .collect();
-    let mean_wall = traced.iter().sum::<f64>() / traced.len() as f64;
+    let mean_wall = walls.iter().sum::<f64>() / walls.len() as f64;
     let (_, locks) = i.locks.iter_mut().find(|(v, _)| *v == 2).unwrap();
     let merged_ns = mean_wall * 2e9 * f64::from(locks.repeats);
     locks.rows.retain(|r| !r.lock_type.is_lock());
-    locks.rows.push(LockRow {
-        count: 5000,
-        total_wait_ns: (0.3 * merged_ns) as u64,
-        max_wait_ns: 1_000_000,
-        holder_waits,
-        ..LockRow::new(Scope::User, "table_lock", LockKind::Mutex)
-    });
+    locks.rows.extend(rows(merged_ns));
     let doc = scalprof_analyze::assemble(&i);
     let p = &doc.points[1];
     let bpf_ns = p.locks.as_ref().unwrap().tracer.bpf_run_ns as f64;
@@ -499,21 +459,59 @@ fn programs_part_beside_a_mutex(holder_waits: Vec<HolderWait>) -> (f64, f64, Str
             .overhead_samples
             .saturating_sub(stats.probe_samples + stats.side_band_samples) as f64
         / stats.samples as f64;
-    (part, (100.0 * bpf_ns / cpu_ns).max(sampled), line)
+    let timed_of_cpu = 100.0 * bpf_ns / cpu_ns;
+    ProgramsPart {
+        part,
+        timed_of_cpu,
+        of_cpu: timed_of_cpu.max(sampled),
+        line,
+    }
+}
+
+#[test]
+fn a_blocking_point_s_programs_count_in_the_slowdown_as_the_threads_paid_them() {
+    // The 2-thread point's threads ran 40% of their traced time (they block, as on a
+    // disk): the programs' time is 2.5 times as large a share of their CPU time as of the
+    // run they lengthened. (The recording's mutex waits are left out: a thread waiting
+    // for a lock waits for a holder that runs.)
+    let p = programs_part(0.4, |_| Vec::new());
+    let expected = p.timed_of_cpu * 0.4;
+    assert!(
+        (p.part - expected).abs() < 0.051,
+        "{} vs {expected:.2}: {}",
+        p.part,
+        p.line
+    );
+    // Its share of the CPU time, said beside it, is the larger.
+    assert!(p.timed_of_cpu > 2.0 * expected, "{}", p.line);
+}
+
+/// A mutex waited on for 30% of the thread-time, its holders blocked in system calls for
+/// `holder_waits` of the waits.
+fn a_mutex(merged_ns: f64, holder_waits: Vec<HolderWait>) -> Vec<LockRow> {
+    vec![LockRow {
+        count: 5000,
+        total_wait_ns: (0.3 * merged_ns) as u64,
+        max_wait_ns: 1_000_000,
+        holder_waits,
+        ..LockRow::new(Scope::User, "table_lock", LockKind::Mutex)
+    }]
 }
 
 #[test]
 fn a_lock_bound_point_s_programs_count_as_the_holders_paid_them() {
-    // The waits are for a holder that runs: the programs' cost lengthens them as much as
-    // the runs, 90% of the thread-time.
-    let (part, of_cpu, line) = programs_part_beside_a_mutex(Vec::new());
-    let expected = of_cpu * 0.9;
+    // The threads ran 60% of their time and waited 30% for a holder that ran: the
+    // programs' cost lengthens the waits as much as the runs, 90% of the thread-time.
+    let p = programs_part(0.6, |ns| a_mutex(ns, Vec::new()));
+    let expected = p.of_cpu * 0.9;
     assert!(
-        (part - expected).abs() < 0.051,
-        "{part} vs {expected:.2}: {line}"
+        (p.part - expected).abs() < 0.051,
+        "{} vs {expected:.2}: {}",
+        p.part,
+        p.line
     );
     // Without the waits the part is the CPU's 60%.
-    assert!(part > of_cpu * 0.6 + 0.05, "{line}");
+    assert!(p.part > p.of_cpu * 0.6 + 0.05, "{}", p.line);
 }
 
 #[test]
@@ -524,10 +522,12 @@ fn a_lock_held_across_the_disk_lengthens_no_wait_by_the_programs() {
         on: HeldWait::Syscall("fdatasync".into()),
         share: 1.0,
     };
-    let (part, of_cpu, line) = programs_part_beside_a_mutex(vec![disk]);
-    let expected = of_cpu * 0.6;
+    let p = programs_part(0.6, |ns| a_mutex(ns, vec![disk]));
+    let expected = p.of_cpu * 0.6;
     assert!(
-        (part - expected).abs() < 0.051,
-        "{part} vs {expected:.2}: {line}"
+        (p.part - expected).abs() < 0.051,
+        "{} vs {expected:.2}: {}",
+        p.part,
+        p.line
     );
 }

@@ -468,6 +468,18 @@ fn programs_part(ran: f64, rows: impl FnOnce(f64) -> Vec<LockRow>) -> ProgramsPa
     }
 }
 
+impl ProgramsPart {
+    /// The part as said (one decimal) is `expected`.
+    fn is_about(&self, expected: f64) {
+        assert!(
+            (self.part - expected).abs() < 0.051,
+            "{} vs {expected:.2}: {}",
+            self.part,
+            self.line
+        );
+    }
+}
+
 #[test]
 fn a_blocking_point_s_programs_count_in_the_slowdown_as_the_threads_paid_them() {
     // The 2-thread point's threads ran 40% of their traced time (they block, as on a
@@ -476,12 +488,7 @@ fn a_blocking_point_s_programs_count_in_the_slowdown_as_the_threads_paid_them() 
     // for a lock waits for a holder that runs.)
     let p = programs_part(0.4, |_| Vec::new());
     let expected = p.timed_of_cpu * 0.4;
-    assert!(
-        (p.part - expected).abs() < 0.051,
-        "{} vs {expected:.2}: {}",
-        p.part,
-        p.line
-    );
+    p.is_about(expected);
     // Its share of the CPU time, said beside it, is the larger.
     assert!(p.timed_of_cpu > 2.0 * expected, "{}", p.line);
 }
@@ -504,12 +511,7 @@ fn a_lock_bound_point_s_programs_count_as_the_holders_paid_them() {
     // programs' cost lengthens the waits as much as the runs, 90% of the thread-time.
     let p = programs_part(0.6, |ns| a_mutex(ns, Vec::new()));
     let expected = p.of_cpu * 0.9;
-    assert!(
-        (p.part - expected).abs() < 0.051,
-        "{} vs {expected:.2}: {}",
-        p.part,
-        p.line
-    );
+    p.is_about(expected);
     // Without the waits the part is the CPU's 60%.
     assert!(p.part > p.of_cpu * 0.6 + 0.05, "{}", p.line);
 }
@@ -524,10 +526,5 @@ fn a_lock_held_across_the_disk_lengthens_no_wait_by_the_programs() {
     };
     let p = programs_part(0.6, |ns| a_mutex(ns, vec![disk]));
     let expected = p.of_cpu * 0.6;
-    assert!(
-        (p.part - expected).abs() < 0.051,
-        "{} vs {expected:.2}: {}",
-        p.part,
-        p.line
-    );
+    p.is_about(expected);
 }
